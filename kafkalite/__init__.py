@@ -1,0 +1,1 @@
+"""kafkalite: a Kafka-compatible, ZooKeeper-coordinated streaming broker."""
