@@ -1,0 +1,61 @@
+"""Control records: the transaction markers (COMMIT/ABORT) that fill control batches.
+
+A control batch (attribute bits 4 and 5 set) holds exactly one record whose key is
+``INT16 version, INT16 type`` and whose value is ``INT16 version, INT32 coordinatorEpoch``
+(record-batch.md §3, ``EndTransactionMarker.java``). Only the broker writes them; consumers skip
+them, and a transactional consumer uses them to end or abort a producer's run of records.
+"""
+from __future__ import annotations
+
+import struct
+from enum import IntEnum
+from typing import NamedTuple
+
+from kafkalite.errors import CorruptRecordError
+from kafkalite.records.builder import BatchBuilder
+from kafkalite.records.record import Record
+
+_KEY = struct.Struct(">hh")
+_VALUE = struct.Struct(">hi")
+CURRENT_VERSION = 0
+
+__all__ = ["ControlType", "EndTxnMarker", "build_end_txn_marker", "parse_control_record"]
+
+
+class ControlType(IntEnum):
+    ABORT = 0
+    COMMIT = 1
+
+
+class EndTxnMarker(NamedTuple):
+    control_type: ControlType
+    coordinator_epoch: int
+
+
+def parse_control_record(record: Record) -> EndTxnMarker:
+    """Read the marker of a control batch's record; anything else is CorruptRecordError.
+
+    Newer key/value versions may append fields, so only the leading fields are required (Java's
+    ``ControlRecordType.parse`` and ``EndTransactionMarker.deserialize`` read them the same way).
+    """
+    key, value = record.key, record.value
+    if key is None or len(key) < _KEY.size:
+        raise CorruptRecordError("control record key is missing or shorter than 4 bytes")
+    _version, ctype = _KEY.unpack_from(key)
+    if ctype not in (ControlType.ABORT, ControlType.COMMIT):
+        raise CorruptRecordError(f"unknown control record type {ctype}")
+    if value is None or len(value) < _VALUE.size:
+        raise CorruptRecordError("transaction marker value is missing or shorter than 6 bytes")
+    _version, coordinator_epoch = _VALUE.unpack_from(value)
+    return EndTxnMarker(ControlType(ctype), coordinator_epoch)
+
+
+def build_end_txn_marker(control_type: ControlType, *, producer_id: int, producer_epoch: int,
+                         coordinator_epoch: int, timestamp: int, base_offset: int = 0,
+                         partition_leader_epoch: int = -1) -> bytearray:
+    """The one-record control batch the broker appends when a transaction ends."""
+    builder = BatchBuilder(producer_id=producer_id, producer_epoch=producer_epoch, transactional=True,
+                           control=True, base_offset=base_offset, partition_leader_epoch=partition_leader_epoch)
+    builder.append(timestamp, _KEY.pack(CURRENT_VERSION, int(control_type)),
+                   _VALUE.pack(CURRENT_VERSION, coordinator_epoch))
+    return builder.build()
