@@ -89,7 +89,7 @@ def test_header_parse_only() -> None:
     """read_request_header reports where the body starts, for v1 and v2 headers."""
     frame = b"".join(codec.encode_request(18, 3, 2, "ab", {}))[4:]
     header = codec.read_request_header(frame)
-    assert header == codec.RequestHeader(18, 3, 2, "ab", 11)
+    assert header == codec.RequestHeader(18, 3, 2, "ab", 13)
     frame = b"".join(codec.encode_request(3, 1, 7, None, {"topics": None}))[4:]
     assert codec.read_request_header(frame).body_offset == 10
     assert codec.read_request_header(frame).client_id is None
@@ -99,4 +99,4 @@ def test_api_versions_above_max_header_is_v2() -> None:
     """An ApiVersions v99 header parses (as v2) without looking at the body."""
     frame = bytes.fromhex("0012 0063 00000005 0003 616263 00") + b"garbage"
     header = codec.read_request_header(frame)
-    assert (header.api_version, header.client_id, header.body_offset) == (99, "abc", 12)
+    assert (header.api_version, header.client_id, header.body_offset) == (99, "abc", 14)
