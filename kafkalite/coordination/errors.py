@@ -1,0 +1,115 @@
+"""Coordination errors: kazoo's exceptions translated so no caller needs to import kazoo.
+
+Low-level ZooKeeper outcomes subclass :class:`ZkError`; Kafka-domain refusals subclass
+:class:`kafkalite.errors.KafkaError` so the broker can answer with Kafka's error code.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kazoo import exceptions as kz
+from kazoo.handlers.threading import KazooTimeoutError
+
+from kafkalite.errors import ErrorCode, KafkaError
+
+
+class ZkError(Exception):
+    """A ZooKeeper request failed; ``path`` is the znode it was about (if known)."""
+
+    def __init__(self, message: str = "", path: str | None = None) -> None:
+        text = message or type(self).__name__
+        super().__init__(f"{text} ({path})" if path else text)
+        self.path = path
+
+
+class NoNodeError(ZkError):
+    pass
+
+
+class NodeExistsError(ZkError):
+    pass
+
+
+class BadVersionError(ZkError):
+    pass
+
+
+class NotEmptyError(ZkError):
+    pass
+
+
+class ConnectionLossError(ZkError):
+    """The request may or may not have been applied; the session is still alive."""
+
+
+class SessionExpiredError(ZkError):
+    """The session is gone, and with it every ephemeral node it owned."""
+
+
+class ClientClosedError(ZkError):
+    """The client was stopped (or never started)."""
+
+
+class ZkTimeoutError(ZkError):
+    """No connection to any ZooKeeper server within the connect timeout."""
+
+
+_MAP: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
+    (kz.NoNodeError, NoNodeError),
+    (kz.NodeExistsError, NodeExistsError),
+    (kz.BadVersionError, BadVersionError),
+    (kz.NotEmptyError, NotEmptyError),
+    (kz.ConnectionLoss, ConnectionLossError),
+    (kz.SessionExpiredError, SessionExpiredError),
+    (kz.ConnectionClosedError, ClientClosedError),
+    (KazooTimeoutError, ZkTimeoutError),
+)
+
+
+def translate(exc: BaseException, path: str | None = None) -> BaseException:
+    """Our exception for a kazoo one; anything else is returned unchanged."""
+    if isinstance(exc, ZkError):
+        return exc
+    for kazoo_type, ours in _MAP:
+        if isinstance(exc, kazoo_type):
+            return ours(type(exc).__name__, path)
+    if isinstance(exc, kz.ZookeeperError):
+        return ZkError(f"{type(exc).__name__}: {exc}", path)
+    return exc
+
+
+class TransactionFailedError(ZkError):
+    """A multi-op was rolled back; ``error`` is the failing op's own error."""
+
+    def __init__(self, index: int, op: Any, error: BaseException, results: list[Any]) -> None:
+        super().__init__(f"multi-op failed at op {index} ({op!r}): {error}")
+        self.index = index
+        self.op = op
+        self.error = error
+        self.results = results
+
+
+class BrokerIdInUseError(KafkaError):
+    """Another live ZooKeeper session holds ``/brokers/ids/<id>``."""
+
+    def __init__(self, broker_id: int, owner_session: int, waited_ms: int) -> None:
+        super().__init__(
+            f"broker.id {broker_id} is already registered (znode /brokers/ids/{broker_id} is held"
+            f" by live session 0x{owner_session:x}; waited {waited_ms} ms for it to expire)."
+            " Configure a unique broker.id, or stop the other broker.")
+        self.broker_id = broker_id
+        self.owner_session = owner_session
+
+
+class TopicAlreadyExistsError(KafkaError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class ControllerMovedError(KafkaError):
+    """A fenced write found ``/controller_epoch`` at another version: we are not controller."""
+
+    code = ErrorCode.NOT_CONTROLLER
