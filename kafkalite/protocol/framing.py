@@ -44,7 +44,9 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         """Bytes held for the frame in progress (size prefix included)."""
-        return len(self._head) + self._filled
+        if self._frame is None:
+            return len(self._head)
+        return 4 + self._filled
 
     def _start(self, size: int) -> None:
         if size < 0 or size > self.max_frame_bytes:
