@@ -1,0 +1,1 @@
+"""Test helpers shared across tiers (real processes, fixtures); imported by tests/conftest.py."""
