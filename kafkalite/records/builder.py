@@ -121,6 +121,10 @@ class BatchBuilder:
         r = bytearray(b"\x00")   # attributes, unused
         if -64 <= ts_delta <= 63:
             r.append((ts_delta << 1) ^ (ts_delta >> 63))
+        elif -8192 <= ts_delta < 8192:
+            u = (ts_delta << 1) ^ (ts_delta >> 63)
+            r.append((u & 0x7F) | 0x80)
+            r.append(u >> 7)
         else:
             r += encode_varlong(ts_delta)
         if offset_delta < 64:
@@ -142,6 +146,9 @@ class BatchBuilder:
             n = len(value)
             if n < 64:
                 r.append(n << 1)
+            elif n < 8192:
+                r.append(((n << 1) & 0x7F) | 0x80)
+                r.append(n >> 6)
             else:
                 r += encode_varint(n)
             r += value
@@ -163,6 +170,9 @@ class BatchBuilder:
         n = len(r)
         if n < 64:
             buf.append(n << 1)
+        elif n < 8192:
+            buf.append(((n << 1) & 0x7F) | 0x80)
+            buf.append(n >> 6)
         else:
             buf += encode_varint(n)
         buf += r

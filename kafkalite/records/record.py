@@ -115,6 +115,10 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                u = (b & 0x7F) | (data[pos + 2] << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 3
             else:
                 ts_delta, pos = read_varlong(data, pos + 1)
             b = data[pos]
@@ -143,6 +147,11 @@ def _decode_records(data: bytes, pos: int, end: int, count: int, base_offset: in
                 pos += 1
                 value = data[pos:pos + (b >> 1)]
                 pos += b >> 1
+            elif b & 0x81 == 0x80 and data[pos + 1] < 0x80:   # two bytes, non-negative
+                n = ((b & 0x7F) | (data[pos + 1] << 7)) >> 1
+                pos += 2
+                value = data[pos:pos + n]
+                pos += n
             else:
                 value, pos = _read_nullable_bytes(data, pos)
             # headers
