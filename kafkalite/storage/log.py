@@ -1,0 +1,615 @@
+"""One topic-partition's log on disk: segments, offsets, idempotence, epochs, retention, flush.
+
+Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (segment.py), producer state
+snapshots (producer_state.py) and ``leader-epoch-checkpoint`` (leader_epoch.py).
+
+Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (next to assign),
+``recovery_point`` (everything below is fsynced), ``high_watermark`` (owned by the caller —
+replication sets it; kept here so retention never deletes above it and the LogManager can
+checkpoint it).
+
+The hot paths work per batch, never per record: append stamps offsets into the headers in place,
+checks producer state from header fields and writes the whole set with one pwrite; read locates
+the batch with the sparse index and a header scan and returns one pread of whole batches.
+
+Thread-safety: every method except :meth:`flush` must be called from one owner thread (the
+broker's reactor). :meth:`flush` may run on any other thread at the same time: it holds the log's
+lock only to write buffered index entries and duplicate file descriptors, fsyncs those duplicates
+without the lock (so appends and reads continue), then advances the recovery point unless a
+truncation happened meanwhile. Mutating methods take the same lock.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import re
+import shutil
+import threading
+from typing import Callable, Iterator, NamedTuple
+
+from kafkalite.errors import MessageTooLargeError, OffsetOutOfRangeError, RecordListTooLargeError
+from kafkalite.records.batch import BatchInfo, assign_offsets as stamp_offsets, set_log_append_time
+from kafkalite.records.record import decode_batch
+from kafkalite.storage import checkpoint
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.errors import LogClosedError, UnexpectedAppendOffsetError
+from kafkalite.storage.leader_epoch import LeaderEpochCache
+from kafkalite.storage.loader import load_segments
+from kafkalite.storage.producer_state import ProducerStateManager
+from kafkalite.storage.segment import LogSegment, iter_headers
+
+log = logging.getLogger(__name__)
+
+TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+EMPTY = memoryview(b"")
+
+
+class AppendResult(NamedTuple):
+    """What an append did; ``duplicate=True`` means nothing was written and the offsets are the
+    original ones of the retried batch."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int          # broker time for LogAppendTime topics, else -1
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_start_offset: int
+    batch_count: int
+    bytes: int
+    duplicate: bool = False
+
+
+class ReadResult(NamedTuple):
+    """Whole batches from ``first_offset`` to ``last_offset`` (both -1 when ``records`` is empty)."""
+
+    records: memoryview
+    first_offset: int
+    last_offset: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+def parse_dir_name(name: str) -> tuple[str, int]:
+    """``<topic>-<partition>`` -> (topic, partition), splitting on the last '-'; ValueError if not."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not TOPIC_RE.match(topic) or topic in (".", "..") or not part.isdigit():
+        raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")
+    return topic, int(part)
+
+
+class PartitionLog:
+    """The log of one topic-partition. Create with :meth:`open`."""
+
+    def __init__(self, directory: str, config: LogConfig, segments: list[LogSegment], *,
+                 log_start_offset: int, recovery_point: int, high_watermark: int,
+                 epochs: LeaderEpochCache, producers: ProducerStateManager, now_ms: int) -> None:
+        self.directory = directory
+        self.topic, self.partition = parse_dir_name(os.path.basename(directory))
+        self.config = config
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self._next_offset = segments[-1].next_offset
+        self.log_start_offset = log_start_offset
+        self.recovery_point = recovery_point
+        self.high_watermark = high_watermark
+        self.epochs = epochs
+        self.producers = producers
+        self._lock = threading.RLock()
+        self._generation = 0                 # bumped by truncation: an in-flight flush must not advance
+        self._dir_dirty = False              # a segment file was created since the last flush
+        self._last_flush_ms = now_ms
+        self._pending_deletes: list[tuple[int, list[str]]] = []
+        self._closed = False
+
+    # --- opening -----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: str, config: LogConfig, now_ms: int, *, recovery_point: int = 0,
+             log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = False) -> PartitionLog:
+        """Open (creating if needed) the log in ``directory``.
+
+        Without ``clean_shutdown`` every segment from the one holding ``recovery_point`` on is
+        CRC-checked and cut at the first bad batch (see loader.py); the defaults therefore recover
+        the whole log, which is what a caller without checkpoints must do.
+        """
+        parse_dir_name(os.path.basename(os.path.normpath(directory)))
+        os.makedirs(directory, exist_ok=True)
+        loaded = load_segments(directory, config, now_ms, recovery_point=recovery_point,
+                               clean_shutdown=clean_shutdown)
+        segments = loaded.segments
+        if not segments:
+            segments = [LogSegment.create(directory, max(0, log_start_offset), config, now_ms)]
+        end = segments[-1].next_offset
+        start = min(max(log_start_offset, segments[0].base_offset), end)
+        epochs, found = LeaderEpochCache.load(os.path.join(directory, checkpoint.LEADER_EPOCH_CHECKPOINT))
+        producers = ProducerStateManager(directory)
+        plog = cls(directory, config, segments, log_start_offset=start,
+                   recovery_point=min(recovery_point, end),
+                   high_watermark=min(max(high_watermark, start), end), epochs=epochs,
+                   producers=producers, now_ms=now_ms)
+        if not found and end > start:
+            plog._rebuild_epochs()
+        epochs.truncate_from_end(end)
+        epochs.truncate_from_start(start)
+        plog._load_producer_state()
+        if loaded.recovered:
+            # recovered data is only trusted once it is on disk
+            plog.flush()
+        log.info("opened %s: offsets [%d, %d), %d segments%s", directory, start, end, len(segments),
+                 f", recovery cut {loaded.truncated_bytes} bytes" if loaded.truncated_bytes else "")
+        return plog
+
+    def _rebuild_epochs(self) -> None:
+        """No usable leader-epoch checkpoint: derive it from the epochs stamped in batch headers."""
+        log.warning("%s: rebuilding the leader epoch cache from the log", self.directory)
+        self.epochs.clear()
+        for info in self._iter_headers_from(self.log_start_offset):
+            self.epochs.assign(info.partition_leader_epoch, info.base_offset, persist=False)
+        self.epochs.flush()
+
+    def _load_producer_state(self) -> None:
+        """Latest snapshot at or below the log end, then replay headers after it."""
+        end = self._next_offset
+        snap = self.producers.load_latest(end)
+        replay_from = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
+        replayed = 0
+        if replay_from < end:
+            for info in self._iter_headers_from(replay_from):
+                self.producers.update((info,))
+                replayed += 1
+        self.producers.truncate_head(self.log_start_offset)
+        if replayed:
+            self.producers.take_snapshot(end)
+
+    def _iter_headers_from(self, offset: int) -> Iterator[BatchInfo]:
+        """Headers of every batch whose last offset >= ``offset``, across segments."""
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for seg in self._segments[i:]:
+            start = seg.position_of(offset) if seg.base_offset < offset else 0
+            yield from iter_headers(seg.fd, start, seg.size)
+
+    # --- offsets -----------------------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogClosedError(f"{self.directory} is closed")
+
+    # --- append ------------------------------------------------------------------------------------
+
+    def append(self, buf: bytearray | memoryview, infos: list[BatchInfo], *, leader_epoch: int, now_ms: int,
+               assign_offsets: bool = True) -> AppendResult:
+        """Append validated batches (``infos`` from validate_batches, back to back in ``buf``).
+
+        Leader path (``assign_offsets=True``): producer state is checked first (duplicate ->
+        original offsets with ``duplicate=True``, nothing written; fenced epoch ->
+        InvalidProducerEpochError; gap -> OutOfOrderSequenceError), then offsets and
+        ``leader_epoch`` are stamped into the headers in place and, for LogAppendTime topics, the
+        timestamp. Follower path: the batches keep their offsets and epochs, which must continue
+        the log exactly (else UnexpectedAppendOffsetError). Either way the bytes go to the active
+        segment (rolled first when needed) with one write.
+        """
+        if not infos:
+            raise ValueError("append needs at least one batch")
+        with self._lock:
+            self._check_open()
+            config = self.config
+            start = infos[0].position
+            end = start
+            for info in infos:
+                if info.position != end:
+                    raise ValueError("batches must lie back to back in the buffer")
+                end += info.size
+            total = end - start
+            if total > config.segment_bytes:
+                raise RecordListTooLargeError(
+                    f"append of {total} bytes exceeds segment.bytes {config.segment_bytes}")
+            if assign_offsets:
+                limit = config.max_message_bytes
+                for info in infos:
+                    if info.size > limit:
+                        raise MessageTooLargeError(
+                            f"record batch of {info.size} bytes exceeds max.message.bytes {limit}")
+                dup = self.producers.check(infos)
+                if dup is not None:
+                    ts = dup.timestamp if config.log_append_time else -1
+                    return AppendResult(dup.first_offset, dup.last_offset, ts, dup.timestamp, dup.last_offset,
+                                        self.log_start_offset, 0, 0, True)
+                first = self._next_offset
+                infos = stamp_offsets(buf, infos, first, leader_epoch)
+                append_time = -1
+                if config.log_append_time:
+                    append_time = now_ms
+                    infos = [set_log_append_time(buf, info, now_ms) for info in infos]
+            else:
+                first = infos[0].base_offset
+                expected = self._next_offset
+                for info in infos:
+                    if info.base_offset != expected:
+                        raise UnexpectedAppendOffsetError(
+                            f"follower append at offset {info.base_offset}, log expects {expected}")
+                    expected = info.base_offset + info.last_offset_delta + 1
+                append_time = -1
+            max_ts, max_ts_offset = -1, first
+            for info in infos:
+                if info.max_timestamp > max_ts:
+                    max_ts, max_ts_offset = info.max_timestamp, info.base_offset + info.last_offset_delta
+            last = infos[-1].base_offset + infos[-1].last_offset_delta
+
+            seg = self._segments[-1]
+            if seg.should_roll(total, max_ts, last, config, now_ms):
+                seg = self._roll(now_ms)
+            # the epoch cache is persisted before the data it describes is written
+            epochs = self.epochs
+            if assign_offsets:
+                if leader_epoch > epochs.latest_epoch:
+                    epochs.assign(leader_epoch, first)
+            else:
+                for info in infos:
+                    if info.partition_leader_epoch > epochs.latest_epoch:
+                        epochs.assign(info.partition_leader_epoch, info.base_offset)
+            mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+            seg.append(mv[start:end], infos, start)
+            self.producers.update(infos)
+            self._next_offset = last + 1
+            return AppendResult(first, last, append_time, max_ts, max_ts_offset, self.log_start_offset,
+                                len(infos), total)
+
+    def roll(self, now_ms: int) -> LogSegment:
+        """Start a new active segment at the log end (no-op when the active one is empty)."""
+        with self._lock:
+            self._check_open()
+            return self._roll(now_ms)
+
+    def _roll(self, now_ms: int) -> LogSegment:
+        old = self._segments[-1]
+        if old.size == 0:
+            return old
+        old.on_become_inactive()
+        new = LogSegment.create(self.directory, self._next_offset, self.config, now_ms)
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        self.producers.take_snapshot(new.base_offset)
+        self._dir_dirty = True
+        log.debug("%s: rolled new segment at offset %d", self.directory, new.base_offset)
+        return new
+
+    # --- read --------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one_batch: bool = True) -> ReadResult:
+        """Whole batches starting with the one containing ``offset``.
+
+        At most ``max_bytes`` unless the first batch alone is bigger and ``min_one_batch``; never a
+        batch whose last offset reaches ``max_offset`` (exclusive, usually the high watermark);
+        one segment per call. Raises OffsetOutOfRangeError outside [log start, log end]. The bytes
+        are one pread of one contiguous range, returned as a memoryview.
+        """
+        log_end = self._next_offset
+        log_start = self.log_start_offset
+        if offset < log_start or offset > log_end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside [{log_start}, {log_end}] of {self.topic}-{self.partition}")
+        limit_offset = log_end if max_offset is None else min(max_offset, log_end)
+        if offset >= limit_offset:
+            return ReadResult(EMPTY, -1, -1, log_start, log_end)
+        segments = self._segments
+        i = bisect.bisect_right(self._bases, offset) - 1
+        while i < len(segments):
+            seg = segments[i]
+            info = seg.find_batch(offset)
+            if info is None:           # offset lies at this segment's end: the next one holds it
+                i += 1
+                continue
+            if info.base_offset + info.last_offset_delta >= limit_offset:
+                break
+            pos = info.position
+            if limit_offset >= seg.next_offset:
+                limit_pos, limit_last = seg.size, seg.next_offset - 1
+            else:
+                limit_info = seg.find_batch(limit_offset)
+                limit_pos, limit_last = limit_info.position, limit_info.base_offset - 1
+            if info.size > max_bytes:
+                if not min_one_batch:
+                    break
+                length, last = info.size, info.base_offset + info.last_offset_delta
+            elif limit_pos - pos <= max_bytes:
+                length, last = limit_pos - pos, limit_last
+            else:
+                end, last = seg.last_whole_batch_end(pos, pos + max_bytes)
+                length = end - pos
+            data = seg.read(pos, length)
+            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end)
+        return ReadResult(EMPTY, -1, -1, log_start, log_end)
+
+    def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >= ``timestamp`` (ListOffsets).
+
+        Like Kafka's fetchOffsetByTimestamp: the first segment whose largest timestamp reaches the
+        target, its time index, then batch headers (max timestamps), then the records of the one
+        batch found. Records below the log start or at/after ``max_offset`` are never returned;
+        None when there is no such record.
+        """
+        start_offset = self.log_start_offset
+        for seg in self._segments:
+            if seg.max_timestamp < timestamp or seg.next_offset <= start_offset:
+                continue
+            entry = seg.time_index.lookup(timestamp)
+            from_offset = max(start_offset, entry[1] if entry else seg.base_offset)
+            _, pos = seg.index.lookup(from_offset)
+            for info in iter_headers(seg.fd, pos, seg.size):
+                if info.max_timestamp < timestamp or info.base_offset + info.last_offset_delta < start_offset:
+                    continue
+                data = seg.read(info.position, info.size)
+                for record in decode_batch(data, verify_crc=False):
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        if max_offset is not None and record.offset >= max_offset:
+                            return None
+                        return record.offset, record.timestamp
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) per the leader-epoch cache; (-1, -1) if unknown."""
+        return self.epochs.end_offset_for(epoch, self._next_offset)
+
+    # --- truncation --------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
+        """Remove every batch at or after ``offset`` (the batch containing it too); returns whether
+        anything was removed. The new log end is ``log_end_offset`` (<= ``offset``)."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            if offset >= self._next_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset, now_ms)
+                return True
+            i = bisect.bisect_right(self._bases, offset) - 1
+            doomed = self._segments[i + 1:]
+            del self._segments[i + 1:], self._bases[i + 1:]
+            self._schedule_delete(doomed, now_ms)
+            self._segments[-1].truncate_to(offset)
+            end = self._segments[-1].next_offset
+            self._generation += 1
+            self._next_offset = end
+            self.log_start_offset = min(self.log_start_offset, end)
+            self.recovery_point = min(self.recovery_point, end)
+            self.high_watermark = min(self.high_watermark, end)
+            self.epochs.truncate_from_end(end)
+            self._load_producer_state()
+            log.info("%s: truncated to offset %d", self.directory, end)
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
+        """Drop the whole log and continue empty at ``offset`` (a follower far behind the leader)."""
+        if offset < 0:
+            raise ValueError(f"cannot start at negative offset {offset}")
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset, now_ms)
+
+    def _truncate_fully(self, offset: int, now_ms: int) -> None:
+        doomed = self._segments
+        self._segments, self._bases = [], []
+        self._schedule_delete(doomed, now_ms)
+        seg = LogSegment.create(self.directory, offset, self.config, now_ms)
+        self._segments, self._bases = [seg], [offset]
+        self._generation += 1
+        self._dir_dirty = True
+        self._next_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+        self.epochs.clear()
+        self.producers.clear()
+        self.producers.delete_snapshots()
+        log.info("%s: truncated fully, now starts at offset %d", self.directory, offset)
+
+    # --- retention ---------------------------------------------------------------------------------
+
+    def delete_old_segments(self, now_ms: int) -> int:
+        """Retention: delete whole segments past retention.ms / retention.bytes or below the log
+        start (after DeleteRecords); only below the high watermark; returns how many went.
+
+        If every segment qualifies, the (non-empty) active segment is rolled first so the log keeps
+        an empty active segment at its end offset.
+        """
+        with self._lock:
+            self._check_open()
+            self._purge_deleted(now_ms)
+            config = self.config
+            deleted = 0
+            if config.delete_enabled:
+                if config.retention_ms >= 0:
+                    deleted += self._delete_while(
+                        lambda seg, nxt: now_ms - seg.largest_timestamp > config.retention_ms, now_ms)
+                if config.retention_bytes >= 0:
+                    excess = [self.size - config.retention_bytes]
+
+                    def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                        if excess[0] - seg.size >= 0:
+                            excess[0] -= seg.size
+                            return True
+                        return False
+                    deleted += self._delete_while(over_size, now_ms)
+            deleted += self._delete_while(
+                lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, now_ms)
+            return deleted
+
+    def _delete_while(self, predicate: Callable[[LogSegment, LogSegment | None], bool], now_ms: int) -> int:
+        segs = self._segments
+        n = 0
+        while n < len(segs):
+            seg = segs[n]
+            nxt = segs[n + 1] if n + 1 < len(segs) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            if nxt is None and seg.size == 0:
+                break
+            if self.high_watermark < upper or not predicate(seg, nxt):
+                break
+            n += 1
+        if not n:
+            return 0
+        if n == len(segs):
+            self._roll(now_ms)
+        doomed = self._segments[:n]
+        del self._segments[:n], self._bases[:n]
+        self._schedule_delete(doomed, now_ms)
+        self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+        self.recovery_point = max(self.recovery_point, self.log_start_offset)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        self.producers.truncate_head(self.log_start_offset)
+        self.producers.delete_snapshots(below=self._segments[0].base_offset)
+        log.info("%s: deleted %d segments, log start now %d", self.directory, n, self.log_start_offset)
+        return n
+
+    def delete_records_before(self, offset: int, now_ms: int) -> int:
+        """DeleteRecords: move the log start to ``offset`` (<= high watermark); returns the new start.
+
+        Whole segments below it go at the next :meth:`delete_old_segments`.
+        """
+        with self._lock:
+            self._check_open()
+            if offset > self.high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records before {offset}: above the high watermark {self.high_watermark}")
+            if offset > self.log_start_offset:
+                self.log_start_offset = offset
+                self.epochs.truncate_from_start(offset)
+                self.producers.truncate_head(offset)
+            return self.log_start_offset
+
+    def _schedule_delete(self, segments: list[LogSegment], now_ms: int) -> None:
+        """Rename to ``*.deleted`` now, unlink after file.delete.delay.ms (Kafka's asyncDelete)."""
+        for seg in segments:
+            paths = seg.rename_to_deleted()
+            if self.config.file_delete_delay_ms == 0:
+                _unlink_all(paths)
+            else:
+                self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
+
+    def _purge_deleted(self, now_ms: int) -> None:
+        keep = []
+        for due, paths in self._pending_deletes:
+            if due <= now_ms:
+                _unlink_all(paths)
+            else:
+                keep.append((due, paths))
+        self._pending_deletes = keep
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int = 604800000) -> int:
+        """Forget producers idle for ``expiration_ms`` (transactional.id.expiration.ms)."""
+        with self._lock:
+            return self.producers.remove_expired(now_ms, expiration_ms)
+
+    # --- flush -------------------------------------------------------------------------------------
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """Whether flush.messages or flush.ms call for an fsync now (the broker may then run
+        :meth:`flush` off its reactor thread)."""
+        unflushed = self._next_offset - self.recovery_point
+        return unflushed > 0 and (unflushed >= self.config.flush_messages
+                                  or now_ms - self._last_flush_ms >= self.config.flush_ms)
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """Flush if :meth:`needs_flush`; the log counts unflushed records itself (log end minus
+        recovery point, as Kafka does), so the caller only passes the time."""
+        if not self.needs_flush(now_ms):
+            return False
+        self.flush()
+        self._last_flush_ms = now_ms
+        return True
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        """fsync segments holding offsets in [recovery point, ``up_to_offset``) and advance the
+        recovery point. Safe to call from another thread than the owner (see module docstring)."""
+        fds: list[int] = []
+        with self._lock:
+            if self._closed:
+                return
+            target = self._next_offset if up_to_offset is None else min(up_to_offset, self._next_offset)
+            if target <= self.recovery_point and not self._dir_dirty:
+                return
+            generation = self._generation
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            try:
+                for seg in self._segments:
+                    if seg.base_offset >= target:
+                        break
+                    if seg.next_offset > self.recovery_point:
+                        seg.write_pending()
+                        fds.extend(os.dup(fd) for fd in seg.fds())
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+        try:
+            for fd in fds:
+                os.fsync(fd)
+            if dir_dirty:
+                checkpoint.fsync_dir(self.directory)
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if generation == self._generation and target > self.recovery_point:
+                self.recovery_point = target
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Write buffered index entries and a producer snapshot at the log end; close the files.
+        Does not fsync the segments: the LogManager flushes before it marks a clean shutdown."""
+        with self._lock:
+            if self._closed:
+                return
+            self.producers.take_snapshot(self._next_offset, sync=True)
+            for seg in self._segments:
+                seg.close()
+            for _, paths in self._pending_deletes:
+                _unlink_all(paths)
+            self._pending_deletes = []
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the partition directory with everything in it."""
+        with self._lock:
+            if not self._closed:
+                for seg in self._segments:
+                    seg.close()
+                self._closed = True
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self._next_offset}, segments={len(self._segments)})")
+
+
+def _unlink_all(paths: list[str]) -> None:
+    for p in paths:
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass

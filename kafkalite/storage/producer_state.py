@@ -1,0 +1,286 @@
+"""Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``).
+
+Per producer id it keeps the current epoch and the metadata of its last 5 batches, enough to answer
+a retried batch with its original offsets and to reject sequence gaps and fenced epochs *before*
+anything is written (record-batch.md section 6). All of it is derived from batch headers, so after
+a crash or a leader change the state is rebuilt from the latest snapshot plus a header scan of the
+log after it.
+
+Snapshot file ``<offset, 20 digits>.snapshot`` in the partition dir holds the state of the log up
+to (excluding) ``offset``. Format (big-endian; kafkalite's own, Kafka's is not reproduced)::
+
+    magic        4 bytes  b"KLPS"
+    version      int16    1
+    crc          uint32   CRC-32C of every byte after this field
+    offset       int64    the snapshot's offset (equals the file name)
+    count        int32    number of producers, then per producer:
+      producerId     int64
+      epoch          int16
+      lastTimestamp  int64
+      batchCount     int8    (<= 5), then per batch, oldest first:
+        firstSeq     int32
+        lastSeq      int32
+        lastOffset   int64
+        offsetDelta  int32
+        timestamp    int64
+
+A snapshot that is short or fails its CRC is deleted and an older one (or none) is used instead.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import struct
+from collections import deque
+from typing import Iterable, NamedTuple
+
+from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kafkalite.records.batch import NO_SEQUENCE, BatchInfo
+from kafkalite.records.crc import crc32c
+from kafkalite.storage.index import _pwrite_all
+
+log = logging.getLogger(__name__)
+
+NUM_BATCHES_TO_RETAIN = 5
+SNAPSHOT_SUFFIX = ".snapshot"
+_SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
+_MAGIC = b"KLPS"
+_VERSION = 1
+_HEAD = struct.Struct(">4shI")
+_BODY_HEAD = struct.Struct(">qi")
+_PRODUCER = struct.Struct(">qhqb")
+_BATCH = struct.Struct(">iiqiq")
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    last_offset: int
+    offset_delta: int
+    timestamp: int
+
+    @property
+    def first_offset(self) -> int:
+        return self.last_offset - self.offset_delta
+
+
+class ProducerStateEntry:
+    """One producer's epoch and its last few batches."""
+
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp")
+
+    def __init__(self, producer_id: int, epoch: int, last_timestamp: int = -1) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
+        self.last_timestamp = last_timestamp
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        if epoch != self.epoch:
+            return None
+        for meta in self.batches:
+            if meta.first_seq == first_seq and meta.last_seq == last_seq:
+                return meta
+        return None
+
+    def add(self, epoch: int, meta: BatchMetadata) -> None:
+        if epoch != self.epoch:
+            self.epoch = epoch
+            self.batches.clear()
+        self.batches.append(meta)
+        self.last_timestamp = meta.timestamp
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 0x7FFFFFFF)
+
+
+def _check(producer_id: int, epoch: int, base_seq: int, cur_epoch: int, cur_last_seq: int) -> None:
+    """Epoch fencing then sequence continuity (Kafka's checkProducerEpoch/checkSequence)."""
+    if epoch < cur_epoch:
+        raise InvalidProducerEpochError(
+            f"producer {producer_id} epoch {epoch} is older than the current epoch {cur_epoch}")
+    if epoch > cur_epoch:
+        if base_seq != 0:
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id} bumped its epoch to {epoch} but starts at sequence {base_seq}, not 0")
+    elif cur_last_seq != NO_SEQUENCE and not _in_sequence(cur_last_seq, base_seq):
+        raise OutOfOrderSequenceError(
+            f"producer {producer_id} epoch {epoch}: sequence {base_seq} does not follow {cur_last_seq}")
+
+
+class ProducerStateManager:
+    """Producer id -> :class:`ProducerStateEntry` for one partition, with snapshots on disk."""
+
+    def __init__(self, directory: str) -> None:
+        self.directory = directory
+        self.producers: dict[int, ProducerStateEntry] = {}
+
+    # --- append path -----------------------------------------------------------------------------
+
+    def check(self, infos: list[BatchInfo]) -> BatchMetadata | None:
+        """Validate a client append before it is written.
+
+        Returns the retained metadata of the first batch that duplicates one already in the log
+        (the whole append is then skipped, as Kafka does); raises InvalidProducerEpochError or
+        OutOfOrderSequenceError; returns None when everything may be written. Producers without
+        state accept any sequence (KIP-360).
+        """
+        pending: dict[int, tuple[int, int]] | None = None
+        for info in infos:
+            pid = info.producer_id
+            if pid < 0:
+                continue
+            epoch = info.producer_epoch
+            base_seq = info.base_sequence
+            if pending is not None and pid in pending:
+                cur_epoch, cur_last = pending[pid]
+                _check(pid, epoch, base_seq, cur_epoch, cur_last)
+            else:
+                entry = self.producers.get(pid)
+                if entry is not None:
+                    dup = entry.find_duplicate(epoch, base_seq, info.last_sequence)
+                    if dup is not None:
+                        return dup
+                    _check(pid, epoch, base_seq, entry.epoch, entry.last_seq)
+            if pending is None:
+                pending = {}
+            pending[pid] = (epoch, info.last_sequence)
+        return None
+
+    def update(self, infos: Iterable[BatchInfo]) -> None:
+        """Record written batches (their final offsets and timestamps); also the replay path."""
+        producers = self.producers
+        for info in infos:
+            pid = info.producer_id
+            if pid < 0:
+                continue
+            entry = producers.get(pid)
+            if entry is None:
+                entry = producers[pid] = ProducerStateEntry(pid, info.producer_epoch)
+            entry.add(info.producer_epoch, BatchMetadata(
+                info.base_sequence, info.last_sequence, info.base_offset + info.last_offset_delta,
+                info.last_offset_delta, info.max_timestamp))
+
+    def truncate_head(self, log_start_offset: int) -> None:
+        """Forget producers whose last batch lies below the log start (their data is gone)."""
+        gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
+        for pid in gone:
+            del self.producers[pid]
+
+    def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producers silent for ``expiration_ms`` (transactional.id.expiration.ms)."""
+        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        for pid in gone:
+            del self.producers[pid]
+        return len(gone)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # --- snapshots -------------------------------------------------------------------------------
+
+    def snapshot_path(self, offset: int) -> str:
+        return os.path.join(self.directory, f"{offset:020d}{SNAPSHOT_SUFFIX}")
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in os.listdir(self.directory):
+            m = _SNAPSHOT_RE.match(name)
+            if m:
+                out.append(int(m.group(1)))
+        return sorted(out)
+
+    def encode(self, offset: int) -> bytes:
+        body = bytearray(_BODY_HEAD.pack(offset, len(self.producers)))
+        for pid, e in self.producers.items():
+            body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
+            for m in e.batches:
+                body += _BATCH.pack(*m)
+        return _HEAD.pack(_MAGIC, _VERSION, crc32c(body)) + body
+
+    def take_snapshot(self, offset: int, *, sync: bool = False) -> str:
+        """Write the state as of ``offset`` (tmp file + rename; fsync only if ``sync``)."""
+        path = self.snapshot_path(offset)
+        tmp = path + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _pwrite_all(fd, self.encode(offset), 0)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        return path
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[int, dict[int, ProducerStateEntry]]:
+        """Parse a snapshot; raises ValueError if it is not one or fails its CRC."""
+        if len(data) < _HEAD.size + _BODY_HEAD.size:
+            raise ValueError("snapshot too short")
+        magic, version, crc = _HEAD.unpack_from(data, 0)
+        if magic != _MAGIC or version != _VERSION:
+            raise ValueError(f"not a version {_VERSION} producer snapshot")
+        body = memoryview(data)[_HEAD.size:]
+        if crc32c(body) != crc:
+            raise ValueError("snapshot CRC mismatch")
+        offset, count = _BODY_HEAD.unpack_from(body, 0)
+        pos = _BODY_HEAD.size
+        producers: dict[int, ProducerStateEntry] = {}
+        try:
+            for _ in range(count):
+                pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
+                pos += _PRODUCER.size
+                entry = ProducerStateEntry(pid, epoch, last_ts)
+                for _ in range(n):
+                    entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
+                    pos += _BATCH.size
+                producers[pid] = entry
+        except struct.error:
+            raise ValueError("snapshot body truncated") from None
+        if pos != len(body):
+            raise ValueError("snapshot has trailing bytes")
+        return offset, producers
+
+    def load_latest(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; delete newer or broken ones.
+
+        Returns the snapshot's offset (replay the log from there) or None (replay everything).
+        """
+        self.producers = {}
+        for offset in reversed(self.snapshot_offsets()):
+            path = self.snapshot_path(offset)
+            if offset > max_offset:
+                os.unlink(path)
+                continue
+            try:
+                with open(path, "rb") as f:
+                    stored, producers = self.decode(f.read())
+                if stored != offset:
+                    raise ValueError(f"holds offset {stored}")
+            except (OSError, ValueError) as e:
+                log.warning("deleting unusable producer snapshot %s: %s", path, e)
+                os.unlink(path)
+                continue
+            self.producers = producers
+            return offset
+        return None
+
+    def delete_snapshots(self, *, below: int | None = None, above: int | None = None) -> None:
+        """Delete snapshots with offset < ``below`` and/or > ``above`` (both None: all of them)."""
+        for offset in self.snapshot_offsets():
+            if (below is None and above is None) or (below is not None and offset < below) \
+                    or (above is not None and offset > above):
+                try:
+                    os.unlink(self.snapshot_path(offset))
+                except FileNotFoundError:
+                    pass

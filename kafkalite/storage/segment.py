@@ -1,0 +1,398 @@
+"""One log segment: a ``.log`` file of record batches plus its two sparse indexes.
+
+Files of a segment whose first offset is B (20-digit zero-padded, as Kafka names them)::
+
+    <B>.log        record batches v2 back to back, exactly as appended (see records/batch.py for the
+                   61-byte header); batch i+1 starts where batch i ends; base offsets increase.
+                   Nothing else: no file header, no padding, no trailer.
+    <B>.index      offset index (index.py)
+    <B>.timeindex  time index (index.py)
+
+A segment never rewrites bytes already written; it grows by appends and shrinks only by truncation
+(follower divergence, crash recovery). Positions are int32 as in Kafka, so segment.bytes is capped
+at 2 GiB - 1.
+
+Thread-safety: a segment is used by its PartitionLog's owner thread; the only cross-thread use is
+fsync of duplicated fds (see PartitionLog.flush), which touches no Python state.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import Iterator
+
+from kafkalite.records.batch import HEADER_SIZE, BatchInfo, offset_and_length, read_header, scan_valid_prefix
+from kafkalite.storage.config import LogConfig
+from kafkalite.storage.index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+
+NO_TIMESTAMP = -1
+HEADER_SCAN_CHUNK = 8192          # one pread covers ~index.interval.bytes of small batches
+RECOVERY_CHUNK = 8 * 1024 * 1024  # CRC-checked recovery reads this much at a time
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+def file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def iter_headers(fd: int, start: int, end: int, chunk: int = HEADER_SCAN_CHUNK) -> Iterator[BatchInfo]:
+    """Batch headers in ``[start, end)`` of a log file, read in chunks, with absolute positions.
+
+    No CRC check (the data was checked on append or by recovery). Stops silently at a batch that
+    runs past ``end``.
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    while end - pos >= HEADER_SIZE:
+        rel = pos - buf_start
+        if len(buf) - rel < HEADER_SIZE:
+            buf = os.pread(fd, min(chunk, end - pos), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < HEADER_SIZE:
+                return
+        info = read_header(buf, rel)
+        if info.size < HEADER_SIZE or pos + info.size > end:
+            return
+        yield info._replace(position=pos)
+        pos += info.size
+
+
+def scan_with_crc(fd: int, start: int, end: int, min_offset: int) -> tuple[list[BatchInfo], int]:
+    """CRC-checked walk of ``[start, end)``: the valid batches (absolute positions) and where they end.
+
+    Stops at the first torn, malformed or CRC-bad batch, or one whose base offset goes backwards
+    (below ``min_offset`` or the previous batch's next offset), or whose offset span does not fit.
+    """
+    good: list[BatchInfo] = []
+    pos = start
+    want = RECOVERY_CHUNK
+    next_min = min_offset
+    while end - pos >= HEADER_SIZE:
+        n = min(max(want, RECOVERY_CHUNK), end - pos)
+        chunk = os.pread(fd, n, pos)
+        infos, stop = scan_valid_prefix(chunk, 0, verify_crc=True)
+        bad = False
+        for info in infos:
+            if info.base_offset < next_min or info.last_offset_delta + 1 != info.records_count:
+                bad = True
+                stop = info.position
+                break
+            good.append(info._replace(position=pos + info.position))
+            next_min = info.next_offset
+        pos += stop
+        if bad or stop == len(chunk):
+            if bad:
+                break
+            want = RECOVERY_CHUNK
+            continue
+        # Stopped inside the chunk: a batch crossing the chunk's end is re-read whole; anything
+        # else (torn at the end of the file, bad length, bad magic, bad CRC) ends the valid prefix.
+        rest = len(chunk) - stop
+        chunk_reaches_end = pos - stop + len(chunk) >= end
+        if chunk_reaches_end:
+            break
+        if rest < HEADER_SIZE:
+            want = RECOVERY_CHUNK
+            if stop == 0:
+                break
+            continue
+        _, size = offset_and_length(chunk, stop)
+        if size >= HEADER_SIZE and size > rest and pos + size <= end:
+            want = size
+            continue
+        break
+    return good, pos
+
+
+class LogSegment:
+    """A ``.log`` file with its offset and time index; appends, reads, recovery and truncation."""
+
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        stem = os.path.join(directory, file_stem(base_offset))
+        self.log_path = stem + LOG_SUFFIX
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes)
+        self.index_interval = config.index_interval_bytes
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP   # what segment.ms rolling is measured from
+        self.created_ms = now_ms
+        self.bytes_since_index_entry = 0
+        self.truncated_on_load = 0                  # bytes cut by a recovery that load() fell back to
+
+    # --- opening -----------------------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """A new empty segment; stale files of the same name are emptied."""
+        seg = cls(directory, base_offset, config, now_ms)
+        if seg.size:
+            os.ftruncate(seg.fd, 0)
+            seg.size = 0
+        seg.index.reset()
+        seg.time_index.reset()
+        return seg
+
+    @classmethod
+    def load(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+        """Open an existing segment trusting its data; rebuilds indexes that fail their sanity check."""
+        seg = cls(directory, base_offset, config, now_ms)
+        try:
+            seg.index.load(seg.size)
+            seg.time_index.load()
+        except CorruptIndexError as e:
+            log.warning("rebuilding indexes of %s: %s", seg.log_path, e)
+            seg.truncated_on_load = seg.recover()
+            return seg
+        if not seg._load_tail():
+            log.warning("%s does not match its indexes or ends with a torn batch; recovering it", seg.log_path)
+            seg.truncated_on_load = seg.recover()
+        return seg
+
+    def _load_tail(self) -> bool:
+        """Find next offset and max timestamp from the last index entries plus a short header scan.
+
+        Returns False when the file does not end on a batch boundary.
+        """
+        start = self.index.pos[-1] if len(self.index) else 0
+        last = self.time_index.last_entry
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        pos = start
+        first = True
+        for info in iter_headers(self.fd, start, self.size):
+            if first:
+                if len(self.index) and info.base_offset != self.base_offset + self.index.rel[-1]:
+                    return False        # the last index entry does not point at its batch
+                if start == 0:
+                    self.first_batch_timestamp = info.max_timestamp
+            first = False
+            self.next_offset = info.next_offset
+            if info.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = info.max_timestamp, info.last_offset
+            pos = info.end
+        self.bytes_since_index_entry = pos - start
+        if self.size and self.first_batch_timestamp == NO_TIMESTAMP:
+            self.first_batch_timestamp = read_header(os.pread(self.fd, HEADER_SIZE, 0)).max_timestamp
+        if last is not None and last[1] >= self.next_offset:
+            return False
+        return pos == self.size
+
+    def recover(self) -> int:
+        """Re-read the whole segment with CRC checks, rebuild both indexes, cut a bad tail.
+
+        Returns the number of bytes truncated (0 when the segment was intact).
+        """
+        self.index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self.first_batch_timestamp = NO_TIMESTAMP
+        self.bytes_since_index_entry = 0
+        infos, valid_end = scan_with_crc(self.fd, 0, self.size, self.base_offset)
+        if infos and infos[-1].last_offset - self.base_offset > MAX_RELATIVE_OFFSET:
+            # offsets that do not fit the index; keep the batches that do
+            keep = [i for i in infos if i.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET]
+            infos, valid_end = keep, (keep[-1].end if keep else 0)
+        self._index_batches(infos, 0)
+        if infos:
+            self.next_offset = infos[-1].next_offset
+            self.first_batch_timestamp = infos[0].max_timestamp
+        truncated = self.size - valid_end
+        if truncated:
+            log.warning("truncating %d invalid bytes at position %d of %s", truncated, valid_end, self.log_path)
+            os.ftruncate(self.fd, valid_end)
+            self.size = valid_end
+        return truncated
+
+    # --- appending ---------------------------------------------------------------------------------
+
+    def _index_batches(self, infos: list[BatchInfo], file_delta: int) -> None:
+        """Per batch (never per record): track the max timestamp, add sparse index entries.
+
+        ``file_delta`` turns a batch's buffer position into its file position.
+        """
+        since = self.bytes_since_index_entry
+        interval = self.index_interval
+        max_ts = self.max_timestamp
+        max_ts_offset = self.offset_of_max_timestamp
+        index = self.index
+        for info in infos:
+            if info.max_timestamp > max_ts:
+                max_ts, max_ts_offset = info.max_timestamp, info.base_offset + info.last_offset_delta
+            if since > interval and not index.is_full:
+                index.append(info.base_offset, info.position + file_delta)
+                self.time_index.maybe_append(max_ts, max_ts_offset)
+                since = 0
+            since += info.size
+        self.bytes_since_index_entry = since
+        self.max_timestamp, self.offset_of_max_timestamp = max_ts, max_ts_offset
+
+    def append(self, data: memoryview, infos: list[BatchInfo], buf_start: int) -> None:
+        """Write ``data`` (the batches ``infos``, which sit at ``buf_start`` in their buffer) in one pwrite."""
+        position = self.size
+        _pwrite_all(self.fd, data, position)
+        if not self.size:
+            self.first_batch_timestamp = infos[0].max_timestamp
+        self.size = position + len(data)
+        self._index_batches(infos, position - buf_start)
+        self.next_offset = infos[-1].next_offset
+
+    def should_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int,
+                    config: LogConfig, now_ms: int) -> bool:
+        """Kafka's roll rules: size, age (segment.ms), full index, relative offset overflow."""
+        if self.size == 0:
+            return False
+        if self.size > config.segment_bytes - incoming_bytes:
+            return True
+        if self.first_batch_timestamp >= 0 and incoming_max_ts >= 0:
+            waited = incoming_max_ts - self.first_batch_timestamp
+        else:
+            waited = now_ms - self.created_ms
+        if waited > config.segment_ms:
+            return True
+        return (self.index.is_full or self.time_index.is_full
+                or last_offset - self.base_offset > MAX_RELATIVE_OFFSET)
+
+    def on_become_inactive(self) -> None:
+        """Called at roll: record the final max timestamp and write buffered index entries."""
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        self.index.write_pending()
+        self.time_index.write_pending()
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def find_batch(self, offset: int) -> BatchInfo | None:
+        """Header of the first batch whose last offset >= ``offset`` (index lookup + header scan)."""
+        _, start = self.index.lookup(offset)
+        for info in iter_headers(self.fd, start, self.size):
+            if info.base_offset + info.last_offset_delta >= offset:
+                return info
+        return None
+
+    def position_of(self, offset: int) -> int:
+        """File position of the first batch whose last offset >= ``offset``; ``size`` if none."""
+        info = self.find_batch(offset)
+        return self.size if info is None else info.position
+
+    def last_whole_batch_end(self, start: int, limit: int) -> tuple[int, int]:
+        """(end position, last offset) of the longest run of whole batches in ``[start, limit]``.
+
+        Starts from the greatest indexed batch position <= ``limit`` so the scan covers at most
+        one index interval of headers. Returns (start, -1) if not even one batch fits.
+        """
+        scan_from = max(start, self.index.floor_position(limit))
+        end, last = start, -1
+        for info in iter_headers(self.fd, scan_from, limit):
+            end, last = info.end, info.base_offset + info.last_offset_delta
+        if end == start and scan_from > start:
+            # the indexed batch itself does not fit: walk from the start instead
+            for info in iter_headers(self.fd, start, limit):
+                end, last = info.end, info.base_offset + info.last_offset_delta
+        return end, last
+
+    def read(self, position: int, length: int) -> bytes:
+        """``length`` bytes at ``position`` with one pread (the only copy: page cache -> bytes)."""
+        data = os.pread(self.fd, length, position)
+        if len(data) != length:
+            raise OSError(f"short read of {self.log_path}: {len(data)} of {length} bytes at {position}")
+        return data
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Retention clock of the segment: its max timestamp, else the file's mtime (as Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # --- truncation and lifecycle ------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch containing ``offset`` and everything after it; returns bytes removed."""
+        info = self.find_batch(offset)
+        if info is None:
+            return 0
+        cut = info.position
+        self.index.truncate_to(info.base_offset)
+        self.time_index.truncate_to(info.base_offset)
+        removed = self.size - cut
+        os.ftruncate(self.fd, cut)
+        self.size = cut
+        self.next_offset = info.base_offset
+        self.bytes_since_index_entry = 0
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        if cut == 0:
+            self.first_batch_timestamp = NO_TIMESTAMP
+        # recompute the max timestamp: last remaining time index entry, then the batches after it
+        last = self.time_index.last_entry
+        start = 0
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+            start = self.index.lookup(last[1])[1]
+        for h in iter_headers(self.fd, start, cut):
+            if h.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = h.max_timestamp, h.last_offset
+        if len(self.index):
+            self.bytes_since_index_entry = cut - self.index.pos[-1]
+        else:
+            self.bytes_since_index_entry = cut
+        return removed
+
+    def fds(self) -> list[int]:
+        return [self.fd, self.index.fd, self.time_index.fd]
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        if self.max_timestamp >= 0:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
+        self.index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def paths(self) -> list[str]:
+        return [self.log_path, self.index.path, self.time_index.path]
+
+    def delete(self) -> None:
+        self.close()
+        for p in self.paths():
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def rename_to_deleted(self) -> list[str]:
+        """Close and rename the files to ``*.deleted`` (removed later); returns the new paths."""
+        self.close()
+        out = []
+        for p in self.paths():
+            try:
+                os.replace(p, p + DELETED_SUFFIX)
+                out.append(p + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+        return out
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base={self.base_offset}, size={self.size}, next={self.next_offset})"
