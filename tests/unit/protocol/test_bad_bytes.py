@@ -1,0 +1,230 @@
+"""Malformed input always ends in a typed ProtocolError: never a crash, hang or huge allocation."""
+from __future__ import annotations
+
+import struct
+import time
+import tracemalloc
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from kafkalite.protocol import codec, primitives
+from kafkalite.protocol.errors import (EncodeError, InvalidFrameError, ProtocolError,
+                                       TruncatedError, UnknownApiError, UnsupportedVersionError)
+from kafkalite.protocol.schema import load_tables
+from protocol_samples import sample_message
+
+pytestmark = pytest.mark.unit
+
+TABLES = load_tables()
+
+
+def _body_frame(api_key: int, version: int, body: dict) -> bytes:
+    return b"".join(codec.encode_request(api_key, version, 1, "c", body))[4:]
+
+
+def _produce_frame() -> bytes:
+    return _body_frame(0, 8, {"acks": 1, "timeout_ms": 5, "topic_data": [
+        {"name": "t", "partition_data": [{"index": 0, "records": b"r" * 40}]}]})
+
+
+def test_every_truncation_of_a_produce_request_is_typed() -> None:
+    """Cutting a Produce v8 frame at any byte gives TruncatedError (or a shorter valid
+    parse only when the cut is after the last field)."""
+    frame = _produce_frame()
+    for cut in range(len(frame)):
+        with pytest.raises(TruncatedError):
+            codec.decode_request(frame[:cut])
+
+
+def test_truncated_flexible_request_is_typed() -> None:
+    """Same for a flexible message (ApiVersions v3: compact strings and tag sections)."""
+    frame = _body_frame(18, 3, {"client_software_name": "n", "client_software_version": "1"})
+    for cut in range(len(frame)):
+        with pytest.raises(TruncatedError):
+            codec.decode_request(frame[:cut])
+
+
+@pytest.mark.parametrize("length", [-2, -32768])
+def test_negative_string_length(length: int) -> None:
+    """A string length below -1 (or -1 for a non-nullable string) is InvalidFrameError."""
+    frame = struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 1) + struct.pack(">h", length)
+    with pytest.raises(InvalidFrameError):
+        codec.decode_request(frame)
+    frame = struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 1) + struct.pack(">h", -1)
+    with pytest.raises(InvalidFrameError):
+        codec.decode_request(frame)
+
+
+def test_huge_counts_fail_before_allocating() -> None:
+    """An array count of 2**31-1 with 4 bytes left fails fast, allocating almost nothing."""
+    frame = struct.pack(">hhih", 3, 1, 1, -1) + struct.pack(">i", 2**31 - 1) + b"abcd"
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(TruncatedError):
+        codec.decode_request(frame)
+    _cur, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert time.perf_counter() - start < 0.5
+    assert peak < 1_000_000
+
+
+def test_huge_bytes_length_fails() -> None:
+    """A records length of 2**31-1 in a small Produce frame is TruncatedError."""
+    frame = bytearray(_produce_frame())
+    idx = frame.index(b"r" * 40) - 4
+    frame[idx:idx + 4] = struct.pack(">i", 2**31 - 1)
+    with pytest.raises(TruncatedError):
+        codec.decode_request(frame)
+
+
+def test_overlong_varints() -> None:
+    """Unsigned varints longer than 5 bytes and signed ones longer than 5/10 are invalid."""
+    with pytest.raises(InvalidFrameError):
+        primitives.read_uvarint(b"\x80\x80\x80\x80\x80\x01", 0)
+    with pytest.raises(InvalidFrameError):
+        primitives.read_zigzag_varint(b"\xff" * 6, 0)
+    with pytest.raises(InvalidFrameError):
+        primitives.read_zigzag_varint(b"\xff" * 11, 0, bits=64)
+    with pytest.raises(TruncatedError):
+        primitives.read_uvarint(b"\x80\x80", 0)
+    # in a frame: an ApiVersions v3 request whose client name length never ends
+    frame = struct.pack(">hhih", 18, 3, 1, 0) + b"\x00" + b"\xff" * 8
+    with pytest.raises(InvalidFrameError):
+        codec.decode_request(frame)
+
+
+def test_huge_tag_count_and_size() -> None:
+    """A tag section claiming 2**32-1 fields, or a field longer than the frame, is rejected."""
+    base = struct.pack(">hhih", 18, 3, 1, 0)
+    with pytest.raises(TruncatedError):
+        codec.read_request_header(base + b"\xff\xff\xff\xff\x0f")
+    with pytest.raises(TruncatedError):
+        codec.read_request_header(base + b"\x01\x05\xff\xff\xff\x07abc")
+
+
+def test_unknown_api_and_versions() -> None:
+    """Unknown key -> UnknownApiError carrying key and correlation id; a version outside the
+    tables -> UnsupportedVersionError when the body is decoded (header still readable)."""
+    with pytest.raises(UnknownApiError) as err:
+        codec.read_request_header(struct.pack(">hhih", 999, 0, 42, -1))
+    assert err.value.api_key == 999 and err.value.correlation_id == 42
+    frame = struct.pack(">hhih", 0, 99, 5, -1) + b"\x00"  # v99 counts as flexible: header v2
+    header = codec.read_request_header(frame)
+    assert header.body_offset == len(frame)
+    with pytest.raises(UnsupportedVersionError) as err2:
+        codec.decode_request_body(header, frame)
+    assert (err2.value.api_key, err2.value.version) == (0, 99)
+    with pytest.raises(UnsupportedVersionError):
+        codec.read_request_header(struct.pack(">hhih", 0, -1, 5, -1))
+    with pytest.raises(UnsupportedVersionError):
+        codec.encode_response(1, 99, 1, {})
+    with pytest.raises(UnknownApiError):
+        codec.valid_versions(7)
+
+
+def test_invalid_utf8_is_typed() -> None:
+    """Bad UTF-8 in a client id is InvalidFrameError, not UnicodeDecodeError."""
+    frame = struct.pack(">hhih", 3, 1, 1, 2) + b"\xff\xfe" + struct.pack(">i", 0)
+    with pytest.raises(InvalidFrameError):
+        codec.decode_request(frame)
+
+
+def test_tiny_frames() -> None:
+    """Frames shorter than the fixed header part are TruncatedError."""
+    for frame in (b"", b"\x00", b"\x00\x03\x00\x01\x00\x00"):
+        with pytest.raises(TruncatedError):
+            codec.decode_request(frame)
+
+
+def test_encode_errors_are_typed() -> None:
+    """Wrong values on encode raise EncodeError: null where not nullable, out-of-range ints,
+    non-bytes records, over-long classic strings."""
+    with pytest.raises(EncodeError):
+        codec.encode_request(3, 1, 1, "c", {"topics": [{"name": None}]})
+    with pytest.raises(EncodeError):
+        codec.encode_response(12, 0, 1, {"error_code": 70000})
+    with pytest.raises(EncodeError):
+        codec.encode_request(0, 8, 1, "c", {"topic_data": [{"name": "t", "partition_data": [
+            {"index": 0, "records": "not bytes"}]}]})
+    with pytest.raises(EncodeError):
+        codec.encode_request(3, 1, 1, "c", {"topics": [{"name": "x" * 40000}]})
+
+
+# ---------------------------------------------------------------------------- fuzzing
+
+def _corpus() -> list[tuple[str, int, int, bytes]]:
+    items = []
+    for spec in sorted(TABLES.messages.values(), key=lambda s: s.name):
+        if spec.kind not in ("request", "response"):
+            continue
+        for version in (spec.valid[0], (spec.valid[0] + spec.valid[1]) // 2, spec.valid[1]):
+            body = sample_message(spec, version, nulls=version % 2 == 1, seed=version)
+            if spec.kind == "request":
+                raw = _body_frame(spec.api_key, version, body)
+            else:
+                raw = b"".join(codec.encode_response(spec.api_key, version, 3, body))[4:]
+            items.append((spec.kind, spec.api_key, version, raw))
+    return items
+
+
+CORPUS = _corpus()
+INTERESTING_INT32 = [-1, -2, 0, 1, 0x7F, 0x80, 0xFFFF, 0x7FFFFFFF, -0x80000000, 0x10000]
+FUZZ_CASES = {"count": 0}
+
+
+def _mutate(raw: bytes, kind: int, pos: int, value: int, junk: bytes) -> bytes:
+    n = len(raw)
+    p = pos % (n + 1)
+    if kind == 0:    # bit flip
+        if not n:
+            return raw
+        b = bytearray(raw)
+        b[p % n] ^= 1 << (value % 8)
+        return bytes(b)
+    if kind == 1:    # truncation
+        return raw[:p]
+    if kind == 2:    # length/count corruption: overwrite 4 bytes with an interesting int32
+        return raw[:p] + struct.pack(">i", INTERESTING_INT32[value % len(INTERESTING_INT32)]) + raw[p + 4:]
+    if kind == 3:    # int16 length corruption
+        return raw[:p] + struct.pack(">h", (value % 65536) - 32768) + raw[p + 2:]
+    if kind == 4:    # varint-ish garbage inserted
+        return raw[:p] + b"\xff" * (value % 12) + junk + raw[p:]
+    if kind == 5:    # overwrite with random bytes
+        return raw[:p] + junk + raw[p + len(junk):]
+    return junk + raw[p:]   # random prefix: garbage headers
+
+
+@settings(max_examples=100_000, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(st.integers(0, (1 << 64) - 1))
+def test_fuzz_mutated_frames(seed: int) -> None:
+    """Any mutation of a valid request/response frame decodes or raises ProtocolError;
+    100,000 cases (bit flips, truncation, length/count corruption, varint garbage,
+    random bytes). One drawn integer fixes frame, mutation kind, position, value and junk
+    bytes, which keeps Hypothesis' per-case cost low enough for 100k cases."""
+    item = seed % len(CORPUS)
+    kind = (seed >> 8) % 7
+    pos = (seed >> 12) & 0xFFFFF
+    value = (seed >> 32) & 0xFFFF
+    junk = (seed >> 16).to_bytes(6, "big")[: (seed >> 48) % 7]
+    FUZZ_CASES["count"] += 1
+    direction, api_key, version, raw = CORPUS[item]
+    data = _mutate(raw, kind, pos, value, junk)
+    try:
+        if direction == "request":
+            header, body = codec.decode_request(bytearray(data))
+            assert isinstance(body, dict) and header.api_key >= 0
+        else:
+            _corr, body = codec.decode_response(api_key, version, data)
+            assert isinstance(body, dict)
+    except ProtocolError:
+        pass
+
+
+def test_fuzz_reached_100k_cases() -> None:
+    """The fuzz test above really ran 100,000 cases in this session (skipped when it did not run)."""
+    if FUZZ_CASES["count"] == 0:
+        pytest.skip("fuzz test not run in this session")
+    assert FUZZ_CASES["count"] >= 100_000
