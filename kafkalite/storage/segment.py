@@ -120,6 +120,7 @@ class LogSegment:
         self.directory = directory
         self.base_offset = base_offset
         stem = os.path.join(directory, file_stem(base_offset))
+        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX) and os.path.exists(stem + TIME_INDEX_SUFFIX))
         self.log_path = stem + LOG_SUFFIX
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes)
@@ -152,6 +153,8 @@ class LogSegment:
         """Open an existing segment trusting its data; rebuilds indexes that fail their sanity check."""
         seg = cls(directory, base_offset, config, now_ms)
         try:
+            if not seg.indexes_existed and seg.size:
+                raise CorruptIndexError("index files are missing")
             seg.index.load(seg.size)
             seg.time_index.load()
         except CorruptIndexError as e:
