@@ -1,0 +1,1 @@
+"""Sockets: the only package that subclasses Twisted's protocol classes."""

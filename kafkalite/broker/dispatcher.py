@@ -1,0 +1,82 @@
+"""Frame in, response buffers out: header checks, body decode, handler call, response encode.
+
+Kafka's rules (kafka-protocol.md §5.1): ApiVersions is accepted at any version, and one above our
+maximum gets the v0-format UNSUPPORTED_VERSION answer; any other unknown key or unsupported
+version, or a body that does not decode, closes the connection.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from twisted.internet import defer
+
+from kafkalite.broker import registry
+from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.protocol import codec
+from kafkalite.protocol.apiversions import unsupported_version_response
+from kafkalite.protocol.errors import ProtocolError
+
+if TYPE_CHECKING:
+    from kafkalite.broker.server import KafkaBroker
+    from kafkalite.net.server import KafkaConnection
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS_KEY = 18
+
+
+@dataclass
+class RequestContext:
+    broker: "KafkaBroker"
+    conn: "KafkaConnection"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener: str
+
+    @property
+    def now_ms(self) -> int:
+        return int(time.time() * 1000)
+
+
+class Dispatcher:
+    def __init__(self, broker: "KafkaBroker", listener: str) -> None:
+        self.broker = broker
+        self.listener = listener
+
+    def dispatch(self, frame: bytearray, conn: "KafkaConnection") -> Any:
+        try:
+            header = codec.read_request_header(frame)
+        except ProtocolError as exc:
+            raise CloseConnection(f"unreadable request header: {exc}") from None
+        spec = registry.HANDLERS.get(header.api_key)
+        if spec is None:
+            raise CloseConnection(f"unknown API key {header.api_key}")
+        if header.api_key == API_VERSIONS_KEY and header.api_version > spec.max_version:
+            return unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
+        if not spec.min_version <= header.api_version <= spec.max_version:
+            raise CloseConnection(f"{codec.API_KEYS.get(header.api_key, header.api_key)} "
+                                  f"v{header.api_version} is not supported")
+        try:
+            body = codec.decode_request_body(header, frame)
+        except ProtocolError as exc:
+            raise CloseConnection(f"malformed {codec.API_KEYS[header.api_key]} v{header.api_version} "
+                                  f"request: {exc}") from None
+        if header.client_id is not None:
+            conn.client_id = header.client_id
+        ctx = RequestContext(self.broker, conn, header.api_key, header.api_version,
+                             header.correlation_id, header.client_id, self.listener)
+        result = spec.handler(ctx, body)
+        if isinstance(result, defer.Deferred):
+            return result.addCallback(self._encode, ctx)
+        return self._encode(result, ctx)
+
+    @staticmethod
+    def _encode(body: Any, ctx: RequestContext) -> Any:
+        if body is NO_RESPONSE:
+            return NO_RESPONSE
+        return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)

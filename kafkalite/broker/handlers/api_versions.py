@@ -1,0 +1,22 @@
+"""ApiVersions (key 18): the served table, computed from the handler registry."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import advertised, api
+from kafkalite.errors import ErrorCode
+
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+@api(18, 0, 3)
+def handle_api_versions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()]
+    error = ErrorCode.NONE
+    if ctx.api_version >= 3:
+        name, version = req.get("client_software_name", ""), req.get("client_software_version", "")
+        if not (_SOFTWARE.match(name or "") and _SOFTWARE.match(version or "")):
+            error = ErrorCode.INVALID_REQUEST
+    return {"error_code": int(error), "api_keys": keys, "throttle_time_ms": 0}

@@ -1,0 +1,51 @@
+"""DescribeConfigs (key 32): topic and broker settings with their sources and synonyms."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.config import TYPE_CODES, ConfigValue, render
+from kafkalite.errors import ErrorCode
+
+TOPIC = 2
+BROKER = 4
+
+
+def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dict[str, Any]:
+    return {"name": row.name, "value": None if row.sensitive else render(row.value), "read_only": read_only,
+            "config_source": row.source, "is_sensitive": row.sensitive,
+            "synonyms": [{"name": n, "value": render(v), "source": s} for n, v, s in row.synonyms] if synonyms else [],
+            "config_type": TYPE_CODES.get(row.kind, 0), "documentation": row.doc if docs else None}
+
+
+@api(32, 1, 3)
+def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    synonyms = req.get("include_synonyms", False)
+    docs = req.get("include_documentation", False)
+    results = []
+    for res in req["resources"]:
+        kind, name = res["resource_type"], res["resource_name"]
+        out = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
+        if kind == TOPIC:
+            info = broker.metadata.topics.get(name)
+            if info is None:
+                out["error_code"], out["error_message"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), \
+                    f"Topic '{name}' does not exist."
+            else:
+                rows = [(r, False) for r in broker.config.describe_topic(info.config)]
+        elif kind == BROKER:
+            if name not in ("", str(broker.broker_id)):
+                out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
+                    f"Unexpected broker id, expected {broker.broker_id} or empty string, but received {name}"
+            else:
+                rows = [(r, True) for r in broker.config.describe_broker()]
+        else:
+            out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
+                f"Unsupported resource type {kind}"
+        if out["error_code"] == 0:
+            keys = res["configuration_keys"]
+            out["configs"] = [_entry(r, ro, synonyms, docs) for r, ro in rows if keys is None or r.name in keys]
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}

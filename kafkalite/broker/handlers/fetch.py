@@ -1,0 +1,80 @@
+"""Fetch (key 1): stored batches, unchanged, from each requested partition; long-polls.
+
+Every requested partition appears in the response (kafka-python rejects a sessionless response
+whose partition set differs from its request). The first non-empty partition always returns at
+least one whole batch even above the byte limits (KIP-74), or a consumer would stall on a large
+batch. When less than MinBytes is available the request waits in the purgatory, woken by appends
+and high-watermark moves on its partitions, until MaxWaitMs.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode, KafkaError
+
+NO_SESSION = 0
+
+
+@api(1, 4, 11)
+def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    broker = ctx.broker
+    if req.get("session_id", 0) != NO_SESSION:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                "session_id": 0, "responses": []}
+    replica_id = req["replica_id"]
+    isolation = req.get("isolation_level", 0)
+    wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
+
+    def read_all() -> tuple[dict[str, Any], int, bool]:
+        budget = req["max_bytes"]
+        total = 0
+        had_error = False
+        responses: list[dict[str, Any]] = []
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for topic, p in wanted:
+            entry = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+                     "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                     "preferred_read_replica": -1, "records": None}
+            try:
+                limit = min(p["partition_max_bytes"], max(budget - total, 0))
+                part, res = broker.replica_manager.read(
+                    topic, p["partition"], p["fetch_offset"], limit, replica_id, isolation,
+                    p.get("current_leader_epoch", -1), min_one_batch=(total == 0))
+                if replica_id >= 0:
+                    broker.replicas_fetched(part, replica_id, p["fetch_offset"], ctx.now_ms)
+                entry["high_watermark"] = part.high_watermark
+                entry["last_stable_offset"] = part.high_watermark
+                entry["log_start_offset"] = part.log_start_offset
+                if res is not None and len(res.records):
+                    entry["records"] = res.records
+                    total += len(res.records)
+                else:
+                    entry["records"] = b""
+            except KafkaError as exc:
+                entry["error_code"] = int(exc.code)
+                had_error = True
+            if topic not in by_topic:
+                by_topic[topic] = []
+                responses.append({"topic": topic, "partitions": by_topic[topic]})
+            by_topic[topic].append(entry)
+        body = {"throttle_time_ms": 0, "error_code": 0, "session_id": NO_SESSION, "responses": responses}
+        return body, total, had_error
+
+    body, total, had_error = read_all()
+    if req["max_wait_ms"] <= 0 or total >= req["min_bytes"] or had_error or not wanted:
+        return body
+
+    state = {"body": body}
+
+    def ready() -> bool:
+        fresh, size, err = read_all()
+        state["body"] = fresh
+        return size >= req["min_bytes"] or err
+
+    def finish(timed_out: bool) -> dict[str, Any]:
+        return read_all()[0] if timed_out else state["body"]
+
+    keys = [(topic, p["partition"]) for topic, p in wanted]
+    return broker.purgatory.watch(keys, req["max_wait_ms"], ready, finish)

@@ -1,0 +1,39 @@
+"""ListOffsets (key 2): earliest (-2), latest (-1) or the first offset at or after a timestamp."""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode, KafkaError
+
+LATEST = -1
+EARLIEST = -2
+
+
+@api(2, 1, 5)
+def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            entry = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+                     "offset": -1, "leader_epoch": -1}
+            try:
+                part = rm.leader(t["name"], p["partition_index"], p.get("current_leader_epoch", -1))
+                ts = p["timestamp"]
+                if ts == LATEST:
+                    entry["offset"] = part.high_watermark
+                elif ts == EARLIEST:
+                    entry["offset"] = part.log_start_offset
+                else:
+                    found = part.log.offset_for_timestamp(ts)
+                    if found is not None and found[0] < part.high_watermark:
+                        entry["offset"], entry["timestamp"] = found[0], found[1]
+                entry["leader_epoch"] = part.leader_epoch
+            except KafkaError as exc:
+                entry["error_code"] = int(exc.code)
+            parts.append(entry)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

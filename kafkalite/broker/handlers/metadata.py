@@ -1,0 +1,80 @@
+"""Metadata (key 3): brokers, controller, cluster id, and topics with leaders and ISRs.
+
+Unknown topics are auto-created when both the request (v4+, implicitly true before) and the
+broker (``auto.create.topics.enable``) allow it; the answer for such a topic is
+LEADER_NOT_AVAILABLE with no partitions until the controller has elected leaders, and clients
+retry. Broker addresses are those of the listener the request arrived on.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from zk_schema.topic_names import is_valid_topic_name
+
+log = logging.getLogger(__name__)
+NOT_PROVIDED = -2147483648
+
+
+def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+    cache = ctx.broker.metadata
+    info = cache.topics[name]
+    out = []
+    for index in sorted(info.assignment):
+        replicas = info.assignment[index]
+        state = cache.states.get((name, index))
+        leader = cache.leader_of(name, index)
+        offline = [r for r in replicas if r not in cache.brokers]
+        if state is None or leader < 0:
+            error = ErrorCode.LEADER_NOT_AVAILABLE
+        elif offline:
+            error = ErrorCode.REPLICA_NOT_AVAILABLE if ctx.api_version == 0 else ErrorCode.NONE
+        else:
+            error = ErrorCode.NONE
+        out.append({"error_code": int(error), "partition_index": index, "leader_id": leader,
+                    "leader_epoch": state.leader_epoch if state else -1, "replica_nodes": replicas,
+                    "isr_nodes": [r for r in (state.isr if state else []) if r in cache.brokers or ctx.api_version > 0],
+                    "offline_replicas": offline})
+    return out
+
+
+@api(3, 0, 8)
+def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    broker = ctx.broker
+    cache = broker.metadata
+    requested = req["topics"]
+    if requested is None or (ctx.api_version == 0 and not requested):
+        names = sorted(n for n, t in cache.topics.items() if not t.deleting)
+    else:
+        names = [t["name"] for t in requested]
+    allow_create = req.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+    topics = []
+    for name in names:
+        entry = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+                 "topic_authorized_operations": NOT_PROVIDED}
+        info = cache.topics.get(name)
+        if info is not None and not info.deleting:
+            entry["partitions"] = _partition_entries(ctx, name)
+            if info.assignment and all(p["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE for p in entry["partitions"]):
+                entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+        else:
+            if not is_valid_topic_name(name):
+                entry["error_code"] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+            elif allow_create and name not in INTERNAL_TOPICS:
+                broker.auto_create_topic(name)
+                entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+            else:
+                entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        topics.append(entry)
+    brokers = []
+    for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
+        ep = b.endpoint(ctx.listener)
+        if ep is not None:
+            brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+    return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
+            "controller_id": cache.controller_id, "topics": topics,
+            "cluster_authorized_operations": NOT_PROVIDED}

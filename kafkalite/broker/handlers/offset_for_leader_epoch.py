@@ -1,0 +1,31 @@
+"""OffsetForLeaderEpoch (key 23): where an epoch ended in the leader's log (KIP-101).
+
+Clients (librdkafka >= 2.1, kafka-python) use it to validate their position after a leader
+change; followers use it to find the divergence point before truncating.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import KafkaError
+
+
+@api(23, 2, 3)
+def handle_offset_for_leader_epoch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    rm = ctx.broker.replica_manager
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            entry = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
+            try:
+                part = rm.leader(t["topic"], p["partition"], p.get("current_leader_epoch", -1))
+                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
+                entry["leader_epoch"], entry["end_offset"] = epoch, end
+            except KafkaError as exc:
+                entry["error_code"] = int(exc.code)
+            parts.append(entry)
+        topics.append({"topic": t["topic"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,148 @@
+"""CreateTopics (19), DeleteTopics (20), CreatePartitions (37): controller-only topic admin.
+
+Each answers per topic; validation errors never stop the other topics of the request. After the
+ZooKeeper writes the handler waits up to the request's timeout for the metadata to show the
+result (leaders elected, topic gone); past it the answer is REQUEST_TIMED_OUT while the change
+still completes, as in Kafka.
+"""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.errors import ErrorCode, KafkaError
+from zk_schema.topics import TopicZNode
+
+log = logging.getLogger(__name__)
+
+
+def _error(exc: BaseException) -> tuple[int, str]:
+    if isinstance(exc, KafkaError):
+        return int(exc.code), str(exc)
+    log.error("topic admin failed: %r", exc)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc) or type(exc).__name__
+
+
+@defer.inlineCallbacks
+def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
+    """Await each job's Deferred, filling its result entry's error on failure."""
+    for entry, d in jobs:
+        try:
+            yield d
+        except Exception as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+
+
+@api(19, 2, 4)
+@defer.inlineCallbacks
+def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    broker = ctx.broker
+    admin = broker.admin
+    counts = Counter(t["name"] for t in req["topics"])
+    results, jobs = [], []
+    for t in req["topics"]:
+        entry = {"name": t["name"], "error_code": 0, "error_message": None}
+        results.append(entry)
+        if counts[t["name"]] > 1:
+            entry["error_code"], entry["error_message"] = int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
+            continue
+        if not broker.is_controller:
+            entry["error_code"], entry["error_message"] = int(ErrorCode.NOT_CONTROLLER), "This is not the controller."
+            continue
+        try:
+            configs = {c["name"]: c["value"] for c in t["configs"]}
+            assignment, overrides = admin.plan_topic(t["name"], t["num_partitions"], t["replication_factor"],
+                                                     t["assignments"], configs)
+        except KafkaError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+            continue
+        if not req["validate_only"]:
+            jobs.append((entry, admin.create_topic(t["name"], assignment, overrides)))
+    yield _run_all(jobs)
+    created = [e["name"] for e, _ in jobs if e["error_code"] == 0]
+    if created:
+        ok = yield admin.wait_until(lambda: all(broker.metadata.all_leaders_known(n) for n in created), req["timeout_ms"])
+        if not ok:
+            for e, _ in jobs:
+                if e["error_code"] == 0 and not broker.metadata.all_leaders_known(e["name"]):
+                    e["error_code"], e["error_message"] = int(ErrorCode.REQUEST_TIMED_OUT), \
+                        "Leaders were not elected within the timeout; the topic is still being created."
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@api(20, 1, 3)
+@defer.inlineCallbacks
+def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    broker = ctx.broker
+    results, jobs = [], []
+    for name in req["topic_names"]:
+        entry = {"name": name, "error_code": 0}
+        results.append(entry)
+        if not broker.is_controller:
+            entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
+        elif not broker.config["delete.topic.enable"]:
+            entry["error_code"] = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST)
+        elif name not in broker.metadata.topics:
+            entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        elif name in INTERNAL_TOPICS:
+            entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
+        else:
+            jobs.append((entry, broker.kafka_zk.mark_topic_for_deletion(name)))
+    yield _run_all(jobs)
+    queued = [e["name"] for e, _ in jobs if e["error_code"] == 0]
+    if queued:
+        gone = lambda: all(n not in broker.metadata.topics for n in queued)  # noqa: E731
+        ok = yield broker.admin.wait_until(gone, req["timeout_ms"])
+        if not ok:
+            for e, _ in jobs:
+                if e["error_code"] == 0 and e["name"] in broker.metadata.topics:
+                    e["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+    for e in results:
+        e.pop("error_message", None)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@api(37, 0, 1)
+@defer.inlineCallbacks
+def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    broker = ctx.broker
+    counts = Counter(t["name"] for t in req["topics"])
+    results, jobs = [], []
+    for t in req["topics"]:
+        entry = {"name": t["name"], "error_code": 0, "error_message": None}
+        results.append(entry)
+        if counts[t["name"]] > 1:
+            entry["error_code"], entry["error_message"] = int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
+            continue
+        if not broker.is_controller:
+            entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
+            continue
+        try:
+            new = broker.admin.plan_partitions(t["name"], t["count"], t["assignments"])
+        except KafkaError as exc:
+            entry["error_code"], entry["error_message"] = _error(exc)
+            continue
+        if not req["validate_only"]:
+            info = broker.metadata.topics[t["name"]]
+            node = TopicZNode({**info.assignment, **new}, topic_id=info.topic_id)
+            jobs.append((entry, broker.kafka_zk.set_topic_assignment(t["name"], node)))
+    yield _run_all(jobs)
+    grown = {e["name"]: next(t["count"] for t in req["topics"] if t["name"] == e["name"])
+             for e, _ in jobs if e["error_code"] == 0}
+    if grown:
+        def ready() -> bool:
+            m = broker.metadata
+            return all(n in m.topics and len(m.topics[n].assignment) >= c and m.all_leaders_known(n)
+                       for n, c in grown.items())
+        ok = yield broker.admin.wait_until(ready, req["timeout_ms"])
+        if not ok:
+            for e, _ in jobs:
+                if e["name"] in grown:
+                    e["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
+    return {"throttle_time_ms": 0, "results": results}

@@ -1,0 +1,46 @@
+"""``kafkalite-server server.properties [--override key=value ...]``: run one broker.
+
+Mirrors ``kafka-server-start.sh``: Kafka's property names and defaults; an unknown or invalid
+property is one line on stderr and exit code 1, never a traceback. SIGTERM and SIGINT shut the
+broker down cleanly (deregister from ZooKeeper, answer waiting requests, flush and close logs).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from kafkalite.config import BrokerConfig, ConfigError, load_properties
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="[%(asctime)s] %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("kazoo").setLevel(logging.WARNING)
+    from twisted.logger import STDLibLogObserver, globalLogBeginner
+
+    # Twisted shows nothing (not even unhandled Deferred errors) until logging begins.
+    globalLogBeginner.beginLoggingTo([STDLibLogObserver()], redirectStandardIO=False)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafkalite-server", description="Run a kafkalite broker.")
+    parser.add_argument("properties", help="server.properties file (Kafka's property names)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a property from the file (repeatable)")
+    parser.add_argument("--log-level", default=os.environ.get("KAFKALITE_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    try:
+        config = BrokerConfig.from_properties(load_properties([args.properties], args.override))
+    except (ConfigError, OSError) as exc:
+        print(f"kafkalite-server: {exc}", file=sys.stderr)
+        return 1
+    setup_logging(args.log_level)
+    from kafkalite.broker.server import run_broker
+
+    return run_broker(config)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

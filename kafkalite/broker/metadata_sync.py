@@ -1,0 +1,196 @@
+"""Keeps the :class:`MetadataCache` equal to ZooKeeper, through watches.
+
+Design choice (ARCHITECTURE.md): brokers learn leadership and metadata by watching the same
+znodes the controller writes (``/brokers/ids``, ``/brokers/topics/<t>``, each partition's
+``state``, ``/config/topics/<t>``, ``/controller``, ``/admin/delete_topics``) instead of through
+LeaderAndIsr/UpdateMetadata RPCs. Every watch callback arrives on the reactor thread (the
+coordination layer marshals it) and only updates the cache and emits a :class:`Change`; the
+broker reacts to changes in one place.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from twisted.internet import defer
+
+from kafkalite.broker.metadata_cache import BrokerInfo, MetadataCache, TopicInfo
+from kafkalite.broker.partition import PartitionState
+from zk_schema import paths
+from zk_schema.brokers import BrokerRegistration
+from zk_schema.cluster import ClusterIdZNode
+from zk_schema.config import TopicConfigZNode
+from zk_schema.controller import ControllerZNode
+from zk_schema.errors import ZkDataError
+from zk_schema.topics import PartitionState as StateZNode
+from zk_schema.topics import TopicZNode
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Change:
+    kind: str                  # brokers | controller | topic | topic-removed | state | config | deleting
+    topic: str | None = None
+    partition: int | None = None
+
+
+class MetadataSync:
+    def __init__(self, zk: Any, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
+        self.zk = zk
+        self.cache = cache
+        self.on_change = on_change
+        self.broker_watches: dict[int, Any] = {}
+        self.topic_watches: dict[str, list[Any]] = {}
+        self.state_watches: dict[tuple[str, int], Any] = {}
+        self.deleting: set[str] = set()
+        self.loaded = False
+
+    @defer.inlineCallbacks
+    def start(self) -> Any:
+        data, _ = yield self.zk.get(paths.CLUSTER_ID)
+        self.cache.cluster_id = ClusterIdZNode.decode(data).id
+        yield self.zk.watch_data(paths.CONTROLLER, self._controller_changed)
+        yield self.zk.watch_children(paths.BROKER_IDS, self._brokers_changed)
+        yield self.zk.watch_children(paths.BROKER_TOPICS, self._topics_changed)
+        yield self.zk.watch_children(paths.DELETE_TOPICS, self._deleting_changed)
+        self.loaded = True
+
+    def _emit(self, change: Change) -> None:
+        try:
+            self.on_change(change)
+        except Exception:
+            log.exception("metadata change handler failed for %s", change)
+
+    # -- controller --------------------------------------------------------------------------------
+    def _controller_changed(self, data: bytes | None, stat: Any) -> None:
+        controller = -1
+        if data:
+            try:
+                controller = ControllerZNode.decode(data).broker_id
+            except ZkDataError as exc:
+                log.warning("unreadable /controller: %s", exc)
+        self.cache.controller_id = controller
+        self._emit(Change("controller"))
+
+    # -- brokers -----------------------------------------------------------------------------------
+    def _brokers_changed(self, children: list[str]) -> None:
+        ids = {int(c) for c in children if c.isdigit()}
+        for gone in set(self.broker_watches) - ids:
+            self.broker_watches.pop(gone).cancel()
+            if self.cache.brokers.pop(gone, None) is not None:
+                log.info("broker %d left the cluster", gone)
+                self._emit(Change("brokers"))
+        for new in ids - set(self.broker_watches):
+            self.broker_watches[new] = None
+            d = self.zk.watch_data(BrokerRegistration.path(new), lambda data, stat, b=new: self._broker_data(b, data))
+            d.addCallback(self._keep_watch, self.broker_watches, new)
+            d.addErrback(lambda f, b=new: log.warning("cannot watch broker %d: %s", b, f.value))
+
+    @staticmethod
+    def _keep_watch(watch: Any, table: dict, key: Any) -> None:
+        if key in table:
+            table[key] = watch
+        else:          # removed meanwhile
+            watch.cancel()
+
+    def _broker_data(self, broker_id: int, data: bytes | None) -> None:
+        if data is None:
+            if self.cache.brokers.pop(broker_id, None) is not None:
+                self._emit(Change("brokers"))
+            return
+        try:
+            reg = BrokerRegistration.decode(data, broker_id)
+        except ZkDataError as exc:
+            log.warning("unreadable registration of broker %d: %s", broker_id, exc)
+            return
+        known = broker_id in self.cache.brokers
+        self.cache.brokers[broker_id] = BrokerInfo(
+            broker_id, {ep.listener_name: (ep.host, ep.port) for ep in reg.endpoints}, reg.rack)
+        if not known:
+            log.info("broker %d joined the cluster", broker_id)
+        self._emit(Change("brokers"))
+
+    # -- topics ------------------------------------------------------------------------------------
+    def _topics_changed(self, children: list[str]) -> None:
+        names = set(children)
+        for gone in set(self.topic_watches) - names:
+            for w in self.topic_watches.pop(gone):
+                if w is not None:
+                    w.cancel()
+            for key in [k for k in self.state_watches if k[0] == gone]:
+                w = self.state_watches.pop(key)
+                if w is not None:
+                    w.cancel()
+                self.cache.states.pop(key, None)
+            if self.cache.topics.pop(gone, None) is not None:
+                self._emit(Change("topic-removed", gone))
+        for new in names - set(self.topic_watches):
+            self.topic_watches[new] = []
+            for path, fn in ((TopicZNode.path(new), self._assignment_changed),
+                             (TopicConfigZNode.path(new), self._config_changed)):
+                d = self.zk.watch_data(path, lambda data, stat, t=new, fn=fn: fn(t, data))
+                d.addCallback(lambda w, t=new: self.topic_watches[t].append(w) if t in self.topic_watches else w.cancel())
+                d.addErrback(lambda f, t=new: log.warning("cannot watch topic %s: %s", t, f.value))
+
+    def _assignment_changed(self, topic: str, data: bytes | None) -> None:
+        if data is None or topic not in self.topic_watches:
+            return
+        try:
+            znode = TopicZNode.decode(data, topic)
+        except ZkDataError as exc:
+            log.warning("unreadable assignment of topic %s: %s", topic, exc)
+            return
+        info = self.cache.topics.get(topic)
+        if info is None:
+            info = self.cache.topics[topic] = TopicInfo(topic, {}, znode.topic_id, deleting=topic in self.deleting)
+        info.assignment = znode.assignment()
+        info.topic_id = znode.topic_id
+        for p in info.assignment:
+            if (topic, p) not in self.state_watches:
+                self.state_watches[(topic, p)] = None
+                d = self.zk.watch_data(StateZNode.path(topic, p),
+                                       lambda data, stat, t=topic, p=p: self._state_changed(t, p, data, stat))
+                d.addCallback(self._keep_watch, self.state_watches, (topic, p))
+                d.addErrback(lambda f, t=topic, p=p: log.warning("cannot watch %s-%d: %s", t, p, f.value))
+        self._emit(Change("topic", topic))
+
+    def _config_changed(self, topic: str, data: bytes | None) -> None:
+        overrides: dict[str, str] = {}
+        if data is not None:
+            try:
+                overrides = dict(TopicConfigZNode.decode(data).config)
+            except ZkDataError as exc:
+                log.warning("unreadable config of topic %s: %s", topic, exc)
+                return
+        info = self.cache.topics.get(topic)
+        if info is None:
+            info = self.cache.topics[topic] = TopicInfo(topic, {}, None, overrides, topic in self.deleting)
+        elif info.config == overrides:
+            return
+        info.config = overrides
+        self._emit(Change("config", topic))
+
+    def _state_changed(self, topic: str, partition: int, data: bytes | None, stat: Any) -> None:
+        key = (topic, partition)
+        if key not in self.state_watches:
+            return
+        if data is None:
+            self.cache.states.pop(key, None)
+        else:
+            try:
+                z = StateZNode.decode(data)
+            except ZkDataError as exc:
+                log.warning("unreadable state of %s-%d: %s", topic, partition, exc)
+                return
+            self.cache.states[key] = PartitionState(z.leader, z.leader_epoch, list(z.isr), z.controller_epoch,
+                                                    stat.version)
+        self._emit(Change("state", topic, partition))
+
+    # -- deletion ----------------------------------------------------------------------------------
+    def _deleting_changed(self, children: list[str]) -> None:
+        self.deleting = set(children)
+        for name, info in self.cache.topics.items():
+            info.deleting = name in self.deleting
+        self._emit(Change("deleting"))

@@ -1,0 +1,80 @@
+"""Requests that wait: Fetch long-polls (max_wait_ms / min_bytes) and acks=all produces.
+
+An operation watches one or more keys (topic-partitions). Whoever changes a partition (an append,
+a high-watermark move) calls :meth:`Purgatory.check` for its key; each watcher re-evaluates its
+condition then and only then, never by polling. A timer completes the operation at its deadline.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Hashable, Iterable
+
+from twisted.internet import defer
+from twisted.internet.interfaces import IReactorTime
+
+
+class DelayedOperation:
+    """Completes its Deferred with ``on_complete(timed_out)`` once ``try_ready()`` is true or time is up."""
+
+    def __init__(self, try_ready: Callable[[], bool], on_complete: Callable[[bool], Any]) -> None:
+        self.try_ready = try_ready
+        self.on_complete = on_complete
+        self.deferred: defer.Deferred = defer.Deferred()
+        self.done = False
+        self.timer: Any = None
+        self.keys: tuple[Hashable, ...] = ()
+
+    def complete(self, timed_out: bool) -> None:
+        if self.done:
+            return
+        self.done = True
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        try:
+            result = self.on_complete(timed_out)
+        except Exception:
+            self.deferred.errback()
+            return
+        self.deferred.callback(result)
+
+
+class Purgatory:
+    def __init__(self, clock: IReactorTime) -> None:
+        self.clock = clock
+        self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+
+    def watch(self, keys: Iterable[Hashable], timeout_ms: int, try_ready: Callable[[], bool],
+              on_complete: Callable[[bool], Any]) -> defer.Deferred:
+        op = DelayedOperation(try_ready, on_complete)
+        op.keys = tuple(keys)
+        for key in op.keys:
+            self.watchers[key].add(op)
+        op.deferred.addBoth(self._forget, op)
+        op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
+        return op.deferred
+
+    def check(self, key: Hashable) -> None:
+        ops = self.watchers.get(key)
+        if not ops:
+            return
+        for op in list(ops):
+            if not op.done and op.try_ready():
+                op.complete(False)
+
+    def complete_all(self) -> None:
+        """Answer everything now (shutdown)."""
+        for ops in list(self.watchers.values()):
+            for op in list(ops):
+                op.complete(True)
+
+    def _forget(self, result: Any, op: DelayedOperation) -> Any:
+        for key in op.keys:
+            ops = self.watchers.get(key)
+            if ops is not None:
+                ops.discard(op)
+                if not ops:
+                    del self.watchers[key]
+        return result
+
+    def __len__(self) -> int:
+        return len({op for ops in self.watchers.values() for op in ops})

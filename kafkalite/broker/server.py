@@ -1,0 +1,253 @@
+"""The broker: wires configuration, storage, ZooKeeper, the controller and the listeners.
+
+Start-up follows Kafka's order: logs are recovered before anything else (blocking, before the
+reactor runs: there is nothing to serve yet), then ZooKeeper is connected, the listeners are
+bound, and only then is ``/brokers/ids/<id>`` registered, so a registered broker always serves.
+Shutdown reverses it: stop accepting, answer waiting requests, close the ZooKeeper session (our
+ephemeral registration vanishes at once), flush and close the logs with a clean-shutdown marker.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import Any
+
+from twisted.internet import defer, task
+from twisted.internet.interfaces import IReactorCore
+
+from kafkalite.broker import registry
+from kafkalite.broker.admin import TopicAdmin
+from kafkalite.broker.dispatcher import Dispatcher
+from kafkalite.broker.metadata_cache import METADATA_CHANGED, MetadataCache
+from kafkalite.broker.metadata_sync import Change, MetadataSync
+from kafkalite.broker.producer_ids import ProducerIdManager
+from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.config import BrokerConfig, Endpoint, render
+from kafkalite.controller.controller import Controller
+from kafkalite.coordination import KafkaZkClient
+from kafkalite.errors import KafkaError
+from kafkalite.net.server import KafkaServerFactory
+from kafkalite.storage import LogConfig, LogManager
+from zk_schema import paths
+from zk_schema.brokers import BrokerRegistration, EndPoint
+
+log = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class KafkaBroker:
+    def __init__(self, config: BrokerConfig, reactor: Any) -> None:
+        self.config = config
+        self.reactor = reactor
+        self.broker_id = config.broker_id
+        self.metadata = MetadataCache()
+        self.purgatory = Purgatory(reactor)
+        self._topic_configs: dict[str, tuple[dict[str, str], dict[str, Any], Any]] = {}
+        started = time.monotonic()
+        self.log_manager = LogManager(config.log_dirs, self.log_config(None))
+        log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
+                 time.monotonic() - started)
+        self.replica_manager = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
+                                              self.topic_config, now_ms, self.metadata.partition_exists)
+        self.admin = TopicAdmin(self)
+        self.kafka_zk = KafkaZkClient(config["zookeeper.connect"],
+                                      session_timeout_ms=config.zookeeper_session_timeout_ms,
+                                      connect_timeout_ms=config["zookeeper.connection.timeout.ms"], reactor=reactor)
+        self.zk = self.kafka_zk.zk
+        self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
+        self.sync = MetadataSync(self.zk, self.metadata, self.on_metadata_change)
+        self.controller = Controller(self.broker_id, self.zk, self.kafka_zk, self.metadata,
+                                     lambda: self.sync.deleting,
+                                     lambda t: self.topic_config(t)["unclean.leader.election.enable"])
+        self.ports: list[Any] = []
+        self.factories: list[KafkaServerFactory] = []
+        self.creating: set[str] = set()
+        self.loops: list[task.LoopingCall] = []
+        self.stopping = False
+        registry.load_handlers()
+
+    # -- configuration -----------------------------------------------------------------------------
+    def _resolve(self, topic: str | None) -> tuple[dict[str, Any], Any]:
+        overrides = {} if topic is None or topic not in self.metadata.topics else self.metadata.topics[topic].config
+        cached = self._topic_configs.get(topic or "")
+        if cached is not None and cached[0] == overrides:
+            return cached[1], cached[2]
+        typed = self.config.topic_config(overrides)
+        storage = LogConfig.from_properties({k: render(v) for k, v in typed.items() if render(v) is not None})
+        self._topic_configs[topic or ""] = (dict(overrides), typed, storage)
+        return typed, storage
+
+    def topic_config(self, topic: str | None) -> dict[str, Any]:
+        """Effective typed topic config: overrides from ZooKeeper over the broker's defaults."""
+        return self._resolve(topic)[0]
+
+    def log_config(self, topic: str | None) -> Any:
+        return self._resolve(topic)[1]
+
+    @property
+    def is_controller(self) -> bool:
+        return self.controller.active
+
+    # -- start / stop ------------------------------------------------------------------------------
+    @defer.inlineCallbacks
+    def start(self) -> Any:
+        yield self.kafka_zk.start()
+        yield self.kafka_zk.create_persistent_paths()
+        yield self.kafka_zk.ensure_cluster_id()
+        if self.broker_id < 0:
+            self.broker_id = yield self._generate_broker_id()
+            self.replica_manager.broker_id = self.controller.broker_id = self.broker_id
+        advertised = self._listen()
+        registration = BrokerRegistration(self.broker_id, tuple(advertised), now_ms(), rack=self.config["broker.rack"])
+        yield self.kafka_zk.register_broker(registration)
+        self.kafka_zk.add_state_listener(self._session_state)
+        yield self.sync.start()
+        self._start_loops()
+        log.info("broker %d started, serving %s", self.broker_id,
+                 ", ".join(ep.connection_string() for ep in advertised))
+
+    @defer.inlineCallbacks
+    def _generate_broker_id(self) -> Any:
+        """Kafka's generated ids: bump /brokers/seqid's version; id = version + reserved.broker.max.id."""
+        if not self.config["broker.id.generation.enable"]:
+            raise KafkaError("broker.id is not set and broker.id.generation.enable is false")
+        stat = yield self.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
+        return stat.version + self.config["reserved.broker.max.id"]
+
+    def _listen(self) -> list[EndPoint]:
+        advertised: list[EndPoint] = []
+        configured = {ep.listener: ep for ep in self.config.advertised_listeners}
+        for ep in self.config.listeners:
+            factory = KafkaServerFactory(Dispatcher(self, ep.listener), self.config["socket.request.max.bytes"],
+                                         self.config["queued.max.requests"])
+            port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "0.0.0.0")
+            self.ports.append(port)
+            self.factories.append(factory)
+            bound = port.getHost().port
+            adv = configured.get(ep.listener, Endpoint(ep.listener, ep.host, bound))
+            host = adv.host or socket.getfqdn()
+            advertised.append(EndPoint(ep.listener, host, adv.port or bound,
+                                       self.config.security_protocol(ep.listener)))
+        return advertised
+
+    def _start_loops(self) -> None:
+        def every(ms: int, fn: Any) -> None:
+            loop = task.LoopingCall(fn)
+            loop.clock = self.reactor
+            loop.start(ms / 1000.0, now=False).addErrback(lambda f: log.error("periodic task failed: %s", f.value))
+            self.loops.append(loop)
+
+        every(self.config["log.retention.check.interval.ms"], self._retention)
+        every(self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint)
+        flush_interval = self.config["log.flush.scheduler.interval.ms"]
+        if flush_interval < 2**62:
+            every(flush_interval, lambda: self.log_manager.flush_dirty(now_ms()))
+
+    def _retention(self) -> None:
+        self.log_manager.cleanup(now_ms())
+
+    def _checkpoint(self) -> None:
+        self.log_manager.checkpoint()
+
+    def _session_state(self, state: Any) -> None:
+        log.info("ZooKeeper session %s", getattr(state, "value", state))
+        if getattr(state, "name", "") == "LOST":
+            self.controller.resign("ZooKeeper session expired")
+
+    @defer.inlineCallbacks
+    def shutdown(self) -> Any:
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("broker %d shutting down", self.broker_id)
+        for loop in self.loops:
+            if loop.running:
+                loop.stop()
+        for port in self.ports:
+            yield port.stopListening()
+        for factory in self.factories:
+            factory.close_all()
+        self.purgatory.complete_all()
+        self.controller.resign("shutting down")
+        yield self.kafka_zk.stop(2.0)
+        self._checkpoint()
+        self.log_manager.close()
+        log.info("broker %d stopped", self.broker_id)
+
+    # -- metadata changes --------------------------------------------------------------------------
+    def on_metadata_change(self, change: Change) -> None:
+        if change.kind == "state":
+            self._apply_state(change.topic, change.partition)
+        elif change.kind == "topic":
+            for p in self.metadata.topics[change.topic].assignment:
+                self._apply_state(change.topic, p)
+        elif change.kind == "topic-removed":
+            self._topic_configs.pop(change.topic, None)
+            self.replica_manager.remove_topic(change.topic, delete=True)
+        elif change.kind == "config":
+            self.replica_manager.update_config(change.topic, self.log_config(change.topic))
+        elif change.kind == "controller":
+            self.controller.on_controller_changed()
+        self.purgatory.check(METADATA_CHANGED)
+        self.controller.reconcile()
+
+    def _apply_state(self, topic: str, partition: int) -> None:
+        info = self.metadata.topics.get(topic)
+        state = self.metadata.states.get((topic, partition))
+        if info is None or state is None or partition not in info.assignment:
+            return
+        try:
+            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state, self.log_config(topic))
+        except Exception:
+            log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
+
+    def auto_create_topic(self, name: str) -> None:
+        """Metadata's auto-creation: fire and forget; clients retry until leaders exist."""
+        if name in self.creating or name in self.metadata.topics:
+            return
+        try:
+            assignment, overrides = self.admin.plan_topic(name, self.config["num.partitions"],
+                                                          self.config["default.replication.factor"], [], {})
+        except KafkaError as exc:
+            log.warning("cannot auto-create topic %s: %s", name, exc)
+            return
+        self.creating.add(name)
+        d = self.admin.create_topic(name, assignment, overrides)
+        d.addErrback(lambda f: log.info("auto-creation of %s: %s", name, f.value))
+        d.addBoth(lambda _: self.creating.discard(name))
+
+    def replicas_fetched(self, part: Any, replica_id: int, fetch_offset: int, now: int) -> None:
+        """A follower fetched from ``fetch_offset``: its log ends there; the high watermark may move."""
+        if replica_id in part.follower_end_offsets:
+            part.follower_end_offsets[replica_id] = fetch_offset
+            if fetch_offset >= part.log_end_offset:
+                part.follower_caught_up_ms[replica_id] = now
+            if part.maybe_advance_high_watermark():
+                self.purgatory.check(part.key)
+
+
+def run_broker(config: BrokerConfig) -> int:
+    from twisted.internet import reactor
+
+    assert IReactorCore.providedBy(reactor)
+    exit_code = {"code": 0}
+    try:
+        broker = KafkaBroker(config, reactor)
+    except Exception as exc:
+        log.error("cannot start broker: %s", exc)
+        return 1
+
+    def failed(f: Any) -> None:
+        log.error("broker start-up failed: %s", f.getErrorMessage())
+        exit_code["code"] = 1
+        reactor.stop()
+
+    reactor.callWhenRunning(lambda: broker.start().addErrback(failed))
+    reactor.addSystemEventTrigger("before", "shutdown", broker.shutdown)
+    reactor.run()
+    return exit_code["code"]

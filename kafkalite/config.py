@@ -1,0 +1,474 @@
+"""Broker and topic configuration: one typed table each, with Kafka's property names and defaults.
+
+A ``server.properties`` file is parsed into :class:`BrokerConfig`; an unknown or invalid property
+is a :class:`ConfigError` whose message is one line naming the property. Topic-level settings
+(``retention.ms``, ``cleanup.policy``, ...) take their defaults from the broker's ``log.*``
+synonyms, exactly as Kafka resolves them, so DescribeConfigs can report value, source and
+synonyms from the same table.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A property that is unknown, malformed or out of range; str() is one line for the user."""
+
+
+# Kafka's ConfigType numbering (DescribeConfigs v3+).
+TYPE_CODES = {"boolean": 1, "string": 2, "int": 3, "short": 4, "long": 5, "double": 6, "list": 7,
+              "class": 8, "password": 9}
+
+
+def _parse(name: str, kind: str, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        return raw
+    text = raw.strip()
+    try:
+        if kind in ("int", "long", "short"):
+            value = int(text)
+            limit = {"int": INT_MAX, "short": 32767, "long": LONG_MAX}[kind]
+            if not -limit - 1 <= value <= limit:
+                raise ValueError
+            return value
+        if kind == "double":
+            return float(text)
+        if kind == "boolean":
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if kind == "list":
+            return [item.strip() for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise ConfigError(f"Invalid value {raw!r} for configuration {name}: expected {kind}") from None
+    return text
+
+
+def at_least(low: float) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value is not None and value < low:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: must be at least {low}")
+    return check
+
+
+def one_of(*choices: str) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if v not in choices:
+                raise ConfigError(f"Invalid value {v!r} for configuration {name}: must be one of {', '.join(choices)}")
+    return check
+
+
+@dataclass(frozen=True)
+class ConfigKey:
+    name: str
+    kind: str                      # boolean | string | int | short | long | double | list | password
+    default: Any
+    doc: str
+    validator: Callable[[str, Any], None] | None = None
+    dynamic: bool = False          # Kafka allows changing it at runtime
+
+    def parse(self, raw: Any) -> Any:
+        value = _parse(self.name, self.kind, raw)
+        if self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+
+def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
+    return {k.name: k for k in keys}
+
+
+_POLICIES = one_of("delete", "compact")
+_TS_TYPES = one_of("CreateTime", "LogAppendTime")
+_COMPRESSION = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+BROKER_KEYS: dict[str, ConfigKey] = _keys(
+    ConfigKey("broker.id", "int", -1, "This broker's id; -1 asks ZooKeeper for a generated one", at_least(-1)),
+    ConfigKey("broker.id.generation.enable", "boolean", True, "Generate a broker id when broker.id is -1"),
+    ConfigKey("reserved.broker.max.id", "int", 1000, "Generated ids start above this", at_least(0)),
+    ConfigKey("broker.rack", "string", None, "Rack of this broker, for rack-aware replica assignment"),
+    ConfigKey("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs to bind, NAME://host:port"),
+    ConfigKey("advertised.listeners", "list", None, "Listener URIs given to clients; defaults to listeners"),
+    ConfigKey("listener.security.protocol.map", "string",
+              "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+              "Listener name to security protocol (only PLAINTEXT is served)"),
+    ConfigKey("inter.broker.listener.name", "string", None, "Listener brokers use among themselves"),
+    ConfigKey("host.name", "string", "", "Deprecated: host to bind when listeners is unset"),
+    ConfigKey("port", "int", 9092, "Deprecated: port to bind when listeners is unset"),
+    ConfigKey("log.dirs", "list", None, "Directories holding partition logs; overrides log.dir"),
+    ConfigKey("log.dir", "string", "/tmp/kafka-logs", "Directory holding partition logs"),
+    ConfigKey("zookeeper.connect", "string", None, "ZooKeeper host:port list with an optional /chroot"),
+    ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout", at_least(1)),
+    ConfigKey("zookeeper.connection.timeout.ms", "int", None, "Wait this long for ZooKeeper at start; defaults to the session timeout"),
+    ConfigKey("zookeeper.set.acl", "boolean", False, "Set secure ACLs (not supported: must stay false)"),
+    ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic", at_least(1)),
+    ConfigKey("default.replication.factor", "int", 1, "Replication factor of an auto-created topic", at_least(1)),
+    ConfigKey("auto.create.topics.enable", "boolean", True, "Create unknown topics on Metadata requests"),
+    ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics"),
+    ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted", at_least(0), True),
+    ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger closes the connection", at_least(1)),
+    ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of connections (-1 = OS default)"),
+    ConfigKey("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of connections (-1 = OS default)"),
+    ConfigKey("queued.max.requests", "int", 500, "Requests buffered per connection before reading pauses", at_least(1)),
+    ConfigKey("connections.max.idle.ms", "long", 600000, "Close connections idle this long"),
+    ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility: one Twisted reactor serves all sockets", at_least(1)),
+    ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility: requests run on the reactor thread", at_least(1)),
+    ConfigKey("num.recovery.threads.per.data.dir", "int", 1, "Accepted for compatibility: recovery runs at start-up", at_least(1)),
+    ConfigKey("num.replica.fetchers", "int", 1, "Fetcher connections per source broker", at_least(1)),
+    ConfigKey("log.segment.bytes", "int", 1073741824, "Segment size before a roll", at_least(14), True),
+    ConfigKey("log.roll.hours", "int", 168, "Roll a segment this old (hours)", at_least(1)),
+    ConfigKey("log.roll.ms", "long", None, "Roll a segment this old; overrides log.roll.hours", at_least(1), True),
+    ConfigKey("log.retention.hours", "int", 168, "Delete segments older than this (hours)"),
+    ConfigKey("log.retention.minutes", "int", None, "Overrides log.retention.hours"),
+    ConfigKey("log.retention.ms", "long", None, "Overrides log.retention.minutes; -1 keeps forever", None, True),
+    ConfigKey("log.retention.bytes", "long", -1, "Delete old segments beyond this size per partition; -1 no limit", None, True),
+    ConfigKey("log.retention.check.interval.ms", "long", 300000, "How often retention runs", at_least(1)),
+    ConfigKey("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's file is removed", at_least(0), True),
+    ConfigKey("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages", at_least(1), True),
+    ConfigKey("log.flush.interval.ms", "long", None, "fsync data older than this; default never", at_least(0), True),
+    ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks", at_least(0)),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed", at_least(0)),
+    ConfigKey("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries", at_least(0), True),
+    ConfigKey("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size", at_least(4), True),
+    ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact", _POLICIES, True),
+    ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics"),
+    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0)),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0)),
+    ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", None, True),
+    ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000, "Keep tombstones this long", at_least(0), True),
+    ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, "Never compact records younger than this", at_least(0), True),
+    ConfigKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Compact records older than this", at_least(1), True),
+    ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime", _TS_TYPES, True),
+    ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "Largest CreateTime distance from now", at_least(0), True),
+    ConfigKey("log.message.format.version", "string", "2.8-IV1", "Accepted for compatibility: always magic 2"),
+    ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1", "Accepted for compatibility"),
+    ConfigKey("log.preallocate", "boolean", False, "Accepted for compatibility: segments are not preallocated"),
+    ConfigKey("compression.type", "string", "producer", "Stored codec; producer keeps the producer's", _COMPRESSION, True),
+    ConfigKey("min.insync.replicas", "int", 1, "ISR size acks=all needs", at_least(1), True),
+    ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect an out-of-sync replica as a last resort", None, True),
+    ConfigKey("replica.lag.time.max.ms", "long", 30000, "Followers lagging longer leave the ISR", at_least(1)),
+    ConfigKey("replica.fetch.max.bytes", "int", 1048576, "Bytes per partition a follower asks for", at_least(0)),
+    ConfigKey("replica.fetch.response.max.bytes", "int", 10485760, "Bytes per follower fetch", at_least(0)),
+    ConfigKey("replica.fetch.wait.max.ms", "int", 500, "Long-poll wait of follower fetches", at_least(0)),
+    ConfigKey("replica.fetch.min.bytes", "int", 1, "Min bytes of follower fetches", at_least(1)),
+    ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Back-off after a follower fetch error", at_least(0)),
+    ConfigKey("replica.socket.timeout.ms", "int", 30000, "Follower fetch socket timeout", at_least(1)),
+    ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed", at_least(1)),
+    ConfigKey("controlled.shutdown.enable", "boolean", True, "Move leadership away before stopping"),
+    ConfigKey("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts", at_least(0)),
+    ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between attempts", at_least(0)),
+    ConfigKey("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas"),
+    ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often imbalance is checked", at_least(1)),
+    ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance that triggers rebalance", at_least(0)),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000, "Controller to broker request timeout", at_least(0)),
+    ConfigKey("request.timeout.ms", "int", 30000, "Timeout of inter-broker requests", at_least(0)),
+    ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets", at_least(1)),
+    ConfigKey("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets", at_least(1)),
+    ConfigKey("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets", at_least(1)),
+    ConfigKey("offsets.topic.compression.codec", "int", 0, "Codec of __consumer_offsets records", at_least(0)),
+    ConfigKey("offsets.retention.minutes", "int", 10080, "Keep committed offsets of empty groups this long", at_least(1)),
+    ConfigKey("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed", at_least(1)),
+    ConfigKey("offsets.commit.required.acks", "short", -1, "acks of offset commits"),
+    ConfigKey("offsets.commit.timeout.ms", "int", 5000, "Offset commit wait", at_least(1)),
+    ConfigKey("offsets.load.buffer.size", "int", 5242880, "Read size when loading offsets", at_least(1)),
+    ConfigKey("offset.metadata.max.bytes", "int", 4096, "Largest commit metadata string", at_least(0)),
+    ConfigKey("group.initial.rebalance.delay.ms", "int", 3000, "Wait for more members of a new group"),
+    ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask"),
+    ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask"),
+    ConfigKey("group.max.size", "int", INT_MAX, "Members per group", at_least(1)),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000, "Producer state expiry", at_least(1)),
+    ConfigKey("transaction.state.log.replication.factor", "short", 3, "Accepted for compatibility: no transactions", at_least(1)),
+    ConfigKey("transaction.state.log.min.isr", "int", 2, "Accepted for compatibility: no transactions", at_least(1)),
+    ConfigKey("transaction.state.log.num.partitions", "int", 50, "Accepted for compatibility: no transactions", at_least(1)),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000, "Producer state expiry", at_least(1)),
+    ConfigKey("max.connections", "int", INT_MAX, "Connections accepted at most", at_least(0)),
+    ConfigKey("max.connections.per.ip", "int", INT_MAX, "Connections per client address", at_least(0)),
+    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response", at_least(0)),
+    ConfigKey("metadata.max.age.ms", "long", 300000, "Accepted for compatibility"),
+)
+
+# Topic-level keys -> (kind, broker synonyms in precedence order, default when no synonym is set,
+# validator, doc). The broker synonyms are how Kafka derives a topic's default.
+@dataclass(frozen=True)
+class TopicKey:
+    name: str
+    kind: str
+    synonyms: tuple[str, ...]
+    doc: str
+    validator: Callable[[str, Any], None] | None = None
+    transform: Callable[[Any], Any] = lambda v: v     # broker synonym value -> topic unit
+
+    def parse(self, raw: Any) -> Any:
+        value = _parse(self.name, self.kind, raw)
+        if self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+
+def _hours(v: Any) -> Any:
+    return v * 3600000 if v is not None and v >= 0 else v
+
+
+def _minutes(v: Any) -> Any:
+    return v * 60000 if v is not None and v >= 0 else v
+
+
+TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
+    TopicKey("cleanup.policy", "list", ("log.cleanup.policy",), "delete and/or compact", _POLICIES),
+    TopicKey("compression.type", "string", ("compression.type",), "Stored codec", _COMPRESSION),
+    TopicKey("delete.retention.ms", "long", ("log.cleaner.delete.retention.ms",), "Keep tombstones this long", at_least(0)),
+    TopicKey("file.delete.delay.ms", "long", ("log.segment.delete.delay.ms",), "Delay before deleting segment files", at_least(0)),
+    TopicKey("flush.messages", "long", ("log.flush.interval.messages",), "fsync after this many messages", at_least(0)),
+    TopicKey("flush.ms", "long", ("log.flush.interval.ms",), "fsync data older than this", at_least(0)),
+    TopicKey("index.interval.bytes", "int", ("log.index.interval.bytes",), "Bytes between index entries", at_least(0)),
+    TopicKey("max.compaction.lag.ms", "long", ("log.cleaner.max.compaction.lag.ms",), "Compact records older than this", at_least(1)),
+    TopicKey("max.message.bytes", "int", ("message.max.bytes",), "Largest record batch", at_least(0)),
+    TopicKey("message.timestamp.difference.max.ms", "long", ("log.message.timestamp.difference.max.ms",), "Largest CreateTime distance", at_least(0)),
+    TopicKey("message.timestamp.type", "string", ("log.message.timestamp.type",), "CreateTime or LogAppendTime", _TS_TYPES),
+    TopicKey("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",), "Dirty ratio that triggers cleaning"),
+    TopicKey("min.compaction.lag.ms", "long", ("log.cleaner.min.compaction.lag.ms",), "Never compact younger records", at_least(0)),
+    TopicKey("min.insync.replicas", "int", ("min.insync.replicas",), "ISR size acks=all needs", at_least(1)),
+    TopicKey("preallocate", "boolean", ("log.preallocate",), "Accepted for compatibility"),
+    TopicKey("retention.bytes", "long", ("log.retention.bytes",), "Size limit per partition; -1 none"),
+    TopicKey("retention.ms", "long", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "Time limit; -1 none"),
+    TopicKey("segment.bytes", "int", ("log.segment.bytes",), "Segment size", at_least(14)),
+    TopicKey("segment.index.bytes", "int", ("log.index.size.max.bytes",), "Index size", at_least(4)),
+    TopicKey("segment.ms", "long", ("log.roll.ms", "log.roll.hours"), "Segment age before roll", at_least(1)),
+    TopicKey("unclean.leader.election.enable", "boolean", ("unclean.leader.election.enable",), "Elect out-of-sync replicas"),
+    TopicKey("message.format.version", "string", ("log.message.format.version",), "Accepted for compatibility"),
+    TopicKey("message.downconversion.enable", "boolean", (), "Accepted for compatibility: no down-conversion"),
+    TopicKey("follower.replication.throttled.replicas", "string", (), "Accepted for compatibility"),
+    TopicKey("leader.replication.throttled.replicas", "string", (), "Accepted for compatibility"),
+)}
+
+_SYNONYM_UNITS: dict[str, Callable[[Any], Any]] = {
+    "log.retention.minutes": _minutes, "log.retention.hours": _hours, "log.roll.hours": _hours,
+}
+_TOPIC_FALLBACK = {"message.downconversion.enable": True, "follower.replication.throttled.replicas": "",
+                   "leader.replication.throttled.replicas": ""}
+
+
+def render(value: Any) -> str | None:
+    """A config value as Kafka prints it (lists comma-joined, booleans lower case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    """One resolved setting, as DescribeConfigs reports it."""
+
+    name: str
+    value: Any
+    source: int                  # 1 topic override, 4 static broker config, 5 default
+    synonyms: tuple[tuple[str, Any, int], ...] = ()
+    kind: str = "string"
+    doc: str = ""
+    sensitive: bool = False
+
+
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+
+@dataclass
+class Endpoint:
+    listener: str
+    host: str
+    port: int
+
+    def uri(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+_LISTENER_RE = re.compile(r"^([A-Za-z0-9_]+)://(\[[^\]]*\]|[^:]*):(-?\d+)$")
+
+
+def parse_listener(uri: str) -> Endpoint:
+    m = _LISTENER_RE.match(uri)
+    if not m:
+        raise ConfigError(f"Invalid listener {uri!r}: expected NAME://host:port")
+    return Endpoint(m.group(1).upper(), m.group(2).strip("[]"), int(m.group(3)))
+
+
+@dataclass
+class BrokerConfig:
+    """Parsed ``server.properties``: ``cfg["log.retention.ms"]`` gives the typed value."""
+
+    values: dict[str, Any]
+    explicit: set[str] = field(default_factory=set)      # keys the properties file set
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
+        values: dict[str, Any] = {}
+        for name, raw in props.items():
+            key = BROKER_KEYS.get(name)
+            if key is None:
+                raise ConfigError(f"Unknown configuration {name!r}")
+            values[name] = key.parse(raw)
+        cfg = cls({n: values.get(n, k.default) for n, k in BROKER_KEYS.items()}, set(values))
+        cfg._check()
+        return cfg
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def _check(self) -> None:
+        if not self["zookeeper.connect"]:
+            raise ConfigError("Missing required configuration 'zookeeper.connect'")
+        if self["zookeeper.set.acl"]:
+            raise ConfigError("zookeeper.set.acl=true is not supported by kafkalite")
+        listeners = self.listeners
+        if not listeners:
+            raise ConfigError("Configuration 'listeners' names no listener")
+        for ep in listeners:
+            if ep.listener != "PLAINTEXT" and self.security_protocol(ep.listener) != "PLAINTEXT":
+                raise ConfigError(f"Listener {ep.listener}: only PLAINTEXT is supported")
+        names = [ep.listener for ep in listeners]
+        if len(set(names)) != len(names):
+            raise ConfigError("Each listener name may appear only once in 'listeners'")
+        advertised = self.advertised_listeners
+        if any(ep.port <= 0 for ep in advertised if ep.listener in names and self["advertised.listeners"]):
+            raise ConfigError("advertised.listeners needs a real port for every listener")
+
+    def security_protocol(self, listener: str) -> str:
+        mapping = dict(item.split(":", 1) for item in self["listener.security.protocol.map"].split(",") if ":" in item)
+        return mapping.get(listener, listener)
+
+    @property
+    def broker_id(self) -> int:
+        return self["broker.id"]
+
+    @property
+    def listeners(self) -> list[Endpoint]:
+        uris = self["listeners"]
+        if "listeners" not in self.explicit and ("port" in self.explicit or "host.name" in self.explicit):
+            uris = [f"PLAINTEXT://{self['host.name']}:{self['port']}"]
+        return [parse_listener(u) for u in uris]
+
+    @property
+    def advertised_listeners(self) -> list[Endpoint]:
+        if self["advertised.listeners"]:
+            return [parse_listener(u) for u in self["advertised.listeners"]]
+        return self.listeners
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return self["log.dirs"] or [self["log.dir"]]
+
+    @property
+    def zookeeper_session_timeout_ms(self) -> int:
+        return self["zookeeper.session.timeout.ms"]
+
+    # -- topic defaults ------------------------------------------------------------------------
+    def topic_default(self, name: str) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
+        """(value, source, synonyms) of a topic key with no override, resolved as Kafka does."""
+        key = TOPIC_KEYS[name]
+        synonyms = []
+        chosen: tuple[Any, int] | None = None
+        for syn in key.synonyms:
+            if syn in self.explicit and self.values[syn] is not None:
+                v = _SYNONYM_UNITS.get(syn, lambda x: x)(self.values[syn])
+                synonyms.append((syn, self.values[syn], SOURCE_STATIC_BROKER))
+                if chosen is None:
+                    chosen = (v, SOURCE_STATIC_BROKER)
+        for syn in key.synonyms:
+            d = BROKER_KEYS[syn].default
+            if d is not None:
+                synonyms.append((syn, d, SOURCE_DEFAULT))
+                if chosen is None:
+                    chosen = (_SYNONYM_UNITS.get(syn, lambda x: x)(d), SOURCE_DEFAULT)
+        if chosen is None:
+            chosen = (_TOPIC_FALLBACK.get(name), SOURCE_DEFAULT)
+        if name == "flush.messages" and chosen[0] is None:
+            chosen = (LONG_MAX, chosen[1])
+        if name == "flush.ms" and chosen[0] is None:
+            chosen = (LONG_MAX, chosen[1])
+        return chosen[0], chosen[1], tuple(synonyms)
+
+    def topic_config(self, overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """Every topic key's effective typed value: override, else the broker's default."""
+        out = {name: self.topic_default(name)[0] for name in TOPIC_KEYS}
+        for name, raw in (overrides or {}).items():
+            out[name] = TOPIC_KEYS[name].parse(raw)
+        return out
+
+    def describe_topic(self, overrides: Mapping[str, str]) -> list[ConfigValue]:
+        rows = []
+        for name, key in TOPIC_KEYS.items():
+            default, source, synonyms = self.topic_default(name)
+            if name in overrides:
+                value = key.parse(overrides[name])
+                rows.append(ConfigValue(name, value, SOURCE_DYNAMIC_TOPIC,
+                                        ((name, value, SOURCE_DYNAMIC_TOPIC),) + synonyms, key.kind, key.doc))
+            else:
+                rows.append(ConfigValue(name, default, source, synonyms, key.kind, key.doc))
+        return rows
+
+    def describe_broker(self) -> list[ConfigValue]:
+        rows = []
+        for name, key in BROKER_KEYS.items():
+            source = SOURCE_STATIC_BROKER if name in self.explicit else SOURCE_DEFAULT
+            rows.append(ConfigValue(name, self.values[name], source, ((name, self.values[name], source),),
+                                    key.kind, key.doc, key.kind == "password"))
+        return rows
+
+
+def validate_topic_overrides(configs: Mapping[str, str | None]) -> dict[str, str]:
+    """Check CreateTopics/AlterConfigs topic settings; raises ConfigError naming the bad one."""
+    out: dict[str, str] = {}
+    for name, raw in configs.items():
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if raw is None:
+            raise ConfigError(f"Null value not supported for topic config {name}")
+        key.parse(raw)
+        out[name] = raw
+    return out
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """Java-style .properties: key=value or key: value, # and ! comments, backslash continuations."""
+    props: dict[str, str] = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        while stripped.endswith("\\") and not stripped.endswith("\\\\"):
+            stripped = stripped[:-1] + next(lines, "").strip()
+        m = re.match(r"^((?:[^=:\s\\]|\\.)+)\s*[=:\s]\s*(.*)$", stripped)
+        if not m:
+            props[stripped] = ""
+            continue
+        props[m.group(1).replace("\\", "")] = m.group(2)
+    return props
+
+
+def load_properties(paths: Iterable[str] = (), overrides: Iterable[str] = ()) -> dict[str, str]:
+    props: dict[str, str] = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            props.update(parse_properties_text(f.read()))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Invalid override {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        props[k.strip()] = v
+    return props

@@ -1,0 +1,117 @@
+"""What the controller must write, given what ZooKeeper says: a pure reconciliation step.
+
+The controller re-runs :func:`plan` after every change it watches (brokers, topics, partition
+states, deletion requests). It returns ZooKeeper writes that bring the cluster to Kafka's rules:
+
+* a partition without a state znode gets one: leader = first live replica in assignment order,
+  ISR = all live replicas, leader_epoch 0 (``onNewPartitionCreation``);
+* a partition whose leader is dead gets a new leader: the first replica in assignment order that
+  is alive and in the ISR, ISR filtered to live brokers, leader_epoch + 1; with none and
+  ``unclean.leader.election.enable`` the first live replica, ISR = [it]; otherwise it stays
+  offline (``OfflinePartitionLeaderElectionStrategy``);
+* a dead broker still in the ISR of a partition it does not lead is removed from the ISR
+  (never below one member), leader_epoch + 1;
+* a broker shutting down in a controlled way gives up its leaderships the same way;
+* a topic queued in ``/admin/delete_topics`` is removed.
+
+Because the step is a function of the current state, a controller that lost a race or restarted
+simply runs it again; each write is conditional on the znode version it was computed from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping, Sequence
+
+
+@dataclass(frozen=True)
+class State:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+
+@dataclass(frozen=True)
+class CreateState:
+    topic: str
+    partition: int
+    state: State
+
+
+@dataclass(frozen=True)
+class UpdateState:
+    topic: str
+    partition: int
+    state: State
+    expected_version: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeleteTopic:
+    topic: str
+
+
+Action = CreateState | UpdateState | DeleteTopic
+
+
+def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], unclean: bool,
+                 excluded: set[int] = frozenset()) -> tuple[int, tuple[int, ...]] | None:
+    """(leader, isr) by Kafka's offline-partition election, or None when no replica qualifies."""
+    live_isr = [r for r in isr if r in live]
+    for r in replicas:
+        if r in live and r in isr and r not in excluded:
+            return r, tuple(i for i in live_isr if i not in excluded or i == r)
+    if unclean:
+        for r in replicas:
+            if r in live and r not in excluded:
+                return r, (r,)
+    return None
+
+
+def plan(live_brokers: Iterable[int],
+         assignments: Mapping[str, Mapping[int, Sequence[int]]],
+         states: Mapping[tuple[str, int], State],
+         deleting: Iterable[str],
+         controller_epoch: int,
+         unclean: Callable[[str], bool] = lambda topic: False,
+         shutting_down: Iterable[int] = ()) -> list[Action]:
+    live = set(live_brokers)
+    leaving = set(shutting_down)
+    actions: list[Action] = []
+    doomed = set(deleting)
+    for topic in sorted(doomed):
+        actions.append(DeleteTopic(topic))
+    for topic in sorted(assignments):
+        if topic in doomed:
+            continue
+        for p, replicas in sorted(assignments[topic].items()):
+            state = states.get((topic, p))
+            if state is None:
+                alive = [r for r in replicas if r in live]
+                if alive:  # with no live replica the partition waits (Kafka's NewPartition)
+                    actions.append(CreateState(topic, p, State(alive[0], 0, tuple(alive), controller_epoch)))
+                continue
+            leader_gone = state.leader not in live or state.leader in leaving
+            if leader_gone:
+                choice = elect_leader(replicas, state.isr, live, unclean(topic), leaving)
+                if choice is None:
+                    if state.leader != -1 and state.leader not in live:
+                        actions.append(UpdateState(topic, p, State(-1, state.leader_epoch + 1, state.isr,
+                                                                   controller_epoch), state.zk_version,
+                                                   f"no live in-sync replica of {replicas}"))
+                    continue
+                leader, isr = choice
+                if (leader, isr) != (state.leader, state.isr):
+                    actions.append(UpdateState(topic, p, State(leader, state.leader_epoch + 1, isr, controller_epoch),
+                                               state.zk_version, f"leader {state.leader} unavailable"))
+                continue
+            dead_in_isr = [r for r in state.isr if r not in live or (r in leaving and r != state.leader)]
+            if dead_in_isr:
+                isr = tuple(r for r in state.isr if r not in dead_in_isr) or (state.leader,)
+                if isr != state.isr:
+                    actions.append(UpdateState(topic, p, State(state.leader, state.leader_epoch + 1, isr,
+                                                               controller_epoch), state.zk_version,
+                                               f"replicas {dead_in_isr} left the ISR"))
+    return actions
