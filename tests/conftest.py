@@ -15,6 +15,7 @@ if _ROOT not in sys.path:  # so `tests.support` imports also work when run as pl
     sys.path.insert(0, _ROOT)
 
 from tests.support.zookeeper import zookeeper  # noqa: F401  (session fixture)
+from tests.support.brokers import broker, cluster_factory  # noqa: F401
 
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
                 "fault": "fault", "docker": "docker", "spark": "spark"}

@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from kazoo.client import KazooClient
 
 
@@ -124,14 +125,16 @@ class Cluster:
 
     @property
     def zk(self) -> KazooClient:
+        """A kazoo client on the ZooKeeper root (prefix paths with ``self.chroot``)."""
         if self._zk is None:
-            self._zk = KazooClient(hosts=self.zk_connect, timeout=10)
+            self._zk = KazooClient(hosts=self.zookeeper.hosts, timeout=10)
             self._zk.start(15)
         return self._zk
 
     def zk_get(self, path: str) -> bytes | None:
+        """Data of ``path`` inside this cluster's chroot, None if absent."""
         try:
-            return self.zk.get(path)[0]
+            return self.zk.get(self.chroot + path)[0]
         except Exception:
             return None
 
@@ -169,3 +172,26 @@ class Cluster:
             except Exception:
                 pass
             self._zk = None
+
+
+@pytest.fixture
+def cluster_factory(zookeeper: Any, tmp_path: Path) -> Any:
+    """``make(size=1, **overrides)`` starts a cluster in its own chroot; all are stopped after the test."""
+    made: list[Cluster] = []
+
+    def make(size: int = 1, overrides: dict[str, str] | None = None) -> Cluster:
+        cluster = Cluster(zookeeper, tmp_path / f"cluster-{len(made)}", size, overrides)
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in made:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def broker(zookeeper: Any, tmp_path_factory: Any) -> Any:
+    """One broker shared by a test module (each test should use its own topic names)."""
+    cluster = Cluster(zookeeper, tmp_path_factory.mktemp("broker"), 1).start()
+    yield cluster.brokers[0]
+    cluster.stop()
