@@ -1,0 +1,107 @@
+"""The per-connection pipeline: one request at a time, answers in order, Kafka's close rules."""
+from __future__ import annotations
+
+import struct
+
+from twisted.internet import defer
+from twisted.internet.testing import StringTransport
+
+from kafkalite.broker import registry
+from kafkalite.broker.dispatcher import Dispatcher
+from kafkalite.net.server import NO_RESPONSE, KafkaConnection
+from kafkalite.protocol import codec
+
+registry.load_handlers()
+
+
+def connect(dispatcher) -> tuple[KafkaConnection, StringTransport]:
+    conn = KafkaConnection(dispatcher, max_frame_bytes=1 << 20, max_queued=4)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    return conn, transport
+
+
+def request(api_key: int, version: int, correlation_id: int, body: dict | None = None) -> bytes:
+    return b"".join(bytes(c) for c in codec.encode_request(api_key, version, correlation_id, "test", body or {}))
+
+
+def raw_frame(api_key: int, version: int, correlation_id: int, rest: bytes = b"\xff\xff") -> bytes:
+    """A frame with the given header fields and a null client id, whatever the version."""
+    body = struct.pack(">hhi", api_key, version, correlation_id) + rest
+    return struct.pack(">i", len(body)) + body
+
+
+def responses(raw: bytes) -> list[bytes]:
+    out, pos = [], 0
+    while pos < len(raw):
+        (size,) = struct.unpack_from(">i", raw, pos)
+        out.append(raw[pos + 4:pos + 4 + size])
+        pos += 4 + size
+    return out
+
+
+class SlowFirst:
+    """Answers request 1 only when released; echoes the correlation id of the others at once."""
+
+    def __init__(self) -> None:
+        self.release: defer.Deferred = defer.Deferred()
+        self.seen: list[int] = []
+
+    def dispatch(self, frame, conn):
+        corr = codec.read_request_header(frame).correlation_id
+        self.seen.append(corr)
+        payload = [struct.pack(">ii", 4, corr)]
+        if corr == 1:
+            return self.release.addCallback(lambda _: payload)
+        if corr == 3:
+            return NO_RESPONSE
+        return payload
+
+
+def test_responses_leave_in_request_order() -> None:
+    """Request 2 is not even started until request 1 (a long poll) answered; request 3 sends
+    nothing (acks=0), request 4 follows; the wire carries 1, 2, 4 in that order."""
+    dispatcher = SlowFirst()
+    conn, transport = connect(dispatcher)
+    conn.dataReceived(b"".join(request(18, 0, c) for c in (1, 2, 3, 4)))
+    assert dispatcher.seen == [1] and transport.value() == b""
+    dispatcher.release.callback(None)
+    assert dispatcher.seen == [1, 2, 3, 4]
+    assert [struct.unpack(">i", r)[0] for r in responses(transport.value())] == [1, 2, 4]
+
+
+def test_api_versions_too_high_gets_v0_error_answer() -> None:
+    """ApiVersions v99: header v0, error 35, one entry for key 18 with our range."""
+    conn, transport = connect(Dispatcher(broker=None, listener="PLAINTEXT"))
+    conn.dataReceived(raw_frame(18, 99, 5, b"\xff\xff\x00"))
+    [resp] = responses(transport.value())
+    corr, error, count, key, lo, hi = struct.unpack(">ihihhh", resp)
+    assert (corr, error, count, key, lo, hi) == (5, 35, 1, 18, 0, 3)
+    assert not transport.disconnecting
+
+
+def test_api_versions_lists_the_registry() -> None:
+    """The served table comes from the handler registry; Produce is advertised from v0 for
+    librdkafka's compression check but served from v3."""
+    conn, transport = connect(Dispatcher(broker=None, listener="PLAINTEXT"))
+    conn.dataReceived(request(18, 3, 9, {"client_software_name": "t", "client_software_version": "1"}))
+    corr, body = codec.decode_response(18, 3, responses(transport.value())[0])
+    table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
+    assert corr == 9 and body["error_code"] == 0
+    assert table[0] == (0, 8) and table[1] == (4, 11) and table[3] == (0, 8)
+    assert table == {k: (lo, hi) for k, lo, hi in registry.advertised()}
+
+
+def test_unknown_key_and_refused_versions_close_the_connection() -> None:
+    for frame in (raw_frame(999, 0, 1),
+                  request(0, 2, 1, {"acks": 1, "timeout_ms": 1, "topic_data": []})):
+        conn, transport = connect(Dispatcher(broker=None, listener="PLAINTEXT"))
+        conn.dataReceived(frame)
+        assert transport.value() == b"" and conn.closed
+
+
+def test_oversize_or_negative_frame_closes() -> None:
+    for size in (-1, (1 << 20) + 1):
+        conn, transport = connect(Dispatcher(broker=None, listener="PLAINTEXT"))
+        conn.dataReceived(struct.pack(">i", size))
+        assert conn.closed and transport.value() == b""

@@ -1,0 +1,49 @@
+"""Delayed operations complete on a check that makes them ready, or at their deadline."""
+from __future__ import annotations
+
+from twisted.internet import task
+
+from kafkalite.broker.purgatory import Purgatory
+
+
+def test_completes_when_checked_key_becomes_ready() -> None:
+    """The operation answers (not timed out) on the first check after its condition holds, and
+    leaves no watcher behind."""
+    clock = task.Clock()
+    purgatory = Purgatory(clock)
+    state = {"ready": False}
+    results = []
+    purgatory.watch([("t", 0)], 500, lambda: state["ready"], lambda timed_out: timed_out).addCallback(results.append)
+    purgatory.check(("t", 0))
+    assert results == []
+    state["ready"] = True
+    purgatory.check(("t", 1))
+    assert results == []
+    purgatory.check(("t", 0))
+    assert results == [False]
+    assert len(purgatory) == 0
+    clock.advance(1)
+    assert results == [False]
+
+
+def test_times_out_at_deadline() -> None:
+    """Without a ready check the operation answers with timed_out=True exactly at its deadline."""
+    clock = task.Clock()
+    purgatory = Purgatory(clock)
+    results = []
+    purgatory.watch(["a", "b"], 250, lambda: False, lambda timed_out: timed_out).addCallback(results.append)
+    clock.advance(0.249)
+    assert results == []
+    clock.advance(0.002)
+    assert results == [True]
+    assert len(purgatory) == 0
+
+
+def test_complete_all_answers_everything() -> None:
+    clock = task.Clock()
+    purgatory = Purgatory(clock)
+    results = []
+    for key in range(3):
+        purgatory.watch([key], 10_000, lambda: False, lambda t: "done").addCallback(results.append)
+    purgatory.complete_all()
+    assert results == ["done"] * 3 and not clock.getDelayedCalls()
