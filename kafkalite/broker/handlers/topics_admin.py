@@ -46,6 +46,7 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
     admin = broker.admin
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
+    sizes: dict[str, int] = {}
     for t in req["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
@@ -64,13 +65,22 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
             continue
         if not req["validate_only"]:
             jobs.append((entry, admin.create_topic(t["name"], assignment, overrides)))
+            sizes[t["name"]] = len(assignment)
     yield _run_all(jobs)
     created = [e["name"] for e, _ in jobs if e["error_code"] == 0]
+
+    def ready(name: str) -> bool:
+        # The config znode is written (and may be seen) before the assignment: a topic known
+        # only by its config has no partitions yet, and "all leaders known" would hold vacuously.
+        info = broker.metadata.topics.get(name)
+        return (info is not None and len(info.assignment) >= sizes[name]
+                and broker.metadata.all_leaders_known(name))
+
     if created:
-        ok = yield admin.wait_until(lambda: all(broker.metadata.all_leaders_known(n) for n in created), req["timeout_ms"])
+        ok = yield admin.wait_until(lambda: all(ready(n) for n in created), req["timeout_ms"])
         if not ok:
             for e, _ in jobs:
-                if e["error_code"] == 0 and not broker.metadata.all_leaders_known(e["name"]):
+                if e["error_code"] == 0 and not ready(e["name"]):
                     e["error_code"], e["error_message"] = int(ErrorCode.REQUEST_TIMED_OUT), \
                         "Leaders were not elected within the timeout; the topic is still being created."
     return {"throttle_time_ms": 0, "topics": results}
