@@ -1,0 +1,438 @@
+"""End-to-end broker benchmark: one ZooKeeper, one kafkalite broker process, real clients.
+
+Run: ``scripts/bench broker`` (or ``.venv/bin/python -m bench.broker``). Measures
+
+* produce records/s with confluent-kafka (acks=1, 100-byte values, linger.ms=5, batch.size=1MB)
+  into a 1-partition and a 10-partition topic, with the broker's CPU time and peak RSS;
+* consume records/s of the same records with kcat (``-C -e -o beginning -q``) and with a
+  confluent-kafka Consumer (assign, no group);
+* broker RSS idle (after start) and under load (peak VmRSS sampled every 50 ms);
+* restart recovery: ~1 GB written into a topic, then kill -9 + restart, then SIGTERM + restart,
+  timed until the broker registers in ZooKeeper.
+
+Prints one table and appends JSON lines to ``bench/results/<timestamp>.jsonl``.
+
+``--profile PATH`` runs the broker under cProfile instead (``python -m cProfile -o PATH``), does
+only the 1-partition produce (``--profile-phase consume`` adds the consumes), stops the broker with
+SIGINT so the profile is written, and prints the top entries by cumulative and by own time.
+
+Everything started here (ZooKeeper JVM, brokers, kcat) is stopped and the temp dir under /tmp
+removed on exit, also on failure or Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.brokers import BrokerProcess, Cluster
+from tests.support.zookeeper import ZooKeeperServer
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ------------------------------------------------------------------------------------ processes
+
+
+class BenchBroker(BrokerProcess):
+    """A BrokerProcess that can run under cProfile and stop with SIGINT; same readiness rule
+    (``/brokers/ids/<id>`` written by this incarnation)."""
+
+    profile_out: str | None = None
+
+    def start(self, timeout: float = 120.0) -> "BenchBroker":
+        self.dir.mkdir(parents=True, exist_ok=True)
+        props_path = self.dir / "server.properties"
+        props_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cmd = [sys.executable]
+        if self.profile_out:
+            cmd += ["-m", "cProfile", "-o", self.profile_out]
+        cmd += ["-m", "kafkalite.broker.main", str(props_path)]
+        launched_ms = int(time.time() * 1000)
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        deadline = time.monotonic() + timeout
+        path = f"/brokers/ids/{self.broker_id}"
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker {self.broker_id} exited with {self.proc.returncode}:\n{self.tail()}")
+            data = self.cluster.zk_get(path)
+            if data is not None:
+                reg = json.loads(data)
+                if reg.get("port", -1) > 0 and int(reg.get("timestamp", "0")) >= launched_ms:
+                    self.port = reg["port"]
+                    return self
+            time.sleep(0.02)
+        self.kill()
+        raise TimeoutError(f"broker {self.broker_id} did not register within {timeout}s:\n{self.tail()}")
+
+    def interrupt(self, timeout: float = 60.0) -> int | None:
+        """SIGINT (Twisted stops the reactor; cProfile then writes its file)."""
+        if not self.alive:
+            return self.proc.returncode if self.proc else None
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+
+    def last_load_seconds(self) -> float | None:
+        """The 'loaded N partition log(s) in X s' figure of the latest start, from server.log."""
+        try:
+            found = re.findall(r"loaded \d+ partition log\(s\) in ([0-9.]+) s", self.log_path.read_text(errors="replace"))
+        except OSError:
+            return None
+        return float(found[-1]) if found else None
+
+
+def rss_kib(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime (fields 14, 15)
+    except OSError:
+        return 0.0
+
+
+class Sampler:
+    """Peak VmRSS and CPU seconds of one process over a ``with`` block."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval = pid, interval
+        self.peak_kib = 0
+        self.cpu = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            r = rss_kib(self.pid)
+            if r is not None and r > self.peak_kib:
+                self.peak_kib = r
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "Sampler":
+        self._cpu0 = cpu_seconds(self.pid)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.cpu = cpu_seconds(self.pid) - self._cpu0
+
+
+# ------------------------------------------------------------------------------------ clients
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    fut = admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic]
+    fut.result(60)
+    # wait until the broker leads every partition (metadata shows leaders)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md and md.error is None and len(md.partitions) == partitions \
+                and all(p.leader >= 0 and p.error is None for p in md.partitions.values()):
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"topic {topic} has no leaders after 30 s")
+
+
+def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks", "enable.auto.commit": False})
+    try:
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        c.close()
+
+
+def produce(bootstrap: str, topic: str, count: int, value_size: int, extra: dict | None = None) -> float:
+    """Produce ``count`` values; returns seconds from first produce() to flush() done."""
+    errors: list[str] = []
+    conf = {"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 5, "batch.size": 1000000,
+            "compression.type": "none", "queue.buffering.max.messages": 500000,
+            "error_cb": lambda e: errors.append(str(e))}
+    conf.update(extra or {})
+    p = Producer(conf)
+    value = os.urandom(value_size)
+    send, poll = p.produce, p.poll
+    start = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                send(topic, value)
+                break
+            except BufferError:
+                poll(0.002)
+        if i % 20000 == 0:
+            poll(0)
+    left = p.flush(300)
+    secs = time.perf_counter() - start
+    if left:
+        raise RuntimeError(f"{left} messages not delivered; client errors: {errors[:5]}")
+    return secs
+
+
+def consume_kcat(bootstrap: str, topic: str, expected: int, timeout: float = 600.0) -> tuple[float, int]:
+    """kcat -C -e -o beginning -q, one byte of output per message; (seconds, messages)."""
+    cmd = ["kcat", "-b", bootstrap, "-C", "-t", topic, "-o", "beginning", "-e", "-q", "-f", "x"]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    n = 0
+    try:
+        assert proc.stdout is not None
+        while chunk := proc.stdout.read1(1 << 20):
+            n += len(chunk)
+        proc.wait()
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    secs = time.perf_counter() - start
+    if proc.returncode != 0 or n != expected:
+        err = proc.stderr.read().decode(errors="replace")[-500:] if proc.stderr else ""
+        raise RuntimeError(f"kcat rc={proc.returncode} read {n}/{expected} messages: {err}")
+    return secs, n
+
+
+def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int,
+                      timeout: float = 600.0) -> tuple[float, int]:
+    """confluent-kafka Consumer with assign() from the beginning; (seconds, messages)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
+                  "enable.auto.offset.store": False})
+    try:
+        start = time.perf_counter()
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        n = 0
+        deadline = time.monotonic() + timeout
+        while n < expected and time.monotonic() < deadline:
+            for m in c.consume(num_messages=10000, timeout=1.0):
+                if m.error() is None:
+                    n += 1
+        secs = time.perf_counter() - start
+    finally:
+        c.close()
+    if n != expected:
+        raise RuntimeError(f"confluent consumer read {n}/{expected} messages")
+    return secs, n
+
+
+# ------------------------------------------------------------------------------------ bench
+
+
+class Report:
+    def __init__(self, path: Path | None) -> None:
+        self.rows: list[tuple[str, str, str]] = []
+        self.path = path
+        self.stamp = time.strftime("%Y-%m-%dT%H:%M:%S")
+
+    def add(self, what: str, value: float | None, unit: str, note: str = "", **extra: Any) -> None:
+        shown = "n/a" if value is None else (f"{value:,.0f}" if abs(value) >= 100 else f"{value:,.2f}")
+        self.rows.append((what, f"{shown} {unit}", note))
+        print(f"  {what:<52} {shown:>12} {unit:<10} {note}", flush=True)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"bench": "broker", "time": self.stamp, "what": what, "value": value,
+                                    "unit": unit, "note": note, **extra}) + "\n")
+
+    def table(self) -> str:
+        w = max(len(r[0]) for r in self.rows)
+        v = max(len(r[1]) for r in self.rows)
+        return "\n".join(f"{a:<{w}}  {b:>{v}}  {c}" for a, b, c in self.rows)
+
+
+def throughput_phase(report: Report, broker: BenchBroker, partitions: int, count: int, consume: bool,
+                     repeat_consume: int) -> None:
+    bootstrap = broker.bootstrap
+    topic = f"bench-{partitions}p-{int(time.time())}"
+    create_topic(bootstrap, topic, partitions)
+    with Sampler(broker.pid) as s:
+        secs = produce(bootstrap, topic, count, 100)
+    got = high_watermarks(bootstrap, topic, partitions)
+    if got != count:
+        raise RuntimeError(f"{topic}: high watermarks sum to {got}, produced {count}")
+    rate = count / secs
+    report.add(f"produce {partitions:>2} partition(s), confluent-kafka", rate, "rec/s",
+               f"{count:,} x 100 B in {secs:.2f} s = {count * 100 / secs / 1e6:.1f} MB/s payload; "
+               f"broker CPU {s.cpu:.1f} s ({100 * s.cpu / secs:.0f}% of one core)",
+               partitions=partitions, records=count, seconds=secs, broker_cpu_s=s.cpu)
+    report.add(f"broker RSS peak while producing ({partitions}p)", s.peak_kib / 1024, "MiB",
+               partitions=partitions)
+    if not consume:
+        return
+    for name, fn in (("kcat", lambda: consume_kcat(bootstrap, topic, count)),
+                     ("confluent-kafka", lambda: consume_confluent(bootstrap, topic, partitions, count))):
+        rates, cpus = [], []
+        for _ in range(repeat_consume):
+            with Sampler(broker.pid) as s:
+                csecs, _n = fn()
+            rates.append(count / csecs)
+            cpus.append(100 * s.cpu / csecs)
+        report.add(f"consume {partitions:>2} partition(s), {name}", statistics.median(rates), "rec/s",
+                   f"median of {repeat_consume}: {', '.join(f'{r:,.0f}' for r in rates)}; "
+                   f"broker CPU {statistics.median(cpus):.0f}% of one core",
+                   partitions=partitions, records=count, rates=rates)
+
+
+def recovery_phase(report: Report, broker: BenchBroker, megabytes: int) -> None:
+    bootstrap = broker.bootstrap
+    topic = f"bench-recovery-{int(time.time())}"
+    create_topic(bootstrap, topic, 1)
+    value_size = 10000
+    count = megabytes * 1_000_000 // value_size
+    secs = produce(bootstrap, topic, count, value_size)
+    report.add("write for recovery test (10 kB values)", count * value_size / secs / 1e6, "MB/s",
+               f"{count * value_size / 1e9:.2f} GB, {count:,} records in {secs:.1f} s",
+               records=count, seconds=secs)
+
+    broker.kill()                              # SIGKILL: no clean-shutdown marker
+    start = time.perf_counter()
+    broker.start()
+    secs = time.perf_counter() - start
+    load = broker.last_load_seconds()
+    got = high_watermarks(broker.bootstrap, topic, 1)
+    report.add("restart after kill -9 until registered in ZK", secs, "s",
+               f"log loading (broker's own figure) {load} s; HW after restart {got:,}/{count:,}",
+               load_seconds=load, high_watermark=got)
+
+    start = time.perf_counter()
+    rc = broker.stop(120)
+    stop_secs = time.perf_counter() - start
+    start = time.perf_counter()
+    broker.start()
+    secs = time.perf_counter() - start
+    load = broker.last_load_seconds()
+    got = high_watermarks(broker.bootstrap, topic, 1)
+    report.add("restart after SIGTERM until registered in ZK", secs, "s",
+               f"SIGTERM->exit {stop_secs:.2f} s (rc {rc}); log loading {load} s; HW {got:,}/{count:,}",
+               load_seconds=load, stop_seconds=stop_secs, high_watermark=got)
+
+
+def print_profile(path: str, top: int) -> None:
+    for key in ("cumulative", "tottime"):
+        out = io.StringIO()
+        stats = pstats.Stats(path, stream=out)
+        stats.strip_dirs().sort_stats(key).print_stats(top)
+        text = out.getvalue()
+        # keep the header lines and the table only
+        print(f"\n===== broker profile: top {top} by {key} =====")
+        print(text[text.find("   ncalls"):] if "   ncalls" in text else text)
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench broker", description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--partitions", default="1,10", help="comma-separated partition counts")
+    ap.add_argument("--repeat-consume", type=int, default=3, help="consume runs per client (median)")
+    ap.add_argument("--recovery-mb", type=int, default=1000, help="MB written before the restart tests (0: skip)")
+    ap.add_argument("--profile", metavar="PATH", help="run the broker under cProfile, writing PATH")
+    ap.add_argument("--profile-phase", choices=("produce", "consume"), default="produce")
+    ap.add_argument("--profile-top", type=int, default=25)
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (logs) for inspection")
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-broker-", dir="/tmp"))
+    results = None if args.profile else RESULTS / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    report = Report(results)
+    zk = ZooKeeperServer(tmp / "zookeeper")
+    cluster: Cluster | None = None
+    # SIGTERM to this script cleans up too (SIGINT raises KeyboardInterrupt already)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        zk.start()
+        cluster = Cluster(zk, tmp / "cluster", 0)
+        broker = BenchBroker(cluster, 1, {})
+        broker.profile_out = args.profile
+        cluster.brokers.append(broker)
+        print(f"kafkalite broker bench: tmp={tmp}, python {sys.version.split()[0]}, "
+              f"{os.cpu_count()} CPUs (shared; figures are noisy)"
+              + (f", PROFILING into {args.profile}" if args.profile else ""), flush=True)
+        start = time.perf_counter()
+        broker.start()
+        report.add("broker start until registered in ZK (empty)", time.perf_counter() - start, "s")
+        time.sleep(2.0)
+        report.add("broker RSS idle (2 s after start)", (rss_kib(broker.pid) or 0) / 1024, "MiB")
+
+        if args.profile:
+            throughput_phase(report, broker, 1, args.records, args.profile_phase == "consume", 1)
+            rc = broker.interrupt()
+            print(f"broker stopped by SIGINT, rc={rc}")
+            if os.path.exists(args.profile):
+                print_profile(args.profile, args.profile_top)
+            else:
+                print(f"no profile written at {args.profile}; broker log tail:\n{broker.tail()}")
+            return 0
+
+        for n in (int(x) for x in args.partitions.split(",") if x):
+            throughput_phase(report, broker, n, args.records, True, args.repeat_consume)
+        if args.recovery_mb > 0:
+            recovery_phase(report, broker, args.recovery_mb)
+        print("\n===== summary =====")
+        print(report.table())
+        print(f"\nJSON lines: {results}")
+        return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"bench failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        for b in (cluster.brokers if cluster else []):
+            print(f"--- broker {b.broker_id} log tail ---\n{b.tail()}", file=sys.stderr)
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if cluster is not None:
+            for b in cluster.brokers:
+                if b.alive:
+                    b.stop(60) if not args.profile else b.interrupt(60)
+            cluster.stop()
+        zk.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
