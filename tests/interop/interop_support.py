@@ -1,0 +1,263 @@
+"""Shared pieces of the interop tier: a deterministic record set, the checks every client's round
+trip must pass, and a reader of the broker's own segment files (to prove which codec a client
+really used — librdkafka silently falls back to no compression when it thinks the broker cannot
+take a codec, so "it came back" alone does not prove a codec works).
+"""
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import time
+import zlib
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+Headers = tuple[tuple[str, "bytes | None"], ...]
+
+
+@dataclass(frozen=True)
+class Rec:
+    """One record as produced: what must come back unchanged."""
+
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    ts: int
+
+
+@dataclass(frozen=True)
+class Got:
+    """One record as consumed."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: Headers
+    ts: int
+
+    @property
+    def rec(self) -> Rec:
+        return Rec(self.key, self.value, self.headers, self.ts)
+
+
+def make_records(n: int, seed: int, base_ts: int, *, key_space: int = 64, null_header_values: bool = True,
+                 empty_values: bool = True, banned: bytes = b"", headers: bool = True) -> list[Rec]:
+    """``n`` records mixing keyed / null-key, binary / empty / null values, and 0-4 headers
+    (including a repeated header name and, if allowed, a null header value). Timestamps are
+    ``base_ts + i``: strictly increasing, so "first offset at or after T" has one answer.
+    ``banned`` bytes never occur in keys or values (kcat's stdin delimiters)."""
+    rng = random.Random(seed)
+    alphabet = bytes(b for b in range(256) if b not in banned)
+    def blob(size: int) -> bytes:
+        # a random part (all byte values) and a repetitive part, so that every codec shrinks a
+        # batch (librdkafka sends a batch uncompressed when compressing does not pay off)
+        rand = size // 3
+        head = bytes(rng.choice(alphabet) for _ in range(rand)) if banned else rng.randbytes(rand)
+        return head + (b"interop-payload-%d|" % (size % 7) * (size // 10 + 1))[:size - rand]
+    out = []
+    for i in range(n):
+        # keys repeat (so "same key, same partition" is tested) and carry non-ASCII bytes
+        key = None if i % 13 == 0 else _key(rng.randrange(key_space), banned)
+        if i % 11 == 0:
+            value = None
+        elif empty_values and i % 29 == 0:
+            value = b""
+        else:
+            value = blob(rng.randrange(1, 160))
+        hdrs: Headers = ()
+        if headers:
+            kind = i % 4
+            if kind == 1:
+                hdrs = (("trace-id", b"%08x" % rng.getrandbits(32)),)
+            elif kind == 2:
+                hdrs = (("bin", blob(12)), ("dup", b"1"), ("dup", b"2"))
+            elif kind == 3:
+                hdrs = (("empty", b""),) + ((("nil", None),) if null_header_values else ()) + (("z", blob(3)),)
+        out.append(Rec(key, value, hdrs, base_ts + i))
+    return out
+
+
+def _key(k: int, banned: bytes) -> bytes:
+    tail = bytes(b for b in (0xF0 | k % 15, 0x0A, 0x00) if b not in banned)
+    return b"key-%d-" % k + tail
+
+
+def check_round_trip(produced: list[Rec], where: list[int] | None, got: list[Got], *,
+                     check_ts: bool = True, partitioner: Callable[[bytes], int] | None = None) -> dict[int, list[Got]]:
+    """The interop acceptance checks, in one place:
+
+    * every partition's offsets run 0, 1, 2, ... with no gap or repeat;
+    * the records of a partition, in offset order, are exactly the produced records sent there,
+      in production order, byte for byte (key, value, headers in order) and, with ``check_ts``,
+      with their CreateTime timestamps;
+    * ``where`` (the partition of each produced record, from delivery reports) agrees; without it
+      the consumed multiset must equal the produced one and each partition keep production order;
+    * each key lives in exactly one partition, and (with ``partitioner``) in the partition the
+      client's documented partitioner picks.
+    Returns the consumed records by partition."""
+    by_part: dict[int, list[Got]] = defaultdict(list)
+    for g in got:
+        by_part[g.partition].append(g)
+    for p, recs in by_part.items():
+        recs.sort(key=lambda g: g.offset)
+        offsets = [g.offset for g in recs]
+        assert offsets == list(range(len(recs))), f"partition {p}: offsets not contiguous from 0: " \
+            f"first={offsets[:5]} count={len(offsets)} max={max(offsets)}"
+    assert sum(len(v) for v in by_part.values()) == len(produced), \
+        f"consumed {len(got)} records, produced {len(produced)}"
+    strip = (lambda r: r) if check_ts else (lambda r: Rec(r.key, r.value, r.headers, 0))
+    if where is not None:
+        expected: dict[int, list[Rec]] = defaultdict(list)
+        for r, p in zip(produced, where, strict=True):
+            expected[p].append(strip(r))
+        for p in set(expected) | set(by_part):
+            actual = [strip(g.rec) for g in by_part.get(p, [])]
+            if actual != expected[p]:
+                first = next(i for i, (a, b) in enumerate(zip(actual + [None] * len(expected[p]), expected[p] + [None] * len(actual))) if a != b)
+                raise AssertionError(f"partition {p}: record at offset {first} differs:\n"
+                                     f" got      {actual[first] if first < len(actual) else None}\n"
+                                     f" expected {expected[p][first] if first < len(expected[p]) else None}")
+    else:
+        # each partition must be an order-preserving subsequence of the production order
+        index = {}
+        for i, r in enumerate(produced):
+            index.setdefault(strip(r), []).append(i)
+        for p, recs in by_part.items():
+            last = -1
+            for g in recs:
+                slots = index.get(strip(g.rec))
+                assert slots, f"partition {p} offset {g.offset}: record never produced: {g}"
+                pos = slots.pop(0)
+                assert pos > last, f"partition {p} offset {g.offset}: out of production order"
+                last = pos
+    key_parts: dict[bytes, set[int]] = defaultdict(set)
+    for p, recs in by_part.items():
+        for g in recs:
+            if g.key is not None:
+                key_parts[g.key].add(p)
+    split = {k: v for k, v in key_parts.items() if len(v) > 1}
+    assert not split, f"keys spread over several partitions: {dict(list(split.items())[:3])}"
+    if partitioner is not None:
+        wrong = {k: (v, partitioner(k)) for k, v in key_parts.items() if v != {partitioner(k)}}
+        assert not wrong, f"keys not in the partitioner's partition: {dict(list(wrong.items())[:3])}"
+    return by_part
+
+
+def expected_offset_for_time(recs: list[Got], ts: int) -> int:
+    """Kafka's answer: the first offset whose timestamp is >= ts (log end if none)."""
+    return next((g.offset for g in recs if g.ts >= ts), len(recs))
+
+
+def crc32_partition(n: int) -> Callable[[bytes], int]:
+    """librdkafka's default ``consistent_random`` for keyed records: CRC32(key) % partitions."""
+    return lambda key: zlib.crc32(key) % n
+
+
+def murmur2_partition(n: int) -> Callable[[bytes], int]:
+    """Java's (and kafka-python's / aiokafka's) default for keyed records."""
+    from kafka.partitioner.default import murmur2
+    return lambda key: (murmur2(key) & 0x7FFFFFFF) % n
+
+
+# -- the broker's segment files --------------------------------------------------------------------
+def stored_batches(broker: Any, topic: str) -> list[tuple[int, int, int, int]]:
+    """(partition, base offset, record count, codec id) of every batch in the broker's logs."""
+    out = []
+    data = Path(broker.dir) / "data"
+    for pdir in sorted(data.glob(f"{topic}-*")):
+        part = pdir.name[len(topic) + 1:]
+        if not part.isdigit():
+            continue
+        for seg in sorted(pdir.glob("*.log")):
+            buf = seg.read_bytes()
+            pos = 0
+            while pos + 61 <= len(buf):
+                base, length = struct.unpack_from(">qi", buf, pos)
+                attributes = struct.unpack_from(">h", buf, pos + 21)[0]
+                count = struct.unpack_from(">i", buf, pos + 57)[0]
+                out.append((int(part), base, count, attributes & 0x7))
+                pos += 12 + length
+    return out
+
+
+def codecs_on_disk(broker: Any, topic: str) -> dict[int, int]:
+    """codec id -> number of records stored in batches of that codec."""
+    counts: dict[int, int] = defaultdict(int)
+    for _, _, n, codec in stored_batches(broker, topic):
+        counts[codec] += n
+    return dict(counts)
+
+
+# -- kcat ---------------------------------------------------------------------------------------------
+def kcat(*args: str, data: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    out = subprocess.run(["kcat", *args], input=data, capture_output=True, timeout=timeout)
+    return out
+
+
+def parse_kcat_framed(out: bytes) -> list[Got]:
+    """Parse kcat -f '%p %o %T %K %S\\n%k%s\\n' output: lengths make binary keys/values exact
+    (-1 means NULL)."""
+    got = []
+    pos = 0
+    while pos < len(out):
+        nl = out.index(b"\n", pos)
+        p, o, t, klen, vlen = (int(x) for x in out[pos:nl].split(b" "))
+        pos = nl + 1
+        key = None if klen < 0 else bytes(out[pos:pos + klen])
+        pos += max(klen, 0)
+        value = None if vlen < 0 else bytes(out[pos:pos + vlen])
+        pos += max(vlen, 0)
+        assert out[pos:pos + 1] == b"\n", f"kcat framing broken at byte {pos}"
+        pos += 1
+        got.append(Got(p, o, key, value, (), t))
+    return got
+
+
+KCAT_FRAMED = "%p %o %T %K %S\\n%k%s\\n"
+
+
+def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = pred()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def chunks(seq: list[Any], n: int) -> Iterable[list[Any]]:
+    size = (len(seq) + n - 1) // n
+    for i in range(0, len(seq), size):
+        yield seq[i:i + size]
+
+
+def broker_serves(api_key: int) -> bool:
+    """Whether kafkalite's handler registry serves (and so advertises) an API key."""
+    from kafkalite.broker import registry
+    if not registry.HANDLERS:
+        registry.load_handlers()
+    return api_key in registry.HANDLERS
+
+
+FIND_COORDINATOR = 10
+
+
+def librdkafka_codec_check(broker: Any, topic: str, codec: str) -> None:
+    """Assert the batches on disk use ``codec``. librdkafka (kcat and confluent-kafka alike) turns
+    its LZ4 feature on only if the broker advertises FindCoordinator (its proxy for "Kafka >=
+    0.10"), and otherwise silently sends lz4 batches uncompressed. While kafkalite has no group
+    coordinator that is what must happen (FINDINGS.md F1): asserted, then reported as xfail."""
+    import pytest
+    on_disk = codecs_on_disk(broker, topic)
+    if codec == "lz4" and not broker_serves(FIND_COORDINATOR):
+        assert set(on_disk) == {CODEC_IDS["none"]}, on_disk
+        pytest.xfail("librdkafka sends lz4 uncompressed until FindCoordinator is advertised (FINDINGS F1)")
+    assert set(on_disk) == {CODEC_IDS[codec]}, on_disk
