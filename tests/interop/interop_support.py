@@ -47,11 +47,14 @@ class Got:
 
 
 def make_records(n: int, seed: int, base_ts: int, *, key_space: int = 64, null_header_values: bool = True,
-                 empty_values: bool = True, banned: bytes = b"", headers: bool = True) -> list[Rec]:
+                 empty_values: bool = True, banned: bytes = b"", headers: bool = True,
+                 null_key_and_value: bool = True) -> list[Rec]:
     """``n`` records mixing keyed / null-key, binary / empty / null values, and 0-4 headers
     (including a repeated header name and, if allowed, a null header value). Timestamps are
     ``base_ts + i``: strictly increasing, so "first offset at or after T" has one answer.
-    ``banned`` bytes never occur in keys or values (kcat's stdin delimiters)."""
+    ``banned`` bytes never occur in keys or values (kcat's stdin delimiters). Without
+    ``null_key_and_value`` (kafka-python refuses a record with neither) such a record gets an empty
+    value instead."""
     rng = random.Random(seed)
     alphabet = bytes(b for b in range(256) if b not in banned)
     def blob(size: int) -> bytes:
@@ -70,6 +73,8 @@ def make_records(n: int, seed: int, base_ts: int, *, key_space: int = 64, null_h
             value = b""
         else:
             value = blob(rng.randrange(1, 160))
+        if value is None and key is None and not null_key_and_value:
+            value = b""
         hdrs: Headers = ()
         if headers:
             kind = i % 4
