@@ -43,6 +43,10 @@ class Partition:
     #: Leader only: log end offset each follower last fetched from (replica id -> offset).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
     follower_caught_up_ms: dict[int, int] = field(default_factory=dict)
+    #: Leader only: (leader log end, time) at each follower's previous fetch (Kafka's rule for
+    #: "caught up": it fetched up to where the leader's log ended at its previous fetch).
+    follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    isr_write_pending: bool = False
 
     @property
     def key(self) -> tuple[str, int]:
@@ -89,15 +93,21 @@ class Partition:
 
     # -- roles -----------------------------------------------------------------------------------
     def become_leader(self, state: PartitionState, replicas: list[int], now_ms: int) -> None:
-        was = self.state
+        new_term = not self.is_leader or self.leader_epoch != state.leader_epoch
         self.state = state
         self.replicas = list(replicas)
-        self.follower_end_offsets = {r: -1 for r in replicas if r != self.broker_id}
-        self.follower_caught_up_ms = {r: now_ms for r in replicas if r != self.broker_id}
-        # Kafka: the new leader's high watermark starts at its own checkpointed value, and only
-        # moves forward once the ISR's end offsets are known.
-        self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
-        if was is None or was.leader != self.broker_id or was.leader_epoch != state.leader_epoch:
+        if new_term:
+            self.follower_end_offsets = {r: -1 for r in replicas if r != self.broker_id}
+            self.follower_caught_up_ms = {r: now_ms for r in replicas if r != self.broker_id}
+            self.follower_last_fetch = {}
+            self.isr_write_pending = False
+            # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
+            # epoch learns where that epoch ended here (KIP-101).
+            if state.leader_epoch > self.log.epochs.latest_epoch:
+                self.log.epochs.assign(state.leader_epoch, self.log.log_end_offset)
+            # Kafka: the new leader's high watermark starts at its own checkpointed value and
+            # only moves once the ISR's end offsets are known.
+            self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
             log.info("%s-%d: leader in epoch %d (ISR %s, log end %d)", self.topic, self.index,
                      state.leader_epoch, state.isr, self.log.log_end_offset)
         self.maybe_advance_high_watermark()
@@ -106,6 +116,39 @@ class Partition:
         self.state = state
         self.replicas = list(replicas)
         self.follower_end_offsets.clear()
+        self.follower_last_fetch.clear()
+
+    # -- ISR (leader only) -------------------------------------------------------------------------
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower asked for ``fetch_offset``: its log ends there (everything before is copied)."""
+        self.follower_end_offsets[replica_id] = fetch_offset
+        leo = self.log.log_end_offset
+        previous = self.follower_last_fetch.get(replica_id)
+        if fetch_offset >= leo:
+            self.follower_caught_up_ms[replica_id] = now_ms
+        elif previous is not None and fetch_offset >= previous[0]:
+            self.follower_caught_up_ms[replica_id] = max(self.follower_caught_up_ms.get(replica_id, 0), previous[1])
+        self.follower_last_fetch[replica_id] = (leo, now_ms)
+
+    def isr_to_expand(self, replica_id: int) -> list[int] | None:
+        """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW."""
+        if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas:
+            return None
+        if self.follower_end_offsets.get(replica_id, -1) >= self.high_watermark:
+            return sorted(set(self.isr) | {replica_id}, key=self.replicas.index)
+        return None
+
+    def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> list[int] | None:
+        """New ISR without followers that have not caught up within ``replica.lag.time.max.ms``."""
+        if not self.is_leader:
+            return None
+        leo = self.log.log_end_offset
+        lagging = [r for r in self.isr if r != self.broker_id
+                   and self.follower_end_offsets.get(r, -1) < leo
+                   and now_ms - self.follower_caught_up_ms.get(r, now_ms) > lag_max_ms]
+        if not lagging:
+            return None
+        return [r for r in self.isr if r not in lagging]
 
     # -- high watermark ----------------------------------------------------------------------------
     def maybe_advance_high_watermark(self) -> bool:

@@ -33,6 +33,7 @@ class ReplicaManager:
         self.now_ms = now_ms
         self.partition_exists = partition_exists   # is the partition in the cluster's metadata?
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.fetchers: Any = None                   # replication.ReplicaFetcherManager, set by the broker
 
     # -- lookups ---------------------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -61,10 +62,16 @@ class ReplicaManager:
             self.partitions[key] = part
         elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
             return part           # a stale notification; ZooKeeper already told us newer
+        old = part.state
         if state.leader == self.broker_id:
             part.become_leader(state, replicas, self.now_ms())
+            if self.fetchers is not None:
+                self.fetchers.unfollow(key)
         else:
             part.become_follower(state, replicas)
+            new_term = old is None or old.leader != state.leader or old.leader_epoch != state.leader_epoch
+            if self.fetchers is not None and (new_term or key not in self.fetchers.leader_of):
+                self.fetchers.follow(part, state.leader)
         self.purgatory.check(key)
         return part
 
@@ -77,6 +84,8 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == topic]:
             part = self.partitions.pop(key)
             part.state = None
+            if self.fetchers is not None:
+                self.fetchers.unfollow(key)
             self.purgatory.check(key)
             if delete:
                 self.logs.delete(topic, key[1])

@@ -23,15 +23,19 @@ from kafkalite.broker.metadata_cache import METADATA_CHANGED, MetadataCache
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.config import BrokerConfig, Endpoint, render
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
+from kafkalite.coordination.ops import Updated
 from kafkalite.errors import KafkaError
 from kafkalite.net.server import KafkaServerFactory
+from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
+from zk_schema.topics import PartitionState as StateZNode
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +68,8 @@ class KafkaBroker:
         self.controller = Controller(self.broker_id, self.zk, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_config(t)["unclean.leader.election.enable"])
+        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
+        self.replica_manager.fetchers = self.fetchers
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         self.creating: set[str] = set()
@@ -101,7 +107,7 @@ class KafkaBroker:
         yield self.kafka_zk.ensure_cluster_id()
         if self.broker_id < 0:
             self.broker_id = yield self._generate_broker_id()
-            self.replica_manager.broker_id = self.controller.broker_id = self.broker_id
+            self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         advertised = self._listen()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), now_ms(), rack=self.config["broker.rack"])
         yield self.kafka_zk.register_broker(registration)
@@ -144,6 +150,7 @@ class KafkaBroker:
 
         every(self.config["log.retention.check.interval.ms"], self._retention)
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint)
+        every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self._shrink_isrs)
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self.log_manager.flush_dirty(now_ms()))
@@ -173,6 +180,7 @@ class KafkaBroker:
         for factory in self.factories:
             factory.close_all()
         self.purgatory.complete_all()
+        self.fetchers.shutdown()
         self.controller.resign("shutting down")
         yield self.kafka_zk.stop(2.0)
         self._checkpoint()
@@ -222,13 +230,57 @@ class KafkaBroker:
         d.addBoth(lambda _: self.creating.discard(name))
 
     def replicas_fetched(self, part: Any, replica_id: int, fetch_offset: int, now: int) -> None:
-        """A follower fetched from ``fetch_offset``: its log ends there; the high watermark may move."""
-        if replica_id in part.follower_end_offsets:
-            part.follower_end_offsets[replica_id] = fetch_offset
-            if fetch_offset >= part.log_end_offset:
-                part.follower_caught_up_ms[replica_id] = now
-            if part.maybe_advance_high_watermark():
+        """A follower fetched from ``fetch_offset``: its log ends there; the ISR may grow and the
+        high watermark may move."""
+        if replica_id not in part.follower_end_offsets:
+            return
+        part.record_follower_fetch(replica_id, fetch_offset, now)
+        grown = part.isr_to_expand(replica_id)
+        if grown is not None:
+            self._write_isr(part, grown, f"replica {replica_id} caught up")
+        if part.maybe_advance_high_watermark():
+            self.purgatory.check(part.key)
+
+    def _shrink_isrs(self) -> None:
+        lag_max = self.config["replica.lag.time.max.ms"]
+        now = now_ms()
+        for part in list(self.replica_manager.partitions.values()):
+            shrunk = part.isr_to_shrink(now, lag_max)
+            if shrunk is not None:
+                self._write_isr(part, shrunk, f"replicas {sorted(set(part.isr) - set(shrunk))} fell behind")
+
+    def _write_isr(self, part: Any, isr: list[int], why: str) -> None:
+        """The leader writes ISR changes itself (pre-2.7 Kafka), conditional on the state znode's
+        version; on a lost race the controller's newer state arrives through the watch."""
+        if part.isr_write_pending or part.state is None:
+            return
+        st = part.state
+        part.isr_write_pending = True
+        d = self.kafka_zk.update_partition_state(
+            part.topic, part.index, StateZNode(st.leader, st.leader_epoch, tuple(isr), st.controller_epoch),
+            st.zk_version)
+
+        def done(result: Any) -> None:
+            part.isr_write_pending = False
+            if isinstance(result, Updated) and part.state is st:
+                part.state = PartitionState(st.leader, st.leader_epoch, list(isr), st.controller_epoch, result.version)
+                log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, st.isr, isr, why)
+                if part.maybe_advance_high_watermark():
+                    self.purgatory.check(part.key)
                 self.purgatory.check(part.key)
+
+        def failed(f: Any) -> None:
+            part.isr_write_pending = False
+            log.warning("%s-%d: ISR update failed: %s", part.topic, part.index, f.value)
+
+        d.addCallbacks(done, failed)
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        info = self.metadata.brokers.get(broker_id)
+        if info is None:
+            return None
+        listener = self.config["inter.broker.listener.name"] or self.config.listeners[0].listener
+        return info.endpoint(listener)
 
 
 def run_broker(config: BrokerConfig) -> int:

@@ -1,0 +1,1 @@
+"""Follower replication: fetching from leaders, truncation by leader epoch."""
