@@ -171,8 +171,20 @@ def murmur2_partition(n: int) -> Callable[[bytes], int]:
 
 
 # -- the broker's segment files --------------------------------------------------------------------
-def stored_batches(broker: Any, topic: str) -> list[tuple[int, int, int, int]]:
-    """(partition, base offset, record count, codec id) of every batch in the broker's logs."""
+@dataclass(frozen=True)
+class StoredBatch:
+    partition: int
+    base_offset: int
+    count: int
+    codec: int
+    timestamp_type: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+
+
+def stored_batches(broker: Any, topic: str) -> list[StoredBatch]:
+    """Every batch header in the broker's segment files of ``topic``, in log order."""
     out = []
     data = Path(broker.dir) / "data"
     for pdir in sorted(data.glob(f"{topic}-*")):
@@ -185,8 +197,9 @@ def stored_batches(broker: Any, topic: str) -> list[tuple[int, int, int, int]]:
             while pos + 61 <= len(buf):
                 base, length = struct.unpack_from(">qi", buf, pos)
                 attributes = struct.unpack_from(">h", buf, pos + 21)[0]
-                count = struct.unpack_from(">i", buf, pos + 57)[0]
-                out.append((int(part), base, count, attributes & 0x7))
+                pid, epoch, seq, count = struct.unpack_from(">qhii", buf, pos + 43)
+                out.append(StoredBatch(int(part), base, count, attributes & 0x7, (attributes >> 3) & 1,
+                                       pid, epoch, seq))
                 pos += 12 + length
     return out
 
@@ -194,8 +207,8 @@ def stored_batches(broker: Any, topic: str) -> list[tuple[int, int, int, int]]:
 def codecs_on_disk(broker: Any, topic: str) -> dict[int, int]:
     """codec id -> number of records stored in batches of that codec."""
     counts: dict[int, int] = defaultdict(int)
-    for _, _, n, codec in stored_batches(broker, topic):
-        counts[codec] += n
+    for b in stored_batches(broker, topic):
+        counts[b.codec] += b.count
     return dict(counts)
 
 

@@ -16,7 +16,8 @@ from kafka import codec as kafka_codec
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from tests.interop.interop_support import (CODEC_IDS, CODECS, Got, check_round_trip, codecs_on_disk,
-                                           expected_offset_for_time, make_records, murmur2_partition)
+                                           expected_offset_for_time, make_records, murmur2_partition,
+                                           stored_batches)
 
 PARTITIONS = 3
 AVAILABLE = {"none": True, "gzip": kafka_codec.has_gzip(), "snappy": kafka_codec.has_snappy(),
@@ -70,7 +71,8 @@ def consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout:
 def test_kafka_python_round_trip_per_codec(broker, codec: str) -> None:
     """100,000 / (runnable codecs) records from the idempotent KafkaProducer with
     compression_type=<codec> come back identical (key, value, headers, CreateTime) with contiguous
-    offsets; keyed records sit in murmur2(key) % 3; the stored batches use the codec; and
+    offsets; keyed records sit in murmur2(key) % 3; the stored batches use the codec
+    and carry one producer id with gap-free sequence numbers; and
     offsets_for_times finds the first offset at or after a timestamp."""
     if not AVAILABLE[codec]:
         pytest.skip(f"kafka-python cannot {codec}-compress here: its codec library is not installed")
@@ -87,6 +89,12 @@ def test_kafka_python_round_trip_per_codec(broker, codec: str) -> None:
     got = consume(broker.bootstrap, topic, PARTITIONS, len(recs))
     by_part = check_round_trip(recs, parts, got, partitioner=murmur2_partition(PARTITIONS))
     assert set(codecs_on_disk(broker, topic)) == {CODEC_IDS[codec]}
+    # idempotence really was on: one producer id, and per partition the sequences run 0, n1, n1+n2...
+    batches = stored_batches(broker, topic)
+    assert len({b.producer_id for b in batches}) == 1 and batches[0].producer_id >= 0
+    for p in range(PARTITIONS):
+        seqs = [(b.base_sequence, b.count) for b in batches if b.partition == p]
+        assert [s for s, _ in seqs] == [sum(n for _, n in seqs[:i]) for i in range(len(seqs))], f"partition {p}"
 
     consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
     try:
