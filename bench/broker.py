@@ -179,6 +179,18 @@ def high_watermarks(bootstrap: str, topic: str, partitions: int) -> int:
         c.close()
 
 
+def wait_high_watermark(bootstrap: str, topic: str, partitions: int, timeout: float = 120.0) -> int:
+    """Sum of high watermarks, retried until the broker leads the partitions again."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return high_watermarks(bootstrap, topic, partitions)
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def produce(bootstrap: str, topic: str, count: int, value_size: int, extra: dict | None = None) -> float:
     """Produce ``count`` values; returns seconds from first produce() to flush() done."""
     errors: list[str] = []
@@ -279,22 +291,30 @@ class Report:
 
 
 def throughput_phase(report: Report, broker: BenchBroker, partitions: int, count: int, consume: bool,
-                     repeat_consume: int) -> None:
+                     repeat_consume: int, repeat_produce: int = 3) -> None:
+    """Produce ``count`` records ``repeat_produce`` times, each into a fresh topic (median rate);
+    then consume the first topic ``repeat_consume`` times per client."""
     bootstrap = broker.bootstrap
-    topic = f"bench-{partitions}p-{int(time.time())}"
-    create_topic(bootstrap, topic, partitions)
-    with Sampler(broker.pid) as s:
-        secs = produce(bootstrap, topic, count, 100)
-    got = high_watermarks(bootstrap, topic, partitions)
-    if got != count:
-        raise RuntimeError(f"{topic}: high watermarks sum to {got}, produced {count}")
-    rate = count / secs
+    rates, cpus, peak, topics = [], [], 0, []
+    for i in range(repeat_produce):
+        topic = f"bench-{partitions}p-{int(time.time())}-{i}"
+        create_topic(bootstrap, topic, partitions)
+        with Sampler(broker.pid) as s:
+            secs = produce(bootstrap, topic, count, 100)
+        got = high_watermarks(bootstrap, topic, partitions)
+        if got != count:
+            raise RuntimeError(f"{topic}: high watermarks sum to {got}, produced {count}")
+        rates.append(count / secs)
+        cpus.append(100 * s.cpu / secs)
+        peak = max(peak, s.peak_kib)
+        topics.append(topic)
+    rate = statistics.median(rates)
     report.add(f"produce {partitions:>2} partition(s), confluent-kafka", rate, "rec/s",
-               f"{count:,} x 100 B in {secs:.2f} s = {count * 100 / secs / 1e6:.1f} MB/s payload; "
-               f"broker CPU {s.cpu:.1f} s ({100 * s.cpu / secs:.0f}% of one core)",
-               partitions=partitions, records=count, seconds=secs, broker_cpu_s=s.cpu)
-    report.add(f"broker RSS peak while producing ({partitions}p)", s.peak_kib / 1024, "MiB",
-               partitions=partitions)
+               f"median of {repeat_produce}: {', '.join(f'{r:,.0f}' for r in rates)}; "
+               f"{rate * 100 / 1e6:.1f} MB/s payload; broker CPU {statistics.median(cpus):.0f}% of one core",
+               partitions=partitions, records=count, rates=rates, broker_cpu_pct=cpus)
+    report.add(f"broker RSS peak while producing ({partitions}p)", peak / 1024, "MiB", partitions=partitions)
+    topic = topics[0]
     if not consume:
         return
     for name, fn in (("kcat", lambda: consume_kcat(bootstrap, topic, count)),
@@ -311,7 +331,7 @@ def throughput_phase(report: Report, broker: BenchBroker, partitions: int, count
                    partitions=partitions, records=count, rates=rates)
 
 
-def recovery_phase(report: Report, broker: BenchBroker, megabytes: int) -> None:
+def recovery_phase(report: Report, broker: BenchBroker, megabytes: int, repeats: int = 3) -> None:
     bootstrap = broker.bootstrap
     topic = f"bench-recovery-{int(time.time())}"
     create_topic(bootstrap, topic, 1)
@@ -322,27 +342,31 @@ def recovery_phase(report: Report, broker: BenchBroker, megabytes: int) -> None:
                f"{count * value_size / 1e9:.2f} GB, {count:,} records in {secs:.1f} s",
                records=count, seconds=secs)
 
-    broker.kill()                              # SIGKILL: no clean-shutdown marker
-    start = time.perf_counter()
-    broker.start()
-    secs = time.perf_counter() - start
-    load = broker.last_load_seconds()
-    got = high_watermarks(broker.bootstrap, topic, 1)
-    report.add("restart after kill -9 until registered in ZK", secs, "s",
-               f"log loading (broker's own figure) {load} s; HW after restart {got:,}/{count:,}",
-               load_seconds=load, high_watermark=got)
-
-    start = time.perf_counter()
-    rc = broker.stop(120)
-    stop_secs = time.perf_counter() - start
-    start = time.perf_counter()
-    broker.start()
-    secs = time.perf_counter() - start
-    load = broker.last_load_seconds()
-    got = high_watermarks(broker.bootstrap, topic, 1)
-    report.add("restart after SIGTERM until registered in ZK", secs, "s",
-               f"SIGTERM->exit {stop_secs:.2f} s (rc {rc}); log loading {load} s; HW {got:,}/{count:,}",
-               load_seconds=load, stop_seconds=stop_secs, high_watermark=got)
+    for kind in ("kill -9", "SIGTERM"):
+        regs, servings, loads, stops = [], [], [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            if kind == "kill -9":
+                broker.kill()                  # SIGKILL: no clean-shutdown marker, logs recovered
+                rc = None
+            else:
+                rc = broker.stop(120)
+            stops.append(time.perf_counter() - t0)
+            start = time.perf_counter()
+            broker.start()
+            regs.append(time.perf_counter() - start)
+            loads.append(broker.last_load_seconds())
+            got = wait_high_watermark(broker.bootstrap, topic, 1)
+            servings.append(time.perf_counter() - start)
+            if got != count:
+                raise RuntimeError(f"after {kind} restart the high watermark is {got}, expected {count}")
+        note = (f"median of {repeats}: {', '.join(f'{x:.2f}' for x in regs)}; broker's log loading "
+                f"{', '.join(str(x) for x in loads)} s; partition readable after "
+                f"{statistics.median(servings):.2f} s")
+        if kind == "SIGTERM":
+            note += f"; SIGTERM->exit {statistics.median(stops):.2f} s (last rc {rc})"
+        report.add(f"restart after {kind} until registered in ZK", statistics.median(regs), "s", note,
+                   register_seconds=regs, load_seconds=loads, serving_seconds=servings, stop_seconds=stops)
 
 
 def print_profile(path: str, top: int) -> None:
@@ -365,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--partitions", default="1,10", help="comma-separated partition counts")
     ap.add_argument("--repeat-consume", type=int, default=3, help="consume runs per client (median)")
+    ap.add_argument("--repeat-produce", type=int, default=3, help="produce runs, fresh topic each (median)")
     ap.add_argument("--recovery-mb", type=int, default=1000, help="MB written before the restart tests (0: skip)")
+    ap.add_argument("--repeat-restart", type=int, default=3, help="restarts of each kind (median)")
     ap.add_argument("--profile", metavar="PATH", help="run the broker under cProfile, writing PATH")
     ap.add_argument("--profile-phase", choices=("produce", "consume"), default="produce")
     ap.add_argument("--profile-top", type=int, default=25)
@@ -395,7 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         report.add("broker RSS idle (2 s after start)", (rss_kib(broker.pid) or 0) / 1024, "MiB")
 
         if args.profile:
-            throughput_phase(report, broker, 1, args.records, args.profile_phase == "consume", 1)
+            throughput_phase(report, broker, 1, args.records, args.profile_phase == "consume", 1,
+                             args.repeat_produce)
             rc = broker.interrupt()
             print(f"broker stopped by SIGINT, rc={rc}")
             if os.path.exists(args.profile):
@@ -405,9 +432,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
 
         for n in (int(x) for x in args.partitions.split(",") if x):
-            throughput_phase(report, broker, n, args.records, True, args.repeat_consume)
+            throughput_phase(report, broker, n, args.records, True, args.repeat_consume, args.repeat_produce)
         if args.recovery_mb > 0:
-            recovery_phase(report, broker, args.recovery_mb)
+            recovery_phase(report, broker, args.recovery_mb, args.repeat_restart)
         print("\n===== summary =====")
         print(report.table())
         print(f"\nJSON lines: {results}")
