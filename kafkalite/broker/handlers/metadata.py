@@ -48,7 +48,7 @@ def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     cache = broker.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
-        names = sorted(n for n, t in cache.topics.items() if not t.deleting)
+        names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
         names = [t["name"] for t in requested]
     allow_create = req.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
@@ -57,9 +57,12 @@ def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
         entry = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED}
         info = cache.topics.get(name)
-        if info is not None and not info.deleting:
+        if info is not None and not info.deleting and not info.assignment:
+            # known only by its config znode so far (written first): being created, retriable
+            entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+        elif info is not None and not info.deleting:
             entry["partitions"] = _partition_entries(ctx, name)
-            if info.assignment and all(p["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE for p in entry["partitions"]):
+            if all(p["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE for p in entry["partitions"]):
                 entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
         else:
             if not is_valid_topic_name(name):
