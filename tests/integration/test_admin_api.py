@@ -330,3 +330,28 @@ def test_api_versions_v3_bad_software_name_is_invalid_request(broker) -> None:
     r = request(broker.bootstrap, API_VERSIONS, 3, {"client_software_name": "bad name!",
                                                     "client_software_version": "1"})
     assert r["error_code"] == ErrorCode.INVALID_REQUEST
+
+
+def test_metadata_during_creation_never_shows_a_partitionless_topic(broker) -> None:
+    """CreateTopics with timeout_ms=0 returns before the topic exists; Metadata polled right after
+    (40 topics, 2 partitions each) answers LEADER_NOT_AVAILABLE/UNKNOWN until then, and never
+    error 0 with a partition count other than 2. (The config znode is written before the
+    assignment; a broker that saw only the config used to answer 0 with no partitions.)"""
+    wrong = []
+    with Wire(broker.bootstrap) as w:
+        for _ in range(40):
+            name = unique("adm-race")
+            r = w.request(CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1,
+                                                          "assignments": [], "configs": [{"name": "retention.ms", "value": "100000"}]}],
+                                             "timeout_ms": 0, "validate_only": False})
+            assert r["topics"][0]["error_code"] in (0, ErrorCode.REQUEST_TIMED_OUT)
+            deadline = time.monotonic() + 15
+            while True:
+                t = w.request(METADATA, 8, {"topics": [{"name": name}], "allow_auto_topic_creation": False})["topics"][0]
+                if t["error_code"] == 0:
+                    if len(t["partitions"]) != 2:
+                        wrong.append((name, t["partitions"]))
+                    break
+                assert t["error_code"] in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), t
+                assert time.monotonic() < deadline, f"{name} never appeared"
+    assert not wrong, wrong[:3]
