@@ -14,6 +14,7 @@ from typing import Any, Callable
 from twisted.internet import defer
 
 from kafkalite.broker.metadata_cache import MetadataCache
+from kafkalite.broker.partition import PartitionState
 from kafkalite.controller import decisions
 from kafkalite.coordination.errors import BadVersionError, NoNodeError, NodeExistsError, TransactionFailedError
 from kafkalite.coordination.ops import CheckOp, CreateOp, SetDataOp
@@ -124,18 +125,27 @@ class Controller:
     def _guard(self) -> CheckOp:
         return CheckOp(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
 
+    def _remember(self, topic: str, partition: int, state: decisions.State, zk_version: int) -> None:
+        """Record our own write in the view at once (Kafka's controller context does the same), so
+        the next round does not plan it again before the watch reports it."""
+        if (topic, partition) in self.cache.states or topic in self.cache.topics:
+            self.cache.states[(topic, partition)] = PartitionState(
+                state.leader, state.leader_epoch, list(state.isr), state.controller_epoch, zk_version)
+
     @defer.inlineCallbacks
     def _execute(self, action: decisions.Action) -> Any:
         if isinstance(action, decisions.CreateState):
             yield self.zk.ensure_path(TopicPartitionZNode.path(action.topic, action.partition))
             z = StateZNode(action.state.leader, action.state.leader_epoch, action.state.isr, action.state.controller_epoch)
             yield self.zk.multi([self._guard(), CreateOp(StateZNode.path(action.topic, action.partition), z.encode())])
+            self._remember(action.topic, action.partition, action.state, 0)
             log.info("%s-%d: created with leader %d, ISR %s", action.topic, action.partition,
                      action.state.leader, list(action.state.isr))
         elif isinstance(action, decisions.UpdateState):
             z = StateZNode(action.state.leader, action.state.leader_epoch, action.state.isr, action.state.controller_epoch)
             yield self.zk.multi([self._guard(), SetDataOp(StateZNode.path(action.topic, action.partition), z.encode(),
                                                           action.expected_version)])
+            self._remember(action.topic, action.partition, action.state, action.expected_version + 1)
             log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, action.state.leader,
                      list(action.state.isr), action.state.leader_epoch, action.reason)
         elif isinstance(action, decisions.DeleteTopic):
