@@ -145,10 +145,8 @@ class Stream:
                     p.poll(0.01)
             if i % 1000 == 0:
                 p.poll(0)
-                if max_rate:
-                    ahead = t0 + i / max_rate - time.monotonic()
-                    if ahead > 0:
-                        p.poll(ahead)
+                while max_rate and (ahead := t0 + i / max_rate - time.monotonic()) > 0:
+                    p.poll(ahead)       # returns early when it serves a delivery report
         if not self.killed.is_set():     # everything queued before the kill point was reached
             while not self.killed.is_set():
                 p.poll(0.01)
