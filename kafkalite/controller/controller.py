@@ -98,7 +98,10 @@ class Controller:
     def _round(self) -> Any:
         states = {k: decisions.State(s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, s.zk_version)
                   for k, s in self.cache.states.items()}
-        actions = decisions.plan(self.cache.brokers.keys(),
+        # An active controller is alive by definition, even while its own re-registration after
+        # a new ZooKeeper session has not reached the watch yet.
+        live = set(self.cache.brokers) | {self.broker_id}
+        actions = decisions.plan(live,
                                  {t: i.assignment for t, i in self.cache.topics.items()},
                                  states, self.deleting(),
                                  self.epoch, self.unclean, self.shutting_down)
