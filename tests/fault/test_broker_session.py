@@ -12,16 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.support.wire import request
-
-
-def wait_for(cond: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+from tests.support.waiting import wait_for
 
 
 def owner(cluster: Any, path: str) -> int | None:

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from tests.support.waiting import wait_for
 
 TOPIC = "failover"
 PARTITIONS = 3
@@ -14,16 +15,6 @@ PARTITIONS = 3
 
 def leader_of(admin: AdminClient, partition: int) -> int:
     return admin.list_topics(TOPIC, timeout=10).topics[TOPIC].partitions[partition].leader
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_acks_all_survives_leader_kill_9(cluster_factory) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from kafkalite.errors import ErrorCode
 from tests.support.wire import Wire, request
+from tests.support.waiting import wait_for
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 METADATA, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS = 3, 18, 22, 32
@@ -52,16 +53,6 @@ def describe_configs(bootstrap: str, kind: int, name: str, keys: list[str] | Non
 def partition_dirs(broker, topic: str) -> list[str]:
     data = Path(broker.dir) / "data"
     return sorted(p.name for p in data.iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
-
-
-def wait_for(cond, timeout: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_controller(b) -> None:

@@ -26,6 +26,7 @@ from kafkalite.coordination import (BadVersion, BrokerIdInUseError, ControllerMo
                                     CreateOp, InvalidTopicError, KafkaZkClient, SessionState,
                                     TopicAlreadyExistsError, Updated, ZooKeeperClient)
 from tests.support.zookeeper import ZooKeeperServer, expire_session
+from tests.support.waiting import wait_for
 from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode, EndPoint,
                        PartitionState, TopicZNode)
 
@@ -68,17 +69,6 @@ class ReactorThread:
     def stop(self) -> None:
         self.reactor.callFromThread(self.reactor.stop)
         self.thread.join(10)
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    """Poll ``predicate`` until truthy (no fixed sleeps in tests: bounded polling)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture(scope="module")
@@ -157,9 +147,9 @@ def test_broker_registration_json_and_live_brokers_watch(rt, clients, chroot_con
     b = clients(chroot_connect)
     rt.call(b.register_broker, registration(2, 9093))
     assert rt.call(a.get_live_brokers) == {1: registration(1), 2: registration(2, 9093)}
-    wait_until(lambda: seen and seen[-1] == [1, 2], what="watch to see [1, 2]")
+    wait_for(lambda: seen and seen[-1] == [1, 2], what="watch to see [1, 2]")
     rt.call(b.stop)
-    wait_until(lambda: seen[-1] == [1], what="watch to see broker 2 leave")
+    wait_for(lambda: seen[-1] == [1], what="watch to see broker 2 leave")
     assert seen[0] == [] and [1, 2] in seen
 
 
@@ -218,7 +208,7 @@ def test_session_expiry_reregisters_and_reports_once(rt, clients, chroot_connect
     first_czxid = rt.call(a.register_broker, registration(3))
     old_session = a.zk.session_id
     expire_session(rt.call(lambda: a.zk.kazoo_client_id), zookeeper.hosts)
-    wait_until(lambda: recreated, what="re-registration after expiry")
+    wait_for(lambda: recreated, what="re-registration after expiry")
     assert a.zk.session_id != old_session
     _, stat = rt.call(a.zk.get, "/brokers/ids/3")
     assert stat.ephemeralOwner == a.zk.session_id
@@ -301,19 +291,19 @@ def test_controller_election_and_fencing(rt, clients, chroot_connect):
     win = winners[0]
     assert win.epoch == 1 and all(r.controller_id == win.controller_id for r in results)
     assert rt.call(a.zk.get, "/controller_epoch")[0] == b"1"
-    wait_until(lambda: seen and seen[-1] == win.controller_id, what="controller watch")
+    wait_for(lambda: seen and seen[-1] == win.controller_id, what="controller watch")
     winner, loser = (a, b) if win.controller_id == 1 else (b, a)
     rt.call(winner.fenced_transaction, win.epoch_zk_version, [CreateOp("/fenced-ok")])
 
     rt.call(loser.zk.delete, "/controller")  # as if the winner's session ended
-    wait_until(lambda: seen[-1] is None, what="controller watch to see deletion")
+    wait_for(lambda: seen[-1] is None, what="controller watch to see deletion")
     second = rt.call(loser.elect_controller, 3 - win.controller_id)
     assert second.won and second.epoch == 2 and second.epoch_zk_version != win.epoch_zk_version
     with pytest.raises(ControllerMovedError):
         rt.call(winner.fenced_transaction, win.epoch_zk_version, [CreateOp("/fenced-stale")])
     assert rt.call(winner.zk.exists, "/fenced-stale") is None
     assert rt.call(winner.zk.exists, "/fenced-ok") is not None
-    wait_until(lambda: seen[-1] == second.controller_id, what="controller watch to see new one")
+    wait_for(lambda: seen[-1] == second.controller_id, what="controller watch to see new one")
 
 
 def test_raw_client_multi_reports_failed_op(rt, clients, chroot_connect):

@@ -79,7 +79,10 @@ class BrokerProcess:
                 # expires; its registration timestamp predates this launch
                 if reg.get("port", -1) > 0 and int(reg.get("timestamp", "0")) >= launched_ms:
                     self.port = reg["port"]
-                    return self
+                    # Registration precedes the controller election by a few milliseconds, and
+                    # admin requests in that gap get NOT_CONTROLLER: wait for a controller too.
+                    if self.cluster.zk_get("/controller") is not None:
+                        return self
             time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"broker {self.broker_id} did not register within {timeout}s:\n{self.tail()}")

@@ -1,0 +1,17 @@
+"""Bounded polling for tests: no fixed sleeps, a clear message when the wait runs out."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition",
+             interval: float = 0.05) -> Any:
+    """Return ``predicate()``'s first truthy value; AssertionError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
