@@ -13,7 +13,7 @@ import socket
 import time
 from typing import Any
 
-from twisted.internet import defer, task
+from twisted.internet import defer, task, threads
 from twisted.internet.interfaces import IReactorCore
 
 from kafkalite.broker import registry
@@ -74,6 +74,7 @@ class KafkaBroker:
         self.factories: list[KafkaServerFactory] = []
         self.creating: set[str] = set()
         self.loops: list[task.LoopingCall] = []
+        self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
         registry.load_handlers()
 
@@ -149,11 +150,23 @@ class KafkaBroker:
             self.loops.append(loop)
 
         every(self.config["log.retention.check.interval.ms"], self._retention)
-        every(self.config["replica.high.watermark.checkpoint.interval.ms"], self._checkpoint)
+        every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self._shrink_isrs)
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
-            every(flush_interval, lambda: self.log_manager.flush_dirty(now_ms()))
+            every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(now_ms())))
+
+    def _off_reactor(self, name: str, work: Any) -> Any:
+        """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
+        flush() and checkpoint writes beside the reactor thread's appends. One run of each kind at
+        a time; the LoopingCall waits for the returned Deferred."""
+        if name in self.background or self.stopping:
+            return None
+        d = threads.deferToThread(work)
+        d.addErrback(lambda f: log.error("%s failed: %s", name, f.value))
+        d.addBoth(lambda _: self.background.pop(name, None))
+        self.background[name] = d
+        return d
 
     def _retention(self) -> None:
         self.log_manager.cleanup(now_ms())
@@ -183,6 +196,8 @@ class KafkaBroker:
         self.fetchers.shutdown()
         self.controller.resign("shutting down")
         yield self.kafka_zk.stop(2.0)
+        for pending in list(self.background.values()):
+            yield pending          # a checkpoint or flush still running in its thread
         self._checkpoint()
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
