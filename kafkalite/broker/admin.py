@@ -129,9 +129,11 @@ class TopicAdmin:
 
     # -- waiting ---------------------------------------------------------------------------------
     def wait_until(self, condition: Callable[[], bool], timeout_ms: int) -> defer.Deferred:
-        """Fires True once ``condition()`` holds after a metadata change, False at the timeout."""
-        if condition():
+        """Fires True once ``condition()`` holds after a metadata change, False at the timeout.
+
+        A timeout of 0 or less means "do not wait": Kafka then answers success at once (the change
+        goes on in the background), and confluent-kafka's admin client sends 0 by default.
+        """
+        if timeout_ms <= 0 or condition():
             return defer.succeed(True)
-        if timeout_ms <= 0:
-            return defer.succeed(False)
         return self.broker.purgatory.watch([METADATA_CHANGED], timeout_ms, condition, lambda timed_out: not timed_out)

@@ -346,3 +346,16 @@ def test_metadata_during_creation_never_shows_a_partitionless_topic(broker) -> N
                 assert t["error_code"] in (ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), t
                 assert time.monotonic() < deadline, f"{name} never appeared"
     assert not wrong, wrong[:3]
+
+
+def test_zero_timeout_answers_success_without_waiting(broker) -> None:
+    """timeout_ms=0 (confluent-kafka's AdminClient default) means "do not wait": Kafka answers
+    NONE at once for a valid topic, never REQUEST_TIMED_OUT, and the topic still gets its
+    leaders afterwards. Repeated, because the old behaviour failed only when the answer beat the
+    controller's election."""
+    names = [unique("adm-zero") for _ in range(20)]
+    for name in names:
+        result = create_topics(broker.bootstrap, {"name": name, "partitions": 3}, timeout_ms=0)[name]
+        assert result["error_code"] == 0, result
+    wait_for(lambda: all((t := metadata(broker.bootstrap, [n])["topics"][0])["error_code"] == 0
+                         and len(t["partitions"]) == 3 for n in names), what="leaders of every topic")
