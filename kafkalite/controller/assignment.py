@@ -10,7 +10,7 @@ Randomness comes only from ``rng`` so callers and tests can pin it.
 from __future__ import annotations
 
 import random
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from kafkalite.errors import ErrorCode, KafkaError
 
@@ -50,22 +50,27 @@ def assign_replicas(broker_ids: Sequence[int], partitions: int, replication_fact
     ``fixed_start_index`` >= 0 pins both the leader start and the follower shift (Kafka uses
     one value for both); otherwise each is an independent random draw from ``rng``.
     """
-    rng = rng or random.Random()
     brokers = sorted(broker_ids)
     n = len(brokers)
     _check(partitions, replication_factor, n)
+    return {p: [brokers[first]] + [brokers[_follower_index(first, shift, j, n)]
+                                   for j in range(replication_factor - 1)]
+            for p, first, shift in _walk(n, partitions, fixed_start_index, start_partition_id, rng)}
+
+
+def _walk(n: int, partitions: int, fixed_start_index: int, start_partition_id: int,
+          rng: random.Random | None) -> Iterator[tuple[int, int, int]]:
+    """(partition, index of its leader, follower shift) in Kafka's order, shared by both
+    algorithms: the leader walks round the broker list, the shift grows once per full lap."""
+    rng = rng or random.Random()
     start = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
     p = max(0, start_partition_id)
-    result: dict[int, list[int]] = {}
     for _ in range(partitions):
         if p > 0 and p % n == 0:
             shift += 1
-        first = (p + start) % n
-        result[p] = [brokers[first]] + [brokers[_follower_index(first, shift, j, n)]
-                                         for j in range(replication_factor - 1)]
+        yield p, (p + start) % n, shift
         p += 1
-    return result
 
 
 def rack_alternated_brokers(broker_racks: Mapping[int, str]) -> list[int]:
@@ -89,19 +94,12 @@ def assign_replicas_rack_aware(broker_racks: Mapping[int, str], partitions: int,
                                start_partition_id: int = -1,
                                rng: random.Random | None = None) -> dict[int, list[int]]:
     """Rack-aware assignment: every partition spans min(RF, #racks) racks."""
-    rng = rng or random.Random()
     arranged = rack_alternated_brokers(broker_racks)
     n = len(arranged)
     _check(partitions, replication_factor, n)
     n_racks = len(set(broker_racks.values()))
-    start = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    shift = fixed_start_index if fixed_start_index >= 0 else rng.randrange(n)
-    p = max(0, start_partition_id)
     result: dict[int, list[int]] = {}
-    for _ in range(partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _walk(n, partitions, fixed_start_index, start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {broker_racks[leader]}
@@ -119,7 +117,6 @@ def assign_replicas_rack_aware(broker_racks: Mapping[int, str], partitions: int,
                     brokers_used.add(broker)
                     break
         result[p] = replicas
-        p += 1
     return result
 
 

@@ -57,6 +57,10 @@ class BrokerProcess:
         props.update(self.overrides)
         return props
 
+    def command(self, props_path: Path) -> list[str]:
+        """The broker's command line (the benchmark puts a profiler in front of it)."""
+        return [sys.executable, "-m", "kafkalite.broker.main", str(props_path)]
+
     def start(self, timeout: float = 60.0) -> "BrokerProcess":
         self.dir.mkdir(parents=True, exist_ok=True)
         props_path = self.dir / "server.properties"
@@ -64,8 +68,7 @@ class BrokerProcess:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         log = open(self.log_path, "ab")
         launched_ms = int(time.time() * 1000)
-        self.proc = subprocess.Popen([sys.executable, "-m", "kafkalite.broker.main", str(props_path)],
-                                     stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(self.command(props_path), stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
         deadline = time.monotonic() + timeout
         path = f"/brokers/ids/{self.broker_id}"
