@@ -41,8 +41,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.support.brokers import BrokerProcess, Cluster
-from tests.support.zookeeper import ZooKeeperServer
+from kafkalite.cluster import BrokerProcess, LocalCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -384,16 +383,14 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-broker-", dir="/tmp"))
     results = None if args.profile else RESULTS / f"{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
     report = Report(results)
-    zk = ZooKeeperServer(tmp / "zookeeper")
-    cluster: Cluster | None = None
+    cluster: LocalCluster | None = None
     # SIGTERM to this script cleans up too (SIGINT raises KeyboardInterrupt already)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
-        zk.start()
-        cluster = Cluster(zk, tmp / "cluster", 0)
-        broker = BenchBroker(cluster, 1, {})
+        cluster = LocalCluster(tmp / "cluster", size=0)        # its own ZooKeeper, no broker yet
+        broker = cluster.add_broker(1, cls=BenchBroker)           # port 0: read from the registration
         broker.profile_out = args.profile
-        cluster.brokers.append(broker)
+        cluster.zookeeper.start()
         print(f"kafkalite broker bench: tmp={tmp}, python {sys.version.split()[0]}, "
               f"{os.cpu_count()} CPUs (shared; figures are noisy)"
               + (f", PROFILING into {args.profile}" if args.profile else ""), flush=True)
@@ -436,8 +433,7 @@ def main(argv: list[str] | None = None) -> int:
             for b in cluster.brokers:
                 if b.alive:
                     b.stop(60) if not args.profile else b.interrupt(60)
-            cluster.stop()
-        zk.stop()
+            cluster.down()
         if args.keep:
             print(f"kept {tmp}")
         else:

@@ -1,0 +1,169 @@
+"""``kafkalite-cluster up|status|kill|start|down``: a local cluster for experiments.
+
+``up`` starts ZooKeeper and N brokers (ids 101.., as in the Kafka material) detached from the
+terminal, waits until every broker is registered and a controller is elected, and prints the
+bootstrap servers. The state file in the data directory lets the later commands find the
+processes. Every error is one line on stderr (plus a log tail where one helps) and exit code 1.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from kafkalite.cluster.local import DEFAULT_FIRST_ID, LocalCluster
+from kafkalite.cluster.processes import ClusterError
+
+DEFAULT_DIR = os.environ.get("KAFKALITE_CLUSTER_DIR", "var/cluster")
+
+
+def _overrides(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ClusterError(f"--override needs KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    if args.brokers < 1:
+        raise ClusterError("--brokers must be at least 1")
+    try:
+        existing = LocalCluster.load(args.data_dir)
+    except ClusterError:
+        existing = None
+    if existing is not None and (existing.zookeeper and existing.zookeeper.alive or any(b.alive for b in existing.brokers)):
+        raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
+    cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
+                           _overrides(args.override))
+    print(f"starting ZooKeeper and {args.brokers} broker(s) in {cluster.dir} ...", flush=True)
+    cluster.up(args.timeout)
+    try:
+        controller = cluster.controller_id()
+    finally:
+        cluster.close_zk()
+    print(f"zookeeper.connect   {cluster.zk_connect}")
+    for b in cluster.brokers:
+        print(f"broker {b.broker_id:<4}         {b.bootstrap}  pid {b.pid}  log {b.log_path}")
+    print(f"controller          {controller}")
+    print(f"bootstrap servers   {cluster.bootstrap}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    try:
+        st = cluster.status()
+    finally:
+        cluster.close_zk()
+    zk = cluster.zookeeper
+    print(f"cluster in {cluster.dir}")
+    if zk is not None:
+        print(f"  zookeeper   {'alive' if st.zookeeper_alive else 'dead ':5}  pid {zk.pid if zk.alive else '-':<7} "
+              f"port {zk.port}")
+    for b in cluster.brokers:
+        alive, pid, port = st.processes[b.broker_id]
+        reg = "registered" if b.broker_id in st.registered else "not registered"
+        if not alive and b.broker_id in st.registered:
+            reg += " (old session not expired yet)"
+        print(f"  broker {b.broker_id:<4} {'alive' if alive else 'dead ':5}  pid {pid if pid else '-':<7} "
+              f"port {port}  {reg}")
+    if not st.zookeeper_alive:
+        print("ZooKeeper is not running: no controller or partition information")
+        return 0
+    note = ""
+    if st.controller is not None and not st.processes.get(st.controller, (True,))[0]:
+        note = " (its process is dead; a new controller is elected when its session expires)"
+    print(f"controller: {st.controller if st.controller is not None else 'none'}{note}")
+    urp = st.under_replicated
+    print(f"partitions: {len(st.partitions)}, under-replicated: {len(urp)}, offline: {len(st.offline)}")
+    for p in urp[: args.limit]:
+        print(f"  under-replicated {p.topic}-{p.partition}: leader {p.leader} replicas {p.replicas} isr {p.isr}")
+    if len(urp) > args.limit:
+        print(f"  ... and {len(urp) - args.limit} more")
+    for p in st.offline[: args.limit]:
+        print(f"  offline {p.topic}-{p.partition}: leader {p.leader} replicas {p.replicas} isr {p.isr}")
+    return 0
+
+
+def cmd_kill(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    pid = cluster.kill_broker(args.broker)
+    print(f"broker {args.broker} killed (kill -9, pid {pid}); its ZooKeeper session expires after "
+          f"zookeeper.session.timeout.ms, then the controller moves its leaderships")
+    return 0
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    try:
+        b = cluster.start_broker(args.broker, args.timeout)
+    finally:
+        cluster.close_zk()
+    print(f"broker {b.broker_id} started on {b.bootstrap} (pid {b.pid})")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    try:
+        cluster = LocalCluster.load(args.data_dir)
+    except ClusterError:
+        print(f"nothing running (no cluster state in {os.path.abspath(args.data_dir)})")
+        return 0
+    stopped = cluster.down(args.timeout)
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing running")
+    if args.delete_data:
+        cluster.delete_data()
+        print(f"deleted {cluster.dir}")
+    else:
+        print(f"data and logs kept in {cluster.dir}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="kafkalite-cluster", description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default=DEFAULT_DIR,
+                    help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up", help="start ZooKeeper and the brokers, wait until ready")
+    up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
+    up.add_argument("--base-port", type=int, default=0, help="broker i listens on BASE+i (default: free ports)")
+    up.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free port)")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="broker property for every broker (repeatable)")
+    up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
+    up.set_defaults(fn=cmd_up)
+    st = sub.add_parser("status", help="processes, controller, under-replicated partitions")
+    st.add_argument("--limit", type=int, default=20, help="partitions listed at most")
+    st.set_defaults(fn=cmd_status)
+    k = sub.add_parser("kill", help="kill -9 one broker")
+    k.add_argument("broker", type=int)
+    k.set_defaults(fn=cmd_kill)
+    s = sub.add_parser("start", help="start one stopped broker again")
+    s.add_argument("broker", type=int)
+    s.add_argument("--timeout", type=float, default=90.0)
+    s.set_defaults(fn=cmd_start)
+    d = sub.add_parser("down", help="stop everything (idempotent)")
+    d.add_argument("--timeout", type=float, default=30.0, help="grace period before SIGKILL")
+    d.add_argument("--delete-data", action="store_true", help="also delete the data directory")
+    d.set_defaults(fn=cmd_down)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except ClusterError as exc:
+        print(f"kafkalite-cluster: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kafkalite-cluster: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,344 @@
+"""A local kafkalite cluster under one data directory: ZooKeeper plus N brokers as plain processes.
+
+Layout of the data directory (``var/cluster`` by default, ``var/demo`` for the demo)::
+
+    cluster.json                 state file: ports, pids (+ kernel start times), ids, chroot
+    zookeeper/zoo.cfg, data/, zookeeper.log         ZooKeeper's config, snapshots and its log
+    broker-<id>/server.properties, data/, server.log  each broker's config, partition logs
+                                                      (log.dirs) and its log
+
+Readiness is what ZooKeeper says, never a fixed sleep: ZooKeeper serves (``srvr``/``conf``),
+every broker registered ``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a
+live broker. Teardown always runs, also after a failed start: SIGTERM to every broker in
+parallel, then SIGKILL for those still there after the grace period, then ZooKeeper.
+
+The tool reads ZooKeeper with a plain blocking kazoo client: it is an operator tool outside the
+broker (like Kafka's zookeeper-shell), so the broker's rule "kazoo only behind coordination's
+Deferred API" does not apply to it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from kafkalite.cluster.processes import (BrokerProcess, ClusterError, ZooKeeperProcess, free_port,
+                                         port_in_use, wait_until)
+
+STATE_FILE = "cluster.json"
+DEFAULT_FIRST_ID = 101
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PartitionStatus:
+    topic: str
+    partition: int
+    replicas: list[int]
+    leader: int
+    isr: list[int]
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+@dataclass
+class ClusterStatus:
+    """What ZooKeeper and the process table say about the cluster right now."""
+
+    zookeeper_alive: bool
+    processes: dict[int, tuple[bool, int | None, int | None]]   # broker id -> (alive, pid, port)
+    registered: list[int] = field(default_factory=list)
+    controller: int | None = None
+    partitions: list[PartitionStatus] = field(default_factory=list)
+
+    @property
+    def under_replicated(self) -> list[PartitionStatus]:
+        return [p for p in self.partitions if p.under_replicated]
+
+    @property
+    def offline(self) -> list[PartitionStatus]:
+        return [p for p in self.partitions if p.leader < 0 or p.leader not in self.registered]
+
+
+class LocalCluster:
+    """ZooKeeper (own, or an external connect string) and brokers ``first_id ..`` under ``data_dir``.
+
+    ``port=0``-style ephemeral ports are the default: ZooKeeper and each broker get a port that
+    is free at ``up`` time and keep it for the life of the data directory (a broker restarted by
+    ``start_broker`` comes back on the same address, as clients expect). ``base_port`` chooses
+    them instead: broker i listens on ``base_port + i``.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str], size: int = 3, first_id: int = DEFAULT_FIRST_ID,
+                 zookeeper_port: int = 0, base_port: int = 0, overrides: dict[str, str] | None = None,
+                 zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False) -> None:
+        self.dir = Path(data_dir).resolve()
+        self.overrides = dict(overrides or {})
+        self.chroot = chroot.rstrip("/")
+        self.external_zk = zookeeper_connect
+        self.zookeeper: ZooKeeperProcess | None = None
+        if zookeeper_connect is None:
+            self.zookeeper = ZooKeeperProcess(self.dir / "zookeeper", zookeeper_port)
+        self.size = size
+        self.brokers: list[BrokerProcess] = []
+        for i in range(size):
+            port = 0 if ephemeral_ports else (base_port + i if base_port else free_port())
+            self.add_broker(first_id + i, port=port)
+        self._zk: KazooClient | None = None
+
+    # -- construction ---------------------------------------------------------------------
+    def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
+                   cls: type[BrokerProcess] = BrokerProcess) -> BrokerProcess:
+        broker = cls(self, broker_id, {**self.default_overrides(), **self.overrides, **(overrides or {})}, port)
+        self.brokers.append(broker)
+        return broker
+
+    def default_overrides(self) -> dict[str, str]:
+        """Settings that suit a cluster on one machine (Kafka's defaults otherwise)."""
+        size = max(self.size, 1)
+        return {
+            # Kafka's default of 3 cannot be met by a smaller cluster; 10 partitions instead of
+            # 50 keep the offsets topic's replicas light on a laptop.
+            "offsets.topic.replication.factor": str(min(3, size)),
+            "offsets.topic.num.partitions": "10",
+        }
+
+    @property
+    def zk_hosts(self) -> str:
+        if self.zookeeper is not None:
+            return self.zookeeper.hosts
+        assert self.external_zk is not None
+        return self.external_zk
+
+    @property
+    def zk_connect(self) -> str:
+        return f"{self.zk_hosts}{self.chroot}"
+
+    @property
+    def state_path(self) -> Path:
+        return self.dir / STATE_FILE
+
+    def broker(self, broker_id: int) -> BrokerProcess:
+        for b in self.brokers:
+            if b.broker_id == broker_id:
+                return b
+        raise ClusterError(f"no broker {broker_id} in this cluster (brokers: "
+                           f"{', '.join(str(b.broker_id) for b in self.brokers)})")
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers if b.port)
+
+    # -- ZooKeeper view -------------------------------------------------------------------
+    @property
+    def zk(self) -> KazooClient:
+        """A blocking kazoo client on the ZooKeeper root (paths are prefixed with the chroot)."""
+        if self._zk is None:
+            client = KazooClient(hosts=self.zk_hosts, timeout=10)
+            try:
+                client.start(15)
+            except Exception as exc:
+                client.close()
+                raise ClusterError(f"ZooKeeper at {self.zk_hosts} not reachable: {exc}") from None
+            self._zk = client
+        return self._zk
+
+    def zk_get(self, path: str) -> bytes | None:
+        """Data of ``path`` inside this cluster's chroot, None if absent or unreachable."""
+        try:
+            return self.zk.get(self.chroot + path)[0]
+        except NoNodeError:
+            return None
+        except Exception:  # noqa: BLE001 - a readiness poll treats "cannot tell" as "not yet"
+            return None
+
+    def zk_children(self, path: str) -> list[str]:
+        try:
+            return self.zk.get_children(self.chroot + path)
+        except NoNodeError:
+            return []
+
+    def controller_id(self) -> int | None:
+        data = self.zk_get("/controller")
+        return json.loads(data)["brokerid"] if data else None
+
+    def registered_ids(self) -> list[int]:
+        return sorted(int(c) for c in self.zk_children("/brokers/ids"))
+
+    def close_zk(self) -> None:
+        if self._zk is not None:
+            try:
+                self._zk.stop()
+                self._zk.close()
+            except Exception:  # noqa: BLE001 - closing a broken session must not mask the real error
+                pass
+            self._zk = None
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def up(self, timeout: float = 90.0) -> "LocalCluster":
+        """Start ZooKeeper (if ours) and every broker; wait for registration and a controller.
+        On any failure everything started is stopped again before the error propagates."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        running = [b.broker_id for b in self.brokers if b.alive]
+        if running or (self.zookeeper is not None and self.zookeeper.alive):
+            raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
+        try:
+            if self.zookeeper is not None:
+                self.zookeeper.launch()
+                self.save_state()
+                self.zookeeper.wait_ready(timeout)
+            for b in self.brokers:         # launch all, then wait: start-ups overlap
+                b.launch()
+            self.save_state()
+            for b in self.brokers:
+                b.wait_ready(timeout, need_controller=False)
+            self.wait_for_controller(timeout)
+        except BaseException:
+            self.down()
+            raise
+        self.save_state()
+        return self
+
+    def wait_for_controller(self, timeout: float = 60.0) -> int:
+        live = {b.broker_id for b in self.brokers if b.alive}
+
+        def elected() -> int | None:
+            cid = self.controller_id()
+            return cid if cid in live else None
+        return wait_until(elected, timeout, "a controller to be elected")
+
+    def start_broker(self, broker_id: int, timeout: float = 90.0) -> BrokerProcess:
+        b = self.broker(broker_id)
+        if b.alive:
+            raise ClusterError(f"broker {broker_id} is already running (pid {b.pid})")
+        try:
+            b.launch()
+            self.save_state()
+            b.wait_ready(timeout)
+        except BaseException:
+            b.kill()
+            self.save_state()
+            raise
+        self.save_state()
+        return b
+
+    def kill_broker(self, broker_id: int) -> int:
+        """kill -9: no deregistration, no clean-shutdown marker (the session expires later)."""
+        b = self.broker(broker_id)
+        if not b.alive:
+            raise ClusterError(f"broker {broker_id} is not running")
+        pid = b.pid
+        b.kill()
+        self.save_state()
+        assert pid is not None
+        return pid
+
+    def stop_broker(self, broker_id: int, timeout: float = 30.0) -> int | None:
+        b = self.broker(broker_id)
+        rc = b.stop(timeout)
+        self.save_state()
+        return rc
+
+    def down(self, timeout: float = 30.0) -> list[str]:
+        """Stop everything (idempotent); returns what was stopped, for the user."""
+        stopped: list[str] = []
+        live = [b for b in self.brokers if b.alive]
+        for b in live:
+            b.terminate()
+        for b in live:
+            if not b.wait(timeout):
+                b.kill()
+                stopped.append(f"broker {b.broker_id} (killed after {timeout:.0f} s)")
+            else:
+                stopped.append(f"broker {b.broker_id}")
+        self.close_zk()
+        if self.zookeeper is not None and self.zookeeper.alive:
+            self.zookeeper.stop()
+            stopped.append("zookeeper")
+        if self.state_path.parent.exists():
+            self.save_state()
+        return stopped
+
+    def delete_data(self) -> None:
+        if any(b.alive for b in self.brokers) or (self.zookeeper is not None and self.zookeeper.alive):
+            raise ClusterError("refusing to delete the data of a running cluster")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def leftover_ports(self) -> list[int]:
+        """Ports of this cluster that still accept connections (should be none after ``down``)."""
+        ports = [b.configured_port or b.port for b in self.brokers]
+        if self.zookeeper is not None:
+            ports.append(self.zookeeper.port)
+        return [p for p in ports if p and port_in_use(p)]
+
+    # -- status ---------------------------------------------------------------------------
+    def status(self) -> ClusterStatus:
+        zk_alive = self.zookeeper.alive if self.zookeeper is not None else True
+        st = ClusterStatus(zk_alive, {b.broker_id: (b.alive, b.pid if b.alive else None, b.port)
+                                      for b in self.brokers})
+        if not zk_alive:
+            return st
+        st.registered = self.registered_ids()
+        st.controller = self.controller_id()
+        for topic in sorted(self.zk_children("/brokers/topics")):
+            data = self.zk_get(f"/brokers/topics/{topic}")
+            if data is None:
+                continue
+            assignment = json.loads(data).get("partitions", {})
+            for p, replicas in sorted(assignment.items(), key=lambda kv: int(kv[0])):
+                state = self.zk_get(f"/brokers/topics/{topic}/partitions/{p}/state")
+                leader, isr = (-1, [])
+                if state is not None:
+                    s = json.loads(state)
+                    leader, isr = s["leader"], s["isr"]
+                st.partitions.append(PartitionStatus(topic, int(p), list(replicas), leader, list(isr)))
+        return st
+
+    # -- state file -----------------------------------------------------------------------
+    def save_state(self) -> None:
+        state = {
+            "version": 1,
+            "chroot": self.chroot,
+            "external_zookeeper": self.external_zk,
+            "overrides": self.overrides,
+            "zookeeper": None if self.zookeeper is None else {"port": self.zookeeper.port, **self.zookeeper.record()},
+            "brokers": [{"id": b.broker_id, "port": b.configured_port, "bound_port": b.port,
+                         "overrides": b.overrides, **b.record()} for b in self.brokers],
+        }
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2) + "\n")
+        tmp.replace(self.state_path)
+
+    @classmethod
+    def load(cls, data_dir: str | os.PathLike[str]) -> "LocalCluster":
+        """Re-attach to the cluster whose state file is in ``data_dir``."""
+        path = Path(data_dir).resolve() / STATE_FILE
+        try:
+            state = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {path.parent} (no {STATE_FILE}); start one with `up`") from None
+        except (OSError, ValueError) as exc:
+            raise ClusterError(f"unreadable state file {path}: {exc}") from None
+        zk = state.get("zookeeper")
+        cluster = cls(path.parent, size=0, zookeeper_port=zk["port"] if zk else 0,
+                      overrides=state.get("overrides"), zookeeper_connect=state.get("external_zookeeper"),
+                      chroot=state.get("chroot", ""))
+        if zk and cluster.zookeeper is not None:
+            cluster.zookeeper.attach(zk)
+        for rec in state["brokers"]:
+            b = BrokerProcess(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0))
+            b.port = rec.get("bound_port") or rec.get("port") or None
+            b.attach(rec)
+            cluster.brokers.append(b)
+        return cluster
