@@ -47,7 +47,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         except ValueError:
             continue
         marker = _TIER_BY_DIR.get(tier)
-        if marker and not item.get_closest_marker(marker):
+        # an explicit tier marker wins (e.g. tests/docker's engine-free config checks are unit)
+        if marker and not any(item.get_closest_marker(m) for m in _TIER_BY_DIR.values()):
             item.add_marker(getattr(pytest.mark, marker))
     docker_items = [i for i in items if i.get_closest_marker("docker")]
     if docker_items:

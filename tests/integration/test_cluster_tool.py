@@ -124,3 +124,17 @@ def test_commands_without_a_cluster_fail_cleanly(tmp_path: Path) -> None:
         assert r.returncode == 1 and r.stderr.startswith("kafkalite-cluster: no cluster in"), (args, r.stderr)
     r = tool(tmp_path / "none", "down")
     assert r.returncode == 0 and "nothing running" in r.stdout
+
+
+def test_produce_consume_failover_on_local_processes(tmp_path: Path) -> None:
+    """The docker-compose scenario (tests/docker/scenario.py) on a LocalCluster of three brokers:
+    acks=all keeps working after kill -9 of a leader, and every record is read back once, in order."""
+    from kafkalite.cluster import LocalCluster
+    from tests.docker.scenario import produce_consume_failover
+
+    cluster = LocalCluster(tmp_path / "local", size=3).up()
+    try:
+        produce_consume_failover(cluster.bootstrap, cluster.kill_broker)
+    finally:
+        cluster.down()
+    assert processes_using(tmp_path / "local") == []

@@ -1,0 +1,119 @@
+"""docker/ without a Docker engine: the compose file validates with Debian's ``docker-compose
+config``, its brokers' environment renders (through the entrypoint) into configurations the broker
+accepts, with listeners that work from the host; and the entrypoint's env-to-properties rules."""
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+from kafkalite.config import BrokerConfig
+
+pytestmark = pytest.mark.unit           # no engine needed: not skipped with the docker tier
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker" / "docker-compose.yml"
+
+
+def load_entrypoint() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("kafkalite_entrypoint", ROOT / "docker" / "entrypoint.py")
+    module = importlib.util.module_from_spec(spec)
+    assert spec.loader is not None
+    spec.loader.exec_module(module)
+    return module
+
+
+entrypoint = load_entrypoint()
+
+
+def compose(*args: str, file: Path = COMPOSE) -> subprocess.CompletedProcess[str]:
+    if shutil.which("docker-compose") is None:
+        pytest.skip("docker-compose not installed (apt-get install --no-install-recommends docker-compose)")
+    return subprocess.run(["docker-compose", "-f", str(file), *args], capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def config() -> dict:
+    result = compose("config")
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def test_compose_file_is_valid(config: dict) -> None:
+    """`docker-compose config` accepts the file and it has ZooKeeper, three brokers and the Spark job."""
+    assert set(config["services"]) == {"zookeeper", "broker1", "broker2", "broker3", "spark-truck-gps"}
+    assert config["services"]["zookeeper"]["image"].startswith("zookeeper:")
+
+
+def test_validation_catches_a_broken_file(tmp_path: Path) -> None:
+    """The same check rejects a dependency on an undefined service (so the test above can fail)."""
+    broken = tmp_path / "docker-compose.yml"
+    broken.write_text(COMPOSE.read_text().replace("  zookeeper:\n    image:", "  zookeepr:\n    image:"))
+    result = compose("config", "-q", file=broken)
+    assert result.returncode != 0
+    assert "zookeeper" in result.stderr
+
+
+@pytest.mark.parametrize("name,broker_id,host_port", [("broker1", 101, 19092), ("broker2", 102, 19093),
+                                                        ("broker3", 103, 19094)])
+def test_broker_environment_renders_a_valid_config(config: dict, name: str, broker_id: int, host_port: int) -> None:
+    """Each broker's KAFKA_CFG_* environment becomes a server.properties the broker accepts: its id,
+    an INTERNAL listener advertised under its service name, an EXTERNAL one advertised on the host
+    port that is published to the container's EXTERNAL port, persistent data on a volume."""
+    service = config["services"][name]
+    env = {k: str(v) for k, v in service["environment"].items()}
+    cfg = BrokerConfig.from_properties(entrypoint.properties_from_env(env))
+    assert cfg.broker_id == broker_id
+    advertised = {ep.listener: ep for ep in cfg.advertised_listeners}
+    bound = {ep.listener: ep for ep in cfg.listeners}
+    assert set(advertised) == set(bound) == {"INTERNAL", "EXTERNAL"}
+    assert (advertised["INTERNAL"].host, advertised["INTERNAL"].port) == (name, bound["INTERNAL"].port)
+    assert (advertised["EXTERNAL"].host, advertised["EXTERNAL"].port) == ("localhost", host_port)
+    published = {int(p["published"]): int(p["target"]) for p in service["ports"]}
+    assert published == {host_port: bound["EXTERNAL"].port}
+    assert cfg["inter.broker.listener.name"] == "INTERNAL"
+    assert cfg["zookeeper.connect"] == "zookeeper:2181"
+    volumes = [v["target"] if isinstance(v, dict) else v.split(":")[1] for v in service["volumes"]]
+    assert "/var/lib/kafkalite/data" in volumes
+    assert f"{name}-data" in config["volumes"]
+
+
+def test_env_names_map_to_kafka_properties() -> None:
+    """Lower case, _ -> ., __ -> _, ___ -> -; KAFKALITE_CFG_ wins over KAFKA_CFG_; others ignored."""
+    assert entrypoint.env_to_property("BROKER_ID") == "broker.id"
+    assert entrypoint.env_to_property("LOG_RETENTION_MS") == "log.retention.ms"
+    assert entrypoint.env_to_property("A__B___C_D") == "a_b-c.d"
+    props = entrypoint.properties_from_env({"KAFKA_CFG_BROKER_ID": "1", "KAFKALITE_CFG_BROKER_ID": "2",
+                                            "KAFKA_CFG_NUM_PARTITIONS": "3", "PATH": "/bin", "KAFKA_CFG_": "x"})
+    assert props == {"broker.id": "2", "num.partitions": "3"}
+    assert entrypoint.render(props).splitlines()[1:] == ["broker.id=2", "num.partitions=3"]
+
+
+def test_entrypoint_writes_the_file_and_execs_the_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """main() writes server.properties where KAFKALITE_CONFIG says and execs kafkalite-server on it."""
+    calls = []
+    monkeypatch.setattr(entrypoint.os, "execvp", lambda f, args: calls.append(args))
+    path = tmp_path / "etc" / "server.properties"
+    env = {"KAFKALITE_CONFIG": str(path), "KAFKA_CFG_BROKER_ID": "7",
+           "KAFKA_CFG_ZOOKEEPER_CONNECT": "zk:2181", "KAFKA_CFG_LOG_DIRS": "/data"}
+    entrypoint.main([], env)
+    assert calls == [["kafkalite-server", str(path)]]
+    text = path.read_text()
+    assert "broker.id=7\n" in text and "zookeeper.connect=zk:2181\n" in text and "log.dirs=/data\n" in text
+    entrypoint.main(["sh", "-c", "true"], env)
+    assert calls[-1] == ["sh", "-c", "true"]
+
+
+def test_entrypoint_rejects_an_unknown_property(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A misspelt variable stops the container with one line naming the property (exit 1)."""
+    env = {"KAFKALITE_CONFIG": str(tmp_path / "p"), "KAFKA_CFG_ZOOKEEPER_CONNECT": "zk:2181",
+           "KAFKA_CFG_LOG_RETENSION_MS": "1000"}
+    assert entrypoint.main([], env) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "log.retension.ms" in err
+    assert not (tmp_path / "p").exists()
