@@ -1,92 +1,498 @@
-"""The demo run by ``scripts/demo``: truck positions through a local kafkalite cluster.
+"""The main demo (``bash scripts/demo``): the truck_gps scenario on a local 3-broker cluster.
 
-Trucks report their position every 20 seconds, keyed by truck id (the truck_gps example of the
-Kafka material). The demo creates ``trucks_gps`` with 10 partitions, produces a simulated day of
-positions with confluent-kafka (keys keep each truck's positions in one partition, in order),
-reads every partition back and checks it, then prints per-truck figures.
+1. A local ZooKeeper and brokers 101-103 start as plain processes (:mod:`kafkalite.cluster`).
+2. ``trucks_gps`` is created with 10 partitions and replication factor 3 (min.insync.replicas 2).
+3. Two producers send each truck's position every tick, keyed by truck id (acks=all,
+   idempotent), so a truck's positions stay in one partition, in order.
+4. A consumer group of three tracks the latest position of every truck and commits its offsets.
+5. Half-way one broker is killed with kill -9; its session expires, the controller elects new
+   leaders from the ISR, and producers and consumers carry on. The failover time is measured.
+6. The PySpark reader (when this build has it) reads the committed range and prints per-truck
+   statistics; then the killed broker is restarted and catches up; then a summary.
+
+Without consumer groups in the broker (older builds) the three consumers split the partitions
+statically and nothing is committed; without the Spark example the same statistics come from a
+plain consumer over the same range. The demo says which it did.
 """
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import logging
+import math
+import os
+import random
+import shutil
+import subprocess
 import sys
+import threading
 import time
-from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
+
 TOPIC = "trucks_gps"
+PARTITIONS = 10
+GROUP = "truck-trackers"
+GROUP_APIS = {8, 9, 10, 11, 12, 13, 14}   # OffsetCommit/Fetch, FindCoordinator, Join/Heartbeat/Leave/SyncGroup
+SPARK_EXAMPLE = "spark_integration.examples.truck_gps"
+
+
+CLIENT_LOG = logging.getLogger("kafkalite.demo.clients")
+
+
+def client_conf(**conf: Any) -> dict[str, Any]:
+    """librdkafka's own log lines (disconnects while a broker is down, ...) go to clients.log in
+    the data directory instead of cluttering the demo's progress."""
+    return {**conf, "logger": CLIENT_LOG}
+
+
+def log_clients_to(path: Path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    CLIENT_LOG.addHandler(handler)
+    CLIENT_LOG.setLevel(logging.DEBUG)
+    CLIENT_LOG.propagate = False
+
+
+def say(msg: str) -> None:
+    print(f"[demo] {msg}", flush=True)
+
+
+def broker_has_groups() -> bool:
+    """Whether this build's broker serves the consumer-group APIs (it is the broker we launch)."""
+    from kafkalite.broker.registry import HANDLERS, load_handlers
+
+    load_handlers()
+    return GROUP_APIS <= set(HANDLERS)
+
+
+# ------------------------------------------------------------------------------ trucks
+
+
+class Truck:
+    """A truck driving a random walk around its depot, reporting every 20 simulated seconds."""
+
+    def __init__(self, n: int, rng: random.Random) -> None:
+        self.id = f"truck-{n:03d}"
+        self.lat = 48.0 + rng.uniform(-2, 2)
+        self.lon = 2.0 + rng.uniform(-3, 3)
+        self.heading = rng.uniform(0, 2 * math.pi)
+        self.rng = rng
+
+    def report(self, ts_ms: int) -> dict[str, Any]:
+        speed = max(0.0, self.rng.gauss(70, 20))                  # km/h
+        self.heading += self.rng.gauss(0, 0.2)
+        km = speed * 20 / 3600
+        self.lat += km / 111.0 * math.cos(self.heading)
+        self.lon += km / (111.0 * math.cos(math.radians(self.lat))) * math.sin(self.heading)
+        return {"truck_id": self.id, "ts": ts_ms, "lat": round(self.lat, 6), "lon": round(self.lon, 6),
+                "speed_kmh": round(speed, 1)}
+
+
+def haversine_km(a: tuple[float, float], b: tuple[float, float]) -> float:
+    lat1, lon1, lat2, lon2 = map(math.radians, (*a, *b))
+    h = math.sin((lat2 - lat1) / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin((lon2 - lon1) / 2) ** 2
+    return 2 * 6371.0 * math.asin(math.sqrt(h))
+
+
+# ------------------------------------------------------------------------------ run state
+
+
+@dataclass
+class Run:
+    bootstrap: str
+    groups: bool
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    stop_consumers: threading.Event = field(default_factory=threading.Event)
+    produced: int = 0
+    delivery_errors: list[str] = field(default_factory=list)
+    seen: set[tuple[int, int]] = field(default_factory=set)        # (partition, offset) consumed
+    redelivered: int = 0
+    latest: dict[str, dict[str, Any]] = field(default_factory=dict)  # truck -> latest position
+    rebalances: dict[int, int] = field(default_factory=dict)         # member -> assignments received
+    commits: int = 0
+    positions: dict[int, int] = field(default_factory=dict)          # partition -> next offset (static mode)
+    consumer_errors: list[str] = field(default_factory=list)
+
+    @property
+    def consumed(self) -> int:
+        return len(self.seen)
+
+
+def producer_loop(run: Run, trucks: list[Truck], ticks: int, tick_s: float, start_ms: int,
+                  progress: dict[str, int]) -> None:
+    p = Producer(client_conf(**{"bootstrap.servers": run.bootstrap, "acks": "all", "enable.idempotence": True,
+                                "linger.ms": 10, "message.timeout.ms": 120000, "compression.type": "lz4"}))
+
+    def delivered(err: KafkaError | None, _msg: Any) -> None:
+        with run.lock:
+            if err is None:
+                run.produced += 1
+            else:
+                run.delivery_errors.append(str(err))
+
+    t0 = time.monotonic()
+    for tick in range(ticks):
+        for truck in trucks:
+            value = json.dumps(truck.report(start_ms + tick * 20_000)).encode()
+            while True:
+                try:
+                    p.produce(TOPIC, value, key=truck.id.encode(), timestamp=start_ms + tick * 20_000,
+                              on_delivery=delivered)
+                    break
+                except BufferError:
+                    p.poll(0.05)
+        p.poll(0)
+        progress["tick"] = max(progress.get("tick", 0), tick + 1)
+        delay = t0 + (tick + 1) * tick_s - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)        # not poll(delay): poll returns at the first delivery report
+    left = p.flush(180)
+    if left:
+        with run.lock:
+            run.delivery_errors.append(f"{left} records still unacknowledged after 180 s")
+
+
+def consumer_loop(run: Run, member: int, members: int) -> None:
+    conf = {"bootstrap.servers": run.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
+            "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
+            "client.id": f"tracker-{member}"}
+    c = Consumer(client_conf(**conf))
+
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        with run.lock:
+            run.rebalances[member] = run.rebalances.get(member, 0) + 1
+
+    if run.groups:
+        c.subscribe([TOPIC], on_assign=on_assign)
+    else:   # no group coordinator in this build: a static split of the partitions
+        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS) if p % members == member])
+    last_commit = time.monotonic()
+    try:
+        while not run.stop_consumers.is_set():
+            msgs = c.consume(500, 0.5)
+            with run.lock:
+                for m in msgs:
+                    if m.error():
+                        if not m.error().retriable() and m.error().code() != KafkaError._PARTITION_EOF:
+                            run.consumer_errors.append(str(m.error()))
+                        continue
+                    key = (m.partition(), m.offset())
+                    if key in run.seen:
+                        run.redelivered += 1          # at-least-once: re-read after a rebalance
+                        continue
+                    run.seen.add(key)
+                    run.positions[m.partition()] = max(run.positions.get(m.partition(), 0), m.offset() + 1)
+                    pos = json.loads(m.value())
+                    if pos["ts"] >= run.latest.get(pos["truck_id"], {}).get("ts", -1):
+                        run.latest[pos["truck_id"]] = pos
+            if run.groups and msgs and time.monotonic() - last_commit >= 1.0:
+                commit(run, c)
+                last_commit = time.monotonic()
+        if run.groups:
+            commit(run, c)
+    finally:
+        c.close()                                    # leaves the group at once (LeaveGroup)
+
+
+def commit(run: Run, c: Consumer) -> None:
+    try:
+        c.commit(asynchronous=False)
+        with run.lock:
+            run.commits += 1
+    except KafkaException as exc:                    # nothing new to commit, or mid-rebalance
+        if exc.args[0].code() not in (KafkaError._NO_OFFSET, KafkaError.REBALANCE_IN_PROGRESS,
+                                      KafkaError.ILLEGAL_GENERATION, KafkaError.UNKNOWN_MEMBER_ID):
+            with run.lock:
+                run.consumer_errors.append(f"commit: {exc}")
+
+
+# ------------------------------------------------------------------------------ phases
+
+
+def leaders(admin: AdminClient) -> dict[int, int]:
+    try:
+        meta = admin.list_topics(TOPIC, timeout=5)
+    except KafkaException:
+        return {}
+    t = meta.topics.get(TOPIC)
+    return {} if t is None or t.error else {p: pm.leader for p, pm in t.partitions.items()}
+
+
+def wait_failover(admin: AdminClient, victim: int, killed_at: float, result: dict[str, float]) -> None:
+    """Seconds from the kill until every partition has a live leader other than the victim."""
+    deadline = killed_at + 120
+    while time.monotonic() < deadline:
+        ls = leaders(admin)
+        if len(ls) == PARTITIONS and all(l >= 0 and l != victim for l in ls.values()):
+            result["failover_s"] = time.monotonic() - killed_at
+            return
+        time.sleep(0.1)
+
+
+def committed_range(run: Run) -> dict[int, int]:
+    """partition -> first offset not committed (the group's committed offsets, or the static
+    consumers' positions where groups are not available)."""
+    if not run.groups:
+        return {p: run.positions.get(p, 0) for p in range(PARTITIONS)}
+    c = Consumer(client_conf(**{"bootstrap.servers": run.bootstrap, "group.id": GROUP, "enable.auto.commit": False}))
+    try:
+        tps = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
+        return {tp.partition: max(tp.offset, 0) for tp in tps}
+    finally:
+        c.close()
+
+
+def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> dict[str, dict[str, Any]]:
+    """Per-truck statistics over [0, committed) with a plain consumer (used when there is no Spark reader)."""
+    c = Consumer(client_conf(**{"bootstrap.servers": bootstrap, "group.id": "demo-stats-unused",
+                                "enable.auto.commit": False}))
+    tracks: dict[str, list[dict[str, Any]]] = {}
+    try:
+        c.assign([TopicPartition(TOPIC, p, 0) for p, end in ranges.items() if end > 0])
+        remaining = {p for p, end in ranges.items() if end > 0}
+        deadline = time.monotonic() + 120
+        while remaining and time.monotonic() < deadline:
+            for m in c.consume(1000, 1.0):
+                if m.error() or m.partition() not in remaining:
+                    continue
+                if m.offset() < ranges[m.partition()]:
+                    tracks.setdefault(m.key().decode(), []).append(json.loads(m.value()))
+                if m.offset() + 1 >= ranges[m.partition()]:
+                    remaining.discard(m.partition())
+    finally:
+        c.close()
+    stats = {}
+    for truck, points in tracks.items():
+        points.sort(key=lambda p: p["ts"])
+        dist = sum(haversine_km((a["lat"], a["lon"]), (b["lat"], b["lon"])) for a, b in zip(points, points[1:]))
+        speeds = [p["speed_kmh"] for p in points]
+        stats[truck] = {"reports": len(points), "km": dist, "avg_kmh": sum(speeds) / len(speeds),
+                        "max_kmh": max(speeds), "last": (points[-1]["lat"], points[-1]["lon"])}
+    return stats
+
+
+def run_spark(bootstrap: str, timeout: float) -> bool:
+    """The PySpark example as its own process (a JVM); False when this build has none."""
+    try:
+        if importlib.util.find_spec(SPARK_EXAMPLE) is None:
+            return False
+    except ModuleNotFoundError:         # spark_integration.examples does not exist at all
+        return False
+    say(f"PySpark: python -m {SPARK_EXAMPLE} --bootstrap-server {bootstrap} (starts a local[2] Spark) ...")
+    proc = subprocess.run([sys.executable, "-m", SPARK_EXAMPLE, "--bootstrap-server", bootstrap,
+                           "--topic", TOPIC, "--group", GROUP], timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the Spark example exited with {proc.returncode}")
+    return True
+
+
+def fresh_data_dir(path: Path) -> None:
+    """Stop a previous demo cluster still running there, then start from an empty directory."""
+    if (path / STATE_FILE).exists():
+        try:
+            LocalCluster.load(path).down(10)
+        except ClusterError:
+            pass
+    elif path.exists() and any(path.iterdir()):
+        raise ClusterError(f"{path} exists and is not a demo directory; choose another --data-dir")
+    shutil.rmtree(path, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------ main
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kafkalite-demo")
-    parser.add_argument("--bootstrap-server", required=True)
-    parser.add_argument("--trucks", type=int, default=50)
-    parser.add_argument("--reports", type=int, default=2000, help="positions per truck")
-    parser.add_argument("--replication-factor", type=int, default=1)
-    args = parser.parse_args(argv)
+    ap = argparse.ArgumentParser(prog="kafkalite-demo", description=__doc__.splitlines()[0])
+    ap.add_argument("--data-dir", default="var/demo")
+    ap.add_argument("--trucks", type=int, default=40)
+    ap.add_argument("--ticks", type=int, default=300, help="reports per truck")
+    ap.add_argument("--tick-ms", type=int, default=100, help="real time between two reports of a truck")
+    ap.add_argument("--no-kill", action="store_true", help="do not kill a broker half-way")
+    ap.add_argument("--keep-running", action="store_true", help="leave the cluster running at the end")
+    ap.add_argument("--spark-timeout", type=float, default=600)
+    args = ap.parse_args(argv)
 
-    admin = AdminClient({"bootstrap.servers": args.bootstrap_server})
-    meta = admin.list_topics(timeout=10)
-    print(f"cluster: {len(meta.brokers)} brokers {sorted(meta.brokers)}, controller {meta.controller_id}")
-    if TOPIC not in meta.topics:
-        fut = admin.create_topics([NewTopic(TOPIC, 10, args.replication_factor)])[TOPIC]
-        fut.result(30)
-        print(f"created topic {TOPIC}: 10 partitions, replication factor {args.replication_factor}")
-    meta = admin.list_topics(TOPIC, timeout=10)
-    for p, pm in sorted(meta.topics[TOPIC].partitions.items()):
-        print(f"  partition {p}: leader {pm.leader} replicas {pm.replicas} isr {pm.isrs}")
-
-    producer = Producer({"bootstrap.servers": args.bootstrap_server, "linger.ms": 20, "acks": "all",
-                         "enable.idempotence": True, "compression.type": "lz4"})
-    acked: dict[int, int] = defaultdict(int)
-    start = time.monotonic()
-    day_start = 1_700_000_000_000
-
-    def delivered(err, msg) -> None:
-        if err is None:
-            acked[msg.partition()] += 1
-
-    for r in range(args.reports):
-        for t in range(args.trucks):
-            value = json.dumps({"truck": t, "lat": 48.0 + t * 0.01 + r * 1e-4, "lon": 2.0 + r * 1e-4}).encode()
-            producer.produce(TOPIC, value, key=f"truck-{t}".encode(), timestamp=day_start + r * 20_000,
-                             on_delivery=delivered)
-        producer.poll(0)
-    producer.flush(60)
-    produced = sum(acked.values())
-    took = time.monotonic() - start
-    print(f"produced {produced} positions in {took:.1f} s ({produced / took:,.0f} records/s)")
-
-    consumer = Consumer({"bootstrap.servers": args.bootstrap_server, "group.id": "demo-unused",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(10)])
-    last: dict[str, dict] = {}
-    count: dict[str, int] = defaultdict(int)
-    truck_partition: dict[str, int] = {}
-    seen = 0
-    deadline = time.monotonic() + 60
-    while seen < produced and time.monotonic() < deadline:
-        for msg in consumer.consume(1000, 1.0):
-            if msg.error():
-                raise KafkaException(msg.error())
-            key = msg.key().decode()
-            if truck_partition.setdefault(key, msg.partition()) != msg.partition():
-                print(f"ERROR: {key} appeared in two partitions", file=sys.stderr)
-                return 1
-            last[key] = json.loads(msg.value())
-            count[key] += 1
-            seen += 1
-    consumer.close()
-    print(f"consumed {seen} positions; {len(last)} trucks, each in exactly one partition")
-    for key in sorted(last, key=lambda k: int(k.split('-')[1]))[:5]:
-        print(f"  {key}: {count[key]} reports, last at lat {last[key]['lat']:.4f} lon {last[key]['lon']:.4f}")
-    if seen != produced:
-        print(f"ERROR: consumed {seen} of {produced}", file=sys.stderr)
+    data_dir = Path(args.data_dir).resolve()
+    t_start = time.monotonic()
+    cluster: LocalCluster | None = None
+    try:
+        fresh_data_dir(data_dir)
+        say(f"starting ZooKeeper and brokers 101-103 as local processes under {data_dir} ...")
+        cluster = LocalCluster(data_dir, size=3).up()
+        log_clients_to(data_dir / "clients.log")
+        bootstrap = cluster.bootstrap
+        say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
+            f"controller {cluster.controller_id()}")
+        return demo(args, cluster, bootstrap, t_start)
+    except KeyboardInterrupt:
+        say("interrupted")
+        return 130
+    except (ClusterError, KafkaException, RuntimeError, subprocess.TimeoutExpired) as exc:
+        print(f"[demo] FAILED: {exc}", file=sys.stderr)
+        if cluster is not None:
+            print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper/zookeeper.log", file=sys.stderr)
         return 1
-    print("demo OK")
-    return 0
+    finally:
+        if cluster is not None and not args.keep_running:
+            cluster.down()
+
+
+def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_start: float) -> int:
+    admin = AdminClient(client_conf(**{"bootstrap.servers": bootstrap}))
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
+    deadline = time.monotonic() + 60
+    while len(ls := leaders(admin)) < PARTITIONS or min(ls.values()) < 0:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{TOPIC} has no leader for every partition after 60 s")
+        time.sleep(0.1)
+    per_broker = {b.broker_id: sum(1 for l in ls.values() if l == b.broker_id) for b in cluster.brokers}
+    say(f"created {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2; "
+        f"leaders per broker {per_broker}")
+
+    run = Run(bootstrap, broker_has_groups())
+    if run.groups:
+        say(f"consumer group {GROUP!r}: 3 members track the latest position of each truck and commit every second")
+    else:
+        say("consumer groups: NOT in this build's broker (no FindCoordinator/JoinGroup); 3 consumers split "
+            "the partitions statically and commit nothing")
+    rng = random.Random(8)
+    trucks = [Truck(n, rng) for n in range(1, args.trucks + 1)]
+    start_ms = int(time.time() * 1000) - args.ticks * 20_000
+    progress: dict[str, int] = {}
+    halves = [trucks[0::2], trucks[1::2]]
+    producers = [threading.Thread(target=producer_loop, args=(run, h, args.ticks, args.tick_ms / 1000, start_ms, progress),
+                                  name=f"producer-{i}", daemon=True) for i, h in enumerate(halves)]
+    consumers = [threading.Thread(target=consumer_loop, args=(run, i, 3), name=f"tracker-{i}", daemon=True)
+                 for i in range(3)]
+    total = args.trucks * args.ticks
+    say(f"producing {total} positions: {args.trucks} trucks x {args.ticks} reports, 2 producers "
+        f"(acks=all, idempotent, keyed by truck id)")
+    for t in consumers + producers:
+        t.start()
+
+    victim = None
+    killed_at = 0.0
+    failover: dict[str, float] = {}
+    watcher: threading.Thread | None = None
+    last_print = 0.0
+    while any(t.is_alive() for t in producers):
+        time.sleep(0.1)
+        if not args.no_kill and victim is None and progress.get("tick", 0) >= args.ticks // 2:
+            victim = leaders(admin).get(0) or cluster.brokers[1].broker_id
+            killed_at = time.monotonic()
+            cluster.kill_broker(victim)
+            say(f"half-way: kill -9 broker {victim} (leader of {TOPIC}-0); producers and consumers carry on")
+            watcher = threading.Thread(target=wait_failover, args=(admin, victim, killed_at, failover), daemon=True)
+            watcher.start()
+        if time.monotonic() - last_print >= 2.0:
+            last_print = time.monotonic()
+            with run.lock:
+                line = (f"t={time.monotonic() - t_start:5.1f}s produced {run.produced:6d}/{total} "
+                        f"consumed {run.consumed:6d}  trucks tracked {len(run.latest):3d}")
+                if run.groups:
+                    line += f"  rebalances {max(run.rebalances.values(), default=0)}  commits {run.commits}"
+            if "failover_s" in failover:
+                line += f"  failover done in {failover['failover_s']:.1f}s"
+            elif victim is not None:
+                line += f"  broker {victim} down, waiting for new leaders"
+            say(line)
+    deadline = time.monotonic() + 120
+    while run.consumed < run.produced and time.monotonic() < deadline:
+        time.sleep(0.1)
+    run.stop_consumers.set()
+    for t in consumers:
+        t.join(60)
+    if watcher is not None:
+        watcher.join(120)
+    say(f"all producers done: {run.produced} acknowledged, {len(run.delivery_errors)} delivery errors; "
+        f"consumers read {run.consumed}")
+
+    ranges = committed_range(run)
+    committed = sum(ranges.values())
+    say(f"{'committed offsets' if run.groups else 'consumed offsets'} of {GROUP if run.groups else 'the 3 consumers'}: "
+        + " ".join(f"p{p}:{o}" for p, o in sorted(ranges.items())) + f" (total {committed})")
+    print("\nlatest position per truck (first 5, from the consumer group's view):")
+    for truck in sorted(run.latest)[:5]:
+        pos = run.latest[truck]
+        print(f"  {truck}: lat {pos['lat']:.5f} lon {pos['lon']:.5f} at {pos['speed_kmh']} km/h")
+    print(flush=True)
+
+    used_spark = run_spark(bootstrap, args.spark_timeout)
+    if not used_spark:
+        say(f"PySpark reader: NOT in this build ({SPARK_EXAMPLE} missing); per-truck statistics over the "
+            "same committed range from a plain consumer instead")
+        stats = statistics_by_consumer(bootstrap, ranges)
+        print(f"\n{'truck':<10} {'reports':>7} {'km':>8} {'avg km/h':>9} {'max km/h':>9}  last position")
+        for truck in sorted(stats)[:10]:
+            s = stats[truck]
+            print(f"{truck:<10} {s['reports']:>7} {s['km']:>8.1f} {s['avg_kmh']:>9.1f} {s['max_kmh']:>9.1f}  "
+                  f"{s['last'][0]:.4f}, {s['last'][1]:.4f}")
+        if len(stats) > 10:
+            print(f"... and {len(stats) - 10} more trucks")
+        print(flush=True)
+
+    restarted = ""
+    if victim is not None:
+        st = cluster.status()
+        urp_before = len([p for p in st.under_replicated if p.topic == TOPIC])
+        t0 = time.monotonic()
+        cluster.start_broker(victim)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if not [p for p in cluster.status().under_replicated if p.topic == TOPIC]:
+                break
+            time.sleep(0.2)
+        left = len([p for p in cluster.status().under_replicated if p.topic == TOPIC])
+        restarted = (f"restarted broker {victim}: {urp_before} under-replicated partitions -> {left} "
+                     f"after {time.monotonic() - t0:.1f} s")
+        say(restarted)
+
+    ok = (run.produced == total and not run.delivery_errors and run.consumed == run.produced
+          and not run.consumer_errors and committed == run.produced)
+    data_dir = cluster.dir
+    rel = os.path.relpath(data_dir)
+    if rel.startswith(".."):
+        rel = str(data_dir)
+    print("\n================================ summary ================================")
+    print(f"cluster              ZooKeeper {cluster.zk_connect} + brokers 101-103 ({bootstrap})")
+    print(f"topic                {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2")
+    print(f"records produced     {run.produced} of {total} acknowledged (acks=all, idempotent), "
+          f"{len(run.delivery_errors)} delivery errors")
+    print(f"records consumed     {run.consumed} distinct offsets, {run.redelivered} redelivered; "
+          f"{len(run.latest)} trucks tracked")
+    if run.groups:
+        print(f"consumer group       {GROUP}: 3 members, {max(run.rebalances.values(), default=0)} rebalances, "
+              f"{run.commits} commits, committed {committed}")
+    else:
+        print("consumer group       not available in this build (static split of partitions, nothing committed)")
+    if victim is not None:
+        fo = f"{failover['failover_s']:.1f} s" if "failover_s" in failover else "not within 120 s"
+        print(f"failover             broker {victim} killed (kill -9) half-way; every partition led by a live "
+              f"broker after {fo} (zookeeper.session.timeout.ms=6000)")
+        print(f"recovery             {restarted}")
+    print(f"statistics           {'PySpark reader' if used_spark else 'plain consumer (no Spark reader in this build)'}"
+          f" over the committed range")
+    print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper/data")
+    print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper/zookeeper.log, "
+          f"{rel}/clients.log (librdkafka)")
+    print(f"took                 {time.monotonic() - t_start:.0f} s")
+    print("explore              bash scripts/cluster --data-dir " + rel + " up     # same cluster, same data")
+    print("                     bash scripts/cluster --data-dir " + rel + " status")
+    print("                     kcat -b <bootstrap printed by up> -L")
+    print(f"                     kcat -b <bootstrap> -C -t {TOPIC} -p 0 -o -5 -e")
+    print("                     bash scripts/cluster --data-dir " + rel + " down")
+    print(f"result               {'OK' if ok else 'PROBLEMS (see above)'}")
+    for err in (run.delivery_errors + run.consumer_errors)[:5]:
+        print(f"  error: {err}")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,29 @@
+"""The main demo (``python -m kafkalite.demo``, what ``scripts/demo`` runs), shortened: it runs to
+its summary with every record acknowledged and consumed, survives the broker it kills half-way,
+and leaves no process behind."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.integration.test_cluster_tool import processes_using
+
+
+def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
+    data_dir = tmp_path / "demo"
+    r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir),
+                        "--trucks", "12", "--ticks", "60", "--tick-ms", "50"],
+                       capture_output=True, text=True, timeout=400)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert "records produced     720 of 720 acknowledged" in out
+    assert re.search(r"records consumed     720 distinct offsets", out)
+    killed = re.search(r"failover             broker (10[123]) killed \(kill -9\) half-way; every partition "
+                       r"led by a live broker after [0-9.]+ s", out)
+    assert killed, out
+    assert re.search(rf"restarted broker {killed.group(1)}: \d+ under-replicated partitions -> 0", out)
+    assert "result               OK" in out
+    assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
+    assert processes_using(data_dir) == []
