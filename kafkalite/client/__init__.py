@@ -1,0 +1,11 @@
+"""kafkalite's own blocking Kafka client (tools, perf tests, the Spark reader).
+
+Built on the project's codec (:mod:`kafkalite.protocol`) and record batch code
+(:mod:`kafkalite.records`); see CLIENT_CONTRACT.md for the core contract.
+"""
+from .cluster import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
+from .core import FetchedPartition, KafkaClient
+from .errors import ClientError, ConnectionFailed
+
+__all__ = ["ClientError", "ClusterMetadata", "ConnectionFailed", "FetchedPartition", "KafkaClient",
+           "PartitionMetadata", "TopicMetadata", "TopicPartition"]
