@@ -84,8 +84,11 @@ class SourceOptions:
         return list(self.assign)
 
 
-def parse_options(options: Mapping[str, Any], *, streaming: bool = False) -> SourceOptions:
-    """Validate ``options`` as Spark's Kafka source does for a batch or a streaming query."""
+def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False) -> SourceOptions:
+    """Validate ``options`` as Spark's Kafka source does for a batch or a streaming query.
+
+    ``streaming=None`` checks only what both share (``DataSource.schema()`` cannot tell which).
+    """
     opts = {str(k).lower(): ("" if v is None else str(v)) for k, v in options.items()}
     for key, message in _REJECTED.items():
         if key in opts:
@@ -125,7 +128,9 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool = False) -> Sou
             raise ValueError(f"Invalid regular expression for option 'subscribePattern' '{pattern}': {exc}") from None
 
     starting = _offset_spec(opts, "starting", default="latest" if streaming else "earliest")
-    if streaming:
+    if streaming is None:
+        ending = _offset_spec(opts, "ending", default="latest")
+    elif streaming:
         for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
             if key in opts:
                 raise ValueError(f"{_camel(key)} option not valid in streaming queries")
