@@ -7,12 +7,12 @@
 4. A consumer group of three tracks the latest position of every truck and commits its offsets.
 5. Half-way one broker is killed with kill -9; its session expires, the controller elects new
    leaders from the ISR, and producers and consumers carry on. The failover time is measured.
-6. The PySpark reader (when this build has it) reads the committed range and prints per-truck
+6. The PySpark reader (format "kafkalite") reads the committed range and Spark SQL computes per-truck
    statistics; then the killed broker is restarted and catches up; then a summary.
 
 Without consumer groups in the broker (older builds) the three consumers split the partitions
-statically and nothing is committed; without the Spark example the same statistics come from a
-plain consumer over the same range. The demo says which it did.
+statically and nothing is committed; without Java or PySpark (or with ``--no-spark``) the same
+statistics come from a plain consumer over the same range. The demo says which it did.
 """
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ import math
 import os
 import random
 import shutil
-import subprocess
 import sys
 import threading
 import time
@@ -41,7 +40,6 @@ TOPIC = "trucks_gps"
 PARTITIONS = 10
 GROUP = "truck-trackers"
 GROUP_APIS = {8, 9, 10, 11, 12, 13, 14}   # OffsetCommit/Fetch, FindCoordinator, Join/Heartbeat/Leave/SyncGroup
-SPARK_EXAMPLE = "spark_integration.examples.truck_gps"
 
 
 CLIENT_LOG = logging.getLogger("kafkalite.demo.clients")
@@ -250,7 +248,7 @@ def committed_range(run: Run) -> dict[int, int]:
         c.close()
 
 
-def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> dict[str, dict[str, Any]]:
+def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> list[dict[str, Any]]:
     """Per-truck statistics over [0, committed) with a plain consumer (used when there is no Spark reader)."""
     c = Consumer(client_conf(**{"bootstrap.servers": bootstrap, "group.id": "demo-stats-unused",
                                 "enable.auto.commit": False}))
@@ -274,24 +272,90 @@ def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> dict[str, 
         points.sort(key=lambda p: p["ts"])
         dist = sum(haversine_km((a["lat"], a["lon"]), (b["lat"], b["lon"])) for a, b in zip(points, points[1:]))
         speeds = [p["speed_kmh"] for p in points]
-        stats[truck] = {"reports": len(points), "km": dist, "avg_kmh": sum(speeds) / len(speeds),
-                        "max_kmh": max(speeds), "last": (points[-1]["lat"], points[-1]["lon"])}
-    return stats
+        stats[truck] = {"truck_id": truck, "reports": len(points), "km": dist, "avg_kmh": sum(speeds) / len(speeds),
+                        "max_kmh": max(speeds), "lat": points[-1]["lat"], "lon": points[-1]["lon"]}
+    return [stats[t] for t in sorted(stats)]
 
 
-def run_spark(bootstrap: str, timeout: float) -> bool:
-    """The PySpark example as its own process (a JVM); False when this build has none."""
+LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.executor.name = org.apache.spark.executor.Executor
+logger.executor.level = off
+logger.tsm.name = org.apache.spark.scheduler.TaskSetManager
+logger.tsm.level = off
+"""
+
+
+def spark_unavailable() -> str | None:
+    """Why the PySpark reader cannot run here, or None."""
+    if shutil.which("java") is None:
+        return "java not found (bash scripts/setup installs openjdk-17-jre-headless)"
+    for module in ("pyspark", "spark_integration.source"):
+        try:
+            if importlib.util.find_spec(module) is None:
+                return f"{module} not installed"
+        except ModuleNotFoundError:
+            return f"{module} not installed"
+    return None
+
+
+def spark_statistics(bootstrap: str, ranges: dict[int, int], work_dir: Path) -> list[dict[str, Any]]:
+    """The PySpark reader (``format("kafkalite")``) reads exactly the committed range
+    (``endingOffsets`` = the group's committed offsets) in a local[2] Spark; per-truck statistics
+    are computed by Spark SQL, distance with a window over each truck's positions in time order."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    (work_dir / "log4j2.properties").write_text(LOG4J)
+    from pyspark.sql import SparkSession, Window
+    from pyspark.sql import functions as F
+
+    from spark_integration import register
+
+    spark = (SparkSession.builder.master("local[2]").appName("kafkalite-demo")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "1g")
+             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{work_dir / 'log4j2.properties'}")
+             .getOrCreate())
     try:
-        if importlib.util.find_spec(SPARK_EXAMPLE) is None:
-            return False
-    except ModuleNotFoundError:         # spark_integration.examples does not exist at all
-        return False
-    say(f"PySpark: python -m {SPARK_EXAMPLE} --bootstrap-server {bootstrap} (starts a local[2] Spark) ...")
-    proc = subprocess.run([sys.executable, "-m", SPARK_EXAMPLE, "--bootstrap-server", bootstrap,
-                           "--topic", TOPIC, "--group", GROUP], timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"the Spark example exited with {proc.returncode}")
-    return True
+        register(spark)
+        ending = json.dumps({TOPIC: {str(p): o for p, o in ranges.items()}})
+        df = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", TOPIC).option("startingOffsets", "earliest")
+              .option("endingOffsets", ending).load())
+        schema = "truck_id string, ts long, lat double, lon double, speed_kmh double"
+        pos = df.select(F.from_json(F.col("value").cast("string"), schema).alias("p")).select("p.*")
+        w = Window.partitionBy("truck_id").orderBy("ts")
+        rad = F.radians
+        prev_lat, prev_lon = F.lag("lat").over(w), F.lag("lon").over(w)
+        hav = (F.pow(F.sin((rad("lat") - rad(prev_lat)) / 2), 2)
+               + F.cos(rad("lat")) * F.cos(rad(prev_lat)) * F.pow(F.sin((rad("lon") - rad(prev_lon)) / 2), 2))
+        legs = pos.withColumn("km", F.coalesce(2 * 6371.0 * F.asin(F.sqrt(hav)), F.lit(0.0)))
+        stats = (legs.groupBy("truck_id")
+                 .agg(F.count("*").alias("reports"), F.sum("km").alias("km"),
+                      F.avg("speed_kmh").alias("avg_kmh"), F.max("speed_kmh").alias("max_kmh"),
+                      F.max_by("lat", "ts").alias("lat"), F.max_by("lon", "ts").alias("lon"))
+                 .orderBy("truck_id"))
+        return [r.asDict() for r in stats.collect()]
+    finally:
+        spark.stop()
+
+
+def statistics_table(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'truck':<10} {'reports':>7} {'km':>8} {'avg km/h':>9} {'max km/h':>9}  last position")
+    for s in rows[:10]:
+        print(f"{s['truck_id']:<10} {s['reports']:>7} {s['km']:>8.1f} {s['avg_kmh']:>9.1f} {s['max_kmh']:>9.1f}  "
+              f"{s['lat']:.4f}, {s['lon']:.4f}")
+    if len(rows) > 10:
+        print(f"... and {len(rows) - 10} more trucks")
+    print(flush=True)
 
 
 def fresh_data_dir(path: Path) -> None:
@@ -317,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tick-ms", type=int, default=100, help="real time between two reports of a truck")
     ap.add_argument("--no-kill", action="store_true", help="do not kill a broker half-way")
     ap.add_argument("--keep-running", action="store_true", help="leave the cluster running at the end")
-    ap.add_argument("--spark-timeout", type=float, default=600)
+    ap.add_argument("--no-spark", action="store_true", help="statistics from a plain consumer instead of Spark")
     args = ap.parse_args(argv)
 
     data_dir = Path(args.data_dir).resolve()
@@ -335,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    except (ClusterError, KafkaException, RuntimeError, subprocess.TimeoutExpired) as exc:
+    except (ClusterError, KafkaException, RuntimeError) as exc:
         print(f"[demo] FAILED: {exc}", file=sys.stderr)
         if cluster is not None:
             print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper/zookeeper.log", file=sys.stderr)
@@ -425,19 +489,20 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         print(f"  {truck}: lat {pos['lat']:.5f} lon {pos['lon']:.5f} at {pos['speed_kmh']} km/h")
     print(flush=True)
 
-    used_spark = run_spark(bootstrap, args.spark_timeout)
-    if not used_spark:
-        say(f"PySpark reader: NOT in this build ({SPARK_EXAMPLE} missing); per-truck statistics over the "
-            "same committed range from a plain consumer instead")
-        stats = statistics_by_consumer(bootstrap, ranges)
-        print(f"\n{'truck':<10} {'reports':>7} {'km':>8} {'avg km/h':>9} {'max km/h':>9}  last position")
-        for truck in sorted(stats)[:10]:
-            s = stats[truck]
-            print(f"{truck:<10} {s['reports']:>7} {s['km']:>8.1f} {s['avg_kmh']:>9.1f} {s['max_kmh']:>9.1f}  "
-                  f"{s['last'][0]:.4f}, {s['last'][1]:.4f}")
-        if len(stats) > 10:
-            print(f"... and {len(stats) - 10} more trucks")
-        print(flush=True)
+    why_not = "--no-spark" if args.no_spark else spark_unavailable()
+    used_spark = why_not is None
+    if used_spark:
+        say("PySpark: the kafkalite data source reads the committed range in a local[2] Spark session ...")
+        t0 = time.monotonic()
+        rows = spark_statistics(bootstrap, ranges, cluster.dir)
+        say(f"Spark read {sum(r['reports'] for r in rows)} positions of {len(rows)} trucks "
+            f"in {time.monotonic() - t0:.1f} s (JVM start included)")
+    else:
+        say(f"PySpark reader unavailable ({why_not}): per-truck statistics over the same committed "
+            "range from a plain consumer instead")
+        rows = statistics_by_consumer(bootstrap, ranges)
+    statistics_table(rows)
+    spark_records = sum(r["reports"] for r in rows)
 
     restarted = ""
     if victim is not None:
@@ -456,7 +521,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         say(restarted)
 
     ok = (run.produced == total and not run.delivery_errors and run.consumed == run.produced
-          and not run.consumer_errors and committed == run.produced)
+          and not run.consumer_errors and committed == run.produced and spark_records == committed)
     data_dir = cluster.dir
     rel = os.path.relpath(data_dir)
     if rel.startswith(".."):
@@ -469,7 +534,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     print(f"records consumed     {run.consumed} distinct offsets, {run.redelivered} redelivered; "
           f"{len(run.latest)} trucks tracked")
     if run.groups:
-        print(f"consumer group       {GROUP}: 3 members, {max(run.rebalances.values(), default=0)} rebalances, "
+        print(f"consumer group       {GROUP}: 3 members, {max(run.rebalances.values(), default=0)} rebalance(s), "
               f"{run.commits} commits, committed {committed}")
     else:
         print("consumer group       not available in this build (static split of partitions, nothing committed)")
@@ -478,8 +543,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         print(f"failover             broker {victim} killed (kill -9) half-way; every partition led by a live "
               f"broker after {fo} (zookeeper.session.timeout.ms=6000)")
         print(f"recovery             {restarted}")
-    print(f"statistics           {'PySpark reader' if used_spark else 'plain consumer (no Spark reader in this build)'}"
-          f" over the committed range")
+    print(f"statistics           {spark_records} records over the committed range read by "
+          f"{'the PySpark reader (format kafkalite)' if used_spark else 'a plain consumer (' + str(why_not) + ')'}")
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper/data")
     print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper/zookeeper.log, "
           f"{rel}/clients.log (librdkafka)")

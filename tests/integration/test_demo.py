@@ -1,6 +1,6 @@
 """The main demo (``python -m kafkalite.demo``, what ``scripts/demo`` runs), shortened: it runs to
 its summary with every record acknowledged and consumed, survives the broker it kills half-way,
-and leaves no process behind."""
+and leaves no process behind. (Spark is left out here: the reader has its own tests in tests/spark.)"""
 from __future__ import annotations
 
 import re
@@ -14,7 +14,7 @@ from tests.integration.test_cluster_tool import processes_using
 def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir),
-                        "--trucks", "12", "--ticks", "60", "--tick-ms", "50"],
+                        "--trucks", "12", "--ticks", "60", "--tick-ms", "50", "--no-spark"],
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
@@ -24,6 +24,8 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
                        r"led by a live broker after [0-9.]+ s", out)
     assert killed, out
     assert re.search(rf"restarted broker {killed.group(1)}: \d+ under-replicated partitions -> 0", out)
+    assert "consumer group       truck-trackers: 3 members" in out and "committed 720" in out
+    assert "statistics           720 records over the committed range" in out
     assert "result               OK" in out
     assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
     assert processes_using(data_dir) == []
