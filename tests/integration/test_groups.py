@@ -50,6 +50,10 @@ def test_offsets_topic_created_internal_compacted_and_commits_round_trip(broker:
     assert first["error_code"] in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     c = coordinator(broker.bootstrap, "g1")
     assert (c["node_id"], f"{c['host']}:{c['port']}") == (broker.broker_id, broker.bootstrap)
+    v3 = request(broker.bootstrap, FIND, 3, {"key": "g1", "key_type": 0})         # flexible version
+    assert (v3["error_code"], v3["node_id"], v3["port"]) == (0, c["node_id"], c["port"])
+    txn = request(broker.bootstrap, FIND, 2, {"key": "tx", "key_type": 1})
+    assert txn["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE and txn["node_id"] == -1
     meta = request(broker.bootstrap, METADATA, 8, {"topics": [{"name": "__consumer_offsets"}],
                                                    "allow_auto_topic_creation": False,
                                                    "include_cluster_authorized_operations": False,

@@ -186,3 +186,46 @@ def test_kcat_balanced_consumer(cluster: Any) -> None:
     desc, committed = group_view(cluster, "kcat-group")
     assert desc["group_state"] == "Empty"         # kcat left the group on exit
     assert committed == {p: RECORDS // PARTITIONS for p in range(PARTITIONS)}
+
+
+def test_confluent_static_member_restart_keeps_assignment_without_rebalance(cluster: Any) -> None:
+    """group.instance.id (KIP-345): a static member that closes (no LeaveGroup) and comes back
+    within its session gets its partitions back under a new member id; the other member is never
+    revoked."""
+    from confluent_kafka import Consumer
+    group = "ck-static"
+    revoked: dict[str, int] = {"s-a": 0, "s-b": 0}
+
+    def member(instance: str) -> Any:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "group.instance.id": instance,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 20000, "heartbeat.interval.ms": 500})
+
+        def on_revoke(_c: Any, parts: list[Any]) -> None:
+            if parts:
+                revoked[instance] += 1
+        c.subscribe([TOPIC], on_revoke=on_revoke)
+        return c
+
+    a, b = member("s-a"), member("s-b")
+
+    def both_assigned(*cs: Any) -> bool:
+        for c in cs:
+            c.consume(100, 0.1)
+        return all(c.assignment() for c in cs) and sum(len(c.assignment()) for c in cs) == PARTITIONS
+    try:
+        wait_for(lambda: both_assigned(a, b), 60, "two static members assigned", interval=0)
+        before_a = {tp.partition for tp in a.assignment()}
+        first_ids = {m["group_instance_id"]: m["member_id"] for m in group_view(cluster, group)[0]["members"]}
+        revoked.update({"s-a": 0, "s-b": 0})
+        a.close()
+        a = member("s-a")
+        wait_for(lambda: both_assigned(a, b), 60, "the static member back", interval=0)
+        assert {tp.partition for tp in a.assignment()} == before_a
+        desc = group_view(cluster, group)[0]
+        ids = {m["group_instance_id"]: m["member_id"] for m in desc["members"]}
+        assert desc["group_state"] == "Stable" and set(ids) == {"s-a", "s-b"}
+        assert ids["s-a"] != first_ids["s-a"] and ids["s-b"] == first_ids["s-b"]
+        assert revoked["s-b"] == 0
+    finally:
+        a.close()
+        b.close()
