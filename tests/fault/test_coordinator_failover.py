@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.group_members import Member, Ownership, duplicates, processed_total, produce_numbered, report
 from tests.support.waiting import wait_for
-from tests.support.wire import request
+from tests.support.wire import request as wire_request
 
 TOPIC = "failover-group"
 GROUP = "failover-group"
@@ -20,12 +20,12 @@ RECORDS = 120_000
 
 def coordinator_of(bootstrap: str, group: str) -> int:
     def found() -> Any:
-        r = request(bootstrap, 10, 2, {"key": group, "key_type": 0})
+        r = wire_request(bootstrap, 10, 2, {"key": group, "key_type": 0})
         return r["node_id"] if r["error_code"] == 0 else None
     return wait_for(found, 60, "a coordinator")
 
 
-def test_coordinator_kill_9_group_resumes_from_committed_offsets(cluster_factory: Any) -> None:
+def test_coordinator_kill_9_group_resumes_from_committed_offsets(cluster_factory: Any, request: Any) -> None:
     cluster = cluster_factory(3, {"offsets.topic.replication.factor": "3", "min.insync.replicas": "2"})
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     wait_for(lambda: admin.list_topics(timeout=5).controller_id >= 0, 30, "a controller")
@@ -37,6 +37,7 @@ def test_coordinator_kill_9_group_resumes_from_committed_offsets(cluster_factory
     survivor = next(b for b in cluster.brokers if b.broker_id != victim)
     ownership = Ownership()
     members = [Member(f"f{i}", survivor.bootstrap, GROUP, TOPIC, ownership, commit_every=1000) for i in range(2)]
+    request.addfinalizer(lambda: [m.leave(commit=False) for m in members])    # also when an assertion fails
     for m in members:
         m.pace = 0.02
         m.start()

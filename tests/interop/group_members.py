@@ -150,9 +150,12 @@ class Member(threading.Thread):
             consumer.close()
 
     def leave(self, commit: bool = True) -> None:
+        if self.stop_flag.is_set():
+            return
         self.vanish = not commit
         self.stop_flag.set()
-        self.join(60)
+        if self.is_alive():
+            self.join(60)
 
 
 def processed_total(members: list[Member]) -> int:

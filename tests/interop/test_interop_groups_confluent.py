@@ -53,12 +53,27 @@ def test_group_of_three_then_four_then_one_leaves(cluster: Any) -> None:
     started = time.monotonic()
     for m in members:
         m.start()
+    try:
+        run_scenario(cluster, ownership, members, per_partition, started)
+    finally:
+        for m in ALL_MEMBERS:
+            m.leave(commit=False)
+        ALL_MEMBERS.clear()
+
+
+ALL_MEMBERS: list[Member] = []
+
+
+def run_scenario(cluster: Any, ownership: Ownership, members: list[Member], per_partition: dict[int, int],
+                 started: float) -> None:
+    ALL_MEMBERS.extend(members)
     times: dict[str, float] = {"initial_join_3_members_s": wait_settled(ownership, members, PARTITIONS, 60)}
     assert ownership.violations == []
 
     wait_for(lambda: processed_total(members) >= RECORDS // 4, 180, "a quarter of the records")
     fourth = Member("m3", cluster.bootstrap, "big-group", TOPIC, ownership)
     fourth.pace = 0.01
+    ALL_MEMBERS.append(fourth)
     t0 = time.monotonic()
     fourth.start()
     live = members + [fourth]
@@ -68,21 +83,25 @@ def test_group_of_three_then_four_then_one_leaves(cluster: Any) -> None:
     assert len(set(ownership.snapshot().values())) == 4
 
     wait_for(lambda: processed_total(live) >= RECORDS // 2, 180, "half of the records")
-    leaver = max(members, key=lambda m: len(m.processed))
+    owners = ownership.snapshot()
+
+    def remaining(m: Member) -> int:
+        return sum(per_partition[p] - m.position.get(p, 0) for p, who in owners.items() if who == m.member)
+    leaver = max(members, key=remaining)          # the member with the most records still ahead of it
     # from now on the leaver stops committing, then leaves without committing its tail
     mark = len(leaver.processed)
     leaver.commit_every = 10**9
-    wait_for(lambda: len(leaver.processed) >= mark + 1000, 60, "an uncommitted tail at the leaver")
+    wait_for(lambda: len(leaver.processed) >= mark + 1000, 120, "an uncommitted tail at the leaver")
     t0 = time.monotonic()
     leaver.leave(commit=False)
     uncommitted = {(p, o) for p, o in leaver.processed if o >= leaver.committed.get(p, 0)}
-    remaining = [m for m in live if m is not leaver]
-    wait_settled(ownership, remaining, PARTITIONS, 60)
+    staying = [m for m in live if m is not leaver]
+    wait_settled(ownership, staying, PARTITIONS, 60)
     times["member_leaves_s"] = time.monotonic() - t0
 
     wait_for(lambda: processed_total(live) >= RECORDS, 300, "every record processed")
     times["consume_300k_total_s"] = time.monotonic() - started
-    for m in remaining:
+    for m in staying:
         m.leave(commit=True)
 
     assert ownership.violations == []
