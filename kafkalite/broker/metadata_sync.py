@@ -45,6 +45,8 @@ class MetadataSync:
         self.topic_watches: dict[str, list[Any]] = {}
         self.state_watches: dict[tuple[str, int], Any] = {}
         self.deleting: set[str] = set()
+        #: broker id -> czxid of its live registration znode: Kafka's broker epoch.
+        self.broker_epochs: dict[int, int] = {}
         self.loaded = False
 
     @defer.inlineCallbacks
@@ -78,13 +80,16 @@ class MetadataSync:
     def _brokers_changed(self, children: list[str]) -> None:
         ids = {int(c) for c in children if c.isdigit()}
         for gone in set(self.broker_watches) - ids:
-            self.broker_watches.pop(gone).cancel()
+            watch = self.broker_watches.pop(gone)
+            if watch is not None:
+                watch.cancel()
+            self.broker_epochs.pop(gone, None)
             if self.cache.brokers.pop(gone, None) is not None:
                 log.info("broker %d left the cluster", gone)
                 self._emit(Change("brokers"))
         for new in ids - set(self.broker_watches):
             self.broker_watches[new] = None
-            d = self.zk.watch_data(BrokerRegistration.path(new), lambda data, stat, b=new: self._broker_data(b, data))
+            d = self.zk.watch_data(BrokerRegistration.path(new), lambda data, stat, b=new: self._broker_data(b, data, stat))
             d.addCallback(self._keep_watch, self.broker_watches, new)
             d.addErrback(lambda f, b=new: log.warning("cannot watch broker %d: %s", b, f.value))
 
@@ -95,8 +100,9 @@ class MetadataSync:
         else:          # removed meanwhile
             watch.cancel()
 
-    def _broker_data(self, broker_id: int, data: bytes | None) -> None:
+    def _broker_data(self, broker_id: int, data: bytes | None, stat: Any = None) -> None:
         if data is None:
+            self.broker_epochs.pop(broker_id, None)
             if self.cache.brokers.pop(broker_id, None) is not None:
                 self._emit(Change("brokers"))
             return
@@ -106,6 +112,8 @@ class MetadataSync:
             log.warning("unreadable registration of broker %d: %s", broker_id, exc)
             return
         known = broker_id in self.cache.brokers
+        if stat is not None:
+            self.broker_epochs[broker_id] = int(stat.czxid)
         self.cache.brokers[broker_id] = BrokerInfo(
             broker_id, {ep.listener_name: (ep.host, ep.port) for ep in reg.endpoints}, reg.rack)
         if not known:

@@ -3,8 +3,11 @@
 Start-up follows Kafka's order: logs are recovered before anything else (blocking, before the
 reactor runs: there is nothing to serve yet), then ZooKeeper is connected, the listeners are
 bound, and only then is ``/brokers/ids/<id>`` registered, so a registered broker always serves.
-Shutdown reverses it: stop accepting, answer waiting requests, close the ZooKeeper session (our
-ephemeral registration vanishes at once), flush and close the logs with a clean-shutdown marker.
+Shutdown reverses it: first, with ``controlled.shutdown.enable``, the broker stops following
+and asks the controller to move its leaderships away while it still serves (Kafka's
+ControlledShutdown); then it stops accepting, answers waiting requests, closes the ZooKeeper
+session (our ephemeral registration vanishes at once), flushes and closes the logs with a
+clean-shutdown marker.
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ from kafkalite.config import BrokerConfig, Endpoint, render
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.ops import Updated
-from kafkalite.errors import KafkaError
+from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.group.offsets_topic import OffsetsTopic
+from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
@@ -68,7 +72,8 @@ class KafkaBroker:
         self.sync = MetadataSync(self.zk, self.metadata, self.on_metadata_change)
         self.controller = Controller(self.broker_id, self.zk, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
-                                     lambda t: self.topic_config(t)["unclean.leader.election.enable"])
+                                     lambda t: self.topic_config(t)["unclean.leader.election.enable"],
+                                     config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
         self.offsets_topic = OffsetsTopic(self)      # group coordinator + __consumer_offsets
@@ -79,6 +84,7 @@ class KafkaBroker:
         self.loops: list[task.LoopingCall] = []
         self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
+        self.broker_epoch = -1               # czxid of our registration znode
         registry.load_handlers()
 
     # -- configuration -----------------------------------------------------------------------------
@@ -114,7 +120,8 @@ class KafkaBroker:
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         advertised = self._listen()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), now_ms(), rack=self.config["broker.rack"])
-        yield self.kafka_zk.register_broker(registration)
+        self.broker_epoch = yield self.kafka_zk.register_broker(registration)
+        self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
         self._start_loops()
@@ -178,6 +185,10 @@ class KafkaBroker:
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint()
 
+    def _reregistered(self, path: str, czxid: int) -> None:
+        if path.endswith(f"/{self.broker_id}"):
+            self.broker_epoch = czxid
+
     def _session_state(self, state: Any) -> None:
         log.info("ZooKeeper session %s", getattr(state, "value", state))
         if getattr(state, "name", "") == "LOST":
@@ -189,6 +200,11 @@ class KafkaBroker:
             return
         self.stopping = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.config["controlled.shutdown.enable"] and self.sync.loaded:
+            try:
+                yield self._controlled_shutdown()
+            except Exception:
+                log.exception("controlled shutdown failed")
         for loop in self.loops:
             if loop.running:
                 loop.stop()
@@ -206,6 +222,61 @@ class KafkaBroker:
         self._checkpoint()
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
+
+    # -- controlled shutdown -----------------------------------------------------------------------
+    @defer.inlineCallbacks
+    def _controlled_shutdown(self) -> Any:
+        """Kafka's ``KafkaServer.controlledShutdown``: up to ``controlled.shutdown.max.retries``
+        attempts, ``controlled.shutdown.retry.backoff.ms`` apart, to have the controller move our
+        leaderships away; then wait until our own view shows them gone, so clients get
+        NOT_LEADER_OR_FOLLOWER and re-route rather than a closed socket. We stop following first:
+        a leader must not add us back to an ISR the controller just took us out of."""
+        self.fetchers.shutdown()
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
+        for attempt in range(1, retries + 1):
+            try:
+                code, remaining = yield self._ask_controller_to_shut_down()
+            except Exception as exc:
+                code, remaining = None, []
+                log.info("controlled shutdown attempt %d failed: %s", attempt, exc)
+            if code == ErrorCode.NONE and not remaining:
+                log.info("controlled shutdown succeeded (attempt %d)", attempt)
+                yield self._leaderships_gone(max(backoff, 2.0))
+                return True
+            if code is not None:
+                log.info("controlled shutdown attempt %d: %s, %d partition(s) still led here", attempt,
+                         ErrorCode(code).name, len(remaining))
+            if attempt < retries:
+                yield task.deferLater(self.reactor, backoff, lambda: None)
+        log.warning("proceeding to an unclean shutdown: all %d controlled shutdown attempts failed", retries)
+        return False
+
+    @defer.inlineCallbacks
+    def _ask_controller_to_shut_down(self) -> Any:
+        controller = self.metadata.controller_id
+        if controller == self.broker_id and self.controller.active:
+            result = yield self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
+            return result
+        endpoint = self._endpoint_of(controller) if controller >= 0 else None
+        if endpoint is None:
+            raise KafkaError(f"no reachable controller (controller id {controller})")
+        timeout = self.config["controller.socket.timeout.ms"] / 1000.0
+        conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout)
+        try:
+            resp = yield conn.request(7, 3, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
+        finally:
+            conn.close()
+        return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
+
+    @defer.inlineCallbacks
+    def _leaderships_gone(self, limit_s: float) -> Any:
+        """Wait (bounded) until the state watches have told us that we lead no replicated partition."""
+        deadline = self.reactor.seconds() + limit_s
+        while self.reactor.seconds() < deadline:
+            if not any(p.is_leader and len(p.replicas) > 1 for p in self.replica_manager.partitions.values()):
+                return
+            yield task.deferLater(self.reactor, 0.01, lambda: None)
 
     # -- metadata changes --------------------------------------------------------------------------
     def on_metadata_change(self, change: Change) -> None:

@@ -5,19 +5,27 @@ resulting writes one by one, each fenced: a multi-op that first checks ``/contro
 still at the version our election produced, so a deposed controller cannot overwrite its
 successor (zookeeper-layout.md §2). A state write that loses on the znode version is simply
 recomputed when the watch delivers the newer state.
+
+Controlled shutdown (ControlledShutdown API 7, or a local call when the stopping broker is the
+controller itself) adds the broker to ``shutting_down`` and answers once a reconciliation round
+that started afterwards has written the new leaders, with the replicated partitions it still
+leads. Auto leader rebalance runs every ``leader.imbalance.check.interval.seconds`` inside the
+same serialised rounds, so all controller writes go through one fenced path.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable
 
-from twisted.internet import defer
+from twisted.internet import defer, task
+from twisted.python.failure import Failure
 
 from kafkalite.broker.metadata_cache import MetadataCache
 from kafkalite.broker.partition import PartitionState
 from kafkalite.controller import decisions
 from kafkalite.coordination.errors import BadVersionError, NoNodeError, NodeExistsError, TransactionFailedError
-from kafkalite.coordination.ops import CheckOp, CreateOp, SetDataOp
+from kafkalite.coordination.ops import CheckOp, CreateOp, DeleteOp, SetDataOp
+from kafkalite.errors import ErrorCode
 from zk_schema import paths
 from zk_schema.admin import DeleteTopicsZNode
 from zk_schema.config import TopicConfigZNode
@@ -29,7 +37,9 @@ log = logging.getLogger(__name__)
 
 class Controller:
     def __init__(self, broker_id: int, zk: Any, kafka_zk: Any, cache: MetadataCache,
-                 deleting: Callable[[], set[str]], unclean: Callable[[str], bool]) -> None:
+                 deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
+                 config: Any = None, reactor: Any = None,
+                 broker_epochs: Callable[[], dict[int, int]] = dict) -> None:
         self.broker_id = broker_id
         self.zk = zk                  # coordination.ZooKeeperClient
         self.kafka_zk = kafka_zk      # Kafka-domain operations (election)
@@ -42,7 +52,16 @@ class Controller:
         self.running = False
         self.dirty = False
         self.electing = False
-        self.shutting_down: set[int] = set()
+        self.config = config
+        self.reactor = reactor
+        self.broker_epochs = broker_epochs     # broker id -> czxid of its registration (its epoch)
+        #: Brokers in controlled shutdown -> their broker epoch when they asked (-1 unknown); an
+        #: entry goes when that registration does (the broker stopped, or came back as a new epoch).
+        self.shutting_down: dict[int, int] = {}
+        self.rebalance_due = False
+        self.rebalance_loop: task.LoopingCall | None = None
+        self._next_round: list[defer.Deferred] = []     # waiting for a round not yet started
+        self._this_round: list[defer.Deferred] = []     # waiting for the running round
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -61,6 +80,7 @@ class Controller:
         if result.won:
             self.active, self.epoch, self.epoch_zk_version = True, result.epoch, result.epoch_zk_version
             log.info("broker %d is the controller (epoch %d)", self.broker_id, result.epoch)
+            self._start_rebalance_loop()
             self.reconcile()
 
     def on_controller_changed(self) -> None:
@@ -75,6 +95,67 @@ class Controller:
         if self.active:
             log.info("broker %d resigns as controller: %s", self.broker_id, why)
         self.active = False
+        self.shutting_down.clear()
+        if self.rebalance_loop is not None and self.rebalance_loop.running:
+            self.rebalance_loop.stop()
+        self.rebalance_loop = None
+        waiting, self._next_round = self._next_round, []
+        for d in waiting:
+            d.callback(None)
+
+    # -- controlled shutdown ---------------------------------------------------------------------
+    @defer.inlineCallbacks
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> Any:
+        """Move ``broker_id``'s leaderships away and take it out of every ISR (Kafka's
+        ``doControlledShutdown``); fires (error code, [(topic, partition)] it still leads)."""
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        if broker_id not in self.cache.brokers and broker_id != self.broker_id:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        known = self.broker_epochs().get(broker_id, -1)
+        if broker_epoch >= 0 and known >= 0 and broker_epoch < known:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        self.shutting_down[broker_id] = broker_epoch if broker_epoch >= 0 else known
+        log.info("controlled shutdown of broker %d requested", broker_id)
+        yield self.next_round()
+        if not self.active:
+            return ErrorCode.NOT_CONTROLLER, []
+        remaining = sorted(k for k, s in self.cache.states.items()
+                           if s.leader == broker_id and k[0] in self.cache.topics
+                           and len(self.cache.topics[k[0]].assignment.get(k[1], ())) > 1)
+        log.info("controlled shutdown of broker %d: %d replicated partition(s) still led by it",
+                 broker_id, len(remaining))
+        return ErrorCode.NONE, remaining
+
+    def next_round(self) -> defer.Deferred:
+        """Fires when a reconciliation round that starts after this call has finished."""
+        d: defer.Deferred = defer.Deferred()
+        self._next_round.append(d)
+        self.reconcile()
+        return d
+
+    def _forget_stopped(self) -> None:
+        """Drop shutting-down brokers whose registration is gone or is a newer epoch."""
+        epochs = self.broker_epochs()
+        for b, epoch in list(self.shutting_down.items()):
+            if b == self.broker_id:
+                continue
+            if b not in self.cache.brokers or (epoch >= 0 and epochs.get(b, epoch) != epoch):
+                del self.shutting_down[b]
+
+    # -- auto leader rebalance -------------------------------------------------------------------
+    def _start_rebalance_loop(self) -> None:
+        if self.config is None or self.reactor is None or not self.config["auto.leader.rebalance.enable"]:
+            return
+        loop = task.LoopingCall(self._rebalance_tick)
+        loop.clock = self.reactor
+        loop.start(self.config["leader.imbalance.check.interval.seconds"], now=False).addErrback(
+            lambda f: log.error("leader rebalance check failed: %s", f.value))
+        self.rebalance_loop = loop
+
+    def _rebalance_tick(self) -> None:
+        self.rebalance_due = True
+        self.reconcile()
 
     # -- reconciliation --------------------------------------------------------------------------
     def reconcile(self) -> None:
@@ -86,11 +167,17 @@ class Controller:
             return
         self.running = True
         self.dirty = False
+        self._this_round, self._next_round = self._next_round, []
         d = self._round()
 
-        def done(_: Any) -> None:
+        def done(result: Any) -> None:
             self.running = False
-            if self.dirty and self.active:
+            waiting, self._this_round = self._this_round, []
+            for w in waiting:
+                w.callback(None)
+            if isinstance(result, Failure):
+                log.error("controller round failed: %s", result.getTraceback())
+            if (self.dirty or self._next_round) and self.active:
                 self.reconcile()
         d.addBoth(done)
 
@@ -101,10 +188,16 @@ class Controller:
         # An active controller is alive by definition, even while its own re-registration after
         # a new ZooKeeper session has not reached the watch yet.
         live = set(self.cache.brokers) | {self.broker_id}
-        actions = decisions.plan(live,
-                                 {t: i.assignment for t, i in self.cache.topics.items()},
-                                 states, self.deleting(),
-                                 self.epoch, self.unclean, self.shutting_down)
+        self._forget_stopped()
+        assignments = {t: i.assignment for t, i in self.cache.topics.items()}
+        actions: list[decisions.Action] = decisions.plan(live, assignments, states, self.deleting(),
+                                                         self.epoch, self.unclean, set(self.shutting_down))
+        if self.rebalance_due:
+            self.rebalance_due = False
+            touched = {(a.topic, a.partition) for a in actions if not isinstance(a, decisions.DeleteTopic)}
+            actions += decisions.preferred_leader_actions(
+                live, assignments, states, self.deleting(), self.epoch, set(self.shutting_down),
+                self.config["leader.imbalance.per.broker.percentage"], touched)
         for action in actions:
             if not self.active:
                 return
@@ -152,11 +245,33 @@ class Controller:
             log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, action.state.leader,
                      list(action.state.isr), action.state.leader_epoch, action.reason)
         elif isinstance(action, decisions.DeleteTopic):
-            yield self.zk.multi([self._guard(), CheckOp(DeleteTopicsZNode.path(action.topic), -1)])
-            for path in (TopicZNode.path(action.topic), TopicConfigZNode.path(action.topic),
-                         DeleteTopicsZNode.path(action.topic)):
+            for attempt in range(3):
+                ops: list[Any] = [self._guard(), CheckOp(DeleteTopicsZNode.path(action.topic), -1)]
+                for path in (TopicZNode.path(action.topic), TopicConfigZNode.path(action.topic)):
+                    ops += [DeleteOp(p, -1) for p in (yield self._subtree_bottom_up(path))]
+                ops.append(DeleteOp(DeleteTopicsZNode.path(action.topic), -1))
                 try:
-                    yield self.zk.delete_recursive(path)
-                except NoNodeError:
-                    pass
+                    yield self.zk.multi(ops)
+                    break
+                except TransactionFailedError as exc:
+                    # A node appeared or vanished under us (NotEmpty/NoNode): re-list and retry;
+                    # a failed epoch check is re-raised so the round resigns.
+                    if self._fenced(exc) or attempt == 2:
+                        raise
             log.info("deleted topic %s", action.topic)
+
+    @defer.inlineCallbacks
+    def _subtree_bottom_up(self, root: str) -> Any:
+        """``root`` and every descendant, children before parents (one fenced multi deletes them
+        all: Kafka wraps its recursive topic deletion in the controller-epoch check too)."""
+        found: list[str] = []
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            try:
+                children = yield self.zk.get_children(path)
+            except NoNodeError:
+                continue
+            found.append(path)
+            todo += [f"{path}/{c}" for c in children]
+        return list(reversed(found))

@@ -11,8 +11,15 @@ states, deletion requests). It returns ZooKeeper writes that bring the cluster t
   offline (``OfflinePartitionLeaderElectionStrategy``);
 * a dead broker still in the ISR of a partition it does not lead is removed from the ISR
   (never below one member), leader_epoch + 1;
-* a broker shutting down in a controlled way gives up its leaderships the same way;
+* a broker shutting down in a controlled way gives up its leaderships to the first replica in
+  assignment order that is alive, in the ISR and not shutting down, and leaves every ISR
+  (``ControlledShutdownLeaderElectionStrategy``; never unclean);
 * a topic queued in ``/admin/delete_topics`` is removed.
+
+:func:`preferred_leader_actions` is the auto-rebalance step (``auto.leader.rebalance.enable``):
+leadership goes back to the preferred (first assigned) replica when it is alive and in the ISR,
+for brokers whose share of preferred partitions led by others exceeds
+``leader.imbalance.per.broker.percentage``.
 
 Because the step is a function of the current state, a controller that lost a race or restarted
 simply runs it again; each write is conditional on the znode version it was computed from.
@@ -95,7 +102,9 @@ def plan(live_brokers: Iterable[int],
                 continue
             leader_gone = state.leader not in live or state.leader in leaving
             if leader_gone:
-                choice = elect_leader(replicas, state.isr, live, unclean(topic), leaving)
+                # A controlled shutdown never elects an out-of-sync replica: the leader is alive.
+                allow_unclean = state.leader not in live and unclean(topic)
+                choice = elect_leader(replicas, state.isr, live, allow_unclean, leaving)
                 if choice is None:
                     if state.leader != -1 and state.leader not in live:
                         actions.append(UpdateState(topic, p, State(-1, state.leader_epoch + 1, state.isr,
@@ -114,4 +123,39 @@ def plan(live_brokers: Iterable[int],
                     actions.append(UpdateState(topic, p, State(state.leader, state.leader_epoch + 1, isr,
                                                                controller_epoch), state.zk_version,
                                                f"replicas {dead_in_isr} left the ISR"))
+    return actions
+
+
+def preferred_leader_actions(live_brokers: Iterable[int],
+                             assignments: Mapping[str, Mapping[int, Sequence[int]]],
+                             states: Mapping[tuple[str, int], State],
+                             deleting: Iterable[str],
+                             controller_epoch: int,
+                             shutting_down: Iterable[int] = (),
+                             imbalance_percentage: int = 10,
+                             skip: Iterable[tuple[str, int]] = ()) -> list[UpdateState]:
+    """Kafka's ``checkAndTriggerAutoLeaderRebalance``: per preferred broker, if the share of its
+    preferred partitions led by someone else exceeds ``imbalance_percentage``, elect it for those
+    where it is alive (and not shutting down) and in the ISR; ISR unchanged, leader_epoch + 1."""
+    live = set(live_brokers) - set(shutting_down)
+    doomed, skipped = set(deleting), set(skip)
+    by_preferred: dict[int, list[tuple[str, int]]] = {}
+    for topic in sorted(assignments):
+        if topic in doomed:
+            continue
+        for p, replicas in sorted(assignments[topic].items()):
+            if replicas:
+                by_preferred.setdefault(replicas[0], []).append((topic, p))
+    actions: list[UpdateState] = []
+    for broker, keys in sorted(by_preferred.items()):
+        elsewhere = [k for k in keys if k in states and states[k].leader != broker]
+        if len(elsewhere) / len(keys) <= imbalance_percentage / 100.0 or broker not in live:
+            continue
+        for key in elsewhere:
+            state = states[key]
+            if key in skipped or broker not in state.isr:
+                continue
+            actions.append(UpdateState(key[0], key[1], State(broker, state.leader_epoch + 1, state.isr,
+                                                             controller_epoch), state.zk_version,
+                                       f"preferred replica {broker} is back in the ISR"))
     return actions

@@ -205,11 +205,14 @@ class ReplicaFetcherManager:
         self.endpoint_of = endpoint_of
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.leader_of: dict[tuple[str, int], int] = {}
+        #: Set by shutdown(): a stopping broker follows nobody any more (a leader must not add it
+        #: back to an ISR the controller just took it out of).
+        self.closed = False
 
     def follow(self, part: Any, leader_id: int) -> None:
         """(Re)start following ``part`` from ``leader_id``; always truncates first (new epoch)."""
         self.unfollow(part.key)
-        if leader_id < 0:
+        if leader_id < 0 or self.closed:
             return
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
@@ -228,6 +231,7 @@ class ReplicaFetcherManager:
                 del self.fetchers[leader]
 
     def shutdown(self) -> None:
+        self.closed = True
         for fetcher in self.fetchers.values():
             fetcher.stop()
         self.fetchers.clear()

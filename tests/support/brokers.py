@@ -50,6 +50,9 @@ class BrokerProcess:
             "log.dirs": str(self.dir / "data"),
             "zookeeper.connect": self.cluster.zk_connect,
             "zookeeper.session.timeout.ms": "6000",
+            # a whole-cluster stop leaves the last brokers nowhere to move leaderships: keep its
+            # controlled-shutdown retries short (Kafka default 5000 ms)
+            "controlled.shutdown.retry.backoff.ms": "200",
             "offsets.topic.replication.factor": "1",
             "offsets.topic.num.partitions": "5",
             "group.initial.rebalance.delay.ms": "0",

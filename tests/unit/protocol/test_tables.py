@@ -35,7 +35,7 @@ def _packaged() -> dict:
 def test_packaged_tables_are_regenerated_output() -> None:
     """Running the generator now gives exactly the shipped file (no hand edits, not stale)."""
     gen = _load_generator()
-    assert gen.build_tables(DESCRIPTORS) == _packaged()
+    assert gen.build_tables(DESCRIPTORS, gen.LOCAL_DESCRIPTORS) == _packaged()
 
 
 @needs_descriptors
@@ -43,8 +43,8 @@ def test_every_descriptor_field_is_in_the_tables() -> None:
     """Independent walk of the raw descriptors (full-line comments dropped): every message,
     valid range, field name, type and version range appears in the loaded tables."""
     tables = load_tables()
-    files = sorted(DESCRIPTORS.glob("*.json"))
-    assert len(files) == len(tables.messages) == 50
+    files = _load_generator().descriptor_files(DESCRIPTORS, _load_generator().LOCAL_DESCRIPTORS)
+    assert len(files) == len(tables.messages) >= 50
 
     def walk(raw_fields: list, spec_fields: tuple, commons: dict) -> int:
         assert [f["name"] for f in raw_fields] == [f.name for f in spec_fields]

@@ -1,0 +1,24 @@
+"""ControlledShutdown (key 7): a stopping broker asks the controller to move its leaderships.
+
+Served by the controller only (others answer NOT_CONTROLLER so the caller re-reads who the
+controller is, as Kafka's brokers do). The answer comes once the new leaders and ISRs are
+written to ZooKeeper; ``remaining_partitions`` lists the replicated partitions the broker still
+leads (no other in-sync replica could take them), which makes the caller retry after
+``controlled.shutdown.retry.backoff.ms``. Version 0 (non-standard header) is not served.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+
+
+@api(7, 1, 3)
+@defer.inlineCallbacks
+def handle_controlled_shutdown(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    code, remaining = yield ctx.broker.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
+    return {"error_code": int(code),
+            "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
