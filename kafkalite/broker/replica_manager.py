@@ -35,6 +35,9 @@ class ReplicaManager:
         self.partition_exists = partition_exists   # is the partition in the cluster's metadata?
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.fetchers: Any = None                   # replication.ReplicaFetcherManager, set by the broker
+        #: Called with the Partition after each role change or removal (the group coordinator
+        #: loads/unloads __consumer_offsets partitions from here).
+        self.role_listeners: list[Callable[[Partition], None]] = []
 
     # -- lookups ---------------------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -74,7 +77,15 @@ class ReplicaManager:
             if self.fetchers is not None and (new_term or key not in self.fetchers.leader_of):
                 self.fetchers.follow(part, state.leader)
         self.purgatory.check(key)
+        self._notify_role(part)
         return part
+
+    def _notify_role(self, part: Partition) -> None:
+        for listener in self.role_listeners:
+            try:
+                listener(part)
+            except Exception:
+                log.exception("%s-%d: role listener failed", part.topic, part.index)
 
     def update_config(self, topic: str, log_config: Any) -> None:
         for (t, _), part in self.partitions.items():
@@ -85,6 +96,7 @@ class ReplicaManager:
         for key in [k for k in self.partitions if k[0] == topic]:
             part = self.partitions.pop(key)
             part.state = None
+            self._notify_role(part)
             if self.fetchers is not None:
                 self.fetchers.unfollow(key)
             self.purgatory.check(key)
@@ -94,9 +106,10 @@ class ReplicaManager:
 
     # -- produce ---------------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: Any, acks: int, produce_version: int,
-               now_ms: int) -> tuple[Partition, Any]:
-        """Validate and append one partition's batches as leader; raises KafkaError subclasses."""
-        if topic in INTERNAL_TOPICS:
+               now_ms: int, internal: bool = False) -> tuple[Partition, Any]:
+        """Validate and append one partition's batches as leader; raises KafkaError subclasses.
+        ``internal``: the broker itself writes (group coordinator), internal topics allowed."""
+        if topic in INTERNAL_TOPICS and not internal:
             raise KafkaError(f"clients may not write to internal topic {topic}", ErrorCode.INVALID_TOPIC_EXCEPTION)
         part = self.leader(topic, index)
         if records is None or len(records) == 0:

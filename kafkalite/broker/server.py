@@ -30,6 +30,7 @@ from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.ops import Updated
 from kafkalite.errors import KafkaError
+from kafkalite.group.offsets_topic import OffsetsTopic
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
@@ -78,6 +79,8 @@ class KafkaBroker:
                                      lambda t: self.topic_config(t)["unclean.leader.election.enable"])
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
+        self.offsets_topic = OffsetsTopic(self)      # group coordinator + __consumer_offsets
+        self.replica_manager.role_listeners.append(self.offsets_topic.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         self.creating: set[str] = set()
@@ -123,6 +126,7 @@ class KafkaBroker:
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
         self._start_loops()
+        self.offsets_topic.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 
@@ -208,6 +212,7 @@ class KafkaBroker:
             yield port.stopListening()
         for factory in self.factories:
             factory.close_all()
+        self.offsets_topic.stop()
         self.purgatory.complete_all()
         self.fetchers.shutdown()
         self.controller.resign("shutting down")

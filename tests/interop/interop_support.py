@@ -269,25 +269,9 @@ def chunks(seq: list[Any], n: int) -> Iterable[list[Any]]:
         yield seq[i:i + size]
 
 
-def broker_serves(api_key: int) -> bool:
-    """Whether kafkalite's handler registry serves (and so advertises) an API key."""
-    from kafkalite.broker import registry
-    if not registry.HANDLERS:
-        registry.load_handlers()
-    return api_key in registry.HANDLERS
-
-
-FIND_COORDINATOR = 10
-
-
 def librdkafka_codec_check(broker: Any, topic: str, codec: str) -> None:
     """Assert the batches on disk use ``codec``. librdkafka (kcat and confluent-kafka alike) turns
     its LZ4 feature on only if the broker advertises FindCoordinator (its proxy for "Kafka >=
-    0.10"), and otherwise silently sends lz4 batches uncompressed. While kafkalite has no group
-    coordinator that is what must happen (FINDINGS.md F1): asserted, then reported as xfail."""
-    import pytest
+    0.10"); kafkalite serves it, so lz4 must arrive as lz4 (FINDINGS.md F1, resolved)."""
     on_disk = codecs_on_disk(broker, topic)
-    if codec == "lz4" and not broker_serves(FIND_COORDINATOR):
-        assert set(on_disk) == {CODEC_IDS["none"]}, on_disk
-        pytest.xfail("librdkafka sends lz4 uncompressed until FindCoordinator is advertised (FINDINGS F1)")
     assert set(on_disk) == {CODEC_IDS[codec]}, on_disk

@@ -70,6 +70,9 @@ def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
             elif allow_create and name not in INTERNAL_TOPICS:
                 broker.auto_create_topic(name)
                 entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+            elif allow_create and name == "__consumer_offsets":
+                broker.offsets_topic.ensure_topic()      # Kafka creates it when named, with its settings
+                entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
             else:
                 entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         topics.append(entry)

@@ -1,0 +1,41 @@
+"""FindCoordinator (key 10): which broker coordinates a group.
+
+The coordinator of a group is the leader of its ``__consumer_offsets`` partition
+(``kafkalite.group.hashing``). The first request creates the topic; until a leader exists the
+answer is COORDINATOR_NOT_AVAILABLE (retriable). Transactional ids (key type 1) have no
+coordinator here: no transactions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode
+
+GROUP_KEY, TXN_KEY = 0, 1
+
+
+def _error(code: ErrorCode, message: str) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
+            "node_id": -1, "host": "", "port": -1}
+
+
+@api(10, 0, 3)
+def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    key_type = req.get("key_type", GROUP_KEY) if ctx.api_version >= 1 else GROUP_KEY
+    if key_type == TXN_KEY:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
+    if key_type != GROUP_KEY:
+        return _error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    offsets = ctx.broker.offsets_topic
+    if not offsets.exists():
+        offsets.ensure_topic()
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is being created")
+    node = offsets.coordinator_node(req["key"])
+    info = ctx.broker.metadata.brokers.get(node)
+    endpoint = info.endpoint(ctx.listener) if info is not None else None
+    if endpoint is None:
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader")
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node,
+            "host": endpoint[0], "port": endpoint[1]}

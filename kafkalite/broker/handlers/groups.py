@@ -1,0 +1,95 @@
+"""The classic group protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
+DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+
+Each handler translates wire fields to the coordinator (``kafkalite.group.coordinator``) and its
+answer back; JoinGroup and SyncGroup return Deferreds that fire when the rebalance gets there
+(the connection serves nothing else meanwhile, as Kafka mutes it).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode
+
+
+def _coordinator(ctx: RequestContext) -> Any:
+    return ctx.broker.offsets_topic.coordinator
+
+
+def _client_host(ctx: RequestContext) -> str:
+    host = ctx.conn.peer.rpartition(":")[0] or "?"
+    return "/" + host                 # Kafka's InetAddress.toString form
+
+
+@api(11, 0, 5)
+def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    v = ctx.api_version
+    session = req["session_timeout_ms"]
+    rebalance = req["rebalance_timeout_ms"] if v >= 1 else session
+    d = _coordinator(ctx).join_group(
+        req["group_id"], req["member_id"], req.get("group_instance_id") if v >= 5 else None, v >= 4,
+        ctx.client_id or "", _client_host(ctx), rebalance, session, req["protocol_type"],
+        [(p["name"], p["metadata"]) for p in req["protocols"]])
+
+    def response(r: dict[str, Any]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "error_code": r["error_code"], "generation_id": r["generation_id"],
+                "protocol_type": r["protocol_type"], "protocol_name": r["protocol_name"] or "",
+                "leader": r["leader"], "member_id": r["member_id"], "members": r["members"]}
+    return d.addCallback(response)
+
+
+@api(14, 0, 3)
+def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    v = ctx.api_version
+    assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
+    d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
+                                     req.get("group_instance_id") if v >= 3 else None, assignments,
+                                     req.get("protocol_type"), req.get("protocol_name"))
+    return d.addCallback(lambda r: {"throttle_time_ms": 0, "error_code": r[0], "assignment": r[1],
+                                    "protocol_type": r[2], "protocol_name": r[3]})
+
+
+@api(12, 0, 3)
+def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    error = _coordinator(ctx).heartbeat(req["group_id"], req["member_id"],
+                                        req.get("group_instance_id") if ctx.api_version >= 3 else None,
+                                        req["generation_id"])
+    return {"throttle_time_ms": 0, "error_code": int(error)}
+
+
+@api(13, 0, 3)
+def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if ctx.api_version >= 3:
+        leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
+    else:
+        leaving = [(req["member_id"], None)]
+    error, results = _coordinator(ctx).leave_group(req["group_id"], leaving)
+    if ctx.api_version < 3:        # one member: its error is the answer's
+        if not error and results:
+            error = results[0]
+        return {"throttle_time_ms": 0, "error_code": int(error), "members": []}
+    members = [{"member_id": m, "group_instance_id": i, "error_code": int(e)} for (m, i), e in zip(leaving, results)]
+    return {"throttle_time_ms": 0, "error_code": int(error), "members": members if not error else []}
+
+
+@api(15, 0, 4)
+def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    coordinator = _coordinator(ctx)
+    return {"throttle_time_ms": 0, "groups": [coordinator.describe_group(g) for g in req["groups"]]}
+
+
+@api(16, 0, 2)
+def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    error, groups = _coordinator(ctx).list_groups()
+    return {"throttle_time_ms": 0, "error_code": int(error),
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
+                        "group_type": "classic"} for g in groups]}
+
+
+@api(42, 0, 1)
+def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    d = _coordinator(ctx).delete_groups(list(req["groups_names"]))
+    return d.addCallback(lambda results: {"throttle_time_ms": 0, "results": [
+        {"group_id": g, "error_code": int(e)} for g, e in results.items()]})

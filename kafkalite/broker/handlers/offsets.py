@@ -1,0 +1,67 @@
+"""OffsetCommit (key 8) and OffsetFetch (key 9): committed offsets of a group.
+
+Commits are checked against the group's generation and member (stale generations get
+ILLEGAL_GENERATION) and answered only after the records are replicated in ``__consumer_offsets``.
+The metadata string round-trips (null is stored as ""). OffsetFetch with ``topics`` null (v2+)
+returns every partition the group has an offset for.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode
+from kafkalite.group.state import OffsetAndMetadata
+
+
+@api(8, 2, 7)
+def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    v = ctx.api_version
+    now = ctx.now_ms
+    retention = req.get("retention_time_ms", -1) if v <= 4 else -1
+    cache = ctx.broker.metadata
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for topic in req["topics"]:
+        for p in topic["partitions"]:
+            tp = (topic["name"], p["partition_index"])
+            order.append(tp)
+            if not cache.partition_exists(*tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1) if v >= 6 else -1,
+                                            p["committed_metadata"] or "", now,
+                                            now + retention if retention >= 0 else None)
+    coordinator = ctx.broker.offsets_topic.coordinator
+    d = coordinator.commit_offsets(req["group_id"], req["member_id"], req.get("group_instance_id") if v >= 7 else None,
+                                   req["generation_id_or_member_epoch"], offsets) if offsets else None
+
+    def response(results: dict[tuple[str, int], ErrorCode] | None) -> dict[str, Any]:
+        merged = {**errors, **(results or {})}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for t, p in order:
+            topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged[(t, p)])})
+        return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    if d is None:
+        return response(None)
+    return d.addCallback(response)
+
+
+@api(9, 1, 5)
+def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    v = ctx.api_version
+    requested = req["topics"]
+    wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
+    error, found = ctx.broker.offsets_topic.coordinator.fetch_offsets(req["group_id"], wanted)
+    if error and v >= 2:
+        return {"throttle_time_ms": 0, "topics": [], "error_code": int(error)}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (t, p), om in (found.items() if not error else ((tp, None) for tp in wanted or [])):
+        topics.setdefault(t, []).append({
+            "partition_index": p, "committed_offset": om.offset if om else -1,
+            "committed_leader_epoch": om.leader_epoch if om else -1, "metadata": om.metadata if om else "",
+            "error_code": int(error)})
+    return {"throttle_time_ms": 0, "error_code": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

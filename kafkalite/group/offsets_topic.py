@@ -1,0 +1,160 @@
+"""``__consumer_offsets`` for the coordinator: creation, replicated writes, loading on leadership.
+
+This is the I/O half of the group coordinator (the logic is in :mod:`kafkalite.group.coordinator`).
+The topic is created lazily with Kafka's settings (``offsets.topic.*``, ``cleanup.policy=compact``).
+Writes are ordinary batches appended as leader through the replica manager and answered once the
+high watermark covers them (``offsets.commit.required.acks=-1``) or ``offsets.commit.timeout.ms``
+passes, so a new leader of the partition has every acknowledged commit. When this broker becomes
+leader of an offsets partition it replays the partition into the coordinator; reading the log runs
+in a worker thread (a big partition would stall the reactor), and group requests for that
+partition answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Losing leadership unloads the groups.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from twisted.internet import defer, task, threads
+
+from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.group.coordinator import GroupConfig, GroupCoordinator
+from kafkalite.records.builder import build_batch
+from kafkalite.records.record import iter_records
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+class OffsetsTopic:
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.coordinator = GroupCoordinator(GroupConfig.from_broker(broker.config), broker.reactor, self,
+                                            self.partition_count)
+        self.led: dict[int, int] = {}           # offsets partition -> leader epoch we loaded it in
+        self.creating = False
+        self.expiry: task.LoopingCall | None = None
+
+    # -- topic -----------------------------------------------------------------------------------
+    def partition_count(self) -> int:
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        if info is not None and info.assignment:
+            return len(info.assignment)
+        return self.config["offsets.topic.num.partitions"]
+
+    def exists(self) -> bool:
+        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        return info is not None and not info.deleting
+
+    def ensure_topic(self) -> None:
+        """Create the topic on first use (FindCoordinator, Metadata naming it). Fewer live brokers
+        than ``offsets.topic.replication.factor`` fails, and callers keep answering 15."""
+        if self.creating or self.exists():
+            return
+        overrides = {"cleanup.policy": "compact", "compression.type": "producer",
+                     "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        try:
+            assignment, overrides = self.broker.admin.plan_topic(
+                OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
+                self.config["offsets.topic.replication.factor"], [], overrides)
+        except KafkaError as exc:
+            log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, exc)
+            return
+        self.creating = True
+        d = self.broker.admin.create_topic(OFFSETS_TOPIC, assignment, overrides)
+        d.addErrback(lambda f: log.info("creation of %s: %s", OFFSETS_TOPIC, f.value))
+        d.addBoth(lambda _: setattr(self, "creating", False))
+
+    def coordinator_node(self, group_id: str) -> int:
+        """Broker id leading the group's partition, or -1."""
+        if not self.exists():
+            return -1
+        return self.broker.metadata.leader_of(OFFSETS_TOPIC, self.coordinator.partition_of(group_id))
+
+    # -- writes (GroupStore) -----------------------------------------------------------------------
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
+        now = int(time.time() * 1000)
+        batch = build_batch((now, k, v, ()) for k, v in entries)
+        acks = self.config["offsets.commit.required.acks"]
+        try:
+            part, result = self.broker.replica_manager.append(OFFSETS_TOPIC, partition, batch, acks, 8, now,
+                                                              internal=True)
+        except KafkaError as exc:
+            return defer.succeed(exc.code)
+        if acks != -1:
+            return defer.succeed(ErrorCode.NONE)
+        needed = result.last_offset + 1
+
+        def ready() -> bool:
+            return part.high_watermark >= needed or not part.is_leader
+
+        def finish(timed_out: bool) -> ErrorCode:
+            if not part.is_leader:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if part.high_watermark < needed:
+                return ErrorCode.REQUEST_TIMED_OUT
+            return ErrorCode.NONE
+
+        if ready():
+            return defer.succeed(finish(False))
+        return self.broker.purgatory.watch([part.key], self.config["offsets.commit.timeout.ms"], ready, finish)
+
+    # -- leadership ------------------------------------------------------------------------------
+    def on_partition_role(self, part: Any) -> None:
+        """ReplicaManager listener: load on becoming leader (new epoch), unload on losing it."""
+        if part.topic != OFFSETS_TOPIC:
+            return
+        p = part.index
+        leading = part.state is not None and part.is_leader
+        if leading and self.led.get(p) == part.leader_epoch:
+            return
+        if p in self.led:
+            del self.led[p]
+            self.coordinator.unload(p)
+            log.info("%s-%d: unloaded (no longer leader)", OFFSETS_TOPIC, p)
+        if leading:
+            epoch = part.leader_epoch
+            self.led[p] = epoch
+            self.coordinator.begin_load(p)
+            end = part.log.log_end_offset
+            d = threads.deferToThread(self._read_partition, part.log, end)
+            d.addCallback(self._loaded, part, p, epoch)
+            d.addErrback(lambda f: log.error("%s-%d: loading failed: %s", OFFSETS_TOPIC, p, f.value))
+
+    def _read_partition(self, plog: Any, end: int) -> list[tuple[bytes, bytes | None]]:
+        """Worker thread: every (key, value) from log start to ``end``, in log order."""
+        entries: list[tuple[bytes, bytes | None]] = []
+        offset = plog.log_start_offset
+        chunk = self.config["offsets.load.buffer.size"]
+        while offset < end:
+            res = plog.read(offset, chunk, max_offset=end, min_one_batch=True)
+            if res.last_offset < 0:
+                break
+            for rec in iter_records(res.records, min_offset=offset):
+                if rec.key is not None:
+                    entries.append((rec.key, rec.value))
+            offset = res.last_offset + 1
+        return entries
+
+    def _loaded(self, entries: list[tuple[bytes, bytes | None]], part: Any, p: int, epoch: int) -> None:
+        if self.led.get(p) != epoch:
+            return                  # leadership changed while we were reading
+        started = time.monotonic()
+        self.coordinator.complete_load(p, entries)
+        log.info("%s-%d: loaded %d record(s) in %.3f s", OFFSETS_TOPIC, p, len(entries), time.monotonic() - started)
+
+    # -- expiry ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self.expiry = task.LoopingCall(self.coordinator.expire_offsets)
+        self.expiry.clock = self.broker.reactor
+        self.expiry.start(self.config["offsets.retention.check.interval.ms"] / 1000.0, now=False).addErrback(
+            lambda f: log.error("offset expiry failed: %s", f.value))
+
+    def stop(self) -> None:
+        if self.expiry is not None and self.expiry.running:
+            self.expiry.stop()
+        for p in list(self.led):
+            self.coordinator.unload(p)
+        self.led.clear()
