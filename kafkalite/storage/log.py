@@ -16,7 +16,10 @@ Thread-safety: every method except :meth:`flush` must be called from one owner t
 broker's reactor). :meth:`flush` may run on any other thread at the same time: it holds the log's
 lock only to write buffered index entries and duplicate file descriptors, fsyncs those duplicates
 without the lock (so appends and reads continue), then advances the recovery point unless a
-truncation happened meanwhile. Mutating methods take the same lock.
+truncation happened meanwhile. Mutating methods take the same lock, and so does :meth:`read`, so
+reads from a worker thread (loading ``__consumer_offsets``) are safe too. The log cleaner
+(cleaner.py) reads through :meth:`cleaning_view`'s duplicated fds and swaps its segments in with
+:meth:`replace_segments` on the owner thread.
 """
 from __future__ import annotations
 
@@ -330,6 +333,12 @@ class PartitionLog:
         one segment per call. Raises OffsetOutOfRangeError outside [log start, log end]. The bytes
         are one pread of one contiguous range, returned as a memoryview.
         """
+        # The lock (uncontended on the reactor: an RLock acquire) makes reads from other threads
+        # safe against the cleaner's segment swap and retention closing segment files.
+        with self._lock:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> ReadResult:
         log_end = self._next_offset
         log_start = self.log_start_offset
         if offset < log_start or offset > log_end:

@@ -167,3 +167,88 @@ def test_keyless_records_on_a_compacted_topic_get_invalid_record(cluster_factory
     assert p.flush(30) == 0
     assert results["keyless"] is not None and results["keyless"].code() == INVALID_RECORD, results
     assert results["keyed"] is None and results["plain"] is None, results
+
+
+REPORT = Path(__file__).resolve().parents[2] / "var" / "test-reports" / "compaction.json"
+
+
+def offsets_topic_files(b: Any) -> tuple[int, int]:
+    """(bytes, segments) of every __consumer_offsets partition log on the broker."""
+    logs = list((Path(b.dir) / "data").glob("__consumer_offsets-*/*.log"))
+    return sum(f.stat().st_size for f in logs), len(logs)
+
+
+def fully_cleaned(b: Any) -> bool:
+    """Every offsets partition with inactive segments has been cleaned up to its active segment."""
+    data = Path(b.dir) / "data"
+    cp_path = data / "cleaner-offset-checkpoint"
+    checkpoints = {}
+    if cp_path.exists():
+        for line in cp_path.read_text().splitlines()[2:]:
+            topic, part, offset = line.split(" ")
+            checkpoints[(topic, int(part))] = int(offset)
+    for d in data.glob("__consumer_offsets-*"):
+        bases = sorted(int(f.name[:20]) for f in d.glob("*.log"))
+        if len(bases) > 1 and checkpoints.get(("__consumer_offsets", int(d.name.rsplit("-", 1)[1]))) != bases[-1]:
+            return False
+    return True
+
+
+def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) -> None:
+    """4 groups commit 300 times each (3 partitions per commit) through confluent-kafka with the
+    cleaner off; the broker restarts with it on; the __consumer_offsets logs shrink to a fraction
+    and every group still fetches its last committed offsets. Figures go to
+    var/test-reports/compaction.json."""
+    import json
+    from confluent_kafka import Consumer, TopicPartition
+
+    overrides = {"log.cleaner.enable": "false", "log.cleaner.backoff.ms": "100",
+                 "log.segment.delete.delay.ms": "0", "offsets.topic.segment.bytes": "16384"}
+    cluster = cluster_factory(1, overrides)
+    b = cluster.brokers[0]
+    wait_controller(b)
+    topic = f"committed-{uuid.uuid4().hex[:6]}"
+    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": topic, "num_partitions": 3, "replication_factor": 1,
+                                                   "assignments": [], "configs": []}],
+                                        "timeout_ms": 15000, "validate_only": False})
+    assert resp["topics"][0]["error_code"] == 0, resp
+    groups = [f"group-{g}-{uuid.uuid4().hex[:4]}" for g in range(4)]
+    commits = 300
+
+    def committed(group: str) -> list[int]:
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            return [tp.offset for tp in c.committed([TopicPartition(topic, p) for p in range(3)], timeout=30)]
+        finally:
+            c.close()
+
+    for g, group in enumerate(groups):
+        c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            for i in range(commits):
+                c.commit(offsets=[TopicPartition(topic, p, 1000 * g + i + p) for p in range(3)], asynchronous=False)
+        finally:
+            c.close()
+    final = {group: [1000 * g + commits - 1 + p for p in range(3)] for g, group in enumerate(groups)}
+    for group in groups:
+        assert committed(group) == final[group]
+    assert b.stop() == 0
+    bytes_before, segments_before = offsets_topic_files(b)
+
+    b.overrides["log.cleaner.enable"] = "true"
+    b.start()
+    wait_for(lambda: fully_cleaned(b), 60, "the cleaner to compact every __consumer_offsets partition", interval=0.2)
+    bytes_after, segments_after = offsets_topic_files(b)
+    for group in groups:
+        assert wait_for(lambda g=group: committed(g) == final[g] or None, 30, f"{group}'s offsets after compaction")
+    assert bytes_after < bytes_before / 4, (bytes_before, bytes_after)
+    figures = {"__consumer_offsets": {
+        "groups": len(groups), "commits_per_group": commits, "partitions_per_commit": 3,
+        "offset_records_written": len(groups) * commits * 3,
+        "bytes_before": bytes_before, "bytes_after": bytes_after,
+        "segments_before": segments_before, "segments_after": segments_after,
+        "ratio": round(bytes_after / bytes_before, 4)}}
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(figures, indent=2) + "\n")
+    print(f"\n__consumer_offsets: {bytes_before} bytes in {segments_before} segments -> "
+          f"{bytes_after} bytes in {segments_after} segments ({len(groups)} groups x {commits} commits)")
