@@ -234,8 +234,9 @@ class PartitionLog:
         InvalidProducerEpochError; gap -> OutOfOrderSequenceError), then offsets and
         ``leader_epoch`` are stamped into the headers in place and, for LogAppendTime topics, the
         timestamp. Follower path: the batches keep their offsets and epochs, which must continue
-        the log exactly (else UnexpectedAppendOffsetError). Either way the bytes go to the active
-        segment (rolled first when needed) with one write.
+        the log without going back (else UnexpectedAppendOffsetError); gaps, which a compacted
+        leader's log has, are kept. Either way the bytes go to the active segment (rolled first
+        when needed) with one write.
         """
         if not infos:
             raise ValueError("append needs at least one batch")
@@ -273,7 +274,8 @@ class PartitionLog:
                 first = infos[0].base_offset
                 expected = self._next_offset
                 for info in infos:
-                    if info.base_offset != expected:
+                    # offsets may jump (a compacted leader's batches have gaps), never go back
+                    if info.base_offset < expected:
                         raise UnexpectedAppendOffsetError(
                             f"follower append at offset {info.base_offset}, log expects {expected}")
                     expected = info.base_offset + info.last_offset_delta + 1

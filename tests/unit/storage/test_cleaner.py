@@ -395,3 +395,26 @@ def test_a_crash_at_every_step_of_the_swap_loses_nothing(tmp_path, monkeypatch):
             break
         n += 1
     assert n >= 6, "every rename of a multi-group swap was exercised"
+
+
+def test_a_follower_replicates_a_compacted_log_with_its_offset_gaps(tmp_path):
+    """A follower fetching a cleaned leader log from offset 0 (batches with gaps between them,
+    rewritten and empty batches) appends it unchanged and ends at the same log end offset."""
+    lm = open_manager(tmp_path)
+    leader = lm.get_or_create("t", 0)
+    produce(leader, keyed([(b"a", b"1"), (b"b", b"1")], producer_id=3, producer_epoch=0, base_sequence=0))
+    model = Model()
+    random_updates(model, leader, random.Random(11), 150, keys=10)
+    LogCleaner(lm, clock=Clock()).clean_once()
+    follower = lm.get_or_create("t", 1)
+    offset = 0
+    while offset < leader.log_end_offset:
+        r = leader.read(offset, 4096)
+        buf = bytearray(r.records)
+        infos, _ = scan_valid_prefix(buf, 0, verify_crc=True)
+        follower.append(buf, infos, leader_epoch=-1, now_ms=0, assign_offsets=False)
+        offset = r.last_offset + 1
+    assert follower.log_end_offset == leader.log_end_offset
+    follower.high_watermark = follower.log_end_offset
+    assert [(r.offset, r.key, r.value) for r in all_records(follower)] == \
+        [(r.offset, r.key, r.value) for r in all_records(leader)]
