@@ -143,6 +143,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics"),
     ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0)),
     ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0)),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1)),
+    ConfigKey("log.cleaner.io.buffer.size", "int", 524288, "Accepted for compatibility: cleaned batches are written in 1 MiB chunks", at_least(0)),
     ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", None, True),
     ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000, "Keep tombstones this long", at_least(0), True),
     ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, "Never compact records younger than this", at_least(0), True),

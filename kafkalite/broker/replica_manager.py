@@ -12,8 +12,9 @@ from typing import Any, Callable
 from kafkalite.broker.partition import Partition, PartitionError, PartitionState
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.config import BrokerConfig
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError
 from kafkalite.records.batch import validate_batches
+from kafkalite.records.record import decode_batch
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +118,8 @@ class ReplicaManager:
         infos = validate_batches(records, max_batch_bytes=cfg["max.message.bytes"])
         if produce_version < 7 and any(i.compression == ZSTD for i in infos):
             raise KafkaError("zstd needs Produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+        if "compact" in cfg["cleanup.policy"]:
+            _require_keys(records, infos, topic, index)
         result = part.append_as_leader(records, infos, now_ms, acks, cfg["min.insync.replicas"])
         self.purgatory.check(part.key)
         return part, result
@@ -132,3 +135,13 @@ class ReplicaManager:
         if fetch_offset >= upper:
             return part, None
         return part, part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+
+
+def _require_keys(records: Any, infos: list[Any], topic: str, index: int) -> None:
+    """Kafka's LogValidator: a compacted topic refuses records without a key (INVALID_RECORD).
+    Only compacted topics pay for decoding their records; the CRCs were checked just before."""
+    for info in infos:
+        for rec in decode_batch(records, info, verify_crc=False):
+            if rec.key is None:
+                raise InvalidRecordError(
+                    f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")

@@ -38,6 +38,7 @@ from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
+from kafkalite.storage.cleaner import LogCleaner
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 from zk_schema.topics import PartitionState as StateZNode
@@ -61,6 +62,13 @@ class KafkaBroker:
         self.log_manager = LogManager(config.log_dirs, self.log_config(None))
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
+        self.cleaner: LogCleaner | None = None
+        if config["log.cleaner.enable"] and config["log.cleaner.threads"] > 0:
+            # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
+            # the reactor (the logs' owner thread) through blockingCallFromThread
+            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
+                                      threads=config["log.cleaner.threads"], clock=now_ms,
+                                      owner_call=lambda fn: threads.blockingCallFromThread(reactor, fn))
         self.replica_manager = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
                                               self.topic_config, now_ms, self.metadata.partition_exists)
         self.admin = TopicAdmin(self)
@@ -163,6 +171,10 @@ class KafkaBroker:
         every(self.config["log.retention.check.interval.ms"], self._retention)
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self._shrink_isrs)
+        if self.cleaner is not None:
+            for i in range(self.config["log.cleaner.threads"]):
+                every(max(self.config["log.cleaner.backoff.ms"], 1),
+                      lambda name=f"cleaner-{i}": self._off_reactor(name, self.cleaner.run))
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(now_ms())))
@@ -175,7 +187,9 @@ class KafkaBroker:
             return None
         d = threads.deferToThread(work)
         d.addErrback(lambda f: log.error("%s failed: %s", name, f.value))
-        d.addBoth(lambda _: self.background.pop(name, None))
+        # (returning the popped Deferred itself would chain d onto itself: the LoopingCall would
+        # wait for ever and the job would run once)
+        d.addBoth(lambda _: self.background.pop(name, None) and None)
         self.background[name] = d
         return d
 
@@ -205,6 +219,8 @@ class KafkaBroker:
                 yield self._controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed")
+        if self.cleaner is not None:
+            self.cleaner.shutdown()         # a running pass stops at its next batch
         for loop in self.loops:
             if loop.running:
                 loop.stop()

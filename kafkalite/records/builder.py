@@ -16,7 +16,7 @@ import struct
 from typing import Iterable, Sequence
 
 from kafkalite.records.batch import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE,
+    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
 )
 from kafkalite.records.compression import Codec, compress
@@ -42,16 +42,19 @@ class BatchBuilder:
     ``log_append_time`` builds a LogAppendTime batch (attribute bit 3, maxTimestamp = that time),
     which only a broker does. ``producer_id``/``producer_epoch``/``base_sequence`` make the batch
     idempotent; ``transactional`` and ``control`` set attribute bits 4 and 5.
+    ``delete_horizon_ms`` (the log cleaner only, KIP-534) sets attribute bit 6 and makes that
+    time the batch's baseTimestamp; record timestamps stay exact (their deltas are taken from it).
     """
 
     __slots__ = ("_buf", "_codec", "_level", "_count", "_base_ts", "_max_ts", "_last_delta", "_built",
                  "_producer_id", "_producer_epoch", "_base_sequence", "_attributes", "_log_append_time",
-                 "_base_offset", "_leader_epoch")
+                 "_base_offset", "_leader_epoch", "_horizon")
 
     def __init__(self, *, compression: int = Codec.NONE, compression_level: int | None = None,
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
                  transactional: bool = False, control: bool = False, log_append_time: int | None = None,
-                 base_offset: int = 0, partition_leader_epoch: int = -1) -> None:
+                 base_offset: int = 0, partition_leader_epoch: int = -1,
+                 delete_horizon_ms: int | None = None) -> None:
         codec = Codec(compression)   # ValueError for ids outside 0-4
         if not -1 <= producer_id <= INT64_MAX:
             raise ValueError(f"producer id {producer_id} out of range")
@@ -71,7 +74,11 @@ class BatchBuilder:
         self._producer_epoch = producer_epoch
         self._base_sequence = base_sequence
         self._attributes = (int(codec) | (TIMESTAMP_TYPE_MASK if log_append_time is not None else 0)
-                            | (TRANSACTIONAL_MASK if transactional else 0) | (CONTROL_MASK if control else 0))
+                            | (TRANSACTIONAL_MASK if transactional else 0) | (CONTROL_MASK if control else 0)
+                            | (DELETE_HORIZON_MASK if delete_horizon_ms is not None else 0))
+        self._horizon = delete_horizon_ms
+        if delete_horizon_ms is not None:
+            self._base_ts = delete_horizon_ms
         self._log_append_time = log_append_time
         self._base_offset = base_offset
         self._leader_epoch = partition_leader_epoch
@@ -111,8 +118,10 @@ class BatchBuilder:
         if not INT64_MIN <= timestamp <= INT64_MAX:
             raise ValueError(f"timestamp {timestamp} does not fit an int64")
         if self._count == 0:
-            self._base_ts = self._max_ts = timestamp
-            ts_delta = 0
+            if self._horizon is None:
+                self._base_ts = timestamp
+            self._max_ts = timestamp
+            ts_delta = timestamp - self._base_ts
         else:
             ts_delta = timestamp - self._base_ts
             if timestamp > self._max_ts:
@@ -180,16 +189,21 @@ class BatchBuilder:
         self._last_delta = offset_delta
         return offset_delta
 
-    def build(self) -> bytearray:
+    def build(self, last_offset_delta: int | None = None) -> bytearray:
         """Finish the batch: compress, write the header and CRC; returns the whole batch.
 
         The builder is spent afterwards. An empty batch is refused: producers never send one and
-        a zero ``recordsCount`` is invalid on produce.
+        a zero ``recordsCount`` is invalid on produce. ``last_offset_delta`` (the log cleaner)
+        keeps a rewritten batch's original last offset, hence its producer's last sequence.
         """
         if self._built:
             raise RuntimeError("build() called twice")
         if self._count == 0:
             raise ValueError("a record batch needs at least one record")
+        if last_offset_delta is None:
+            last_offset_delta = self._last_delta
+        elif not self._last_delta <= last_offset_delta <= INT32_MAX:
+            raise ValueError(f"last offset delta {last_offset_delta} is below the last record's {self._last_delta}")
         buf = self._buf
         if self._codec:
             mv = memoryview(buf)
@@ -203,7 +217,7 @@ class BatchBuilder:
             buf += packed
         max_ts = self._max_ts if self._log_append_time is None else self._log_append_time
         _HEADER.pack_into(buf, 0, self._base_offset, len(buf) - LOG_OVERHEAD, self._leader_epoch, 2, 0,
-                          self._attributes, self._last_delta, self._base_ts, max_ts, self._producer_id,
+                          self._attributes, last_offset_delta, self._base_ts, max_ts, self._producer_id,
                           self._producer_epoch, self._base_sequence, self._count)
         with memoryview(buf) as mv:
             with mv[ATTRIBUTES_OFFSET:] as covered:

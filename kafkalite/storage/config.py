@@ -21,7 +21,6 @@ LOG_APPEND_TIME = "LogAppendTime"
 NON_STORAGE_PROPERTIES = frozenset({
     "compression.type", "min.insync.replicas", "unclean.leader.election.enable",
     "message.timestamp.difference.max.ms", "message.downconversion.enable", "message.format.version",
-    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "max.compaction.lag.ms", "delete.retention.ms",
     "preallocate", "segment.jitter.ms", "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas",
 })
@@ -37,6 +36,16 @@ def _long(lo: int, hi: int = LONG_MAX) -> Callable[[str, str], int]:
             raise ValueError(f"{name}={value} is out of range [{lo}, {hi}]")
         return value
     return parse
+
+
+def _ratio(name: str, text: str) -> float:
+    try:
+        value = float(text.strip())
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name}={value} is out of range [0, 1]")
+    return value
 
 
 def _choice(*allowed: str) -> Callable[[str, str], str]:
@@ -69,6 +78,11 @@ _PROPERTIES: dict[str, tuple[str, Callable[[str, str], Any]]] = {
     "max.message.bytes": ("max_message_bytes", _long(0, INT_MAX)),
     "cleanup.policy": ("cleanup_policy", _cleanup_policy),
     "file.delete.delay.ms": ("file_delete_delay_ms", _long(0)),
+    # log compaction (cleaner.py)
+    "delete.retention.ms": ("delete_retention_ms", _long(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _long(0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _long(1)),
 }
 
 
@@ -88,6 +102,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     cleanup_policy: str = "delete"
     file_delete_delay_ms: int = 60000
+    delete_retention_ms: int = 86400000      # tombstones stay this long after the cleaner first saw them
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     def __post_init__(self) -> None:
         # Re-validate typed construction through the same parsers as from_properties.
@@ -121,3 +139,8 @@ class LogConfig:
     def delete_enabled(self) -> bool:
         """Time/size retention applies only when the cleanup policy includes delete."""
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        """The log cleaner compacts the log (cleanup.policy compact or compact,delete)."""
+        return "compact" in self.cleanup_policy.split(",")

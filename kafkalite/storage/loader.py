@@ -9,7 +9,11 @@ What a crash (kill -9, power loss) can leave behind, and what happens to it:
 * indexes that lag, are torn, corrupt or missing: rebuilt from the log (always for recovered
   segments; for trusted segments when the sanity check fails);
 * ``*.deleted`` (retention/truncation that was not finished), ``*.tmp`` (checkpoint or snapshot
-  being written), ``*.cleaned``/``*.swap`` (a compaction in progress): removed;
+  being written): removed;
+* a compaction interrupted mid-swap (cleaner.py, Kafka's protocol): ``*.cleaned`` files (the swap
+  had not begun) are removed, and so is any ``.swap`` at or above the lowest ``.cleaned`` base; a
+  ``<base>.log.swap`` left otherwise had fully replaced the segments it covers: those old segments
+  are deleted, the swap file becomes ``<base>.log`` and its indexes are rebuilt;
 * index files without a ``.log``: removed.
 
 After a clean shutdown (the caller says so, from the log dir's ``.kafka_cleanshutdown`` marker)
@@ -28,7 +32,10 @@ from kafkalite.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, 
 log = logging.getLogger(__name__)
 
 _SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
-_STRAY_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+_STRAY_SUFFIXES = (DELETED_SUFFIX, ".tmp")
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+_TEMP_SEGMENT_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)(\.cleaned|\.swap)$")
 
 
 class LoadedSegments(NamedTuple):
@@ -44,6 +51,51 @@ def remove_stray_files(directory: str) -> None:
             os.unlink(os.path.join(directory, name))
 
 
+def complete_interrupted_swaps(directory: str, config: LogConfig, now_ms: int) -> None:
+    """Finish or undo a cleaner swap that a crash interrupted (see the module docstring)."""
+    cleaned: list[int] = []
+    swaps: list[int] = []
+    for name in os.listdir(directory):
+        m = _TEMP_SEGMENT_RE.match(name)
+        if not m:
+            continue
+        base, kind, suffix = int(m.group(1)), m.group(2), m.group(3)
+        if suffix == CLEANED_SUFFIX:
+            cleaned.append(base)
+            os.unlink(os.path.join(directory, name))
+        elif kind == LOG_SUFFIX:
+            swaps.append(base)
+        else:                                   # index files of a swap are rebuilt from its log
+            os.unlink(os.path.join(directory, name))
+    if not swaps:
+        return
+    lowest_cleaned = min(cleaned, default=None)
+    live = sorted(int(n[:20]) for n in os.listdir(directory) if _SEGMENT_FILE_RE.match(n) and n.endswith(LOG_SUFFIX))
+    for base in sorted(swaps):
+        swap_path = os.path.join(directory, f"{base:020d}{LOG_SUFFIX}{SWAP_SUFFIX}")
+        if lowest_cleaned is not None and base >= lowest_cleaned:
+            log.info("removing %s: its swap had not completed", swap_path)
+            os.unlink(swap_path)
+            continue
+        seg = LogSegment(directory, base, config, now_ms, SWAP_SUFFIX)
+        seg.recover()
+        end = seg.next_offset
+        index_paths = [seg.index.path, seg.time_index.path]
+        seg.close()
+        for path in index_paths:                # rebuilt when the renamed segment is loaded
+            os.unlink(path)
+        for old in live:
+            if base <= old < max(end, base + 1):
+                log.info("interrupted swap: deleting segment %d of %s, replaced by %s", old, directory, swap_path)
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                    try:
+                        os.unlink(os.path.join(directory, f"{old:020d}{suffix}"))
+                    except FileNotFoundError:
+                        pass
+        os.replace(swap_path, os.path.join(directory, f"{base:020d}{LOG_SUFFIX}"))
+        log.info("completed the interrupted swap of %s", swap_path)
+
+
 def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_point: int,
                   clean_shutdown: bool) -> LoadedSegments:
     """Open every segment of ``directory``, recovering those at or after ``recovery_point``.
@@ -51,6 +103,7 @@ def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_po
     Returns the surviving segments in offset order (possibly none).
     """
     remove_stray_files(directory)
+    complete_interrupted_swaps(directory, config, now_ms)
     by_base: dict[int, set[str]] = {}
     for name in os.listdir(directory):
         m = _SEGMENT_FILE_RE.match(name)

@@ -16,7 +16,10 @@ Thread-safety: every method except :meth:`flush` must be called from one owner t
 broker's reactor). :meth:`flush` may run on any other thread at the same time: it holds the log's
 lock only to write buffered index entries and duplicate file descriptors, fsyncs those duplicates
 without the lock (so appends and reads continue), then advances the recovery point unless a
-truncation happened meanwhile. Mutating methods take the same lock.
+truncation happened meanwhile. Mutating methods take the same lock, and so does :meth:`read`, so
+reads from a worker thread (loading ``__consumer_offsets``) are safe too. The log cleaner
+(cleaner.py) reads through :meth:`cleaning_view`'s duplicated fds and swaps its segments in with
+:meth:`replace_segments` on the owner thread.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.errors import LogClosedError, UnexpectedAppendOffsetError
 from kafkalite.storage.leader_epoch import LeaderEpochCache
-from kafkalite.storage.loader import load_segments
+from kafkalite.storage.loader import CLEANED_SUFFIX, SWAP_SUFFIX, load_segments
 from kafkalite.storage.producer_state import ProducerStateManager
 from kafkalite.storage.segment import LogSegment, iter_headers
 
@@ -70,6 +73,34 @@ class ReadResult(NamedTuple):
     log_end_offset: int
 
 
+class SegmentStats(NamedTuple):
+    """What the cleaner needs to know of one inactive segment to choose and group."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    largest_timestamp: int
+    first_timestamp: int          # first batch's timestamp (creation time if unknown): max.compaction.lag.ms
+    index_entries: int
+    time_index_entries: int
+
+
+class CleaningView(NamedTuple):
+    """The log as :meth:`PartitionLog.cleaning_view` saw it (inactive segments only)."""
+
+    segments: list[LogSegment]
+    fds: list[int]                # duplicated log fds, parallel to ``segments`` (empty unless asked)
+    stats: list[SegmentStats]
+    active_base_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    generation: int
+    producer_last_offsets: dict[int, int]   # producer id -> offset of its last data batch
+    lowest_truncation: int | None
+    config: LogConfig
+
+
 def parse_dir_name(name: str) -> tuple[str, int]:
     """``<topic>-<partition>`` -> (topic, partition), splitting on the last '-'; ValueError if not."""
     topic, sep, part = name.rpartition("-")
@@ -101,6 +132,7 @@ class PartitionLog:
         self._last_flush_ms = now_ms
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
+        self.lowest_truncation: int | None = None   # for the cleaner's checkpoint (cleaner.py)
 
     # --- opening -----------------------------------------------------------------------------------
 
@@ -202,8 +234,9 @@ class PartitionLog:
         InvalidProducerEpochError; gap -> OutOfOrderSequenceError), then offsets and
         ``leader_epoch`` are stamped into the headers in place and, for LogAppendTime topics, the
         timestamp. Follower path: the batches keep their offsets and epochs, which must continue
-        the log exactly (else UnexpectedAppendOffsetError). Either way the bytes go to the active
-        segment (rolled first when needed) with one write.
+        the log without going back (else UnexpectedAppendOffsetError); gaps, which a compacted
+        leader's log has, are kept. Either way the bytes go to the active segment (rolled first
+        when needed) with one write.
         """
         if not infos:
             raise ValueError("append needs at least one batch")
@@ -241,7 +274,8 @@ class PartitionLog:
                 first = infos[0].base_offset
                 expected = self._next_offset
                 for info in infos:
-                    if info.base_offset != expected:
+                    # offsets may jump (a compacted leader's batches have gaps), never go back
+                    if info.base_offset < expected:
                         raise UnexpectedAppendOffsetError(
                             f"follower append at offset {info.base_offset}, log expects {expected}")
                     expected = info.base_offset + info.last_offset_delta + 1
@@ -301,6 +335,12 @@ class PartitionLog:
         one segment per call. Raises OffsetOutOfRangeError outside [log start, log end]. The bytes
         are one pread of one contiguous range, returned as a memoryview.
         """
+        # The lock (uncontended on the reactor: an RLock acquire) makes reads from other threads
+        # safe against the cleaner's segment swap and retention closing segment files.
+        with self._lock:
+            return self._read(offset, max_bytes, max_offset, min_one_batch)
+
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> ReadResult:
         log_end = self._next_offset
         log_start = self.log_start_offset
         if offset < log_start or offset > log_end:
@@ -389,6 +429,7 @@ class PartitionLog:
             self._segments[-1].truncate_to(offset)
             end = self._segments[-1].next_offset
             self._generation += 1
+            self._note_truncation(end)
             self._next_offset = end
             self.log_start_offset = min(self.log_start_offset, end)
             self.recovery_point = min(self.recovery_point, end)
@@ -413,6 +454,7 @@ class PartitionLog:
         seg = LogSegment.create(self.directory, offset, self.config, now_ms)
         self._segments, self._bases = [seg], [offset]
         self._generation += 1
+        self._note_truncation(0)
         self._dir_dirty = True
         self._next_offset = offset
         self.log_start_offset = offset
@@ -422,6 +464,64 @@ class PartitionLog:
         self.producers.clear()
         self.producers.delete_snapshots()
         log.info("%s: truncated fully, now starts at offset %d", self.directory, offset)
+
+    def _note_truncation(self, offset: int) -> None:
+        if self.lowest_truncation is None or offset < self.lowest_truncation:
+            self.lowest_truncation = offset
+
+    # --- compaction (the cleaner thread's two entry points; see cleaner.py) -------------------------
+
+    def cleaning_view(self, *, dup_fds: bool = False) -> CleaningView:
+        """A consistent picture of the log for the cleaner, taken under the lock, from any thread.
+
+        With ``dup_fds`` every inactive segment's log fd is duplicated, so the cleaner can read it
+        without the lock while the owner thread appends, reads, deletes or closes (the caller
+        closes the duplicates). ``lowest_truncation`` is handed over and reset.
+        """
+        with self._lock:
+            self._check_open()
+            segs = self._segments[:-1]
+            fds: list[int] = []
+            try:
+                if dup_fds:
+                    fds = [os.dup(seg.fd) for seg in segs]
+            except BaseException:
+                for fd in fds:
+                    os.close(fd)
+                raise
+            truncated, self.lowest_truncation = self.lowest_truncation, None
+            stats = [SegmentStats(seg.base_offset, seg.next_offset, seg.size, seg.largest_timestamp,
+                                  seg.first_batch_timestamp if seg.first_batch_timestamp >= 0 else seg.created_ms,
+                                  len(seg.index), len(seg.time_index)) for seg in segs]
+            last_data = {pid: e.last_data_offset for pid, e in self.producers.producers.items()}
+            return CleaningView(segs, fds, stats, self._segments[-1].base_offset, self.log_start_offset,
+                                self._next_offset, self.high_watermark, self._generation, last_data, truncated,
+                                self.config)
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int, now_ms: int) -> bool:
+        """Owner thread: swap the cleaner's ``new`` (a fsynced ``.cleaned`` segment) in for ``old``.
+
+        Kafka's crash-safe order: the cleaned files become ``.swap``; the old segments are renamed
+        to ``.deleted``; the swap files take the final names. A crash at any point is completed or
+        undone by the loader (loader.py). Refused (False; the caller deletes ``new``) when the log
+        changed under the cleaner: closed, truncated, or the old segments are no longer an inactive
+        run of the log (retention, deletion).
+        """
+        with self._lock:
+            if self._closed or generation != self._generation or not old:
+                return False
+            segs = self._segments
+            i = next((k for k, seg in enumerate(segs) if seg is old[0]), -1)
+            n = len(old)
+            if i < 0 or i + n >= len(segs) or any(a is not b for a, b in zip(segs[i:i + n], old)):
+                return False
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+            self._schedule_delete(old, now_ms)
+            new.change_suffix(SWAP_SUFFIX, "")
+            segs[i:i + n] = [new]
+            self._bases[i:i + n] = [new.base_offset]
+            self._dir_dirty = True
+            return True
 
     # --- retention ---------------------------------------------------------------------------------
 

@@ -82,7 +82,8 @@ def scan_with_crc(fd: int, start: int, end: int, min_offset: int) -> tuple[list[
         infos, stop = scan_valid_prefix(chunk, 0, verify_crc=True)
         bad = False
         for info in infos:
-            if info.base_offset < next_min or info.last_offset_delta + 1 != info.records_count:
+            # a cleaned batch keeps its lastOffsetDelta but may hold fewer records, even none
+            if info.base_offset < next_min or not 0 <= info.records_count <= info.last_offset_delta + 1:
                 bad = True
                 stop = info.position
                 break
@@ -116,15 +117,19 @@ def scan_with_crc(fd: int, start: int, end: int, min_offset: int) -> tuple[list[
 class LogSegment:
     """A ``.log`` file with its offset and time index; appends, reads, recovery and truncation."""
 
-    def __init__(self, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> None:
+    def __init__(self, directory: str, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "") -> None:
+        """``suffix`` names a segment that is not (yet) part of the log: ``.cleaned`` while the
+        cleaner writes it, ``.swap`` while it replaces old segments (cleaner.py)."""
         self.directory = directory
         self.base_offset = base_offset
+        self.suffix = suffix
         stem = os.path.join(directory, file_stem(base_offset))
-        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX) and os.path.exists(stem + TIME_INDEX_SUFFIX))
-        self.log_path = stem + LOG_SUFFIX
+        self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + suffix)
+                                and os.path.exists(stem + TIME_INDEX_SUFFIX + suffix))
+        self.log_path = stem + LOG_SUFFIX + suffix
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.index = OffsetIndex(stem + INDEX_SUFFIX, base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX, base_offset, config.segment_index_bytes)
+        self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.index_interval = config.index_interval_bytes
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -138,9 +143,10 @@ class LogSegment:
     # --- opening -----------------------------------------------------------------------------------
 
     @classmethod
-    def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int,
+               suffix: str = "") -> LogSegment:
         """A new empty segment; stale files of the same name are emptied."""
-        seg = cls(directory, base_offset, config, now_ms)
+        seg = cls(directory, base_offset, config, now_ms, suffix)
         if seg.size:
             os.ftruncate(seg.fd, 0)
             seg.size = 0
@@ -384,6 +390,20 @@ class LogSegment:
                 os.unlink(p)
             except FileNotFoundError:
                 pass
+
+    def change_suffix(self, old: str, new: str) -> None:
+        """Rename the three files from suffix ``old`` to ``new`` (the cleaner's .cleaned -> .swap ->
+        "" steps); the log file last, so a ``.log.swap`` implies its indexes were renamed too."""
+        if self.suffix != old:
+            raise ValueError(f"{self.log_path} does not end with {old!r}")
+        for f in (self.index, self.time_index):
+            target = f.path[:len(f.path) - len(old)] + new
+            os.replace(f.path, target)
+            f.path = target
+        target = self.log_path[:len(self.log_path) - len(old)] + new
+        os.replace(self.log_path, target)
+        self.log_path = target
+        self.suffix = new
 
     def rename_to_deleted(self) -> list[str]:
         """Close and rename the files to ``*.deleted`` (removed later); returns the new paths."""

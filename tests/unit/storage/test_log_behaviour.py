@@ -45,7 +45,7 @@ def test_log_append_time_rewrites_timestamp_and_crc(tmp_path):
 
 def test_follower_append_keeps_offsets_and_epochs(tmp_path):
     """assign_offsets=False appends batches as they are (offsets, leader epochs) if they continue
-    the log, fills the epoch cache from their headers, and rejects a gap."""
+    the log, fills the epoch cache from their headers, and rejects offsets that go back."""
     leader = open_log(tmp_path, name="t-0")
     append(leader, batch(2), epoch=3)
     append(leader, batch(2), epoch=5)
