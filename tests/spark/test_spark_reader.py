@@ -187,3 +187,21 @@ def test_streaming_rejects_ending_offsets(spark, kafka):
                        match="endingOffsets option not valid in streaming queries"):
         q = df.writeStream.format("memory").queryName("bad_" + uuid.uuid4().hex[:6]).start()
         q.awaitTermination(60)
+
+
+def test_truck_gps_example_counts_and_commits(spark, kafka, tmp_path):
+    """The example job: per-truck counts and last positions per run, then the group's lag is 0."""
+    from spark_integration.examples.truck_gps import produce_demo, run
+
+    topic, group, out = f"trucks-{uuid.uuid4().hex[:6]}", f"report-{uuid.uuid4().hex[:6]}", str(tmp_path / "out")
+    produce_demo(kafka.bootstrap, 500, topic)          # 25 trucks x 20 reports
+    first = run(spark, kafka.bootstrap, group, out, topic)
+    assert first["records"] == 500 and _lag(kafka, group, topic, 10) == 0
+    rows = spark.read.parquet(out).where(F.col("run_id") == first["run_id"]).collect()
+    assert len(rows) == 25 and {r.reports for r in rows} == {20}
+    assert all(abs(r.last_lat - (51.0 + 0.019)) < 1e-9 for r in rows)     # the 20th report is the last
+    produce_demo(kafka.bootstrap, 50, topic)
+    second = run(spark, kafka.bootstrap, group, out, topic)
+    assert second["records"] == 50
+    assert spark.read.parquet(out).where(F.col("run_id") == second["run_id"]).agg(F.sum("reports")).first()[0] == 50
+    assert run(spark, kafka.bootstrap, group, out, topic)["records"] == 0
