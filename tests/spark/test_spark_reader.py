@@ -157,15 +157,16 @@ def test_bad_options_fail_at_load(spark, kafka, options, message):
 
 
 def test_streaming_available_now_with_max_offsets_and_restart(spark, kafka, tmp_path):
-    """availableNow honours maxOffsetsPerTrigger; a restart from the checkpoint reads only new rows."""
-    topic = new_topic(kafka, 2)
+    """availableNow honours maxOffsetsPerTrigger; a restart from the checkpoint reads only new rows;
+    with groupId, processed offsets reach the group (a run's last batch when the next run starts)."""
+    topic, group = new_topic(kafka, 2), f"sg-{uuid.uuid4().hex[:6]}"
     produce(kafka, topic, [(i % 2, b"%d" % i, b"v") for i in range(1000)])
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
 
     def run():
         df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", "300").load())
+              .option("maxOffsetsPerTrigger", "300").option("groupId", group).load())
         q = (df.selectExpr("cast(key as string) k", "partition", "offset").writeStream.format("parquet")
              .option("path", str(out)).option("checkpointLocation", str(ckpt)).trigger(availableNow=True).start())
         q.awaitTermination(120)
@@ -175,6 +176,7 @@ def test_streaming_available_now_with_max_offsets_and_restart(spark, kafka, tmp_
     assert sum(progress) == 1000 and max(progress) <= 300 and len([p for p in progress if p]) >= 4
     produce(kafka, topic, [(i % 2, b"%d" % i, b"v") for i in range(1000, 1250)])
     assert sum(run()) == 250
+    assert 1000 <= 1250 - _lag(kafka, group, topic, 2) <= 1250   # committed: at least run 1's end
     keys = [int(r.k) for r in spark.read.parquet(str(out)).collect()]
     assert sorted(keys) == list(range(1250))
 
