@@ -6,6 +6,9 @@ Built on the project's codec (:mod:`kafkalite.protocol`) and record batch code
 from .cluster import ClusterMetadata, PartitionMetadata, TopicMetadata, TopicPartition
 from .core import FetchedPartition, KafkaClient
 from .errors import ClientError, ConnectionFailed
+from .producer import Producer, RecordMetadata
+from .consumer import Consumer, ConsumerRecord
+from .admin import Admin, NewTopic
 
-__all__ = ["ClientError", "ClusterMetadata", "ConnectionFailed", "FetchedPartition", "KafkaClient",
-           "PartitionMetadata", "TopicMetadata", "TopicPartition"]
+__all__ = ["Admin", "Consumer", "ConsumerRecord", "NewTopic", "ClientError", "ClusterMetadata", "ConnectionFailed", "FetchedPartition", "KafkaClient",
+           "PartitionMetadata", "Producer", "RecordMetadata", "TopicMetadata", "TopicPartition"]

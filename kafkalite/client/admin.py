@@ -1,0 +1,223 @@
+"""Admin: topics, partitions, configs, groups and group offsets, as Kafka's AdminClient does them.
+
+Topic changes go to the controller (followed on NOT_CONTROLLER), group calls to the group's
+coordinator, ListGroups to every broker (each lists only the groups it coordinates).
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from kafkalite.errors import ErrorCode
+
+from .cluster import TopicPartition
+from .core import KafkaClient
+from .errors import ClientError, check
+
+log = logging.getLogger(__name__)
+
+CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
+DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
+DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+
+TOPIC, BROKER = 2, 4           # ConfigResource types
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3    # IncrementalAlterConfigs operations
+
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+@dataclass
+class NewTopic:
+    name: str
+    num_partitions: int = -1                  # -1: broker's num.partitions (CreateTopics v4)
+    replication_factor: int = -1              # -1: broker's default.replication.factor
+    replica_assignment: dict[int, list[int]] | None = None
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: list[tuple[str, str | None, str]]
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[TopicPartition]
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+    coordinator: int
+
+
+class Admin:
+    def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
+                 request_timeout_ms: int = 30000, client_id: str = "kafkalite-admin") -> None:
+        self._own = client is None
+        self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
+                                            request_timeout_ms=request_timeout_ms)
+        self.timeout_ms = request_timeout_ms
+
+    def close(self) -> None:
+        if self._own:
+            self.client.close()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- topics -----------------------------------------------------------------------------
+    def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
+                      timeout_ms: int | None = None) -> dict[str, ClientError | None]:
+        """Per topic: None on success, else the ClientError (TOPIC_ALREADY_EXISTS, INVALID_...)."""
+        body = {"topics": [{
+            "name": t.name,
+            "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+            "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+            "assignments": [{"partition_index": p, "broker_ids": list(b)}
+                            for p, b in sorted((t.replica_assignment or {}).items())],
+            "configs": [{"name": k, "value": v} for k, v in t.configs.items()]} for t in topics],
+            "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms, "validate_only": validate_only}
+        resp = self.client.send_to_controller(CREATE_TOPICS, body, _first_error("topics"), "CreateTopics",
+                                              timeout=body["timeout_ms"] / 1000.0)
+        return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["topics"]}
+
+    def delete_topics(self, names: list[str], *, timeout_ms: int | None = None) -> dict[str, ClientError | None]:
+        body = {"topic_names": list(names), "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms}
+        resp = self.client.send_to_controller(DELETE_TOPICS, body, _first_error("responses"), "DeleteTopics",
+                                              timeout=body["timeout_ms"] / 1000.0)
+        return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["responses"]}
+
+    def create_partitions(self, new_totals: dict[str, int], *, assignments: dict[str, list[list[int]]] | None = None,
+                          validate_only: bool = False, timeout_ms: int | None = None) -> dict[str, ClientError | None]:
+        body = {"topics": [{"name": n, "count": c,
+                            "assignments": None if not assignments or n not in assignments
+                            else [{"broker_ids": b} for b in assignments[n]]} for n, c in new_totals.items()],
+                "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms, "validate_only": validate_only}
+        resp = self.client.send_to_controller(CREATE_PARTITIONS, body, _first_error("results"), "CreatePartitions",
+                                              timeout=body["timeout_ms"] / 1000.0)
+        return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["results"]}
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        md = self.client.metadata(None)
+        return sorted(n for n, t in md.topics.items() if include_internal or not t.internal)
+
+    # -- configs ----------------------------------------------------------------------------
+    def describe_configs(self, resource_type: int, name: str, keys: list[str] | None = None
+                         ) -> dict[str, ConfigEntry]:
+        """All (or ``keys``) configs of a topic or broker with their sources and synonyms."""
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
+                "include_synonyms": True, "include_documentation": False}
+        node = int(name) if resource_type == BROKER and name else None
+        resp = self.client._with_retries(lambda: self.client.send(node, DESCRIBE_CONFIGS, body), "DescribeConfigs")
+        res = resp["results"][0]
+        check(res["error_code"], f"DescribeConfigs {_kind(resource_type)} {name!r}", res.get("error_message"))
+        return {c["name"]: ConfigEntry(c["name"], c["value"], CONFIG_SOURCES.get(c["config_source"], "UNKNOWN"),
+                                       c["read_only"], c["is_sensitive"],
+                                       [(s["name"], s["value"], CONFIG_SOURCES.get(s["source"], "UNKNOWN"))
+                                        for s in c.get("synonyms") or []])
+                for c in res["configs"]}
+
+    def incremental_alter_configs(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]],
+                                  *, validate_only: bool = False) -> None:
+        """Apply (key, SET/DELETE/APPEND/SUBTRACT, value) operations (IncrementalAlterConfigs)."""
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
+                "validate_only": validate_only}
+        self._alter(INCREMENTAL_ALTER_CONFIGS, resource_type, name, body)
+
+    def alter_configs(self, resource_type: int, name: str, configs: dict[str, str], *,
+                      validate_only: bool = False) -> None:
+        """Replace the whole set of dynamic configs of the resource (legacy AlterConfigs)."""
+        body = {"resources": [{"resource_type": resource_type, "resource_name": name,
+                               "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                "validate_only": validate_only}
+        self._alter(ALTER_CONFIGS, resource_type, name, body)
+
+    def _alter(self, api_key: int, resource_type: int, name: str, body: dict) -> None:
+        node = int(name) if resource_type == BROKER and name else None
+        what = f"{'IncrementalAlterConfigs' if api_key == INCREMENTAL_ALTER_CONFIGS else 'AlterConfigs'}"
+        resp = self.client._with_retries(lambda: self.client.send(node, api_key, body), what)
+        res = resp["responses"][0]
+        check(res["error_code"], f"{what} {_kind(resource_type)} {name!r}", res.get("error_message"))
+
+    # -- groups -----------------------------------------------------------------------------
+    def list_groups(self) -> list[tuple[str, str]]:
+        """(group id, protocol type) of every group, asking every broker."""
+        out: dict[str, str] = {}
+        md = self.client.metadata([])
+        for node in sorted(md.brokers):
+            resp = self.client._with_retries(lambda n=node: self._list_groups_on(n), f"ListGroups on {node}")
+            for g in resp["groups"]:
+                out[g["group_id"]] = g["protocol_type"]
+        return sorted(out.items())
+
+    def _list_groups_on(self, node: int) -> dict:
+        resp = self.client.send(node, LIST_GROUPS, {"states_filter": []})
+        check(resp["error_code"], f"ListGroups on broker {node}")
+        return resp
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        from .group import decode_assignment
+        resp = self.client.send_to_coordinator(group_id, DESCRIBE_GROUPS,
+                                               {"groups": [group_id], "include_authorized_operations": False},
+                                               lambda r: r["groups"][0]["error_code"], f"DescribeGroups {group_id!r}")
+        g = resp["groups"][0]
+        check(g["error_code"], f"DescribeGroups {group_id!r}")
+        members = []
+        for m in g["members"]:
+            assignment = decode_assignment(m["member_assignment"]) if g["protocol_type"] == "consumer" else []
+            members.append(MemberDescription(m["member_id"], m["client_id"], m["client_host"], assignment))
+        return GroupDescription(g["group_id"], g["group_state"], g["protocol_type"], g["protocol_data"], members,
+                                self.client.find_coordinator(group_id))
+
+    def delete_groups(self, group_ids: list[str]) -> dict[str, ClientError | None]:
+        out: dict[str, ClientError | None] = {}
+        for gid in group_ids:
+            resp = self.client.send_to_coordinator(gid, DELETE_GROUPS, {"groups_names": [gid]},
+                                                   lambda r: r["results"][0]["error_code"], f"DeleteGroups {gid!r}")
+            r = resp["results"][0]
+            out[gid] = ClientError.from_code(r["error_code"], f"group {gid!r}") if r["error_code"] else None
+        return out
+
+    def list_group_offsets(self, group_id: str, partitions: list[TopicPartition] | None = None
+                           ) -> dict[TopicPartition, int]:
+        return {tp: off for tp, (off, _m) in self.client.offset_fetch(group_id, partitions).items() if off >= 0}
+
+    def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit offsets for an inactive group (generation -1, no member), as Kafka's tool does."""
+        self.client.offset_commit(group_id, dict(offsets))
+
+
+def _kind(resource_type: int) -> str:
+    return {TOPIC: "topic", BROKER: "broker"}.get(resource_type, f"resource type {resource_type}")
+
+
+def _first_error(array: str):
+    def err(resp: dict) -> int:
+        for item in resp[array]:
+            if item["error_code"]:
+                return item["error_code"]
+        return 0
+    return err
+
+
+def _result(item: dict, context: str) -> ClientError | None:
+    if not item["error_code"]:
+        return None
+    return ClientError.from_code(item["error_code"], context, item.get("error_message"))
