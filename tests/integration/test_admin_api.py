@@ -295,8 +295,9 @@ EXPECTED_API_TABLE = {
     22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
 }
-# Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule).
-GROUP_API_TABLE = {8: (2, 7), 9: (1, 5), 10: (0, 2), 11: (0, 5), 12: (0, 3), 13: (0, 2),
+# Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
+# FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).
+GROUP_API_TABLE = {8: (2, 7), 9: (1, 5), 10: (0, 3), 11: (0, 5), 12: (0, 3), 13: (0, 3),
                    14: (0, 3), 15: (0, 4), 16: (0, 2), 42: (0, 1)}
 
 

@@ -50,6 +50,10 @@ def test_offsets_topic_created_internal_compacted_and_commits_round_trip(broker:
     assert first["error_code"] in (0, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     c = coordinator(broker.bootstrap, "g1")
     assert (c["node_id"], f"{c['host']}:{c['port']}") == (broker.broker_id, broker.bootstrap)
+    v3 = request(broker.bootstrap, FIND, 3, {"key": "g1", "key_type": 0})         # flexible version
+    assert (v3["error_code"], v3["node_id"], v3["port"]) == (0, c["node_id"], c["port"])
+    txn = request(broker.bootstrap, FIND, 2, {"key": "tx", "key_type": 1})
+    assert txn["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE and txn["node_id"] == -1
     meta = request(broker.bootstrap, METADATA, 8, {"topics": [{"name": "__consumer_offsets"}],
                                                    "allow_auto_topic_creation": False,
                                                    "include_cluster_authorized_operations": False,
@@ -146,3 +150,19 @@ def test_not_coordinator_on_other_broker(cluster_factory: Any) -> None:
                                                     "group_instance_id": None})
         assert r["error_code"] == ErrorCode.NOT_COORDINATOR
         assert partition_for(g, 4) in range(4)
+
+
+def test_offsets_topic_needs_enough_live_brokers(cluster_factory: Any) -> None:
+    """offsets.topic.replication.factor=3 with one live broker: the topic cannot be created, and
+    FindCoordinator keeps answering COORDINATOR_NOT_AVAILABLE (retriable) instead of failing."""
+    cluster = cluster_factory(1, {"offsets.topic.replication.factor": "3"})
+    b = cluster.brokers[0]
+    for _ in range(3):
+        r = request(b.bootstrap, FIND, 2, {"key": "lonely", "key_type": 0})
+        assert (r["error_code"], r["node_id"], r["host"], r["port"]) == (ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+    assert cluster.zk_get("/brokers/topics/__consumer_offsets") is None
+    with Wire(b.bootstrap) as w:
+        r = w.request(JOIN, 5, {"group_id": "lonely", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                "protocols": [{"name": "range", "metadata": b""}]})
+        assert r["error_code"] == ErrorCode.NOT_COORDINATOR

@@ -1,0 +1,203 @@
+"""confluent-kafka group members in threads, with the bookkeeping the group tests assert on.
+
+Each member processes records (remembers (partition, offset) and who saw it), commits every
+``commit_every`` records and, on revocation, what it processed (unless told to vanish without a
+commit). An ownership table shared by all members checks, at each assignment, that no partition is
+owned by two members at once: with the eager protocols (range, roundrobin) every partition is
+revoked everywhere before the next generation hands it out.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+
+def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, size: int = 100) -> dict[int, int]:
+    """``count`` records of ``size`` bytes, round-robin over partitions; returns records per partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20, "enable.idempotence": True,
+                         "batch.num.messages": 10000, "compression.type": "lz4"})
+    pad = b"x" * (size - 12)
+    failures: list[str] = []
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+    for n in range(count):
+        while True:
+            try:
+                producer.produce(topic, b"%012d" % n + pad, partition=n % partitions, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if n % 10000 == 0:
+            producer.poll(0)
+    assert producer.flush(120) == 0 and not failures, failures[:3]
+    expected = {p: count // partitions + (1 if p < count % partitions else 0) for p in range(partitions)}
+    check = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    ends = {p: check.get_watermark_offsets(TopicPartition(topic, p), timeout=20)[1] for p in range(partitions)}
+    check.close()
+    assert ends == expected, (ends, expected)       # idempotent: each record stored exactly once
+    return ends
+
+
+class Ownership:
+    """partition -> member currently owning it; assignment of an owned partition is a violation."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.owner: dict[int, str] = {}
+        self.violations: list[str] = []
+        self.changed = threading.Condition(self.lock)
+
+    def assign(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if p in self.owner and self.owner[p] != member:
+                    self.violations.append(f"partition {p} assigned to {member} while owned by {self.owner[p]}")
+                self.owner[p] = member
+            self.changed.notify_all()
+
+    def revoke(self, member: str, partitions: list[int]) -> None:
+        with self.lock:
+            for p in partitions:
+                if self.owner.get(p) == member:
+                    del self.owner[p]
+            self.changed.notify_all()
+
+    def snapshot(self) -> dict[int, str]:
+        with self.lock:
+            return dict(self.owner)
+
+
+class Member(threading.Thread):
+    def __init__(self, name: str, bootstrap: str, group: str, topic: str, ownership: Ownership,
+                 commit_every: int = 2000, extra: dict[str, Any] | None = None) -> None:
+        super().__init__(name=name, daemon=True)
+        self.member = name
+        self.topic = topic
+        self.ownership = ownership
+        self.commit_every = commit_every
+        self.config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                       "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
+                       "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
+                       "client.id": name, **(extra or {})}
+        self.processed: list[tuple[int, int]] = []
+        self.position: dict[int, int] = {}          # next offset to commit per partition
+        self.committed: dict[int, int] = {}         # last acknowledged commit per partition
+        self.stop_flag = threading.Event()
+        self.vanish = False                         # leave without committing on revoke
+        self.errors: list[str] = []
+        self.assigned_at: list[tuple[float, list[int]]] = []
+        self.since_commit = 0
+        self.pace = 0.0
+
+    def _commit(self, consumer: Consumer, partitions: list[int] | None = None) -> None:
+        todo = {p: o for p, o in self.position.items() if (partitions is None or p in partitions)
+                and self.committed.get(p) != o}
+        if not todo:
+            return
+        try:
+            result = consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in todo.items()],
+                                     asynchronous=False)
+        except KafkaException as exc:
+            self.errors.append(f"commit: {exc}")
+            return
+        for tp in result or []:
+            if tp.error is None:
+                self.committed[tp.partition] = tp.offset
+        self.since_commit = 0
+
+    def run(self) -> None:
+        consumer = Consumer(self.config)
+
+        def on_assign(c: Consumer, parts: list[TopicPartition]) -> None:
+            ps = [tp.partition for tp in parts]
+            self.assigned_at.append((time.monotonic(), ps))
+            self.ownership.assign(self.member, ps)
+
+        def on_revoke(c: Consumer, parts: list[TopicPartition]) -> None:
+            ps = [tp.partition for tp in parts]
+            if not self.vanish:
+                self._commit(c, ps)
+            for p in ps:
+                self.position.pop(p, None)
+            self.ownership.revoke(self.member, ps)
+
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        try:
+            while not self.stop_flag.is_set():
+                for msg in consumer.consume(500, 0.2):
+                    if msg.error():
+                        if not msg.error().retriable() and msg.error().code() != -191:   # -191: partition EOF
+                            self.errors.append(str(msg.error()))
+                        continue
+                    p = msg.partition()
+                    self.processed.append((p, msg.offset()))
+                    self.position[p] = msg.offset() + 1
+                    self.since_commit += 1
+                if self.since_commit >= self.commit_every:
+                    self._commit(consumer)
+                if self.pace:
+                    time.sleep(self.pace)           # "work" per batch: keeps the phases apart
+        finally:
+            consumer.close()
+
+    def leave(self, commit: bool = True) -> None:
+        if self.stop_flag.is_set():
+            return
+        self.vanish = not commit
+        self.stop_flag.set()
+        if self.is_alive():
+            self.join(60)
+
+
+def processed_total(members: list[Member]) -> int:
+    return len({rec for m in members for rec in m.processed})
+
+
+def wait_settled(ownership: Ownership, members: list[Member], partitions: int, timeout: float) -> float:
+    """Seconds until the live members own every partition (and no member is without partitions
+    when there are enough of them)."""
+    started = time.monotonic()
+    deadline = started + timeout
+    names = {m.member for m in members}
+    with ownership.lock:
+        while True:
+            owners = ownership.owner
+            if len(owners) == partitions and set(owners.values()) == names:
+                return time.monotonic() - started
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"group did not settle: owners {owners}, members {sorted(names)}")
+            ownership.changed.wait(min(left, 0.5))
+
+
+def duplicates(members: list[Member]) -> dict[tuple[int, int], list[str]]:
+    seen: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for m in members:
+        for rec in m.processed:
+            seen[rec].append(m.member)
+    return {rec: who for rec, who in seen.items() if len(who) > 1}
+
+
+def report(name: str, figures: dict[str, Any]) -> Path:
+    """Merge ``figures`` under ``name`` into var/test-reports/groups.json and print them."""
+    root = Path(os.environ.get("KAFKALITE_ROOT", Path(__file__).resolve().parents[2]))
+    path = root / "var" / "test-reports" / "groups.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data[name] = figures
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    print(f"\n{name}: {json.dumps(figures)}")
+    return path
+
+
+def counts(members: list[Member]) -> Counter:
+    return Counter(m.member for m in members for _ in m.processed)
