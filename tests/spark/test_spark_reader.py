@@ -7,6 +7,8 @@ cover every row without collecting a million of them into the driver.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -199,6 +201,12 @@ def test_truck_gps_example_counts_and_commits(spark, kafka, tmp_path):
     produce_demo(kafka.bootstrap, 500, topic)          # 25 trucks x 20 reports
     first = run(spark, kafka.bootstrap, group, out, topic)
     assert first["records"] == 500 and _lag(kafka, group, topic, 10) == 0
+    described = subprocess.run([sys.executable, "-m", "kafkalite.cli.consumer_groups", "--bootstrap-server",
+                                kafka.bootstrap, "--describe", "--group", group],
+                               capture_output=True, text=True, timeout=120)
+    assert described.returncode == 0, described.stderr
+    lags = [line.split()[5] for line in described.stdout.splitlines() if line.startswith(group + " ")]
+    assert lags == ["0"] * 10, described.stdout          # kafkalite-consumer-groups --describe: lag 0
     rows = spark.read.parquet(out).where(F.col("run_id") == first["run_id"]).collect()
     assert len(rows) == 25 and {r.reports for r in rows} == {20}
     assert all(abs(r.last_lat - (51.0 + 0.019)) < 1e-9 for r in rows)     # the 20th report is the last
