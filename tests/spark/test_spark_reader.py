@@ -88,6 +88,13 @@ def test_offsets_json_assign_and_headers(spark, kafka):
     df0 = _reader(spark, kafka, assign=json.dumps({topic: [0]}), includeHeaders="true").load()
     by_offset = {r.offset: r for r in df0.collect()}
     assert [(h.key, h.value) for h in by_offset[2].headers] == [("n", b"4")] and by_offset[1].headers is None
+    # timestamps: everything was produced after 0 and before the year 2100 (ListOffsets by time)
+    assert _reader(spark, kafka, subscribe=topic, startingTimestamp="0").load().count() == 40
+    with pytest.raises(AnalysisException, match="No offset matched the timestamp 4102444800000"):
+        _reader(spark, kafka, subscribe=topic, startingTimestamp="4102444800000").load().count()
+    late = _reader(spark, kafka, subscribe=topic, startingTimestamp="4102444800000",
+                   startingOffsetsByTimestampStrategy="latest").load()
+    assert late.count() == 0
 
 
 def _lag(kafka, group, topic, parts):

@@ -256,3 +256,12 @@ def test_convert_rejects_corruption():
 def _re(text: str) -> str:
     import re
     return re.escape(text)
+
+
+def test_convert_short_fields_at_the_end_of_the_buffer():
+    """Keys/values starting in the buffer's last 12 bytes (the strided window's edge) are exact."""
+    for value in (b"", b"a", b"abcdefghijk", None):
+        blob = _blob([build_batch([(5, None, b"x" * 30, []), (6, b"kk", value, [])])])
+        batch, _ = convert(blob, topic="t", partition=0, start=0, end=9)
+        assert batch.column("key").to_pylist() == [None, b"kk"]
+        assert batch.column("value").to_pylist() == [b"x" * 30, value]
