@@ -56,7 +56,7 @@ def produce_one_broker(system: System, results: Results | None, sizes: Sizes, pa
         topic = _topic(f"s1-{partitions}p")
         system.create_topic(topic, partitions, 1)
         secs = load.produce(system, topic, sizes.records, acks=1)
-        got = load.high_watermark_sum(system, topic, partitions)
+        got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
         if got != sizes.records:
             raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {sizes.records}")
         rates.append(sizes.records / secs)
@@ -117,7 +117,11 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
         rates = []
         for run in range(sizes.runs if results else 1):
             secs = load.produce(system, topic, sizes.records, acks=acks)
-            got = load.high_watermark_sum(system, topic, 6)
+            t = time.perf_counter()
+            got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            if (lag := time.perf_counter() - t) > 1.0:
+                print(f"    {system.name}: high watermark caught up {lag:.1f} s after the producer's flush",
+                      flush=True)
             if got != sizes.records * (run + 1):
                 raise RuntimeError(f"{system.name}: {topic} holds {got} records after run {run + 1}")
             rates.append(sizes.records / secs)
