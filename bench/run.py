@@ -15,7 +15,8 @@ the systems run one after the other, never at the same time. The table (median, 
 (also ``latest.png``). ``--publish`` also writes ``bench/RESULTS.md`` and ``bench/RESULTS.png``.
 
 ``--profile DIR`` samples every kafkalite broker with py-spy during its scenarios (raw collapsed
-stacks in DIR) and prints the top functions by own and by inclusive samples.
+stacks in DIR; only the thread holding the GIL, so idle waits do not count) and prints the top
+functions by own and by inclusive samples.
 """
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class Profiler:
         for b in system.brokers:
             out = self.out_dir / f"{label}-broker{b.broker_id}.txt"
             proc = subprocess.Popen([spy, "record", "--pid", str(b.pid), "--format", "raw", "--rate", "200",
+                                     "--gil", "--nonblocking",
                                      "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self.procs.append((proc, out))
 
