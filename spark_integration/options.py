@@ -128,17 +128,16 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
             raise ValueError(f"Invalid regular expression for option 'subscribePattern' '{pattern}': {exc}") from None
 
     starting = _offset_spec(opts, "starting", default="latest" if streaming else "earliest")
-    if streaming is None:
-        ending = _offset_spec(opts, "ending", default="latest")
-    elif streaming:
+    if streaming:
         for key in ("endingoffsets", "endingoffsetsbytimestamp", "endingtimestamp"):
             if key in opts:
                 raise ValueError(f"{_camel(key)} option not valid in streaming queries")
         ending = OffsetSpec("latest")
     else:
+        # ending options only exist for batch, so they are checked in the shared mode too
         ending = _offset_spec(opts, "ending", default="latest")
-        if starting.kind == "latest" or (starting.kind == "offsets" and
-                                         any(v == LATEST for _, _, v in starting.per_partition)):
+        if streaming is False and (starting.kind == "latest" or (
+                starting.kind == "offsets" and any(v == LATEST for _, _, v in starting.per_partition))):
             raise ValueError("starting offset can't be latest for batch queries on Kafka")
         if ending.kind == "earliest" or (ending.kind == "offsets" and
                                          any(v == EARLIEST for _, _, v in ending.per_partition)):

@@ -168,7 +168,7 @@ def split_ranges(ranges: list[PlannedRange], min_partitions: int | None) -> list
     total = sum(r.size for r in ranges)
     out: list[PlannedRange] = []
     for r in ranges:
-        parts = max(round(r.size / total * min_partitions), 1)
+        parts = max(math.floor(r.size / total * min_partitions + 0.5), 1)   # Java's Math.round
         for i in range(parts):
             a = r.start + r.size * i // parts
             b = r.start + r.size * (i + 1) // parts

@@ -201,6 +201,7 @@ class Producer:
                                        producer_epoch=self.producer_epoch, base_sequence=seq)
                 batch = _Batch(tp, builder, time.monotonic())
                 q.append(batch)
+                self._cond.notify_all()     # the sender recomputes when its next linger expires
             batch.builder.append(ts, key, value, headers)
             if self.idempotent:
                 self._sequences[tp] = (self._sequences.get(tp, 0) + 1) & 0x7FFFFFFF

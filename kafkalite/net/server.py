@@ -39,6 +39,19 @@ class Dispatcher(TypingProtocol):
         """Return a list of buffers, NO_RESPONSE, or a Deferred of either; raise CloseConnection."""
 
 
+def _as_bytes(chunk: Any) -> bytes:
+    """Twisted transports take only bytes. Record chunks arrive as memoryviews, usually over the
+    whole ``bytes`` of one log read: hand over that object itself (immutable, so safe to share)
+    instead of copying it; Twisted copies once more when it joins its buffer before send()."""
+    if type(chunk) is bytes:
+        return chunk
+    if type(chunk) is memoryview:
+        base = chunk.obj
+        if type(base) is bytes and chunk.nbytes == len(base) and chunk.contiguous:
+            return base
+    return bytes(chunk)
+
+
 @implementer(IPushProducer)
 class KafkaConnection(protocol.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int,
@@ -141,8 +154,7 @@ class KafkaConnection(protocol.Protocol):
         if self.closed:
             return
         if result is not NO_RESPONSE:
-            # Twisted transports take only bytes; big record chunks arrive as memoryviews.
-            self.transport.writeSequence([c if type(c) is bytes else bytes(c) for c in result])
+            self.transport.writeSequence([_as_bytes(c) for c in result])
         self._next()
 
     def _failed(self, failure: Failure) -> None:

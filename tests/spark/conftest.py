@@ -81,14 +81,14 @@ def new_topic(cluster: Cluster, partitions: int, prefix: str = "t", config: dict
     return name
 
 
-def produce(cluster: Cluster, topic: str, records: Any, partitions: int | None = None) -> int:
+def produce(cluster: Cluster, topic: str, records: Any, **config: Any) -> int:
     """Produce ``(partition, key, value[, headers])`` tuples fast (big batches, acks=1)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 50, "batch.size": 1000000,
+    producer = Producer({**{"bootstrap.servers": cluster.bootstrap, "linger.ms": 50, "batch.size": 1000000,
                          "batch.num.messages": 100000, "queue.buffering.max.messages": 2000000,
                          "queue.buffering.max.kbytes": 1048576, "acks": 1, "compression.type": "none",
-                         "enable.idempotence": False})
+                         "enable.idempotence": False}, **config})
     failures: list[str] = []
 
     def on_delivery(err: Any, _msg: Any) -> None:

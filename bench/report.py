@@ -1,0 +1,142 @@
+"""Results of the side-by-side benchmark: one row per (scenario, metric, system) holding every run's
+value; printed as one table with the kafkalite / Kafka ratio, appended as JSON lines, drawn as a
+PNG chart (matplotlib, optional: the table and JSON do not need it)."""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.systems import KAFKA, KAFKALITE
+
+
+@dataclass
+class Row:
+    scenario: str            # e.g. "1 produce"
+    metric: str              # e.g. "1 partition, acks=1"
+    system: str
+    unit: str
+    values: list[float]
+    higher_is_better: bool = True
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.values)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.scenario, self.metric
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+class Results:
+    def __init__(self, out_dir: Path, stamp: str | None = None) -> None:
+        self.rows: list[Row] = []
+        self.out_dir = out_dir
+        self.stamp = stamp or time.strftime("%Y%m%d-%H%M%S")
+        self.jsonl = out_dir / f"{self.stamp}.jsonl"
+
+    def add(self, row: Row) -> Row:
+        self.rows.append(row)
+        print(f"  [{row.system}] {row.scenario} / {row.metric}: median {fmt(row.median)} {row.unit} "
+              f"(min {fmt(min(row.values))}, max {fmt(max(row.values))}, {len(row.values)} run(s))"
+              + (f"; {row.note}" if row.note else ""), flush=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.jsonl, "a") as f:
+            f.write(json.dumps({"time": self.stamp, **asdict(row), "median": row.median,
+                                "min": min(row.values), "max": max(row.values)}) + "\n")
+        return row
+
+    def ratio(self, row: Row) -> float | None:
+        """kafkalite median / Kafka median of the same metric (on the kafkalite row only)."""
+        if row.system != KAFKALITE:
+            return None
+        other = next((r for r in self.rows if r.key == row.key and r.system == KAFKA), None)
+        if other is None or other.median == 0:
+            return None
+        return row.median / other.median
+
+    def ordered(self) -> list[Row]:
+        order = {KAFKALITE: 0, KAFKA: 1}
+        keys: list[tuple[str, str]] = []
+        for r in self.rows:
+            if r.key not in keys:
+                keys.append(r.key)
+        return sorted(self.rows, key=lambda r: (keys.index(r.key), order.get(r.system, 2)))
+
+    def table(self, markdown: bool = False) -> str:
+        head = ["scenario", "metric", "system", "median", "min", "max", "unit", "runs", "kafkalite/Kafka"]
+        body = []
+        for r in self.ordered():
+            ratio = self.ratio(r)
+            shown = "" if ratio is None else f"{ratio:.2f}" + (" (higher is better)" if r.higher_is_better
+                                                                 else " (lower is better)")
+            body.append([r.scenario, r.metric, r.system, fmt(r.median), fmt(min(r.values)), fmt(max(r.values)),
+                         r.unit, str(len(r.values)), shown])
+        if markdown:
+            lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in body]
+            return "\n".join(lines)
+        widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
+        right = {3, 4, 5, 7}
+        out = []
+        for row in [head, *body]:
+            out.append("  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths))))
+        out.insert(1, "  ".join("-" * w for w in widths))
+        return "\n".join(out)
+
+    def chart(self, path: Path) -> Path | None:
+        """One small bar panel per metric (kafkalite vs Kafka, median with min-max whiskers)."""
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("matplotlib not installed (pip install -e .[bench]): no chart", flush=True)
+            return None
+        keys: list[tuple[str, str]] = []
+        for r in self.ordered():
+            if r.key not in keys:
+                keys.append(r.key)
+        if not keys:
+            return None
+        cols = 4
+        nrows = (len(keys) + cols - 1) // cols
+        fig, axes = plt.subplots(nrows, cols, figsize=(cols * 3.4, nrows * 2.7), squeeze=False)
+        colors = {KAFKALITE: "#2a7ab9", KAFKA: "#d9822b"}
+        for ax, key in zip(axes.flat, keys):
+            rows = [r for r in self.ordered() if r.key == key]
+            names = [r.system for r in rows]
+            med = [r.median for r in rows]
+            lo = [r.median - min(r.values) for r in rows]
+            hi = [max(r.values) - r.median for r in rows]
+            ax.bar(range(len(rows)), med, yerr=[lo, hi], capsize=3,
+                   color=[colors.get(n, "grey") for n in names])
+            ax.set_xticks(range(len(rows)), [n.replace("Kafka ", "Kafka\n") for n in names], fontsize=7)
+            better = "higher" if rows[0].higher_is_better else "lower"
+            ax.set_title(f"{key[0]}\n{key[1]}", fontsize=8)
+            ax.set_ylabel(f"{rows[0].unit} ({better} better)", fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+        for ax in list(axes.flat)[len(keys):]:
+            ax.axis("off")
+        fig.suptitle(f"kafkalite vs Kafka {KAFKA.split()[-1]}, same machine, confluent-kafka load ({self.stamp})",
+                     fontsize=10)
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        return path

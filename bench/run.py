@@ -1,0 +1,262 @@
+"""Side-by-side benchmark: kafkalite and (with ``--kafka``) Apache Kafka 0.9.0.1 under the same
+confluent-kafka load, on one machine, in one run (issue 9).
+
+``scripts/bench <scenario>... [--kafka] [--runs 5] [--quick] [--profile DIR]``
+
+Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache limit),
+``produce`` (1), ``consume`` (2), ``replicated`` (3), ``latency`` (4), ``growth`` (5),
+``memory`` (6), ``failover`` (7), or ``all``.
+
+One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
+Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
+the systems run one after the other, never at the same time. The table (median, min, max over
+``--runs`` runs and the kafkalite / Kafka ratio) is printed at the end; rows are appended to
+``bench/results/<stamp>.jsonl`` as they come, and the chart goes to ``bench/results/<stamp>.png``
+(also ``latest.png``). ``--publish`` also writes ``bench/RESULTS.md`` and ``bench/RESULTS.png``.
+
+``--profile DIR`` samples every kafkalite broker with py-spy during its scenarios (raw collapsed
+stacks in DIR; only the thread holding the GIL, so idle waits do not count) and prints the top
+functions by own and by inclusive samples.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+from bench.report import Results
+from bench.scenarios import Sizes
+from bench.systems import Kafka09, Kafkalite, System
+from tests.support.zookeeper import ZooKeeperServer
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover"]
+ONE_BROKER = {"produce", "consume", "growth"}
+THREE_BROKERS = {"replicated", "latency", "memory", "failover"}
+
+
+def parse_scenarios(items: list[str]) -> list[str]:
+    chosen: set[str] = set()
+    for item in items:
+        for part in item.split(","):
+            if part == "all":
+                chosen.update(NAMES)
+            elif part.isdigit() and int(part) < len(NAMES):
+                chosen.add(NAMES[int(part)])
+            elif part in NAMES:
+                chosen.add(part)
+            else:
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-7")
+    return [n for n in NAMES if n in chosen]
+
+
+class Profiler:
+    """py-spy record attached to running broker processes (raw collapsed stacks)."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = out_dir
+        self.procs: list[tuple[subprocess.Popen, Path]] = []
+
+    def attach(self, system: System, label: str) -> None:
+        spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for b in system.brokers:
+            out = self.out_dir / f"{label}-broker{b.broker_id}.txt"
+            proc = subprocess.Popen([spy, "record", "--pid", str(b.pid), "--format", "raw", "--rate", "200",
+                                     "--gil", "--nonblocking",
+                                     "--output", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.procs.append((proc, out))
+
+    def detach(self) -> None:
+        for proc, _ in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)      # py-spy writes its file on SIGINT
+        for proc, _ in self.procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+    def summary(self, top: int = 20) -> str:
+        own: collections.Counter[str] = collections.Counter()
+        incl: collections.Counter[str] = collections.Counter()
+        total = 0
+        for _, path in self.procs:
+            if not path.exists():
+                continue
+            for line in path.read_text(errors="replace").splitlines():
+                stack, _, n = line.rpartition(" ")
+                if not stack or not n.isdigit():
+                    continue
+                count = int(n)
+                frames = [f for f in stack.split(";") if f and not f.startswith("process ")
+                          and not f.startswith("thread ")]
+                if not frames:
+                    continue
+                total += count
+                own[frames[-1]] += count
+                for f in set(frames):
+                    incl[f] += count
+        if not total:
+            return "no samples (is py-spy installed and allowed to ptrace?)"
+        lines = [f"{total} samples over {len(self.procs)} broker(s); top {top} by own time:"]
+        lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
+        lines.append(f"top {top} by inclusive time:")
+        lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in incl.most_common(top)]
+        return "\n".join(lines)
+
+
+def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes,
+               profiler: Profiler | None) -> None:
+    if ONE_BROKER & set(chosen):
+        print(f"== {system.name}: 1 broker", flush=True)
+        system.start(1)
+        if profiler and isinstance(system, Kafkalite):
+            profiler.attach(system, "1broker")
+        try:
+            topics = {}
+            if "produce" in chosen or "consume" in chosen:
+                for n in (1, 10):
+                    topics[n] = scenarios.produce_one_broker(system, results if "produce" in chosen else None,
+                                                             sizes, n)
+            if "consume" in chosen:
+                for n in (1, 10):
+                    scenarios.consume_one_broker(system, results, sizes, topics[n], n)
+            if "growth" in chosen:
+                scenarios.log_growth(system, results, sizes)
+        finally:
+            if profiler:
+                profiler.detach()
+            system.stop()
+    if THREE_BROKERS & set(chosen):
+        print(f"== {system.name}: 3 brokers", flush=True)
+        system.start(3)
+        if profiler and isinstance(system, Kafkalite):
+            profiler.attach(system, "3brokers")
+        try:
+            if "memory" in chosen:
+                time.sleep(2.0)
+                scenarios.memory(system, results, "idle after start")
+            if "replicated" in chosen or "memory" in chosen:
+                scenarios.replicated(system, results if "replicated" in chosen else None, sizes)
+            if "memory" in chosen:
+                scenarios.memory(system, results, "after scenario 3")
+            if "latency" in chosen:
+                scenarios.latency(system, results, sizes)
+            if "failover" in chosen:
+                if profiler:
+                    profiler.detach()       # py-spy would die with the killed broker anyway
+                    profiler = None
+                scenarios.failover(system, results, sizes)
+        finally:
+            if profiler:
+                profiler.detach()
+            system.stop()
+
+
+def publish(results: Results, chart: Path | None, header: str) -> None:
+    md = ROOT / "bench" / "RESULTS.md"
+    text = (f"# Benchmark results\n\n{header}\n\n{results.table(markdown=True)}\n")
+    if chart is not None:
+        shutil.copyfile(chart, ROOT / "bench" / "RESULTS.png")
+        text += "\n![kafkalite vs Kafka 0.9.0.1](RESULTS.png)\n"
+    md.write_text(text)
+    print(f"wrote {md}")
+
+
+def _interrupt(*_: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-7")
+    ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
+    ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
+    ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")
+    ap.add_argument("--records", type=int, help="records per produce/consume run (default 1,000,000)")
+    ap.add_argument("--latency-seconds", type=float, help="duration of one latency run (default 30)")
+    ap.add_argument("--growth-gb", type=float, help="GB produced in scenario 5 (default 5)")
+    ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
+    ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
+    ap.add_argument("--publish", action="store_true", help="also write bench/RESULTS.md and bench/RESULTS.png")
+    ap.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
+    args = ap.parse_args(argv)
+    chosen = parse_scenarios(args.scenario)
+
+    runs = args.runs or (1 if args.quick else 5)
+    sizes = Sizes.quick(runs) if args.quick else Sizes(runs=runs, failover_runs=runs)
+    for attr, value in (("records", args.records), ("latency_seconds", args.latency_seconds),
+                        ("growth_gb", args.growth_gb), ("failover_runs", args.failover_runs)):
+        if value is not None:
+            setattr(sizes, attr, value)
+
+    results = Results(RESULTS)
+    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-", dir="/tmp"))
+    zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)
+    systems: list[System] = []
+    profiler = Profiler(args.profile) if args.profile else None
+    header = (f"{time.strftime('%Y-%m-%d %H:%M')}, {platform.node()}: Python {platform.python_version()}, "
+              f"{platform.machine()}, {__import__('os').cpu_count()} CPUs; scenarios {', '.join(chosen)}; "
+              f"sizes {sizes}")
+    print(f"side-by-side bench: {header}\ntmp={tmp}, results={results.jsonl}", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)
+    started = time.monotonic()
+    try:
+        if "ceiling" in chosen:
+            print("== machine ceiling", flush=True)
+            scenarios.ceiling(results, sizes)
+        rest = [c for c in chosen if c != "ceiling"]
+        if rest:
+            zk.start()
+            systems.append(Kafkalite(zk, tmp / "kafkalite"))
+            if args.kafka:
+                systems.append(Kafka09(zk, tmp / "kafka09"))
+            for system in systems:
+                run_system(system, rest, results, sizes, profiler)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(f"bench failed: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        for system in systems:
+            if system.cluster is not None:
+                for b in system.cluster.brokers:
+                    print(f"--- {system.name} broker {b.broker_id} log tail ---\n{b.tail()}", file=sys.stderr)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for system in systems:
+            system.stop()
+        zk.stop()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\n===== {', '.join(chosen)}: {time.monotonic() - started:.0f} s =====")
+    print(results.table())
+    chart = results.chart(RESULTS / f"{results.stamp}.png") if results.rows else None
+    if chart is not None:
+        shutil.copyfile(chart, RESULTS / "latest.png")
+        print(f"chart: {chart}")
+    print(f"JSON lines: {results.jsonl}")
+    if profiler is not None:
+        print("\n===== kafkalite broker profile (py-spy) =====")
+        print(profiler.summary())
+    if args.publish and results.rows:
+        publish(results, chart, header)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

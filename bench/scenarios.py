@@ -1,0 +1,274 @@
+"""The scenarios of issue 9, each run against one :class:`bench.systems.System` whose cluster is
+already started; each returns nothing and adds :class:`bench.report.Row` s to ``Results``."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+
+from bench import load
+from bench.report import Results, Row
+from bench.systems import System
+
+REPLICATED = {"min.insync.replicas": "2"}
+
+
+@dataclass
+class Sizes:
+    """Record counts and durations; ``--quick`` shrinks them for development runs."""
+    records: int = 1_000_000
+    runs: int = 5
+    latency_rate: float = 10_000
+    latency_seconds: float = 30.0
+    growth_gb: float = 5.0
+    growth_chunks: int = 5
+    failover_rate: float = 2_000
+    failover_runs: int = 5
+
+    @classmethod
+    def quick(cls, runs: int) -> "Sizes":
+        return cls(records=200_000, runs=runs, latency_seconds=5.0, growth_gb=0.2, failover_runs=runs)
+
+
+def rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{time.time_ns() % 10**12}"
+
+
+# ------------------------------------------------------------------------------ 1, 2: one broker
+
+
+def produce_one_broker(system: System, results: Results | None, sizes: Sizes, partitions: int) -> str:
+    """Scenario 1: ``records`` into a fresh topic per run, acks=1; returns the first topic (for 2)."""
+    rates, first = [], None
+    for _ in range(sizes.runs if results else 1):
+        topic = _topic(f"s1-{partitions}p")
+        system.create_topic(topic, partitions, 1)
+        secs = load.produce(system, topic, sizes.records, acks=1)
+        got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
+        if got != sizes.records:
+            raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {sizes.records}")
+        rates.append(sizes.records / secs)
+        first = first or topic
+    if results is not None:
+        results.add(Row("1 produce, 1 broker", f"{partitions} partition(s), acks=1", system.name, "records/s",
+                        rates, note=f"{sizes.records:,} x {load.VALUE_SIZE} B, fresh topic per run"))
+    assert first is not None
+    return first
+
+
+def consume_one_broker(system: System, results: Results, sizes: Sizes, topic: str, partitions: int) -> None:
+    """Scenario 2: read the records of scenario 1 from the beginning, a new consumer per run."""
+    rates = [sizes.records / load.consume(system, topic, partitions, sizes.records) for _ in range(sizes.runs)]
+    results.add(Row("2 consume, 1 broker", f"{partitions} partition(s), from beginning", system.name,
+                    "records/s", rates))
+
+
+# ------------------------------------------------------------------------------ 5: log growth
+
+
+def log_growth(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 5: produce ``growth_gb`` of 100-byte records into one 1-partition topic in equal
+    chunks; the rate of each chunk shows whether speed stays constant as stored data grows."""
+    topic = _topic("s5-growth")
+    system.create_topic(topic, 1, 1)
+    per_chunk = int(sizes.growth_gb * 1e9 / sizes.growth_chunks / load.VALUE_SIZE)
+    rates = []
+    for _ in range(sizes.growth_chunks):
+        rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
+    got = load.high_watermark_sum(system, topic, 1)
+    if got != per_chunk * sizes.growth_chunks:
+        raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {per_chunk * sizes.growth_chunks}")
+    chunk_gb = sizes.growth_gb / sizes.growth_chunks
+    results.add(Row("5 log growth, 1 broker", f"{sizes.growth_gb:g} GB in {sizes.growth_chunks} chunks",
+                    system.name, "records/s", rates,
+                    note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
+                    extra={"chunk_gb": chunk_gb}))
+    results.add(Row("5 log growth, 1 broker", "last chunk / first chunk", system.name, "ratio",
+                    [rates[-1] / rates[0]], note="target: >= 0.9"))
+
+
+# ------------------------------------------------------------------------------ 3, 6: replicated
+
+
+def memory(system: System, results: Results, when: str) -> None:
+    """Scenario 6: resident memory of every broker process (one value per broker)."""
+    values = [rss_kib(b.pid) / 1024 for b in system.brokers]
+    results.add(Row("6 broker memory (RSS)", f"{len(values)} brokers, {when}", system.name, "MiB", values,
+                    higher_is_better=False, note="one value per broker process"))
+
+
+def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
+    """Scenario 3: 3 brokers, 6 partitions, RF 3, min.insync.replicas=2; acks=all then acks=1."""
+    for acks in ("all", 1):
+        topic = _topic(f"s3-acks{acks}")
+        system.create_topic(topic, 6, 3, REPLICATED)
+        rates = []
+        for run in range(sizes.runs if results else 1):
+            secs = load.produce(system, topic, sizes.records, acks=acks)
+            t = time.perf_counter()
+            got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            if (lag := time.perf_counter() - t) > 1.0:
+                print(f"    {system.name}: high watermark caught up {lag:.1f} s after the producer's flush",
+                      flush=True)
+            if got != sizes.records * (run + 1):
+                raise RuntimeError(f"{system.name}: {topic} holds {got} records after run {run + 1}")
+            rates.append(sizes.records / secs)
+        if results is not None:
+            results.add(Row("3 produce, 3 brokers RF3", f"6 partitions, min.insync=2, acks={acks}", system.name,
+                            "records/s", rates))
+
+
+# ------------------------------------------------------------------------------ 4: latency
+
+
+def latency(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 4: produce-to-consume latency at a fixed rate, acks=all, RF 3 (fresh topic per run)."""
+    per_run: dict[str, list[float]] = {"p50": [], "p99": [], "p99.9": [], "max": []}
+    for _ in range(sizes.runs):
+        topic = _topic("s4-latency")
+        system.create_topic(topic, 6, 3, REPLICATED)
+        lat = sorted(load.end_to_end_latency(system, topic, 6, sizes.latency_rate, sizes.latency_seconds))
+        per_run["p50"].append(load.percentile(lat, 50))
+        per_run["p99"].append(load.percentile(lat, 99))
+        per_run["p99.9"].append(load.percentile(lat, 99.9))
+        per_run["max"].append(lat[-1])
+    for name, values in per_run.items():
+        results.add(Row("4 end-to-end latency", f"{name}, {sizes.latency_rate:,.0f} rec/s x "
+                        f"{sizes.latency_seconds:g} s, acks=all RF3", system.name, "ms", values,
+                        higher_is_better=False))
+
+
+# ------------------------------------------------------------------------------ 7: failover
+
+
+def failover(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 7: an acks=all producer at a fixed rate; kill -9 (then SIGTERM) the partition
+    leader; the gap is from the signal to the first acknowledgement of a record sent after it.
+    The stopped broker is restarted and the ISR refilled before the next run."""
+    for kind, sig in (("kill -9", signal.SIGKILL), ("SIGTERM (controlled shutdown)", signal.SIGTERM)):
+        topic = _topic("s7-failover")
+        system.create_topic(topic, 1, 3, REPLICATED)
+        gaps, notes = [], []
+        for _ in range(sizes.failover_runs):
+            producer = load.PacedProducer(system, topic, sizes.failover_rate).start()
+            try:
+                deadline = time.monotonic() + 30
+                while not producer.acks and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                time.sleep(1.0)                        # steady state
+                victim = system.broker(system.leader(topic))
+                t0 = time.monotonic()
+                assert victim.proc is not None
+                victim.proc.send_signal(sig)
+                limit = t0 + 90
+                acked = None
+                while acked is None and time.monotonic() < limit:
+                    time.sleep(0.01)
+                    acked = producer.first_ack_of_record_sent_after(t0)
+                gap = (acked - t0) if acked is not None else 90.0
+                if acked is None:
+                    notes.append("no ack within 90 s")
+                exited = victim.proc.wait(120)
+                notes.append(f"broker {victim.broker_id} exit {exited}")
+                gaps.append(gap)
+            finally:
+                producer.stop()
+            victim.start()
+            system.wait_topic(topic, 1, 3, timeout=120)
+        results.add(Row("7 failover, acks=all RF3", f"{kind} of the leader, {sizes.failover_rate:,.0f} rec/s",
+                        system.name, "s to next ack", gaps, higher_is_better=False,
+                        note="; ".join(sorted(set(notes)))))
+
+
+# ------------------------------------------------------------------------------ machine ceiling
+
+
+def _batch_bytes(records: int) -> tuple[bytes, int, int]:
+    """One ~1 MB v2 batch of 100-byte values; (batch, records in it, batches for ``records``)."""
+    from kafkalite.records.builder import BatchBuilder
+    b = BatchBuilder()
+    value = os.urandom(load.VALUE_SIZE)
+    bound = BatchBuilder.record_size_upper_bound(None, value)
+    ts = int(time.time() * 1000)
+    while b.size_in_bytes + bound <= 1_000_000:
+        b.append(ts, None, value)
+    batch = bytes(b.build())
+    per = int.from_bytes(batch[57:61], "big")
+    return batch, per, max(1, records // per)
+
+
+def _sink(listener: socket.socket, path: str | None, total: int) -> None:
+    """The trivial Python sink: recv_into one buffer, optionally append it to a file."""
+    conn, _ = listener.accept()
+    buf = bytearray(1 << 20)
+    view = memoryview(buf)
+    got = 0
+    f = open(path, "ab", buffering=0) if path else None
+    try:
+        while got < total:
+            n = conn.recv_into(buf)
+            if not n:
+                break
+            if f is not None:
+                f.write(view[:n])
+            got += n
+        conn.sendall(b"k")
+    finally:
+        conn.close()
+        if f is not None:
+            f.close()
+
+
+def ceiling(results: Results, sizes: Sizes) -> None:
+    """The machine's limit for the bytes of scenario 1 (v2 batches of ``records`` 100-byte values):
+    loopback TCP into a Python sink, page-cache append from Python, and both together."""
+    batch, per_batch, count = _batch_bytes(sizes.records)
+    total = len(batch) * count
+    records = per_batch * count
+    tmp = tempfile.mkdtemp(prefix="kafkalite-bench-ceiling-", dir="/tmp")
+    rates: dict[str, list[float]] = {"loopback TCP -> Python sink": [], "page-cache append (Python, 1 MB writes)": [],
+                                     "loopback TCP -> Python sink -> append": []}
+    try:
+        for run in range(sizes.runs):
+            path = os.path.join(tmp, f"append-{run}.log")
+            start = time.perf_counter()
+            with open(path, "ab", buffering=0) as f:
+                for _ in range(count):
+                    f.write(batch)
+            rates["page-cache append (Python, 1 MB writes)"].append(records / (time.perf_counter() - start))
+            os.unlink(path)
+            for name, sink_path in (("loopback TCP -> Python sink", None),
+                                    ("loopback TCP -> Python sink -> append", path)):
+                listener = socket.create_server(("127.0.0.1", 0))
+                t = threading.Thread(target=_sink, args=(listener, sink_path, total), daemon=True)
+                t.start()
+                with socket.create_connection(listener.getsockname()) as s:
+                    start = time.perf_counter()
+                    for _ in range(count):
+                        s.sendall(batch)
+                    s.recv(1)
+                    rates[name].append(records / (time.perf_counter() - start))
+                t.join(30)
+                listener.close()
+                if sink_path:
+                    os.unlink(sink_path)
+    finally:
+        for name in os.listdir(tmp):
+            os.unlink(os.path.join(tmp, name))
+        os.rmdir(tmp)
+    for name, values in rates.items():
+        mbs = total / records * sorted(values)[len(values) // 2] / 1e6
+        results.add(Row("0 machine ceiling", name, "machine", "records/s", values,
+                        note=f"{total / 1e6:,.0f} MB = {records:,} records in v2 batches; {mbs:,.0f} MB/s"))

@@ -1,0 +1,162 @@
+"""Spark reader benchmark: rows/s of ``spark.read.format("kafkalite")`` into Spark's noop sink,
+next to the raw fetch rate of ``kafkalite.client`` on the same records.
+
+Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.spark_reader [--records 5000000]``.
+Starts its own ZooKeeper and one broker under a temp dir (or uses ``--bootstrap-server``),
+produces N records of 100-byte values over 10 partitions with confluent-kafka, then measures
+
+* client fetch: one KafkaClient fetching every partition to its end (4 MiB per fetch), records
+  counted from batch headers (no decoding): the wire + broker ceiling;
+* client fetch + Arrow: the same with ``spark_integration.arrow_records.convert`` per fetch,
+  i.e. what one Spark task does, without Spark;
+* Spark noop: ``df.write.format("noop")`` over the whole topic with ``local[2]`` (2 tasks at a
+  time over the 10 partitions); the first run includes Python worker start-up, the best of the
+  next ``--repeat`` runs is reported as well.
+
+Everything started here is stopped and the temp dir removed on exit.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def produce(bootstrap: str, topic: str, records: int, partitions: int, value_size: int) -> float:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1000000,
+                         "batch.num.messages": 100000, "queue.buffering.max.messages": 2000000,
+                         "queue.buffering.max.kbytes": 2097151, "acks": 1, "enable.idempotence": False})
+    value = b"v" * value_size
+    t0 = time.perf_counter()
+    for i in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, b"%d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(600):
+        raise SystemExit("produce did not finish")
+    return time.perf_counter() - t0
+
+
+def client_fetch(bootstrap: str, topic: str, convert_too: bool) -> tuple[float, int]:
+    from kafkalite.client import KafkaClient, TopicPartition
+    from kafkalite.records import scan_valid_prefix
+    from spark_integration.arrow_records import convert
+
+    with KafkaClient(bootstrap) as client:
+        tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
+        ends = {tp: o for tp, (o, _) in client.list_offsets({tp: -1 for tp in tps}).items()}
+        rows = 0
+        t0 = time.perf_counter()
+        for tp in tps:
+            offset = 0
+            while offset < ends[tp]:
+                fetched = client.fetch(tp, offset, max_bytes=4 << 20)
+                if convert_too:
+                    batch, nxt = convert(fetched.records, topic=tp.topic, partition=tp.partition, start=offset,
+                                         end=ends[tp])
+                    rows += batch.num_rows if batch is not None else 0
+                else:
+                    infos, _ = scan_valid_prefix(memoryview(fetched.records), verify_crc=False)
+                    nxt = infos[-1].next_offset if infos else offset
+                    rows += sum(i.records_count for i in infos)
+                if nxt <= offset:
+                    raise SystemExit(f"no progress at {tp} offset {offset}")
+                offset = nxt
+        return time.perf_counter() - t0, rows
+
+
+def spark_noop(bootstrap: str, topic: str, repeat: int) -> list[tuple[float, int]]:
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    from spark_integration import register
+
+    log4j = ROOT / "tests" / "spark" / "log4j2.properties"
+    spark = (SparkSession.builder.master("local[2]").appName("kafkalite-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.driver.memory", "1g")
+             .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}")
+             .getOrCreate())
+    register(spark)
+    out = []
+    try:
+        for _ in range(1 + repeat):
+            df = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+                  .option("subscribe", topic).load())
+            t0 = time.perf_counter()
+            df.write.format("noop").mode("overwrite").save()
+            elapsed = time.perf_counter() - t0
+            out.append((elapsed, df.count() if not out else out[0][1]))
+    finally:
+        spark.stop()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--partitions", type=int, default=10)
+    ap.add_argument("--value-size", type=int, default=100)
+    ap.add_argument("--repeat", type=int, default=2, help="warm Spark runs after the first")
+    ap.add_argument("--bootstrap-server", help="use this cluster instead of starting one")
+    args = ap.parse_args(argv)
+
+    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-spark-bench-"))
+    zk = cluster = None
+    try:
+        if args.bootstrap_server:
+            bootstrap = args.bootstrap_server
+        else:
+            from tests.support.brokers import Cluster
+            from tests.support.zookeeper import ZooKeeperServer
+            zk = ZooKeeperServer(tmp / "zookeeper")
+            zk.start()
+            cluster = Cluster(zk, tmp / "cluster", 1).start()
+            bootstrap = cluster.bootstrap
+        topic = f"spark-bench-{int(time.time())}"
+        produce_s = produce(bootstrap, topic, args.records, args.partitions, args.value_size)
+        print(f"produced {args.records:,} records of {args.value_size} B over {args.partitions} partitions "
+              f"in {produce_s:.1f} s ({args.records / produce_s:,.0f} rec/s, confluent-kafka)", flush=True)
+        rows_table = []
+        fetch_s, fetch_rows = client_fetch(bootstrap, topic, convert_too=False)
+        rows_table.append(("kafkalite.client fetch (1 process, no decode)", fetch_s, fetch_rows))
+        conv_s, conv_rows = client_fetch(bootstrap, topic, convert_too=True)
+        rows_table.append(("client fetch + Arrow convert (1 process)", conv_s, conv_rows))
+        runs = spark_noop(bootstrap, topic, args.repeat)
+        rows_table.append(("Spark local[2] -> noop, first run", runs[0][0], runs[0][1]))
+        if len(runs) > 1:
+            best = min(runs[1:])
+            rows_table.append((f"Spark local[2] -> noop, best of {len(runs) - 1} warm", best[0], runs[0][1]))
+        print(f"\n{'measurement':<50} {'rows':>12} {'seconds':>9} {'rows/s':>12}")
+        for name, seconds, rows in rows_table:
+            if rows != args.records:
+                print(f"!! {name}: {rows} rows, expected {args.records}")
+            print(f"{name:<50} {rows:>12,} {seconds:>9.2f} {rows / seconds:>12,.0f}")
+        return 0
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        if zk is not None:
+            zk.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""AlterConfigs (33) and IncrementalAlterConfigs (44): change topic overrides at runtime.
+
+Any broker may answer, as in ZooKeeper-mode Kafka (AdminManager writes ZooKeeper directly): the
+new overrides are validated with the same table CreateTopics uses, then written to
+``/config/topics/<t>`` with a ``/config/changes`` notification (``KafkaZkClient.set_topic_config``).
+Every broker watches each topic's config znode (``metadata_sync``) and hands the new log config to
+its partitions, so ``retention.ms`` and friends apply without a restart.
+
+AlterConfigs replaces the whole set of a topic's overrides; IncrementalAlterConfigs applies
+SET / DELETE / APPEND / SUBTRACT per key on top of the current overrides, read from ZooKeeper
+(not the metadata cache, which may lag a just-completed change). kafkalite has no dynamic broker
+configs: a BROKER resource is refused the way Kafka refuses a key that is not dynamic.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.registry import api
+from kafkalite.config import TOPIC_KEYS, ConfigError, validate_topic_overrides
+from kafkalite.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TOPIC, BROKER = 2, 4
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+class _Refused(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations to a copy of ``current`` (Kafka's AdminManager rules)."""
+    out = dict(current)
+    seen: set[str] = set()
+    for op in ops:
+        name, kind, value = op["name"], op["config_operation"], op["value"]
+        if name in seen:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {name}")
+        seen.add(name)
+        key = TOPIC_KEYS.get(name)
+        if key is None:
+            raise _Refused(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        if kind == SET:
+            if value is None:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"Null value not supported for topic config {name}")
+            out[name] = value
+        elif kind == DELETE:
+            out.pop(name, None)
+        elif kind in (APPEND, SUBTRACT):
+            if key.kind != "list":
+                raise _Refused(ErrorCode.INVALID_CONFIG,
+                               f"Config value append is not allowed for config key: {name}" if kind == APPEND else
+                               f"Config value subtract is not allowed for config key: {name}")
+            items = [v for v in out.get(name, "").split(",") if v]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            if kind == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            if items:
+                out[name] = ",".join(items)
+            else:
+                out.pop(name, None)
+        else:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind} for {name}")
+    return out
+
+
+@defer.inlineCallbacks
+def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
+    broker = ctx.broker
+    responses = []
+    for res in req["resources"]:
+        kind, name = res["resource_type"], res["resource_name"]
+        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
+        responses.append(entry)
+        try:
+            if kind == BROKER:
+                keys = sorted(c["name"] for c in res["configs"])
+                raise _Refused(ErrorCode.INVALID_REQUEST,
+                               f"Cannot update these configs dynamically: {', '.join(keys)} "
+                               "(kafkalite broker configs are static: set them in server.properties)")
+            if kind != TOPIC:
+                raise _Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
+            if name not in broker.metadata.topics:
+                raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            if incremental:
+                current = yield broker.kafka_zk.get_topic_config(name)
+                new = _incremental(current, res["configs"])
+            else:
+                names = [c["name"] for c in res["configs"]]
+                if len(set(names)) != len(names):
+                    raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                new = {c["name"]: c["value"] for c in res["configs"]}
+            try:
+                new = validate_topic_overrides(new)
+            except ConfigError as exc:
+                raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
+            if not req.get("validate_only", False):
+                yield broker.kafka_zk.set_topic_config(name, new)
+                log.info("topic %s config overrides now %s", name, new)
+        except _Refused as exc:
+            entry["error_code"], entry["error_message"] = int(exc.code), str(exc)
+        except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: one resource fails, not the request
+            log.error("altering configs of %s failed: %r", name, exc)
+            entry["error_code"], entry["error_message"] = int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@api(33, 0, 1)
+def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    return _alter(ctx, req, incremental=False)
+
+
+@api(44, 0, 0)
+def handle_incremental_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    return _alter(ctx, req, incremental=True)
