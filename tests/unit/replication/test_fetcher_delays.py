@@ -7,7 +7,7 @@ fake clock, so "the others are fetched at once" and "this one waits one back-off
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from twisted.internet import defer, task
@@ -108,7 +108,7 @@ def answer_fetch(req: Any, errors: dict[int, int] | None = None) -> None:
 
 
 @pytest.fixture
-def setup() -> tuple[task.Clock, Leader, ReplicaFetcher]:
+def setup() -> Iterator[tuple[task.Clock, Leader, ReplicaFetcher]]:
     clock = task.Clock()
     leader = Leader(clock)
     fetcher = ReplicaFetcher(1, 2, clock, CONFIG, lambda broker: ("127.0.0.1", 9), connect=leader.connect)
