@@ -6,12 +6,25 @@ that just became a follower first asks its leader where its latest epoch ends
 and wrote records nobody else has drops them instead of serving them; only then does it fetch.
 Appends keep the leader's offsets and epochs (the storage's follower path). The follower's high
 watermark is the leader's, capped by its own log end.
+
+Errors are per partition, as in Kafka's AbstractFetcherThread: a partition the leader answers
+with an error, or whose truncation step fails, is delayed by ``replica.fetch.backoff.ms`` on its
+own (``PartitionFetchState.delay``) while the others keep fetching at once. The whole fetcher
+backs off only when a request itself fails (connection, timeout) or nothing is fetchable, and
+then only until the earliest delayed partition is due or a new partition arrives.
+
+Each round truncates the partitions that need it, then fetches, on one connection (Kafka's
+order). A partition added while a Fetch is parked at the leader therefore waits for that long
+poll (``replica.fetch.wait.max.ms``) before its OffsetForLeaderEpoch goes out. Sending that on a
+second connection at once was tried and measured worse: the follower usually learns of a new
+leader epoch from ZooKeeper a moment before the leader does, so the early request is refused
+(UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER) and the partition sits out a whole back-off.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from twisted.internet import defer
 
@@ -26,38 +39,85 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 OFFSET_FOR_LEADER_EPOCH = 23
 FETCH = 1
 
+Key = tuple[str, int]
 
-@dataclass
+
+@dataclass(eq=False)
 class FollowedPartition:
+    """Kafka's PartitionFetchState: truncating or fetching, and perhaps delayed after an error.
+
+    A new object per follow() (a new leader epoch), so an answer to a request sent for an
+    earlier incarnation is recognised by identity and dropped."""
     part: Any                   # broker.partition.Partition
     needs_truncation: bool = True
-    failed_until: float = 0.0
+    #: Reactor time before which this partition is neither fetched nor truncated (Kafka's DelayedItem).
+    delayed_until: float = 0.0
+
+    def is_delayed(self, now: float) -> bool:
+        return now < self.delayed_until
+
+    def ready_for_fetch(self, now: float) -> bool:
+        return not self.needs_truncation and not self.is_delayed(now)
+
+    def ready_to_truncate(self, now: float) -> bool:
+        return self.needs_truncation and not self.is_delayed(now)
+
+
+class _Sleep:
+    """A back-off that membership changes can cut short."""
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+        self.pending: defer.Deferred | None = None
+
+    def __call__(self, seconds: float) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        timer = self.reactor.callLater(max(seconds, 0.0), lambda: d.called or d.callback(None))
+        d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
+        self.pending = d
+        return d
+
+    def wake(self) -> None:
+        """End the sleep on the next reactor turn, so that partitions added in this one (a batch
+        of state changes) go out in one request."""
+        d = self.pending
+        if d is not None and not d.called:
+            self.reactor.callLater(0, lambda: d.called or d.callback(None))
 
 
 class ReplicaFetcher:
     def __init__(self, broker_id: int, leader_id: int, reactor: Any, config: Any,
-                 endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None],
+                 connect: Callable[..., defer.Deferred] = client.connect) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.reactor = reactor
         self.config = config
         self.endpoint_of = endpoint_of
-        self.partitions: dict[tuple[str, int], FollowedPartition] = {}
+        self.connect = connect
+        self.backoff = config["replica.fetch.backoff.ms"] / 1000.0
+        self.partitions: dict[Key, FollowedPartition] = {}
         self.conn: client.KafkaClientProtocol | None = None
         self.running = False
         self.loop: defer.Deferred | None = None
-        self.wakeup: defer.Deferred | None = None
+        self.starting: Any = None           # IDelayedCall that starts the loop
+        self.sleep = _Sleep(reactor)
 
     # -- membership ------------------------------------------------------------------------------
     def add(self, part: Any) -> None:
         self.partitions[part.key] = FollowedPartition(part)
-        if not self.running:
-            self.running = True
-            self.loop = self._run()
-        elif self.wakeup is not None and not self.wakeup.called:
-            self.wakeup.callback(None)
+        self.running = True
+        if self.loop is not None and not self.loop.called:
+            self.sleep.wake()
+        elif self.starting is None:       # next turn: this turn's additions share one request
+            self.starting = self.reactor.callLater(0, self._start)
 
-    def remove(self, key: tuple[str, int]) -> None:
+    def _start(self) -> None:
+        self.starting = None
+        if self.running and (self.loop is None or self.loop.called):
+            self.loop = self._run()
+
+    def remove(self, key: Key) -> None:
         self.partitions.pop(key, None)
 
     def stop(self) -> None:
@@ -65,50 +125,79 @@ class ReplicaFetcher:
         self.partitions.clear()
         if self.conn is not None:
             self.conn.close()
-        if self.wakeup is not None and not self.wakeup.called:
-            self.wakeup.callback(None)
+        self.sleep.wake()
+
+    # -- per-partition state ---------------------------------------------------------------------
+    def now(self) -> float:
+        return self.reactor.seconds()
+
+    def delay(self, fs: Iterable[FollowedPartition]) -> None:
+        """Kafka's delayPartitions: hold these back for one back-off (one already delayed keeps
+        its deadline); the others are unaffected."""
+        now = self.now()
+        for f in fs:
+            if not f.is_delayed(now):
+                f.delayed_until = now + self.backoff
+
+    def ready(self, which: Callable[[FollowedPartition, float], bool]) -> dict[Key, FollowedPartition]:
+        now = self.now()
+        return {k: f for k, f in self.partitions.items() if which(f, now)}
+
+    def idle_wait(self) -> float:
+        """Nothing to send: wait until the earliest delayed partition is due, at most one back-off
+        (add() wakes us sooner)."""
+        now = self.now()
+        return min([self.backoff, *(f.delayed_until - now for f in self.partitions.values() if f.is_delayed(now))])
+
+    def _current(self, key: Key, f: FollowedPartition) -> bool:
+        """Is ``f`` still the state we follow ``key`` with (not removed or re-added meanwhile)?"""
+        return self.running and self.partitions.get(key) is f
 
     # -- the loop --------------------------------------------------------------------------------
-    def _sleep(self, seconds: float) -> defer.Deferred:
-        """Back-off that add()/stop() can cut short."""
-        d: defer.Deferred = defer.Deferred()
-        timer = self.reactor.callLater(seconds, lambda: d.called or d.callback(None))
-        d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
-        self.wakeup = d
-        return d
-
     @defer.inlineCallbacks
     def _run(self) -> Any:
-        backoff = self.config["replica.fetch.backoff.ms"] / 1000.0
-        while self.running and self.partitions:
-            try:
-                if self.conn is None or self.conn.closed:
-                    endpoint = self.endpoint_of(self.leader_id)
-                    if endpoint is None:
-                        yield self._sleep(backoff)
-                        continue
-                    self.conn = yield client.connect(self.reactor, endpoint[0], endpoint[1],
-                                                     f"broker-{self.broker_id}-fetcher",
-                                                     self.config["replica.socket.timeout.ms"] / 1000.0)
-                if any(f.needs_truncation for f in self.partitions.values()):
-                    yield self._truncate()
-                fetched = yield self._fetch()
-                if not fetched:
-                    yield self._sleep(backoff)
-            except Exception as exc:  # connection refused/lost, timeouts: back off and retry
-                if self.running:
+        try:
+            while self.running and self.partitions:
+                truncating = self.ready(FollowedPartition.ready_to_truncate)
+                if not truncating and not self.ready(FollowedPartition.ready_for_fetch):
+                    # Kafka's "no active partitions": back off, but only until one is due.
+                    yield self.sleep(self.idle_wait())
+                    continue
+                try:
+                    if self.conn is None or self.conn.closed:
+                        endpoint = self.endpoint_of(self.leader_id)
+                        if endpoint is None:
+                            raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
+                        self.conn = yield self.connect(self.reactor, endpoint[0], endpoint[1],
+                                                       f"broker-{self.broker_id}-fetcher",
+                                                       self.config["replica.socket.timeout.ms"] / 1000.0)
+                    if truncating and self.running:
+                        yield self._truncate(truncating)
+                    followed = self.ready(FollowedPartition.ready_for_fetch)
+                    if followed and self.running:
+                        yield self._fetch(followed)
+                except Exception as exc:  # connection refused/lost, timeouts: the request failed
+                    if not self.running:
+                        break
                     log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
                     if self.conn is not None:
                         self.conn.close()
                     self.conn = None
-                    yield self._sleep(backoff)
-        self.running = False
+                    # Kafka delays every partition of the fetcher and sleeps one back-off; a
+                    # partition added meanwhile is not delayed and wakes the loop.
+                    self.delay(self.partitions.values())
+                    yield self.sleep(self.backoff)
+        finally:
+            self.loop = None
+            if self.conn is not None and not self.running:
+                self.conn.close()
 
     @defer.inlineCallbacks
-    def _truncate(self) -> Any:
-        todo = {k: f for k, f in self.partitions.items() if f.needs_truncation}
+    def _truncate(self, todo: dict[Key, FollowedPartition]) -> Any:
         topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[Key, int] = {}
         for (topic, index), f in todo.items():
+            sent[(topic, index)] = f.part.leader_epoch
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "leader_epoch": max(f.part.log.epochs.latest_epoch, 0)})
@@ -116,14 +205,25 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         resp = yield self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
                                        self.config["replica.socket.timeout.ms"] / 1000.0)
+        self.handle_epoch_response(todo, sent, resp)
+
+    def handle_epoch_response(self, todo: dict[Key, FollowedPartition], sent: dict[Key, int],
+                              resp: dict[str, Any]) -> None:
+        """Truncate where the leader's answer says; delay exactly the partitions it refused."""
+        failed = []
         for t in resp["topics"]:
             for p in t["partitions"]:
-                f = todo.get((t["topic"], p["partition"]))
-                if f is None or (t["topic"], p["partition"]) not in self.partitions:
+                key = (t["topic"], p["partition"])
+                f = todo.get(key)
+                # Only for the incarnation and leader epoch the request was for (Kafka checks the
+                # epoch too: a leadership change meanwhile makes the answer meaningless).
+                if f is None or not self._current(key, f) or f.part.leader_epoch != sent[key]:
                     continue
                 if p["error_code"] != ErrorCode.NONE:
-                    log.info("%s-%d: OffsetForLeaderEpoch from leader %d failed with %s", t["topic"],
-                             p["partition"], self.leader_id, ErrorCode(p["error_code"]).name)
+                    log.info("%s-%d: OffsetForLeaderEpoch from leader %d failed with %s; retrying in %d ms",
+                             t["topic"], p["partition"], self.leader_id, ErrorCode(p["error_code"]).name,
+                             self.backoff * 1000)
+                    failed.append(f)
                     continue
                 plog = f.part.log
                 if p["end_offset"] < 0:
@@ -137,15 +237,15 @@ class ReplicaFetcher:
                     plog.truncate_to(target)
                     f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
                 f.needs_truncation = False
+        self.delay(failed)
 
     @defer.inlineCallbacks
-    def _fetch(self) -> Any:
+    def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
         cfg = self.config
-        followed = {k: f for k, f in self.partitions.items() if not f.needs_truncation}
-        if not followed:
-            return False
         topics: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[Key, int] = {}
         for (topic, index), f in followed.items():
+            sent[(topic, index)] = f.part.log.log_end_offset
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
@@ -157,20 +257,33 @@ class ReplicaFetcher:
                 "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         resp = yield self.conn.request(FETCH, FETCH_VERSION, body, timeout)
+        self.handle_fetch_response(followed, sent, resp)
+
+    def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],
+                              resp: dict[str, Any]) -> None:
+        """Apply what the leader answered; delay exactly the partitions it answered with an error."""
         if resp["error_code"] != ErrorCode.NONE:
-            return False
-        progress = True
-        now = int(self.reactor.seconds() * 1000)
+            log.info("fetch from leader %d failed: %s", self.leader_id, ErrorCode(resp["error_code"]).name)
+            self.delay(f for k, f in followed.items() if self._current(k, f))
+            return
+        now = self.now()
+        now_ms = int(now * 1000)
+        failed = []
         for t in resp["responses"]:
             for p in t["partitions"]:
                 key = (t["topic"], p["partition_index"])
-                f = self.partitions.get(key)
-                if f is None or f.needs_truncation:
+                f = followed.get(key)
+                # Kafka applies an answer only to the state it was asked for: same incarnation,
+                # still fetching, not delayed meanwhile, log end where the request started.
+                if (f is None or not self._current(key, f) or not f.ready_for_fetch(now)
+                        or f.part.log.log_end_offset != sent[key]):
                     continue
-                progress &= self._apply(f, p, now)
-        return progress
+                if not self._apply(f, p, now_ms):
+                    failed.append(f)
+        self.delay(failed)
 
     def _apply(self, f: FollowedPartition, p: dict[str, Any], now: int) -> bool:
+        """False when the leader answered this partition with an error (retry it after a back-off)."""
         part, plog = f.part, f.part.log
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:

@@ -1,0 +1,282 @@
+"""The replica fetcher delays only the partition that failed, as Kafka's AbstractFetcherThread
+does (PartitionFetchState with a DelayedItem): the others are fetched in the very next round.
+
+The leader is a fake that records each request and lets the test answer it; the reactor is a
+fake clock, so "the others are fetched at once" and "this one waits one back-off" are exact.
+"""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+import pytest
+from twisted.internet import defer, task
+
+from kafkalite.errors import ErrorCode
+from kafkalite.net.client import ConnectionLost
+from kafkalite.replication.fetcher import FETCH, OFFSET_FOR_LEADER_EPOCH, ReplicaFetcher
+
+BACKOFF_MS = 1000
+CONFIG = {"replica.fetch.backoff.ms": BACKOFF_MS, "replica.socket.timeout.ms": 30000,
+          "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
+          "replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20}
+BACKOFF = BACKOFF_MS / 1000
+
+
+class FakeLog:
+    def __init__(self, end: int) -> None:
+        self.log_end_offset = end
+        self.log_start_offset = 0
+        self.epochs = SimpleNamespace(latest_epoch=0)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return epoch, self.log_end_offset
+
+    def truncate_to(self, offset: int) -> None:
+        self.log_end_offset = offset
+
+    def append(self, records: Any, infos: Any, **kw: Any) -> None:   # records are None here
+        raise AssertionError("no records in these tests")
+
+    def truncate_fully_and_start_at(self, offset: int, now: int) -> None:
+        self.log_start_offset = self.log_end_offset = offset
+
+
+def partition(index: int, end: int = 10, epoch: int = 1) -> Any:
+    return SimpleNamespace(key=("t", index), topic="t", index=index, leader_epoch=epoch,
+                           high_watermark=end, log=FakeLog(end))
+
+
+class Conn:
+    def __init__(self, leader: "Leader") -> None:
+        self.leader = leader
+        self.closed = False
+
+    def request(self, api: int, version: int, body: dict[str, Any], timeout: float) -> defer.Deferred:
+        d: defer.Deferred = defer.Deferred()
+        self.leader.requests.append(SimpleNamespace(conn=self, api=api, body=body, d=d))
+        return d
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Leader:
+    """Records requests in order; the test answers them."""
+
+    def __init__(self, clock: task.Clock) -> None:
+        self.clock = clock
+        self.requests: list[Any] = []
+        self.conns: list[Conn] = []
+
+    def connect(self, reactor: Any, host: str, port: int, client_id: str, timeout: float) -> defer.Deferred:
+        conn = Conn(self)
+        self.conns.append(conn)
+        return defer.succeed(conn)
+
+    def take(self, api: int) -> Any:
+        """The oldest unanswered request of this API (fails if there is none)."""
+        self.clock.advance(0)                    # let the fetcher run what it scheduled for now
+        for r in self.requests:
+            if r.api == api and not r.d.called:
+                return r
+        raise AssertionError(f"no outstanding request with api {api}")
+
+    def outstanding(self, api: int) -> list[Any]:
+        self.clock.advance(0)
+        return [r for r in self.requests if r.api == api and not r.d.called]
+
+
+def partitions_in(req: Any) -> list[int]:
+    return sorted(p["partition"] for t in req.body["topics"] for p in t["partitions"])
+
+
+def answer_epochs(req: Any, errors: dict[int, int] | None = None) -> None:
+    errors = errors or {}
+    req.d.callback({"topics": [{"topic": t["topic"], "partitions": [
+        {"partition": p["partition"], "error_code": errors.get(p["partition"], ErrorCode.NONE),
+         "leader_epoch": p["current_leader_epoch"], "end_offset": 10} for p in t["partitions"]]}
+        for t in req.body["topics"]]})
+
+
+def answer_fetch(req: Any, errors: dict[int, int] | None = None) -> None:
+    errors = errors or {}
+    req.d.callback({"error_code": ErrorCode.NONE, "responses": [{"topic": t["topic"], "partitions": [
+        {"partition_index": p["partition"], "error_code": errors.get(p["partition"], ErrorCode.NONE),
+         "high_watermark": p["fetch_offset"], "log_start_offset": 0, "records": None}
+        for p in t["partitions"]]} for t in req.body["topics"]]})
+
+
+@pytest.fixture
+def setup() -> Iterator[tuple[task.Clock, Leader, ReplicaFetcher]]:
+    clock = task.Clock()
+    leader = Leader(clock)
+    fetcher = ReplicaFetcher(1, 2, clock, CONFIG, lambda broker: ("127.0.0.1", 9), connect=leader.connect)
+    yield clock, leader, fetcher
+    fetcher.stop()
+
+
+def follow_and_truncate(clock: task.Clock, leader: Leader, fetcher: ReplicaFetcher, *indexes: int) -> None:
+    for i in indexes:
+        fetcher.add(partition(i))
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
+
+
+def test_a_partition_answered_with_an_error_is_delayed_the_others_fetched_at_once(setup) -> None:
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0, 1)
+    first = leader.take(FETCH)
+    assert partitions_in(first) == [0, 1]
+    answer_fetch(first, {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    second = leader.take(FETCH)                  # no clock advance: the healthy one goes on at once
+    assert partitions_in(second) == [1]
+    answer_fetch(second)
+    assert partitions_in(leader.take(FETCH)) == [1]    # still without the delayed one
+    answer_fetch(leader.take(FETCH))
+    clock.advance(BACKOFF)
+    answer_fetch(leader.take(FETCH))             # the first round after its delay includes it again
+    assert partitions_in(leader.take(FETCH)) == [0, 1]
+
+
+def test_an_error_while_a_partition_is_delayed_does_not_extend_its_delay(setup) -> None:
+    """Kafka's delayPartitions leaves an already delayed partition's deadline alone."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    answer_fetch(leader.take(FETCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
+    clock.advance(BACKOFF / 2)
+    fetcher.delay(fetcher.partitions.values())
+    assert not leader.outstanding(FETCH)
+    clock.advance(BACKOFF / 2)
+    assert partitions_in(leader.take(FETCH)) == [0]
+
+
+def test_a_failed_truncation_delays_only_that_partition(setup) -> None:
+    clock, leader, fetcher = setup
+    fetcher.add(partition(0))
+    fetcher.add(partition(1))
+    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    assert partitions_in(req) == [0, 1]
+    answer_epochs(req, {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
+    assert partitions_in(leader.take(FETCH)) == [1]      # fetched at once, not after a back-off
+    clock.advance(BACKOFF - 0.01)
+    answer_fetch(leader.take(FETCH))
+    assert partitions_in(leader.take(FETCH)) == [1]      # a round before its delay ends: not retried
+    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    clock.advance(0.01)
+    answer_fetch(leader.take(FETCH))
+    retry = leader.take(OFFSET_FOR_LEADER_EPOCH)         # the first round after it
+    assert partitions_in(retry) == [0]
+    answer_epochs(retry)
+    answer_fetch(leader.take(FETCH))
+    assert partitions_in(leader.take(FETCH)) == [0, 1]
+
+
+def test_nothing_fetchable_waits_only_until_truncation_completes(setup) -> None:
+    """Every partition still truncating is no reason to sleep a whole back-off once one is done."""
+    clock, leader, fetcher = setup
+    fetcher.add(partition(0))
+    assert not leader.outstanding(FETCH)
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
+    assert partitions_in(leader.take(FETCH)) == [0]      # at once, no clock advance
+
+
+def test_a_partition_added_during_a_parked_fetch_is_truncated_then_fetched_in_the_next_round(setup) -> None:
+    """Kafka's order on one connection: the truncation step follows the parked fetch's answer,
+    and the same round fetches the new partition with the others (no back-off in between)."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    parked = leader.take(FETCH)                  # the leader holds it (long poll)
+    fetcher.add(partition(1))
+    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    answer_fetch(parked)
+    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    assert partitions_in(req) == [1] and req.conn is parked.conn
+    answer_epochs(req)
+    assert partitions_in(leader.take(FETCH)) == [0, 1]
+
+
+def test_partitions_added_in_one_reactor_turn_share_one_truncation_request(setup) -> None:
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    answer_fetch(leader.take(FETCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})   # now idle: 0 is delayed
+    for i in (1, 2, 3):
+        fetcher.add(partition(i))
+    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [1, 2, 3]
+
+
+def test_a_failed_fetch_request_backs_off_its_partitions_and_reconnects(setup) -> None:
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    req = leader.take(FETCH)
+    req.conn.closed = True
+    req.d.errback(ConnectionLost("reset"))
+    assert not leader.outstanding(FETCH)
+    clock.advance(BACKOFF - 0.01)
+    assert not leader.outstanding(FETCH)
+    clock.advance(0.01)
+    again = leader.take(FETCH)
+    assert partitions_in(again) == [0] and again.conn is not req.conn
+
+
+def test_a_truncation_finished_meanwhile_ends_the_back_off_after_a_failed_fetch(setup) -> None:
+    """Delays are per partition: a partition ready during another's back-off is fetched at once."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    leader.take(FETCH).d.errback(ConnectionLost("reset"))
+    fetcher.add(partition(1))
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
+    assert partitions_in(leader.take(FETCH)) == [1]
+
+
+def test_an_answer_for_an_earlier_incarnation_is_ignored(setup) -> None:
+    """Removed and re-added (a new leader epoch) while its fetch was out: the old answer neither
+    delays nor advances the new state, which truncates first."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    old = leader.take(FETCH)
+    fetcher.remove(("t", 0))
+    fetcher.add(partition(0, epoch=2))
+    answer_fetch(old, {0: ErrorCode.FENCED_LEADER_EPOCH})
+    assert not any(f.delayed_until for f in fetcher.partitions.values())
+    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    assert req.body["topics"][0]["partitions"][0]["current_leader_epoch"] == 2
+    answer_epochs(req)
+    assert partitions_in(leader.take(FETCH)) == [0]
+
+
+def test_truncation_answer_applies_the_divergence(setup) -> None:
+    clock, leader, fetcher = setup
+    part = partition(0, end=15)
+    fetcher.add(part)
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))     # the leader's epoch ends at 10
+    assert part.log.log_end_offset == 10 and part.high_watermark == 10
+    assert leader.take(FETCH).body["topics"][0]["partitions"][0]["fetch_offset"] == 10
+
+
+def test_with_every_partition_delayed_the_fetcher_waits_until_the_first_is_due(setup) -> None:
+    """Nothing fetchable: the idle back-off ends when a delayed partition is due, and a partition
+    added meanwhile is truncated at once instead of waiting it out."""
+    clock, leader, fetcher = setup
+    fetcher.add(partition(0))
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    clock.advance(BACKOFF / 2)
+    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH) and not leader.outstanding(FETCH)
+    fetcher.add(partition(1))
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
+    answer_fetch(leader.take(FETCH))
+    leader.take(FETCH).d.callback({"error_code": ErrorCode.NONE, "responses": []})   # long poll ended empty
+    fetch = leader.take(FETCH)
+    assert partitions_in(fetch) == [1]
+    clock.advance(BACKOFF / 2)
+    answer_fetch(fetch)
+    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [0]
+
+
+def test_a_lone_refused_truncation_is_retried_after_one_back_off(setup) -> None:
+    clock, leader, fetcher = setup
+    fetcher.add(partition(0))
+    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
+    clock.advance(BACKOFF - 0.01)
+    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    clock.advance(0.01)
+    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [0]
