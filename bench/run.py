@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
     ap.add_argument("--publish", action="store_true", help="also write bench/RESULTS.md and bench/RESULTS.png")
+    ap.add_argument("--note", default="", help="a line for bench/RESULTS.md (e.g. the machine's load)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
     args = ap.parse_args(argv)
     chosen = parse_scenarios(args.scenario)
@@ -254,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n===== kafkalite broker profile (py-spy) =====")
         print(profiler.summary())
     if args.publish and results.rows:
-        publish(results, chart, header)
+        publish(results, chart, header + (f"\n\n{args.note}" if args.note else ""))
     return 0
 
 

@@ -61,6 +61,7 @@ class KafkaConnection(protocol.Protocol):
         self.max_queued = max_queued
         self.queue: deque[bytearray] = deque()
         self.busy = False
+        self.draining = False        # inside _next's loop (see _next)
         self.paused_by_transport = False
         self.reading_paused = False
         self.closed = False
@@ -114,26 +115,39 @@ class KafkaConnection(protocol.Protocol):
         self.transport.abortConnection()
 
     def _next(self) -> None:
-        while not (self.busy or self.closed or self.paused_by_transport) and self.queue:
-            frame = self.queue.popleft()
-            if self.reading_paused and len(self.queue) < self.max_queued // 2:
-                self.reading_paused = False
-                self.transport.resumeProducing()
-            self.busy = True
-            try:
-                result = self.dispatcher.dispatch(frame, self)
-            except CloseConnection as exc:
-                log.info("closing connection from %s: %s", self.peer, exc)
-                self.abort()
-                return
-            except Exception:
-                log.exception("unexpected error handling a request from %s; closing it", self.peer)
-                self.abort()
-                return
-            if isinstance(result, defer.Deferred):
-                result.addCallbacks(self._respond, self._failed)
-                return
-            self._respond(result)
+        """Dispatch queued frames one at a time. Iterative on purpose: a handler's Deferred that
+        has already fired (an acks=all write the high watermark covers at once, e.g. an
+        OffsetCommit on a partition with replication factor 1) calls ``_respond`` -> ``_next``
+        synchronously; recursing there once per pipelined request overflowed the stack after a
+        few hundred requests and left the connection busy forever. Re-entrant calls return at
+        once and this loop carries on."""
+        if self.draining:
+            return
+        self.draining = True
+        try:
+            while not (self.busy or self.closed or self.paused_by_transport) and self.queue:
+                frame = self.queue.popleft()
+                if self.reading_paused and len(self.queue) < self.max_queued // 2:
+                    self.reading_paused = False
+                    self.transport.resumeProducing()
+                self.busy = True
+                try:
+                    result = self.dispatcher.dispatch(frame, self)
+                except CloseConnection as exc:
+                    log.info("closing connection from %s: %s", self.peer, exc)
+                    self.abort()
+                    return
+                except Exception:
+                    log.exception("unexpected error handling a request from %s; closing it", self.peer)
+                    self.abort()
+                    return
+                if isinstance(result, defer.Deferred):
+                    # fires now (already called: busy is False again) or later (_respond resumes us)
+                    result.addCallbacks(self._respond, self._failed)
+                    continue
+                self._respond(result)
+        finally:
+            self.draining = False
 
     def _respond(self, result: Any) -> None:
         self.busy = False

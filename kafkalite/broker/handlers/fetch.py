@@ -36,7 +36,11 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
         for topic, p in wanted:
             entry = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
-                     "preferred_read_replica": -1, "records": None}
+                     "preferred_read_replica": -1,
+                     # never null, errors included (Kafka sends MemoryRecords.EMPTY): librdkafka
+                     # fails the whole response on MessageSetSize -1 ("invalid MessageSetSize"),
+                     # so a consumer never saw e.g. OFFSET_OUT_OF_RANGE and never reset
+                     "records": b""}
             try:
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
                 part, res = broker.replica_manager.read(
@@ -50,8 +54,6 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 if res is not None and len(res.records):
                     entry["records"] = res.records
                     total += len(res.records)
-                else:
-                    entry["records"] = b""
             except KafkaError as exc:
                 entry["error_code"] = int(exc.code)
                 had_error = True

@@ -105,3 +105,26 @@ def test_oversize_or_negative_frame_closes() -> None:
         conn, transport = connect(Dispatcher(broker=None, listener="PLAINTEXT"))
         conn.dataReceived(struct.pack(">i", size))
         assert conn.closed and transport.value() == b""
+
+
+class AlreadyFired:
+    """Answers every request with a Deferred that has already fired, as an acks=all write does
+    when the high watermark covers it at once (replication factor 1)."""
+
+    def dispatch(self, frame, conn):
+        corr = codec.read_request_header(frame).correlation_id
+        return defer.succeed([struct.pack(">ii", 4, corr)])
+
+
+def test_many_pipelined_already_fired_answers_do_not_recurse() -> None:
+    """5000 pipelined requests whose Deferreds fired synchronously: all answered, in order, and
+    the connection stays open (recursing once per request overflowed the stack after a few
+    hundred and left the connection busy, so later requests timed out)."""
+    conn = KafkaConnection(AlreadyFired(), max_frame_bytes=1 << 20, max_queued=10000)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    count = 5000
+    conn.dataReceived(b"".join(request(18, 0, c) for c in range(count)))
+    answered = [struct.unpack(">i", r)[0] for r in responses(transport.value())]
+    assert answered == list(range(count))
+    assert not conn.busy and not transport.disconnecting

@@ -47,3 +47,19 @@ def test_complete_all_answers_everything() -> None:
         purgatory.watch([key], 10_000, lambda: False, lambda t: "done").addCallback(results.append)
     purgatory.complete_all()
     assert results == ["done"] * 3 and not clock.getDelayedCalls()
+
+
+def test_ready_between_callers_check_and_watch_completes_at_once() -> None:
+    """The condition became true after the caller's own check but before the watch existed
+    (another request completed synchronously in between, and its check found no watcher): the
+    operation completes at once instead of sleeping until its deadline (a lost wake-up)."""
+    clock = task.Clock()
+    purgatory = Purgatory(clock)
+    state = {"ready": False}
+    assert not state["ready"]            # the caller's check: not ready, so it will watch
+    state["ready"] = True                 # ...meanwhile the data arrived
+    purgatory.check(("t", 0))            # and its wake-up found nobody watching
+    results = []
+    purgatory.watch([("t", 0)], 500, lambda: state["ready"], lambda timed_out: timed_out).addCallback(results.append)
+    assert results == [False]
+    assert len(purgatory) == 0 and not clock.getDelayedCalls()
