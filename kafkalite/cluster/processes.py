@@ -160,14 +160,20 @@ class ZooKeeperProcess(Process):
 
     Ready when ``srvr`` reports a mode *and* ``conf`` shows our own dataDir, so a foreign server
     on the same port is never mistaken for ours (``ruok`` answers before it serves requests).
+
+    ``host`` is where clients (and the readiness probe) reach it; it listens there only, unless
+    ``listen_address`` says otherwise (``0.0.0.0``: every address, e.g. a bridge that brokers in
+    network namespaces reach it through).
     """
 
     def __init__(self, workdir: str | os.PathLike[str], port: int = 0, tick_ms: int = 2000,
-                 host: str = "127.0.0.1", log_path: Path | None = None) -> None:
+                 host: str = "127.0.0.1", log_path: Path | None = None,
+                 listen_address: str | None = None) -> None:
         super().__init__()
         self.dir = Path(workdir).resolve()
         self.port = port or free_port(host)
         self.host = host
+        self.listen_address = listen_address or host
         self.tick_ms = tick_ms
         self.log_path = log_path or self.dir / "zookeeper.log"
 
@@ -187,7 +193,7 @@ class ZooKeeperProcess(Process):
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(
             f"tickTime={self.tick_ms}\ndataDir={self.data_dir}\nclientPort={self.port}\n"
-            f"clientPortAddress={self.host}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
+            f"clientPortAddress={self.listen_address}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,conf\n")
         return self.config_path
 

@@ -63,15 +63,6 @@ def netns_unavailable() -> str | None:
     return None
 
 
-class AllAddressesZooKeeper(ZooKeeperServer):
-    """ZooKeeper on every root-namespace address (the bridge too), so namespaced brokers reach it."""
-
-    def _write_config(self) -> Path:
-        cfg = super()._write_config()
-        cfg.write_text(cfg.read_text().replace("clientPortAddress=127.0.0.1", "clientPortAddress=0.0.0.0"))
-        return cfg
-
-
 class NamespacedBroker(BrokerProcess):
     """Broker ``i`` inside namespace ``kcl-b<i>``, listening on 10.214.0.1<i>."""
 
@@ -125,7 +116,8 @@ def test_partitioned_leader_truncates_divergent_tail(tmp_path) -> None:
     netns_up(3)
     zk = cluster = None
     try:
-        zk = AllAddressesZooKeeper(tmp_path / "zk").start()
+        # on every root-namespace address (the bridge too), so namespaced brokers reach it
+        zk = ZooKeeperServer(tmp_path / "zk", listen_address="0.0.0.0").start()
         cluster = Cluster(zk, tmp_path / "cluster", 0)
         overrides = {"min.insync.replicas": "2", "zookeeper.session.timeout.ms": "4000",
                      "replica.lag.time.max.ms": "3000", "auto.leader.rebalance.enable": "false"}

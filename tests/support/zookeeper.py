@@ -1,115 +1,29 @@
-"""A real standalone ZooKeeper process for tests (Debian's jar, see local-infrastructure.md §1).
+"""A real standalone ZooKeeper process for tests: the package launcher's, with tests' timing.
 
-Each server gets a free port and its own data dir; ``start`` returns only once ``srvr``
-reports a mode *and* ``conf`` shows our own dataDir (so a foreign server on the port is never
-mistaken for ours); ``stop`` always reaps the JVM. ``tickTime`` 500 lets sessions be 1-2 s.
+:class:`ZooKeeperServer` is :class:`kafkalite.cluster.processes.ZooKeeperProcess` (Debian's jar,
+see local-infrastructure.md §1; a free port and its own data dir; ``start`` returns only once
+``srvr`` reports a mode *and* ``conf`` shows our own dataDir; ``stop`` always reaps the JVM) with
+``tickTime`` 500, so sessions can be 1-2 s. One server serves the whole session; each cluster
+lives in its own chroot (``tests.support.brokers``).
 """
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
-import time
-from pathlib import Path
 from typing import Iterator
 
 import pytest
 
-ZK_JAR = "/usr/share/java/zookeeper.jar"
-SLF4J_JAR = "/usr/share/java/slf4j-simple.jar"
-ZK_JVM_OPTS = ["-Xms16m", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-               "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+from kafkalite.cluster.processes import ZooKeeperProcess, four_letter, free_port
+
+__all__ = ["ZooKeeperServer", "expire_session", "four_letter", "free_port", "zookeeper"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class ZooKeeperServer(ZooKeeperProcess):
+    """ZooKeeper with the tests' short tick (500 ms) unless told otherwise."""
 
-
-def four_letter(cmd: str, port: int, host: str = "127.0.0.1", timeout: float = 1.0) -> str:
-    """Send a four-letter word and return the whole reply."""
-    with socket.create_connection((host, port), timeout=timeout) as s:
-        s.sendall(cmd.encode())
-        chunks = []
-        while chunk := s.recv(4096):
-            chunks.append(chunk)
-    return b"".join(chunks).decode(errors="replace")
-
-
-class ZooKeeperServer:
-    def __init__(self, workdir: str | os.PathLike[str], port: int | None = None,
-                 tick_ms: int = 500) -> None:
-        self.dir = Path(workdir).resolve()
-        self.port = port or free_port()
-        self.tick_ms = tick_ms
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def hosts(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def data_dir(self) -> Path:
-        return self.dir / "data"
-
-    def _write_config(self) -> Path:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        cfg = self.dir / "zoo.cfg"
-        cfg.write_text(f"tickTime={self.tick_ms}\ndataDir={self.data_dir}\n"
-                       f"clientPort={self.port}\nclientPortAddress=127.0.0.1\n"
-                       "maxClientCnxns=0\nadmin.enableServer=false\n"
-                       "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,conf\n")
-        return cfg
-
-    def is_ready(self) -> bool:
-        try:
-            return ("Mode:" in four_letter("srvr", self.port)
-                    and f"dataDir={self.data_dir}/version-2" in four_letter("conf", self.port))
-        except OSError:
-            return False
-
-    def start(self, timeout: float = 30.0) -> "ZooKeeperServer":
-        for path in (ZK_JAR, SLF4J_JAR):
-            if not os.path.exists(path):
-                raise RuntimeError(f"{path} missing: apt-get install zookeeper")
-        cfg = self._write_config()
-        with open(self.dir / "zookeeper.log", "ab") as log:
-            self.proc = subprocess.Popen(
-                ["java", *ZK_JVM_OPTS, "-cp", f"{ZK_JAR}:{SLF4J_JAR}",
-                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(cfg)],
-                stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ZooKeeper exited rc={self.proc.returncode};"
-                                   f" see {self.dir}/zookeeper.log")
-            if self.is_ready():
-                return self
-            time.sleep(0.05)
-        self.stop()
-        raise TimeoutError(f"ZooKeeper not serving on {self.hosts} after {timeout} s")
-
-    def pause(self) -> None:
-        """SIGSTOP the JVM: clients go SUSPENDED; expiry on resume is NOT deterministic."""
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.resume()
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+    def __init__(self, workdir: str | os.PathLike[str], port: int | None = None, tick_ms: int = 500,
+                 listen_address: str | None = None) -> None:
+        super().__init__(workdir, port or 0, tick_ms, listen_address=listen_address)
 
 
 def expire_session(kazoo_client_id: tuple[int, bytes], hosts: str, timeout: float = 10.0) -> None:
