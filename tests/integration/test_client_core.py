@@ -13,6 +13,7 @@ from kafkalite.client import ClientError, KafkaClient, TopicPartition
 from kafkalite.client.connection import BrokerConnection
 from kafkalite.errors import ErrorCode
 from kafkalite.records import build_batch, iter_records
+from tests.support.waiting import wait_for
 
 CREATE_TOPICS, PRODUCE = 19, 0
 
@@ -146,9 +147,13 @@ def test_routes_to_leaders_across_a_cluster(cluster_factory):
     topic = unique("routed")
     with KafkaClient(cluster.brokers[2].bootstrap) as c:
         create_topic(c, topic, partitions=3, rf=2)
-        md = c.metadata([topic])
-        leaders = {p.leader for p in md.topics[topic].partitions.values()}
-        assert leaders == {1, 2, 3}
+        # CreateTopics answers once the controller's broker knows the leaders; the broker asked
+        # here learns them from ZooKeeper a moment later (LEADER_NOT_AVAILABLE meanwhile, which
+        # clients retry, as with Kafka's UpdateMetadata propagation).
+        def leaders() -> set[int]:
+            return {p.leader for p in c.metadata([topic]).topics[topic].partitions.values()}
+        wait_for(lambda: -1 not in leaders(), timeout=30, what="leaders known to the bootstrap broker")
+        assert leaders() == {1, 2, 3}
         for p in range(3):
             produce_raw(c, TopicPartition(topic, p), [b"v%d" % p])
         got = c.fetch_many({TopicPartition(topic, p): 0 for p in range(3)})
