@@ -78,13 +78,24 @@ def test_kafka_python_group(cluster: Any, assignor: str) -> None:
     consumers = [KafkaConsumer(TOPIC, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
                                enable_auto_commit=False, partition_assignment_strategy=[kafka_python_assignor(assignor)],
                                session_timeout_ms=10000, heartbeat_interval_ms=500) for _ in range(2)]
+    # kafka-python's group leader assigns from its own metadata snapshot; a member whose first
+    # Metadata answer has not arrived yet assigns nothing ("No partition metadata for topic"), a
+    # client-side race. Wait until each member knows the topic's partitions (from our brokers).
+    for c in consumers:
+        wait_for(lambda c=c: c.partitions_for_topic(TOPIC) == set(range(PARTITIONS)), 30, "member metadata")
 
     def run(c: Any) -> None:
+        from kafka.errors import CommitFailedError, RebalanceInProgressError
         while not stop.is_set():
             for records in c.poll(timeout_ms=200).values():
                 with lock:
                     seen.update(r.value for r in records)
-            c.commit()
+            try:
+                c.commit()
+            except (CommitFailedError, RebalanceInProgressError):
+                # the group rebalanced between poll and commit (the second member joined): as in
+                # any kafka-python application, the next poll rejoins and the commit is retried
+                continue
     threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in consumers]
     for t in threads:
         t.start()
