@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster import BrokerProcess, LocalCluster
@@ -228,20 +228,10 @@ def consume_kcat(bootstrap: str, topic: str, expected: int, timeout: float = 600
 def consume_confluent(bootstrap: str, topic: str, partitions: int, expected: int,
                       timeout: float = 600.0) -> tuple[float, int]:
     """confluent-kafka Consumer with assign() from the beginning; (seconds, messages)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-unused", "enable.auto.commit": False,
-                  "enable.auto.offset.store": False})
-    try:
-        start = time.perf_counter()
-        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        n = 0
-        deadline = time.monotonic() + timeout
-        while n < expected and time.monotonic() < deadline:
-            for m in c.consume(num_messages=10000, timeout=1.0):
-                if m.error() is None:
-                    n += 1
-        secs = time.perf_counter() - start
-    finally:
-        c.close()
+    from bench.load import consume_from_beginning
+    secs, n = consume_from_beginning({"bootstrap.servers": bootstrap, "group.id": "bench-unused",
+                                      "enable.auto.commit": False, "enable.auto.offset.store": False},
+                                     topic, partitions, expected, timeout)
     if n != expected:
         raise RuntimeError(f"confluent consumer read {n}/{expected} messages")
     return secs, n

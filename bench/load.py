@@ -88,7 +88,18 @@ def wait_high_watermark_sum(system: System, topic: str, partitions: int, expecte
 
 def consume(system: System, topic: str, partitions: int, expected: int, timeout: float = 600.0) -> float:
     """Read ``expected`` records from the beginning with assign() (no group); seconds."""
-    c = Consumer(system.client_conf(**COMMON_CONSUMER, **{"group.id": "bench-consume"}))
+    conf = system.client_conf(**COMMON_CONSUMER, **{"group.id": "bench-consume"})
+    secs, n = consume_from_beginning(conf, topic, partitions, expected, timeout)
+    if n != expected:
+        raise RuntimeError(f"{system.name}: consumer read {n}/{expected} records of {topic}")
+    return secs
+
+
+def consume_from_beginning(conf: dict[str, Any], topic: str, partitions: int, expected: int,
+                           timeout: float = 600.0) -> tuple[float, int]:
+    """A confluent-kafka Consumer (``conf``) assigned every partition from offset 0 reads until
+    ``expected`` records or ``timeout``; (seconds, records read). Shared by both benchmarks."""
+    c = Consumer(conf)
     try:
         start = time.perf_counter()
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
@@ -101,9 +112,7 @@ def consume(system: System, topic: str, partitions: int, expected: int, timeout:
         secs = time.perf_counter() - start
     finally:
         c.close()
-    if n != expected:
-        raise RuntimeError(f"{system.name}: consumer read {n}/{expected} records of {topic}")
-    return secs
+    return secs, n
 
 
 def paced(rate: float, duration: float, send: Callable[[int], None], poll: Callable[[], Any],
