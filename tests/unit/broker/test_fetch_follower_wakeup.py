@@ -15,9 +15,28 @@ from twisted.internet import defer, task
 
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.errors import ErrorCode, KafkaError
 
 FOLLOWER = 2
 RECORDS = b"one-batch"
+
+
+class FakePartition:
+    """What the fetch handler asks a Partition: offsets of the leader's byte log."""
+
+    key = ("t", 0)
+    log_start_offset = 0
+
+    def __init__(self, leader: "Leader") -> None:
+        self.leader = leader
+        self.high_watermark = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.leader.log)
+
+    def fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
+        return self.log_end_offset if replica_id >= 0 else self.high_watermark
 
 
 class Leader:
@@ -25,18 +44,25 @@ class Leader:
 
     def __init__(self, clock: task.Clock) -> None:
         self.purgatory = Purgatory(clock)
-        self.part = SimpleNamespace(key=("t", 0), high_watermark=0, log_start_offset=0)
+        self.part = FakePartition(self)
         self.log = b""
         self.fetched_at: list[int] = []
+        self.reads: list[int] = []
+        self.is_leader = True
         self.replica_manager = self
 
     # replica_manager
     def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Any:
+        if not self.is_leader:
+            raise KafkaError("not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return self.part
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
              isolation: int, epoch: int, min_one_batch: bool) -> Any:
-        return self.part, SimpleNamespace(records=self.log[fetch_offset:fetch_offset + max_bytes])
+        part = self.leader(topic, index, epoch)
+        self.reads.append(fetch_offset)
+        upper = part.fetch_upper_bound(replica_id, isolation)
+        return part, SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
 
     # broker
     def replicas_fetched(self, part: Any, replica_id: int, fetch_offset: int, now: int) -> None:
@@ -47,8 +73,8 @@ class Leader:
             self.purgatory.check(self.part.key)
 
 
-def follower_fetch(fetch_offset: int) -> dict[str, Any]:
-    return {"replica_id": FOLLOWER, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
+def follower_fetch(fetch_offset: int, replica_id: int = FOLLOWER, min_bytes: int = 1) -> dict[str, Any]:
+    return {"replica_id": replica_id, "max_wait_ms": 500, "min_bytes": min_bytes, "max_bytes": 1 << 20,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": 0,
                                                       "fetch_offset": fetch_offset, "log_start_offset": 0,
@@ -89,3 +115,56 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
     leader.log += b"new"
     leader.purgatory.check(("t", 0))
     assert answered and records_of(answered[0]) == b"new"
+
+
+def parked(leader: Leader, req: dict[str, Any]) -> list[Any]:
+    d = handle_fetch(SimpleNamespace(broker=leader, now_ms=0), req)
+    assert isinstance(d, defer.Deferred)
+    answered: list[Any] = []
+    d.addCallback(answered.append)
+    assert not answered
+    return answered
+
+
+def test_parked_fetch_checks_offsets_without_reading_or_recording_again() -> None:
+    """Kafka's DelayedFetch.tryComplete compares offsets; it neither reads the log nor records the
+    follower's fetch again. Each purgatory check used to read (and build a response for) every
+    partition of the request, the leader's main CPU cost under acks=all."""
+    leader = Leader(task.Clock())
+    leader.log = b"old"
+    answered = parked(leader, follower_fetch(3))
+    reads, recorded = len(leader.reads), list(leader.fetched_at)
+    for _ in range(5):                          # e.g. high-watermark moves: nothing new past 3
+        leader.purgatory.check(("t", 0))
+    assert not answered
+    assert len(leader.reads) == reads           # no read while nothing is there
+    assert leader.fetched_at == recorded == [3]  # the follower's offset recorded once, on arrival
+    leader.log += b"new"
+    leader.purgatory.check(("t", 0))
+    assert answered and records_of(answered[0]) == b"new"
+    assert len(leader.reads) == reads + 1       # one read, to answer
+
+
+def test_parked_consumer_fetch_waits_for_the_high_watermark_and_min_bytes() -> None:
+    leader = Leader(task.Clock())
+    leader.log = b"abc"
+    leader.part.high_watermark = 3
+    answered = parked(leader, follower_fetch(3, replica_id=-1, min_bytes=4))
+    leader.log += b"defgh"                      # appended, not yet replicated: invisible
+    leader.purgatory.check(("t", 0))
+    assert not answered
+    leader.part.high_watermark = 5              # 2 bytes visible, fewer than min_bytes
+    leader.purgatory.check(("t", 0))
+    assert not answered
+    leader.part.high_watermark = 8
+    leader.purgatory.check(("t", 0))
+    assert answered and records_of(answered[0]) == b"defgh"
+
+
+def test_parked_fetch_answers_at_once_with_the_error_when_leadership_moves() -> None:
+    leader = Leader(task.Clock())
+    answered = parked(leader, follower_fetch(0, replica_id=-1))
+    leader.is_leader = False
+    leader.purgatory.check(("t", 0))
+    assert answered
+    assert answered[0]["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
