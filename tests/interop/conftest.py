@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.interop.interop_support import wait_for
+from tests.support.waiting import wait_for
 
 
 @pytest.fixture(scope="module")

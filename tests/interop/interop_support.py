@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 import struct
 import subprocess
-import time
 import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -250,17 +249,6 @@ def kcat_consume(bootstrap: str, topic: str, *args: str, timeout: float = 90) ->
                timeout=timeout)
     assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]
     return parse_kcat_framed(out.stdout)
-
-
-def wait_for(pred: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = pred()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def chunks(seq: list[Any], n: int) -> Iterable[list[Any]]:

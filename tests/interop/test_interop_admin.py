@@ -17,7 +17,7 @@ from kafka.admin import NewPartitions as KNewPartitions
 from kafka.admin import NewTopic as KNewTopic
 from kafka.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 
-from tests.interop.interop_support import wait_for
+from tests.support.waiting import wait_for
 
 
 def metadata_partitions(admin: AdminClient, topic: str) -> dict[int, tuple[int, list[int], list[int]]] | None:

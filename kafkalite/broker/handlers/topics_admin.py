@@ -29,6 +29,16 @@ def _error(exc: BaseException) -> tuple[int, str]:
     return int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc) or type(exc).__name__
 
 
+def _refusal(name: str, counts: Counter, broker: Any) -> tuple[int, str] | None:
+    """The per-topic checks CreateTopics and CreatePartitions share, before any validation: a topic
+    named twice in one request, and a broker that is not (or no longer) the controller."""
+    if counts[name] > 1:
+        return int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
+    if not broker.is_controller:
+        return int(ErrorCode.NOT_CONTROLLER), "This is not the controller."
+    return None
+
+
 @defer.inlineCallbacks
 def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
     """Await each job's Deferred, filling its result entry's error on failure."""
@@ -50,11 +60,9 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
     for t in req["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
-        if counts[t["name"]] > 1:
-            entry["error_code"], entry["error_message"] = int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
-            continue
-        if not broker.is_controller:
-            entry["error_code"], entry["error_message"] = int(ErrorCode.NOT_CONTROLLER), "This is not the controller."
+        refusal = _refusal(t["name"], counts, broker)
+        if refusal is not None:
+            entry["error_code"], entry["error_message"] = refusal
             continue
         try:
             configs = {c["name"]: c["value"] for c in t["configs"]}
@@ -127,11 +135,9 @@ def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> Any:
     for t in req["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
-        if counts[t["name"]] > 1:
-            entry["error_code"], entry["error_message"] = int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
-            continue
-        if not broker.is_controller:
-            entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
+        refusal = _refusal(t["name"], counts, broker)
+        if refusal is not None:
+            entry["error_code"], entry["error_message"] = refusal
             continue
         try:
             new = broker.admin.plan_partitions(t["name"], t["count"], t["assignments"])
