@@ -18,7 +18,7 @@ from zk_schema.producer_ids import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlockZNode
 from zk_schema.topic_names import (MAX_TOPIC_NAME_LENGTH, collides_with, has_collision_chars,
                                    is_valid_topic_name, unify_collision_chars,
                                    validate_topic_name)
-from zk_schema.topics import (LEADER_DURING_DELETE, NO_LEADER, PartitionState,
+from zk_schema.topics import (LEADER_DURING_DELETE, NO_LEADER,
                               TopicPartitionStateZNode, TopicPartitionsZNode,
                               TopicPartitionZNode, TopicZNode)
 from zk_schema.uuids import decode_uuid, encode_uuid, new_cluster_id, new_topic_id
@@ -29,8 +29,7 @@ __all__ = [
     "ClusterIdZNode", "new_cluster_id", "new_topic_id", "encode_uuid", "decode_uuid",
     "ControllerZNode", "ControllerEpochZNode",
     "EndPoint", "BrokerRegistration", "BrokerSequenceIdZNode",
-    "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode", "PartitionState",
-    "TopicPartitionStateZNode", "NO_LEADER", "LEADER_DURING_DELETE",
+    "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode", "TopicPartitionStateZNode", "NO_LEADER", "LEADER_DURING_DELETE",
     "ConfigEntityZNode", "TopicConfigZNode", "ConfigEntityChangeNotification",
     "DeleteTopicsZNode", "PreferredReplicaElection", "ReassignPartitions",
     "IsrChangeNotification", "LogDirEventNotification",

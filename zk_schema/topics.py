@@ -115,8 +115,9 @@ class TopicPartitionZNode:
 
 
 @dataclass(frozen=True)
-class PartitionState:
-    """Leader and ISR of one partition as the controller (or leader) last wrote them."""
+class TopicPartitionStateZNode:
+    """``/brokers/topics/<t>/partitions/<p>/state``: leader and ISR as the controller (or leader)
+    last wrote them (the payload only; ``kafkalite.metadata.LeaderAndIsr`` adds its zkVersion)."""
 
     leader: int
     leader_epoch: int
@@ -135,7 +136,7 @@ class PartitionState:
                       "controller_epoch": self.controller_epoch, "isr": list(self.isr)})
 
     @classmethod
-    def decode(cls, data: bytes) -> "PartitionState":
+    def decode(cls, data: bytes) -> "TopicPartitionStateZNode":
         znode = "partition state"
         obj = loads_object(znode, data)
         req_version(znode, obj, (1,))
@@ -143,6 +144,3 @@ class PartitionState:
                    tuple(int_list(znode, req_list(znode, obj, "isr"), "isr")),
                    req_int(znode, obj, "controller_epoch"))
 
-
-#: Kafka's name for the state znode; same class.
-TopicPartitionStateZNode = PartitionState

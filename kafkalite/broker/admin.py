@@ -8,37 +8,42 @@ queues ``/admin/delete_topics/<t>``; the controller does the rest.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Mapping
 
 from twisted.internet import defer
 
-from kafkalite.broker.metadata_cache import METADATA_CHANGED
-from kafkalite.config import ConfigError, validate_topic_overrides
+from kafkalite.broker.purgatory import Purgatory
+from kafkalite.config import BrokerConfig, ConfigError, validate_topic_overrides
 from kafkalite.controller.assignment import assign_replicas
+from kafkalite.coordination import KafkaZkClient
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from zk_schema.errors import InvalidTopicNameError
 from zk_schema.topic_names import collides_with, validate_topic_name
+from zk_schema.topics import TopicZNode
 from zk_schema.uuids import new_topic_id
-
-if TYPE_CHECKING:
-    from kafkalite.broker.server import KafkaBroker
 
 log = logging.getLogger(__name__)
 
 
 class TopicAdmin:
-    def __init__(self, broker: "KafkaBroker") -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, metadata: MetadataCache, zk: KafkaZkClient,
+                 purgatory: Purgatory) -> None:
+        self.config = config
+        self.metadata = metadata
+        self.zk = zk
+        self.purgatory = purgatory
+        self.auto_creating: set[str] = set()
 
     @property
     def live_brokers(self) -> list[int]:
-        return sorted(self.broker.metadata.brokers)
+        return sorted(self.metadata.brokers)
 
     # -- create ----------------------------------------------------------------------------------
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
                    assignments: list[dict[str, Any]], configs: dict[str, str | None]) -> tuple[dict[int, list[int]], dict[str, str]]:
         """Validate a new topic and return (assignment, config overrides); raises KafkaError."""
-        cache = self.broker.metadata
+        cache = self.metadata
         try:
             validate_topic_name(name)
         except InvalidTopicNameError as exc:
@@ -61,9 +66,9 @@ class TopicAdmin:
             self.check_assignment(assignment, start=0)
             return assignment, overrides
         if num_partitions == -1:
-            num_partitions = self.broker.config["num.partitions"]
+            num_partitions = self.config["num.partitions"]
         if replication_factor == -1:
-            replication_factor = self.broker.config["default.replication.factor"]
+            replication_factor = self.config["default.replication.factor"]
         if num_partitions <= 0:
             raise KafkaError("Number of partitions must be larger than 0.", ErrorCode.INVALID_PARTITIONS)
         if replication_factor <= 0:
@@ -75,7 +80,7 @@ class TopicAdmin:
         return assign_replicas(live, num_partitions, replication_factor), overrides
 
     def check_assignment(self, assignment: dict[int, list[int]], start: int) -> None:
-        live = set(self.broker.metadata.brokers)
+        live = set(self.metadata.brokers)
         expected = list(range(start, start + len(assignment)))
         if sorted(assignment) != expected:
             raise KafkaError(f"Partitions should be a consecutive 0-based integer sequence, found {sorted(assignment)}",
@@ -96,14 +101,14 @@ class TopicAdmin:
     @defer.inlineCallbacks
     def create_topic(self, name: str, assignment: dict[int, list[int]], overrides: dict[str, str]) -> Any:
         try:
-            yield self.broker.kafka_zk.create_topic(name, assignment, overrides, new_topic_id())
+            yield self.zk.create_topic(name, assignment, overrides, new_topic_id())
         except InvalidTopicNameError as exc:
             raise KafkaError(str(exc), ErrorCode.INVALID_TOPIC_EXCEPTION) from None
         log.info("created topic %s with %d partition(s): %s %s", name, len(assignment), assignment, overrides)
 
     # -- partitions ------------------------------------------------------------------------------
     def plan_partitions(self, name: str, count: int, assignments: list[dict[str, Any]] | None) -> dict[int, list[int]]:
-        info = self.broker.metadata.topics.get(name)
+        info = self.metadata.topics.get(name)
         if info is None or info.deleting:
             raise KafkaError(f"The topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         current = len(info.assignment)
@@ -136,4 +141,40 @@ class TopicAdmin:
         """
         if timeout_ms <= 0 or condition():
             return defer.succeed(True)
-        return self.broker.purgatory.watch([METADATA_CHANGED], timeout_ms, condition, lambda timed_out: not timed_out)
+        return self.purgatory.watch([METADATA_CHANGED], timeout_ms, condition, lambda timed_out: not timed_out)
+
+    # -- topics created on first use -----------------------------------------------------------------
+    def auto_create(self, name: str) -> None:
+        """Metadata's auto-creation (``auto.create.topics.enable``): fire and forget; clients
+        retry until leaders exist."""
+        if name in self.auto_creating or name in self.metadata.topics:
+            return
+        try:
+            assignment, overrides = self.plan_topic(name, self.config["num.partitions"],
+                                                    self.config["default.replication.factor"], [], {})
+        except KafkaError as exc:
+            log.warning("cannot auto-create topic %s: %s", name, exc)
+            return
+        self.auto_creating.add(name)
+        d = self.create_topic(name, assignment, overrides)
+        d.addErrback(lambda f: log.info("auto-creation of %s: %s", name, f.value))
+        d.addBoth(lambda _: self.auto_creating.discard(name))
+
+    # -- changes to existing topics ------------------------------------------------------------------
+    def add_partitions(self, name: str, new: Mapping[int, list[int]]) -> defer.Deferred:
+        """Write the grown assignment (after :meth:`plan_partitions`); the controller elects the
+        new partitions' leaders."""
+        info = self.metadata.topics[name]
+        return self.zk.set_topic_assignment(name, TopicZNode({**info.assignment, **new}, topic_id=info.topic_id))
+
+    def delete_topic(self, name: str) -> defer.Deferred:
+        """Queue the topic in ``/admin/delete_topics``; the controller deletes it."""
+        return self.zk.mark_topic_for_deletion(name)
+
+    def topic_overrides(self, name: str) -> defer.Deferred:
+        """The topic's overrides as ZooKeeper has them now (the cache may lag a change just made)."""
+        return self.zk.get_topic_config(name)
+
+    def set_topic_overrides(self, name: str, overrides: Mapping[str, str]) -> defer.Deferred:
+        """Replace the overrides and notify every broker (``/config/changes``)."""
+        return self.zk.set_topic_config(name, overrides)

@@ -7,20 +7,18 @@ version, or a body that does not decode, closes the connection.
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from twisted.internet import defer
 
 from kafkalite.broker import registry
+from kafkalite.broker.services import BrokerServices, RequestContext
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.protocol import codec
 from kafkalite.protocol.apiversions import unsupported_version_response
 from kafkalite.protocol.errors import ProtocolError
 
 if TYPE_CHECKING:
-    from kafkalite.broker.server import KafkaBroker
     from kafkalite.net.server import KafkaConnection
 
 log = logging.getLogger(__name__)
@@ -28,24 +26,9 @@ log = logging.getLogger(__name__)
 API_VERSIONS_KEY = 18
 
 
-@dataclass
-class RequestContext:
-    broker: "KafkaBroker"
-    conn: "KafkaConnection"
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-    listener: str
-
-    @property
-    def now_ms(self) -> int:
-        return int(time.time() * 1000)
-
-
 class Dispatcher:
-    def __init__(self, broker: "KafkaBroker", listener: str) -> None:
-        self.broker = broker
+    def __init__(self, services: BrokerServices, listener: str) -> None:
+        self.services = services
         self.listener = listener
 
     def dispatch(self, frame: bytearray, conn: "KafkaConnection") -> Any:
@@ -68,7 +51,7 @@ class Dispatcher:
                                   f"request: {exc}") from None
         if header.client_id is not None:
             conn.client_id = header.client_id
-        ctx = RequestContext(self.broker, conn, header.api_key, header.api_version,
+        ctx = RequestContext(self.services, conn, header.api_key, header.api_version,
                              header.correlation_id, header.client_id, self.listener)
         result = spec.handler(ctx, body)
         if isinstance(result, defer.Deferred):

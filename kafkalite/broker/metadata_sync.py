@@ -15,16 +15,16 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
-from kafkalite.broker.metadata_cache import BrokerInfo, MetadataCache, TopicInfo
-from kafkalite.broker.partition import PartitionState
+from kafkalite.coordination.client import Watch, ZooKeeperClient
+from kafkalite.coordination.kafka_zk_client import leader_and_isr
+from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration
 from zk_schema.cluster import ClusterIdZNode
 from zk_schema.config import TopicConfigZNode
 from zk_schema.controller import ControllerZNode
 from zk_schema.errors import ZkDataError
-from zk_schema.topics import PartitionState as StateZNode
-from zk_schema.topics import TopicZNode
+from zk_schema.topics import TopicPartitionStateZNode, TopicZNode
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +37,13 @@ class Change:
 
 
 class MetadataSync:
-    def __init__(self, zk: Any, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
+    def __init__(self, zk: ZooKeeperClient, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
         self.zk = zk
         self.cache = cache
         self.on_change = on_change
-        self.broker_watches: dict[int, Any] = {}
-        self.topic_watches: dict[str, list[Any]] = {}
-        self.state_watches: dict[tuple[str, int], Any] = {}
+        self.broker_watches: dict[int, Watch | None] = {}      # None: being installed
+        self.topic_watches: dict[str, list[Watch]] = {}
+        self.state_watches: dict[tuple[str, int], Watch | None] = {}
         self.deleting: set[str] = set()
         #: broker id -> czxid of its live registration znode: Kafka's broker epoch.
         self.broker_epochs: dict[int, int] = {}
@@ -94,7 +94,7 @@ class MetadataSync:
             d.addErrback(lambda f, b=new: log.warning("cannot watch broker %d: %s", b, f.value))
 
     @staticmethod
-    def _keep_watch(watch: Any, table: dict, key: Any) -> None:
+    def _keep_watch(watch: Watch, table: dict[Any, Watch | None], key: Any) -> None:
         if key in table:
             table[key] = watch
         else:          # removed meanwhile
@@ -158,7 +158,7 @@ class MetadataSync:
         for p in info.assignment:
             if (topic, p) not in self.state_watches:
                 self.state_watches[(topic, p)] = None
-                d = self.zk.watch_data(StateZNode.path(topic, p),
+                d = self.zk.watch_data(TopicPartitionStateZNode.path(topic, p),
                                        lambda data, stat, t=topic, p=p: self._state_changed(t, p, data, stat))
                 d.addCallback(self._keep_watch, self.state_watches, (topic, p))
                 d.addErrback(lambda f, t=topic, p=p: log.warning("cannot watch %s-%d: %s", t, p, f.value))
@@ -188,12 +188,11 @@ class MetadataSync:
             self.cache.states.pop(key, None)
         else:
             try:
-                z = StateZNode.decode(data)
+                z = TopicPartitionStateZNode.decode(data)
             except ZkDataError as exc:
                 log.warning("unreadable state of %s-%d: %s", topic, partition, exc)
                 return
-            self.cache.states[key] = PartitionState(z.leader, z.leader_epoch, list(z.isr), z.controller_epoch,
-                                                    stat.version)
+            self.cache.states[key] = leader_and_isr(z, int(stat.version))
         self._emit(Change("state", topic, partition))
 
     # -- deletion ----------------------------------------------------------------------------------

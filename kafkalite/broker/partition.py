@@ -1,18 +1,27 @@
-"""One topic-partition replica held by this broker: its log, its role and its high watermark.
+"""One topic-partition replica held by this broker: its log, its role, its ISR and high watermark.
 
-The leader appends client batches and advances the high watermark to the smallest log end offset
-among the in-sync replicas (itself alone when the ISR is just the leader); consumers read only
-below it. Every append and every high-watermark move wakes the requests waiting on this
-partition in the purgatory (fetch long-polls, acks=all produces).
+Like Kafka's ``Partition``, this is the one owner of everything replication decides per
+partition: leader or follower role (from the :class:`LeaderAndIsr` ZooKeeper delivers), the
+followers' progress, ISR expansion and shrinking and their conditional write to the state znode,
+the high watermark (the smallest log end offset among the in-sync replicas; consumers read only
+below it) and the answer to "is this acks=all append replicated yet". Every append and every
+high-watermark move wakes the requests waiting on this partition in the purgatory (fetch
+long-polls, acks=all produces).
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
+from twisted.internet import defer
+
+from kafkalite.broker.purgatory import Purgatory
+from kafkalite.coordination.errors import ZkVersionConflictError
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.metadata.state import LeaderAndIsr
 from kafkalite.records.batch import BatchInfo
+from kafkalite.storage import AppendResult, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -21,15 +30,12 @@ class PartitionError(KafkaError):
     """A per-partition failure: the broker answers its code in the partition's response entry."""
 
 
-@dataclass
-class PartitionState:
-    """The partition's state znode, as last read from ZooKeeper."""
+class IsrWriter(Protocol):
+    """The fenced state-znode write a leader uses for ISR changes
+    (``KafkaZkClient.update_leader_and_isr`` without a controller fence)."""
 
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    controller_epoch: int
-    zk_version: int = -1
+    def update_leader_and_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> defer.Deferred:
+        ...
 
 
 @dataclass
@@ -37,9 +43,11 @@ class Partition:
     topic: str
     index: int
     broker_id: int
-    log: Any                                 # kafkalite.storage.PartitionLog
+    log: PartitionLog
+    purgatory: Purgatory
+    isr_writer: IsrWriter
     replicas: list[int] = field(default_factory=list)
-    state: PartitionState | None = None
+    state: LeaderAndIsr | None = None
     #: Leader only: log end offset each follower last fetched from (replica id -> offset).
     follower_end_offsets: dict[int, int] = field(default_factory=dict)
     follower_caught_up_ms: dict[int, int] = field(default_factory=dict)
@@ -70,8 +78,8 @@ class Partition:
         return self.state.leader_epoch if self.state else -1
 
     @property
-    def isr(self) -> list[int]:
-        return self.state.isr if self.state else []
+    def isr(self) -> tuple[int, ...]:
+        return self.state.isr if self.state else ()
 
     @property
     def log_end_offset(self) -> int:
@@ -92,7 +100,7 @@ class Partition:
                 raise PartitionError("client leader epoch is newer", ErrorCode.UNKNOWN_LEADER_EPOCH)
 
     # -- roles -----------------------------------------------------------------------------------
-    def become_leader(self, state: PartitionState, replicas: list[int], now_ms: int) -> None:
+    def become_leader(self, state: LeaderAndIsr, replicas: list[int], now_ms: int) -> None:
         new_term = not self.is_leader or self.leader_epoch != state.leader_epoch
         self.state = state
         self.replicas = list(replicas)
@@ -109,18 +117,21 @@ class Partition:
             # only moves once the ISR's end offsets are known.
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
             log.info("%s-%d: leader in epoch %d (ISR %s, log end %d)", self.topic, self.index,
-                     state.leader_epoch, state.isr, self.log.log_end_offset)
+                     state.leader_epoch, list(state.isr), self.log.log_end_offset)
         self.maybe_advance_high_watermark()
 
-    def become_follower(self, state: PartitionState, replicas: list[int]) -> None:
+    def become_follower(self, state: LeaderAndIsr, replicas: list[int]) -> None:
         self.state = state
         self.replicas = list(replicas)
         self.follower_end_offsets.clear()
         self.follower_last_fetch.clear()
 
-    # -- ISR (leader only) -------------------------------------------------------------------------
+    # -- followers' progress and the ISR (leader only) --------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower asked for ``fetch_offset``: its log ends there (everything before is copied)."""
+        """A follower asked for ``fetch_offset``: its log ends there (everything before is
+        copied). The ISR may grow (written to ZooKeeper) and the high watermark may move."""
+        if replica_id not in self.follower_end_offsets:
+            return
         self.follower_end_offsets[replica_id] = fetch_offset
         leo = self.log.log_end_offset
         previous = self.follower_last_fetch.get(replica_id)
@@ -129,16 +140,20 @@ class Partition:
         elif previous is not None and fetch_offset >= previous[0]:
             self.follower_caught_up_ms[replica_id] = max(self.follower_caught_up_ms.get(replica_id, 0), previous[1])
         self.follower_last_fetch[replica_id] = (leo, now_ms)
+        grown = self.isr_to_expand(replica_id)
+        if grown is not None:
+            self.write_isr(grown, f"replica {replica_id} caught up")
+        self.maybe_advance_high_watermark()
 
-    def isr_to_expand(self, replica_id: int) -> list[int] | None:
+    def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
         """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW."""
         if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas:
             return None
         if self.follower_end_offsets.get(replica_id, -1) >= self.high_watermark:
-            return sorted(set(self.isr) | {replica_id}, key=self.replicas.index)
+            return tuple(sorted(set(self.isr) | {replica_id}, key=self.replicas.index))
         return None
 
-    def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> list[int] | None:
+    def isr_to_shrink(self, now_ms: int, lag_max_ms: int) -> tuple[int, ...] | None:
         """New ISR without followers that have not caught up within ``replica.lag.time.max.ms``."""
         if not self.is_leader:
             return None
@@ -148,11 +163,45 @@ class Partition:
                    and now_ms - self.follower_caught_up_ms.get(r, now_ms) > lag_max_ms]
         if not lagging:
             return None
-        return [r for r in self.isr if r not in lagging]
+        return tuple(r for r in self.isr if r not in lagging)
+
+    def maybe_shrink_isr(self, now_ms: int, lag_max_ms: int) -> None:
+        shrunk = self.isr_to_shrink(now_ms, lag_max_ms)
+        if shrunk is not None:
+            self.write_isr(shrunk, f"replicas {sorted(set(self.isr) - set(shrunk))} fell behind")
+
+    def write_isr(self, isr: tuple[int, ...], why: str) -> None:
+        """The leader writes its ISR changes itself (Kafka before 2.7), conditional on the state
+        znode's version. A lost race (the controller wrote a newer state) is settled by the newer
+        state the watch delivers; the ISR in memory changes only once ZooKeeper has it, so the
+        high watermark never counts a replica the znode does not list."""
+        if self.isr_write_pending or self.state is None:
+            return
+        before = self.state
+        self.isr_write_pending = True
+        d = self.isr_writer.update_leader_and_isr(self.topic, self.index, before.with_isr(isr))
+
+        def written(state: LeaderAndIsr) -> None:
+            self.isr_write_pending = False
+            if self.state is before:
+                self.state = state
+                log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, list(before.isr), list(isr), why)
+                self.maybe_advance_high_watermark()
+                self.purgatory.check(self.key)       # acks=all waiters re-check min.insync.replicas
+
+        def failed(f: object) -> None:
+            self.isr_write_pending = False
+            exc = getattr(f, "value", f)
+            if isinstance(exc, ZkVersionConflictError):
+                log.info("%s-%d: ISR update lost to a newer state: %s", self.topic, self.index, exc)
+            else:
+                log.warning("%s-%d: ISR update failed: %s", self.topic, self.index, exc)
+
+        d.addCallbacks(written, failed)
 
     # -- high watermark ----------------------------------------------------------------------------
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min log end offset over the ISR; returns True when it moved forward."""
+        """HW = min log end offset over the ISR; wakes this partition's waiters when it moves."""
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
@@ -161,19 +210,32 @@ class Partition:
                 new_hw = min(new_hw, self.follower_end_offsets.get(replica, -1))
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
+            self.purgatory.check(self.key)
             return True
         return False
 
     # -- produce / fetch -----------------------------------------------------------------------------
-    def append_as_leader(self, buf: Any, infos: list[BatchInfo], now_ms: int, required_acks: int,
-                         min_insync_replicas: int) -> Any:
+    def append_as_leader(self, buf: bytearray | memoryview, infos: list[BatchInfo], now_ms: int,
+                         required_acks: int, min_insync_replicas: int) -> AppendResult:
         self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
-            raise PartitionError(f"ISR {self.isr} is smaller than min.insync.replicas={min_insync_replicas}",
+            raise PartitionError(f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}",
                                  ErrorCode.NOT_ENOUGH_REPLICAS)
         result = self.log.append(buf, infos, leader_epoch=self.leader_epoch, now_ms=now_ms)
-        self.maybe_advance_high_watermark()
+        if not self.maybe_advance_high_watermark():
+            self.purgatory.check(self.key)            # fetch long-polls wake on new data too
         return result
+
+    def replication_status(self, required_offset: int, min_insync_replicas: int) -> ErrorCode | None:
+        """Kafka's ``Partition.checkEnoughReplicasReachOffset`` for an acks=all append ending at
+        ``required_offset`` (exclusive): None while still waiting, else the answer's code."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if self.high_watermark < required_offset:
+            return None
+        if len(self.isr) < min_insync_replicas:
+            return ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        return ErrorCode.NONE
 
     def fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
         """Consumers read below the high watermark (= last stable offset: no transactions);

@@ -1,20 +1,32 @@
-"""The partitions this broker holds, their roles, and the produce/fetch paths over them.
+"""The partitions this broker holds and the routes from requests to them.
 
-Partition state arrives from ZooKeeper (the metadata sync calls :meth:`apply_state`); requests
-arrive from handlers. This is where a produce meets the log and where a fetch meets the high
-watermark; both wake the purgatory so waiting requests finish as soon as they can.
+Partition state arrives from ZooKeeper (the broker calls :meth:`apply_state`); requests arrive
+from handlers. Like Kafka's ``ReplicaManager`` this only routes: what replication decides per
+partition (role, ISR, high watermark, "replicated yet?") is :class:`Partition`'s. The acks=all
+wait lives here once, for every writer: Produce, the group coordinator's ``__consumer_offsets``
+writes and, later, transaction markers.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from kafkalite.broker.partition import Partition, PartitionError, PartitionState
+from twisted.internet import defer
+
+from kafkalite.broker.partition import IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.services import Clock
+from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError
-from kafkalite.records.batch import validate_batches
+from kafkalite.metadata import LeaderAndIsr, MetadataCache
+from kafkalite.records.batch import BatchInfo, validate_batches
 from kafkalite.records.record import decode_batch
+from kafkalite.storage import AppendResult, LogManager, ReadResult
+
+if TYPE_CHECKING:
+    from kafkalite.replication.fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -22,19 +34,29 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZSTD = 4
 
 
+@dataclass(frozen=True)
+class PendingAck:
+    """An acks=all append waiting for the high watermark to reach ``required_offset``."""
+
+    partition: Partition
+    required_offset: int
+    min_insync_replicas: int
+
+
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: Any, purgatory: Purgatory,
-                 topic_config: Callable[[str], dict[str, Any]], now_ms: Callable[[], int],
-                 partition_exists: Callable[[str, int], bool]) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory,
+                 topic_configs: TopicConfigs, clock: Clock, metadata: MetadataCache,
+                 isr_writer: IsrWriter) -> None:
         self.broker_id = broker_id
         self.config = config
         self.logs = log_manager
         self.purgatory = purgatory
-        self.topic_config = topic_config        # topic -> effective typed topic config
-        self.now_ms = now_ms
-        self.partition_exists = partition_exists   # is the partition in the cluster's metadata?
+        self.topic_configs = topic_configs
+        self.clock = clock
+        self.metadata = metadata
+        self.isr_writer = isr_writer
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self.fetchers: Any = None                   # replication.ReplicaFetcherManager, set by the broker
+        self.fetchers: "ReplicaFetcherManager | None" = None
         #: Called with the Partition after each role change or removal (the group coordinator
         #: loads/unloads __consumer_offsets partitions from here).
         self.role_listeners: list[Callable[[Partition], None]] = []
@@ -47,28 +69,30 @@ class ReplicaManager:
         part = self.partitions.get((topic, index))
         if part is None or part.state is None:
             raise PartitionError(f"{topic}-{index} is not hosted here",
-                                 ErrorCode.NOT_LEADER_OR_FOLLOWER if self.partition_exists(topic, index)
+                                 ErrorCode.NOT_LEADER_OR_FOLLOWER if self.metadata.partition_exists(topic, index)
                                  else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         part.check_leader(current_leader_epoch)
         return part
 
+    def leads_replicated_partitions(self) -> bool:
+        return any(p.is_leader and len(p.replicas) > 1 for p in self.partitions.values())
+
     # -- state changes from ZooKeeper ------------------------------------------------------------
-    def apply_state(self, topic: str, index: int, replicas: list[int], state: PartitionState,
-                    log_config: Any) -> Partition | None:
+    def apply_state(self, topic: str, index: int, replicas: list[int], state: LeaderAndIsr) -> Partition | None:
         """Make our replica of the partition leader or follower as ``state`` says."""
         if self.broker_id not in replicas:
             return None
         key = (topic, index)
         part = self.partitions.get(key)
         if part is None:
-            plog = self.logs.get_or_create(topic, index, log_config)
-            part = Partition(topic, index, self.broker_id, plog)
+            plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic))
+            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer)
             self.partitions[key] = part
         elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
             return part           # a stale notification; ZooKeeper already told us newer
         old = part.state
         if state.leader == self.broker_id:
-            part.become_leader(state, replicas, self.now_ms())
+            part.become_leader(state, replicas, self.clock.now_ms())
             if self.fetchers is not None:
                 self.fetchers.unfollow(key)
         else:
@@ -87,7 +111,8 @@ class ReplicaManager:
             except Exception:
                 log.exception("%s-%d: role listener failed", part.topic, part.index)
 
-    def update_config(self, topic: str, log_config: Any) -> None:
+    def update_config(self, topic: str) -> None:
+        log_config = self.topic_configs.log_config(topic)
         for (t, _), part in self.partitions.items():
             if t == topic:
                 part.log.config = log_config
@@ -104,9 +129,21 @@ class ReplicaManager:
                 self.logs.delete(topic, key[1])
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")
 
+    # -- replication (leader side) ---------------------------------------------------------------
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's Fetch says how far it has copied ``part``."""
+        part.record_follower_fetch(replica_id, fetch_offset, self.clock.now_ms())
+
+    def shrink_isrs(self) -> None:
+        """Every ``replica.lag.time.max.ms / 2``: drop followers that stopped catching up."""
+        lag_max = self.config["replica.lag.time.max.ms"]
+        now = self.clock.now_ms()
+        for part in list(self.partitions.values()):
+            part.maybe_shrink_isr(now, lag_max)
+
     # -- produce ---------------------------------------------------------------------------------
     def append(self, topic: str, index: int, records: Any, acks: int, produce_version: int,
-               now_ms: int, internal: bool = False) -> tuple[Partition, Any]:
+               internal: bool = False) -> tuple[Partition, AppendResult]:
         """Validate and append one partition's batches as leader; raises KafkaError subclasses.
         ``internal``: the broker itself writes (group coordinator), internal topics allowed."""
         if topic in INTERNAL_TOPICS and not internal:
@@ -114,19 +151,40 @@ class ReplicaManager:
         part = self.leader(topic, index)
         if records is None or len(records) == 0:
             raise KafkaError("produce request without records", ErrorCode.CORRUPT_MESSAGE)
-        cfg = self.topic_config(topic)
+        cfg = self.topic_configs.effective(topic)
         infos = validate_batches(records, max_batch_bytes=cfg["max.message.bytes"])
         if produce_version < 7 and any(i.compression == ZSTD for i in infos):
             raise KafkaError("zstd needs Produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         if "compact" in cfg["cleanup.policy"]:
             _require_keys(records, infos, topic, index)
-        result = part.append_as_leader(records, infos, now_ms, acks, cfg["min.insync.replicas"])
-        self.purgatory.check(part.key)
+        result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"])
         return part, result
+
+    def pending_ack(self, part: Partition, result: AppendResult) -> PendingAck:
+        return PendingAck(part, result.last_offset + 1, self.topic_configs.effective(part.topic)["min.insync.replicas"])
+
+    def await_replication(self, pending: Sequence[PendingAck], timeout_ms: int) -> defer.Deferred:
+        """The one acks=all wait (Kafka's DelayedProduce): fires, in ``pending``'s order, each
+        append's code once every one of them is settled (replicated to the ISR with at least
+        ``min.insync.replicas`` members, or leadership lost), or at ``timeout_ms`` with
+        REQUEST_TIMED_OUT for those still waiting."""
+        def statuses() -> list[ErrorCode | None]:
+            return [p.partition.replication_status(p.required_offset, p.min_insync_replicas) for p in pending]
+
+        def ready() -> bool:
+            return all(s is not None for s in statuses())
+
+        def finish(timed_out: bool) -> list[ErrorCode]:
+            return [ErrorCode.REQUEST_TIMED_OUT if s is None else s for s in statuses()]
+
+        if ready():
+            return defer.succeed(finish(False))
+        return self.purgatory.watch({p.partition.key for p in pending}, timeout_ms, ready, finish)
 
     # -- fetch -----------------------------------------------------------------------------------
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
-             isolation_level: int, current_leader_epoch: int, min_one_batch: bool) -> tuple[Partition, Any]:
+             isolation_level: int, current_leader_epoch: int,
+             min_one_batch: bool) -> tuple[Partition, ReadResult | None]:
         part = self.leader(topic, index, current_leader_epoch)
         upper = part.fetch_upper_bound(replica_id, isolation_level)
         if fetch_offset > part.log_end_offset or fetch_offset < part.log_start_offset:
@@ -137,7 +195,7 @@ class ReplicaManager:
         return part, part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
 
 
-def _require_keys(records: Any, infos: list[Any], topic: str, index: int) -> None:
+def _require_keys(records: Any, infos: list[BatchInfo], topic: str, index: int) -> None:
     """Kafka's LogValidator: a compacted topic refuses records without a key (INVALID_RECORD).
     Only compacted topics pay for decoding their records; the CRCs were checked just before."""
     for info in infos:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import Any
+from typing import Any, Callable
 
 from twisted.internet import defer, task, threads
 from twisted.internet.interfaces import IReactorCore
@@ -22,44 +22,54 @@ from twisted.internet.interfaces import IReactorCore
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.dispatcher import Dispatcher
-from kafkalite.broker.metadata_cache import METADATA_CHANGED, MetadataCache
 from kafkalite.broker.metadata_sync import Change, MetadataSync
+from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.purgatory import Purgatory
-from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.config import BrokerConfig, Endpoint, render
+from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
+from kafkalite.broker.topic_configs import TopicConfigs
+from kafkalite.config import BrokerConfig, Endpoint
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
-from kafkalite.coordination.ops import Updated
+from kafkalite.coordination.client import SessionState
 from kafkalite.errors import ErrorCode, KafkaError
-from kafkalite.group.offsets_topic import OffsetsTopic
+from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.replication.fetcher import ReplicaFetcherManager
-from kafkalite.storage import LogConfig, LogManager
+from kafkalite.storage import LogManager
 from kafkalite.storage.cleaner import LogCleaner
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
-from zk_schema.topics import PartitionState as StateZNode
 
 log = logging.getLogger(__name__)
 
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
+CONTROLLED_SHUTDOWN = 7
 
 
 class KafkaBroker:
-    def __init__(self, config: BrokerConfig, reactor: Any) -> None:
+    """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
+
+    ``reactor`` is the broker's one clock and event loop; ``zk`` (a KafkaZkClient, default: one
+    connected to ``zookeeper.connect``) and ``blocking`` (where blocking work runs, default: the
+    reactor's thread pool) are injected so that the in-process tests run brokers on a memory
+    reactor over an in-memory ZooKeeper.
+    """
+
+    def __init__(self, config: BrokerConfig, reactor: Any, *, zk: KafkaZkClient | None = None,
+                 blocking: BlockingRunner | None = None) -> None:
         self.config = config
         self.reactor = reactor
+        self.clock = Clock(reactor)
+        self.blocking: BlockingRunner = blocking or ThreadPoolRunner(reactor)
         self.broker_id = config.broker_id
         self.metadata = MetadataCache()
+        self.topic_configs = TopicConfigs(config, self.metadata)
         self.purgatory = Purgatory(reactor)
-        self._topic_configs: dict[str, tuple[dict[str, str], dict[str, Any], Any]] = {}
         started = time.monotonic()
-        self.log_manager = LogManager(config.log_dirs, self.log_config(None))
+        # Blocking on purpose: logs are recovered before the reactor runs (nothing to serve yet).
+        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms)
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
@@ -67,51 +77,38 @@ class KafkaBroker:
             # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
             # the reactor (the logs' owner thread) through blockingCallFromThread
             self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-                                      threads=config["log.cleaner.threads"], clock=now_ms,
+                                      threads=config["log.cleaner.threads"], clock=self.clock.now_ms,
                                       owner_call=lambda fn: threads.blockingCallFromThread(reactor, fn))
+        self.kafka_zk = zk or KafkaZkClient(config["zookeeper.connect"],
+                                            session_timeout_ms=config.zookeeper_session_timeout_ms,
+                                            connect_timeout_ms=config["zookeeper.connection.timeout.ms"],
+                                            reactor=reactor)
         self.replica_manager = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
-                                              self.topic_config, now_ms, self.metadata.partition_exists)
-        self.admin = TopicAdmin(self)
-        self.kafka_zk = KafkaZkClient(config["zookeeper.connect"],
-                                      session_timeout_ms=config.zookeeper_session_timeout_ms,
-                                      connect_timeout_ms=config["zookeeper.connection.timeout.ms"], reactor=reactor)
-        self.zk = self.kafka_zk.zk
+                                              self.topic_configs, self.clock, self.metadata, self.kafka_zk)
+        self.topics = TopicAdmin(config, self.metadata, self.kafka_zk, self.purgatory)
         self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
-        self.sync = MetadataSync(self.zk, self.metadata, self.on_metadata_change)
-        self.controller = Controller(self.broker_id, self.zk, self.kafka_zk, self.metadata,
+        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self.on_metadata_change)
+        self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
-                                     lambda t: self.topic_config(t)["unclean.leader.election.enable"],
+                                     lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
-        self.offsets_topic = OffsetsTopic(self)      # group coordinator + __consumer_offsets
-        self.replica_manager.role_listeners.append(self.offsets_topic.on_partition_role)
+        self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
+                                   self.blocking)      # group coordinator + __consumer_offsets
+        self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
-        self.creating: set[str] = set()
         self.loops: list[task.LoopingCall] = []
         self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
         self.broker_epoch = -1               # czxid of our registration znode
         registry.load_handlers()
 
-    # -- configuration -----------------------------------------------------------------------------
-    def _resolve(self, topic: str | None) -> tuple[dict[str, Any], Any]:
-        overrides = {} if topic is None or topic not in self.metadata.topics else self.metadata.topics[topic].config
-        cached = self._topic_configs.get(topic or "")
-        if cached is not None and cached[0] == overrides:
-            return cached[1], cached[2]
-        typed = self.config.topic_config(overrides)
-        storage = LogConfig.from_properties({k: render(v) for k, v in typed.items() if render(v) is not None})
-        self._topic_configs[topic or ""] = (dict(overrides), typed, storage)
-        return typed, storage
-
-    def topic_config(self, topic: str | None) -> dict[str, Any]:
-        """Effective typed topic config: overrides from ZooKeeper over the broker's defaults."""
-        return self._resolve(topic)[0]
-
-    def log_config(self, topic: str | None) -> Any:
-        return self._resolve(topic)[1]
+    def services(self) -> BrokerServices:
+        """What handlers get (built once the broker id is known)."""
+        return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
+                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller)
 
     @property
     def is_controller(self) -> bool:
@@ -127,13 +124,13 @@ class KafkaBroker:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         advertised = self._listen()
-        registration = BrokerRegistration(self.broker_id, tuple(advertised), now_ms(), rack=self.config["broker.rack"])
+        registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
         self._start_loops()
-        self.offsets_topic.start()
+        self.groups.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 
@@ -142,14 +139,15 @@ class KafkaBroker:
         """Kafka's generated ids: bump /brokers/seqid's version; id = version + reserved.broker.max.id."""
         if not self.config["broker.id.generation.enable"]:
             raise KafkaError("broker.id is not set and broker.id.generation.enable is false")
-        stat = yield self.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
+        stat = yield self.kafka_zk.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
         return stat.version + self.config["reserved.broker.max.id"]
 
     def _listen(self) -> list[EndPoint]:
         advertised: list[EndPoint] = []
         configured = {ep.listener: ep for ep in self.config.advertised_listeners}
+        services = self.services()
         for ep in self.config.listeners:
-            factory = KafkaServerFactory(Dispatcher(self, ep.listener), self.config["socket.request.max.bytes"],
+            factory = KafkaServerFactory(Dispatcher(services, ep.listener), self.config["socket.request.max.bytes"],
                                          self.config["queued.max.requests"])
             port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "0.0.0.0")
             self.ports.append(port)
@@ -162,7 +160,7 @@ class KafkaBroker:
         return advertised
 
     def _start_loops(self) -> None:
-        def every(ms: int, fn: Any) -> None:
+        def every(ms: int, fn: Callable[[], Any]) -> None:
             loop = task.LoopingCall(fn)
             loop.clock = self.reactor
             loop.start(ms / 1000.0, now=False).addErrback(lambda f: log.error("periodic task failed: %s", f.value))
@@ -170,22 +168,22 @@ class KafkaBroker:
 
         every(self.config["log.retention.check.interval.ms"], self._retention)
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
-        every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self._shrink_isrs)
+        every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
         if self.cleaner is not None:
             for i in range(self.config["log.cleaner.threads"]):
                 every(max(self.config["log.cleaner.backoff.ms"], 1),
                       lambda name=f"cleaner-{i}": self._off_reactor(name, self.cleaner.run))
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
-            every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(now_ms())))
+            every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
 
-    def _off_reactor(self, name: str, work: Any) -> Any:
+    def _off_reactor(self, name: str, work: Callable[[], Any]) -> defer.Deferred | None:
         """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
         flush() and checkpoint writes beside the reactor thread's appends. One run of each kind at
         a time; the LoopingCall waits for the returned Deferred."""
         if name in self.background or self.stopping:
             return None
-        d = threads.deferToThread(work)
+        d = self.blocking.run(work)
         d.addErrback(lambda f: log.error("%s failed: %s", name, f.value))
         # (returning the popped Deferred itself would chain d onto itself: the LoopingCall would
         # wait for ever and the job would run once)
@@ -194,7 +192,7 @@ class KafkaBroker:
         return d
 
     def _retention(self) -> None:
-        self.log_manager.cleanup(now_ms())
+        self.log_manager.cleanup(self.clock.now_ms())
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint()
@@ -203,9 +201,9 @@ class KafkaBroker:
         if path.endswith(f"/{self.broker_id}"):
             self.broker_epoch = czxid
 
-    def _session_state(self, state: Any) -> None:
-        log.info("ZooKeeper session %s", getattr(state, "value", state))
-        if getattr(state, "name", "") == "LOST":
+    def _session_state(self, state: SessionState) -> None:
+        log.info("ZooKeeper session %s", state.value)
+        if state == SessionState.LOST:
             self.controller.resign("ZooKeeper session expired")
 
     @defer.inlineCallbacks
@@ -228,7 +226,7 @@ class KafkaBroker:
             yield port.stopListening()
         for factory in self.factories:
             factory.close_all()
-        self.offsets_topic.stop()
+        self.groups.stop()
         self.purgatory.complete_all()
         self.fetchers.shutdown()
         self.controller.resign("shutting down")
@@ -280,7 +278,8 @@ class KafkaBroker:
         timeout = self.config["controller.socket.timeout.ms"] / 1000.0
         conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout)
         try:
-            resp = yield conn.request(7, 3, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
+            resp = yield conn.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": self.broker_id,
+                                                                     "broker_epoch": self.broker_epoch}, timeout)
         finally:
             conn.close()
         return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
@@ -290,7 +289,7 @@ class KafkaBroker:
         """Wait (bounded) until the state watches have told us that we lead no replicated partition."""
         deadline = self.reactor.seconds() + limit_s
         while self.reactor.seconds() < deadline:
-            if not any(p.is_leader and len(p.replicas) > 1 for p in self.replica_manager.partitions.values()):
+            if not self.replica_manager.leads_replicated_partitions():
                 return
             yield task.deferLater(self.reactor, 0.01, lambda: None)
 
@@ -302,10 +301,10 @@ class KafkaBroker:
             for p in self.metadata.topics[change.topic].assignment:
                 self._apply_state(change.topic, p)
         elif change.kind == "topic-removed":
-            self._topic_configs.pop(change.topic, None)
+            self.topic_configs.forget(change.topic)
             self.replica_manager.remove_topic(change.topic, delete=True)
         elif change.kind == "config":
-            self.replica_manager.update_config(change.topic, self.log_config(change.topic))
+            self.replica_manager.update_config(change.topic)
         elif change.kind == "controller":
             self.controller.on_controller_changed()
         self.purgatory.check(METADATA_CHANGED)
@@ -317,70 +316,9 @@ class KafkaBroker:
         if info is None or state is None or partition not in info.assignment:
             return
         try:
-            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state, self.log_config(topic))
+            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state)
         except Exception:
             log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
-
-    def auto_create_topic(self, name: str) -> None:
-        """Metadata's auto-creation: fire and forget; clients retry until leaders exist."""
-        if name in self.creating or name in self.metadata.topics:
-            return
-        try:
-            assignment, overrides = self.admin.plan_topic(name, self.config["num.partitions"],
-                                                          self.config["default.replication.factor"], [], {})
-        except KafkaError as exc:
-            log.warning("cannot auto-create topic %s: %s", name, exc)
-            return
-        self.creating.add(name)
-        d = self.admin.create_topic(name, assignment, overrides)
-        d.addErrback(lambda f: log.info("auto-creation of %s: %s", name, f.value))
-        d.addBoth(lambda _: self.creating.discard(name))
-
-    def replicas_fetched(self, part: Any, replica_id: int, fetch_offset: int, now: int) -> None:
-        """A follower fetched from ``fetch_offset``: its log ends there; the ISR may grow and the
-        high watermark may move."""
-        if replica_id not in part.follower_end_offsets:
-            return
-        part.record_follower_fetch(replica_id, fetch_offset, now)
-        grown = part.isr_to_expand(replica_id)
-        if grown is not None:
-            self._write_isr(part, grown, f"replica {replica_id} caught up")
-        if part.maybe_advance_high_watermark():
-            self.purgatory.check(part.key)
-
-    def _shrink_isrs(self) -> None:
-        lag_max = self.config["replica.lag.time.max.ms"]
-        now = now_ms()
-        for part in list(self.replica_manager.partitions.values()):
-            shrunk = part.isr_to_shrink(now, lag_max)
-            if shrunk is not None:
-                self._write_isr(part, shrunk, f"replicas {sorted(set(part.isr) - set(shrunk))} fell behind")
-
-    def _write_isr(self, part: Any, isr: list[int], why: str) -> None:
-        """The leader writes ISR changes itself (pre-2.7 Kafka), conditional on the state znode's
-        version; on a lost race the controller's newer state arrives through the watch."""
-        if part.isr_write_pending or part.state is None:
-            return
-        st = part.state
-        part.isr_write_pending = True
-        d = self.kafka_zk.update_partition_state(
-            part.topic, part.index, StateZNode(st.leader, st.leader_epoch, tuple(isr), st.controller_epoch),
-            st.zk_version)
-
-        def done(result: Any) -> None:
-            part.isr_write_pending = False
-            if isinstance(result, Updated) and part.state is st:
-                part.state = PartitionState(st.leader, st.leader_epoch, list(isr), st.controller_epoch, result.version)
-                log.info("%s-%d: ISR %s -> %s (%s)", part.topic, part.index, st.isr, isr, why)
-                if part.maybe_advance_high_watermark():
-                    self.purgatory.check(part.key)
-                self.purgatory.check(part.key)
-
-        def failed(f: Any) -> None:
-            part.isr_write_pending = False
-            log.warning("%s-%d: ISR update failed: %s", part.topic, part.index, f.value)
-
-        d.addCallbacks(done, failed)
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata.brokers.get(broker_id)

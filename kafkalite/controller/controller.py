@@ -1,10 +1,16 @@
 """The active controller: elected through ``/controller``, it keeps partition state right.
 
-After every metadata change it runs :func:`decisions.plan` over the cache and executes the
-resulting writes one by one, each fenced: a multi-op that first checks ``/controller_epoch`` is
-still at the version our election produced, so a deposed controller cannot overwrite its
-successor (zookeeper-layout.md §2). A state write that loses on the znode version is simply
-recomputed when the watch delivers the newer state.
+After every metadata change it runs :func:`decisions.plan` over its view of the cluster and
+executes the resulting writes one by one through ``KafkaZkClient``'s one fenced write path: each
+is conditional on the znode version it was computed from and on ``/controller_epoch`` still being
+at the version our election produced, so a deposed controller cannot overwrite its successor
+(zookeeper-layout.md §2). A fenced write raises ControllerMovedError and the controller resigns; a
+write that loses on the znode version (ZkVersionConflictError) is recomputed when the watch
+delivers the newer state.
+
+The view is the broker's metadata cache (what the watches say), read only, under the
+controller's own :class:`ControllerContext`: the states it wrote itself, kept until the watches
+show them, so the next round does not plan them again (Kafka's controller context does the same).
 
 Controlled shutdown (ControlledShutdown API 7, or a local call when the stopping broker is the
 controller itself) adds the broker to ``shutting_down`` and answers once a reconciliation round
@@ -20,35 +26,31 @@ from typing import Any, Callable
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
 
-from kafkalite.broker.metadata_cache import MetadataCache
-from kafkalite.broker.partition import PartitionState
 from kafkalite.controller import decisions
-from kafkalite.coordination.errors import BadVersionError, NoNodeError, NodeExistsError, TransactionFailedError
-from kafkalite.coordination.ops import CheckOp, CreateOp, DeleteOp, SetDataOp
+from kafkalite.controller.context import ControllerContext
+from kafkalite.coordination.kafka_zk_client import KafkaZkClient
+from kafkalite.coordination.election import ControllerFence
+from kafkalite.coordination.errors import (ControllerMovedError, NoNodeError, NodeExistsError,
+                                           ZkVersionConflictError)
 from kafkalite.errors import ErrorCode
-from zk_schema import paths
-from zk_schema.admin import DeleteTopicsZNode
-from zk_schema.config import TopicConfigZNode
-from zk_schema.topics import PartitionState as StateZNode
-from zk_schema.topics import TopicPartitionZNode, TopicZNode
+from kafkalite.metadata import MetadataCache
 
 log = logging.getLogger(__name__)
 
 
 class Controller:
-    def __init__(self, broker_id: int, zk: Any, kafka_zk: Any, cache: MetadataCache,
+    def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
                  config: Any = None, reactor: Any = None,
                  broker_epochs: Callable[[], dict[int, int]] = dict) -> None:
         self.broker_id = broker_id
-        self.zk = zk                  # coordination.ZooKeeperClient
-        self.kafka_zk = kafka_zk      # Kafka-domain operations (election)
-        self.cache = cache
+        self.kafka_zk = kafka_zk      # election and the fenced write path
+        self.cache = cache            # the watches' view: read, never written
+        self.context = ControllerContext()
         self.deleting = deleting
         self.unclean = unclean
         self.active = False
-        self.epoch = -1
-        self.epoch_zk_version = -1
+        self.fence = ControllerFence(-1, -1)
         self.running = False
         self.dirty = False
         self.electing = False
@@ -78,7 +80,8 @@ class Controller:
         finally:
             self.electing = False
         if result.won:
-            self.active, self.epoch, self.epoch_zk_version = True, result.epoch, result.epoch_zk_version
+            self.active, self.fence = True, result.fence
+            self.context.clear()
             log.info("broker %d is the controller (epoch %d)", self.broker_id, result.epoch)
             self._start_rebalance_loop()
             self.reconcile()
@@ -95,6 +98,7 @@ class Controller:
         if self.active:
             log.info("broker %d resigns as controller: %s", self.broker_id, why)
         self.active = False
+        self.context.clear()
         self.shutting_down.clear()
         if self.rebalance_loop is not None and self.rebalance_loop.running:
             self.rebalance_loop.stop()
@@ -120,7 +124,7 @@ class Controller:
         yield self.next_round()
         if not self.active:
             return ErrorCode.NOT_CONTROLLER, []
-        remaining = sorted(k for k, s in self.cache.states.items()
+        remaining = sorted(k for k, s in self.context.states(self.cache).items()
                            if s.leader == broker_id and k[0] in self.cache.topics
                            and len(self.cache.topics[k[0]].assignment.get(k[1], ())) > 1)
         log.info("controlled shutdown of broker %d: %d replicated partition(s) still led by it",
@@ -183,95 +187,51 @@ class Controller:
 
     @defer.inlineCallbacks
     def _round(self) -> Any:
-        states = {k: decisions.State(s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, s.zk_version)
-                  for k, s in self.cache.states.items()}
+        states = self.context.states(self.cache)
         # An active controller is alive by definition, even while its own re-registration after
         # a new ZooKeeper session has not reached the watch yet.
         live = set(self.cache.brokers) | {self.broker_id}
         self._forget_stopped()
         assignments = {t: i.assignment for t, i in self.cache.topics.items()}
         actions: list[decisions.Action] = decisions.plan(live, assignments, states, self.deleting(),
-                                                         self.epoch, self.unclean, set(self.shutting_down))
+                                                         self.fence.epoch, self.unclean, set(self.shutting_down))
         if self.rebalance_due:
             self.rebalance_due = False
             touched = {(a.topic, a.partition) for a in actions if not isinstance(a, decisions.DeleteTopic)}
             actions += decisions.preferred_leader_actions(
-                live, assignments, states, self.deleting(), self.epoch, set(self.shutting_down),
+                live, assignments, states, self.deleting(), self.fence.epoch, set(self.shutting_down),
                 self.config["leader.imbalance.per.broker.percentage"], touched)
         for action in actions:
             if not self.active:
                 return
             try:
                 yield self._execute(action)
-            except TransactionFailedError as exc:
-                if self._fenced(exc):
-                    self.resign("the controller epoch moved on (another controller was elected)")
-                    return
+            except ControllerMovedError:
+                self.resign("the controller epoch moved on (another controller was elected)")
+                return
+            except ZkVersionConflictError as exc:
                 log.info("controller write %s lost a race: %s", action, exc)
-            except (NodeExistsError, NoNodeError, BadVersionError) as exc:
+            except (NodeExistsError, NoNodeError) as exc:
                 log.info("controller write %s skipped: %s", action, exc)
             except Exception as exc:
                 log.warning("controller write %s failed: %s", action, exc)
                 self.dirty = True
 
-    def _fenced(self, exc: TransactionFailedError) -> bool:
-        results = getattr(exc, "results", None) or []
-        return bool(results) and isinstance(results[0], Exception) and "BadVersion" in type(results[0]).__name__
-
-    def _guard(self) -> CheckOp:
-        return CheckOp(paths.CONTROLLER_EPOCH, self.epoch_zk_version)
-
-    def _remember(self, topic: str, partition: int, state: decisions.State, zk_version: int) -> None:
-        """Record our own write in the view at once (Kafka's controller context does the same), so
-        the next round does not plan it again before the watch reports it."""
-        if (topic, partition) in self.cache.states or topic in self.cache.topics:
-            self.cache.states[(topic, partition)] = PartitionState(
-                state.leader, state.leader_epoch, list(state.isr), state.controller_epoch, zk_version)
-
     @defer.inlineCallbacks
     def _execute(self, action: decisions.Action) -> Any:
         if isinstance(action, decisions.CreateState):
-            yield self.zk.ensure_path(TopicPartitionZNode.path(action.topic, action.partition))
-            z = StateZNode(action.state.leader, action.state.leader_epoch, action.state.isr, action.state.controller_epoch)
-            yield self.zk.multi([self._guard(), CreateOp(StateZNode.path(action.topic, action.partition), z.encode())])
-            self._remember(action.topic, action.partition, action.state, 0)
+            written = yield self.kafka_zk.create_leader_and_isr(action.topic, action.partition, action.state,
+                                                                self.fence)
+            self.context.wrote(action.topic, action.partition, written)
             log.info("%s-%d: created with leader %d, ISR %s", action.topic, action.partition,
-                     action.state.leader, list(action.state.isr))
+                     written.leader, list(written.isr))
         elif isinstance(action, decisions.UpdateState):
-            z = StateZNode(action.state.leader, action.state.leader_epoch, action.state.isr, action.state.controller_epoch)
-            yield self.zk.multi([self._guard(), SetDataOp(StateZNode.path(action.topic, action.partition), z.encode(),
-                                                          action.expected_version)])
-            self._remember(action.topic, action.partition, action.state, action.expected_version + 1)
-            log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, action.state.leader,
-                     list(action.state.isr), action.state.leader_epoch, action.reason)
+            written = yield self.kafka_zk.update_leader_and_isr(
+                action.topic, action.partition, action.state.with_version(action.expected_version), self.fence)
+            self.context.wrote(action.topic, action.partition, written)
+            log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, written.leader,
+                     list(written.isr), written.leader_epoch, action.reason)
         elif isinstance(action, decisions.DeleteTopic):
-            for attempt in range(3):
-                ops: list[Any] = [self._guard(), CheckOp(DeleteTopicsZNode.path(action.topic), -1)]
-                for path in (TopicZNode.path(action.topic), TopicConfigZNode.path(action.topic)):
-                    ops += [DeleteOp(p, -1) for p in (yield self._subtree_bottom_up(path))]
-                ops.append(DeleteOp(DeleteTopicsZNode.path(action.topic), -1))
-                try:
-                    yield self.zk.multi(ops)
-                    break
-                except TransactionFailedError as exc:
-                    # A node appeared or vanished under us (NotEmpty/NoNode): re-list and retry;
-                    # a failed epoch check is re-raised so the round resigns.
-                    if self._fenced(exc) or attempt == 2:
-                        raise
+            yield self.kafka_zk.delete_topic(action.topic, self.fence)
+            self.context.forget_topic(action.topic)
             log.info("deleted topic %s", action.topic)
-
-    @defer.inlineCallbacks
-    def _subtree_bottom_up(self, root: str) -> Any:
-        """``root`` and every descendant, children before parents (one fenced multi deletes them
-        all: Kafka wraps its recursive topic deletion in the controller-epoch check too)."""
-        found: list[str] = []
-        todo = [root]
-        while todo:
-            path = todo.pop()
-            try:
-                children = yield self.zk.get_children(path)
-            except NoNodeError:
-                continue
-            found.append(path)
-            todo += [f"{path}/{c}" for c in children]
-        return list(reversed(found))

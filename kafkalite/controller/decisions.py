@@ -29,28 +29,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
-
-@dataclass(frozen=True)
-class State:
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int = -1
+from kafkalite.metadata.state import LeaderAndIsr
 
 
 @dataclass(frozen=True)
 class CreateState:
     topic: str
     partition: int
-    state: State
+    state: LeaderAndIsr
 
 
 @dataclass(frozen=True)
 class UpdateState:
     topic: str
     partition: int
-    state: State
+    state: LeaderAndIsr
     expected_version: int
     reason: str
 
@@ -79,7 +72,7 @@ def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], un
 
 def plan(live_brokers: Iterable[int],
          assignments: Mapping[str, Mapping[int, Sequence[int]]],
-         states: Mapping[tuple[str, int], State],
+         states: Mapping[tuple[str, int], LeaderAndIsr],
          deleting: Iterable[str],
          controller_epoch: int,
          unclean: Callable[[str], bool] = lambda topic: False,
@@ -98,7 +91,7 @@ def plan(live_brokers: Iterable[int],
             if state is None:
                 alive = [r for r in replicas if r in live]
                 if alive:  # with no live replica the partition waits (Kafka's NewPartition)
-                    actions.append(CreateState(topic, p, State(alive[0], 0, tuple(alive), controller_epoch)))
+                    actions.append(CreateState(topic, p, LeaderAndIsr(alive[0], 0, tuple(alive), controller_epoch)))
                 continue
             leader_gone = state.leader not in live or state.leader in leaving
             if leader_gone:
@@ -107,20 +100,20 @@ def plan(live_brokers: Iterable[int],
                 choice = elect_leader(replicas, state.isr, live, allow_unclean, leaving)
                 if choice is None:
                     if state.leader != -1 and state.leader not in live:
-                        actions.append(UpdateState(topic, p, State(-1, state.leader_epoch + 1, state.isr,
+                        actions.append(UpdateState(topic, p, LeaderAndIsr(-1, state.leader_epoch + 1, state.isr,
                                                                    controller_epoch), state.zk_version,
                                                    f"no live in-sync replica of {replicas}"))
                     continue
                 leader, isr = choice
                 if (leader, isr) != (state.leader, state.isr):
-                    actions.append(UpdateState(topic, p, State(leader, state.leader_epoch + 1, isr, controller_epoch),
+                    actions.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
                                                state.zk_version, f"leader {state.leader} unavailable"))
                 continue
             dead_in_isr = [r for r in state.isr if r not in live or (r in leaving and r != state.leader)]
             if dead_in_isr:
                 isr = tuple(r for r in state.isr if r not in dead_in_isr) or (state.leader,)
                 if isr != state.isr:
-                    actions.append(UpdateState(topic, p, State(state.leader, state.leader_epoch + 1, isr,
+                    actions.append(UpdateState(topic, p, LeaderAndIsr(state.leader, state.leader_epoch + 1, isr,
                                                                controller_epoch), state.zk_version,
                                                f"replicas {dead_in_isr} left the ISR"))
     return actions
@@ -128,7 +121,7 @@ def plan(live_brokers: Iterable[int],
 
 def preferred_leader_actions(live_brokers: Iterable[int],
                              assignments: Mapping[str, Mapping[int, Sequence[int]]],
-                             states: Mapping[tuple[str, int], State],
+                             states: Mapping[tuple[str, int], LeaderAndIsr],
                              deleting: Iterable[str],
                              controller_epoch: int,
                              shutting_down: Iterable[int] = (),
@@ -155,7 +148,7 @@ def preferred_leader_actions(live_brokers: Iterable[int],
             state = states[key]
             if key in skipped or broker not in state.isr:
                 continue
-            actions.append(UpdateState(key[0], key[1], State(broker, state.leader_epoch + 1, state.isr,
+            actions.append(UpdateState(key[0], key[1], LeaderAndIsr(broker, state.leader_epoch + 1, state.isr,
                                                              controller_epoch), state.zk_version,
                                        f"preferred replica {broker} is back in the ISR"))
     return actions

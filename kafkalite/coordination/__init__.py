@@ -7,13 +7,14 @@
 """
 from kafkalite.coordination.client import SessionState, Watch, ZooKeeperClient
 from kafkalite.coordination.connect_string import ConnectString, parse_connect_string
-from kafkalite.coordination.election import ElectionResult
+from kafkalite.coordination.election import ControllerFence, ElectionResult
 from kafkalite.coordination.errors import (BadVersionError, BrokerIdInUseError,
                                            ClientClosedError, ConnectionLossError,
                                            ControllerMovedError, InvalidTopicError,
                                            NodeExistsError, NoNodeError, NotEmptyError,
                                            SessionExpiredError, TopicAlreadyExistsError,
-                                           TransactionFailedError, ZkError, ZkTimeoutError)
+                                           TransactionFailedError, ZkError, ZkTimeoutError,
+                                           ZkVersionConflictError)
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.ops import (BadVersion, CheckOp, CreateOp, DeleteOp, SetDataOp,
                                         Updated, Versioned)
@@ -26,5 +27,5 @@ __all__ = [
     "ZkError", "NoNodeError", "NodeExistsError", "BadVersionError", "NotEmptyError",
     "ConnectionLossError", "SessionExpiredError", "ClientClosedError", "ZkTimeoutError",
     "TransactionFailedError", "BrokerIdInUseError", "TopicAlreadyExistsError",
-    "InvalidTopicError", "ControllerMovedError",
+    "InvalidTopicError", "ControllerMovedError", "ControllerFence", "ZkVersionConflictError",
 ]

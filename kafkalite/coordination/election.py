@@ -26,11 +26,24 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class ControllerFence:
+    """What a controller's writes are fenced on: its epoch and the zkVersion of
+    ``/controller_epoch`` its election produced."""
+
+    epoch: int
+    epoch_zk_version: int
+
+
+@dataclass(frozen=True)
 class ElectionResult:
     won: bool
     controller_id: int | None     # who is controller now (None if unknown / vanished)
     epoch: int                    # controller epoch (ours if won, else the one last read)
     epoch_zk_version: int         # fencing token if won; zkVersion last read otherwise
+
+    @property
+    def fence(self) -> ControllerFence:
+        return ControllerFence(self.epoch, self.epoch_zk_version)
 
 
 @defer.inlineCallbacks
@@ -113,5 +126,5 @@ def fenced_multi(zk: ZooKeeperClient, epoch_zk_version: int, ops: Sequence[Op]) 
     return zk.multi(all_ops).addCallbacks(lambda results: results[1:], failed)
 
 
-__all__ = ["ElectionResult", "elect_controller", "watch_controller", "fenced_multi",
+__all__ = ["ControllerFence", "ElectionResult", "elect_controller", "watch_controller", "fenced_multi",
            "read_controller_epoch", "get_controller_id", "Watch"]

@@ -38,6 +38,18 @@ class NotEmptyError(ZkError):
     pass
 
 
+class ZkVersionConflictError(ZkError):
+    """A conditional write lost: the znode is no longer at the version the writer read (someone
+    else wrote it meanwhile, or it is gone: ``current_version`` None). The writer's view is stale;
+    the newer state reaches it through its watch."""
+
+    def __init__(self, path: str, expected_version: int, current_version: int | None) -> None:
+        super().__init__(f"expected zkVersion {expected_version}, found "
+                         f"{'no node' if current_version is None else current_version}", path)
+        self.expected_version = expected_version
+        self.current_version = current_version
+
+
 class ConnectionLossError(ZkError):
     """The request may or may not have been applied; the session is still alive."""
 

@@ -3,8 +3,10 @@
 Mirrors Kafka's ``KafkaZkClient``/``AdminZkClient`` on top of :class:`ZooKeeperClient`: every
 method runs in the reactor thread, returns a Deferred firing in the reactor thread, and
 reads/writes payloads only through :mod:`zk_schema`, so the tree stays readable by Kafka's
-own tools. Controller-only writes take an optional ``controller_epoch_zk_version`` and are
-then fenced on ``/controller_epoch``.
+own tools. Partition state has one write path for every writer (``update_leader_and_isr``):
+the controller's writes carry its :class:`ControllerFence` and fail with ControllerMovedError
+once another controller was elected; every write is conditional on the znode version it was
+computed from and a lost race is a :class:`ZkVersionConflictError`.
 """
 from __future__ import annotations
 
@@ -15,18 +17,30 @@ from twisted.internet import defer
 
 from kafkalite.coordination import election, producer_ids
 from kafkalite.coordination.client import SessionState, Watch, ZooKeeperClient
+from kafkalite.coordination.election import ControllerFence
 from kafkalite.coordination.errors import (BadVersionError, InvalidTopicError, NodeExistsError, NoNodeError,
-                                           TopicAlreadyExistsError, TransactionFailedError)
-from kafkalite.coordination.ops import (BadVersion, ConditionalSetResult, CreateOp, Op,
-                                        SetDataOp, Updated, Versioned)
+                                           NotEmptyError, TopicAlreadyExistsError, TransactionFailedError,
+                                           ZkVersionConflictError)
+from kafkalite.coordination.ops import (CheckOp, ConditionalSetResult, CreateOp, DeleteOp, Op,
+                                        SetDataOp, Versioned)
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
+from kafkalite.metadata.state import LeaderAndIsr
 from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode,
-                       ConfigEntityChangeNotification, DeleteTopicsZNode, PartitionState,
+                       ConfigEntityChangeNotification, DeleteTopicsZNode,
                        PRODUCER_ID_BLOCK_SIZE, TopicConfigZNode, TopicPartitionsZNode,
-                       TopicPartitionZNode, TopicZNode, collides_with, new_topic_id,
-                       paths, validate_topic_name)
+                       TopicPartitionStateZNode, TopicPartitionZNode, TopicZNode, collides_with,
+                       new_topic_id, paths, validate_topic_name)
 
 log = logging.getLogger(__name__)
+
+
+def state_znode(state: LeaderAndIsr) -> TopicPartitionStateZNode:
+    """The state znode's payload for ``state`` (its zkVersion is not part of the data)."""
+    return TopicPartitionStateZNode(state.leader, state.leader_epoch, state.isr, state.controller_epoch)
+
+
+def leader_and_isr(znode: TopicPartitionStateZNode, zk_version: int) -> LeaderAndIsr:
+    return LeaderAndIsr(znode.leader, znode.leader_epoch, znode.isr, znode.controller_epoch, zk_version)
 
 
 class KafkaZkClient:
@@ -86,10 +100,6 @@ class KafkaZkClient:
         """``callback(path, czxid)`` after an owned ephemeral was re-created in a new session."""
         self.ephemerals.add_recreated_listener(callback)
 
-    def add_reregistration_failure_listener(
-            self, callback: Callable[[str, BaseException], None]) -> None:
-        self.ephemerals.add_failure_listener(callback)
-
     @defer.inlineCallbacks
     def get_live_brokers(self) -> Any:
         """Fires {broker id: BrokerRegistration} of the registered brokers."""
@@ -101,40 +111,17 @@ class KafkaZkClient:
                 result[int(name)] = BrokerRegistration.decode(data, int(name))
         return dict(sorted(result.items()))
 
-    def watch_brokers(self, callback: Callable[[list[int]], None]) -> defer.Deferred:
-        """``callback(sorted live broker ids)`` now and on every join/leave; fires a Watch."""
-        return self.zk.watch_children(
-            paths.BROKER_IDS, lambda names: callback(sorted(int(n) for n in names)))
-
     # ---- controller ------------------------------------------------------------------------
 
     def elect_controller(self, broker_id: int) -> defer.Deferred:
         """Fires :class:`election.ElectionResult` (won, controller_id, epoch, epoch_zk_version)."""
         return election.elect_controller(self.zk, broker_id)
 
-    def watch_controller(self, callback: Callable[[int | None], None]) -> defer.Deferred:
-        return election.watch_controller(self.zk, callback)
-
-    def get_controller_id(self) -> defer.Deferred:
-        return election.get_controller_id(self.zk)
-
-    def fenced_transaction(self, epoch_zk_version: int, ops: Sequence[Op]) -> defer.Deferred:
-        """Multi-op guarded by ``check(/controller_epoch, epoch_zk_version)``."""
-        return election.fenced_multi(self.zk, epoch_zk_version, ops)
-
-    def _write(self, ops: Sequence[Op], epoch_zk_version: int | None) -> defer.Deferred:
-        if epoch_zk_version is None:
-            return self.zk.multi(ops)
-        return self.fenced_transaction(epoch_zk_version, ops)
-
     # ---- topics ----------------------------------------------------------------------------
 
     def get_all_topics(self) -> defer.Deferred:
         """Fires the sorted topic names under ``/brokers/topics``."""
         return self.zk.get_children(paths.BROKER_TOPICS).addCallback(sorted)
-
-    def watch_topics(self, callback: Callable[[list[str]], None]) -> defer.Deferred:
-        return self.zk.watch_children(paths.BROKER_TOPICS, callback)
 
     @defer.inlineCallbacks
     def create_topic(self, topic: str, assignment: Mapping[int, Sequence[int]],
@@ -176,63 +163,100 @@ class KafkaZkClient:
         """Replace the assignment (CreatePartitions, reassignment); fires Updated/BadVersion."""
         return self.zk.conditional_set(TopicZNode.path(topic), node.encode(), expected_version)
 
-    @defer.inlineCallbacks
-    def create_partition_states(self, topic: str, states: Mapping[int, PartitionState],
-                                controller_epoch_zk_version: int | None = None) -> Any:
-        """Create ``partitions``, ``partitions/<p>`` and ``partitions/<p>/state``.
-
-        Fires {partition: state zkVersion}. Writes are fenced when a token is given. A
-        partition whose state node already exists raises NodeExistsError.
-        """
-        yield self._create_if_missing(TopicPartitionsZNode.path(topic), controller_epoch_zk_version)
-        versions: dict[int, int] = {}
-        for p, state in sorted(states.items()):
-            yield self._create_if_missing(TopicPartitionZNode.path(topic, p),
-                                          controller_epoch_zk_version)
-            try:
-                yield self._write([CreateOp(PartitionState.path(topic, p), state.encode())],
-                                  controller_epoch_zk_version)
-            except TransactionFailedError as exc:
-                raise exc.error from None
-            versions[p] = 0
-        return versions
-
-    @defer.inlineCallbacks
-    def _create_if_missing(self, path: str, epoch_zk_version: int | None) -> Any:
-        try:
-            yield self._write([CreateOp(path)], epoch_zk_version)
-        except TransactionFailedError as exc:
-            if not isinstance(exc.error, NodeExistsError):
-                raise exc.error from None
+    # ---- partition state: the one fenced write path ---------------------------------------
 
     @defer.inlineCallbacks
     def get_partition_state(self, topic: str, partition: int) -> Any:
-        """Fires Versioned[PartitionState] or None if there is no state znode."""
-        data, stat = yield self.zk.get_or_none(PartitionState.path(topic, partition))
+        """Fires the partition's :class:`LeaderAndIsr` (with its zkVersion), or None."""
+        data, stat = yield self.zk.get_or_none(TopicPartitionStateZNode.path(topic, partition))
         if stat is None:
             return None
-        return Versioned(PartitionState.decode(data), int(stat.version))
+        return leader_and_isr(TopicPartitionStateZNode.decode(data), int(stat.version))
 
     @defer.inlineCallbacks
-    def update_partition_state(self, topic: str, partition: int, state: PartitionState,
-                               expected_version: int,
-                               controller_epoch_zk_version: int | None = None) -> Any:
-        """Conditional setData of the state znode; fires Updated or BadVersion.
+    def create_leader_and_isr(self, topic: str, partition: int, state: LeaderAndIsr,
+                              fence: ControllerFence) -> Any:
+        """The controller creates a new partition's state znode (and its parents), fenced on the
+        controller epoch; fires the state at zkVersion 0. ControllerMovedError when fenced;
+        NodeExistsError when the state is already there."""
+        for path in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition)):
+            try:
+                yield self._fenced(fence, [CreateOp(path)])
+            except NodeExistsError:
+                pass
+        yield self._fenced(fence, [CreateOp(TopicPartitionStateZNode.path(topic, partition),
+                                            state_znode(state).encode())])
+        return state.with_version(0)
 
-        Fenced (ControllerMovedError) when ``controller_epoch_zk_version`` is given.
+    @defer.inlineCallbacks
+    def update_leader_and_isr(self, topic: str, partition: int, state: LeaderAndIsr,
+                              fence: ControllerFence | None = None) -> Any:
+        """Write ``state`` over the state znode at ``state.zk_version``; fires it at its new
+        zkVersion. Every writer uses this: the controller passes its ``fence`` (the write fails
+        with ControllerMovedError once another controller was elected); a leader changing its
+        ISR passes none (Kafka before 2.7): the znode version is its fence.
+
+        A lost race raises :class:`ZkVersionConflictError`, except when the znode already holds
+        exactly ``state`` (our own write, applied before a connection loss hid its reply: Kafka's
+        ``checkLeaderAndIsrZkData``), which counts as success.
         """
-        path = PartitionState.path(topic, partition)
-        if controller_epoch_zk_version is None:
-            result = yield self.zk.conditional_set(path, state.encode(), expected_version)
-            return result
+        path = TopicPartitionStateZNode.path(topic, partition)
+        op = SetDataOp(path, state_znode(state).encode(), state.zk_version)
         try:
-            results = yield self.fenced_transaction(
-                controller_epoch_zk_version, [SetDataOp(path, state.encode(), expected_version)])
-        except TransactionFailedError as exc:
-            if isinstance(exc.error, BadVersionError):
-                return BadVersion(path, expected_version)
-            raise exc.error from None
-        return Updated(results[0])
+            if fence is None:
+                stat = yield self.zk.set(path, op.data, op.version)
+            else:
+                stat = (yield self._fenced(fence, [op]))[0]
+        except BadVersionError:
+            current = yield self.get_partition_state(topic, partition)
+            if current is not None and current.same_state(state):
+                return current
+            raise ZkVersionConflictError(path, state.zk_version,
+                                         None if current is None else current.zk_version) from None
+        return state.with_version(int(stat.version))
+
+    @defer.inlineCallbacks
+    def delete_topic(self, topic: str, fence: ControllerFence) -> Any:
+        """The controller's last step of a topic deletion: ``/brokers/topics/<t>`` with its whole
+        subtree, ``/config/topics/<t>`` and the ``/admin/delete_topics/<t>`` marker in one fenced
+        multi-op (Kafka wraps its recursive deletion in the controller-epoch check too). Re-lists
+        and retries when a node appeared or vanished meanwhile."""
+        marker = DeleteTopicsZNode.path(topic)
+        for attempt in range(3):
+            ops: list[Op] = [CheckOp(marker, -1)]
+            for root in (TopicZNode.path(topic), TopicConfigZNode.path(topic)):
+                ops += [DeleteOp(p, -1) for p in (yield self._subtree_bottom_up(root))]
+            ops.append(DeleteOp(marker, -1))
+            try:
+                yield self._fenced(fence, ops)
+                return
+            except (NoNodeError, NotEmptyError, NodeExistsError):
+                if attempt == 2:
+                    raise
+
+    @defer.inlineCallbacks
+    def _subtree_bottom_up(self, root: str) -> Any:
+        """``root`` and every descendant that exists, children before parents."""
+        found: list[str] = []
+        todo = [root]
+        while todo:
+            path = todo.pop()
+            try:
+                children = yield self.zk.get_children(path)
+            except NoNodeError:
+                continue
+            found.append(path)
+            todo += [f"{path}/{c}" for c in children]
+        return list(reversed(found))
+
+    def _fenced(self, fence: ControllerFence, ops: Sequence[Op]) -> defer.Deferred:
+        """``ops`` behind the controller-epoch check; fires their results. Fails with
+        ControllerMovedError when fenced, else with the failing op's own error (NoNodeError,
+        NodeExistsError, BadVersionError, ...)."""
+        def unwrap(f: Any) -> Any:
+            f.trap(TransactionFailedError)
+            raise f.value.error
+        return election.fenced_multi(self.zk, fence.epoch_zk_version, ops).addErrback(unwrap)
 
     def mark_topic_for_deletion(self, topic: str) -> defer.Deferred:
         """Create ``/admin/delete_topics/<t>``; fires False if it was already queued."""
@@ -246,13 +270,6 @@ class KafkaZkClient:
 
     def get_topics_marked_for_deletion(self) -> defer.Deferred:
         return self.zk.get_children(DeleteTopicsZNode.PATH).addCallback(sorted)
-
-    @defer.inlineCallbacks
-    def delete_topic_znodes(self, topic: str) -> Any:
-        """Delete the assignment subtree, the config and the deletion marker (not fenced)."""
-        yield self.zk.delete_recursive(TopicZNode.path(topic))
-        yield self.zk.delete_recursive(TopicConfigZNode.path(topic))
-        yield self.zk.delete_recursive(DeleteTopicsZNode.path(topic))
 
     # ---- configs ---------------------------------------------------------------------------
 
@@ -290,4 +307,4 @@ class KafkaZkClient:
         return producer_ids.allocate_producer_id_block(self.zk, broker_id, size)
 
 
-__all__ = ["KafkaZkClient", "Watch", "ConditionalSetResult"]
+__all__ = ["KafkaZkClient", "ControllerFence", "Watch", "ConditionalSetResult", "leader_and_isr", "state_znode"]

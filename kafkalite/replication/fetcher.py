@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Protocol
 
 from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
 from kafkalite.net import client
 from kafkalite.records.batch import scan_valid_prefix
+from kafkalite.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,29 @@ FETCH = 1
 Key = tuple[str, int]
 
 
+class FollowerReplica(Protocol):
+    """What the fetcher needs of a replica it keeps in step with the leader
+    (``broker.partition.Partition`` in the broker)."""
+
+    topic: str
+    index: int
+    log: PartitionLog
+    high_watermark: int
+
+    @property
+    def key(self) -> tuple[str, int]: ...
+
+    @property
+    def leader_epoch(self) -> int: ...
+
+
 @dataclass(eq=False)
 class FollowedPartition:
     """Kafka's PartitionFetchState: truncating or fetching, and perhaps delayed after an error.
 
     A new object per follow() (a new leader epoch), so an answer to a request sent for an
     earlier incarnation is recognised by identity and dropped."""
-    part: Any                   # broker.partition.Partition
+    part: FollowerReplica
     needs_truncation: bool = True
     #: Reactor time before which this partition is neither fetched nor truncated (Kafka's DelayedItem).
     delayed_until: float = 0.0
@@ -104,7 +121,7 @@ class ReplicaFetcher:
         self.sleep = _Sleep(reactor)
 
     # -- membership ------------------------------------------------------------------------------
-    def add(self, part: Any) -> None:
+    def add(self, part: FollowerReplica) -> None:
         self.partitions[part.key] = FollowedPartition(part)
         self.running = True
         if self.loop is not None and not self.loop.called:
@@ -322,7 +339,7 @@ class ReplicaFetcherManager:
         #: back to an ISR the controller just took it out of).
         self.closed = False
 
-    def follow(self, part: Any, leader_id: int) -> None:
+    def follow(self, part: FollowerReplica, leader_id: int) -> None:
         """(Re)start following ``part`` from ``leader_id``; always truncates first (new epoch)."""
         self.unfollow(part.key)
         if leader_id < 0 or self.closed:

@@ -22,13 +22,14 @@ import pytest
 from twisted.internet import defer
 from twisted.internet.epollreactor import EPollReactor
 
-from kafkalite.coordination import (BadVersion, BrokerIdInUseError, ControllerMovedError,
-                                    CreateOp, InvalidTopicError, KafkaZkClient, SessionState,
-                                    TopicAlreadyExistsError, Updated, ZooKeeperClient)
+from kafkalite.coordination import (BrokerIdInUseError, ControllerMovedError, CreateOp,
+                                    InvalidTopicError, KafkaZkClient, SessionState,
+                                    TopicAlreadyExistsError, Updated, ZkVersionConflictError,
+                                    ZooKeeperClient, election)
+from kafkalite.metadata import LeaderAndIsr
 from tests.support.zookeeper import ZooKeeperServer, expire_session
 from tests.support.waiting import wait_for
-from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode, EndPoint,
-                       PartitionState, TopicZNode)
+from zk_schema import PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode, EndPoint, TopicZNode
 
 
 class ReactorThread:
@@ -136,7 +137,7 @@ def test_broker_registration_json_and_live_brokers_watch(rt, clients, chroot_con
     a = clients(chroot_connect)
     rt.call(a.create_persistent_paths)
     seen: list[list[int]] = []
-    rt.call(a.watch_brokers, seen.append)
+    rt.call(a.zk.watch_children, "/brokers/ids", lambda ids: seen.append(sorted(int(i) for i in ids)))
     czxid = rt.call(a.register_broker, registration(1))
     data, stat = rt.call(a.zk.get, "/brokers/ids/1")
     assert stat.ephemeralOwner == a.zk.session_id and stat.czxid == czxid
@@ -237,17 +238,28 @@ def test_topic_creation_writes_kafka_znodes(rt, clients, chroot_connect):
     assert rt.call(kzc.get_all_topics) == ["orders.v1"]
     assert rt.call(kzc.get_topic_assignment, "orders.v1").value == node
 
-    state = PartitionState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1)
-    assert rt.call(kzc.create_partition_states, "orders.v1", {0: state, 1: state}) == {0: 0, 1: 0}
+    fence = rt.call(kzc.elect_controller, 1).fence
+    state = LeaderAndIsr(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=fence.epoch)
+    for p in (0, 1):
+        assert rt.call(kzc.create_leader_and_isr, "orders.v1", p, state, fence) == state.with_version(0)
     data, _ = rt.call(kzc.zk.get, "/brokers/topics/orders.v1/partitions/1/state")
     assert json.loads(data) == {"version": 1, "leader": 1, "leader_epoch": 0,
-                                "controller_epoch": 1, "isr": [1]}
+                                "controller_epoch": fence.epoch, "isr": [1, 2]}
     current = rt.call(kzc.get_partition_state, "orders.v1", 0)
-    assert current.value == state and current.version == 0
-    shrunk = PartitionState(1, 0, (1,), 1)
-    outcome = rt.call(kzc.update_partition_state, "orders.v1", 0, shrunk, 0)
-    assert isinstance(outcome, Updated) and outcome.version == 1
-    assert isinstance(rt.call(kzc.update_partition_state, "orders.v1", 0, shrunk, 0), BadVersion)
+    assert current == state.with_version(0)
+    # a leader's ISR change: no controller fence, the znode version is the fence
+    shrunk = rt.call(kzc.update_leader_and_isr, "orders.v1", 0, current.with_isr((1,)))
+    assert shrunk.isr == (1,) and shrunk.zk_version == 1
+    # the same write again from the old version: the znode already holds it (a reply lost to a
+    # connection loss), so it counts as done at the current version
+    assert rt.call(kzc.update_leader_and_isr, "orders.v1", 0, current.with_isr((1,))) == shrunk
+    # a different write from a stale version loses, with a typed error
+    with pytest.raises(ZkVersionConflictError) as lost:
+        rt.call(kzc.update_leader_and_isr, "orders.v1", 0, current.with_isr((2,)))
+    assert lost.value.expected_version == 0 and lost.value.current_version == 1
+    moved = rt.call(kzc.update_leader_and_isr, "orders.v1", 0,
+                    LeaderAndIsr(2, 1, (2,), fence.epoch, shrunk.zk_version), fence)
+    assert moved.zk_version == 2 and rt.call(kzc.get_partition_state, "orders.v1", 0) == moved
 
     grown = TopicZNode({0: [1], 1: [1], 2: [1]}, topic_id=node.topic_id)
     assert isinstance(rt.call(kzc.set_topic_assignment, "orders.v1", grown, 0), Updated)
@@ -259,7 +271,7 @@ def test_topic_creation_writes_kafka_znodes(rt, clients, chroot_connect):
     assert rt.call(kzc.mark_topic_for_deletion, "orders.v1") is True
     assert rt.call(kzc.mark_topic_for_deletion, "orders.v1") is False
     assert rt.call(kzc.get_topics_marked_for_deletion) == ["orders.v1"]
-    rt.call(kzc.delete_topic_znodes, "orders.v1")
+    rt.call(kzc.delete_topic, "orders.v1", fence)
     for path in ("/brokers/topics/orders.v1", "/config/topics/orders.v1",
                  "/admin/delete_topics/orders.v1"):
         assert rt.call(kzc.zk.exists, path) is None
@@ -284,7 +296,7 @@ def test_controller_election_and_fencing(rt, clients, chroot_connect):
     takes over, after which its stale epoch zkVersion makes them fail."""
     a, b = clients(chroot_connect), clients(chroot_connect)
     seen: list[int | None] = []
-    rt.call(b.watch_controller, seen.append)
+    rt.call(election.watch_controller, b.zk, seen.append)
     results = rt.call(lambda: defer.gatherResults([a.elect_controller(1), b.elect_controller(2)]))
     winners = [r for r in results if r.won]
     assert len(winners) == 1
@@ -293,16 +305,21 @@ def test_controller_election_and_fencing(rt, clients, chroot_connect):
     assert rt.call(a.zk.get, "/controller_epoch")[0] == b"1"
     wait_for(lambda: seen and seen[-1] == win.controller_id, what="controller watch")
     winner, loser = (a, b) if win.controller_id == 1 else (b, a)
-    rt.call(winner.fenced_transaction, win.epoch_zk_version, [CreateOp("/fenced-ok")])
+    rt.call(winner.create_persistent_paths)
+    rt.call(winner.create_topic, "t", {0: [1, 2], 1: [1, 2]})
+    state = LeaderAndIsr(1, 0, (1,), win.epoch)
+    rt.call(winner.create_leader_and_isr, "t", 0, state, win.fence)
 
     rt.call(loser.zk.delete, "/controller")  # as if the winner's session ended
     wait_for(lambda: seen[-1] is None, what="controller watch to see deletion")
     second = rt.call(loser.elect_controller, 3 - win.controller_id)
     assert second.won and second.epoch == 2 and second.epoch_zk_version != win.epoch_zk_version
     with pytest.raises(ControllerMovedError):
-        rt.call(winner.fenced_transaction, win.epoch_zk_version, [CreateOp("/fenced-stale")])
-    assert rt.call(winner.zk.exists, "/fenced-stale") is None
-    assert rt.call(winner.zk.exists, "/fenced-ok") is not None
+        rt.call(winner.update_leader_and_isr, "t", 0, LeaderAndIsr(2, 1, (2,), win.epoch, 0), win.fence)
+    with pytest.raises(ControllerMovedError):
+        rt.call(winner.create_leader_and_isr, "t", 1, state, win.fence)
+    assert rt.call(winner.get_partition_state, "t", 0) == state.with_version(0)
+    assert rt.call(winner.zk.exists, "/brokers/topics/t/partitions/1/state") is None
     wait_for(lambda: seen[-1] == second.controller_id, what="controller watch to see new one")
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import TOPIC_KEYS, ConfigError, validate_topic_overrides
 from kafkalite.errors import ErrorCode
@@ -75,7 +75,6 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str
 
 @defer.inlineCallbacks
 def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
-    broker = ctx.broker
     responses = []
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
@@ -89,10 +88,10 @@ def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
                                "(kafkalite broker configs are static: set them in server.properties)")
             if kind != TOPIC:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
-            if name not in broker.metadata.topics:
+            if name not in ctx.metadata.topics:
                 raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             if incremental:
-                current = yield broker.kafka_zk.get_topic_config(name)
+                current = yield ctx.topics.topic_overrides(name)
                 new = _incremental(current, res["configs"])
             else:
                 names = [c["name"] for c in res["configs"]]
@@ -104,7 +103,7 @@ def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
             except ConfigError as exc:
                 raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
             if not req.get("validate_only", False):
-                yield broker.kafka_zk.set_topic_config(name, new)
+                yield ctx.topics.set_topic_overrides(name, new)
                 log.info("topic %s config overrides now %s", name, new)
         except _Refused as exc:
             entry["error_code"], entry["error_message"] = int(exc.code), str(exc)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import advertised, api
 from kafkalite.errors import ErrorCode
 

@@ -12,13 +12,13 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 
 
 @api(7, 1, 3)
 @defer.inlineCallbacks
 def handle_controlled_shutdown(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    code, remaining = yield ctx.broker.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
+    code, remaining = yield ctx.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
     return {"error_code": int(code),
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

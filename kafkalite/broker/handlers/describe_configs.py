@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
@@ -21,7 +21,6 @@ def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dic
 
 @api(32, 1, 3)
 def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
     synonyms = req.get("include_synonyms", False)
     docs = req.get("include_documentation", False)
     results = []
@@ -29,18 +28,18 @@ def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[st
         kind, name = res["resource_type"], res["resource_name"]
         out = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
         if kind == TOPIC:
-            info = broker.metadata.topics.get(name)
+            info = ctx.metadata.topics.get(name)
             if info is None:
                 out["error_code"], out["error_message"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), \
                     f"Topic '{name}' does not exist."
             else:
-                rows = [(r, False) for r in broker.config.describe_topic(info.config)]
+                rows = [(r, False) for r in ctx.config.describe_topic(info.config)]
         elif kind == BROKER:
-            if name not in ("", str(broker.broker_id)):
+            if name not in ("", str(ctx.broker_id)):
                 out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
-                    f"Unexpected broker id, expected {broker.broker_id} or empty string, but received {name}"
+                    f"Unexpected broker id, expected {ctx.broker_id} or empty string, but received {name}"
             else:
-                rows = [(r, True) for r in broker.config.describe_broker()]
+                rows = [(r, True) for r in ctx.config.describe_broker()]
         else:
             out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
                 f"Unsupported resource type {kind}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
 
@@ -19,7 +19,6 @@ NO_SESSION = 0
 
 @api(1, 4, 11)
 def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    broker = ctx.broker
     if req.get("session_id", 0) != NO_SESSION:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                 "session_id": 0, "responses": []}
@@ -43,7 +42,7 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
                      "records": b""}
             try:
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
-                part, res = broker.replica_manager.read(
+                part, res = ctx.replicas.read(
                     topic, p["partition"], p["fetch_offset"], limit, replica_id, isolation,
                     p.get("current_leader_epoch", -1), min_one_batch=(total == 0))
                 entry["high_watermark"] = part.high_watermark
@@ -71,10 +70,10 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
         with data waiting (replication stalled ~500 ms per round under a steady acks=all load)."""
         for topic, p in wanted:
             try:
-                part = broker.replica_manager.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
             except KafkaError:
                 continue                      # read_all reports it in the partition's entry
-            broker.replicas_fetched(part, replica_id, p["fetch_offset"], ctx.now_ms)
+            ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"])
 
     if replica_id >= 0:
         note_follower_progress()
@@ -93,7 +92,7 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
         available = False
         for topic, p in wanted:
             try:
-                part = broker.replica_manager.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
             except KafkaError:
                 return True                   # answered with the partition's error
             offset = p["fetch_offset"]
@@ -115,4 +114,4 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
         return read_all()[0]
 
     keys = [(topic, p["partition"]) for topic, p in wanted]
-    return broker.purgatory.watch(keys, req["max_wait_ms"], ready, finish)
+    return ctx.replicas.purgatory.watch(keys, req["max_wait_ms"], ready, finish)

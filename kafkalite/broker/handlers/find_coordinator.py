@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 
@@ -28,12 +28,12 @@ def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[st
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
     if key_type != GROUP_KEY:
         return _error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    offsets = ctx.broker.offsets_topic
+    offsets = ctx.groups
     if not offsets.exists():
         offsets.ensure_topic()
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is being created")
     node = offsets.coordinator_node(req["key"])
-    info = ctx.broker.metadata.brokers.get(node)
+    info = ctx.metadata.brokers.get(node)
     endpoint = info.endpoint(ctx.listener) if info is not None else None
     if endpoint is None:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader")

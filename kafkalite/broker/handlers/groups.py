@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 
 
 def _coordinator(ctx: RequestContext) -> Any:
-    return ctx.broker.offsets_topic.coordinator
+    return ctx.groups.coordinator
 
 
 def _client_host(ctx: RequestContext) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 
@@ -21,7 +21,7 @@ def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> Any:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                 "producer_id": -1, "producer_epoch": -1}
     try:
-        pid = yield ctx.broker.producer_ids.next()
+        pid = yield ctx.producer_ids.next()
     except Exception:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                 "producer_id": -1, "producer_epoch": -1}

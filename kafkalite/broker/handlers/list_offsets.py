@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
 
@@ -13,7 +13,7 @@ EARLIEST = -2
 
 @api(2, 1, 5)
 def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    rm = ctx.broker.replica_manager
+    rm = ctx.replicas
     topics = []
     for t in req["topics"]:
         parts = []

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
@@ -21,7 +21,7 @@ NOT_PROVIDED = -2147483648
 
 
 def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     info = cache.topics[name]
     out = []
     for index in sorted(info.assignment):
@@ -44,14 +44,13 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
 
 @api(3, 0, 8)
 def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    broker = ctx.broker
-    cache = broker.metadata
+    cache = ctx.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
         names = [t["name"] for t in requested]
-    allow_create = req.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
+    allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     topics = []
     for name in names:
         entry = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
@@ -68,10 +67,10 @@ def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
             if not is_valid_topic_name(name):
                 entry["error_code"] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
             elif allow_create and name not in INTERNAL_TOPICS:
-                broker.auto_create_topic(name)
+                ctx.topics.auto_create(name)
                 entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
             elif allow_create and name == "__consumer_offsets":
-                broker.offsets_topic.ensure_topic()      # Kafka creates it when named, with its settings
+                ctx.groups.ensure_topic()      # Kafka creates it when named, with its settings
                 entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
             else:
                 entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import KafkaError
 
 
 @api(23, 2, 3)
 def handle_offset_for_leader_epoch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
-    rm = ctx.broker.replica_manager
+    rm = ctx.replicas
     topics = []
     for t in req["topics"]:
         parts = []

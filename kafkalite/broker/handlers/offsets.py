@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
@@ -20,7 +20,7 @@ def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
     v = ctx.api_version
     now = ctx.now_ms
     retention = req.get("retention_time_ms", -1) if v <= 4 else -1
-    cache = ctx.broker.metadata
+    cache = ctx.metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
@@ -34,7 +34,7 @@ def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
             offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1) if v >= 6 else -1,
                                             p["committed_metadata"] or "", now,
                                             now + retention if retention >= 0 else None)
-    coordinator = ctx.broker.offsets_topic.coordinator
+    coordinator = ctx.groups.coordinator
     d = coordinator.commit_offsets(req["group_id"], req["member_id"], req.get("group_instance_id") if v >= 7 else None,
                                    req["generation_id_or_member_epoch"], offsets) if offsets else None
 
@@ -54,7 +54,7 @@ def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, A
     v = ctx.api_version
     requested = req["topics"]
     wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
-    error, found = ctx.broker.offsets_topic.coordinator.fetch_offsets(req["group_id"], wanted)
+    error, found = ctx.groups.coordinator.fetch_offsets(req["group_id"], wanted)
     if error and v >= 2:
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(error)}
     topics: dict[str, list[dict[str, Any]]] = {}

@@ -2,15 +2,18 @@
 
 acks=0 gets no response at all, and if any partition failed the connection is closed so that the
 producer refreshes its metadata (Kafka's behaviour). acks=1 answers after the leader's append;
-acks=-1 waits in the purgatory until the high watermark covers the batch or TimeoutMs expires.
+acks=-1 waits (``ReplicaManager.await_replication``) until the high watermark covers the batch or
+TimeoutMs expires, and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+``min.insync.replicas`` meanwhile.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any
 
-from kafkalite.broker.dispatcher import RequestContext
 from kafkalite.broker.registry import api
+from kafkalite.broker.replica_manager import PendingAck
+from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 
@@ -26,11 +29,10 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
 
 @api(0, 3, 8, advertise_min=0)
 def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    broker = ctx.broker
+    replicas = ctx.replicas
     acks = req["acks"]
-    now = ctx.now_ms
     results: list[tuple[str, list[dict[str, Any]]]] = []
-    waiting: list[tuple[dict[str, Any], Any, int]] = []   # (entry, partition, offset the HW must reach)
+    waiting: list[tuple[dict[str, Any], PendingAck]] = []
     failed = False
     for topic in req["topic_data"]:
         name = topic["name"]
@@ -47,7 +49,7 @@ def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 failed = True
                 continue
             try:
-                part, res = broker.replica_manager.append(name, index, pd["records"], acks, ctx.api_version, now)
+                part, res = replicas.append(name, index, pd["records"], acks, ctx.api_version)
             except KafkaError as exc:
                 failed = True
                 log.debug("produce to %s-%d refused: %s", name, index, exc)
@@ -56,10 +58,12 @@ def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
             entry = _entry(index, ErrorCode.NONE, res.first_offset, res.log_append_time, part.log_start_offset)
             entries.append(entry)
             if acks == -1 and not res.duplicate:
-                waiting.append((entry, part, res.last_offset + 1))
+                waiting.append((entry, replicas.pending_ack(part, res)))
         results.append((name, entries))
 
-    def response() -> dict[str, Any]:
+    def response(codes: list[ErrorCode] | None = None) -> dict[str, Any]:
+        for (entry, _), code in zip(waiting, codes or ()):
+            entry["error_code"] = int(code)
         return {"responses": [{"name": n, "partition_responses": e} for n, e in results], "throttle_time_ms": 0}
 
     if acks == 0:
@@ -68,25 +72,4 @@ def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
         return NO_RESPONSE
     if not waiting:
         return response()
-
-    min_isr = {id(p): broker.topic_config(p.topic)["min.insync.replicas"] for _, p, _ in waiting}
-
-    def replicated(part: Any, needed: int) -> bool:
-        return part.high_watermark >= needed or not part.is_leader
-
-    def ready() -> bool:
-        return all(replicated(p, n) for _, p, n in waiting)
-
-    def finish(timed_out: bool) -> dict[str, Any]:
-        for entry, part, needed in waiting:
-            if not part.is_leader:
-                entry["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            elif part.high_watermark < needed:
-                entry["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
-            elif len(part.isr) < min_isr[id(part)]:
-                entry["error_code"] = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-        return response()
-
-    if ready():
-        return finish(False)
-    return broker.purgatory.watch([p.key for _, p, _ in waiting], req["timeout_ms"], ready, finish)
+    return replicas.await_replication([p for _, p in waiting], req["timeout_ms"]).addCallback(response)

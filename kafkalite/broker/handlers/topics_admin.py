@@ -13,11 +13,10 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.broker.dispatcher import RequestContext
+from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.errors import ErrorCode, KafkaError
-from zk_schema.topics import TopicZNode
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +28,12 @@ def _error(exc: BaseException) -> tuple[int, str]:
     return int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc) or type(exc).__name__
 
 
-def _refusal(name: str, counts: Counter, broker: Any) -> tuple[int, str] | None:
+def _refusal(name: str, counts: Counter, ctx: RequestContext) -> tuple[int, str] | None:
     """The per-topic checks CreateTopics and CreatePartitions share, before any validation: a topic
     named twice in one request, and a broker that is not (or no longer) the controller."""
     if counts[name] > 1:
         return int(ErrorCode.INVALID_REQUEST), "Duplicate topic in request."
-    if not broker.is_controller:
+    if not ctx.controller.active:
         return int(ErrorCode.NOT_CONTROLLER), "This is not the controller."
     return None
 
@@ -52,15 +51,14 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
 @api(19, 2, 4)
 @defer.inlineCallbacks
 def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    broker = ctx.broker
-    admin = broker.admin
+    admin = ctx.topics
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
     sizes: dict[str, int] = {}
     for t in req["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
-        refusal = _refusal(t["name"], counts, broker)
+        refusal = _refusal(t["name"], counts, ctx)
         if refusal is not None:
             entry["error_code"], entry["error_message"] = refusal
             continue
@@ -80,9 +78,9 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
     def ready(name: str) -> bool:
         # The config znode is written (and may be seen) before the assignment: a topic known
         # only by its config has no partitions yet, and "all leaders known" would hold vacuously.
-        info = broker.metadata.topics.get(name)
+        info = ctx.metadata.topics.get(name)
         return (info is not None and len(info.assignment) >= sizes[name]
-                and broker.metadata.all_leaders_known(name))
+                and ctx.metadata.all_leaders_known(name))
 
     if created:
         ok = yield admin.wait_until(lambda: all(ready(n) for n in created), req["timeout_ms"])
@@ -97,29 +95,28 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
 @api(20, 1, 3)
 @defer.inlineCallbacks
 def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    broker = ctx.broker
     results, jobs = [], []
     for name in req["topic_names"]:
         entry = {"name": name, "error_code": 0}
         results.append(entry)
-        if not broker.is_controller:
+        if not ctx.controller.active:
             entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
-        elif not broker.config["delete.topic.enable"]:
+        elif not ctx.config["delete.topic.enable"]:
             entry["error_code"] = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST)
-        elif name not in broker.metadata.topics:
+        elif name not in ctx.metadata.topics:
             entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         elif name in INTERNAL_TOPICS:
             entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
         else:
-            jobs.append((entry, broker.kafka_zk.mark_topic_for_deletion(name)))
+            jobs.append((entry, ctx.topics.delete_topic(name)))
     yield _run_all(jobs)
     queued = [e["name"] for e, _ in jobs if e["error_code"] == 0]
     if queued:
-        gone = lambda: all(n not in broker.metadata.topics for n in queued)  # noqa: E731
-        ok = yield broker.admin.wait_until(gone, req["timeout_ms"])
+        gone = lambda: all(n not in ctx.metadata.topics for n in queued)  # noqa: E731
+        ok = yield ctx.topics.wait_until(gone, req["timeout_ms"])
         if not ok:
             for e, _ in jobs:
-                if e["error_code"] == 0 and e["name"] in broker.metadata.topics:
+                if e["error_code"] == 0 and e["name"] in ctx.metadata.topics:
                     e["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
     for e in results:
         e.pop("error_message", None)
@@ -129,34 +126,31 @@ def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
 @api(37, 0, 1)
 @defer.inlineCallbacks
 def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    broker = ctx.broker
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
     for t in req["topics"]:
         entry = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
-        refusal = _refusal(t["name"], counts, broker)
+        refusal = _refusal(t["name"], counts, ctx)
         if refusal is not None:
             entry["error_code"], entry["error_message"] = refusal
             continue
         try:
-            new = broker.admin.plan_partitions(t["name"], t["count"], t["assignments"])
+            new = ctx.topics.plan_partitions(t["name"], t["count"], t["assignments"])
         except KafkaError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
             continue
         if not req["validate_only"]:
-            info = broker.metadata.topics[t["name"]]
-            node = TopicZNode({**info.assignment, **new}, topic_id=info.topic_id)
-            jobs.append((entry, broker.kafka_zk.set_topic_assignment(t["name"], node)))
+            jobs.append((entry, ctx.topics.add_partitions(t["name"], new)))
     yield _run_all(jobs)
     grown = {e["name"]: next(t["count"] for t in req["topics"] if t["name"] == e["name"])
              for e, _ in jobs if e["error_code"] == 0}
     if grown:
         def ready() -> bool:
-            m = broker.metadata
+            m = ctx.metadata
             return all(n in m.topics and len(m.topics[n].assignment) >= c and m.all_leaders_known(n)
                        for n, c in grown.items())
-        ok = yield broker.admin.wait_until(ready, req["timeout_ms"])
+        ok = yield ctx.topics.wait_until(ready, req["timeout_ms"])
         if not ok:
             for e, _ in jobs:
                 if e["name"] in grown:

@@ -49,9 +49,8 @@ class Leader:
         self.fetched_at: list[int] = []
         self.reads: list[int] = []
         self.is_leader = True
-        self.replica_manager = self
 
-    # replica_manager
+    # the replica manager's side
     def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Any:
         if not self.is_leader:
             raise KafkaError("not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -64,8 +63,7 @@ class Leader:
         upper = part.fetch_upper_bound(replica_id, isolation)
         return part, SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
 
-    # broker
-    def replicas_fetched(self, part: Any, replica_id: int, fetch_offset: int, now: int) -> None:
+    def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int) -> None:
         self.fetched_at.append(fetch_offset)
         if fetch_offset == len(self.log) and not self.log:
             # the HW moved: a waiting produce answers and its connection's next produce appends now
@@ -89,7 +87,7 @@ def records_of(body: dict[str, Any]) -> bytes:
 def test_follower_fetch_sees_append_caused_by_its_own_offset_update() -> None:
     clock = task.Clock()
     leader = Leader(clock)
-    ctx = SimpleNamespace(broker=leader, now_ms=0)
+    ctx = SimpleNamespace(replicas=leader, now_ms=0)
     result = handle_fetch(ctx, follower_fetch(0))
     if isinstance(result, defer.Deferred):
         answered: list[Any] = []
@@ -106,7 +104,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
     clock = task.Clock()
     leader = Leader(clock)
     leader.log = b"old"                          # no append triggered by this fetch's bookkeeping
-    ctx = SimpleNamespace(broker=leader, now_ms=0)
+    ctx = SimpleNamespace(replicas=leader, now_ms=0)
     d = handle_fetch(ctx, follower_fetch(3))
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
@@ -118,7 +116,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
 
 
 def parked(leader: Leader, req: dict[str, Any]) -> list[Any]:
-    d = handle_fetch(SimpleNamespace(broker=leader, now_ms=0), req)
+    d = handle_fetch(SimpleNamespace(replicas=leader, now_ms=0), req)
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
     d.addCallback(answered.append)

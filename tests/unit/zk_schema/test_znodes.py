@@ -133,14 +133,14 @@ def test_topic_znode_malformed(payload):
 def test_partition_state_exact_bytes_and_path():
     """The §1.3 sample decodes; encode writes the same keys; path is partitions/<p>/state."""
     raw = b'{"version":1,"leader":1,"leader_epoch":4,"controller_epoch":7,"isr":[1,3]}'
-    state = z.PartitionState.decode(raw)
-    assert state == z.PartitionState(leader=1, leader_epoch=4, isr=(1, 3), controller_epoch=7)
+    state = z.TopicPartitionStateZNode.decode(raw)
+    assert state == z.TopicPartitionStateZNode(leader=1, leader_epoch=4, isr=(1, 3), controller_epoch=7)
     assert state.encode() == raw
     assert z.TopicPartitionStateZNode.path("t", 3) == "/brokers/topics/t/partitions/3/state"
     with pytest.raises(ZkDataError, match="isr"):
-        z.PartitionState.decode(b'{"version":1,"leader":1,"leader_epoch":4,"controller_epoch":7}')
+        z.TopicPartitionStateZNode.decode(b'{"version":1,"leader":1,"leader_epoch":4,"controller_epoch":7}')
     with pytest.raises(ZkDataError, match="leader"):
-        z.PartitionState.decode(b'{"version":1,"leader":true,"leader_epoch":4,"controller_epoch":7,"isr":[]}')
+        z.TopicPartitionStateZNode.decode(b'{"version":1,"leader":true,"leader_epoch":4,"controller_epoch":7,"isr":[]}')
 
 
 def test_topic_config_and_change_notification():

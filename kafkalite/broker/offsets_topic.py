@@ -13,14 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from twisted.internet import defer, task
 
-from twisted.internet import defer, task, threads
-
+from kafkalite.broker.admin import TopicAdmin
+from kafkalite.broker.partition import Partition
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.services import BlockingRunner, Clock
+from kafkalite.config import BrokerConfig
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.group.coordinator import GroupConfig, GroupCoordinator
+from kafkalite.metadata import MetadataCache
 from kafkalite.records.builder import build_batch
 from kafkalite.records.record import iter_records
+from kafkalite.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +33,17 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsTopic:
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.coordinator = GroupCoordinator(GroupConfig.from_broker(broker.config), broker.reactor, self,
+    """The group service handlers use: the coordinator, its topic, and where a group lives."""
+
+    def __init__(self, config: BrokerConfig, clock: Clock, metadata: MetadataCache, topics: TopicAdmin,
+                 replicas: ReplicaManager, blocking: BlockingRunner) -> None:
+        self.config = config
+        self.clock = clock
+        self.metadata = metadata
+        self.topics = topics
+        self.replicas = replicas
+        self.blocking = blocking
+        self.coordinator = GroupCoordinator(GroupConfig.from_broker(config), clock.reactor, self,
                                             self.partition_count)
         self.led: dict[int, int] = {}           # offsets partition -> leader epoch we loaded it in
         self.creating = False
@@ -39,13 +51,13 @@ class OffsetsTopic:
 
     # -- topic -----------------------------------------------------------------------------------
     def partition_count(self) -> int:
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        info = self.metadata.topics.get(OFFSETS_TOPIC)
         if info is not None and info.assignment:
             return len(info.assignment)
         return self.config["offsets.topic.num.partitions"]
 
     def exists(self) -> bool:
-        info = self.broker.metadata.topics.get(OFFSETS_TOPIC)
+        info = self.metadata.topics.get(OFFSETS_TOPIC)
         return info is not None and not info.deleting
 
     def ensure_topic(self) -> None:
@@ -56,14 +68,14 @@ class OffsetsTopic:
         overrides = {"cleanup.policy": "compact", "compression.type": "producer",
                      "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
         try:
-            assignment, overrides = self.broker.admin.plan_topic(
+            assignment, overrides = self.topics.plan_topic(
                 OFFSETS_TOPIC, self.config["offsets.topic.num.partitions"],
                 self.config["offsets.topic.replication.factor"], [], overrides)
         except KafkaError as exc:
             log.warning("cannot create %s yet: %s", OFFSETS_TOPIC, exc)
             return
         self.creating = True
-        d = self.broker.admin.create_topic(OFFSETS_TOPIC, assignment, overrides)
+        d = self.topics.create_topic(OFFSETS_TOPIC, assignment, overrides)
         d.addErrback(lambda f: log.info("creation of %s: %s", OFFSETS_TOPIC, f.value))
         d.addBoth(lambda _: setattr(self, "creating", False))
 
@@ -71,38 +83,26 @@ class OffsetsTopic:
         """Broker id leading the group's partition, or -1."""
         if not self.exists():
             return -1
-        return self.broker.metadata.leader_of(OFFSETS_TOPIC, self.coordinator.partition_of(group_id))
+        return self.metadata.leader_of(OFFSETS_TOPIC, self.coordinator.partition_of(group_id))
 
     # -- writes (GroupStore) -----------------------------------------------------------------------
     def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
-        now = int(time.time() * 1000)
-        batch = build_batch((now, k, v, ()) for k, v in entries)
+        """Append as leader and fire the error code once replicated (``offsets.commit.required.acks``
+        -1: the replica manager's one acks=all wait, as Produce's)."""
+        batch = build_batch((self.clock.now_ms(), k, v, ()) for k, v in entries)
         acks = self.config["offsets.commit.required.acks"]
         try:
-            part, result = self.broker.replica_manager.append(OFFSETS_TOPIC, partition, batch, acks, 8, now,
-                                                              internal=True)
+            part, result = self.replicas.append(OFFSETS_TOPIC, partition, batch, acks, 8, internal=True)
         except KafkaError as exc:
             return defer.succeed(exc.code)
         if acks != -1:
             return defer.succeed(ErrorCode.NONE)
-        needed = result.last_offset + 1
-
-        def ready() -> bool:
-            return part.high_watermark >= needed or not part.is_leader
-
-        def finish(timed_out: bool) -> ErrorCode:
-            if not part.is_leader:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if part.high_watermark < needed:
-                return ErrorCode.REQUEST_TIMED_OUT
-            return ErrorCode.NONE
-
-        if ready():
-            return defer.succeed(finish(False))
-        return self.broker.purgatory.watch([part.key], self.config["offsets.commit.timeout.ms"], ready, finish)
+        d = self.replicas.await_replication([self.replicas.pending_ack(part, result)],
+                                            self.config["offsets.commit.timeout.ms"])
+        return d.addCallback(lambda codes: codes[0])
 
     # -- leadership ------------------------------------------------------------------------------
-    def on_partition_role(self, part: Any) -> None:
+    def on_partition_role(self, part: Partition) -> None:
         """ReplicaManager listener: load on becoming leader (new epoch), unload on losing it."""
         if part.topic != OFFSETS_TOPIC:
             return
@@ -119,11 +119,11 @@ class OffsetsTopic:
             self.led[p] = epoch
             self.coordinator.begin_load(p)
             end = part.log.log_end_offset
-            d = threads.deferToThread(self._read_partition, part.log, end)
+            d = self.blocking.run(self._read_partition, part.log, end)
             d.addCallback(self._loaded, part, p, epoch)
             d.addErrback(lambda f: log.error("%s-%d: loading failed: %s", OFFSETS_TOPIC, p, f.value))
 
-    def _read_partition(self, plog: Any, end: int) -> list[tuple[bytes, bytes | None]]:
+    def _read_partition(self, plog: PartitionLog, end: int) -> list[tuple[bytes, bytes | None]]:
         """Worker thread: every (key, value) from log start to ``end``, in log order."""
         entries: list[tuple[bytes, bytes | None]] = []
         offset = plog.log_start_offset
@@ -138,7 +138,7 @@ class OffsetsTopic:
             offset = res.last_offset + 1
         return entries
 
-    def _loaded(self, entries: list[tuple[bytes, bytes | None]], part: Any, p: int, epoch: int) -> None:
+    def _loaded(self, entries: list[tuple[bytes, bytes | None]], part: Partition, p: int, epoch: int) -> None:
         if self.led.get(p) != epoch:
             return                  # leadership changed while we were reading
         started = time.monotonic()
@@ -148,7 +148,7 @@ class OffsetsTopic:
     # -- expiry ----------------------------------------------------------------------------------
     def start(self) -> None:
         self.expiry = task.LoopingCall(self.coordinator.expire_offsets)
-        self.expiry.clock = self.broker.reactor
+        self.expiry.clock = self.clock.reactor
         self.expiry.start(self.config["offsets.retention.check.interval.ms"] / 1000.0, now=False).addErrback(
             lambda f: log.error("offset expiry failed: %s", f.value))
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kafkalite.broker.partition import PartitionState
+from kafkalite.metadata.state import LeaderAndIsr
 
 METADATA_CHANGED = "metadata-changed"
 
@@ -39,7 +39,7 @@ class MetadataCache:
     controller_id: int = -1
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
     topics: dict[str, TopicInfo] = field(default_factory=dict)
-    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    states: dict[tuple[str, int], LeaderAndIsr] = field(default_factory=dict)
 
     def partition_exists(self, topic: str, index: int) -> bool:
         info = self.topics.get(topic)

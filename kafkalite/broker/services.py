@@ -1,0 +1,140 @@
+"""The narrow services a request handler is given, and the two the whole broker shares.
+
+A handler sees a :class:`RequestContext`: the request's header fields, its connection and
+listener, and typed services (replica manager, metadata, group coordinator, topic admin,
+producer ids, controller, configuration, clock), as Redpanda's request context hands them out.
+No handler, coordinator or admin module reaches the broker object itself, so what a handler
+depends on is visible in what it calls on ``ctx``.
+
+:class:`Clock` is the broker's one clock: the injected reactor's time (the wall clock in
+production, ``task.Clock`` in the in-process tests), so timers and timestamps agree and a test
+drives the whole broker by advancing one clock. :class:`BlockingRunner` is where blocking work
+(fsync, file deletion, reading a whole partition) goes so it never stalls the reactor; tests run
+it inline.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+
+from twisted.internet import defer, threads
+from twisted.internet.interfaces import IReactorTime
+
+if TYPE_CHECKING:
+    from kafkalite.broker.admin import TopicAdmin
+    from kafkalite.broker.producer_ids import ProducerIdManager
+    from kafkalite.broker.replica_manager import ReplicaManager
+    from kafkalite.broker.topic_configs import TopicConfigs
+    from kafkalite.config import BrokerConfig
+    from kafkalite.controller.controller import Controller
+    from kafkalite.broker.offsets_topic import OffsetsTopic
+    from kafkalite.metadata import MetadataCache
+    from kafkalite.net.server import KafkaConnection
+
+T = TypeVar("T")
+
+
+class Clock:
+    """Milliseconds and timers from one reactor."""
+
+    def __init__(self, reactor: IReactorTime) -> None:
+        self.reactor = reactor
+
+    def now_ms(self) -> int:
+        return int(self.reactor.seconds() * 1000)
+
+    def call_later(self, delay_s: float, fn: Callable[..., Any], *args: Any) -> Any:
+        return self.reactor.callLater(delay_s, fn, *args)
+
+
+class BlockingRunner(Protocol):
+    """Runs a blocking function away from the reactor thread; the Deferred fires on the reactor."""
+
+    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
+        ...
+
+
+class ThreadPoolRunner:
+    """Production: the reactor's thread pool (``deferToThreadPool``)."""
+
+    def __init__(self, reactor: Any) -> None:
+        self.reactor = reactor
+
+    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
+        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
+
+
+class InlineRunner:
+    """Tests on a memory reactor: run at once on the calling thread (there is no other)."""
+
+    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
+        return defer.maybeDeferred(fn, *args)
+
+
+@dataclass(frozen=True)
+class BrokerServices:
+    """Everything a request may need, each behind its own narrow type."""
+
+    broker_id: int
+    config: "BrokerConfig"
+    clock: Clock
+    metadata: "MetadataCache"
+    topic_configs: "TopicConfigs"
+    replicas: "ReplicaManager"
+    groups: "OffsetsTopic"
+    topics: "TopicAdmin"
+    producer_ids: "ProducerIdManager"
+    controller: "Controller"
+
+
+@dataclass
+class RequestContext:
+    """One request: its header, where it came from, and the services that answer it."""
+
+    services: BrokerServices
+    conn: "KafkaConnection"
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    listener: str
+
+    @property
+    def now_ms(self) -> int:
+        return self.services.clock.now_ms()
+
+    @property
+    def broker_id(self) -> int:
+        return self.services.broker_id
+
+    @property
+    def config(self) -> "BrokerConfig":
+        return self.services.config
+
+    @property
+    def metadata(self) -> "MetadataCache":
+        return self.services.metadata
+
+    @property
+    def topic_configs(self) -> "TopicConfigs":
+        return self.services.topic_configs
+
+    @property
+    def replicas(self) -> "ReplicaManager":
+        return self.services.replicas
+
+    @property
+    def groups(self) -> "OffsetsTopic":
+        return self.services.groups
+
+    @property
+    def topics(self) -> "TopicAdmin":
+        return self.services.topics
+
+    @property
+    def producer_ids(self) -> "ProducerIdManager":
+        return self.services.producer_ids
+
+    @property
+    def controller(self) -> "Controller":
+        return self.services.controller

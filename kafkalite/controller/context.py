@@ -1,0 +1,40 @@
+"""The controller's own view of partition state: what the watches say, plus its own writes.
+
+The controller reads the broker's metadata cache (filled by the ZooKeeper watches) and never
+writes it: handlers serve that cache to clients, and it must only ever show what ZooKeeper holds.
+A state the controller has just written reaches the cache only when the watch fires; until then
+the controller remembers it here with its new znode version, so the next round plans from it
+rather than from the older state (and does not repeat the write). An entry is dropped once the
+watch has delivered that version or a newer one.
+"""
+from __future__ import annotations
+
+from kafkalite.metadata import LeaderAndIsr, MetadataCache
+
+
+class ControllerContext:
+    def __init__(self) -> None:
+        self._written: dict[tuple[str, int], LeaderAndIsr] = {}
+
+    def wrote(self, topic: str, partition: int, state: LeaderAndIsr) -> None:
+        self._written[(topic, partition)] = state
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._written if k[0] == topic]:
+            del self._written[key]
+
+    def clear(self) -> None:
+        self._written.clear()
+
+    def states(self, view: MetadataCache) -> dict[tuple[str, int], LeaderAndIsr]:
+        """Every partition's latest known state: the view's, or ours where ours is newer."""
+        merged = dict(view.states)
+        for key, mine in list(self._written.items()):
+            seen = view.states.get(key)
+            if key[0] not in view.topics:
+                del self._written[key]                 # the topic is gone
+            elif seen is not None and seen.zk_version >= mine.zk_version:
+                del self._written[key]                 # the watch caught up
+            else:
+                merged[key] = mine
+        return merged
