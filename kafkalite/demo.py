@@ -10,9 +10,8 @@
 6. The PySpark reader (format "kafkalite") reads the committed range and Spark SQL computes per-truck
    statistics; then the killed broker is restarted and catches up; then a summary.
 
-Without consumer groups in the broker (older builds) the three consumers split the partitions
-statically and nothing is committed; without Java or PySpark (or with ``--no-spark``) the same
-statistics come from a plain consumer over the same range. The demo says which it did.
+Without Java or PySpark (or with ``--no-spark``) the same statistics come from a plain consumer
+over the same range. The demo says which it did.
 """
 from __future__ import annotations
 
@@ -39,7 +38,6 @@ from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
 TOPIC = "trucks_gps"
 PARTITIONS = 10
 GROUP = "truck-trackers"
-GROUP_APIS = {8, 9, 10, 11, 12, 13, 14}   # OffsetCommit/Fetch, FindCoordinator, Join/Heartbeat/Leave/SyncGroup
 
 
 CLIENT_LOG = logging.getLogger("kafkalite.demo.clients")
@@ -61,14 +59,6 @@ def log_clients_to(path: Path) -> None:
 
 def say(msg: str) -> None:
     print(f"[demo] {msg}", flush=True)
-
-
-def broker_has_groups() -> bool:
-    """Whether this build's broker serves the consumer-group APIs (it is the broker we launch)."""
-    from kafkalite.broker.registry import HANDLERS, load_handlers
-
-    load_handlers()
-    return GROUP_APIS <= set(HANDLERS)
 
 
 # ------------------------------------------------------------------------------ trucks
@@ -106,7 +96,6 @@ def haversine_km(a: tuple[float, float], b: tuple[float, float]) -> float:
 @dataclass
 class Run:
     bootstrap: str
-    groups: bool
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop_consumers: threading.Event = field(default_factory=threading.Event)
     produced: int = 0
@@ -116,7 +105,6 @@ class Run:
     latest: dict[str, dict[str, Any]] = field(default_factory=dict)  # truck -> latest position
     rebalances: dict[int, int] = field(default_factory=dict)         # member -> assignments received
     commits: int = 0
-    positions: dict[int, int] = field(default_factory=dict)          # partition -> next offset (static mode)
     consumer_errors: list[str] = field(default_factory=list)
 
     @property
@@ -158,7 +146,7 @@ def producer_loop(run: Run, trucks: list[Truck], ticks: int, tick_s: float, star
             run.delivery_errors.append(f"{left} records still unacknowledged after 180 s")
 
 
-def consumer_loop(run: Run, member: int, members: int) -> None:
+def consumer_loop(run: Run, member: int) -> None:
     conf = {"bootstrap.servers": run.bootstrap, "group.id": GROUP, "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "session.timeout.ms": 10000, "heartbeat.interval.ms": 1000,
             "client.id": f"tracker-{member}"}
@@ -168,10 +156,7 @@ def consumer_loop(run: Run, member: int, members: int) -> None:
         with run.lock:
             run.rebalances[member] = run.rebalances.get(member, 0) + 1
 
-    if run.groups:
-        c.subscribe([TOPIC], on_assign=on_assign)
-    else:   # no group coordinator in this build: a static split of the partitions
-        c.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS) if p % members == member])
+    c.subscribe([TOPIC], on_assign=on_assign)
     last_commit = time.monotonic()
     try:
         while not run.stop_consumers.is_set():
@@ -187,15 +172,13 @@ def consumer_loop(run: Run, member: int, members: int) -> None:
                         run.redelivered += 1          # at-least-once: re-read after a rebalance
                         continue
                     run.seen.add(key)
-                    run.positions[m.partition()] = max(run.positions.get(m.partition(), 0), m.offset() + 1)
                     pos = json.loads(m.value())
                     if pos["ts"] >= run.latest.get(pos["truck_id"], {}).get("ts", -1):
                         run.latest[pos["truck_id"]] = pos
-            if run.groups and msgs and time.monotonic() - last_commit >= 1.0:
+            if msgs and time.monotonic() - last_commit >= 1.0:
                 commit(run, c)
                 last_commit = time.monotonic()
-        if run.groups:
-            commit(run, c)
+        commit(run, c)
     finally:
         c.close()                                    # leaves the group at once (LeaveGroup)
 
@@ -236,10 +219,7 @@ def wait_failover(admin: AdminClient, victim: int, killed_at: float, result: dic
 
 
 def committed_range(run: Run) -> dict[int, int]:
-    """partition -> first offset not committed (the group's committed offsets, or the static
-    consumers' positions where groups are not available)."""
-    if not run.groups:
-        return {p: run.positions.get(p, 0) for p in range(PARTITIONS)}
+    """partition -> first offset not committed by the group."""
     c = Consumer(client_conf(**{"bootstrap.servers": run.bootstrap, "group.id": GROUP, "enable.auto.commit": False}))
     try:
         tps = c.committed([TopicPartition(TOPIC, p) for p in range(PARTITIONS)], timeout=30)
@@ -421,12 +401,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     say(f"created {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2; "
         f"leaders per broker {per_broker}")
 
-    run = Run(bootstrap, broker_has_groups())
-    if run.groups:
-        say(f"consumer group {GROUP!r}: 3 members track the latest position of each truck and commit every second")
-    else:
-        say("consumer groups: NOT in this build's broker (no FindCoordinator/JoinGroup); 3 consumers split "
-            "the partitions statically and commit nothing")
+    run = Run(bootstrap)
+    say(f"consumer group {GROUP!r}: 3 members track the latest position of each truck and commit every second")
     rng = random.Random(8)
     trucks = [Truck(n, rng) for n in range(1, args.trucks + 1)]
     start_ms = int(time.time() * 1000) - args.ticks * 20_000
@@ -434,7 +410,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     halves = [trucks[0::2], trucks[1::2]]
     producers = [threading.Thread(target=producer_loop, args=(run, h, args.ticks, args.tick_ms / 1000, start_ms, progress),
                                   name=f"producer-{i}", daemon=True) for i, h in enumerate(halves)]
-    consumers = [threading.Thread(target=consumer_loop, args=(run, i, 3), name=f"tracker-{i}", daemon=True)
+    consumers = [threading.Thread(target=consumer_loop, args=(run, i), name=f"tracker-{i}", daemon=True)
                  for i in range(3)]
     total = args.trucks * args.ticks
     say(f"producing {total} positions: {args.trucks} trucks x {args.ticks} reports, 2 producers "
@@ -460,9 +436,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
             last_print = time.monotonic()
             with run.lock:
                 line = (f"t={time.monotonic() - t_start:5.1f}s produced {run.produced:6d}/{total} "
-                        f"consumed {run.consumed:6d}  trucks tracked {len(run.latest):3d}")
-                if run.groups:
-                    line += f"  rebalances {max(run.rebalances.values(), default=0)}  commits {run.commits}"
+                        f"consumed {run.consumed:6d}  trucks tracked {len(run.latest):3d}"
+                        f"  rebalances {max(run.rebalances.values(), default=0)}  commits {run.commits}")
             if "failover_s" in failover:
                 line += f"  failover done in {failover['failover_s']:.1f}s"
             elif victim is not None:
@@ -481,7 +456,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
 
     ranges = committed_range(run)
     committed = sum(ranges.values())
-    say(f"{'committed offsets' if run.groups else 'consumed offsets'} of {GROUP if run.groups else 'the 3 consumers'}: "
+    say(f"committed offsets of {GROUP}: "
         + " ".join(f"p{p}:{o}" for p, o in sorted(ranges.items())) + f" (total {committed})")
     print("\nlatest position per truck (first 5, from the consumer group's view):")
     for truck in sorted(run.latest)[:5]:
@@ -533,11 +508,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
           f"{len(run.delivery_errors)} delivery errors")
     print(f"records consumed     {run.consumed} distinct offsets, {run.redelivered} redelivered; "
           f"{len(run.latest)} trucks tracked")
-    if run.groups:
-        print(f"consumer group       {GROUP}: 3 members, {max(run.rebalances.values(), default=0)} rebalance(s), "
-              f"{run.commits} commits, committed {committed}")
-    else:
-        print("consumer group       not available in this build (static split of partitions, nothing committed)")
+    print(f"consumer group       {GROUP}: 3 members, {max(run.rebalances.values(), default=0)} rebalance(s), "
+          f"{run.commits} commits, committed {committed}")
     if victim is not None:
         fo = f"{failover['failover_s']:.1f} s" if "failover_s" in failover else "not within 120 s"
         print(f"failover             broker {victim} killed (kill -9) half-way; every partition led by a live "

@@ -110,10 +110,6 @@ class KafkaBroker:
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller)
 
-    @property
-    def is_controller(self) -> bool:
-        return self.controller.active
-
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
     def start(self) -> Any:

@@ -35,16 +35,13 @@ T = TypeVar("T")
 
 
 class Clock:
-    """Milliseconds and timers from one reactor."""
+    """Milliseconds from the reactor whose timers the broker uses."""
 
     def __init__(self, reactor: IReactorTime) -> None:
         self.reactor = reactor
 
     def now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
-
-    def call_later(self, delay_s: float, fn: Callable[..., Any], *args: Any) -> Any:
-        return self.reactor.callLater(delay_s, fn, *args)
 
 
 class BlockingRunner(Protocol):

@@ -58,8 +58,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 class BrokerConnection:
     """A connected socket to ``host:port`` with the negotiated version per API.
 
-    Not shared between threads without holding :attr:`lock` around a send/receive pair
-    (:meth:`request` does that).
+    Threads share it by holding :attr:`lock` around each send and each receive (:meth:`request`
+    holds it around the pair). A pipelined caller may release the lock between its send and its
+    receive; another thread's receive that reads the pipelined answer first keeps it in
+    ``_answered`` for its owner, so no response is lost to the wrong reader.
     """
 
     def __init__(self, host: str, port: int, *, node_id: int, client_id: str,
@@ -70,6 +72,7 @@ class BrokerConnection:
         self.lock = threading.RLock()
         self._correlation = 0
         self._pending: list[tuple[int, int, int]] = []   # (correlation id, api key, version)
+        self._answered: dict[int, dict] = {}              # read by another thread's receive()
         self.api_versions: dict[int, tuple[int, int]] = {}
         try:
             self.sock = socket.create_connection((host, port), timeout=connect_timeout)
@@ -92,6 +95,7 @@ class BrokerConnection:
     def close(self) -> None:
         sock, self.sock = self.sock, None
         self._pending.clear()
+        self._answered.clear()
         if sock is not None:
             try:
                 sock.close()
@@ -167,6 +171,8 @@ class BrokerConnection:
         """The decoded response to the request with ``correlation_id`` (earlier ones are read first)."""
         deadline = time.monotonic() + (self.request_timeout if timeout is None else timeout)
         while True:
+            if correlation_id in self._answered:
+                return self._answered.pop(correlation_id)
             if not self._pending:
                 raise ClientError(f"no request {correlation_id} in flight to {self.host}:{self.port}")
             corr, api_key, version = self._pending[0]
@@ -183,6 +189,7 @@ class BrokerConnection:
                 raise ConnectionFailed(f"broker {self.host}:{self.port} answered correlation id {got}, expected {corr}")
             if corr == correlation_id:
                 return body
+            self._answered[corr] = body
 
     def request(self, api_key: int, body: dict, *, version: int | None = None,
                 timeout: float | None = None) -> dict:

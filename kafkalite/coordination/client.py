@@ -147,10 +147,6 @@ class ZooKeeperClient:
         """``callback(SessionState)`` in the reactor thread, once per change."""
         self._listeners.append(callback)
 
-    def remove_state_listener(self, callback: Callable[[SessionState], None]) -> None:
-        if callback in self._listeners:
-            self._listeners.remove(callback)
-
     def _kazoo_state_listener(self, state: str) -> None:
         # kazoo's connection thread: no kazoo calls here (they would deadlock the client)
         client_id = self._zk.client_id
@@ -259,10 +255,6 @@ class ZooKeeperClient:
 
     def delete(self, path: str, version: int = -1) -> defer.Deferred:
         return self._request(path, lambda: self._zk.delete_async(path, version))
-
-    def delete_recursive(self, path: str) -> defer.Deferred:
-        """Delete ``path`` and its subtree; fires True if it existed (blocking call, pool thread)."""
-        return reactor_bridge.in_thread(self._reactor, self._zk.delete, path, recursive=True)
 
     def multi(self, ops: Sequence[Op]) -> defer.Deferred:
         """Atomic multi-op. Fires the per-op results, or fails with TransactionFailedError.

@@ -53,16 +53,11 @@ class EphemeralRegistry:
         self.poll_ms = poll_ms
         self._owned: dict[str, bytes] = {}
         self._on_recreated: list[Callable[[str, int], None]] = []
-        self._on_failed: list[Callable[[str, BaseException], None]] = []
         zk.add_state_listener(self._on_state)
 
     def add_recreated_listener(self, callback: Callable[[str, int], None]) -> None:
         """``callback(path, czxid)`` after a node was re-created in a new session."""
         self._on_recreated.append(callback)
-
-    def add_failure_listener(self, callback: Callable[[str, BaseException], None]) -> None:
-        """``callback(path, error)`` when re-creating after a new session failed."""
-        self._on_failed.append(callback)
 
     def owned(self) -> dict[str, bytes]:
         return dict(self._owned)
@@ -122,8 +117,6 @@ class EphemeralRegistry:
 
     def _recreate_failed(self, f: failure.Failure, path: str) -> None:
         log.error("could not re-create %s after session expiry: %s", path, f.value)
-        for callback in list(self._on_failed):
-            callback(path, f.value)
 
 
 def broker_id_in_use(broker_id: int) -> Callable[[failure.Failure], Any]:

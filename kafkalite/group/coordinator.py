@@ -142,9 +142,6 @@ class GroupCoordinator:
                     scb, member.awaiting_sync = member.awaiting_sync, None
                     scb(ErrorCode.NOT_COORDINATOR, b"")
 
-    def groups_of_partition(self, partition: int) -> list[Group]:
-        return [self.groups[g] for g, p in self.group_partition.items() if p == partition and g in self.groups]
-
     def _add_group(self, group_id: str) -> Group:
         group = Group(group_id, state_timestamp_ms=self.now_ms())
         self.groups[group_id] = group

@@ -249,11 +249,3 @@ def decode_data(name: str, version: int, buf: Any) -> dict:
     spec = _data_spec(name, version)
     body, _end = _run_decoder(compiler.decoder(spec, version), _as_view(buf), 0, name)
     return body
-
-
-def message_spec(name: str) -> MessageSpec:
-    """The table entry of a message by descriptor name (``"FetchResponse"``)."""
-    spec = _TABLES.messages.get(name)
-    if spec is None:
-        raise UnknownMessageError(f"unknown message {name!r}")
-    return spec
