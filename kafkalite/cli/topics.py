@@ -237,7 +237,7 @@ def with_zookeeper(a) -> int:
                 parts = {}
                 for p, replicas in node.partitions.items():
                     st = yield zk.get_partition_state(name, p)
-                    leader, isr = (st.value.leader, list(st.value.isr)) if st is not None else (-1, [])
+                    leader, isr = (st.leader, list(st.isr)) if st is not None else (-1, [])
                     parts[p] = (leader, list(replicas), isr)
                 for line in describe_lines(name, node.topic_id, parts, configs, live, a):
                     print(line)
