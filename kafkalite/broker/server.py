@@ -28,7 +28,7 @@ from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.partition import PartitionState
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.config import BrokerConfig, Endpoint, render
+from kafkalite.config import BrokerConfig, Endpoint
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.ops import Updated
@@ -102,7 +102,7 @@ class KafkaBroker:
         if cached is not None and cached[0] == overrides:
             return cached[1], cached[2]
         typed = self.config.topic_config(overrides)
-        storage = LogConfig.from_properties({k: render(v) for k, v in typed.items() if render(v) is not None})
+        storage = LogConfig.from_topic_config(typed)
         self._topic_configs[topic or ""] = (dict(overrides), typed, storage)
         return typed, storage
 
