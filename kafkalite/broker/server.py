@@ -35,7 +35,7 @@ from kafkalite.coordination.ops import Updated
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.group.offsets_topic import OffsetsTopic
 from kafkalite.net import client as net_client
-from kafkalite.net.server import KafkaServerFactory
+from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
 from kafkalite.storage.cleaner import LogCleaner
@@ -88,6 +88,13 @@ class KafkaBroker:
         self.replica_manager.role_listeners.append(self.offsets_topic.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
+        listeners = config.listeners
+        protected = (config["inter.broker.listener.name"] or listeners[0].listener) if len(listeners) > 1 else None
+        # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
+        self.connection_quotas = ConnectionQuotas(
+            config["max.connections"], config["max.connections.per.ip"],
+            resolve_connection_overrides(config.max_connections_per_ip_overrides), protected)
+        self.socket_options = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
         self.creating: set[str] = set()
         self.loops: list[task.LoopingCall] = []
         self.background: dict[str, defer.Deferred] = {}
@@ -150,8 +157,10 @@ class KafkaBroker:
         configured = {ep.listener: ep for ep in self.config.advertised_listeners}
         for ep in self.config.listeners:
             factory = KafkaServerFactory(Dispatcher(self, ep.listener), self.config["socket.request.max.bytes"],
-                                         self.config["queued.max.requests"])
-            port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "0.0.0.0")
+                                         self.config["queued.max.requests"], listener=ep.listener,
+                                         quotas=self.connection_quotas, socket_options=self.socket_options,
+                                         max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor)
+            port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
             self.ports.append(port)
             self.factories.append(factory)
             bound = port.getHost().port
