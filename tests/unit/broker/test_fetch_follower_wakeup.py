@@ -50,6 +50,7 @@ class Leader:
         self.reads: list[int] = []
         self.is_leader = True
         self.replica_manager = self
+        self.config = {"fetch.max.bytes": 57671680}
 
     # replica_manager
     def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Any:
