@@ -185,3 +185,18 @@ def test_override_host_names_are_resolved() -> None:
     """Overrides may name hosts (Kafka resolves them at start-up): localhost counts for 127.0.0.1."""
     assert resolve_connection_overrides({"localhost": 5}).get("127.0.0.1") == 5
     assert resolve_connection_overrides({"10.1.2.3": 0}) == {"10.1.2.3": 0}
+
+
+def test_outbound_broker_connections_set_nodelay() -> None:
+    """The replica fetcher's connections (net/client.py) set TCP_NODELAY too, as Kafka's clients do."""
+    from kafkalite.net.client import KafkaClientProtocol
+
+    class TCPTransport(StringTransport):
+        no_delay = False
+
+        def setTcpNoDelay(self, enabled: bool) -> None:
+            self.no_delay = enabled
+
+    transport = TCPTransport()
+    KafkaClientProtocol("broker-1-fetcher-0", task.Clock()).makeConnection(transport)
+    assert transport.no_delay
