@@ -59,7 +59,8 @@ class KafkaBroker:
         self.purgatory = Purgatory(reactor)
         self._topic_configs: dict[str, tuple[dict[str, str], dict[str, Any], Any]] = {}
         started = time.monotonic()
-        self.log_manager = LogManager(config.log_dirs, self.log_config(None))
+        self.log_manager = LogManager(config.log_dirs, self.log_config(None),
+                                      producer_id_expiration_ms=config["producer.id.expiration.ms"])
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
@@ -178,6 +179,8 @@ class KafkaBroker:
             self.loops.append(loop)
 
         every(self.config["log.retention.check.interval.ms"], self._retention)
+        every(self.config["producer.id.expiration.check.interval.ms"],
+              lambda: self.log_manager.remove_expired_producers(now_ms()))
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self._shrink_isrs)
         if self.cleaner is not None:
