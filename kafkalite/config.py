@@ -154,7 +154,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               at_least(0)),
     ConfigKey("max.connections.per.ip.overrides", "string", "",
               "Per-address (or host name) limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200",
-              lambda name, value: parse_connection_overrides(value, name)),
+              lambda name, value: _check_connection_overrides(name, value)),
     ConfigKey("num.network.threads", "int", 3, "Kafka's network threads; one Twisted reactor serves every socket",
               at_least(1), ignored=True),
     ConfigKey("num.io.threads", "int", 8, "Kafka's request handler threads; requests run on the reactor thread",
@@ -403,6 +403,10 @@ def _same(v: Any) -> Any:
 
 #: Kafka's topic defaults (no broker property set): storage's LogConfig takes its field defaults here.
 TOPIC_DEFAULTS: dict[str, Any] = {name: _resolve_topic(key, {})[0] for name, key in TOPIC_KEYS.items()}
+
+
+def _check_connection_overrides(name: str, value: Any) -> None:
+    parse_connection_overrides(value, name)
 
 
 def parse_connection_overrides(text: str | None, name: str = "max.connections.per.ip.overrides") -> dict[str, int]:
