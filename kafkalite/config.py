@@ -511,6 +511,9 @@ class BrokerConfig:
         names = [ep.listener for ep in listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Each listener name may appear only once in 'listeners'")
+        if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                              "is set (as in Kafka)")
         advertised = self.advertised_listeners
         if any(ep.port <= 0 for ep in advertised if ep.listener in names and self["advertised.listeners"]):
             raise ConfigError("advertised.listeners needs a real port for every listener")
