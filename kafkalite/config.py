@@ -223,7 +223,9 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas"),
     ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often imbalance is checked", at_least(1)),
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance that triggers rebalance", at_least(0)),
-    ConfigKey("controller.socket.timeout.ms", "int", 30000, "Controller to broker request timeout", at_least(0)),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000,
+              "Timeout of a broker's ControlledShutdown request to the controller (as in Kafka); kafkalite's "
+              "controller itself sends brokers no requests", at_least(0)),
     ConfigKey("request.timeout.ms", "int", 30000,
               "Timeout of a broker's requests to the controller; kafkalite brokers send none (leaders write ISR "
               "changes to ZooKeeper; controlled shutdown uses controller.socket.timeout.ms)", at_least(0), ignored=True),
