@@ -8,9 +8,12 @@ synonyms from the same table.
 """
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
@@ -67,20 +70,41 @@ def one_of(*choices: str) -> Callable[[str, Any], None]:
     return check
 
 
+def between(low: float, high: float) -> Callable[[str, Any], None]:
+    def check(name: str, value: Any) -> None:
+        if value is not None and not low <= value <= high:
+            raise ConfigError(f"Invalid value {value} for configuration {name}: must be between {low} and {high}")
+    return check
+
+
+IGNORED_NOTE = "Accepted, no effect in kafkalite"
+
+
 @dataclass(frozen=True)
 class ConfigKey:
+    """One broker property. ``ignored``: Kafka has it and kafkalite accepts it (so existing
+    ``server.properties`` files load and DescribeConfigs reports it), but nothing reads it; ``doc``
+    then says why. Every other key is read by the broker with Kafka's meaning
+    (tests/unit/broker/test_config_truth.py holds both claims to the code)."""
+
     name: str
     kind: str                      # boolean | string | int | short | long | double | list | password
     default: Any
     doc: str
     validator: Callable[[str, Any], None] | None = None
     dynamic: bool = False          # Kafka allows changing it at runtime
+    ignored: bool = False
 
     def parse(self, raw: Any) -> Any:
         value = _parse(self.name, self.kind, raw)
         if self.validator is not None:
             self.validator(self.name, value)
         return value
+
+    @property
+    def documentation(self) -> str:
+        """The doc as README and DescribeConfigs show it (ignored keys say so first)."""
+        return f"{IGNORED_NOTE}. {self.doc}" if self.ignored else self.doc
 
 
 def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
@@ -116,14 +140,31 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics"),
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted", at_least(0), True),
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger closes the connection", at_least(1)),
-    ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of connections (-1 = OS default)"),
-    ConfigKey("socket.receive.buffer.bytes", "int", 102400, "SO_RCVBUF of connections (-1 = OS default)"),
-    ConfigKey("queued.max.requests", "int", 500, "Requests buffered per connection before reading pauses", at_least(1)),
-    ConfigKey("connections.max.idle.ms", "long", 600000, "Close connections idle this long"),
-    ConfigKey("num.network.threads", "int", 3, "Accepted for compatibility: one Twisted reactor serves all sockets", at_least(1)),
-    ConfigKey("num.io.threads", "int", 8, "Accepted for compatibility: requests run on the reactor thread", at_least(1)),
-    ConfigKey("num.recovery.threads.per.data.dir", "int", 1, "Accepted for compatibility: recovery runs at start-up", at_least(1)),
-    ConfigKey("num.replica.fetchers", "int", 1, "Fetcher connections per source broker", at_least(1)),
+    ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of accepted connections (-1 = OS default)"),
+    ConfigKey("socket.receive.buffer.bytes", "int", 102400,
+              "SO_RCVBUF of the listening sockets and accepted connections (-1 = OS default)"),
+    ConfigKey("queued.max.requests", "int", 500,
+              "Requests buffered per connection before reading pauses (Kafka counts them per broker)", at_least(1)),
+    ConfigKey("connections.max.idle.ms", "long", 600000,
+              "Close connections with no traffic and no request in progress for this long; negative never"),
+    ConfigKey("max.connections", "int", INT_MAX,
+              "Connections over all listeners; at the limit the listeners stop accepting until one closes "
+              "(the inter-broker listener is exempt when there are several)", at_least(0)),
+    ConfigKey("max.connections.per.ip", "int", INT_MAX, "Connections per client address; more are closed at once",
+              at_least(0)),
+    ConfigKey("max.connections.per.ip.overrides", "string", "",
+              "Per-address (or host name) limits overriding max.connections.per.ip, e.g. hostName:100,127.0.0.1:200",
+              lambda name, value: _check_connection_overrides(name, value)),
+    ConfigKey("num.network.threads", "int", 3, "Kafka's network threads; one Twisted reactor serves every socket",
+              at_least(1), ignored=True),
+    ConfigKey("num.io.threads", "int", 8, "Kafka's request handler threads; requests run on the reactor thread",
+              at_least(1), ignored=True),
+    ConfigKey("num.recovery.threads.per.data.dir", "int", 1,
+              "Kafka's log recovery threads; logs are recovered one after another before the broker serves",
+              at_least(1), ignored=True),
+    ConfigKey("num.replica.fetchers", "int", 1,
+              "Fetchers per source broker, each with its own connection; a partition goes to fetcher "
+              "abs(31 * topic.hashCode + partition) % N, as in Kafka", at_least(1)),
     ConfigKey("log.segment.bytes", "int", 1073741824, "Segment size before a roll", at_least(14), True),
     ConfigKey("log.roll.hours", "int", 168, "Roll a segment this old (hours)", at_least(1)),
     ConfigKey("log.roll.ms", "long", None, "Roll a segment this old; overrides log.roll.hours", at_least(1), True),
@@ -134,9 +175,12 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.retention.check.interval.ms", "long", 300000, "How often retention runs", at_least(1)),
     ConfigKey("log.segment.delete.delay.ms", "long", 60000, "Delay before a deleted segment's file is removed", at_least(0), True),
     ConfigKey("log.flush.interval.messages", "long", LONG_MAX, "fsync after this many messages", at_least(1), True),
-    ConfigKey("log.flush.interval.ms", "long", None, "fsync data older than this; default never", at_least(0), True),
+    ConfigKey("log.flush.interval.ms", "long", None, "fsync data older than this; defaults to log.flush.scheduler.interval.ms",
+              at_least(0), True),
     ConfigKey("log.flush.scheduler.interval.ms", "long", LONG_MAX, "How often the flusher checks", at_least(0)),
-    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000, "How often recovery points are checkpointed", at_least(0)),
+    ConfigKey("log.flush.offset.checkpoint.interval.ms", "int", 60000,
+              "How often recovery points are checkpointed; kafkalite writes them with the high watermarks, every "
+              "replica.high.watermark.checkpoint.interval.ms", at_least(0), ignored=True),
     ConfigKey("log.index.interval.bytes", "int", 4096, "Bytes between offset index entries", at_least(0), True),
     ConfigKey("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size", at_least(4), True),
     ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact", _POLICIES, True),
@@ -144,17 +188,25 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0)),
     ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0)),
     ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1)),
-    ConfigKey("log.cleaner.io.buffer.size", "int", 524288, "Accepted for compatibility: cleaned batches are written in 1 MiB chunks", at_least(0)),
-    ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", None, True),
+    ConfigKey("log.cleaner.io.buffer.size", "int", 524288, "Kafka's cleaner I/O buffers; cleaned batches are written in 1 MiB chunks",
+              at_least(0), ignored=True),
+    ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", between(0, 1), True),
     ConfigKey("log.cleaner.delete.retention.ms", "long", 86400000, "Keep tombstones this long", at_least(0), True),
     ConfigKey("log.cleaner.min.compaction.lag.ms", "long", 0, "Never compact records younger than this", at_least(0), True),
     ConfigKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Compact records older than this", at_least(1), True),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime", _TS_TYPES, True),
-    ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX, "Largest CreateTime distance from now", at_least(0), True),
-    ConfigKey("log.message.format.version", "string", "2.8-IV1", "Accepted for compatibility: always magic 2"),
-    ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1", "Accepted for compatibility"),
-    ConfigKey("log.preallocate", "boolean", False, "Accepted for compatibility: segments are not preallocated"),
-    ConfigKey("compression.type", "string", "producer", "Stored codec; producer keeps the producer's", _COMPRESSION, True),
+    ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX,
+              "Largest CreateTime distance from broker time; record timestamps are not checked against it",
+              at_least(0), True, ignored=True),
+    ConfigKey("log.message.format.version", "string", "2.8-IV1", "Stored message format; always record batch v2 (magic 2)",
+              ignored=True),
+    ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1", "Inter-broker protocol level; brokers speak 2.8's",
+              ignored=True),
+    ConfigKey("log.preallocate", "boolean", False, "Preallocate segment files; segments grow as they are written",
+              ignored=True),
+    ConfigKey("compression.type", "string", "producer",
+              "Codec batches are stored with; kafkalite always keeps the producer's codec (Kafka's producer)",
+              _COMPRESSION, True, ignored=True),
     ConfigKey("min.insync.replicas", "int", 1, "ISR size acks=all needs", at_least(1), True),
     ConfigKey("unclean.leader.election.enable", "boolean", False, "Elect an out-of-sync replica as a last resort", None, True),
     ConfigKey("replica.lag.time.max.ms", "long", 30000, "Followers lagging longer leave the ISR", at_least(1)),
@@ -171,12 +223,17 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("auto.leader.rebalance.enable", "boolean", True, "Move leadership back to preferred replicas"),
     ConfigKey("leader.imbalance.check.interval.seconds", "long", 300, "How often imbalance is checked", at_least(1)),
     ConfigKey("leader.imbalance.per.broker.percentage", "int", 10, "Imbalance that triggers rebalance", at_least(0)),
-    ConfigKey("controller.socket.timeout.ms", "int", 30000, "Controller to broker request timeout", at_least(0)),
-    ConfigKey("request.timeout.ms", "int", 30000, "Timeout of inter-broker requests", at_least(0)),
+    ConfigKey("controller.socket.timeout.ms", "int", 30000,
+              "Timeout of a broker's ControlledShutdown request to the controller (as in Kafka); kafkalite's "
+              "controller itself sends brokers no requests", at_least(0)),
+    ConfigKey("request.timeout.ms", "int", 30000,
+              "Timeout of a broker's requests to the controller; kafkalite brokers send none (leaders write ISR "
+              "changes to ZooKeeper; controlled shutdown uses controller.socket.timeout.ms)", at_least(0), ignored=True),
     ConfigKey("offsets.topic.num.partitions", "int", 50, "Partitions of __consumer_offsets", at_least(1)),
     ConfigKey("offsets.topic.replication.factor", "short", 3, "Replication factor of __consumer_offsets", at_least(1)),
     ConfigKey("offsets.topic.segment.bytes", "int", 104857600, "Segment size of __consumer_offsets", at_least(1)),
-    ConfigKey("offsets.topic.compression.codec", "int", 0, "Codec of __consumer_offsets records", at_least(0)),
+    ConfigKey("offsets.topic.compression.codec", "int", 0,
+              "Codec of __consumer_offsets records; they are written uncompressed", at_least(0), ignored=True),
     ConfigKey("offsets.retention.minutes", "int", 10080, "Keep committed offsets of empty groups this long", at_least(1)),
     ConfigKey("offsets.retention.check.interval.ms", "long", 600000, "How often expired offsets are removed", at_least(1)),
     ConfigKey("offsets.commit.required.acks", "short", -1, "acks of offset commits"),
@@ -187,33 +244,24 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("group.min.session.timeout.ms", "int", 6000, "Smallest session timeout a member may ask"),
     ConfigKey("group.max.session.timeout.ms", "int", 1800000, "Largest session timeout a member may ask"),
     ConfigKey("group.max.size", "int", INT_MAX, "Members per group", at_least(1)),
-    ConfigKey("transactional.id.expiration.ms", "int", 604800000, "Producer state expiry", at_least(1)),
-    ConfigKey("transaction.state.log.replication.factor", "short", 3, "Accepted for compatibility: no transactions", at_least(1)),
-    ConfigKey("transaction.state.log.min.isr", "int", 2, "Accepted for compatibility: no transactions", at_least(1)),
-    ConfigKey("transaction.state.log.num.partitions", "int", 50, "Accepted for compatibility: no transactions", at_least(1)),
-    ConfigKey("producer.id.expiration.ms", "int", 86400000, "Producer state expiry", at_least(1)),
-    ConfigKey("max.connections", "int", INT_MAX, "Connections accepted at most", at_least(0)),
-    ConfigKey("max.connections.per.ip", "int", INT_MAX, "Connections per client address", at_least(0)),
-    ConfigKey("fetch.max.bytes", "int", 57671680, "Largest fetch response", at_least(0)),
-    ConfigKey("metadata.max.age.ms", "long", 300000, "Accepted for compatibility"),
+    ConfigKey("transactional.id.expiration.ms", "int", 604800000,
+              "Expiry of idle transactional ids; transactions are not supported", at_least(1), ignored=True),
+    ConfigKey("transaction.state.log.replication.factor", "short", 3,
+              "Replication factor of __transaction_state; transactions are not supported", at_least(1), ignored=True),
+    ConfigKey("transaction.state.log.min.isr", "int", 2,
+              "min.insync.replicas of __transaction_state; transactions are not supported", at_least(1), ignored=True),
+    ConfigKey("transaction.state.log.num.partitions", "int", 50,
+              "Partitions of __transaction_state; transactions are not supported", at_least(1), ignored=True),
+    ConfigKey("producer.id.expiration.ms", "int", 86400000,
+              "Forget an idempotent producer's state (epoch, sequences) when its last batch is this old", at_least(1)),
+    ConfigKey("producer.id.expiration.check.interval.ms", "int", 600000,
+              "How often expired producer ids are removed", at_least(1)),
+    ConfigKey("fetch.max.bytes", "int", 57671680,
+              "Largest Fetch response: caps the request's max_bytes (a first batch above it still goes out, KIP-74)",
+              at_least(1024)),
+    ConfigKey("metadata.max.age.ms", "long", 300000,
+              "A client property, not a Kafka broker one; accepted so shared property files load", ignored=True),
 )
-
-# Topic-level keys -> (kind, broker synonyms in precedence order, default when no synonym is set,
-# validator, doc). The broker synonyms are how Kafka derives a topic's default.
-@dataclass(frozen=True)
-class TopicKey:
-    name: str
-    kind: str
-    synonyms: tuple[str, ...]
-    doc: str
-    validator: Callable[[str, Any], None] | None = None
-    transform: Callable[[Any], Any] = lambda v: v     # broker synonym value -> topic unit
-
-    def parse(self, raw: Any) -> Any:
-        value = _parse(self.name, self.kind, raw)
-        if self.validator is not None:
-            self.validator(self.name, value)
-        return value
 
 
 def _hours(v: Any) -> Any:
@@ -224,39 +272,165 @@ def _minutes(v: Any) -> Any:
     return v * 60000 if v is not None and v >= 0 else v
 
 
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+
+_INT_LIMITS = {"int": INT_MAX, "short": 32767, "long": LONG_MAX}
+
+
+@dataclass(frozen=True)
+class TopicKey:
+    """One topic property: Kafka's name and type, its broker synonyms in precedence order (a
+    topic's default is the first synonym the broker's properties set, else the first synonym's
+    default, else ``fallback``), and who reads it: ``field`` names the ``storage.LogConfig`` field
+    that carries it into the log (built from the typed values, no strings in between); keys without
+    a field are read by the broker (``min.insync.replicas``) or are ``ignored`` (accepted, reported
+    by DescribeConfigs, no effect)."""
+
+    name: str
+    kind: str
+    synonyms: tuple[str, ...]
+    doc: str
+    validator: Callable[[str, Any], None] | None = None
+    field: str | None = None
+    ignored: bool = False
+    fallback: Any = None
+
+    def parse(self, raw: Any) -> Any:
+        value = _parse(self.name, self.kind, raw)
+        if self.validator is not None:
+            self.validator(self.name, value)
+        return value
+
+    def check(self, value: Any) -> None:
+        """Validate an already typed value (storage's LogConfig built from Python values)."""
+        limit = _INT_LIMITS.get(self.kind)
+        if limit is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or not -limit - 1 <= value <= limit):
+            raise ConfigError(f"Invalid value {value!r} for configuration {self.name}: expected {self.kind}")
+        if self.validator is not None:
+            self.validator(self.name, value)
+
+    @property
+    def documentation(self) -> str:
+        return f"{IGNORED_NOTE}. {self.doc}" if self.ignored else self.doc
+
+
 TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
-    TopicKey("cleanup.policy", "list", ("log.cleanup.policy",), "delete and/or compact", _POLICIES),
-    TopicKey("compression.type", "string", ("compression.type",), "Stored codec", _COMPRESSION),
-    TopicKey("delete.retention.ms", "long", ("log.cleaner.delete.retention.ms",), "Keep tombstones this long", at_least(0)),
-    TopicKey("file.delete.delay.ms", "long", ("log.segment.delete.delay.ms",), "Delay before deleting segment files", at_least(0)),
-    TopicKey("flush.messages", "long", ("log.flush.interval.messages",), "fsync after this many messages", at_least(0)),
-    TopicKey("flush.ms", "long", ("log.flush.interval.ms",), "fsync data older than this", at_least(0)),
-    TopicKey("index.interval.bytes", "int", ("log.index.interval.bytes",), "Bytes between index entries", at_least(0)),
-    TopicKey("max.compaction.lag.ms", "long", ("log.cleaner.max.compaction.lag.ms",), "Compact records older than this", at_least(1)),
-    TopicKey("max.message.bytes", "int", ("message.max.bytes",), "Largest record batch", at_least(0)),
-    TopicKey("message.timestamp.difference.max.ms", "long", ("log.message.timestamp.difference.max.ms",), "Largest CreateTime distance", at_least(0)),
-    TopicKey("message.timestamp.type", "string", ("log.message.timestamp.type",), "CreateTime or LogAppendTime", _TS_TYPES),
-    TopicKey("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",), "Dirty ratio that triggers cleaning"),
-    TopicKey("min.compaction.lag.ms", "long", ("log.cleaner.min.compaction.lag.ms",), "Never compact younger records", at_least(0)),
+    TopicKey("cleanup.policy", "list", ("log.cleanup.policy",), "delete and/or compact", _POLICIES,
+             field="cleanup_policy"),
+    TopicKey("compression.type", "string", ("compression.type",),
+             "Codec batches are stored with; kafkalite always keeps the producer's codec (Kafka's producer)",
+             _COMPRESSION, ignored=True),
+    TopicKey("delete.retention.ms", "long", ("log.cleaner.delete.retention.ms",), "Keep tombstones this long",
+             at_least(0), field="delete_retention_ms"),
+    TopicKey("file.delete.delay.ms", "long", ("log.segment.delete.delay.ms",), "Delay before deleting segment files",
+             at_least(0), field="file_delete_delay_ms"),
+    TopicKey("flush.messages", "long", ("log.flush.interval.messages",), "fsync after this many messages",
+             at_least(0), field="flush_messages"),
+    TopicKey("flush.ms", "long", ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+             "fsync data older than this", at_least(0), field="flush_ms"),
+    TopicKey("index.interval.bytes", "int", ("log.index.interval.bytes",), "Bytes between index entries",
+             at_least(0), field="index_interval_bytes"),
+    TopicKey("max.compaction.lag.ms", "long", ("log.cleaner.max.compaction.lag.ms",), "Compact records older than this",
+             at_least(1), field="max_compaction_lag_ms"),
+    TopicKey("max.message.bytes", "int", ("message.max.bytes",), "Largest record batch", at_least(0),
+             field="max_message_bytes"),
+    TopicKey("message.timestamp.difference.max.ms", "long", ("log.message.timestamp.difference.max.ms",),
+             "Largest CreateTime distance from broker time; record timestamps are not checked against it",
+             at_least(0), ignored=True),
+    TopicKey("message.timestamp.type", "string", ("log.message.timestamp.type",), "CreateTime or LogAppendTime",
+             _TS_TYPES, field="message_timestamp_type"),
+    TopicKey("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",),
+             "Dirty ratio that triggers cleaning", between(0, 1), field="min_cleanable_dirty_ratio"),
+    TopicKey("min.compaction.lag.ms", "long", ("log.cleaner.min.compaction.lag.ms",), "Never compact younger records",
+             at_least(0), field="min_compaction_lag_ms"),
     TopicKey("min.insync.replicas", "int", ("min.insync.replicas",), "ISR size acks=all needs", at_least(1)),
-    TopicKey("preallocate", "boolean", ("log.preallocate",), "Accepted for compatibility"),
-    TopicKey("retention.bytes", "long", ("log.retention.bytes",), "Size limit per partition; -1 none"),
-    TopicKey("retention.ms", "long", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"), "Time limit; -1 none"),
-    TopicKey("segment.bytes", "int", ("log.segment.bytes",), "Segment size", at_least(14)),
-    TopicKey("segment.index.bytes", "int", ("log.index.size.max.bytes",), "Index size", at_least(4)),
-    TopicKey("segment.ms", "long", ("log.roll.ms", "log.roll.hours"), "Segment age before roll", at_least(1)),
-    TopicKey("unclean.leader.election.enable", "boolean", ("unclean.leader.election.enable",), "Elect out-of-sync replicas"),
-    TopicKey("message.format.version", "string", ("log.message.format.version",), "Accepted for compatibility"),
-    TopicKey("message.downconversion.enable", "boolean", (), "Accepted for compatibility: no down-conversion"),
-    TopicKey("follower.replication.throttled.replicas", "string", (), "Accepted for compatibility"),
-    TopicKey("leader.replication.throttled.replicas", "string", (), "Accepted for compatibility"),
+    TopicKey("preallocate", "boolean", ("log.preallocate",),
+             "Preallocate segment files; segments grow as they are written", ignored=True),
+    TopicKey("retention.bytes", "long", ("log.retention.bytes",), "Size limit per partition; -1 none",
+             field="retention_bytes"),
+    TopicKey("retention.ms", "long", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+             "Time limit; -1 none", at_least(-1), field="retention_ms"),
+    TopicKey("segment.bytes", "int", ("log.segment.bytes",), "Segment size", at_least(14), field="segment_bytes"),
+    TopicKey("segment.index.bytes", "int", ("log.index.size.max.bytes",), "Index size", at_least(4),
+             field="segment_index_bytes"),
+    TopicKey("segment.ms", "long", ("log.roll.ms", "log.roll.hours"), "Segment age before roll", at_least(1),
+             field="segment_ms"),
+    TopicKey("unclean.leader.election.enable", "boolean", ("unclean.leader.election.enable",),
+             "Elect out-of-sync replicas"),
+    TopicKey("message.format.version", "string", ("log.message.format.version",),
+             "Stored message format; always record batch v2 (magic 2)", ignored=True),
+    TopicKey("message.downconversion.enable", "boolean", (),
+             "Down-convert for old consumers; Fetch is served from v4, which reads batches as stored",
+             ignored=True, fallback=True),
+    TopicKey("follower.replication.throttled.replicas", "string", (),
+             "Replicas throttled on the follower side; there are no replication quotas", ignored=True, fallback=""),
+    TopicKey("leader.replication.throttled.replicas", "string", (),
+             "Replicas throttled on the leader side; there are no replication quotas", ignored=True, fallback=""),
 )}
 
+#: Broker synonyms in another unit than their topic key (Kafka's hours/minutes -> ms).
 _SYNONYM_UNITS: dict[str, Callable[[Any], Any]] = {
     "log.retention.minutes": _minutes, "log.retention.hours": _hours, "log.roll.hours": _hours,
 }
-_TOPIC_FALLBACK = {"message.downconversion.enable": True, "follower.replication.throttled.replicas": "",
-                   "leader.replication.throttled.replicas": ""}
+
+
+def _resolve_topic(key: TopicKey, explicit: Mapping[str, Any]) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
+    """(value, source, synonyms) of a topic key with no override, given the broker properties
+    set explicitly: the first explicit synonym, else the first synonym with a default, else the
+    key's fallback (Kafka's resolution)."""
+    synonyms = []
+    chosen: tuple[Any, int] | None = None
+    for syn in key.synonyms:
+        if explicit.get(syn) is not None:
+            synonyms.append((syn, explicit[syn], SOURCE_STATIC_BROKER))
+            if chosen is None:
+                chosen = (_SYNONYM_UNITS.get(syn, _same)(explicit[syn]), SOURCE_STATIC_BROKER)
+    for syn in key.synonyms:
+        d = BROKER_KEYS[syn].default
+        if d is not None:
+            synonyms.append((syn, d, SOURCE_DEFAULT))
+            if chosen is None:
+                chosen = (_SYNONYM_UNITS.get(syn, _same)(d), SOURCE_DEFAULT)
+    if chosen is None:
+        chosen = (key.fallback, SOURCE_DEFAULT)
+    return chosen[0], chosen[1], tuple(synonyms)
+
+
+def _same(v: Any) -> Any:
+    return v
+
+
+#: Kafka's topic defaults (no broker property set): storage's LogConfig takes its field defaults here.
+TOPIC_DEFAULTS: dict[str, Any] = {name: _resolve_topic(key, {})[0] for name, key in TOPIC_KEYS.items()}
+
+
+def _check_connection_overrides(name: str, value: Any) -> None:
+    parse_connection_overrides(value, name)
+
+
+def parse_connection_overrides(text: str | None, name: str = "max.connections.per.ip.overrides") -> dict[str, int]:
+    """``host:count,host:count`` -> {host: count} (Kafka's max.connections.per.ip.overrides); the
+    count follows the last ':' so IPv6 addresses work."""
+    out: dict[str, int] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        try:
+            if not sep or not host.strip():
+                raise ValueError
+            value = int(count)
+            if value < 0:
+                raise ValueError
+        except ValueError:
+            raise ConfigError(f"Invalid value {item!r} for configuration {name}: expected host:count "
+                              "with a count of at least 0") from None
+        out[host.strip().strip("[]")] = value
+    return out
 
 
 def render(value: Any) -> str | None:
@@ -281,11 +455,6 @@ class ConfigValue:
     kind: str = "string"
     doc: str = ""
     sensitive: bool = False
-
-
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 
 
 @dataclass
@@ -344,6 +513,9 @@ class BrokerConfig:
         names = [ep.listener for ep in listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Each listener name may appear only once in 'listeners'")
+        if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
+            raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
+                              "is set (as in Kafka)")
         advertised = self.advertised_listeners
         if any(ep.port <= 0 for ep in advertised if ep.listener in names and self["advertised.listeners"]):
             raise ConfigError("advertised.listeners needs a real port for every listener")
@@ -377,37 +549,26 @@ class BrokerConfig:
     def zookeeper_session_timeout_ms(self) -> int:
         return self["zookeeper.session.timeout.ms"]
 
+    @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        return parse_connection_overrides(self["max.connections.per.ip.overrides"])
+
     # -- topic defaults ------------------------------------------------------------------------
     def topic_default(self, name: str) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
         """(value, source, synonyms) of a topic key with no override, resolved as Kafka does."""
-        key = TOPIC_KEYS[name]
-        synonyms = []
-        chosen: tuple[Any, int] | None = None
-        for syn in key.synonyms:
-            if syn in self.explicit and self.values[syn] is not None:
-                v = _SYNONYM_UNITS.get(syn, lambda x: x)(self.values[syn])
-                synonyms.append((syn, self.values[syn], SOURCE_STATIC_BROKER))
-                if chosen is None:
-                    chosen = (v, SOURCE_STATIC_BROKER)
-        for syn in key.synonyms:
-            d = BROKER_KEYS[syn].default
-            if d is not None:
-                synonyms.append((syn, d, SOURCE_DEFAULT))
-                if chosen is None:
-                    chosen = (_SYNONYM_UNITS.get(syn, lambda x: x)(d), SOURCE_DEFAULT)
-        if chosen is None:
-            chosen = (_TOPIC_FALLBACK.get(name), SOURCE_DEFAULT)
-        if name == "flush.messages" and chosen[0] is None:
-            chosen = (LONG_MAX, chosen[1])
-        if name == "flush.ms" and chosen[0] is None:
-            chosen = (LONG_MAX, chosen[1])
-        return chosen[0], chosen[1], tuple(synonyms)
+        return _resolve_topic(TOPIC_KEYS[name], {n: self.values[n] for n in self.explicit})
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """Every topic key's effective typed value: override, else the broker's default."""
+        """Every topic key's effective typed value: override, else the broker's default. An
+        override name kafkalite does not know (another tool wrote it to ZooKeeper) is skipped, as
+        Kafka's LogConfig ignores unknown properties."""
         out = {name: self.topic_default(name)[0] for name in TOPIC_KEYS}
         for name, raw in (overrides or {}).items():
-            out[name] = TOPIC_KEYS[name].parse(raw)
+            key = TOPIC_KEYS.get(name)
+            if key is None:
+                log.warning("ignoring unknown topic config %s=%r", name, raw)
+                continue
+            out[name] = key.parse(raw)
         return out
 
     def describe_topic(self, overrides: Mapping[str, str]) -> list[ConfigValue]:
@@ -417,9 +578,9 @@ class BrokerConfig:
             if name in overrides:
                 value = key.parse(overrides[name])
                 rows.append(ConfigValue(name, value, SOURCE_DYNAMIC_TOPIC,
-                                        ((name, value, SOURCE_DYNAMIC_TOPIC),) + synonyms, key.kind, key.doc))
+                                        ((name, value, SOURCE_DYNAMIC_TOPIC),) + synonyms, key.kind, key.documentation))
             else:
-                rows.append(ConfigValue(name, default, source, synonyms, key.kind, key.doc))
+                rows.append(ConfigValue(name, default, source, synonyms, key.kind, key.documentation))
         return rows
 
     def describe_broker(self) -> list[ConfigValue]:
@@ -427,7 +588,7 @@ class BrokerConfig:
         for name, key in BROKER_KEYS.items():
             source = SOURCE_STATIC_BROKER if name in self.explicit else SOURCE_DEFAULT
             rows.append(ConfigValue(name, self.values[name], source, ((name, self.values[name], source),),
-                                    key.kind, key.doc, key.kind == "password"))
+                                    key.kind, key.documentation, key.kind == "password"))
         return rows
 
 

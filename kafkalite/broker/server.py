@@ -36,7 +36,7 @@ from kafkalite.coordination.client import SessionState
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.net import client as net_client
-from kafkalite.net.server import KafkaServerFactory
+from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
 from kafkalite.storage.cleaner import LogCleaner
@@ -69,7 +69,8 @@ class KafkaBroker:
         self.purgatory = Purgatory(reactor)
         started = time.monotonic()
         # Blocking on purpose: logs are recovered before the reactor runs (nothing to serve yet).
-        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms)
+        self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms,
+                                      producer_id_expiration_ms=config["producer.id.expiration.ms"])
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
@@ -99,6 +100,13 @@ class KafkaBroker:
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
+        listeners = config.listeners
+        protected = (config["inter.broker.listener.name"] or listeners[0].listener) if len(listeners) > 1 else None
+        # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
+        self.connection_quotas = ConnectionQuotas(
+            config["max.connections"], config["max.connections.per.ip"],
+            resolve_connection_overrides(config.max_connections_per_ip_overrides), protected)
+        self.socket_options = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
         self.loops: list[task.LoopingCall] = []
         self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
@@ -144,8 +152,10 @@ class KafkaBroker:
         services = self.services()
         for ep in self.config.listeners:
             factory = KafkaServerFactory(Dispatcher(services, ep.listener), self.config["socket.request.max.bytes"],
-                                         self.config["queued.max.requests"])
-            port = self.reactor.listenTCP(ep.port, factory, interface=ep.host or "0.0.0.0")
+                                         self.config["queued.max.requests"], listener=ep.listener,
+                                         quotas=self.connection_quotas, socket_options=self.socket_options,
+                                         max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor)
+            port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
             self.ports.append(port)
             self.factories.append(factory)
             bound = port.getHost().port
@@ -163,6 +173,8 @@ class KafkaBroker:
             self.loops.append(loop)
 
         every(self.config["log.retention.check.interval.ms"], self._retention)
+        every(self.config["producer.id.expiration.check.interval.ms"],
+              lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
         if self.cleaner is not None:

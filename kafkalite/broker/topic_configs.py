@@ -1,14 +1,15 @@
 """Each topic's effective configuration: its ZooKeeper overrides over the broker's defaults.
 
 Handlers read the typed values (``min.insync.replicas``, ``max.message.bytes``, ...); storage gets
-the same values as a :class:`~kafkalite.storage.LogConfig`. Both are computed once per set of
+the same values as a :class:`~kafkalite.storage.LogConfig` built from them (one table, no string
+round trip). Both are computed once per set of
 overrides and cached, since produce asks on every request.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.config import BrokerConfig, render
+from kafkalite.config import BrokerConfig
 from kafkalite.metadata import MetadataCache
 from kafkalite.storage import LogConfig
 
@@ -26,7 +27,7 @@ class TopicConfigs:
         if cached is not None and cached[0] == overrides:
             return cached[1], cached[2]
         typed = self.config.topic_config(overrides)
-        storage = LogConfig.from_properties({k: text for k, v in typed.items() if (text := render(v)) is not None})
+        storage = LogConfig.from_topic_config(typed)
         self._cache[topic or ""] = (dict(overrides), typed, storage)
         return typed, storage
 

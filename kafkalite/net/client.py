@@ -39,6 +39,13 @@ class KafkaClientProtocol(protocol.Protocol):
         self.pending: dict[int, tuple[int, int, defer.Deferred, Any]] = {}
         self.closed = False
 
+    def connectionMade(self) -> None:
+        # Kafka's clients (the replica fetcher's too) set TCP_NODELAY: with Nagle's algorithm a small
+        # Fetch request can wait for the ACK of the previous segment, which the leader delays
+        set_no_delay = getattr(self.transport, "setTcpNoDelay", None)
+        if set_no_delay is not None:
+            set_no_delay(True)
+
     def request(self, api_key: int, api_version: int, body: dict[str, Any], timeout_s: float) -> defer.Deferred:
         if self.closed:
             return defer.fail(ConnectionLost("connection closed"))

@@ -9,15 +9,27 @@ written. A long-poll Fetch therefore delays later requests on the same connectio
 Backpressure: when a connection's queue of unprocessed frames reaches ``queued.max.requests`` the
 transport stops reading; when the socket's outgoing buffer is full (a slow consumer), Twisted
 pauses us as a push producer and we stop starting new requests until it drains.
+
+Sockets and limits, with Kafka's properties: every accepted connection gets TCP_NODELAY (Kafka's
+broker sets it; without it Nagle's algorithm holds a small response back until the previous
+segment is acknowledged) and ``socket.send.buffer.bytes`` / ``socket.receive.buffer.bytes``
+(-1 leaves the OS default). :class:`ConnectionQuotas` is Kafka's ConnectionQuotas: connections per
+client address (``max.connections.per.ip`` and its overrides: one more is closed at once) and in
+total (``max.connections``: at the limit the listeners stop accepting, so new connections wait in
+the kernel's backlog as Kafka's blocked acceptor leaves them). One periodic sweep per listener
+closes connections idle for ``connections.max.idle.ms`` (no bytes either way and no request in
+progress), as Kafka's Selector does.
 """
 from __future__ import annotations
 
 import logging
+import socket
 from collections import deque
-from typing import Any, Callable, Protocol as TypingProtocol
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol as TypingProtocol
 
-from twisted.internet import defer, protocol
-from twisted.internet.interfaces import IPushProducer
+from twisted.internet import defer, protocol, task
+from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
@@ -52,10 +64,100 @@ def _as_bytes(chunk: Any) -> bytes:
     return bytes(chunk)
 
 
+USE_DEFAULT_BUFFER_SIZE = -1        # Kafka's Selectable.USE_DEFAULT_BUFFER_SIZE
+INT_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SocketOptions:
+    """Options of accepted sockets (``socket.send.buffer.bytes``, ``socket.receive.buffer.bytes``)."""
+
+    send_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE
+    receive_buffer_bytes: int = USE_DEFAULT_BUFFER_SIZE
+
+    def apply(self, sock: Any, *, listening: bool = False) -> None:
+        """Set the buffers (and TCP_NODELAY on a connection); an option the OS refuses is logged."""
+        opts = [] if listening else [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+        if self.send_buffer_bytes != USE_DEFAULT_BUFFER_SIZE and not listening:
+            opts.append((socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer_bytes))
+        if self.receive_buffer_bytes != USE_DEFAULT_BUFFER_SIZE:
+            opts.append((socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes))
+        for level, name, value in opts:
+            try:
+                sock.setsockopt(level, name, value)
+            except OSError as exc:
+                log.warning("cannot set socket option %s=%s: %s", name, value, exc)
+
+
+def resolve_connection_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
+    """``max.connections.per.ip.overrides`` by address: each host name is resolved to its addresses
+    (Kafka resolves them once, at start-up). Blocking DNS: call it before the reactor runs."""
+    out: dict[str, int] = {}
+    for host, limit in overrides.items():
+        try:
+            infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+        except OSError as exc:
+            raise ValueError(f"max.connections.per.ip.overrides: cannot resolve {host!r}: {exc}") from None
+        for info in infos:
+            out[str(info[4][0])] = limit
+    return out
+
+
+class ConnectionQuotas:
+    """Kafka's ConnectionQuotas, shared by all listeners of a broker: connections per client address
+    and in total. ``admit`` counts a new connection or says why it is refused; ``release`` uncounts
+    it. The protected listener (the inter-broker one, when there are several) counts towards the
+    total but is never held to ``max.connections``, so replication keeps working at the limit."""
+
+    def __init__(self, max_connections: int = INT_MAX, max_per_ip: int = INT_MAX,
+                 per_ip_overrides: Mapping[str, int] | None = None, protected_listener: str | None = None) -> None:
+        self.max_connections = max_connections
+        self.max_per_ip = max_per_ip
+        self.per_ip_overrides = dict(per_ip_overrides or {})
+        self.protected_listener = protected_listener
+        self.counts: dict[str, int] = {}
+        self.total = 0
+        self.factories: list["KafkaServerFactory"] = []
+
+    def limit_for(self, host: str) -> int:
+        return self.per_ip_overrides.get(host, self.max_per_ip)
+
+    def slot_available(self, listener: str) -> bool:
+        return listener == self.protected_listener or self.total < self.max_connections
+
+    def admit(self, listener: str, host: str) -> str | None:
+        """Count a new connection from ``host``; or, over a limit, return why it is refused."""
+        if not self.slot_available(listener):
+            return f"the broker has the configured maximum of {self.max_connections} connections (max.connections)"
+        count = self.counts.get(host, 0)
+        limit = self.limit_for(host)
+        if count >= limit:
+            return f"address {host} already has the configured maximum of {limit} connections"
+        self.counts[host] = count + 1
+        self.total += 1
+        if self.total >= self.max_connections:
+            for factory in self.factories:
+                if not self.slot_available(factory.listener):
+                    factory.pause_accepting()
+        return None
+
+    def release(self, host: str) -> None:
+        count = self.counts.get(host, 0)
+        if count <= 1:
+            self.counts.pop(host, None)
+        else:
+            self.counts[host] = count - 1
+        self.total = max(self.total - 1, 0)
+        if self.total < self.max_connections:
+            for factory in self.factories:
+                factory.resume_accepting()
+
+
 @implementer(IPushProducer)
 class KafkaConnection(protocol.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int,
-                 on_close: Callable[["KafkaConnection"], None] | None = None) -> None:
+                 on_close: Callable[["KafkaConnection"], None] | None = None,
+                 socket_options: SocketOptions | None = None, clock: IReactorTime | None = None) -> None:
         self.dispatcher = dispatcher
         self.decoder = FrameDecoder(max_frame_bytes)
         self.max_queued = max_queued
@@ -68,16 +170,35 @@ class KafkaConnection(protocol.Protocol):
         self.on_close = on_close
         self.peer = "?"
         self.client_id: str | None = None
+        self.socket_options = socket_options
+        self.clock = clock
+        self.last_active = clock.seconds() if clock is not None else 0.0
+        self.quota_host: str | None = None       # counted in the factory's ConnectionQuotas
 
     # -- Twisted callbacks ---------------------------------------------------------------------
     def connectionMade(self) -> None:
         addr = self.transport.getPeer()
         self.peer = f"{getattr(addr, 'host', '?')}:{getattr(addr, 'port', '?')}"
+        if self.socket_options is not None:
+            get_handle = getattr(self.transport, "getHandle", None)
+            if get_handle is not None:
+                self.socket_options.apply(get_handle())
         self.transport.registerProducer(self, True)
+
+    def _touch(self) -> None:
+        if self.clock is not None:
+            self.last_active = self.clock.seconds()
+
+    def idle_since(self, now: float) -> float:
+        """Seconds without traffic and without a request in progress (0 while one is)."""
+        if self.busy or self.queue:
+            return 0.0
+        return now - self.last_active
 
     def dataReceived(self, data: bytes) -> None:
         if self.closed:
             return
+        self._touch()
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -155,6 +276,7 @@ class KafkaConnection(protocol.Protocol):
             return
         if result is not NO_RESPONSE:
             self.transport.writeSequence([_as_bytes(c) for c in result])
+        self._touch()
         self._next()
 
     def _failed(self, failure: Failure) -> None:
@@ -169,17 +291,97 @@ class KafkaConnection(protocol.Protocol):
 
 
 class KafkaServerFactory(protocol.ServerFactory):
-    def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int) -> None:
+    """One listener: its connections, its share of the broker's ConnectionQuotas, and the idle sweep."""
+
+    def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int, *,
+                 listener: str = "PLAINTEXT", quotas: ConnectionQuotas | None = None,
+                 socket_options: SocketOptions | None = None, max_idle_ms: int = -1,
+                 clock: IReactorTime | None = None) -> None:
         self.dispatcher = dispatcher
         self.max_frame_bytes = max_frame_bytes
         self.max_queued = max_queued
+        self.listener = listener
+        self.quotas = quotas
+        self.socket_options = socket_options
+        self.max_idle_ms = max_idle_ms          # needs ``clock``; negative: never close idle connections
+        self.clock = clock
         self.connections: set[KafkaConnection] = set()
+        self.port: Any = None
+        self.accepting = True
+        self.idle_sweep: task.LoopingCall | None = None
+        if quotas is not None:
+            quotas.factories.append(self)
 
-    def buildProtocol(self, addr: Any) -> KafkaConnection:
+    def listen(self, reactor: Any, port: int, interface: str) -> Any:
+        """Bind this listener (``reactor.listenTCP``); its receive buffer is set on the listening
+        socket too, so accepted connections start with it (as Kafka sets it before binding)."""
+        self.port = reactor.listenTCP(port, self, interface=interface)
+        if self.socket_options is not None and getattr(self.port, "socket", None) is not None:
+            self.socket_options.apply(self.port.socket, listening=True)
+        return self.port
+
+    # -- quotas ------------------------------------------------------------------------------------
+    def buildProtocol(self, addr: Any) -> KafkaConnection | None:
+        host = str(getattr(addr, "host", "?"))
+        if self.quotas is not None:
+            refused = self.quotas.admit(self.listener, host)
+            if refused is not None:
+                # Twisted closes the accepted socket when buildProtocol returns None
+                log.info("rejected connection from %s: %s", host, refused)
+                return None
         conn = KafkaConnection(self.dispatcher, self.max_frame_bytes, self.max_queued,
-                               on_close=self.connections.discard)
+                               on_close=self._closed, socket_options=self.socket_options, clock=self.clock)
+        conn.quota_host = host if self.quotas is not None else None
         self.connections.add(conn)
         return conn
+
+    def _closed(self, conn: KafkaConnection) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            if self.quotas is not None and conn.quota_host is not None:
+                self.quotas.release(conn.quota_host)
+
+    def pause_accepting(self) -> None:
+        """max.connections reached: leave new connections in the kernel's backlog."""
+        if self.accepting and self.port is not None and getattr(self.port, "connected", False):
+            self.accepting = False
+            self.port.stopReading()
+            log.info("listener %s: max.connections reached, not accepting", self.listener)
+
+    def resume_accepting(self) -> None:
+        if not self.accepting and self.port is not None and getattr(self.port, "connected", False):
+            self.accepting = True
+            self.port.startReading()
+            log.info("listener %s: accepting connections again", self.listener)
+
+    # -- idle connections --------------------------------------------------------------------------
+    def startFactory(self) -> None:
+        if self.max_idle_ms >= 0 and self.clock is not None and self.idle_sweep is None:
+            self.idle_sweep = task.LoopingCall(self.close_idle)
+            self.idle_sweep.clock = self.clock
+            # one sweep for all connections; a connection closes between max_idle_ms and
+            # max_idle_ms plus one interval after its last traffic
+            interval_ms = min(max(self.max_idle_ms / 10.0, 10.0), 1000.0)
+            self.idle_sweep.start(interval_ms / 1000.0, now=False)
+
+    def stopFactory(self) -> None:
+        if self.idle_sweep is not None and self.idle_sweep.running:
+            self.idle_sweep.stop()
+        self.idle_sweep = None
+
+    def close_idle(self) -> int:
+        """Close every connection idle for connections.max.idle.ms; returns how many."""
+        if self.clock is None or self.max_idle_ms < 0:
+            return 0
+        now = self.clock.seconds()
+        limit = self.max_idle_ms / 1000.0
+        idle = [c for c in self.connections if not c.closed and c.idle_since(now) >= limit]
+        for conn in idle:
+            log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
+                     conn.peer, self.max_idle_ms)
+            conn.closed = True
+            conn.transport.loseConnection()
+        return len(idle)
 
     def close_all(self) -> None:
         for conn in list(self.connections):

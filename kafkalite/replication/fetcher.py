@@ -1,6 +1,9 @@
 """Followers copy their leader's log with Kafka's own Fetch (replica id set), long-polling.
 
-One fetcher per leader broker serves every partition this broker follows from it. A partition
+``num.replica.fetchers`` fetchers per leader broker, each with its own connection, serve the
+partitions this broker follows from it; a partition goes to fetcher
+``Utils.abs(31 * topic.hashCode() + partition) % num.replica.fetchers``, Kafka's
+AbstractFetcherManager.getFetcherId, so a mixed cluster spreads them alike. A partition
 that just became a follower first asks its leader where its latest epoch ends
 (OffsetForLeaderEpoch, KIP-101) and truncates any divergent tail, so a replica that was leader
 and wrote records nobody else has drops them instead of serving them; only then does it fetch.
@@ -29,6 +32,7 @@ from typing import Any, Callable, Iterable, Protocol
 from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
+from kafkalite.group.hashing import java_string_hash, kafka_abs
 from kafkalite.net import client
 from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.storage import PartitionLog
@@ -57,6 +61,13 @@ class FollowerReplica(Protocol):
 
     @property
     def leader_epoch(self) -> int: ...
+
+
+def fetcher_id(topic: str, partition: int, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode + partition) % N, in
+    Java's 32-bit int arithmetic."""
+    h = (31 * java_string_hash(topic) + partition) & 0xFFFFFFFF
+    return kafka_abs(h - (1 << 32) if h & 0x80000000 else h) % num_fetchers
 
 
 @dataclass(eq=False)
@@ -105,9 +116,10 @@ class _Sleep:
 class ReplicaFetcher:
     def __init__(self, broker_id: int, leader_id: int, reactor: Any, config: Any,
                  endpoint_of: Callable[[int], tuple[str, int] | None],
-                 connect: Callable[..., defer.Deferred] = client.connect) -> None:
+                 connect: Callable[..., defer.Deferred] = client.connect, fetcher_id: int = 0) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
         self.reactor = reactor
         self.config = config
         self.endpoint_of = endpoint_of
@@ -186,7 +198,7 @@ class ReplicaFetcher:
                         if endpoint is None:
                             raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
                         self.conn = yield self.connect(self.reactor, endpoint[0], endpoint[1],
-                                                       f"broker-{self.broker_id}-fetcher",
+                                                       f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
                                                        self.config["replica.socket.timeout.ms"] / 1000.0)
                     if truncating and self.running:
                         yield self._truncate(truncating)
@@ -325,16 +337,19 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    """Which fetcher (leader) each followed partition belongs to."""
+    """Which fetcher (leader broker, fetcher id) each followed partition belongs to."""
 
     def __init__(self, broker_id: int, reactor: Any, config: Any,
-                 endpoint_of: Callable[[int], tuple[str, int] | None]) -> None:
+                 endpoint_of: Callable[[int], tuple[str, int] | None],
+                 connect: Callable[..., defer.Deferred] = client.connect) -> None:
         self.broker_id = broker_id
         self.reactor = reactor
         self.config = config
         self.endpoint_of = endpoint_of
-        self.fetchers: dict[int, ReplicaFetcher] = {}
-        self.leader_of: dict[tuple[str, int], int] = {}
+        self.connect = connect
+        self.num_fetchers = config["num.replica.fetchers"]
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}     # (leader id, fetcher id)
+        self.leader_of: dict[tuple[str, int], tuple[int, int]] = {}
         #: Set by shutdown(): a stopping broker follows nobody any more (a leader must not add it
         #: back to an ISR the controller just took it out of).
         self.closed = False
@@ -344,21 +359,22 @@ class ReplicaFetcherManager:
         self.unfollow(part.key)
         if leader_id < 0 or self.closed:
             return
-        fetcher = self.fetchers.get(leader_id)
+        key = (leader_id, fetcher_id(part.key[0], part.key[1], self.num_fetchers))
+        fetcher = self.fetchers.get(key)
         if fetcher is None:
-            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self.broker_id, leader_id, self.reactor,
-                                                                self.config, self.endpoint_of)
-        self.leader_of[part.key] = leader_id
+            fetcher = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.reactor, self.config,
+                                                          self.endpoint_of, self.connect, fetcher_id=key[1])
+        self.leader_of[part.key] = key
         fetcher.add(part)
 
     def unfollow(self, key: tuple[str, int]) -> None:
-        leader = self.leader_of.pop(key, None)
-        if leader is not None and leader in self.fetchers:
-            fetcher = self.fetchers[leader]
+        which = self.leader_of.pop(key, None)
+        if which is not None and which in self.fetchers:
+            fetcher = self.fetchers[which]
             fetcher.remove(key)
             if not fetcher.partitions:
                 fetcher.stop()
-                del self.fetchers[leader]
+                del self.fetchers[which]
 
     def shutdown(self) -> None:
         self.closed = True

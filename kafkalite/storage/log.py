@@ -615,8 +615,8 @@ class PartitionLog:
                 keep.append((due, paths))
         self._pending_deletes = keep
 
-    def remove_expired_producers(self, now_ms: int, expiration_ms: int = 604800000) -> int:
-        """Forget producers idle for ``expiration_ms`` (transactional.id.expiration.ms)."""
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers whose last batch is ``expiration_ms`` old (producer.id.expiration.ms)."""
         with self._lock:
             return self.producers.remove_expired(now_ms, expiration_ms)
 

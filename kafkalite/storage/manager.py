@@ -24,6 +24,7 @@ import time
 import uuid
 from typing import Callable
 
+from kafkalite.config import BROKER_KEYS
 from kafkalite.errors import KafkaStorageError
 from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 DELETE_DIR_SUFFIX = "-delete"
-PRODUCER_ID_EXPIRATION_MS = 604800000
+PRODUCER_ID_EXPIRATION_MS: int = BROKER_KEYS["producer.id.expiration.ms"].default
 
 
 def wall_clock_ms() -> int:
@@ -51,7 +52,8 @@ class LogManager:
         """Lock every dir and open every log found in them.
 
         ``topic_config(topic)`` gives the config of logs found on disk (default: ``default_config``);
-        ``clock`` gives "now" in ms for segment creation times only.
+        ``clock`` gives "now" in ms for segment creation times and for dropping producers already
+        expired at load; ``producer_id_expiration_ms`` is ``producer.id.expiration.ms``.
         """
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -121,6 +123,8 @@ class LogManager:
             self._logs[key] = PartitionLog.open(
                 path, self._topic_config(key[0]), now, recovery_point=recovery.get(key, 0),
                 log_start_offset=starts.get(key, 0), high_watermark=hws.get(key, 0), clean_shutdown=clean)
+            # Kafka's loadFromSnapshot skips producers that have expired meanwhile
+            self._logs[key].remove_expired_producers(now, self.producer_id_expiration_ms)
             self._dir_of[key] = d
         if clean:
             os.unlink(marker)
@@ -183,12 +187,15 @@ class LogManager:
     # --- periodic work -----------------------------------------------------------------------------
 
     def cleanup(self, now_ms: int) -> int:
-        """Retention over every log plus producer-id expiry; returns the segments deleted."""
-        deleted = 0
-        for plog in list(self._logs.values()):
-            deleted += plog.delete_old_segments(now_ms)
-            plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
-        return deleted
+        """Retention over every log; returns the segments deleted."""
+        return sum(plog.delete_old_segments(now_ms) for plog in list(self._logs.values()))
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Kafka's periodic removeExpiredProducers over every log (every
+        ``producer.id.expiration.check.interval.ms``): forget each producer whose last batch is
+        ``producer.id.expiration.ms`` old; returns how many were forgotten."""
+        return sum(plog.remove_expired_producers(now_ms, self.producer_id_expiration_ms)
+                   for plog in list(self._logs.values()) if not plog.closed)
 
     def flush_dirty(self, now_ms: int) -> int:
         """Flush logs whose flush.messages / flush.ms are due; returns how many were flushed."""

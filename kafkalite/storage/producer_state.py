@@ -178,7 +178,8 @@ class ProducerStateManager:
             del self.producers[pid]
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
-        """Drop producers silent for ``expiration_ms`` (transactional.id.expiration.ms)."""
+        """Kafka's removeExpiredProducers: drop producers whose last batch's timestamp is
+        ``expiration_ms`` (producer.id.expiration.ms) or more before ``now_ms``."""
         gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
         for pid in gone:
             del self.producers[pid]

@@ -26,7 +26,7 @@ TOPIC = "crash"
 
 def config():
     from kafkalite.storage import LogConfig
-    return LogConfig(cleanup_policy="compact", segment_bytes=16 * 1024, index_interval_bytes=512,
+    return LogConfig(cleanup_policy=("compact",), segment_bytes=16 * 1024, index_interval_bytes=512,
                      file_delete_delay_ms=0, min_cleanable_dirty_ratio=0.0, delete_retention_ms=0)
 
 

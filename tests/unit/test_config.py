@@ -25,6 +25,10 @@ def test_defaults_and_retention_synonyms() -> None:
     ({"num.partitions": "0"}, "must be at least 1"),
     ({"log.cleanup.policy": "shred"}, "must be one of delete, compact"),
     ({"listeners": "PLAINTEXT//x:1"}, "expected NAME://host:port"),
+    ({"max.connections.per.ip.overrides": "10.0.0.1:many"}, "expected host:count"),
+    ({"fetch.max.bytes": "100"}, "must be at least 1024"),
+    ({"max.connections.per.ip": "0"}, "can be set to zero only if max.connections.per.ip.overrides"),
+    ({"log.cleaner.min.cleanable.ratio": "2"}, "must be between 0 and 1"),
 ])
 def test_bad_properties_give_one_line_errors(props: dict, message: str) -> None:
     with pytest.raises(ConfigError) as err:

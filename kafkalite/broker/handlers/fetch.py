@@ -27,7 +27,7 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
     wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
-        budget = req["max_bytes"]
+        budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
         total = 0
         had_error = False
         responses: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ from kafkalite.storage.cleaner import CLEANER_OFFSET_CHECKPOINT, LogCleaner
 pytestmark = pytest.mark.unit
 
 BIG = 2**31 - 1
-COMPACT = LogConfig(cleanup_policy="compact", segment_bytes=4096, index_interval_bytes=256,
+COMPACT = LogConfig(cleanup_policy=("compact",), segment_bytes=4096, index_interval_bytes=256,
                     file_delete_delay_ms=0, min_cleanable_dirty_ratio=0.01, delete_retention_ms=10_000)
 
 
@@ -308,7 +308,7 @@ def test_min_compaction_lag_and_dirty_ratio_decide_when(tmp_path):
     """Segments younger than min.compaction.lag.ms are not cleaned; a log whose dirty ratio is
     not above min.cleanable.dirty.ratio is not chosen; delete-only logs never are."""
     clock = Clock(10_000)
-    config = LogConfig(cleanup_policy="compact", segment_bytes=4096, file_delete_delay_ms=0,
+    config = LogConfig(cleanup_policy=("compact",), segment_bytes=4096, file_delete_delay_ms=0,
                        min_compaction_lag_ms=60_000, min_cleanable_dirty_ratio=0.5)
     lm = open_manager(tmp_path, config)
     plog = lm.get_or_create("t", 0)

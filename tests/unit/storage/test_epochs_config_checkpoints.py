@@ -46,24 +46,38 @@ def test_epoch_cache_persists_and_truncates(tmp_path):
     assert LeaderEpochCache.load(path)[1] is False
 
 
-def test_log_config_from_properties():
-    """Kafka names map onto typed fields; bad values and unknown names raise one-line
-    ValueErrors; known non-storage topic configs pass through; to_properties round-trips."""
-    cfg = LogConfig.from_properties({"segment.bytes": "1024", "retention.ms": "-1",
-                                     "message.timestamp.type": "LogAppendTime",
-                                     "cleanup.policy": "compact,delete", "min.insync.replicas": "2"})
+def test_log_config_is_built_from_the_topic_table():
+    """LogConfig's fields are exactly the topic keys the table gives a field; its defaults are the
+    table's Kafka defaults; the broker's typed values go in as they are (no string round trip);
+    a bad value raises a one-line ValueError naming the Kafka property."""
+    from dataclasses import fields
+
+    from kafkalite.config import TOPIC_DEFAULTS, TOPIC_KEYS, BrokerConfig
+    from kafkalite.storage.config import FIELD_KEYS
+
+    assert {f.name for f in fields(LogConfig)} == {k.field for k in TOPIC_KEYS.values() if k.field}
+    default = LogConfig()
+    for name, key in FIELD_KEYS.items():
+        expected = TOPIC_DEFAULTS[key.name]
+        assert getattr(default, name) == (tuple(expected) if key.kind == "list" else expected), name
+    broker = BrokerConfig.from_properties({"zookeeper.connect": "h:1", "log.roll.hours": "2"})
+    typed = broker.topic_config({"segment.bytes": "1024", "retention.ms": "-1", "min.insync.replicas": "2",
+                                 "message.timestamp.type": "LogAppendTime", "cleanup.policy": "compact,delete"})
+    cfg = LogConfig.from_topic_config(typed)
     assert (cfg.segment_bytes, cfg.retention_ms, cfg.log_append_time) == (1024, -1, True)
-    assert cfg.cleanup_policy == "delete,compact" and cfg.delete_enabled
+    assert cfg.segment_ms == 2 * 3600 * 1000                      # broker synonym in hours, converted
+    assert cfg.cleanup_policy == ("compact", "delete") and cfg.delete_enabled and cfg.compact_enabled
     assert LogConfig().flush_messages == 2**63 - 1 and LogConfig().max_message_bytes == 1048588
-    assert LogConfig.from_properties(cfg.to_properties()) == cfg
-    for bad, needle in [({"segment.bytes": "abc"}, "segment.bytes"), ({"retention.ms": "-2"}, "retention.ms"),
-                        ({"message.timestamp.type": "Now"}, "message.timestamp.type"),
-                        ({"cleanup.policy": "keep"}, "cleanup.policy"), ({"segment.byte": "1"}, "segment.byte")]:
+    for bad, needle in [({"segment_bytes": 3}, "segment.bytes"), ({"retention_ms": -2}, "retention.ms"),
+                        ({"message_timestamp_type": "Now"}, "message.timestamp.type"),
+                        ({"cleanup_policy": ("keep",)}, "cleanup.policy"),
+                        ({"min_cleanable_dirty_ratio": 1.5}, "min.cleanable.dirty.ratio"),
+                        ({"segment_bytes": "1024"}, "segment.bytes")]:
         with pytest.raises(ValueError, match=needle) as e:
-            LogConfig.from_properties(bad)
+            LogConfig(**bad)
         assert "\n" not in str(e.value)
-    with pytest.raises(ValueError):
-        LogConfig(segment_bytes=3)
+    with pytest.raises(TypeError):
+        LogConfig(cleanup_policy="compact")                    # a list property takes a list
 
 
 def test_offset_checkpoint_format_and_validation(tmp_path):

@@ -144,3 +144,40 @@ def test_snapshot_round_trip_keeps_five_batches():
     assert list(producers[PID].batches) == list(mgr.producers[PID].batches) and len(producers[PID].batches) == 5
     with pytest.raises(ValueError):
         ProducerStateManager.decode(data[:-1] + bytes([data[-1] ^ 1]))
+
+
+def test_producer_ids_expire_after_producer_id_expiration_ms(tmp_path):
+    """Kafka's removeExpiredProducers: a producer whose last batch's timestamp is
+    producer.id.expiration.ms old is forgotten (so its next batch is accepted as from a new
+    producer, at any sequence); a younger one keeps being checked. The LogManager applies its
+    configured expiry to every log, and drops producers that expired while the broker was down
+    when it loads the logs (Kafka's loadFromSnapshot)."""
+    from kafkalite.storage import LogManager
+
+    dirs = [str(tmp_path / "d")]
+    mgr = LogManager(dirs, LogConfig(), clock=lambda: 0, producer_id_expiration_ms=5000)
+    old, young = mgr.get_or_create("t", 0), mgr.get_or_create("t", 1)
+    append(old, batch(2, pid=PID, epoch=0, seq=0, ts=1000))
+    append(young, batch(2, pid=PID, epoch=0, seq=0, ts=3000))
+    assert mgr.remove_expired_producers(5999) == 0                 # 4999 ms after the last batch
+    assert mgr.remove_expired_producers(6000) == 1                 # exactly 5000 ms: expired (>=)
+    assert PID not in old.producers.producers and PID in young.producers.producers
+    assert append(old, idem(7)).first_offset == 2                   # unknown again: any sequence
+    with pytest.raises(OutOfOrderSequenceError):
+        append(young, idem(7))                                      # still known: the gap is refused
+    mgr.close()
+    kept = LogManager(dirs, LogConfig(), clock=lambda: 7999, producer_id_expiration_ms=5000)
+    assert PID in kept.get("t", 1).producers.producers
+    kept.close()
+    reopened = LogManager(dirs, LogConfig(), clock=lambda: 8000, producer_id_expiration_ms=5000)
+    assert PID not in reopened.get("t", 1).producers.producers     # 3000 + 5000 <= 8000 at load
+    reopened.close()
+
+
+def test_producer_id_expiration_follows_the_broker_property():
+    """The LogManager's default expiry is producer.id.expiration.ms's default (1 day, KIP-854),
+    not transactional.id.expiration.ms's 7 days."""
+    from kafkalite.config import BROKER_KEYS
+    from kafkalite.storage.manager import PRODUCER_ID_EXPIRATION_MS
+
+    assert PRODUCER_ID_EXPIRATION_MS == BROKER_KEYS["producer.id.expiration.ms"].default == 86400000
