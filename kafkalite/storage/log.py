@@ -473,6 +473,8 @@ class PartitionLog:
             else:
                 end, last = seg.last_whole_batch_end(pos, pos + max_bytes)
                 length = end - pos
+            # one pread, on the calling thread like the append's pwrite: page-cache data for the
+            # response being built; a thread hop per fetch would cost more than the read
             data = seg.read(pos, length)
             return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end)
         return ReadResult(EMPTY, -1, -1, log_start, log_end)
