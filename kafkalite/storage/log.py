@@ -234,8 +234,8 @@ class PartitionLog:
         if loaded.recovered:
             # recovered data is only trusted once it is on disk (flush writes the epochs first)
             plog._flush()
-        elif epochs.dirty:
-            epochs.flush()
+        if epochs.dirty:
+            epochs.flush()           # opening is synchronous anyway (see open)
         log.info("opened %s: offsets [%d, %d), %d segments%s", directory, start, end, len(segments),
                  f", recovery cut {loaded.truncated_bytes} bytes" if loaded.truncated_bytes else "")
         return plog
