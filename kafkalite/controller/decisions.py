@@ -14,6 +14,11 @@ states, deletion requests). It returns ZooKeeper writes that bring the cluster t
 * a broker shutting down in a controlled way gives up its leaderships to the first replica in
   assignment order that is alive, in the ISR and not shutting down, and leaves every ISR
   (``ControlledShutdownLeaderElectionStrategy``; never unclean);
+* a replica on a failed log dir (``offline_replicas``: (topic, partition, broker) triples, which
+  the controller learns from the broker after its log-dir event) counts as dead for that partition
+  only, as Kafka's ``onReplicasBecomeOffline`` does: a leader there is replaced from the rest of
+  the ISR in assignment order (unclean only if the topic allows it), it leaves the ISR (never below
+  one member), it is never elected, and its broker keeps its other partitions;
 * a topic queued in ``/admin/delete_topics`` is removed.
 
 :func:`preferred_leader_actions` is the auto-rebalance step (``auto.leader.rebalance.enable``):
@@ -27,7 +32,7 @@ simply runs it again; each write is conditional on the znode version it was comp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
 from kafkalite.metadata.state import LeaderAndIsr
 
@@ -55,9 +60,20 @@ class DeleteTopic:
 
 Action = CreateState | UpdateState | DeleteTopic
 
+#: (topic, partition, broker id) of a replica whose log dir failed on that broker.
+OfflineReplica = tuple[str, int, int]
 
-def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: set[int], unclean: bool,
-                 excluded: set[int] = frozenset()) -> tuple[int, tuple[int, ...]] | None:
+
+def offline_by_partition(offline_replicas: Iterable[OfflineReplica]) -> dict[tuple[str, int], frozenset[int]]:
+    """(topic, partition) -> the brokers whose replica of it is offline."""
+    out: dict[tuple[str, int], set[int]] = {}
+    for topic, partition, broker in offline_replicas:
+        out.setdefault((topic, partition), set()).add(broker)
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def elect_leader(replicas: Sequence[int], isr: Sequence[int], live: AbstractSet[int], unclean: bool,
+                 excluded: AbstractSet[int] = frozenset()) -> tuple[int, tuple[int, ...]] | None:
     """(leader, isr) by Kafka's offline-partition election, or None when no replica qualifies."""
     live_isr = [r for r in isr if r in live]
     for r in replicas:
@@ -76,9 +92,11 @@ def plan(live_brokers: Iterable[int],
          deleting: Iterable[str],
          controller_epoch: int,
          unclean: Callable[[str], bool] = lambda topic: False,
-         shutting_down: Iterable[int] = ()) -> list[Action]:
-    live = set(live_brokers)
+         shutting_down: Iterable[int] = (),
+         offline_replicas: Iterable[OfflineReplica] = ()) -> list[Action]:
+    alive = set(live_brokers)
     leaving = set(shutting_down)
+    offline = offline_by_partition(offline_replicas)
     actions: list[Action] = []
     doomed = set(deleting)
     for topic in sorted(doomed):
@@ -88,10 +106,13 @@ def plan(live_brokers: Iterable[int],
             continue
         for p, replicas in sorted(assignments[topic].items()):
             state = states.get((topic, p))
+            # the replicas that can serve this partition: live brokers, minus failed log dirs
+            gone = offline.get((topic, p))
+            live = alive - gone if gone else alive
             if state is None:
-                alive = [r for r in replicas if r in live]
-                if alive:  # with no live replica the partition waits (Kafka's NewPartition)
-                    actions.append(CreateState(topic, p, LeaderAndIsr(alive[0], 0, tuple(alive), controller_epoch)))
+                serving = [r for r in replicas if r in live]
+                if serving:  # with no live replica the partition waits (Kafka's NewPartition)
+                    actions.append(CreateState(topic, p, LeaderAndIsr(serving[0], 0, tuple(serving), controller_epoch)))
                 continue
             leader_gone = state.leader not in live or state.leader in leaving
             if leader_gone:
@@ -106,8 +127,10 @@ def plan(live_brokers: Iterable[int],
                     continue
                 leader, isr = choice
                 if (leader, isr) != (state.leader, state.isr):
+                    why = (f"leader {state.leader}'s log dir is offline" if gone and state.leader in gone
+                           else f"leader {state.leader} unavailable")
                     actions.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
-                                               state.zk_version, f"leader {state.leader} unavailable"))
+                                               state.zk_version, why))
                 continue
             dead_in_isr = [r for r in state.isr if r not in live or (r in leaving and r != state.leader)]
             if dead_in_isr:
@@ -126,11 +149,14 @@ def preferred_leader_actions(live_brokers: Iterable[int],
                              controller_epoch: int,
                              shutting_down: Iterable[int] = (),
                              imbalance_percentage: int = 10,
-                             skip: Iterable[tuple[str, int]] = ()) -> list[UpdateState]:
+                             skip: Iterable[tuple[str, int]] = (),
+                             offline_replicas: Iterable[OfflineReplica] = ()) -> list[UpdateState]:
     """Kafka's ``checkAndTriggerAutoLeaderRebalance``: per preferred broker, if the share of its
     preferred partitions led by someone else exceeds ``imbalance_percentage``, elect it for those
-    where it is alive (and not shutting down) and in the ISR; ISR unchanged, leader_epoch + 1."""
+    where it is alive (and not shutting down), its replica is online and it is in the ISR; ISR
+    unchanged, leader_epoch + 1."""
     live = set(live_brokers) - set(shutting_down)
+    offline = set(offline_replicas)
     doomed, skipped = set(deleting), set(skip)
     by_preferred: dict[int, list[tuple[str, int]]] = {}
     for topic in sorted(assignments):
@@ -146,7 +172,7 @@ def preferred_leader_actions(live_brokers: Iterable[int],
             continue
         for key in elsewhere:
             state = states[key]
-            if key in skipped or broker not in state.isr:
+            if key in skipped or broker not in state.isr or (key[0], key[1], broker) in offline:
                 continue
             actions.append(UpdateState(key[0], key[1], LeaderAndIsr(broker, state.leader_epoch + 1, state.isr,
                                                              controller_epoch), state.zk_version,

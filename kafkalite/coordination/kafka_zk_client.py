@@ -26,10 +26,10 @@ from kafkalite.coordination.ops import (CheckOp, ConditionalSetResult, CreateOp,
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
 from kafkalite.metadata.state import LeaderAndIsr
 from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode,
-                       ConfigEntityChangeNotification, DeleteTopicsZNode,
+                       ConfigEntityChangeNotification, DeleteTopicsZNode, LogDirEventNotification,
                        PRODUCER_ID_BLOCK_SIZE, TopicConfigZNode, TopicPartitionsZNode,
-                       TopicPartitionStateZNode, TopicPartitionZNode, TopicZNode, collides_with,
-                       new_topic_id, paths, validate_topic_name)
+                       TopicPartitionStateZNode, TopicPartitionZNode, TopicZNode, ZkDataError,
+                       collides_with, new_topic_id, paths, sequence_number, validate_topic_name)
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,78 @@ class KafkaZkClient:
                 yield self.zk.create(path, data, makepath=True)
             except NodeExistsError:
                 yield self.zk.set(path, data)
+
+    # ---- log dir events --------------------------------------------------------------------
+    # A broker whose log dir failed writes a notification; the controller watches the parent,
+    # reads the broker ids, acts, and deletes what it consumed (Kafka's KafkaZkClient methods of
+    # the same names; a new controller deletes the leftovers when it takes over).
+
+    def propagate_log_dir_event(self, broker_id: int) -> defer.Deferred:
+        """Create ``/log_dir_event_notification/log_dir_event_<seq>`` (persistent, sequential)
+        saying ``broker_id`` lost a log dir; fires the created path."""
+        return self.zk.create(LogDirEventNotification.path_prefix(),
+                              LogDirEventNotification(broker_id).encode(), sequence=True, makepath=True)
+
+    @staticmethod
+    def log_dir_event_path(sequence: int) -> str:
+        return f"{LogDirEventNotification.path_prefix()}{sequence:010d}"
+
+    def _log_dir_event_sequences(self, names: list[str]) -> list[int]:
+        out = []
+        for name in names:
+            try:
+                out.append(sequence_number(name, LogDirEventNotification.PREFIX))
+            except ValueError:
+                log.warning("ignoring %s/%s: not a log dir event notification", paths.LOG_DIR_EVENT_NOTIFICATION, name)
+        return sorted(out)
+
+    def get_log_dir_event_notifications(self) -> defer.Deferred:
+        """Fires the sequence numbers of the pending notifications, oldest first ([] if the
+        parent is missing)."""
+        def missing(f: Any) -> list[str]:
+            f.trap(NoNodeError)
+            return []
+        d = self.zk.get_children(paths.LOG_DIR_EVENT_NOTIFICATION).addErrback(missing)
+        return d.addCallback(self._log_dir_event_sequences)
+
+    def watch_log_dir_events(self, callback: Callable[[list[int]], None]) -> defer.Deferred:
+        """``callback(sequence numbers, oldest first)`` now and whenever the notifications change;
+        fires a Watch. The parent is one of Kafka's persistent paths (create_persistent_paths)."""
+        return self.zk.watch_children(paths.LOG_DIR_EVENT_NOTIFICATION,
+                                      lambda names: callback(self._log_dir_event_sequences(names)))
+
+    @defer.inlineCallbacks
+    def get_broker_ids_from_log_dir_events(self, sequences: Sequence[int]) -> Any:
+        """Fires the broker id of each notification in ``sequences``, in order; notifications
+        deleted meanwhile or not decodable are skipped (Kafka's ``getBrokerIdsFromLogDirEvents``)."""
+        ids: list[int] = []
+        for seq in sequences:
+            data, _ = yield self.zk.get_or_none(self.log_dir_event_path(seq))
+            if data is None:
+                continue
+            try:
+                ids.append(LogDirEventNotification.decode(data).broker_id)
+            except ZkDataError as e:
+                log.warning("ignoring log dir event %d: %s", seq, e)
+        return ids
+
+    @defer.inlineCallbacks
+    def delete_log_dir_event_notifications(self, sequences: Sequence[int] | None = None,
+                                           controller_epoch_zk_version: int | None = None) -> Any:
+        """Delete the notifications ``sequences`` (all pending ones when None), each fenced on
+        ``/controller_epoch`` when a version is given (ControllerMovedError: another controller
+        took over and consumes them). Notifications already gone are fine. Fires how many went."""
+        if sequences is None:
+            sequences = yield self.get_log_dir_event_notifications()
+        deleted = 0
+        for seq in sequences:
+            try:
+                yield self._write([DeleteOp(self.log_dir_event_path(seq))], controller_epoch_zk_version)
+                deleted += 1
+            except TransactionFailedError as exc:
+                if not isinstance(exc.error, NoNodeError):
+                    raise exc.error from None
+        return deleted
 
     # ---- producer ids ----------------------------------------------------------------------
 

@@ -34,6 +34,10 @@ A pass over one log:
    ``.swap``, old segments -> ``.deleted``, ``.swap`` -> final names; the loader completes or undoes
    an interrupted swap). Then the directory is fsynced and the checkpoint moves to the pass's end.
 
+Failures: an OSError anywhere in a pass (reading, writing or fsyncing the ``.cleaned`` files, the
+swap, the checkpoint) takes the log's dir offline, as Kafka's cleaner does (failure.py); logs in
+offline dirs are never chosen. Any other error makes only that log uncleanable until restart.
+
 Threads: the cleaner runs on worker threads. It reads segments through duplicated fds taken under
 the log's lock (:meth:`PartitionLog.cleaning_view`), never through the log's own fds, and the only
 mutation, the swap, runs on the owner thread and is refused if the log changed meanwhile
@@ -49,6 +53,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
+from kafkalite.errors import KafkaStorageError
 from kafkalite.records.batch import (
     CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
     BatchInfo, read_header,
@@ -154,11 +159,13 @@ class LogCleaner:
         self._horizons: dict[_KEY, int] = {}
         self._abort = threading.Event()
         self._checkpoints: dict[_KEY, int] = {}
-        for d in logs.log_dirs:
+        for d in logs.online_dirs:
             try:
                 self._checkpoints.update(checkpoint.read_offsets(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)))
             except checkpoint.CheckpointError as e:
                 log.warning("ignoring %s: every compacted log there is dirty again", e)
+            except OSError as e:
+                logs.failures.report(d, "reading the cleaner checkpoint", e)
 
     # --- control -----------------------------------------------------------------------------------
 
@@ -241,6 +248,15 @@ class LogCleaner:
             return self.clean(ltc)
         except CleanerAborted:
             raise
+        except (OSError, KafkaStorageError) as e:
+            if ltc.plog.closed and not ltc.plog.offline:
+                log.info("%s-%d was deleted while it was cleaned: %s", ltc.key[0], ltc.key[1], e)
+                return CleanResult(ltc.key[0], ltc.key[1], ltc.first_dirty, ltc.first_dirty, swapped=False)
+            # the disk, not the log: its dir goes offline (if the log did not report it already)
+            if isinstance(e, OSError):
+                self.logs.failures.report(ltc.plog.log_dir, f"cleaning {ltc.key[0]}-{ltc.key[1]}", e)
+            log.error("cleaning %s-%d stopped: %s", ltc.key[0], ltc.key[1], e)
+            return CleanResult(ltc.key[0], ltc.key[1], ltc.first_dirty, ltc.first_dirty, swapped=False)
         except Exception:
             # Kafka marks the partition uncleanable after an unexpected error and goes on
             log.exception("cleaning %s-%d failed; it is not cleaned again until restart", *ltc.key)
@@ -288,7 +304,7 @@ class LogCleaner:
                 try:
                     swapped = self.owner_call(lambda: plog.replace_segments(old, cleaned, view.generation, now))
                 except BaseException:
-                    cleaned.close()    # whatever the swap left on disk, the loader completes or undoes
+                    cleaned.close_handles()    # whatever the swap left on disk, the loader completes or undoes
                     raise
                 if not swapped:
                     cleaned.delete()
@@ -304,7 +320,7 @@ class LogCleaner:
                 else:
                     self._horizons.pop(ltc.key, None)
             result.earliest_horizon = min(horizons) if horizons else None
-            self._write_checkpoint(self.logs.log_dir_of(plog.topic, plog.partition))
+            self._write_checkpoint(self.logs.dir_of(plog.topic, plog.partition))
             log.info("cleaned %s-%d [%d, %d): %d -> %d bytes, %d of %d records kept, %d -> %d segments",
                      plog.topic, plog.partition, first_dirty, end, result.bytes_read, result.bytes_written,
                      result.records_retained, result.records_read, result.segments_before, result.segments_after)
@@ -364,7 +380,12 @@ class LogCleaner:
             result.bytes_written += out.size
             return out
         except BaseException:
-            out.delete()
+            out.close_handles()
+            for path in out.paths():
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass               # the loader removes .cleaned files at start
             raise
 
     @staticmethod
@@ -423,9 +444,10 @@ class LogCleaner:
         return builder.build(last_offset_delta=info.last_offset_delta), horizon if tombstones else None
 
     def _write_checkpoint(self, log_dir: str | None) -> None:
-        if log_dir is None:
+        """Rewrite ``log_dir``'s cleaner-offset-checkpoint (a cleaner thread; fsynced)."""
+        if log_dir is None or self.logs.failures.is_offline(log_dir):
             return
-        live = {k for k in self.logs.logs() if self.logs.log_dir_of(*k) == log_dir}
+        live = {k for k in self.logs.logs() if self.logs.dir_of(*k) == log_dir}
         with self._lock:
             entries = {k: v for k, v in self._checkpoints.items() if k in live}
         checkpoint.write_offsets(os.path.join(log_dir, CLEANER_OFFSET_CHECKPOINT), entries)

@@ -94,6 +94,13 @@ class _IndexFile:
             os.close(self.fd)
             self.fd = -1
 
+    def close_handle(self) -> None:
+        """Close the file without writing buffered entries (the segment is deleted or its dir failed)."""
+        if self.fd >= 0:
+            self._pending.clear()
+            os.close(self.fd)
+            self.fd = -1
+
 
 class OffsetIndex(_IndexFile):
     """Sparse offset index of one segment: greatest entry <= target gives where to start scanning."""

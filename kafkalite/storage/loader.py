@@ -42,6 +42,7 @@ class LoadedSegments(NamedTuple):
     segments: list[LogSegment]
     recovered: bool          # some segment was re-read with CRC checks (fsync it before trusting it)
     truncated_bytes: int     # bytes cut off by recovery, including deleted later segments
+    first_recovered: int | None = None   # base offset of the first re-read segment
 
 
 def remove_stray_files(directory: str) -> None:
@@ -128,6 +129,7 @@ def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_po
 
     segments: list[LogSegment] = []
     recovered = False
+    first_recovered: int | None = None
     truncated = 0
     for i, base in enumerate(bases):
         if segments and segments[-1].next_offset > base:
@@ -138,7 +140,8 @@ def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_po
         if i >= first_unflushed:
             seg = LogSegment(directory, base, config, now_ms)
             cut = seg.recover()
-            recovered = True
+            if not recovered:
+                recovered, first_recovered = True, base
         else:
             seg = LogSegment.load(directory, base, config, now_ms)
             cut = seg.truncated_on_load
@@ -151,7 +154,7 @@ def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_po
                             directory, seg.next_offset, len(later))
                 truncated += _delete_from(directory, later, config, now_ms)
             break
-    return LoadedSegments(segments, recovered, truncated)
+    return LoadedSegments(segments, recovered, truncated, first_recovered)
 
 
 def _delete_from(directory: str, bases: list[int], config: LogConfig, now_ms: int) -> int:

@@ -20,23 +20,42 @@ truncation happened meanwhile. Mutating methods take the same lock, and so does 
 reads from a worker thread (loading ``__consumer_offsets``) are safe too. The log cleaner
 (cleaner.py) reads through :meth:`cleaning_view`'s duplicated fds and swaps its segments in with
 :meth:`replace_segments` on the owner thread.
+
+Failures (failure.py): every public operation refuses with KafkaStorageError, without touching
+the disk, once the log's dir is offline; an OSError inside one is reported for the dir and
+re-raised as KafkaStorageError, so a failed disk never escapes as a raw OSError to the broker.
+
+Blocking file work: the slow part goes to the ``background`` executor (failure.py) and only what
+the next operation depends on stays on the owner thread, each with its reason where it happens:
+
+* off the owner thread: unlinking ``*.deleted`` segment files (retention, truncation, the
+  cleaner's swap), deleting producer snapshots below a new log start, removing a deleted
+  partition dir, writing + fsyncing the leader-epoch checkpoint (leader_epoch.py), fsync (flush);
+* on it, by necessity: creating a segment's three files at roll or truncation (the append goes
+  there), renames to ``*.deleted``/``-delete`` (the names must be free before a segment or a
+  partition of the same name is created), ftruncate of a follower's divergent tail and the
+  producer-state rebuild after it (the next append must see the cut log), the page-cache producer
+  snapshot at roll (ordered against truncation's snapshot deletion), the cleaner's three renames.
 """
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import os
 import re
-import shutil
 import threading
-from typing import Callable, Iterator, NamedTuple
+import uuid
+from typing import Callable, Concatenate, Iterator, NamedTuple, ParamSpec, TypeVar
 
-from kafkalite.errors import MessageTooLargeError, OffsetOutOfRangeError, RecordListTooLargeError
+from kafkalite.errors import (KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
+                              RecordListTooLargeError)
 from kafkalite.records.batch import BatchInfo, assign_offsets as stamp_offsets, set_log_append_time
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.errors import LogClosedError, UnexpectedAppendOffsetError
+from kafkalite.storage.failure import Background, LogDirFailureChannel, run_inline
 from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.loader import CLEANED_SUFFIX, SWAP_SUFFIX, load_segments
 from kafkalite.storage.producer_state import ProducerStateManager
@@ -46,6 +65,10 @@ log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 EMPTY = memoryview(b"")
+DELETE_DIR_SUFFIX = "-delete"
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 class AppendResult(NamedTuple):
@@ -101,6 +124,23 @@ class CleaningView(NamedTuple):
     config: LogConfig
 
 
+def _storage_op(fn: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Concatenate[PartitionLog, _P], _R]:
+    """A public log operation: refused once the dir is offline; an OSError becomes a reported
+    KafkaStorageError (Kafka's ``maybeHandleIOException``)."""
+    what = fn.__name__
+
+    @functools.wraps(fn)
+    def op(self: PartitionLog, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        failures = self.failures
+        if failures.is_offline(self.log_dir):
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log dir {self.log_dir} is offline")
+        try:
+            return fn(self, *args, **kwargs)
+        except OSError as e:
+            raise failures.fail(self.log_dir, f"{what} of {self.topic}-{self.partition}", e) from e
+    return op
+
+
 def parse_dir_name(name: str) -> tuple[str, int]:
     """``<topic>-<partition>`` -> (topic, partition), splitting on the last '-'; ValueError if not."""
     topic, sep, part = name.rpartition("-")
@@ -114,9 +154,13 @@ class PartitionLog:
 
     def __init__(self, directory: str, config: LogConfig, segments: list[LogSegment], *,
                  log_start_offset: int, recovery_point: int, high_watermark: int,
-                 epochs: LeaderEpochCache, producers: ProducerStateManager, now_ms: int) -> None:
+                 epochs: LeaderEpochCache, producers: ProducerStateManager, now_ms: int,
+                 failures: LogDirFailureChannel | None = None, background: Background = run_inline) -> None:
         self.directory = directory
+        self.log_dir = os.path.dirname(os.path.normpath(directory))
         self.topic, self.partition = parse_dir_name(os.path.basename(directory))
+        self.failures = failures if failures is not None else LogDirFailureChannel()
+        self.background = background
         self.config = config
         self._segments = segments
         self._bases = [s.base_offset for s in segments]
@@ -125,6 +169,7 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self.high_watermark = high_watermark
         self.epochs = epochs
+        epochs.background = lambda job: self._in_background("leader epoch checkpoint", job)
         self.producers = producers
         self._lock = threading.RLock()
         self._generation = 0                 # bumped by truncation: an in-flight flush must not advance
@@ -138,14 +183,33 @@ class PartitionLog:
 
     @classmethod
     def open(cls, directory: str, config: LogConfig, now_ms: int, *, recovery_point: int = 0,
-             log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = False) -> PartitionLog:
+             log_start_offset: int = 0, high_watermark: int = 0, clean_shutdown: bool = False,
+             failures: LogDirFailureChannel | None = None, background: Background = run_inline) -> PartitionLog:
         """Open (creating if needed) the log in ``directory``.
 
         Without ``clean_shutdown`` every segment from the one holding ``recovery_point`` on is
         CRC-checked and cut at the first bad batch (see loader.py); the defaults therefore recover
-        the whole log, which is what a caller without checkpoints must do.
+        the whole log, which is what a caller without checkpoints must do. ``failures`` is the
+        log dir's failure channel (an OSError while opening is reported there and raised as
+        KafkaStorageError); ``background`` runs the log's deferred file work.
+
+        Synchronous on purpose: the partition must exist before it can lead or follow (Kafka
+        creates logs inside LeaderAndIsr handling too); a new log is a mkdir and three empty files.
         """
         parse_dir_name(os.path.basename(os.path.normpath(directory)))
+        failures = failures if failures is not None else LogDirFailureChannel()
+        log_dir = os.path.dirname(os.path.normpath(directory))
+        failures.check_online(log_dir, f"open {directory}")
+        try:
+            return cls._open(directory, config, now_ms, recovery_point, log_start_offset, high_watermark,
+                             clean_shutdown, failures, background)
+        except OSError as e:
+            raise failures.fail(log_dir, f"opening {directory}", e) from e
+
+    @classmethod
+    def _open(cls, directory: str, config: LogConfig, now_ms: int, recovery_point: int, log_start_offset: int,
+              high_watermark: int, clean_shutdown: bool, failures: LogDirFailureChannel,
+              background: Background) -> PartitionLog:
         os.makedirs(directory, exist_ok=True)
         loaded = load_segments(directory, config, now_ms, recovery_point=recovery_point,
                                clean_shutdown=clean_shutdown)
@@ -159,15 +223,19 @@ class PartitionLog:
         plog = cls(directory, config, segments, log_start_offset=start,
                    recovery_point=min(recovery_point, end),
                    high_watermark=min(max(high_watermark, start), end), epochs=epochs,
-                   producers=producers, now_ms=now_ms)
+                   producers=producers, now_ms=now_ms, failures=failures, background=background)
         if not found and end > start:
             plog._rebuild_epochs()
-        epochs.truncate_from_end(end)
-        epochs.truncate_from_start(start)
+        elif loaded.first_recovered is not None:
+            plog._rederive_epochs(loaded.first_recovered)
+        epochs.truncate_from_end(end, persist=False)
+        epochs.truncate_from_start(start, persist=False)
         plog._load_producer_state()
         if loaded.recovered:
-            # recovered data is only trusted once it is on disk
-            plog.flush()
+            # recovered data is only trusted once it is on disk (flush writes the epochs first)
+            plog._flush()
+        if epochs.dirty:
+            epochs.flush()           # opening is synchronous anyway (see open)
         log.info("opened %s: offsets [%d, %d), %d segments%s", directory, start, end, len(segments),
                  f", recovery cut {loaded.truncated_bytes} bytes" if loaded.truncated_bytes else "")
         return plog
@@ -175,10 +243,20 @@ class PartitionLog:
     def _rebuild_epochs(self) -> None:
         """No usable leader-epoch checkpoint: derive it from the epochs stamped in batch headers."""
         log.warning("%s: rebuilding the leader epoch cache from the log", self.directory)
-        self.epochs.clear()
+        self.epochs.clear(persist=False)
         for info in self._iter_headers_from(self.log_start_offset):
             self.epochs.assign(info.partition_leader_epoch, info.base_offset, persist=False)
-        self.epochs.flush()
+
+    def _rederive_epochs(self, first_recovered: int) -> None:
+        """After recovery from ``first_recovered`` on, the batches there are the truth: drop the
+        entries the (possibly lagging) checkpoint has from there and take them from the headers
+        recovery read (Kafka's ``LogSegment.recover`` assigns epochs the same way)."""
+        epochs = self.epochs
+        epochs.truncate_from_end(first_recovered, persist=False)
+        for seg in self._segments:
+            if seg.base_offset >= first_recovered:
+                for epoch, offset in seg.recovered_epochs:
+                    epochs.assign(epoch, offset, persist=False)
 
     def _load_producer_state(self) -> None:
         """Latest snapshot at or below the log end, then replay headers after it."""
@@ -223,8 +301,19 @@ class PartitionLog:
         if self._closed:
             raise LogClosedError(f"{self.directory} is closed")
 
+    @property
+    def offline(self) -> bool:
+        """The log's dir failed: every operation raises KafkaStorageError."""
+        return self.failures.is_offline(self.log_dir)
+
+    def _in_background(self, what: str, job: Callable[[], None]) -> None:
+        """Hand slow file work to the executor; skipped if the dir fails first, and an OSError
+        it meets is reported for the dir (it has no caller to raise to)."""
+        self.background(self.failures.guarded(self.log_dir, f"{what} of {self.topic}-{self.partition}", job))
+
     # --- append ------------------------------------------------------------------------------------
 
+    @_storage_op
     def append(self, buf: bytearray | memoryview, infos: list[BatchInfo], *, leader_epoch: int, now_ms: int,
                assign_offsets: bool = True) -> AppendResult:
         """Append validated batches (``infos`` from validate_batches, back to back in ``buf``).
@@ -289,7 +378,8 @@ class PartitionLog:
             seg = self._segments[-1]
             if seg.should_roll(total, max_ts, last, config, now_ms):
                 seg = self._roll(now_ms)
-            # the epoch cache is persisted before the data it describes is written
+            # a new epoch is recorded in memory before its data is written; the checkpoint file
+            # follows in the background (leader_epoch.py says why that is safe)
             epochs = self.epochs
             if assign_offsets:
                 if leader_epoch > epochs.latest_epoch:
@@ -298,13 +388,17 @@ class PartitionLog:
                 for info in infos:
                     if info.partition_leader_epoch > epochs.latest_epoch:
                         epochs.assign(info.partition_leader_epoch, info.base_offset)
+            # an inline executor may just have found the dir failing: write nothing more there
+            self.failures.check_online(self.log_dir, f"append to {self.topic}-{self.partition}")
             mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+            # the write itself stays here: the offsets it assigns are answered from it (page cache, no fsync)
             seg.append(mv[start:end], infos, start)
             self.producers.update(infos)
             self._next_offset = last + 1
             return AppendResult(first, last, append_time, max_ts, max_ts_offset, self.log_start_offset,
                                 len(infos), total)
 
+    @_storage_op
     def roll(self, now_ms: int) -> LogSegment:
         """Start a new active segment at the log end (no-op when the active one is empty)."""
         with self._lock:
@@ -316,9 +410,12 @@ class PartitionLog:
         if old.size == 0:
             return old
         old.on_become_inactive()
+        # Synchronous on purpose: the append that rolls writes into the new segment's files, so
+        # they must exist now (three creates, metadata only; no preallocation, no mmap to resize).
         new = LogSegment.create(self.directory, self._next_offset, self.config, now_ms)
         self._segments.append(new)
         self._bases.append(new.base_offset)
+        # page-cache write, no fsync; kept in order with truncation's deletion of later snapshots
         self.producers.take_snapshot(new.base_offset)
         self._dir_dirty = True
         log.debug("%s: rolled new segment at offset %d", self.directory, new.base_offset)
@@ -326,6 +423,7 @@ class PartitionLog:
 
     # --- read --------------------------------------------------------------------------------------
 
+    @_storage_op
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:
         """Whole batches starting with the one containing ``offset``.
@@ -338,6 +436,7 @@ class PartitionLog:
         # The lock (uncontended on the reactor: an RLock acquire) makes reads from other threads
         # safe against the cleaner's segment swap and retention closing segment files.
         with self._lock:
+            self._check_open()         # a closed segment's fd is gone: never mistake that for a disk error
             return self._read(offset, max_bytes, max_offset, min_one_batch)
 
     def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> ReadResult:
@@ -374,10 +473,13 @@ class PartitionLog:
             else:
                 end, last = seg.last_whole_batch_end(pos, pos + max_bytes)
                 length = end - pos
+            # one pread, on the calling thread like the append's pwrite: page-cache data for the
+            # response being built; a thread hop per fetch would cost more than the read
             data = seg.read(pos, length)
             return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end)
         return ReadResult(EMPTY, -1, -1, log_start, log_end)
 
+    @_storage_op
     def offset_for_timestamp(self, timestamp: int, *, max_offset: int | None = None) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with timestamp >= ``timestamp`` (ListOffsets).
 
@@ -386,6 +488,7 @@ class PartitionLog:
         batch found. Records below the log start or at/after ``max_offset`` are never returned;
         None when there is no such record.
         """
+        self._check_open()
         start_offset = self.log_start_offset
         for seg in self._segments:
             if seg.max_timestamp < timestamp or seg.next_offset <= start_offset:
@@ -404,15 +507,30 @@ class PartitionLog:
                         return record.offset, record.timestamp
         return None
 
+    @_storage_op
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) per the leader-epoch cache; (-1, -1) if unknown."""
         return self.epochs.end_offset_for(epoch, self._next_offset)
 
+    @_storage_op
+    def assign_epoch(self, epoch: int, start_offset: int) -> bool:
+        """A leader's new ``epoch`` starts at ``start_offset`` (become-leader, KIP-101); memory
+        now, the checkpoint file in the background. False if ``epoch`` is not newer."""
+        with self._lock:
+            self._check_open()
+            return self.epochs.assign(epoch, start_offset)
+
     # --- truncation --------------------------------------------------------------------------------
 
+    @_storage_op
     def truncate_to(self, offset: int, now_ms: int = 0) -> bool:
         """Remove every batch at or after ``offset`` (the batch containing it too); returns whether
-        anything was removed. The new log end is ``log_end_offset`` (<= ``offset``)."""
+        anything was removed. The new log end is ``log_end_offset`` (<= ``offset``).
+
+        Synchronous on purpose: the follower's next append must land after the cut, and the
+        producer state must already be the cut log's; only unlinking the dropped segment files is
+        deferred (the epoch checkpoint is rewritten in the background, see leader_epoch.py).
+        """
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._lock:
@@ -439,6 +557,7 @@ class PartitionLog:
             log.info("%s: truncated to offset %d", self.directory, end)
             return True
 
+    @_storage_op
     def truncate_fully_and_start_at(self, offset: int, now_ms: int = 0) -> None:
         """Drop the whole log and continue empty at ``offset`` (a follower far behind the leader)."""
         if offset < 0:
@@ -462,6 +581,8 @@ class PartitionLog:
         self.high_watermark = offset
         self.epochs.clear()
         self.producers.clear()
+        # synchronous: a stale snapshot must not outlive the data it describes (the log may grow
+        # back past its offset, and a restart would then trust it)
         self.producers.delete_snapshots()
         log.info("%s: truncated fully, now starts at offset %d", self.directory, offset)
 
@@ -471,6 +592,7 @@ class PartitionLog:
 
     # --- compaction (the cleaner thread's two entry points; see cleaner.py) -------------------------
 
+    @_storage_op
     def cleaning_view(self, *, dup_fds: bool = False) -> CleaningView:
         """A consistent picture of the log for the cleaner, taken under the lock, from any thread.
 
@@ -498,6 +620,7 @@ class PartitionLog:
                                 self._next_offset, self.high_watermark, self._generation, last_data, truncated,
                                 self.config)
 
+    @_storage_op
     def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int, now_ms: int) -> bool:
         """Owner thread: swap the cleaner's ``new`` (a fsynced ``.cleaned`` segment) in for ``old``.
 
@@ -515,6 +638,7 @@ class PartitionLog:
             n = len(old)
             if i < 0 or i + n >= len(segs) or any(a is not b for a, b in zip(segs[i:i + n], old)):
                 return False
+            # three renames on the owner thread: the segment list and the files change together
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             self._schedule_delete(old, now_ms)
             new.change_suffix(SWAP_SUFFIX, "")
@@ -525,6 +649,7 @@ class PartitionLog:
 
     # --- retention ---------------------------------------------------------------------------------
 
+    @_storage_op
     def delete_old_segments(self, now_ms: int) -> int:
         """Retention: delete whole segments past retention.ms / retention.bytes or below the log
         start (after DeleteRecords); only below the high watermark; returns how many went.
@@ -577,10 +702,20 @@ class PartitionLog:
         self.recovery_point = max(self.recovery_point, self.log_start_offset)
         self.epochs.truncate_from_start(self.log_start_offset)
         self.producers.truncate_head(self.log_start_offset)
-        self.producers.delete_snapshots(below=self._segments[0].base_offset)
+        below = self._segments[0].base_offset
+
+        def delete_old_snapshots() -> None:
+            # a snapshot below the log start that survives a crash is only replayed from the log start
+            try:
+                self.producers.delete_snapshots(below=below)
+            except FileNotFoundError:
+                if not self._closed:
+                    raise            # else the log was deleted meanwhile
+        self._in_background("deleting old producer snapshots", delete_old_snapshots)
         log.info("%s: deleted %d segments, log start now %d", self.directory, n, self.log_start_offset)
         return n
 
+    @_storage_op
     def delete_records_before(self, offset: int, now_ms: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (<= high watermark); returns the new start.
 
@@ -598,23 +733,32 @@ class PartitionLog:
             return self.log_start_offset
 
     def _schedule_delete(self, segments: list[LogSegment], now_ms: int) -> None:
-        """Rename to ``*.deleted`` now, unlink after file.delete.delay.ms (Kafka's asyncDelete)."""
+        """Rename to ``*.deleted`` now, unlink in the background after file.delete.delay.ms
+        (Kafka's asyncDelete). The renames stay here: a segment of the same base offset may be
+        created right after (truncation, the cleaner's swap); the loader removes leftovers."""
+        doomed: list[str] = []
         for seg in segments:
             paths = seg.rename_to_deleted()
             if self.config.file_delete_delay_ms == 0:
-                _unlink_all(paths)
+                doomed.extend(paths)
             else:
                 self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, paths))
+        if doomed:
+            self._in_background("deleting segment files", lambda: _unlink_all(doomed))
 
     def _purge_deleted(self, now_ms: int) -> None:
+        due_now: list[str] = []
         keep = []
         for due, paths in self._pending_deletes:
             if due <= now_ms:
-                _unlink_all(paths)
+                due_now.extend(paths)
             else:
                 keep.append((due, paths))
         self._pending_deletes = keep
+        if due_now:
+            self._in_background("deleting segment files", lambda: _unlink_all(due_now))
 
+    @_storage_op
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers whose last batch is ``expiration_ms`` old (producer.id.expiration.ms)."""
         with self._lock:
@@ -625,22 +769,31 @@ class PartitionLog:
     def needs_flush(self, now_ms: int) -> bool:
         """Whether flush.messages or flush.ms call for an fsync now (the broker may then run
         :meth:`flush` off its reactor thread)."""
+        if self._closed or self.offline:
+            return False
         unflushed = self._next_offset - self.recovery_point
         return unflushed > 0 and (unflushed >= self.config.flush_messages
                                   or now_ms - self._last_flush_ms >= self.config.flush_ms)
 
+    @_storage_op
     def maybe_flush(self, now_ms: int) -> bool:
         """Flush if :meth:`needs_flush`; the log counts unflushed records itself (log end minus
         recovery point, as Kafka does), so the caller only passes the time."""
         if not self.needs_flush(now_ms):
             return False
-        self.flush()
+        self._flush()
         self._last_flush_ms = now_ms
         return True
 
+    @_storage_op
     def flush(self, up_to_offset: int | None = None) -> None:
         """fsync segments holding offsets in [recovery point, ``up_to_offset``) and advance the
-        recovery point. Safe to call from another thread than the owner (see module docstring)."""
+        recovery point. Safe to call from another thread than the owner (see module docstring).
+        The leader-epoch checkpoint is written first if it lags, so it is complete below the
+        recovery point."""
+        self._flush(up_to_offset)
+
+    def _flush(self, up_to_offset: int | None = None) -> None:
         fds: list[int] = []
         with self._lock:
             if self._closed:
@@ -666,6 +819,11 @@ class PartitionLog:
                 os.fsync(fd)
             if dir_dirty:
                 checkpoint.fsync_dir(self.directory)
+            self.epochs.flush()
+        except FileNotFoundError:
+            if self._closed:
+                return               # deleted while this thread fsynced: nothing left to keep
+            raise
         finally:
             for fd in fds:
                 os.close(fd)
@@ -676,27 +834,65 @@ class PartitionLog:
     # --- lifecycle ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Write buffered index entries and a producer snapshot at the log end; close the files.
-        Does not fsync the segments: the LogManager flushes before it marks a clean shutdown."""
+        """Write buffered index entries, the leader-epoch checkpoint and a producer snapshot at
+        the log end; close the files. Does not fsync the segments: the LogManager flushes before
+        it marks a clean shutdown. Runs at shutdown, so the writes stay on the calling thread.
+        A log whose dir is offline only closes its file handles (no I/O on a failed disk)."""
         with self._lock:
             if self._closed:
                 return
-            self.producers.take_snapshot(self._next_offset, sync=True)
+            if self.offline:
+                self.close_handles()
+                return
+            try:
+                self.epochs.flush()
+                self.epochs.close()
+                self.producers.take_snapshot(self._next_offset, sync=True)
+                for seg in self._segments:
+                    seg.close()
+                # shutdown: nothing is served any more, so the pending unlinks run here
+                for _, paths in self._pending_deletes:
+                    _unlink_all(paths)
+                self._pending_deletes = []
+            except OSError as e:
+                self.close_handles()
+                raise self.failures.fail(self.log_dir, f"closing {self.topic}-{self.partition}", e) from e
+            self._closed = True
+
+    def close_handles(self) -> None:
+        """Close every file without writing anything (Kafka's ``closeHandlers``): the log's dir
+        failed, or the log is being deleted. Later operations raise."""
+        with self._lock:
+            self.epochs.close()
             for seg in self._segments:
-                seg.close()
-            for _, paths in self._pending_deletes:
-                _unlink_all(paths)
+                try:
+                    seg.close_handles()
+                except OSError as e:           # close(2) reporting a deferred write error
+                    log.warning("%s: closing a segment: %s", self.directory, e)
             self._pending_deletes = []
             self._closed = True
 
     def delete(self) -> None:
-        """Close and remove the partition directory with everything in it."""
+        """Close and remove the partition directory with everything in it (Kafka's
+        ``asyncDelete``): renamed to ``<dir>.<uuid>-delete`` now, so the name is free for a
+        partition re-created at once and a crash leaves nothing that looks like a live log;
+        removed in the background (the loader removes leftovers at start). A log whose dir is
+        offline is only closed."""
         with self._lock:
-            if not self._closed:
-                for seg in self._segments:
-                    seg.close()
-                self._closed = True
-            shutil.rmtree(self.directory, ignore_errors=True)
+            self.close_handles()
+            if self.offline:
+                return
+            doomed = f"{self.directory}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+            try:
+                os.replace(self.directory, doomed)
+            except OSError as e:
+                raise self.failures.fail(self.log_dir, f"deleting {self.topic}-{self.partition}", e) from e
+        epochs = self.epochs
+
+        def remove() -> None:
+            epochs.wait_idle()             # a checkpoint write that started before the rename
+            remove_tree(doomed)
+        self._in_background("removing deleted log", remove)
 
     @property
     def closed(self) -> bool:
@@ -713,3 +909,26 @@ def _unlink_all(paths: list[str]) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+
+
+def remove_tree(path: str) -> None:
+    """``rm -r path``: entries already gone are fine, any other OSError is raised (a failing disk
+    must be reported, not ignored)."""
+    def unreadable(e: OSError) -> None:
+        if not isinstance(e, FileNotFoundError):
+            raise e
+    for root, dirs, files in os.walk(path, topdown=False, onerror=unreadable):
+        for name in files:
+            try:
+                os.unlink(os.path.join(root, name))
+            except FileNotFoundError:
+                pass
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(root, name))
+            except FileNotFoundError:
+                pass
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass

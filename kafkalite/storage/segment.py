@@ -139,6 +139,7 @@ class LogSegment:
         self.created_ms = now_ms
         self.bytes_since_index_entry = 0
         self.truncated_on_load = 0                  # bytes cut by a recovery that load() fell back to
+        self.recovered_epochs: list[tuple[int, int]] = []   # (epoch, base offset) where recovery saw it begin
 
     # --- opening -----------------------------------------------------------------------------------
 
@@ -219,6 +220,11 @@ class LogSegment:
             keep = [i for i in infos if i.last_offset - self.base_offset <= MAX_RELATIVE_OFFSET]
             infos, valid_end = keep, (keep[-1].end if keep else 0)
         self._index_batches(infos, 0)
+        epochs: list[tuple[int, int]] = []
+        for info in infos:
+            if info.partition_leader_epoch > (epochs[-1][0] if epochs else -1):
+                epochs.append((info.partition_leader_epoch, info.base_offset))
+        self.recovered_epochs = epochs
         if infos:
             self.next_offset = infos[-1].next_offset
             self.first_batch_timestamp = infos[0].max_timestamp
@@ -370,6 +376,16 @@ class LogSegment:
     def fds(self) -> list[int]:
         return [self.fd, self.index.fd, self.time_index.fd]
 
+    def close_handles(self) -> None:
+        """Close the three files without writing anything (buffered index entries are dropped):
+        for segments about to be deleted and for logs whose dir failed (Kafka's closeHandlers)."""
+        if self.fd < 0:
+            return
+        self.index.close_handle()
+        self.time_index.close_handle()
+        os.close(self.fd)
+        self.fd = -1
+
     def close(self) -> None:
         if self.fd < 0:
             return
@@ -406,8 +422,12 @@ class LogSegment:
         self.suffix = new
 
     def rename_to_deleted(self) -> list[str]:
-        """Close and rename the files to ``*.deleted`` (removed later); returns the new paths."""
-        self.close()
+        """Close and rename the files to ``*.deleted`` (removed later); returns the new paths.
+
+        Renames only (metadata, no data written): the segment's base-offset names must be free
+        before the caller may create a segment at the same offset.
+        """
+        self.close_handles()
         out = []
         for p in self.paths():
             try:

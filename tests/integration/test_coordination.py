@@ -331,3 +331,35 @@ def test_raw_client_multi_reports_failed_op(rt, clients, chroot_connect):
         rt.call(zk.multi, [CreateOp("/a"), SetDataOp("/missing", b"x")])
     assert info.value.index == 1 and isinstance(info.value.error, NoNodeError)
     assert rt.call(zk.exists, "/a") is None
+
+
+def test_log_dir_event_notifications_created_watched_read_and_deleted_fenced(rt, clients, chroot_connect):
+    """A broker's log-dir event is Kafka's sequential znode with Kafka's JSON; the controller's
+    watch sees it, reads the broker ids in order, and deletes what it consumed, fenced on its
+    controller epoch (a deposed controller's delete fails and deletes nothing)."""
+    broker, controller = clients(chroot_connect), clients(chroot_connect)
+    rt.call(controller.create_persistent_paths)
+    seen: list[list[int]] = []
+    rt.call(controller.watch_log_dir_events, seen.append)
+    assert rt.call(controller.get_log_dir_event_notifications) == []
+    first = rt.call(broker.propagate_log_dir_event, 3)
+    assert first == "/log_dir_event_notification/log_dir_event_0000000000"
+    assert rt.call(broker.zk.get, first)[0] == b'{"version":1,"broker":3,"event":1}'
+    rt.call(broker.propagate_log_dir_event, 3)
+    rt.call(broker.propagate_log_dir_event, 4)
+    rt.call(broker.zk.create, "/log_dir_event_notification/stray", b"")
+    wait_for(lambda: seen and seen[-1] == [0, 1, 2], what="log dir event watch")
+    sequences = rt.call(controller.get_log_dir_event_notifications)
+    assert sequences == [0, 1, 2]
+    assert rt.call(controller.get_broker_ids_from_log_dir_events, [2, 0, 7]) == [4, 3]
+
+    win = rt.call(controller.elect_controller, 1)
+    assert win.won
+    with pytest.raises(ControllerMovedError):
+        rt.call(controller.delete_log_dir_event_notifications, [0], win.epoch_zk_version + 1)
+    assert rt.call(controller.get_log_dir_event_notifications) == [0, 1, 2]
+    assert rt.call(controller.delete_log_dir_event_notifications, [0, 2, 9], win.epoch_zk_version) == 2
+    assert rt.call(controller.get_log_dir_event_notifications) == [1]
+    wait_for(lambda: seen[-1] == [1], what="log dir event watch after deletion")
+    assert rt.call(controller.delete_log_dir_event_notifications) == 1
+    assert rt.call(controller.get_log_dir_event_notifications) == []

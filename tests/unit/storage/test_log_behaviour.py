@@ -155,14 +155,14 @@ def test_log_manager_discovery_checkpoints_and_delete(tmp_path):
     mgr = LogManager(dirs, LogConfig(), clock=lambda: 0)
     a = mgr.get_or_create("my-topic.v2_x", 0)
     b = mgr.get_or_create("my-topic.v2_x", 1)
-    assert {mgr.log_dir_of("my-topic.v2_x", 0), mgr.log_dir_of("my-topic.v2_x", 1)} == set(dirs)
+    assert {mgr.dir_of("my-topic.v2_x", 0), mgr.dir_of("my-topic.v2_x", 1)} == set(dirs)
     append(a, batch(5))
     a.high_watermark = 5
     from kafkalite.errors import KafkaStorageError
     with pytest.raises(KafkaStorageError):
         LogManager(dirs, LogConfig())
     mgr.close()
-    d1 = mgr.log_dir_of("my-topic.v2_x", 0)
+    d1 = mgr.dir_of("my-topic.v2_x", 0)
     text = open(os.path.join(d1, "replication-offset-checkpoint")).read()
     assert text == "0\n1\nmy-topic.v2_x 0 5\n"
     assert open(os.path.join(d1, "recovery-point-offset-checkpoint")).read() == "0\n1\nmy-topic.v2_x 0 5\n"
