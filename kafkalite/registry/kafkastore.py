@@ -48,7 +48,11 @@ class KafkaStore:
         self.replication_factor = replication_factor
         self.timeout = timeout_ms / 1000.0
         self.init_timeout = init_timeout_ms / 1000.0
+        # Two clients: the reader thread's long-polling fetches and the writers' produce/list-offsets
+        # calls must not share a broker connection (one request/response exchange at a time each).
         self.client = KafkaClient(bootstrap, client_id=client_id, request_timeout_ms=max(timeout_ms, 5000))
+        self.read_client = KafkaClient(bootstrap, client_id=f"{client_id}-reader",
+                                       request_timeout_ms=max(timeout_ms, 5000))
         self.position = 0                     # next offset the replay will apply
         self._waiters: list[tuple[int, defer.Deferred[None]]] = []
         self._consumer: Consumer | None = None
@@ -60,7 +64,7 @@ class KafkaStore:
     def start(self) -> None:
         deadline = time.monotonic() + self.init_timeout
         self._ensure_topic(deadline)
-        consumer = Consumer(client=self.client, auto_offset_reset="earliest", enable_auto_commit=False,
+        consumer = Consumer(client=self.read_client, auto_offset_reset="earliest", enable_auto_commit=False,
                             fetch_max_wait_ms=200)
         consumer.assign([self.tp])
         consumer.seek_to_beginning([self.tp])
@@ -207,3 +211,4 @@ class KafkaStore:
         if self._producer is not None:
             self._producer.close(2)
         self.client.close()
+        self.read_client.close()
