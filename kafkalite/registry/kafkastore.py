@@ -37,6 +37,43 @@ class StoreStartError(RuntimeError):
     """The store cannot be used (no broker, wrong topic); str() is the one-line reason."""
 
 
+class OffsetWaiters:
+    """Deferreds waiting until the replay has applied an offset, each bounded by ``timeout``."""
+
+    def __init__(self, clock: Any, timeout: float, topic: str) -> None:
+        self.clock = clock
+        self.timeout = timeout
+        self.topic = topic
+        self.position = 0                          # next offset to be applied
+        self._waiting: list[tuple[int, defer.Deferred[None]]] = []
+
+    def advance(self, position: int) -> None:
+        self.position = max(self.position, position)
+        ready = [d for off, d in self._waiting if off < self.position]
+        self._waiting = [(off, d) for off, d in self._waiting if off >= self.position and not d.called]
+        for d in ready:
+            if not d.called:            # a waiter that timed out has already answered
+                d.callback(None)
+
+    def wait_for(self, offset: int) -> defer.Deferred[None]:
+        """Fires when the record at ``offset`` is applied; 50002 after the timeout."""
+        if offset < self.position:
+            return defer.succeed(None)
+        d: defer.Deferred[None] = defer.Deferred()
+        self._waiting.append((offset, d))
+
+        def timed_out(failure: Any) -> Any:
+            failure.trap(defer.TimeoutError, defer.CancelledError)
+            raise errors.operation_timeout(f"Replay of {self.topic} did not reach offset {offset} within "
+                                           f"{self.timeout * 1000:.0f} ms")
+        d.addTimeout(self.timeout, self.clock)
+        d.addErrback(timed_out)
+        return d
+
+    def __len__(self) -> int:
+        return len(self._waiting)
+
+
 class KafkaStore:
     def __init__(self, reactor: Any, state: RegistryState, bootstrap: str, topic: str = "_schemas", *,
                  replication_factor: int = 3, timeout_ms: int = 10000, init_timeout_ms: int = 60000,
@@ -53,8 +90,7 @@ class KafkaStore:
         self.client = KafkaClient(bootstrap, client_id=client_id, request_timeout_ms=max(timeout_ms, 5000))
         self.read_client = KafkaClient(bootstrap, client_id=f"{client_id}-reader",
                                        request_timeout_ms=max(timeout_ms, 5000))
-        self.position = 0                     # next offset the replay will apply
-        self._waiters: list[tuple[int, defer.Deferred[None]]] = []
+        self.waiters = OffsetWaiters(reactor, self.timeout, topic)
         self._consumer: Consumer | None = None
         self._producer: Producer | None = None
         self._stop = threading.Event()
@@ -75,7 +111,7 @@ class KafkaStore:
                                       f"kafkastore.init.timeout.ms")
             for r in consumer.poll(timeout_ms=500):
                 self.state.apply_raw(r.key, r.value, r.offset)
-        self.position = consumer.position(self.tp)
+        self.waiters.advance(consumer.position(self.tp))
         log.info("replayed %s up to offset %d: %d subjects, max id %d", self.topic, self.position,
                  len(self.state.subjects), self.state.max_id)
         self._consumer = consumer
@@ -142,26 +178,15 @@ class KafkaStore:
         """On the reactor: apply a batch, then wake writers whose offsets are now applied."""
         for key, value, offset in items:
             self.state.apply_raw(key, value, offset)
-        self.position = max(self.position, position)
-        ready = [d for off, d in self._waiters if off < self.position]
-        self._waiters = [(off, d) for off, d in self._waiters if off >= self.position]
-        for d in ready:
-            d.callback(None)
+        self.waiters.advance(position)
+
+    @property
+    def position(self) -> int:
+        """The next offset the replay will apply."""
+        return self.waiters.position
 
     def wait_for(self, offset: int) -> defer.Deferred[None]:
-        """Fires when the record at ``offset`` is applied; 50002 after kafkastore.timeout.ms."""
-        if offset < self.position:
-            return defer.succeed(None)
-        d: defer.Deferred[None] = defer.Deferred()
-        self._waiters.append((offset, d))
-
-        def timed_out(failure: Any, *args: Any) -> Any:
-            failure.trap(defer.TimeoutError, defer.CancelledError)
-            raise errors.operation_timeout(f"Replay of {self.topic} did not reach offset {offset} within "
-                                           f"{self.timeout * 1000:.0f} ms")
-        d.addTimeout(self.timeout, self.reactor)
-        d.addErrback(timed_out)
-        return d
+        return self.waiters.wait_for(offset)
 
     # -- writes -------------------------------------------------------------------------------
     def _produce(self, records: Records) -> int:

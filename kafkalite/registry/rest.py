@@ -92,6 +92,8 @@ class Call:
                 self._body = json.loads(raw.decode("utf-8"))
             except (ValueError, UnicodeDecodeError) as exc:
                 raise errors.unprocessable(f"Unrecognized JSON: {exc}") from None
+            except RecursionError:
+                raise errors.unprocessable("Unrecognized JSON: nested too deeply") from None
         return self._body
 
 

@@ -104,10 +104,14 @@ def _avro_load(text: str, names: avro.name.Names) -> avro.schema.Schema:
         doc = json.loads(text)
     except ValueError as exc:
         raise SchemaError(f"Invalid schema: {exc}") from None
+    except RecursionError:
+        raise SchemaError("Invalid schema: nested too deeply") from None
     try:
         return avro.schema.make_avsc_object(doc, names)
     except (avro.errors.AvroException, TypeError, KeyError, AttributeError, ValueError) as exc:
         raise SchemaError(f"Invalid schema: {exc}") from None
+    except RecursionError:
+        raise SchemaError("Invalid schema: nested too deeply") from None
 
 
 def _add_avro_dependencies(deps: tuple[Dependency, ...], names: avro.name.Names, seen: set[Reference]) -> None:
@@ -145,6 +149,8 @@ def _parse_json(text: str, refs: tuple[Reference, ...], normalize: bool) -> Pars
         doc = json.loads(text)
     except ValueError as exc:
         raise SchemaError(f"Invalid schema: {exc}") from None
+    except RecursionError:
+        raise SchemaError("Invalid schema: nested too deeply") from None
     if not isinstance(doc, (dict, bool)):
         raise SchemaError("Invalid schema: a JSON Schema is an object or a boolean")
     try:
@@ -153,5 +159,7 @@ def _parse_json(text: str, refs: tuple[Reference, ...], normalize: bool) -> Pars
         raise SchemaError(f"Invalid schema: {exc.message}") from None
     except (TypeError, ValueError, LookupError) as exc:
         raise SchemaError(f"Invalid schema: {exc}") from None
+    except RecursionError:
+        raise SchemaError("Invalid schema: nested too deeply") from None
     canonical = json.dumps(doc, separators=(",", ":"), sort_keys=normalize)
     return ParsedSchema(JSON, canonical, doc, refs)

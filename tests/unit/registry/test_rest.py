@@ -289,3 +289,13 @@ def test_no_primary_known_answers_50004() -> None:
     api = Api(primary=None)
     status, body = api.call("POST", "/subjects/x/versions", {"schema": USER_V1})
     assert (status, body["error_code"]) == (500, 50004)
+
+
+def test_deeply_nested_input_is_refused_not_crashed(api: Api) -> None:
+    """JSON nested beyond the parser's depth, as a body or inside a schema, is a 422, not a 500."""
+    deep = b"[" * 100000 + b"]" * 100000
+    status, _, payload = api.raw("POST", "/subjects/s/versions", deep, {"Content-Type": V1})
+    assert (status, json.loads(payload)["error_code"]) == (422, 422)
+    nested = '{"type":"array","items":' * 5000 + '"int"' + "}" * 5000
+    status, body = api.call("POST", "/subjects/s/versions", {"schema": nested})
+    assert (status, body["error_code"]) == (422, 42201)
