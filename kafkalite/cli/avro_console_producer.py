@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     key_schema = _schema_for(registry, props, "key", f"{a.topic}-key") if parse_key else None
     sep = props.get("key.separator", "\t")
     ignore_error = props.get("ignore.error", "false").lower() == "true"
-    opts = {"acks": "1", "linger_ms": 0}
+    opts: dict[str, Any] = {"acks": "1", "linger_ms": 0}
     opts.update(producer_options(properties(a.producer_property, "--producer-property")))
     producer = Producer(a.bootstrap_server, client_id="avro-console-producer", **opts)
     failures: list[BaseException] = []

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 from io import BytesIO
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from twisted.internet import defer
 from twisted.web.client import Agent, FileBodyProducer, readBody
 from twisted.web.http_headers import Headers
-from twisted.web.iweb import IRequest
+from twisted.web.iweb import IBodyProducer
+from twisted.web.server import Request
 
 from . import errors
 from .rest import FORWARDED_HEADER, Forwarded
@@ -30,17 +31,17 @@ class Forwarder:
         self.catch_up = catch_up
         self.timeout = timeout
 
-    def forward(self, primary_url: str, request: IRequest, body: bytes) -> defer.Deferred[Forwarded]:
+    def forward(self, primary_url: str, request: Request, body: bytes) -> defer.Deferred[Forwarded]:
         return defer.Deferred.fromCoroutine(self._forward(primary_url, request, body))
 
-    async def _forward(self, primary_url: str, request: IRequest, body: bytes) -> Forwarded:
+    async def _forward(self, primary_url: str, request: Request, body: bytes) -> Forwarded:
         url = primary_url.rstrip("/").encode() + request.uri
         headers = Headers({FORWARDED_HEADER.encode(): [b"1"]})
         for name in (b"content-type", b"accept"):
             value = request.getHeader(name)
             if value:
                 headers.setRawHeaders(name, [value.encode() if isinstance(value, str) else value])
-        producer = FileBodyProducer(BytesIO(body)) if body else None
+        producer = cast(IBodyProducer, FileBodyProducer(BytesIO(body))) if body else None
         try:
             d = self.agent.request(request.method, url, headers, producer)
             d.addTimeout(self.timeout, self.reactor)

@@ -21,7 +21,6 @@ from urllib.parse import unquote
 from twisted.internet import defer
 from twisted.python.failure import Failure
 from twisted.web import resource, server
-from twisted.web.iweb import IRequest
 
 from . import errors, operations as ops
 from .errors import RegistryError
@@ -63,18 +62,22 @@ class LimitedRequest(server.Request):
 class Call:
     """One routed request: path parameters, query flags, the parsed body."""
 
-    def __init__(self, request: IRequest, params: list[str]) -> None:
+    def __init__(self, request: server.Request, params: list[str]) -> None:
         self.request = request
         self.params = params
         self._body: Any = _UNSET
         self.raw = b""
 
+    def _values(self, name: str) -> list[bytes]:
+        args: dict[bytes, list[bytes]] = self.request.args or {}
+        return args.get(name.encode(), [])
+
     def flag(self, name: str) -> bool:
-        values = self.request.args.get(name.encode(), [])
+        values = self._values(name)
         return bool(values) and values[-1].decode("utf-8", "replace").strip().lower() == "true"
 
     def arg(self, name: str, default: str | None = None) -> str | None:
-        values = self.request.args.get(name.encode(), [])
+        values = self._values(name)
         return values[-1].decode("utf-8", "replace") if values else default
 
     def body(self) -> Any:
@@ -145,7 +148,7 @@ class RegistryResource(resource.Resource):
         self.routes = _route_table(self)
 
     # -- dispatch ---------------------------------------------------------------------------
-    def render(self, request: IRequest) -> bytes | int:
+    def render(self, request: server.Request) -> bytes | int:
         accept = self._response_type(request)
         try:
             if getattr(request, "body_too_large", False):
@@ -192,7 +195,7 @@ class RegistryResource(resource.Resource):
             raise errors.method_not_allowed(method)
         raise errors.not_found("/" + "/".join(segments))
 
-    def _response_type(self, request: IRequest) -> str | None:
+    def _response_type(self, request: server.Request) -> str | None:
         accept = request.getHeader("accept")
         if not accept:
             return V1_JSON
@@ -204,17 +207,17 @@ class RegistryResource(resource.Resource):
             return V1_JSON
         return None
 
-    def _encode(self, request: IRequest, value: Any, accept: str | None) -> bytes:
+    def _encode(self, request: server.Request, value: Any, accept: str | None) -> bytes:
         request.setHeader(b"content-type", (accept or V1_JSON).encode())
         if isinstance(value, RawJson):
             return value.data
         return json.dumps(value, separators=(",", ":")).encode()
 
-    def _error(self, request: IRequest, exc: RegistryError, accept: str | None) -> bytes:
+    def _error(self, request: server.Request, exc: RegistryError, accept: str | None) -> bytes:
         request.setResponseCode(exc.status)
         return self._encode(request, exc.body(), accept)
 
-    def _finish(self, request: IRequest, value: Any, accept: str | None) -> None:
+    def _finish(self, request: server.Request, value: Any, accept: str | None) -> None:
         if getattr(request, "_disconnected", False) or request.finished:
             return
         if isinstance(value, Forwarded):
@@ -225,7 +228,7 @@ class RegistryResource(resource.Resource):
             request.write(self._encode(request, value, accept))
         request.finish()
 
-    def _finish_failure(self, request: IRequest, failure: Failure, accept: str | None) -> None:
+    def _finish_failure(self, request: server.Request, failure: Failure, accept: str | None) -> None:
         if getattr(request, "_disconnected", False) or request.finished:
             return
         exc = failure.value
@@ -235,7 +238,7 @@ class RegistryResource(resource.Resource):
         request.write(self._error(request, exc, accept))
         request.finish()
 
-    def _forward(self, request: IRequest, call: Call) -> defer.Deferred:
+    def _forward(self, request: server.Request, call: Call) -> defer.Deferred:
         primary = self.registry.primary_url
         if primary is None or self.forwarder is None or request.getHeader(FORWARDED_HEADER):
             raise errors.unknown_leader()       # (a forwarded request is never forwarded again)
@@ -301,7 +304,7 @@ class RegistryResource(resource.Resource):
     def list_schemas(self, call: Call) -> Any:
         state, prefix = self.registry.state, call.arg("subjectPrefix", "") or ""
         deleted, latest_only = call.flag("deleted"), call.flag("latestOnly")
-        out = []
+        out: list[dict[str, Any]] = []
         for subject in state.subject_names(include_deleted=deleted, prefix=prefix):
             versions = state.versions(subject, deleted)
             out.extend(sv.to_json() for sv in (versions[-1:] if latest_only else versions))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import struct
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import fastavro
 import fastavro.schema
@@ -21,7 +21,7 @@ class SerdeError(ValueError):
     """A value that is not registry-framed Avro, or does not match its schema."""
 
 
-def parse_avro(schema: str, dependencies: list[tuple[str, str]] = ()) -> Any:
+def parse_avro(schema: str, dependencies: Sequence[tuple[str, str]] = ()) -> Any:
     """A fastavro parsed schema, referenced named types first."""
     named: dict[str, Any] = {}
     try:
