@@ -285,6 +285,18 @@ def test_two_instances_kill_the_primary(cluster_factory: Any, registry_factory: 
         for schema_id, text in ids.items():
             assert json.loads(client.get_schema(schema_id).schema_str)["name"] == json.loads(text)["name"]
 
+    # SIGTERM: the primary leaves the group and exits cleanly; the third takes over the writes
+    assert second.stop(15) == 0
+    last = record("Last", [{"name": "n", "type": "int"}])
+
+    def register_last() -> int | None:
+        try:
+            return SchemaRegistryClient({"url": third.url}).register_schema(unique("last"), Schema(last, "AVRO"))
+        except SchemaRegistryError as exc:
+            assert exc.http_status_code == 500 and exc.error_code in (50003, 50004), exc
+            return None
+    assert wait_for(register_last, 30, "the third instance to accept writes", interval=0.5) == 6
+
 
 def avro_cli(tool: str, *args: str, stdin: str | None = None) -> Any:
     import subprocess

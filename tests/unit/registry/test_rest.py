@@ -299,3 +299,18 @@ def test_deeply_nested_input_is_refused_not_crashed(api: Api) -> None:
     nested = '{"type":"array","items":' * 5000 + '"int"' + "}" * 5000
     status, body = api.call("POST", "/subjects/s/versions", {"schema": nested})
     assert (status, body["error_code"]) == (422, 42201)
+
+
+def test_huge_chunked_body_refused() -> None:
+    """A chunked body is counted as it streams and dropped past the limit: 413, nothing stored."""
+    api = Api(max_body=1024)
+    chunk = b"x" * 800
+    body = b"".join(b"%x\r\n%s\r\n" % (len(chunk), chunk) for _ in range(4)) + b"0\r\n\r\n"
+    proto = api.site.buildProtocol(None)
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    proto.dataReceived(b"POST /subjects/s/versions HTTP/1.1\r\nHost: r\r\nContent-Type: " + V1.encode()
+                       + b"\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + body)
+    head, _, payload = transport.value().partition(b"\r\n\r\n")
+    assert head.split()[1] == b"413" and b'"error_code":413' in payload
+    assert api.state.subjects == {}
