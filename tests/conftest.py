@@ -16,6 +16,7 @@ if _ROOT not in sys.path:  # so `tests.support` imports also work when run as pl
 
 from tests.support.zookeeper import zookeeper  # noqa: F401  (session fixture)
 from tests.support.brokers import broker, cluster_factory  # noqa: F401
+from tests.support.registry import registry_factory  # noqa: F401
 
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
                 "fault": "fault", "docker": "docker", "spark": "spark"}

@@ -6,11 +6,13 @@ default), then the value and ``line.separator``. "Processed a total of N message
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import uuid
+from typing import Callable
 
-from kafkalite.client import Consumer, TopicPartition
+from kafkalite.client import Consumer, ConsumerRecord, TopicPartition
 
 from .common import ToolError, parser, properties, run
 
@@ -42,10 +44,18 @@ def _unescape(s: str) -> str:
     return s.encode().decode("unicode_escape")
 
 
+#: Turns one record into the key and value bytes printed (None = skip the record).
+Render = Callable[[ConsumerRecord], "tuple[bytes | None, bytes | None] | None"]
+
+
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    props = properties(a.property, "--property")
-    cprops = properties(a.consumer_property, "--consumer-property")
+    return consume(a, properties(a.property, "--property"), properties(a.consumer_property, "--consumer-property"))
+
+
+def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str], render: Render | None = None,
+            client_id: str = "console-consumer") -> int:
+    """The consumer loop shared by the console consumers; ``render`` formats key and value."""
     print_key, print_ts = _flag(props, "print.key"), _flag(props, "print.timestamp")
     print_part, print_off = _flag(props, "print.partition"), _flag(props, "print.offset")
     print_value = _flag(props, "print.value", True)
@@ -68,7 +78,7 @@ def main(argv: list[str]) -> int:
     if group is None and a.partition is None:
         group = f"console-consumer-{uuid.uuid4().int % 100000}"
     consumer = Consumer(a.bootstrap_server, group_id=group, auto_offset_reset=reset,
-                        isolation_level=a.isolation_level, client_id="console-consumer",
+                        isolation_level=a.isolation_level, client_id=client_id,
                         enable_auto_commit=cprops.get("enable.auto.commit", "true").lower() == "true")
     out = sys.stdout.buffer
     count = 0
@@ -98,6 +108,12 @@ def main(argv: list[str]) -> int:
                 continue
             last = time.monotonic()
             for r in records:
+                key, value = r.key, r.value
+                if render is not None:
+                    rendered = render(r)
+                    if rendered is None:
+                        continue
+                    key, value = rendered
                 parts = []
                 if print_ts:
                     parts.append(b"%s:%d" % (b"LogAppendTime" if r.timestamp_type else b"CreateTime", r.timestamp))
@@ -106,11 +122,11 @@ def main(argv: list[str]) -> int:
                 if print_off:
                     parts.append(b"Offset:%d" % r.offset)
                 if print_key:
-                    parts.append(b"null" if r.key is None else r.key)
+                    parts.append(b"null" if key is None else key)
                 line = sep.join(parts)
                 if print_value:
-                    line = line + sep + (b"null" if r.value is None else r.value) if parts else (
-                        b"null" if r.value is None else r.value)
+                    line = line + sep + (b"null" if value is None else value) if parts else (
+                        b"null" if value is None else value)
                 elif parts:
                     line += sep
                 out.write(line + line_sep)

@@ -106,11 +106,19 @@ ASSIGNORS: dict[str, Callable[[dict[str, list[str]], dict[str, int]], dict[str, 
 
 # -- membership ------------------------------------------------------------------------------
 class GroupMember:
-    """One member of a classic consumer group: join, sync, heartbeat in a background thread, leave.
+    """One member of a classic group: join, sync, heartbeat in a background thread, leave.
+
+    The join/sync/heartbeat cycle is the same for every group protocol; what a member sends in
+    JoinGroup and how the elected leader assigns is the protocol's. This class speaks Kafka's
+    ConsumerProtocol (``protocol_type`` "consumer", :meth:`join` returns partitions); other
+    protocols (e.g. the schema registry's "sr" leader election) subclass it and override
+    :attr:`protocol_type`, :meth:`protocols` and :meth:`assign`, then call :meth:`join_group`.
 
     ``needs_rejoin`` turns true when a heartbeat learns of a rebalance (or that this member was
-    dropped); the consumer then calls :meth:`join` again from its poll loop.
+    dropped); the owner then calls :meth:`join` (or :meth:`join_group`) again.
     """
+
+    protocol_type = "consumer"
 
     def __init__(self, client: KafkaClient, group_id: str, *, session_timeout_ms: int = 10000,
                  rebalance_timeout_ms: int = 300000, heartbeat_interval_ms: int = 3000,
@@ -128,17 +136,40 @@ class GroupMember:
         self.generation = -1
         self.protocol: str | None = None
         self.needs_rejoin = True
+        self._topics: list[str] = []
         self._stop = threading.Event()
         self._hb_lock = threading.Lock()
         self._heartbeat: threading.Thread | None = None
 
+    # -- the group protocol (ConsumerProtocol here; subclasses replace these) -----------------
+    def protocols(self) -> list[tuple[str, bytes]]:
+        """(protocol name, member metadata) pairs offered in JoinGroup, preferred first."""
+        subscription = encode_subscription(self._topics)
+        return [(name, subscription) for name in self.assignors]
+
+    def assign(self, protocol: str, members: list[tuple[str, bytes]]) -> dict[str, bytes]:
+        """Run by the group's leader: member id -> assignment bytes for every member."""
+        subscriptions = {m: decode_subscription(meta) for m, meta in members}
+        topics = sorted({t for ts in subscriptions.values() for t in ts})
+        md = self.client.metadata(topics) if topics else None
+        counts = {t: len(md.topics[t].partitions) for t in topics
+                  if md is not None and t in md.topics and not md.topics[t].error}
+        plan = ASSIGNORS[protocol](subscriptions, counts)
+        return {m: encode_assignment(tps) for m, tps in plan.items()}
+
     def join(self, topics: list[str], deadline: float) -> list[TopicPartition]:
-        """Join (or rejoin) and return this member's assignment; retries until ``deadline``."""
+        """Join (or rejoin) subscribed to ``topics``; returns this member's partitions."""
+        self._topics = list(topics)
+        return decode_assignment(self.join_group(deadline))
+
+    # -- membership -----------------------------------------------------------------------------
+    def join_group(self, deadline: float) -> bytes:
+        """Join (or rejoin) and return this member's assignment bytes; retries until ``deadline``."""
         while True:
             if time.monotonic() > deadline:
                 raise ClientError(f"joining group {self.group_id!r} timed out", ErrorCode.REQUEST_TIMED_OUT)
             try:
-                assignment = self._join_once(topics)
+                assignment = self._join_once()
             except ClientError as exc:
                 if not exc.retriable and exc.code not in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION,
                                                           ErrorCode.REBALANCE_IN_PROGRESS,
@@ -155,12 +186,11 @@ class GroupMember:
             self._start_heartbeat()
             return assignment
 
-    def _join_once(self, topics: list[str]) -> list[TopicPartition]:
-        subscription = encode_subscription(topics)
+    def _join_once(self) -> bytes:
         body = {"group_id": self.group_id, "session_timeout_ms": self.session_timeout_ms,
                 "rebalance_timeout_ms": self.rebalance_timeout_ms, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": "consumer",
-                "protocols": [{"name": n, "metadata": subscription} for n in self.assignors]}
+                "group_instance_id": None, "protocol_type": self.protocol_type,
+                "protocols": [{"name": n, "metadata": meta} for n, meta in self.protocols()]}
         node = self.client.find_coordinator(self.group_id)
         with self._hb_lock:
             resp = self._to_coordinator(node, JOIN_GROUP, body, self.rebalance_timeout_ms / 1000.0 + 5)
@@ -173,24 +203,16 @@ class GroupMember:
         self.member_id, self.generation, self.protocol = resp["member_id"], resp["generation_id"], resp["protocol_name"]
         assignments = []
         if resp["leader"] == self.member_id:
-            assignments = self._assign(resp["protocol_name"], resp["members"])
+            plan = self.assign(resp["protocol_name"], [(m["member_id"], m["metadata"]) for m in resp["members"]])
+            assignments = [{"member_id": m, "assignment": a} for m, a in sorted(plan.items())]
         sync = {"group_id": self.group_id, "generation_id": self.generation, "member_id": self.member_id,
-                "group_instance_id": None, "protocol_type": "consumer", "protocol_name": self.protocol,
+                "group_instance_id": None, "protocol_type": self.protocol_type, "protocol_name": self.protocol,
                 "assignments": assignments}
         with self._hb_lock:
             resp = self._to_coordinator(node, SYNC_GROUP, sync, self.rebalance_timeout_ms / 1000.0 + 5)
         if resp["error_code"]:
             raise ClientError.from_code(resp["error_code"], f"SyncGroup {self.group_id!r}")
-        return decode_assignment(resp["assignment"])
-
-    def _assign(self, protocol: str, members: list[dict]) -> list[dict]:
-        subscriptions = {m["member_id"]: decode_subscription(m["metadata"]) for m in members}
-        topics = sorted({t for ts in subscriptions.values() for t in ts})
-        md = self.client.metadata(topics) if topics else None
-        counts = {t: len(md.topics[t].partitions) for t in topics
-                  if md is not None and t in md.topics and not md.topics[t].error}
-        plan = ASSIGNORS[protocol](subscriptions, counts)
-        return [{"member_id": m, "assignment": encode_assignment(tps)} for m, tps in sorted(plan.items())]
+        return bytes(resp["assignment"] or b"")
 
     def _to_coordinator(self, node: int, api_key: int, body: dict, timeout: float) -> dict:
         try:

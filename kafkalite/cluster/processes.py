@@ -360,6 +360,84 @@ class BrokerProcess(Process):
         return tail(self.log_path, lines)
 
 
+class SchemaRegistryProcess(Process):
+    """One ``kafkalite-schema-registry`` process on ``127.0.0.1:port``.
+
+    Started means: the process is alive and ``GET /`` answers 200. The registry binds its
+    listener only after it has replayed ``_schemas`` to the end, so an answer is its own readiness
+    signal; a foreign server on the port cannot pass, since our process would have failed to bind
+    and exited.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
+                 overrides: dict[str, str] | None = None, name: str = "registry") -> None:
+        super().__init__()
+        self.dir = Path(workdir) / name
+        self.bootstrap = bootstrap
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "schema-registry.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.dir / "schema-registry.properties"
+
+    def properties(self) -> dict[str, str]:
+        props = {"listeners": f"http://127.0.0.1:{self.port}", "host.name": "127.0.0.1",
+                 "kafkastore.bootstrap.servers": self.bootstrap}
+        props.update(self.overrides)
+        return props
+
+    def launch(self) -> None:
+        if port_in_use(self.port):
+            raise ClusterError(f"schema registry: port 127.0.0.1:{self.port} is already in use")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._spawn([sys.executable, "-m", "kafkalite.registry.main", str(self.properties_path)], self.log_path, env)
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + "/", timeout=2) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ClusterError(f"schema registry exited with code {code} during start-up; "
+                                   f"see {self.log_path}:\n{tail(self.log_path)}")
+            if self.answers():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"schema registry did not answer on {self.url} within {timeout:.0f} s; "
+                           f"see {self.log_path}:\n{tail(self.log_path)}")
+
+    def start(self, timeout: float = 60.0) -> "SchemaRegistryProcess":
+        self.launch()
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def tail(self, lines: int = 30) -> str:
+        return tail(self.log_path, lines)
+
+
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
     """Poll ``condition`` until it returns something truthy; ClusterError naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout
