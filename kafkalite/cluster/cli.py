@@ -34,7 +34,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise ClusterError("--brokers must be at least 1")
     if args.first_id < 0:
         raise ClusterError("--first-id must be 0 or more (broker ids are non-negative)")
-    if args.zookeepers not in ENSEMBLE_SIZES:
+    if args.zookeepers is not None and args.zookeepers not in ENSEMBLE_SIZES:
         raise ClusterError(f"--zookeepers must be {', '.join(map(str, ENSEMBLE_SIZES[:-1]))} or "
                            f"{ENSEMBLE_SIZES[-1]} (an ensemble needs a majority alive), not {args.zookeepers}")
     try:
@@ -44,9 +44,17 @@ def cmd_up(args: argparse.Namespace) -> int:
     if existing is not None and (existing.ensemble is not None and existing.ensemble.alive
                                  or any(b.alive for b in existing.brokers)):
         raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
+    zookeepers = args.zookeepers or 1
+    if existing is not None and existing.ensemble is not None:
+        # the znodes of a stopped cluster live in its servers' dataDirs: start the same servers
+        kept = existing.ensemble.size
+        if args.zookeepers is not None and args.zookeepers != kept:
+            raise ClusterError(f"{existing.dir} holds a ZooKeeper ensemble of {kept}: use --zookeepers {kept} "
+                               f"(or `down --delete-data` to start afresh)")
+        zookeepers = kept
     cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
-                           _overrides(args.override), zookeepers=args.zookeepers)
-    servers = "ZooKeeper" if args.zookeepers == 1 else f"a ZooKeeper ensemble of {args.zookeepers}"
+                           _overrides(args.override), zookeepers=zookeepers)
+    servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
     print(f"starting {servers} and {args.brokers} broker(s) in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
     try:
@@ -183,8 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
     up.add_argument("--base-port", type=int, default=0, help="broker i listens on BASE+i (default: free ports)")
-    up.add_argument("--zookeepers", type=int, default=1, metavar="N",
-                    help=f"ZooKeeper servers: 1 (default) or an ensemble of {' or '.join(map(str, ENSEMBLE_SIZES[1:]))}")
+    up.add_argument("--zookeepers", type=int, metavar="N",
+                    help=f"ZooKeeper servers: 1 (default) or an ensemble of {' or '.join(map(str, ENSEMBLE_SIZES[1:]))} "
+                         "(a stopped cluster's directory keeps its own number)")
     up.add_argument("--zookeeper-port", type=int, default=0,
                     help="ZooKeeper client port of server 1, server N on PORT+N-1 (default: free ports)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",

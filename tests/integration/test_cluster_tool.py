@@ -193,10 +193,27 @@ def test_ensemble_up_status_kill_start_down(data_dir: Path) -> None:
     assert status_modes(data_dir)[leader] == "follower"
 
     assert tool(data_dir, "kill", "101", "--zookeeper", "1").stderr.startswith("kafkalite-cluster: kill needs")
+    bootstrap = re.search(r"bootstrap servers\s+(\S+)", up.stdout).group(1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(30)
     ports = recorded_ports(data_dir)
     down = tool(data_dir, "down")
     assert down.returncode == 0, down.stderr
     assert "zookeeper 1, 2, 3" in down.stdout
+    assert processes_using(data_dir) == []
+    assert [p for p in ports if port_in_use(p)] == []
+
+    # the stopped cluster's znodes live in its three servers' dataDirs: `up` starts those again
+    refused = tool(data_dir, "up", "--zookeepers", "1")
+    assert refused.returncode == 1 and "holds a ZooKeeper ensemble of 3" in refused.stderr
+    again = tool(data_dir, "up", "--brokers", "1")
+    assert again.returncode == 0, again.stderr
+    assert sorted(status_modes(data_dir).values()) == ["follower", "follower", "leader"]
+    bootstrap = re.search(r"bootstrap servers\s+(\S+)", again.stdout).group(1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert "kept" in admin.list_topics(timeout=10).topics
+    ports = recorded_ports(data_dir)
+    assert tool(data_dir, "down").returncode == 0
     assert processes_using(data_dir) == []
     assert [p for p in ports if port_in_use(p)] == []
 
