@@ -550,7 +550,9 @@ class BrokerHost(Protocol):
     """What a broker needs from the cluster it belongs to."""
 
     dir: Path
-    zk_connect: str
+
+    @property
+    def zk_connect(self) -> str: ...
 
     def zk_get(self, path: str) -> bytes | None: ...
 

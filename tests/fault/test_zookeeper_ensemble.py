@@ -168,7 +168,7 @@ def test_produce_continues_without_zookeeper_quorum(cluster: Cluster) -> None:
         wait_for(lambda: all(stream.count(p) > 50 for p in range(PARTITIONS)), 60, "records flowing")
         leader = cluster.ensemble.leader()
         assert leader is not None
-        victims = [leader, next(s.server_id for s in cluster.ensemble.servers if s.server_id != leader)]
+        victims = [leader, next(p.server_id for p in cluster.ensemble.peers if p.server_id != leader)]
         cluster.close_zk()            # our own reading session must not be what keeps anything alive
         outage = time.monotonic()
         for v in victims:
