@@ -107,12 +107,15 @@ def _status(cluster: Cluster) -> str:
 
 
 def test_zookeeper_leader_kill_is_invisible(cluster: Cluster) -> None:
-    """kill -9 of the ZooKeeper leader under an idempotent acks=all producer: a new leader is
-    elected among the other two; every broker keeps its session (same registration owner) and
-    the controller its epoch; produce continues; `kafkalite-cluster status` shows the dead
-    server down and the new leader; the restarted server rejoins as a follower; nothing
-    acknowledged is lost."""
+    """Brokers connect to all three servers (with their chroot). kill -9 of the ZooKeeper leader
+    under an idempotent acks=all producer: a new leader is elected among the other two; every
+    broker keeps its session (same registration owner) and the controller its epoch; produce
+    continues; `kafkalite-cluster status` shows the dead server down, the new leader and a
+    follower; the restarted server rejoins as a follower; nothing acknowledged is lost."""
     assert cluster.ensemble is not None
+    connect = ",".join(f"127.0.0.1:{p.client_port}" for p in cluster.ensemble.peers) + cluster.chroot
+    for b in cluster.brokers:           # every broker knows every server (and its chroot)
+        assert f"zookeeper.connect={connect}\n" in b.properties_path.read_text()
     topic = "zk-leader-kill"
     _topic(cluster, topic)
     sessions, epoch = _sessions(cluster), _controller_epoch(cluster)
@@ -158,12 +161,13 @@ def test_produce_continues_without_zookeeper_quorum(cluster: Cluster) -> None:
     while ZooKeeper has no quorum every partition keeps being acknowledged (the brokers keep
     serving the leaderships they hold; nothing needs ZooKeeper on the produce path); once the
     servers are back every broker is registered (same session, or re-registered after an
-    expiry), a live controller is elected, every ISR is full, every broker's Metadata equals
-    ZooKeeper, and nothing acknowledged is lost."""
+    expiry), a live controller is elected (the same one, in the same epoch, when every session
+    was kept), every ISR is full, every broker's Metadata equals ZooKeeper, and nothing
+    acknowledged is lost."""
     assert cluster.ensemble is not None
     topic = "zk-quorum-loss"
     _topic(cluster, topic)
-    sessions = _sessions(cluster)
+    sessions, epoch = _sessions(cluster), _controller_epoch(cluster)
     with Streamer(cluster.bootstrap, topic, PARTITIONS) as stream:
         wait_for(lambda: all(stream.count(p) > 50 for p in range(PARTITIONS)), 60, "records flowing")
         leader = cluster.ensemble.leader()
@@ -195,6 +199,8 @@ def test_produce_continues_without_zookeeper_quorum(cluster: Cluster) -> None:
                                      "longest_ack_gap_during_outage_s": gaps,
                                      "all_registered_after_s": round(registered_s, 3),
                                      "sessions_kept": after == sessions})
+    if after == sessions:             # no session expired: nothing may have changed the controller
+        assert _controller_epoch(cluster) == epoch
     assert all(n > 0 for n in during), f"acknowledgements per partition during the outage: {during}"
     assert max(gaps.values()) < 5.0, f"longest ack gap per partition during the outage: {gaps}"
     checked = verify_exactly_once(cluster.bootstrap, topic, PARTITIONS, stream)
