@@ -190,10 +190,6 @@ class QuorumPeer:
     def server_line(self) -> str:
         return f"server.{self.server_id}={self.host}:{self.peer_port}:{self.election_port}"
 
-    @property
-    def ports(self) -> list[int]:
-        return [p for p in (self.client_port, self.peer_port, self.election_port) if p]
-
 
 class ZooKeeperProcess(Process):
     """Debian's ZooKeeper jar run as a plain JVM (as ``scripts/zookeeper-server-start`` does).
@@ -290,11 +286,8 @@ class ZooKeeperProcess(Process):
             return False
 
     def is_ready(self) -> bool:
-        try:
-            return ("Mode:" in four_letter("srvr", self.port, self.host)
-                    and f"dataDir={self.data_dir}/version-2" in four_letter("conf", self.port, self.host))
-        except OSError:
-            return False
+        """Our process serves clients (in an ensemble: as leader or follower of a quorum)."""
+        return self.mode() in SERVING_MODES
 
     def launch(self) -> None:
         """Spawn the JVM without waiting (see :meth:`wait_ready`)."""
