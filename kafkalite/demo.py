@@ -1,6 +1,7 @@
 """The main demo (``bash scripts/demo``): the truck_gps scenario on a local 3-broker cluster.
 
-1. A local ZooKeeper and brokers 101-103 start as plain processes (:mod:`kafkalite.cluster`).
+1. A local ZooKeeper ensemble of three servers and brokers 101-103 start as plain processes
+   (:mod:`kafkalite.cluster`); the brokers' ``zookeeper.connect`` names all three servers.
 2. ``trucks_gps`` is created with 10 partitions and replication factor 3 (min.insync.replicas 2).
 3. Two producers send each truck's position every tick, keyed by truck id (acks=all,
    idempotent), so a truck's positions stay in one partition, in order.
@@ -37,6 +38,7 @@ from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
 
 TOPIC = "trucks_gps"
 PARTITIONS = 10
+ZOOKEEPERS = 3          # a ZooKeeper ensemble, as production runs it
 GROUP = "truck-trackers"
 
 
@@ -369,12 +371,13 @@ def main(argv: list[str] | None = None) -> int:
     cluster: LocalCluster | None = None
     try:
         fresh_data_dir(data_dir)
-        say(f"starting ZooKeeper and brokers 101-103 as local processes under {data_dir} ...")
-        cluster = LocalCluster(data_dir, size=3).up()
+        say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS} and brokers 101-103 as local processes under {data_dir} ...")
+        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS).up()
         log_clients_to(data_dir / "clients.log")
         bootstrap = cluster.bootstrap
+        assert cluster.ensemble is not None
         say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
-            f"controller {cluster.controller_id()}")
+            f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}")
         return demo(args, cluster, bootstrap, t_start)
     except KeyboardInterrupt:
         say("interrupted")
@@ -382,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ClusterError, KafkaException, RuntimeError) as exc:
         print(f"[demo] FAILED: {exc}", file=sys.stderr)
         if cluster is not None:
-            print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper/zookeeper.log", file=sys.stderr)
+            print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper-*/zookeeper.log", file=sys.stderr)
         return 1
     finally:
         if cluster is not None and not args.keep_running:
@@ -426,7 +429,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     while any(t.is_alive() for t in producers):
         time.sleep(0.1)
         if not args.no_kill and victim is None and progress.get("tick", 0) >= args.ticks // 2:
-            victim = leaders(admin).get(0) or cluster.brokers[1].broker_id
+            leader = leaders(admin).get(0, -1)          # broker id 0 is a leader too: no truth test
+            victim = leader if leader >= 0 else cluster.brokers[1].broker_id
             killed_at = time.monotonic()
             cluster.kill_broker(victim)
             say(f"half-way: kill -9 broker {victim} (leader of {TOPIC}-0); producers and consumers carry on")
@@ -502,7 +506,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     if rel.startswith(".."):
         rel = str(data_dir)
     print("\n================================ summary ================================")
-    print(f"cluster              ZooKeeper {cluster.zk_connect} + brokers 101-103 ({bootstrap})")
+    print(f"cluster              ZooKeeper ensemble of {ZOOKEEPERS} ({cluster.zk_connect}) + brokers 101-103 ({bootstrap})")
     print(f"topic                {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2")
     print(f"records produced     {run.produced} of {total} acknowledged (acks=all, idempotent), "
           f"{len(run.delivery_errors)} delivery errors")
@@ -517,12 +521,13 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         print(f"recovery             {restarted}")
     print(f"statistics           {spark_records} records over the committed range read by "
           f"{'the PySpark reader (format kafkalite)' if used_spark else 'a plain consumer (' + str(why_not) + ')'}")
-    print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper/data")
-    print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper/zookeeper.log, "
+    print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")
+    print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper-<n>/zookeeper.log, "
           f"{rel}/clients.log (librdkafka)")
     print(f"took                 {time.monotonic() - t_start:.0f} s")
     print("explore              bash scripts/cluster --data-dir " + rel + " up     # same cluster, same data")
-    print("                     bash scripts/cluster --data-dir " + rel + " status")
+    print("                     bash scripts/cluster --data-dir " + rel + " status   # also each ZooKeeper server's mode")
+    print("                     bash scripts/cluster --data-dir " + rel + " kill --zookeeper 1   # the ensemble keeps a quorum")
     print("                     kcat -b <bootstrap printed by up> -L")
     print(f"                     kcat -b <bootstrap> -C -t {TOPIC} -p 0 -o -5 -e")
     print("                     bash scripts/cluster --data-dir " + rel + " down")

@@ -14,8 +14,8 @@ _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # so `tests.support` imports also work when run as plain `pytest`
     sys.path.insert(0, _ROOT)
 
-from tests.support.zookeeper import zookeeper  # noqa: F401  (session fixture)
-from tests.support.brokers import broker, cluster_factory  # noqa: F401
+from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401  (fixtures)
+from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401
 from tests.support.registry import registry_factory  # noqa: F401
 
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",

@@ -1,9 +1,11 @@
 """``kafkalite-cluster up|status|kill|start|down``: a local cluster for experiments.
 
-``up`` starts ZooKeeper and N brokers (ids 101.., as in the Kafka material) detached from the
-terminal, waits until every broker is registered and a controller is elected, and prints the
-bootstrap servers. The state file in the data directory lets the later commands find the
-processes. Every error is one line on stderr (plus a log tail where one helps) and exit code 1.
+``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``) and N brokers (ids
+101.., as in the Kafka material) detached from the terminal, waits until ZooKeeper has a quorum,
+every broker is registered and a controller is elected, and prints the bootstrap servers. The
+state file in the data directory lets the later commands find the processes; ``kill``/``start``
+take a broker id or ``--zookeeper N``. Every error is one line on stderr (plus a log tail where
+one helps) and exit code 1.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 import sys
 
 from kafkalite.cluster.local import DEFAULT_FIRST_ID, LocalCluster
-from kafkalite.cluster.processes import ClusterError
+from kafkalite.cluster.processes import ENSEMBLE_SIZES, SERVING_MODES, ClusterError
 
 DEFAULT_DIR = os.environ.get("KAFKALITE_CLUSTER_DIR", "var/cluster")
 
@@ -30,20 +32,40 @@ def _overrides(items: list[str]) -> dict[str, str]:
 def cmd_up(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         raise ClusterError("--brokers must be at least 1")
+    if args.first_id < 0:
+        raise ClusterError("--first-id must be 0 or more (broker ids are non-negative)")
+    if args.zookeepers is not None and args.zookeepers not in ENSEMBLE_SIZES:
+        raise ClusterError(f"--zookeepers must be {', '.join(map(str, ENSEMBLE_SIZES[:-1]))} or "
+                           f"{ENSEMBLE_SIZES[-1]} (an ensemble needs a majority alive), not {args.zookeepers}")
     try:
         existing = LocalCluster.load(args.data_dir)
     except ClusterError:
         existing = None
-    if existing is not None and (existing.zookeeper and existing.zookeeper.alive or any(b.alive for b in existing.brokers)):
+    if existing is not None and (existing.ensemble is not None and existing.ensemble.alive
+                                 or any(b.alive for b in existing.brokers)):
         raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
+    zookeepers = args.zookeepers or 1
+    if existing is not None and existing.ensemble is not None:
+        # the znodes of a stopped cluster live in its servers' dataDirs: start the same servers
+        kept = existing.ensemble.size
+        if args.zookeepers is not None and args.zookeepers != kept:
+            raise ClusterError(f"{existing.dir} holds a ZooKeeper ensemble of {kept}: use --zookeepers {kept} "
+                               f"(or `down --delete-data` to start afresh)")
+        zookeepers = kept
     cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
-                           _overrides(args.override))
-    print(f"starting ZooKeeper and {args.brokers} broker(s) in {cluster.dir} ...", flush=True)
+                           _overrides(args.override), zookeepers=zookeepers)
+    servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
+    print(f"starting {servers} and {args.brokers} broker(s) in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
     try:
         controller = cluster.controller_id()
     finally:
         cluster.close_zk()
+    assert cluster.ensemble is not None
+    modes = cluster.ensemble.modes()
+    for z in cluster.ensemble.servers:
+        assert z.server_id is not None
+        print(f"zookeeper {z.server_id:<9} {z.hosts}  {modes[z.server_id]:<10} pid {z.pid}  log {z.log_path}")
     print(f"zookeeper.connect   {cluster.zk_connect}")
     for b in cluster.brokers:
         print(f"broker {b.broker_id:<4}         {b.bootstrap}  pid {b.pid}  log {b.log_path}")
@@ -58,11 +80,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         st = cluster.status()
     finally:
         cluster.close_zk()
-    zk = cluster.zookeeper
     print(f"cluster in {cluster.dir}")
-    if zk is not None:
-        print(f"  zookeeper   {'alive' if st.zookeeper_alive else 'dead ':5}  pid {zk.pid if zk.alive else '-':<7} "
-              f"port {zk.port}")
+    if cluster.ensemble is None:
+        print(f"  zookeeper   external ({cluster.zk_connect})")
+    for z in st.zookeepers:
+        print(f"  zookeeper {z.server_id:<3} {z.mode:<11} pid {z.pid if z.pid else '-':<7} port {z.port}")
+    if len(st.zookeepers) > 1:
+        serving = sum(z.mode in SERVING_MODES for z in st.zookeepers)
+        leader = next((z.server_id for z in st.zookeepers if z.mode == "leader"), None)
+        quorum = (f"quorum, leader {leader}" if st.zookeeper_alive
+                  else f"NO QUORUM (needs {len(st.zookeepers) // 2 + 1})")
+        print(f"zookeeper ensemble: {serving} of {len(st.zookeepers)} serving, {quorum}")
     for b in cluster.brokers:
         alive, pid, port = st.processes[b.broker_id]
         reg = "registered" if b.broker_id in st.registered else "not registered"
@@ -71,7 +99,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  broker {b.broker_id:<4} {'alive' if alive else 'dead ':5}  pid {pid if pid else '-':<7} "
               f"port {port}  {reg}")
     if not st.zookeeper_alive:
-        print("ZooKeeper is not running: no controller or partition information")
+        if len(st.zookeepers) > 1 and any(z.mode != "down" for z in st.zookeepers):
+            print("ZooKeeper has no quorum: no controller or partition information (brokers keep "
+                  "serving the leaderships they hold; nothing changes until a majority is back)")
+        else:
+            print("ZooKeeper is not running: no controller or partition information")
         return 0
     note = ""
     if st.controller is not None and not st.processes.get(st.controller, (True,))[0]:
@@ -88,8 +120,31 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
+def _target(args: argparse.Namespace) -> None:
+    """Exactly one of a broker id and ``--zookeeper N``."""
+    if (args.broker is None) == (args.zookeeper is None):
+        raise ClusterError(f"{args.command} needs a broker id or --zookeeper N (one of them)")
+
+
 def cmd_kill(args: argparse.Namespace) -> int:
+    _target(args)
     cluster = LocalCluster.load(args.data_dir)
+    if args.zookeeper is not None:
+        was_leader = cluster.zookeeper_server(args.zookeeper).mode() in ("leader", "standalone")
+        pid = cluster.kill_zookeeper(args.zookeeper)
+        assert cluster.ensemble is not None
+        ens = cluster.ensemble
+        running = sum(s.alive for s in ens.servers)
+        if ens.size == 1:
+            effect = "ZooKeeper is down: brokers keep serving their leaderships, nothing else changes until it is back"
+        elif running >= ens.quorum_size:
+            effect = (f"{running} of {ens.size} servers run, the quorum holds"
+                      + ("; the others elect a new leader" if was_leader else ""))
+        else:
+            effect = (f"only {running} of {ens.size} servers run: NO QUORUM; brokers keep serving their "
+                      "leaderships, nothing else changes until a majority is back")
+        print(f"zookeeper {args.zookeeper} killed (kill -9, pid {pid}); {effect}")
+        return 0
     pid = cluster.kill_broker(args.broker)
     print(f"broker {args.broker} killed (kill -9, pid {pid}); its ZooKeeper session expires after "
           f"zookeeper.session.timeout.ms, then the controller moves its leaderships")
@@ -97,7 +152,12 @@ def cmd_kill(args: argparse.Namespace) -> int:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    _target(args)
     cluster = LocalCluster.load(args.data_dir)
+    if args.zookeeper is not None:
+        z = cluster.start_zookeeper_server(args.zookeeper, args.timeout)
+        print(f"zookeeper {args.zookeeper} started on {z.hosts} (pid {z.pid}), {z.mode()}")
+        return 0
     try:
         b = cluster.start_broker(args.broker, args.timeout)
     finally:
@@ -131,19 +191,25 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
     up.add_argument("--base-port", type=int, default=0, help="broker i listens on BASE+i (default: free ports)")
-    up.add_argument("--zookeeper-port", type=int, default=0, help="ZooKeeper client port (default: a free port)")
+    up.add_argument("--zookeepers", type=int, metavar="N",
+                    help=f"ZooKeeper servers: 1 (default) or an ensemble of {' or '.join(map(str, ENSEMBLE_SIZES[1:]))} "
+                         "(a stopped cluster's directory keeps its own number)")
+    up.add_argument("--zookeeper-port", type=int, default=0,
+                    help="ZooKeeper client port of server 1, server N on PORT+N-1 (default: free ports)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="broker property for every broker (repeatable)")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(fn=cmd_up)
-    st = sub.add_parser("status", help="processes, controller, under-replicated partitions")
+    st = sub.add_parser("status", help="ZooKeeper servers' modes, brokers, controller, under-replicated partitions")
     st.add_argument("--limit", type=int, default=20, help="partitions listed at most")
     st.set_defaults(fn=cmd_status)
-    k = sub.add_parser("kill", help="kill -9 one broker")
-    k.add_argument("broker", type=int)
+    k = sub.add_parser("kill", help="kill -9 one broker (or one ZooKeeper server)")
+    k.add_argument("broker", type=int, nargs="?", help="broker id")
+    k.add_argument("--zookeeper", type=int, metavar="N", help="the ZooKeeper server with myid N instead")
     k.set_defaults(fn=cmd_kill)
-    s = sub.add_parser("start", help="start one stopped broker again")
-    s.add_argument("broker", type=int)
+    s = sub.add_parser("start", help="start one stopped broker (or ZooKeeper server) again")
+    s.add_argument("broker", type=int, nargs="?", help="broker id")
+    s.add_argument("--zookeeper", type=int, metavar="N", help="the ZooKeeper server with myid N instead")
     s.add_argument("--timeout", type=float, default=90.0)
     s.set_defaults(fn=cmd_start)
     d = sub.add_parser("down", help="stop everything (idempotent)")

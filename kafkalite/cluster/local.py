@@ -1,16 +1,19 @@
-"""A local kafkalite cluster under one data directory: ZooKeeper plus N brokers as plain processes.
+"""A local kafkalite cluster under one data directory: ZooKeeper (one server or an ensemble of
+3 or 5) plus N brokers as plain processes.
 
 Layout of the data directory (``var/cluster`` by default, ``var/demo`` for the demo)::
 
     cluster.json                 state file: ports, pids (+ kernel start times), ids, chroot
-    zookeeper/zoo.cfg, data/, zookeeper.log         ZooKeeper's config, snapshots and its log
+    zookeeper/zoo.cfg, data/, zookeeper.log         a standalone ZooKeeper's config, data, log
+    zookeeper-<myid>/zoo.cfg, data/myid, zookeeper.log   (an ensemble: one directory per server)
     broker-<id>/server.properties, data/, server.log  each broker's config, partition logs
                                                       (log.dirs) and its log
 
-Readiness is what ZooKeeper says, never a fixed sleep: ZooKeeper serves (``srvr``/``conf``),
-every broker registered ``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a
-live broker. Teardown always runs, also after a failed start: SIGTERM to every broker in
-parallel, then SIGKILL for those still there after the grace period, then ZooKeeper.
+Readiness is what ZooKeeper says, never a fixed sleep: every ZooKeeper server serves
+(``srvr``/``conf``) and the ensemble has a quorum with one leader, every broker registered
+``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a live broker. Teardown
+always runs, also after a failed start: SIGTERM to every broker in parallel, then SIGKILL for
+those still there after the grace period, then every ZooKeeper server.
 
 The tool reads ZooKeeper with a plain blocking kazoo client: it is an operator tool outside the
 broker (like Kafka's zookeeper-shell), so the broker's rule "kazoo only behind coordination's
@@ -29,10 +32,11 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kafkalite.cluster.processes import (BrokerProcess, ClusterError, ZooKeeperProcess, free_port,
-                                         port_in_use, wait_until)
+from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ZooKeeperEnsemble,
+                                         ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
+STATE_VERSION = 2          # 2: "zookeeper" lists the ensemble's servers; 1 had one server's port
 DEFAULT_FIRST_ID = 101
 
 log = logging.getLogger(__name__)
@@ -52,11 +56,20 @@ class PartitionStatus:
 
 
 @dataclass
+class ZooKeeperServerStatus:
+    server_id: int
+    mode: str                  # leader / follower / standalone / not serving / down
+    pid: int | None
+    port: int
+
+
+@dataclass
 class ClusterStatus:
     """What ZooKeeper and the process table say about the cluster right now."""
 
-    zookeeper_alive: bool
+    zookeeper_alive: bool                                       # ZooKeeper serves (has a quorum)
     processes: dict[int, tuple[bool, int | None, int | None]]   # broker id -> (alive, pid, port)
+    zookeepers: list[ZooKeeperServerStatus] = field(default_factory=list)   # our own servers
     registered: list[int] = field(default_factory=list)
     controller: int | None = None
     partitions: list[PartitionStatus] = field(default_factory=list)
@@ -73,13 +86,15 @@ class ClusterStatus:
 class LocalCluster:
     """ZooKeeper (own, or an external connect string) and brokers ``first_id ..`` under ``data_dir``.
 
-    Ports: ZooKeeper and each broker get a port that is free at ``up`` time and keep it for the
-    life of the data directory (a broker restarted by ``start_broker`` comes back on the same
-    address, as clients expect). ``base_port`` chooses them instead: broker i listens on
-    ``base_port + i``; ``ephemeral_ports`` lets each broker bind port 0 at every start (the
-    registration says which).
+    Ports: every ZooKeeper server and each broker get ports that are free at ``up`` time and keep
+    them for the life of the data directory (a broker restarted by ``start_broker`` comes back on
+    the same address, as clients expect; a restarted ZooKeeper server keeps its ``server.N``
+    line). ``base_port`` chooses the brokers' instead: broker i listens on ``base_port + i``;
+    ``zookeeper_port`` the ZooKeeper client ports (server N on ``zookeeper_port + N - 1``);
+    ``ephemeral_ports`` lets each broker bind port 0 at every start (the registration says which).
 
-    ZooKeeper: our own (started by ``up``, stopped by ``down``), or someone else's that we only
+    ZooKeeper: our own ``zookeepers`` servers (1, 3 or 5; started by ``up``, stopped by
+    ``down``; brokers get every server in ``zookeeper.connect``), or someone else's that we only
     use, never start or stop: a connect string (``zookeeper_connect``) or a running
     ``zookeeper`` process shared by several clusters, each in its own ``chroot`` (the tests).
     """
@@ -89,7 +104,8 @@ class LocalCluster:
     def __init__(self, data_dir: str | os.PathLike[str], size: int = 3, first_id: int = DEFAULT_FIRST_ID,
                  zookeeper_port: int = 0, base_port: int = 0, overrides: dict[str, str] | None = None,
                  zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False,
-                 zookeeper: ZooKeeperProcess | None = None) -> None:
+                 zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
+                 zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -97,9 +113,13 @@ class LocalCluster:
             zookeeper_connect = zookeeper.hosts
         #: None exactly when the ZooKeeper is ours to start and stop
         self.external_zk = zookeeper_connect
-        self.zookeeper = zookeeper
+        #: our own ZooKeeper servers (None when the ZooKeeper is external or shared)
+        self.ensemble: ZooKeeperEnsemble | None = None
         if zookeeper_connect is None:
-            self.zookeeper = ZooKeeperProcess(self.dir / "zookeeper", zookeeper_port)
+            self.ensemble = ensemble or ZooKeeperEnsemble(self.dir, zookeepers, zookeeper_tick_ms,
+                                                          client_port=zookeeper_port)
+        #: what brokers connect to: our ensemble, or the shared server (tests), or None (external)
+        self.zookeeper: ZooKeeperEnsemble | ZooKeeperProcess | None = self.ensemble or zookeeper
         self.size = size
         self.brokers: list[BrokerProcess] = []
         for i in range(size):
@@ -126,15 +146,16 @@ class LocalCluster:
 
     @property
     def owns_zookeeper(self) -> bool:
-        """True if ``up``/``down`` start and stop ``self.zookeeper``; False for a shared or external one."""
-        return self.external_zk is None
+        """True if ``up``/``down`` start and stop ``self.ensemble``; False for a shared or external one."""
+        return self.ensemble is not None
 
     @property
     def zk_hosts(self) -> str:
-        if self.external_zk is not None:
-            return self.external_zk
-        assert self.zookeeper is not None
-        return self.zookeeper.hosts
+        """host:port of every ZooKeeper server, comma-separated (without the chroot)."""
+        if self.ensemble is not None:
+            return self.ensemble.hosts
+        assert self.external_zk is not None
+        return self.external_zk
 
     @property
     def zk_connect(self) -> str:
@@ -185,8 +206,9 @@ class LocalCluster:
             return []
 
     def controller_id(self) -> int | None:
+        """The controller's broker id (0 is a valid id), None when there is no /controller."""
         data = self.zk_get("/controller")
-        return json.loads(data)["brokerid"] if data else None
+        return None if data is None else json.loads(data)["brokerid"]
 
     def registered_ids(self) -> list[int]:
         return sorted(int(c) for c in self.zk_children("/brokers/ids"))
@@ -209,11 +231,7 @@ class LocalCluster:
         if running or self._own_zookeeper_alive():
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
-            if self.owns_zookeeper:
-                assert self.zookeeper is not None
-                self.zookeeper.launch()
-                self.save_state()
-                self.zookeeper.wait_ready(timeout)
+            self.start_zookeeper(timeout)
             for b in self.brokers:         # launch all, then wait: start-ups overlap
                 b.launch()
             self.save_state()
@@ -226,13 +244,49 @@ class LocalCluster:
         self.save_state()
         return self
 
+    def start_zookeeper(self, timeout: float = 90.0) -> None:
+        """Start our ZooKeeper servers (if ours) and wait for a quorum with one leader; the state
+        file records them before the wait, so a failure or an interrupt leaves them findable."""
+        if self.ensemble is None:
+            return
+        self.ensemble.launch()
+        self.save_state()
+        self.ensemble.wait_ready(timeout)
+        self.save_state()
+
     def wait_for_controller(self, timeout: float = 60.0) -> int:
+        """The id of the controller once ``/controller`` names a live broker of ours."""
         live = {b.broker_id for b in self.brokers if b.alive}
 
-        def elected() -> int | None:
+        def elected() -> tuple[int] | None:
             cid = self.controller_id()
-            return cid if cid in live else None
-        return wait_until(elected, timeout, "a controller to be elected")
+            # a tuple, so that broker id 0 is "elected" too (wait_until tests truthiness)
+            return (cid,) if cid is not None and cid in live else None
+        return wait_until(elected, timeout, "a controller to be elected")[0]
+
+    # -- ZooKeeper servers ----------------------------------------------------------------
+    def zookeeper_server(self, server_id: int) -> ZooKeeperProcess:
+        if self.ensemble is None:
+            raise ClusterError("this cluster uses an external ZooKeeper: it has no server to stop or start")
+        return self.ensemble.server(server_id)
+
+    def kill_zookeeper(self, server_id: int) -> int:
+        """kill -9 one of our ZooKeeper servers; returns its pid."""
+        self.zookeeper_server(server_id)
+        assert self.ensemble is not None
+        pid = self.ensemble.kill_server(server_id)
+        self.save_state()
+        return pid
+
+    def start_zookeeper_server(self, server_id: int, timeout: float = 60.0) -> ZooKeeperProcess:
+        """Start one of our stopped ZooKeeper servers again; returns once it serves in a quorum."""
+        self.zookeeper_server(server_id)
+        assert self.ensemble is not None
+        try:
+            server = self.ensemble.start_server(server_id, timeout)
+        finally:
+            self.save_state()
+        return server
 
     def start_broker(self, broker_id: int, timeout: float = 90.0) -> BrokerProcess:
         b = self.broker(broker_id)
@@ -279,16 +333,18 @@ class LocalCluster:
             else:
                 stopped.append(f"broker {b.broker_id}")
         self.close_zk()
-        if self._own_zookeeper_alive():
-            assert self.zookeeper is not None
-            self.zookeeper.stop()
-            stopped.append("zookeeper")
+        if self.ensemble is not None:
+            ids = self.ensemble.stop()
+            if ids and self.ensemble.size == 1:
+                stopped.append("zookeeper")
+            elif ids:
+                stopped.append(f"zookeeper {', '.join(map(str, ids))}")
         if self.state_path.parent.exists():
             self.save_state()
         return stopped
 
     def _own_zookeeper_alive(self) -> bool:
-        return self.owns_zookeeper and self.zookeeper is not None and self.zookeeper.alive
+        return self.ensemble is not None and self.ensemble.alive
 
     def delete_data(self) -> None:
         if any(b.alive for b in self.brokers) or self._own_zookeeper_alive():
@@ -298,16 +354,25 @@ class LocalCluster:
     def leftover_ports(self) -> list[int]:
         """Ports of this cluster that still accept connections (should be none after ``down``)."""
         ports = [b.configured_port or b.port for b in self.brokers]
-        if self.owns_zookeeper and self.zookeeper is not None:
-            ports.append(self.zookeeper.port)
+        if self.ensemble is not None:
+            ports += self.ensemble.ports
         return [p for p in ports if p and port_in_use(p)]
 
     # -- status ---------------------------------------------------------------------------
     def status(self) -> ClusterStatus:
-        zk_alive = self.zookeeper.alive if self.zookeeper is not None else True
-        st = ClusterStatus(zk_alive, {b.broker_id: (b.alive, b.pid if b.alive else None, b.port)
-                                      for b in self.brokers})
-        if not zk_alive:
+        servers: list[ZooKeeperServerStatus] = []
+        zk_serving = True
+        if self.ensemble is not None:
+            modes = self.ensemble.modes()
+            servers = [ZooKeeperServerStatus(s.server_id, modes[s.server_id], s.pid if s.alive else None, s.port)
+                       for s in self.ensemble.servers if s.server_id is not None]
+            # without a quorum no server answers: do not wait for a session that cannot come
+            zk_serving = self.ensemble.has_quorum(modes)
+        elif isinstance(self.zookeeper, ZooKeeperProcess):
+            zk_serving = self.zookeeper.alive
+        st = ClusterStatus(zk_serving, {b.broker_id: (b.alive, b.pid if b.alive else None, b.port)
+                                        for b in self.brokers}, servers)
+        if not zk_serving:
             return st
         st.registered = self.registered_ids()
         st.controller = self.controller_id()
@@ -328,12 +393,11 @@ class LocalCluster:
     # -- state file -----------------------------------------------------------------------
     def save_state(self) -> None:
         state = {
-            "version": 1,
+            "version": STATE_VERSION,
             "chroot": self.chroot,
             "external_zookeeper": self.external_zk,
             "overrides": self.overrides,
-            "zookeeper": ({"port": self.zookeeper.port, **self.zookeeper.record()}
-                          if self.owns_zookeeper and self.zookeeper is not None else None),
+            "zookeeper": self.ensemble.record() if self.ensemble is not None else None,
             "brokers": [{"id": b.broker_id, "port": b.configured_port, "bound_port": b.port,
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
         }
@@ -353,11 +417,13 @@ class LocalCluster:
         except (OSError, ValueError) as exc:
             raise ClusterError(f"unreadable state file {path}: {exc}") from None
         zk = state.get("zookeeper")
-        cluster = cls(path.parent, size=0, zookeeper_port=zk["port"] if zk else 0,
-                      overrides=state.get("overrides"), zookeeper_connect=state.get("external_zookeeper"),
-                      chroot=state.get("chroot", ""))
-        if zk and cluster.zookeeper is not None:
-            cluster.zookeeper.attach(zk)
+        try:
+            ensemble = ZooKeeperEnsemble.attach(path.parent, zk) if zk else None
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ClusterError(f"unreadable state file {path}: bad zookeeper entry ({exc})") from None
+        cluster = cls(path.parent, size=0, overrides=state.get("overrides"),
+                      zookeeper_connect=None if ensemble is not None else state.get("external_zookeeper"),
+                      chroot=state.get("chroot", ""), ensemble=ensemble)
         for rec in state["brokers"]:
             b = cluster.broker_class(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0))
             b.port = rec.get("bound_port") or rec.get("port") or None

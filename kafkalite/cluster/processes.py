@@ -1,4 +1,4 @@
-"""The processes of a local cluster: one ZooKeeper JVM and kafkalite brokers, as plain processes.
+"""The processes of a local cluster: ZooKeeper JVMs (one, or an ensemble) and kafkalite brokers.
 
 A process is known either as a child we started (a ``Popen``) or, for a later command of the
 ``kafkalite-cluster`` tool, by the pid and kernel start time recorded in the cluster's state file.
@@ -15,13 +15,21 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol, Sequence
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_JAR = "/usr/share/java/slf4j-simple.jar"
 ZK_JVM_OPTS = ["-Xms16m", "-Xmx64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
+#: Ensemble sizes the launcher runs: one server, or an odd number so that a majority survives
+#: the loss of one (3) or two (5) servers.
+ENSEMBLE_SIZES = (1, 3, 5)
+#: What ``srvr`` says a server is doing once it serves clients (an ensemble member serves only
+#: while a quorum has elected a leader).
+SERVING_MODES = ("leader", "follower", "standalone", "observer")
 
 
 class ClusterError(RuntimeError):
@@ -34,6 +42,18 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that are free now: all sockets stay bound until every port is
+    chosen, so the kernel cannot hand out one port twice (same caveat as :func:`free_port`)."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket())
+            s.bind((host, 0))
+            ports.append(s.getsockname()[1])
+        return ports
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
@@ -155,11 +175,30 @@ class Process:
         return self.proc.returncode if self.proc is not None else None
 
 
+@dataclass(frozen=True)
+class QuorumPeer:
+    """One server of a ZooKeeper ensemble: its ``myid`` and its three ports (clients, followers
+    to the leader, leader election), as the ``server.N=host:peer:election`` line of zoo.cfg."""
+
+    server_id: int
+    client_port: int
+    peer_port: int = 0
+    election_port: int = 0
+    host: str = "127.0.0.1"
+
+    @property
+    def server_line(self) -> str:
+        return f"server.{self.server_id}={self.host}:{self.peer_port}:{self.election_port}"
+
+
 class ZooKeeperProcess(Process):
     """Debian's ZooKeeper jar run as a plain JVM (as ``scripts/zookeeper-server-start`` does).
 
     Ready when ``srvr`` reports a mode *and* ``conf`` shows our own dataDir, so a foreign server
     on the same port is never mistaken for ours (``ruok`` answers before it serves requests).
+    A member of an ensemble (``quorum``: every server's :class:`QuorumPeer`, ``server_id``: ours,
+    written to ``<dataDir>/myid``) reports a mode only while a quorum has a leader, so its
+    readiness is "leader" or "follower".
 
     ``host`` is where clients (and the readiness probe) reach it; it listens there only, unless
     ``listen_address`` says otherwise (``0.0.0.0``: every address, e.g. a bridge that brokers in
@@ -168,7 +207,8 @@ class ZooKeeperProcess(Process):
 
     def __init__(self, workdir: str | os.PathLike[str], port: int = 0, tick_ms: int = 2000,
                  host: str = "127.0.0.1", log_path: Path | None = None,
-                 listen_address: str | None = None) -> None:
+                 listen_address: str | None = None, server_id: int | None = None,
+                 quorum: Sequence[QuorumPeer] = ()) -> None:
         super().__init__()
         self.dir = Path(workdir).resolve()
         self.port = port or free_port(host)
@@ -176,10 +216,26 @@ class ZooKeeperProcess(Process):
         self.listen_address = listen_address or host
         self.tick_ms = tick_ms
         self.log_path = log_path or self.dir / "zookeeper.log"
+        self.quorum = tuple(quorum)
+        self.server_id = server_id
+        if self.quorum and self.peer is None:
+            raise ValueError(f"server id {server_id} is not one of the quorum's servers")
 
     @property
     def hosts(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def peer(self) -> QuorumPeer | None:
+        """Our own entry of the quorum (None for a standalone server)."""
+        return next((q for q in self.quorum if q.server_id == self.server_id), None)
+
+    @property
+    def ports(self) -> list[int]:
+        """Every port this server listens on (the client port; in an ensemble also its quorum
+        and election ports)."""
+        peer = self.peer
+        return [self.port] + ([peer.peer_port, peer.election_port] if peer is not None else [])
 
     @property
     def data_dir(self) -> Path:
@@ -191,45 +247,71 @@ class ZooKeeperProcess(Process):
 
     def write_config(self) -> Path:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.config_path.write_text(
-            f"tickTime={self.tick_ms}\ndataDir={self.data_dir}\nclientPort={self.port}\n"
-            f"clientPortAddress={self.listen_address}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
-            "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,conf\n")
+        lines = [f"tickTime={self.tick_ms}", f"dataDir={self.data_dir}", f"clientPort={self.port}",
+                 f"clientPortAddress={self.listen_address}", "maxClientCnxns=0", "admin.enableServer=false",
+                 "4lw.commands.whitelist=ruok,srvr,stat,mntr,cons,conf"]
+        if self.quorum:
+            # followers get initLimit ticks to sync with a new leader and are dropped after
+            # syncLimit ticks of silence (ZooKeeper's sample values)
+            lines += ["initLimit=10", "syncLimit=5", *(q.server_line for q in self.quorum)]
+            (self.data_dir / "myid").write_text(f"{self.server_id}\n")
+        self.config_path.write_text("\n".join(lines) + "\n")
         return self.config_path
 
     def command(self) -> list[str]:
         return ["java", *ZK_JVM_OPTS, "-cp", f"{ZK_JAR}:{SLF4J_JAR}",
                 "org.apache.zookeeper.server.quorum.QuorumPeerMain", str(self.config_path)]
 
-    def is_ready(self) -> bool:
+    def mode(self) -> str:
+        """What this server does now: ``leader``/``follower``/``standalone`` (serving clients),
+        ``not serving`` (running, but an ensemble member without a quorum, or still starting),
+        or ``down`` (no process, or the port answers for someone else's server)."""
+        if not self.alive:
+            return "down"
         try:
-            return ("Mode:" in four_letter("srvr", self.port, self.host)
-                    and f"dataDir={self.data_dir}/version-2" in four_letter("conf", self.port, self.host))
+            reply = four_letter("srvr", self.port, self.host)
+        except OSError:
+            return "not serving"
+        for line in reply.splitlines():
+            if line.startswith("Mode:"):
+                mode = line.split(":", 1)[1].strip()
+                return mode if self.is_ours() else "down"
+        return "not serving"
+
+    def is_ours(self) -> bool:
+        """``conf`` on our port shows our dataDir (not a foreign server that took the port)."""
+        try:
+            return f"dataDir={self.data_dir}/version-2" in four_letter("conf", self.port, self.host)
         except OSError:
             return False
 
+    def is_ready(self) -> bool:
+        """Our process serves clients (in an ensemble: as leader or follower of a quorum)."""
+        return self.mode() in SERVING_MODES
+
     def launch(self) -> None:
         """Spawn the JVM without waiting (see :meth:`wait_ready`)."""
-        for path in (ZK_JAR, SLF4J_JAR):
-            if not os.path.exists(path):
-                raise ClusterError(f"{path} not found: install Debian's zookeeper package (bash scripts/setup)")
-        if not any(os.access(os.path.join(d, "java"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep)):
-            raise ClusterError("java not found on PATH: install openjdk-17-jre-headless (bash scripts/setup)")
-        if port_in_use(self.port, self.host):
-            raise ClusterError(f"ZooKeeper port {self.hosts} is already in use")
+        check_zookeeper_installed()
+        for port in self.ports:
+            if port_in_use(port, self.host):
+                raise ClusterError(f"ZooKeeper{self._name()} port {self.host}:{port} is already in use")
         self.write_config()
         self._spawn(self.command(), self.log_path)
+
+    def _name(self) -> str:
+        return f" server {self.server_id}" if self.quorum else ""
 
     def wait_ready(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive:
-                raise ClusterError(f"ZooKeeper exited during start-up (port {self.hosts} taken?); "
+                raise ClusterError(f"ZooKeeper{self._name()} exited during start-up (port {self.hosts} taken?); "
                                    f"see {self.log_path}:\n{tail(self.log_path)}")
             if self.is_ready():
                 return
             time.sleep(0.05)
-        raise ClusterError(f"ZooKeeper not serving on {self.hosts} after {timeout:.0f} s; see {self.log_path}")
+        raise ClusterError(f"ZooKeeper{self._name()} not serving on {self.hosts} after {timeout:.0f} s; "
+                           f"see {self.log_path}")
 
     def start(self, timeout: float = 60.0) -> "ZooKeeperProcess":
         self.launch()
@@ -251,12 +333,219 @@ class ZooKeeperProcess(Process):
         self._signal(signal.SIGCONT)     # a stopped JVM cannot act on SIGTERM
         return super().stop(timeout)
 
+    def terminate(self) -> None:
+        self._signal(signal.SIGCONT)
+        super().terminate()
+
+
+def check_zookeeper_installed() -> None:
+    """ClusterError (one line, what to install) unless the ZooKeeper jars and java are there."""
+    for path in (ZK_JAR, SLF4J_JAR):
+        if not os.path.exists(path):
+            raise ClusterError(f"{path} not found: install Debian's zookeeper package (bash scripts/setup)")
+    if not any(os.access(os.path.join(d, "java"), os.X_OK) for d in os.environ.get("PATH", "").split(os.pathsep)):
+        raise ClusterError("java not found on PATH: install openjdk-17-jre-headless (bash scripts/setup)")
+
+
+class ZooKeeperEnsemble:
+    """The ZooKeeper servers of one local cluster: a standalone server, or an ensemble of 3 or 5.
+
+    Each server has its own directory (``zookeeper/`` for a standalone server, ``zookeeper-<myid>/``
+    in an ensemble) with its zoo.cfg, dataDir (holding ``myid``) and log, and its own ports, all
+    chosen free by the launcher (or the client ports from ``client_port``, ``client_port + 1``,
+    ...); they stay the server's for the life of the directory, so a restarted server rejoins with
+    the same ``server.N`` line and clients keep a valid connect string.
+
+    Ready means what ZooKeeper says: every server (of those meant to run) reports a serving mode
+    with our dataDir, and the ensemble has a quorum with exactly one leader.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], size: int = 1, tick_ms: int = 2000,
+                 host: str = "127.0.0.1", client_port: int = 0,
+                 peers: Sequence[QuorumPeer] | None = None) -> None:
+        self.dir = Path(workdir).resolve()
+        self.tick_ms = tick_ms
+        self.host = host
+        if peers is None:
+            if size not in ENSEMBLE_SIZES:
+                raise ClusterError(f"a ZooKeeper ensemble has {', '.join(map(str, ENSEMBLE_SIZES[:-1]))} "
+                                   f"or {ENSEMBLE_SIZES[-1]} servers (a majority must survive a failure), not {size}")
+            peers = self.choose_ports(size, client_port, host)
+        self.peers = tuple(peers)
+        standalone = len(self.peers) == 1
+        self.servers = [ZooKeeperProcess(self.server_dir(p.server_id, standalone), p.client_port, tick_ms, host,
+                                         server_id=p.server_id, quorum=() if standalone else self.peers)
+                        for p in self.peers]
+
+    @staticmethod
+    def choose_ports(size: int, client_port: int, host: str) -> list[QuorumPeer]:
+        """Free ports for ``size`` servers: a client port each (from ``client_port`` on when given)
+        and, in an ensemble, a quorum and an election port each; never ZooKeeper's fixed ones."""
+        if size == 1:
+            return [QuorumPeer(1, client_port or free_port(host), host=host)]
+        free = free_ports(3 * size, host)
+        return [QuorumPeer(i + 1, client_port + i if client_port else free[3 * i], free[3 * i + 1], free[3 * i + 2], host)
+                for i in range(size)]
+
+    def server_dir(self, server_id: int, standalone: bool) -> Path:
+        return self.dir / ("zookeeper" if standalone else f"zookeeper-{server_id}")
+
+    # -- identity ---------------------------------------------------------------------------
+    @property
+    def size(self) -> int:
+        return len(self.servers)
+
+    @property
+    def hosts(self) -> str:
+        """The client connect string: every server's host:port (Kafka's multi-host zookeeper.connect)."""
+        return ",".join(s.hosts for s in self.servers)
+
+    @property
+    def quorum_size(self) -> int:
+        return self.size // 2 + 1
+
+    @property
+    def ports(self) -> list[int]:
+        return [p for s in self.servers for p in s.ports]
+
+    def server(self, server_id: int) -> ZooKeeperProcess:
+        for s in self.servers:
+            if s.server_id == server_id:
+                return s
+        raise ClusterError(f"no ZooKeeper server {server_id} (servers: "
+                           f"{', '.join(str(s.server_id) for s in self.servers)})")
+
+    @property
+    def alive(self) -> bool:
+        """True if any server process is running (something to stop)."""
+        return any(s.alive for s in self.servers)
+
+    # -- what the servers say ---------------------------------------------------------------
+    def modes(self) -> dict[int, str]:
+        """Server id -> ``leader``/``follower``/``standalone``/``not serving``/``down``."""
+        return {s.server_id: s.mode() for s in self.servers if s.server_id is not None}
+
+    def leader(self) -> int | None:
+        """The id of the server that leads the ensemble (a standalone server leads itself)."""
+        for sid, mode in self.modes().items():
+            if mode in ("leader", "standalone"):
+                return sid
+        return None
+
+    def has_quorum(self, modes: dict[int, str] | None = None) -> bool:
+        """A majority of the servers serve clients, one of them as leader (or the standalone one)."""
+        modes = self.modes() if modes is None else modes
+        serving = [m for m in modes.values() if m in SERVING_MODES]
+        leaders = [m for m in serving if m in ("leader", "standalone")]
+        return len(serving) >= self.quorum_size and len(leaders) == 1
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def launch(self) -> None:
+        """Spawn every server without waiting (see :meth:`wait_ready`); on a failure the servers
+        spawned so far are stopped again."""
+        check_zookeeper_installed()
+        for port in self.ports:           # every port checked before anything starts
+            if port_in_use(port, self.host):
+                raise ClusterError(f"ZooKeeper port {self.host}:{port} is already in use")
+        try:
+            for s in self.servers:
+                s.launch()
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait_ready(self, timeout: float = 60.0, servers: Iterable[int] | None = None) -> int:
+        """Wait until ``servers`` (default: all) serve and the ensemble has a quorum with one
+        leader; returns the leader's id. A server that exits meanwhile fails at once."""
+        wanted = [self.server(i) for i in servers] if servers is not None else list(self.servers)
+        deadline = time.monotonic() + timeout
+        while True:
+            for s in wanted:
+                if not s.alive:
+                    raise ClusterError(f"ZooKeeper server {s.server_id} exited during start-up (a port taken?); "
+                                       f"see {s.log_path}:\n{tail(s.log_path)}")
+            modes = self.modes()
+            if all(modes[s.server_id] in SERVING_MODES for s in wanted if s.server_id is not None) \
+                    and self.has_quorum(modes):
+                leader = next(i for i, m in modes.items() if m in ("leader", "standalone"))
+                return leader
+            if time.monotonic() >= deadline:
+                shown = ", ".join(f"{i}: {m}" for i, m in modes.items())
+                raise ClusterError(f"ZooKeeper ensemble not serving after {timeout:.0f} s ({shown}); "
+                                   f"see {wanted[0].log_path}")
+            time.sleep(0.05)
+
+    def start(self, timeout: float = 60.0) -> "ZooKeeperEnsemble":
+        self.launch()
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def start_server(self, server_id: int, timeout: float = 60.0) -> ZooKeeperProcess:
+        """Start one stopped server again (same ports, same dataDir) and wait until it serves
+        within a quorum: it rejoins as a follower, or completes a quorum that had none."""
+        s = self.server(server_id)
+        if s.alive:
+            raise ClusterError(f"ZooKeeper server {server_id} is already running (pid {s.pid})")
+        s.launch()
+        try:
+            self.wait_ready(timeout, [server_id])
+        except BaseException:
+            s.kill()
+            raise
+        return s
+
+    def kill_server(self, server_id: int) -> int:
+        """kill -9 one server; returns its pid."""
+        s = self.server(server_id)
+        if not s.alive:
+            raise ClusterError(f"ZooKeeper server {server_id} is not running")
+        pid = s.pid
+        s.kill()
+        assert pid is not None
+        return pid
+
+    def stop(self, timeout: float = 10.0) -> list[int]:
+        """SIGTERM to every running server at once, SIGKILL after ``timeout``; returns the ids stopped."""
+        live = [s for s in self.servers if s.alive]
+        for s in live:
+            s.terminate()
+        deadline = time.monotonic() + timeout
+        for s in live:
+            if not s.wait(max(deadline - time.monotonic(), 0.0)):
+                s.kill()
+        return [s.server_id for s in live if s.server_id is not None]
+
+    # -- state file -------------------------------------------------------------------------
+    def record(self) -> dict[str, Any]:
+        return {"tick_ms": self.tick_ms,
+                "servers": [{"id": p.server_id, "port": p.client_port, "peer_port": p.peer_port,
+                             "election_port": p.election_port, **s.record()}
+                            for p, s in zip(self.peers, self.servers)]}
+
+    @classmethod
+    def attach(cls, workdir: str | os.PathLike[str], rec: dict[str, Any]) -> "ZooKeeperEnsemble":
+        """The ensemble a state file describes, its servers re-attached by pid and start time.
+        A version-1 record (``{"port", "pid", "start"}``) is one standalone server."""
+        servers = rec.get("servers") or [{"id": 1, **rec}]
+        peers = [QuorumPeer(int(r["id"]), int(r["port"]), int(r.get("peer_port") or 0),
+                            int(r.get("election_port") or 0)) for r in servers]
+        ensemble = cls(workdir, tick_ms=int(rec.get("tick_ms", 2000)), peers=peers)
+        for s, r in zip(ensemble.servers, servers):
+            s.attach(r)
+        return ensemble
+
 
 class BrokerHost(Protocol):
     """What a broker needs from the cluster it belongs to."""
 
     dir: Path
-    zk_connect: str
+
+    @property
+    def zk_connect(self) -> str: ...
 
     def zk_get(self, path: str) -> bytes | None: ...
 

@@ -12,7 +12,7 @@ import pytest
 from tests.docker.scenario import produce_consume_failover
 
 ROOT = Path(__file__).resolve().parents[2]
-SERVICES = ["zookeeper", "broker1", "broker2", "broker3"]
+SERVICES = ["zookeeper1", "zookeeper2", "zookeeper3", "broker1", "broker2", "broker3"]
 SERVICE_OF = {101: "broker1", 102: "broker2", 103: "broker3"}
 BOOTSTRAP = "localhost:19092,localhost:19093,localhost:19094"
 

@@ -1,6 +1,7 @@
 """docker/ without a Docker engine: the compose file validates with Debian's ``docker-compose
-config``, its brokers' environment renders (through the entrypoint) into configurations the broker
-accepts, with listeners that work from the host; and the entrypoint's env-to-properties rules."""
+config``, its three ZooKeeper servers form one ensemble, its brokers' environment renders (through
+the entrypoint) into configurations the broker accepts, with listeners that work from the host and
+every ZooKeeper server in zookeeper.connect; and the entrypoint's env-to-properties rules."""
 from __future__ import annotations
 
 import importlib.util
@@ -18,6 +19,7 @@ pytestmark = pytest.mark.unit           # no engine needed: not skipped with the
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
+ZOOKEEPERS = ["zookeeper1", "zookeeper2", "zookeeper3"]
 
 
 def load_entrypoint() -> ModuleType:
@@ -45,18 +47,40 @@ def config() -> dict:
 
 
 def test_compose_file_is_valid(config: dict) -> None:
-    """`docker-compose config` accepts the file and it has ZooKeeper, three brokers and the Spark job."""
-    assert set(config["services"]) == {"zookeeper", "broker1", "broker2", "broker3", "spark-truck-gps"}
-    assert config["services"]["zookeeper"]["image"].startswith("zookeeper:")
+    """`docker-compose config` accepts the file and it has three ZooKeeper servers (the official
+    3.8 image), three brokers and the Spark job."""
+    assert set(config["services"]) == {*ZOOKEEPERS, "broker1", "broker2", "broker3", "spark-truck-gps"}
+    for name in ZOOKEEPERS:
+        assert config["services"][name]["image"] == "zookeeper:3.8"
+
+
+def test_zookeeper_servers_form_one_ensemble(config: dict) -> None:
+    """Server N has ZOO_MY_ID N and the same ZOO_SERVERS as the others, which names every server
+    by its service name (the compose network's host name) with quorum, election and client port;
+    each has volumes of its own and is healthy only while it serves (`zkServer.sh status`)."""
+    lists = set()
+    for n, name in enumerate(ZOOKEEPERS, start=1):
+        service = config["services"][name]
+        env = {k: str(v) for k, v in service["environment"].items()}
+        assert env["ZOO_MY_ID"] == str(n)
+        assert "srvr" in env["ZOO_4LW_COMMANDS_WHITELIST"].split(",")      # zkServer.sh status uses it
+        lists.add(env["ZOO_SERVERS"])
+        assert service["healthcheck"]["test"] == ["CMD", "zkServer.sh", "status"]
+        sources = sorted(v["source"] if isinstance(v, dict) else v.split(":")[0] for v in service["volumes"])
+        assert sources == [f"{name}-data", f"{name}-datalog"]
+    [servers] = lists
+    assert servers.split() == [f"server.{n}={name}:2888:3888;2181" for n, name in enumerate(ZOOKEEPERS, start=1)]
 
 
 def test_validation_catches_a_broken_file(tmp_path: Path) -> None:
-    """The same check rejects a dependency on an undefined service (so the test above can fail)."""
+    """The same check rejects a dependency on an undefined service (so the tests above can fail)."""
     broken = tmp_path / "docker-compose.yml"
-    broken.write_text(COMPOSE.read_text().replace("  zookeeper:\n    image:", "  zookeepr:\n    image:"))
+    text = COMPOSE.read_text()
+    assert "  zookeeper1:\n    <<: *zookeeper" in text
+    broken.write_text(text.replace("  zookeeper1:\n    <<: *zookeeper", "  zookeepr1:\n    <<: *zookeeper"))
     result = compose("config", "-q", file=broken)
     assert result.returncode != 0
-    assert "zookeeper" in result.stderr
+    assert "zookeeper1" in result.stderr
 
 
 @pytest.mark.parametrize("name,broker_id,host_port", [("broker1", 101, 19092), ("broker2", 102, 19093),
@@ -77,7 +101,8 @@ def test_broker_environment_renders_a_valid_config(config: dict, name: str, brok
     published = {int(p["published"]): int(p["target"]) for p in service["ports"]}
     assert published == {host_port: bound["EXTERNAL"].port}
     assert cfg["inter.broker.listener.name"] == "INTERNAL"
-    assert cfg["zookeeper.connect"] == "zookeeper:2181"
+    assert cfg["zookeeper.connect"] == ",".join(f"{z}:2181" for z in ZOOKEEPERS)
+    assert {z: d["condition"] for z, d in service["depends_on"].items()} == {z: "service_healthy" for z in ZOOKEEPERS}
     volumes = [v["target"] if isinstance(v, dict) else v.split(":")[1] for v in service["volumes"]]
     assert "/var/lib/kafkalite/data" in volumes
     assert f"{name}-data" in config["volumes"]

@@ -1,5 +1,6 @@
 """The ``kafkalite-cluster`` tool as a user runs it (``python -m kafkalite.cluster``): up, status,
-kill, start, down, and that nothing is left running or listening afterwards, also after a failed up."""
+kill, start, down, with one ZooKeeper or an ensemble of three, and that nothing is left running or
+listening afterwards, also after a failed up."""
 from __future__ import annotations
 
 import json
@@ -37,8 +38,17 @@ def processes_using(data_dir: Path) -> list[int]:
 
 
 def recorded_ports(data_dir: Path) -> list[int]:
+    """Every port in the state file: each ZooKeeper server's client, quorum and election port, each broker's."""
     state = json.loads((data_dir / "cluster.json").read_text())
-    return [state["zookeeper"]["port"]] + [b["port"] for b in state["brokers"]]
+    zk = [p for s in state["zookeeper"]["servers"] for p in (s["port"], s["peer_port"], s["election_port"]) if p]
+    return zk + [b["port"] for b in state["brokers"]]
+
+
+def status_modes(data_dir: Path) -> dict[int, str]:
+    """ZooKeeper server id -> the mode `status` prints for it."""
+    out = tool(data_dir, "status").stdout
+    return {int(i): m for i, m in re.findall(r"^  zookeeper (\d+)\s+(leader|follower|standalone|not serving|down)\s",
+                                             out, re.M)}
 
 
 @pytest.fixture
@@ -138,3 +148,98 @@ def test_produce_consume_failover_on_local_processes(tmp_path: Path) -> None:
     finally:
         cluster.down()
     assert processes_using(tmp_path / "local") == []
+
+
+def test_ensemble_up_status_kill_start_down(data_dir: Path) -> None:
+    """`up --zookeepers 3` runs three ZooKeeper servers, each with its own dataDir and myid, on
+    ports the launcher chose (no fixed 2181/2888/3888), and gives the broker every server in
+    zookeeper.connect; `status` shows one leader and two followers; `kill --zookeeper` of the
+    leader leaves two servers that elect a new one (status: the old one down); `start
+    --zookeeper` brings it back as a follower; `down` leaves no process and no port."""
+    up = tool(data_dir, "up", "--zookeepers", "3", "--brokers", "1")
+    assert up.returncode == 0, up.stderr
+    state = json.loads((data_dir / "cluster.json").read_text())
+    servers = state["zookeeper"]["servers"]
+    assert [s["id"] for s in servers] == [1, 2, 3]
+    ports = [p for s in servers for p in (s["port"], s["peer_port"], s["election_port"])]
+    assert len(set(ports)) == 9 and not {2181, 2888, 3888} & set(ports)
+    for s in servers:
+        zdir = data_dir / f"zookeeper-{s['id']}"
+        assert (zdir / "data" / "myid").read_text().strip() == str(s["id"])
+        cfg = (zdir / "zoo.cfg").read_text().splitlines()
+        assert f"clientPort={s['port']}" in cfg
+        assert [line for line in cfg if line.startswith("server.")] == [
+            f"server.{t['id']}=127.0.0.1:{t['peer_port']}:{t['election_port']}" for t in servers]
+    connect = ",".join(f"127.0.0.1:{s['port']}" for s in servers)
+    assert f"zookeeper.connect={connect}\n" in (data_dir / "broker-101" / "server.properties").read_text()
+    assert f"zookeeper.connect   {connect}" in up.stdout
+
+    modes = status_modes(data_dir)
+    assert sorted(modes.values()) == ["follower", "follower", "leader"], modes
+    assert "3 of 3 serving, quorum" in tool(data_dir, "status").stdout
+    leader = next(i for i, m in modes.items() if m == "leader")
+
+    killed = tool(data_dir, "kill", "--zookeeper", str(leader))
+    assert killed.returncode == 0, killed.stderr
+    assert "2 of 3 servers run, the quorum holds" in killed.stdout
+    wait_for(lambda: sorted((m := status_modes(data_dir)).values()) == ["down", "follower", "leader"]
+             and m[leader] == "down", 30, "a new leader among the other two", interval=0.2)
+    status = tool(data_dir, "status").stdout
+    assert "2 of 3 serving, quorum" in status and re.search(r"broker 101\s+alive.*\bregistered", status), status
+
+    started = tool(data_dir, "start", "--zookeeper", str(leader))
+    assert started.returncode == 0, started.stderr
+    assert started.stdout.strip().endswith("follower")
+    assert status_modes(data_dir)[leader] == "follower"
+
+    assert tool(data_dir, "kill", "101", "--zookeeper", "1").stderr.startswith("kafkalite-cluster: kill needs")
+    bootstrap = re.search(r"bootstrap servers\s+(\S+)", up.stdout).group(1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("kept", 1, 1)])["kept"].result(30)
+    ports = recorded_ports(data_dir)
+    down = tool(data_dir, "down")
+    assert down.returncode == 0, down.stderr
+    assert "zookeeper 1, 2, 3" in down.stdout
+    assert processes_using(data_dir) == []
+    assert [p for p in ports if port_in_use(p)] == []
+
+    # the stopped cluster's znodes live in its three servers' dataDirs: `up` starts those again
+    refused = tool(data_dir, "up", "--zookeepers", "1")
+    assert refused.returncode == 1 and "holds a ZooKeeper ensemble of 3" in refused.stderr
+    again = tool(data_dir, "up", "--brokers", "1")
+    assert again.returncode == 0, again.stderr
+    assert sorted(status_modes(data_dir).values()) == ["follower", "follower", "leader"]
+    bootstrap = re.search(r"bootstrap servers\s+(\S+)", again.stdout).group(1)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    assert "kept" in admin.list_topics(timeout=10).topics
+    ports = recorded_ports(data_dir)
+    assert tool(data_dir, "down").returncode == 0
+    assert processes_using(data_dir) == []
+    assert [p for p in ports if port_in_use(p)] == []
+
+
+def test_failed_up_with_an_ensemble_leaves_nothing_running(data_dir: Path) -> None:
+    """A broker that cannot start fails `up --zookeepers 3`: the three ZooKeeper servers already
+    running are stopped again; no process, no port is left."""
+    up = tool(data_dir, "up", "--zookeepers", "3", "--brokers", "1", "--override", "log.retention.ms=soon")
+    assert up.returncode == 1
+    assert up.stderr.startswith("kafkalite-cluster: broker 101") and "log.retention.ms" in up.stderr
+    assert processes_using(data_dir) == []
+    assert [p for p in recorded_ports(data_dir) if port_in_use(p)] == []
+    assert "nothing running" in tool(data_dir, "down").stdout
+
+
+def test_ensemble_port_in_use_and_bad_size_are_one_line(data_dir: Path) -> None:
+    """A taken client port of the second server is reported before any server starts; an even
+    ensemble size is refused; both with one line and nothing left running."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        second = taken.getsockname()[1]
+        up = tool(data_dir, "up", "--zookeepers", "3", "--zookeeper-port", str(second - 1))
+    assert up.returncode == 1
+    assert f"127.0.0.1:{second} is already in use" in up.stderr and len(up.stderr.strip().splitlines()) == 1
+    assert processes_using(data_dir) == []
+    bad = tool(data_dir, "up", "--zookeepers", "2")
+    assert bad.returncode == 1 and bad.stderr.startswith("kafkalite-cluster: --zookeepers must be 1, 3 or 5")
+    assert len(bad.stderr.strip().splitlines()) == 1

@@ -1,6 +1,7 @@
 """The main demo (``python -m kafkalite.demo``, what ``scripts/demo`` runs), shortened: it runs to
-its summary with every record acknowledged and consumed, survives the broker it kills half-way,
-and leaves no process behind. (Spark is left out here: the reader has its own tests in tests/spark.)"""
+its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, survives
+the broker it kills half-way, and leaves no process behind. (Spark is left out here: the reader
+has its own tests in tests/spark.)"""
 from __future__ import annotations
 
 import re
@@ -27,5 +28,8 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     assert "consumer group       truck-trackers: 3 members" in out and "committed 720" in out
     assert "statistics           720 records over the committed range" in out
     assert "result               OK" in out
+    ensemble = re.search(r"cluster              ZooKeeper ensemble of 3 \((\S+)\)", out)
+    assert ensemble and len(ensemble.group(1).split(",")) == 3, out
+    assert sorted((data_dir / f"zookeeper-{n}" / "data" / "myid").read_text().strip() for n in (1, 2, 3)) == ["1", "2", "3"]
     assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
     assert processes_using(data_dir) == []

@@ -7,6 +7,11 @@ counts as started when its ephemeral ``/brokers/ids/<id>`` znode, written by thi
 exists and a controller is elected: the broker registers only after its logs are loaded and its
 listener is bound, so that is Kafka's own readiness signal. Ports are chosen by the broker
 (``listeners=PLAINTEXT://127.0.0.1:0``) and read back from the registration.
+
+A cluster given no shared ZooKeeper (``zookeeper=None``) owns a ZooKeeper ensemble of its own
+(``zookeepers`` servers, tickTime 500), started before its brokers and stopped after them, whose
+servers the ZooKeeper fault tests kill and restart (:func:`ensemble_cluster_factory`). Its state
+file (``cluster.json``) lets ``kafkalite-cluster status --data-dir`` report on it.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import pytest
 
 from kafkalite.cluster import processes
 from kafkalite.cluster.local import LocalCluster
+from tests.support.zookeeper import TEST_TICK_MS
 
 #: What every test broker runs with unless a test overrides it (on top of the launcher's own
 #: ``zookeeper.session.timeout.ms=6000``).
@@ -39,18 +45,21 @@ class BrokerProcess(processes.BrokerProcess):
 
 
 class Cluster(LocalCluster):
-    """N brokers (ids ``first_id``..) in one ZooKeeper chroot of the shared ``zookeeper``.
+    """N brokers (ids ``first_id``..) in one ZooKeeper chroot of the shared ``zookeeper``, or of
+    an ensemble of ``zookeepers`` servers of its own when ``zookeeper`` is None.
 
-    ``start`` starts them one after another (so the first one becomes the controller);
-    ``stop()`` always leaves no broker process behind and never stops the shared ZooKeeper.
+    ``start`` starts its own ZooKeeper (if any), then the brokers one after another (so the first
+    one becomes the controller); ``stop()`` always leaves no broker process behind, stops its own
+    ZooKeeper servers and never the shared one.
     """
 
     broker_class = BrokerProcess
 
-    def __init__(self, zookeeper: processes.ZooKeeperProcess, workdir: Path, size: int = 1,
-                 overrides: dict[str, str] | None = None, first_id: int = 1) -> None:
+    def __init__(self, zookeeper: processes.ZooKeeperProcess | None, workdir: Path, size: int = 1,
+                 overrides: dict[str, str] | None = None, first_id: int = 1, zookeepers: int = 3) -> None:
         super().__init__(workdir, size, first_id, overrides=overrides, zookeeper=zookeeper,
-                         chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}", ephemeral_ports=True)
+                         chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}", ephemeral_ports=True,
+                         zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS)
 
     def default_overrides(self) -> dict[str, str]:
         return {}           # the brokers bring the tests' defaults (BrokerProcess.properties)
@@ -58,8 +67,10 @@ class Cluster(LocalCluster):
     def start(self) -> "Cluster":
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
+            self.start_zookeeper()
             for b in self.brokers:
                 b.start()
+            self.save_state()
         except BaseException:
             self.stop()
             raise
@@ -76,6 +87,22 @@ def cluster_factory(zookeeper: Any, tmp_path: Path) -> Any:
 
     def make(size: int = 1, overrides: dict[str, str] | None = None) -> Cluster:
         cluster = Cluster(zookeeper, tmp_path / f"cluster-{len(made)}", size, overrides)
+        made.append(cluster)
+        return cluster.start()
+
+    yield make
+    for cluster in made:
+        cluster.stop()
+
+
+@pytest.fixture
+def ensemble_cluster_factory(tmp_path: Path) -> Any:
+    """``make(size=3, overrides, zookeepers=3)`` starts a cluster on a ZooKeeper ensemble of its own;
+    brokers and ZooKeeper servers are all stopped after the test."""
+    made: list[Cluster] = []
+
+    def make(size: int = 3, overrides: dict[str, str] | None = None, zookeepers: int = 3) -> Cluster:
+        cluster = Cluster(None, tmp_path / f"ensemble-cluster-{len(made)}", size, overrides, zookeepers=zookeepers)
         made.append(cluster)
         return cluster.start()
 

@@ -5,23 +5,31 @@ see local-infrastructure.md §1; a free port and its own data dir; ``start`` ret
 ``srvr`` reports a mode *and* ``conf`` shows our own dataDir; ``stop`` always reaps the JVM) with
 ``tickTime`` 500, so sessions can be 1-2 s. One server serves the whole session; each cluster
 lives in its own chroot (``tests.support.brokers``).
+
+:func:`zookeeper_ensemble_factory` makes what the ZooKeeper fault tests need instead: an ensemble
+of its own (3 servers by default, same tick) whose servers a test may kill and restart.
 """
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from pathlib import Path
+from typing import Callable, Iterator
 
 import pytest
 
-from kafkalite.cluster.processes import ZooKeeperProcess, four_letter, free_port
+from kafkalite.cluster.processes import ZooKeeperEnsemble, ZooKeeperProcess, four_letter, free_port
 
-__all__ = ["ZooKeeperServer", "expire_session", "four_letter", "free_port", "zookeeper"]
+__all__ = ["TEST_TICK_MS", "ZooKeeperServer", "expire_session", "four_letter", "free_port", "zookeeper",
+           "zookeeper_ensemble_factory"]
+
+#: ZooKeeper's tick in tests: sessions of 1-2 s are allowed (the minimum is two ticks).
+TEST_TICK_MS = 500
 
 
 class ZooKeeperServer(ZooKeeperProcess):
     """ZooKeeper with the tests' short tick (500 ms) unless told otherwise."""
 
-    def __init__(self, workdir: str | os.PathLike[str], port: int | None = None, tick_ms: int = 500,
+    def __init__(self, workdir: str | os.PathLike[str], port: int | None = None, tick_ms: int = TEST_TICK_MS,
                  listen_address: str | None = None) -> None:
         super().__init__(workdir, port or 0, tick_ms, listen_address=listen_address)
 
@@ -42,9 +50,27 @@ def expire_session(kazoo_client_id: tuple[int, bytes], hosts: str, timeout: floa
 @pytest.fixture(scope="session")
 def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
     """One ZooKeeper (tickTime 500) for the whole test session; tests use distinct paths/chroots."""
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=500)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_ms=TEST_TICK_MS)
     try:
         server.start()
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def zookeeper_ensemble_factory(tmp_path: Path) -> Iterator[Callable[..., ZooKeeperEnsemble]]:
+    """``make(size=3)`` starts an ensemble of its own (tickTime 500) and returns once it has a
+    quorum with one leader; every server is stopped after the test, whatever it killed."""
+    made: list[ZooKeeperEnsemble] = []
+
+    def make(size: int = 3) -> ZooKeeperEnsemble:
+        ensemble = ZooKeeperEnsemble(tmp_path / f"ensemble-{len(made)}", size, TEST_TICK_MS)
+        made.append(ensemble)
+        return ensemble.start()
+
+    try:
+        yield make
+    finally:
+        for ensemble in made:
+            ensemble.stop()
