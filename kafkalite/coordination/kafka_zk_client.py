@@ -1,7 +1,8 @@
 """``KafkaZkClient``: the Kafka-domain ZooKeeper operations a kafkalite broker needs.
 
-Mirrors Kafka's ``KafkaZkClient``/``AdminZkClient`` on top of :class:`ZooKeeperClient`: every
-method runs in the reactor thread, returns a Deferred firing in the reactor thread, and
+Mirrors Kafka's ``KafkaZkClient``/``AdminZkClient`` on top of any :class:`~.interfaces.ZooKeeper`
+session (kazoo's :class:`~.client.ZooKeeperClient`, or the in-process tier's
+:class:`~.memory.MemoryZooKeeperClient` passed as ``zk=``): every method runs in the reactor thread, returns a Deferred firing in the reactor thread, and
 reads/writes payloads only through :mod:`zk_schema`, so the tree stays readable by Kafka's
 own tools. Controller-only writes take an optional ``controller_epoch_zk_version`` and are
 then fenced on ``/controller_epoch``.
@@ -14,9 +15,9 @@ from typing import Any, Callable, Mapping, Sequence
 from twisted.internet import defer
 
 from kafkalite.coordination import election, producer_ids
-from kafkalite.coordination.client import SessionState, Watch, ZooKeeperClient
 from kafkalite.coordination.errors import (BadVersionError, InvalidTopicError, NodeExistsError, NoNodeError,
                                            TopicAlreadyExistsError, TransactionFailedError)
+from kafkalite.coordination.interfaces import SessionState, Watch, ZooKeeper
 from kafkalite.coordination.ops import (BadVersion, ConditionalSetResult, CreateOp, Op,
                                         SetDataOp, Updated, Versioned)
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
@@ -32,10 +33,20 @@ log = logging.getLogger(__name__)
 class KafkaZkClient:
     """One broker's ZooKeeper session plus Kafka's znode operations."""
 
-    def __init__(self, connect: str, session_timeout_ms: int = 18000,
+    def __init__(self, connect: str | None = None, session_timeout_ms: int = 18000,
                  connect_timeout_ms: int | None = None, reactor: Any = None,
-                 registration_grace_ms: int = 3000) -> None:
-        self.zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor)
+                 registration_grace_ms: int = 3000, *, zk: ZooKeeper | None = None) -> None:
+        """Either ``connect`` (a kazoo session is made from it and the other arguments) or
+        ``zk``, an existing session not yet started (its own timeout and reactor apply)."""
+        if zk is None:
+            if connect is None:
+                raise TypeError("KafkaZkClient needs zookeeper.connect or an existing session (zk=)")
+            # imported here so a KafkaZkClient over the in-memory ZooKeeper never loads kazoo
+            from kafkalite.coordination.client import ZooKeeperClient
+            zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor)
+        elif connect is not None:
+            raise TypeError("KafkaZkClient takes zookeeper.connect or zk=, not both")
+        self.zk: ZooKeeper = zk
         self.ephemerals = EphemeralRegistry(self.zk, grace_ms=registration_grace_ms)
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -153,7 +164,8 @@ class KafkaZkClient:
         if clash:
             raise InvalidTopicError(
                 f"Topic '{topic}' collides with existing topics: {', '.join(clash)}")
-        node = TopicZNode(dict(assignment), topic_id=topic_id or new_topic_id())
+        node = TopicZNode({p: tuple(r) for p, r in assignment.items()},
+                          topic_id=topic_id or new_topic_id())
         yield self._set_or_create(TopicConfigZNode.path(topic),
                                   TopicConfigZNode(dict(config or {})).encode())
         try:
