@@ -20,8 +20,9 @@ _MAP: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
     (kz.RolledBackError, RolledBackError),
     (kz.RuntimeInconsistency, RuntimeInconsistencyError),
     (kz.ConnectionLoss, ConnectionLossError),
-    (kz.SessionExpiredError, SessionExpiredError),
+    # before SessionExpiredError: kazoo's ConnectionClosedError (client stopped) subclasses it
     (kz.ConnectionClosedError, ClientClosedError),
+    (kz.SessionExpiredError, SessionExpiredError),
     (KazooTimeoutError, ZkTimeoutError),
 )
 
