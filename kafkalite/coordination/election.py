@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence
 from twisted.internet import defer
 from twisted.python import failure
 
-from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.errors import (BadVersionError, ControllerMovedError,
                                            NodeExistsError, TransactionFailedError)
+from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.ops import CheckOp, CreateOp, Op, SetDataOp
 from zk_schema import ControllerEpochZNode, ControllerZNode, ZkDataError
 

@@ -97,6 +97,22 @@ class ZnodeStat(NamedTuple):
     pzxid: int
 
     @property
+    def acl_version(self) -> int:
+        return self.aversion
+
+    @property
+    def children_version(self) -> int:
+        return self.cversion
+
+    @property
+    def creation_transaction_id(self) -> int:
+        return self.czxid
+
+    @property
+    def last_modified_transaction_id(self) -> int:
+        return self.mzxid
+
+    @property
     def owner_session_id(self) -> int | None:
         return self.ephemeralOwner or None
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.coordination.errors import NodeExistsError
+from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.coordination.ops import BadVersion
 from zk_schema import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlockZNode
 

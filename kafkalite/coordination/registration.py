@@ -25,9 +25,9 @@ from typing import Any, Callable
 from twisted.internet import defer, task
 from twisted.python import failure
 
-from kafkalite.coordination.interfaces import SessionState, ZooKeeper
 from kafkalite.coordination.errors import (BrokerIdInUseError, NodeExistsError, ZkError,
                                            TransactionFailedError)
+from kafkalite.coordination.interfaces import SessionState, ZooKeeper
 from kafkalite.coordination.ops import CreateOp, Op, SetDataOp
 
 log = logging.getLogger(__name__)
