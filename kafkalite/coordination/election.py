@@ -9,16 +9,15 @@ that has been replaced cannot write even if it has not noticed yet.
 from __future__ import annotations
 
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from twisted.internet import defer
 from twisted.python import failure
 
-from kafkalite.coordination.client import Watch, ZooKeeperClient
 from kafkalite.coordination.errors import (BadVersionError, ControllerMovedError,
                                            NodeExistsError, TransactionFailedError)
+from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.ops import CheckOp, CreateOp, Op, SetDataOp
 from zk_schema import ControllerEpochZNode, ControllerZNode, ZkDataError
 
@@ -47,7 +46,7 @@ class ElectionResult:
 
 
 @defer.inlineCallbacks
-def read_controller_epoch(zk: ZooKeeperClient) -> Any:
+def read_controller_epoch(zk: ZooKeeper) -> Any:
     """(epoch, zkVersion) of ``/controller_epoch``, creating it as ``0`` if missing."""
     data, stat = yield zk.get_or_none(ControllerEpochZNode.PATH)
     if stat is None:
@@ -61,22 +60,23 @@ def read_controller_epoch(zk: ZooKeeperClient) -> Any:
 
 
 @defer.inlineCallbacks
-def get_controller_id(zk: ZooKeeperClient) -> Any:
+def get_controller_id(zk: ZooKeeper) -> Any:
     """Broker id in ``/controller``, or None."""
     data, _ = yield zk.get_or_none(ControllerZNode.PATH)
     return None if data is None else ControllerZNode.decode(data).broker_id
 
 
 @defer.inlineCallbacks
-def elect_controller(zk: ZooKeeperClient, broker_id: int) -> Any:
+def elect_controller(zk: ZooKeeper, broker_id: int) -> Any:
     """Try to become controller; fires an :class:`ElectionResult`."""
     current = yield get_controller_id(zk)
     epoch, version = yield read_controller_epoch(zk)
     if current is not None:
         return ElectionResult(current == broker_id, current, epoch, version)
-    payload = ControllerZNode(broker_id, int(time.time() * 1000)).encode()
-    ops = [CreateOp(ControllerZNode.PATH, payload, ephemeral=True),
-           SetDataOp(ControllerEpochZNode.PATH, ControllerEpochZNode(epoch + 1).encode(), version)]
+    payload = ControllerZNode(broker_id, int(zk.reactor.seconds() * 1000)).encode()
+    ops: list[Op] = [CreateOp(ControllerZNode.PATH, payload, ephemeral=True),
+                     SetDataOp(ControllerEpochZNode.PATH, ControllerEpochZNode(epoch + 1).encode(),
+                               version)]
     try:
         results = yield zk.multi(ops)
     except TransactionFailedError as exc:
@@ -92,7 +92,7 @@ def elect_controller(zk: ZooKeeperClient, broker_id: int) -> Any:
     return ElectionResult(True, broker_id, epoch + 1, token)
 
 
-def watch_controller(zk: ZooKeeperClient,
+def watch_controller(zk: ZooKeeper,
                      callback: Callable[[int | None], None]) -> defer.Deferred:
     """``callback(controller id or None)`` now and whenever ``/controller`` changes."""
     def on_data(data: bytes | None, _stat: Any) -> None:
@@ -107,7 +107,7 @@ def watch_controller(zk: ZooKeeperClient,
     return zk.watch_data(ControllerZNode.PATH, on_data)
 
 
-def fenced_multi(zk: ZooKeeperClient, epoch_zk_version: int, ops: Sequence[Op]) -> defer.Deferred:
+def fenced_multi(zk: ZooKeeper, epoch_zk_version: int, ops: Sequence[Op]) -> defer.Deferred:
     """Run ``ops`` only if ``/controller_epoch`` is still at ``epoch_zk_version``.
 
     Fires the results of ``ops`` (the check's own result removed). A failed check raises

@@ -1,14 +1,13 @@
-"""Coordination errors: kazoo's exceptions translated so no caller needs to import kazoo.
+"""Coordination errors, so no caller needs to import kazoo.
 
 Low-level ZooKeeper outcomes subclass :class:`ZkError`; Kafka-domain refusals subclass
-:class:`kafkalite.errors.KafkaError` so the broker can answer with Kafka's error code.
+:class:`kafkalite.errors.KafkaError` so the broker can answer with Kafka's error code. The real
+client maps kazoo's exceptions onto these (:mod:`.kazoo_errors`); the in-memory ZooKeeper
+(:mod:`.memory`) raises them directly, with the same messages.
 """
 from __future__ import annotations
 
 from typing import Any
-
-from kazoo import exceptions as kz
-from kazoo.handlers.threading import KazooTimeoutError
 
 from kafkalite.errors import ErrorCode, KafkaError
 
@@ -50,6 +49,22 @@ class ZkVersionConflictError(ZkError):
         self.current_version = current_version
 
 
+class NoChildrenForEphemeralsError(ZkError):
+    """An ephemeral znode cannot have children."""
+
+
+class BadArgumentsError(ZkError):
+    """The server refused the request's arguments (e.g. deleting "/", a bad character)."""
+
+
+class RolledBackError(ZkError):
+    """Multi-op result of an op before the failing one: it was undone."""
+
+
+class RuntimeInconsistencyError(ZkError):
+    """Multi-op result of an op after the failing one: it was never tried."""
+
+
 class ConnectionLossError(ZkError):
     """The request may or may not have been applied; the session is still alive."""
 
@@ -66,32 +81,12 @@ class ZkTimeoutError(ZkError):
     """No connection to any ZooKeeper server within the connect timeout."""
 
 
-_MAP: tuple[tuple[type[BaseException], type[ZkError]], ...] = (
-    (kz.NoNodeError, NoNodeError),
-    (kz.NodeExistsError, NodeExistsError),
-    (kz.BadVersionError, BadVersionError),
-    (kz.NotEmptyError, NotEmptyError),
-    (kz.ConnectionLoss, ConnectionLossError),
-    (kz.SessionExpiredError, SessionExpiredError),
-    (kz.ConnectionClosedError, ClientClosedError),
-    (KazooTimeoutError, ZkTimeoutError),
-)
-
-
-def translate(exc: BaseException, path: str | None = None) -> BaseException:
-    """Our exception for a kazoo one; anything else is returned unchanged."""
-    if isinstance(exc, ZkError):
-        return exc
-    for kazoo_type, ours in _MAP:
-        if isinstance(exc, kazoo_type):
-            return ours(type(exc).__name__, path)
-    if isinstance(exc, kz.ZookeeperError):
-        return ZkError(f"{type(exc).__name__}: {exc}", path)
-    return exc
-
-
 class TransactionFailedError(ZkError):
-    """A multi-op was rolled back; ``error`` is the failing op's own error."""
+    """A multi-op was rolled back; ``error`` is the failing op's own error.
+
+    ``results`` has one entry per op, as ZooKeeper answers a failed multi: RolledBackError
+    before ``index``, the failing op's error at ``index``, RuntimeInconsistencyError after it.
+    """
 
     def __init__(self, index: int, op: Any, error: BaseException, results: list[Any]) -> None:
         super().__init__(f"multi-op failed at op {index} ({op!r}): {error}")

@@ -1,7 +1,8 @@
 """``KafkaZkClient``: the Kafka-domain ZooKeeper operations a kafkalite broker needs.
 
-Mirrors Kafka's ``KafkaZkClient``/``AdminZkClient`` on top of :class:`ZooKeeperClient`: every
-method runs in the reactor thread, returns a Deferred firing in the reactor thread, and
+Mirrors Kafka's ``KafkaZkClient``/``AdminZkClient`` on top of any :class:`~.interfaces.ZooKeeper`
+session (kazoo's :class:`~.client.ZooKeeperClient`, or the in-process tier's
+:class:`~.memory.MemoryZooKeeperClient` passed as ``zk=``): every method runs in the reactor thread, returns a Deferred firing in the reactor thread, and
 reads/writes payloads only through :mod:`zk_schema`, so the tree stays readable by Kafka's
 own tools. Partition state has one write path for every writer (``update_leader_and_isr``):
 the controller's writes carry its :class:`ControllerFence` and fail with ControllerMovedError
@@ -16,11 +17,11 @@ from typing import Any, Callable, Mapping, Sequence
 from twisted.internet import defer
 
 from kafkalite.coordination import election, producer_ids
-from kafkalite.coordination.client import SessionState, Watch, ZooKeeperClient
 from kafkalite.coordination.election import ControllerFence
 from kafkalite.coordination.errors import (BadVersionError, InvalidTopicError, NodeExistsError, NoNodeError,
                                            NotEmptyError, TopicAlreadyExistsError, TransactionFailedError,
                                            ZkVersionConflictError)
+from kafkalite.coordination.interfaces import SessionState, Watch, ZooKeeper
 from kafkalite.coordination.ops import (CheckOp, ConditionalSetResult, CreateOp, DeleteOp, Op,
                                         SetDataOp, Versioned)
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
@@ -46,10 +47,20 @@ def leader_and_isr(znode: TopicPartitionStateZNode, zk_version: int) -> LeaderAn
 class KafkaZkClient:
     """One broker's ZooKeeper session plus Kafka's znode operations."""
 
-    def __init__(self, connect: str, session_timeout_ms: int = 18000,
+    def __init__(self, connect: str | None = None, session_timeout_ms: int = 18000,
                  connect_timeout_ms: int | None = None, reactor: Any = None,
-                 registration_grace_ms: int = 3000) -> None:
-        self.zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor)
+                 registration_grace_ms: int = 3000, *, zk: ZooKeeper | None = None) -> None:
+        """Either ``connect`` (a kazoo session is made from it and the other arguments) or
+        ``zk``, an existing session not yet started (its own timeout and reactor apply)."""
+        if zk is None:
+            if connect is None:
+                raise TypeError("KafkaZkClient needs zookeeper.connect or an existing session (zk=)")
+            # imported here so a KafkaZkClient over the in-memory ZooKeeper never loads kazoo
+            from kafkalite.coordination.client import ZooKeeperClient
+            zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor)
+        elif connect is not None:
+            raise TypeError("KafkaZkClient takes zookeeper.connect or zk=, not both")
+        self.zk: ZooKeeper = zk
         self.ephemerals = EphemeralRegistry(self.zk, grace_ms=registration_grace_ms)
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -140,7 +151,8 @@ class KafkaZkClient:
         if clash:
             raise InvalidTopicError(
                 f"Topic '{topic}' collides with existing topics: {', '.join(clash)}")
-        node = TopicZNode(dict(assignment), topic_id=topic_id or new_topic_id())
+        node = TopicZNode({p: tuple(r) for p, r in assignment.items()},
+                          topic_id=topic_id or new_topic_id())
         yield self._set_or_create(TopicConfigZNode.path(topic),
                                   TopicConfigZNode(dict(config or {})).encode())
         try:
@@ -355,20 +367,23 @@ class KafkaZkClient:
 
     @defer.inlineCallbacks
     def delete_log_dir_event_notifications(self, sequences: Sequence[int] | None = None,
-                                           controller_epoch_zk_version: int | None = None) -> Any:
-        """Delete the notifications ``sequences`` (all pending ones when None), each fenced on
-        ``/controller_epoch`` when a version is given (ControllerMovedError: another controller
-        took over and consumes them). Notifications already gone are fine. Fires how many went."""
+                                           fence: ControllerFence | None = None) -> Any:
+        """Delete the notifications ``sequences`` (all pending ones when None), each fenced on the
+        controller epoch when a ``fence`` is given (ControllerMovedError: another controller took
+        over and consumes them). Notifications already gone are fine. Fires how many went."""
         if sequences is None:
             sequences = yield self.get_log_dir_event_notifications()
         deleted = 0
         for seq in sequences:
+            path = self.log_dir_event_path(seq)
             try:
-                yield self._write([DeleteOp(self.log_dir_event_path(seq))], controller_epoch_zk_version)
+                if fence is None:
+                    yield self.zk.delete(path)
+                else:
+                    yield self._fenced(fence, [DeleteOp(path)])
                 deleted += 1
-            except TransactionFailedError as exc:
-                if not isinstance(exc.error, NoNodeError):
-                    raise exc.error from None
+            except NoNodeError:
+                pass
         return deleted
 
     # ---- producer ids ----------------------------------------------------------------------

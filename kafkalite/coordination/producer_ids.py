@@ -11,8 +11,8 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.coordination.client import ZooKeeperClient
 from kafkalite.coordination.errors import NodeExistsError
+from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.coordination.ops import BadVersion
 from zk_schema import PRODUCER_ID_BLOCK_SIZE, ProducerIdBlockZNode
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 
 
 @defer.inlineCallbacks
-def allocate_producer_id_block(zk: ZooKeeperClient, broker_id: int,
+def allocate_producer_id_block(zk: ZooKeeper, broker_id: int,
                                size: int = PRODUCER_ID_BLOCK_SIZE) -> Any:
     """Fires (block_start, block_end), both inclusive."""
     path = ProducerIdBlockZNode.PATH

@@ -14,7 +14,7 @@ from typing import Any, Callable, TypeVar
 from twisted.internet import defer, threads
 from twisted.python import failure
 
-from kafkalite.coordination.errors import translate
+from kafkalite.coordination.kazoo_errors import translate
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -84,11 +84,4 @@ def stop_zk(client: Any, limit: float = 2.0, reactor: Any = None) -> defer.Defer
     return d.addBoth(cancel_timer)
 
 
-def sleep(reactor: Any, seconds: float) -> defer.Deferred:
-    """A Deferred that fires after ``seconds`` on ``reactor``'s clock."""
-    d: defer.Deferred = defer.Deferred()
-    reactor.callLater(seconds, d.callback, None)
-    return d
-
-
-__all__ = ["as_deferred", "in_thread", "stop_zk", "sleep", "default_reactor"]
+__all__ = ["as_deferred", "in_thread", "stop_zk", "default_reactor"]

@@ -20,17 +20,15 @@ the re-registration listeners are told the new czxid (the broker's new epoch).
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any, Callable
 
-from twisted.internet import defer
+from twisted.internet import defer, task
 from twisted.python import failure
 
-from kafkalite.coordination import reactor_bridge
-from kafkalite.coordination.client import SessionState, ZooKeeperClient
 from kafkalite.coordination.errors import (BrokerIdInUseError, NodeExistsError, ZkError,
                                            TransactionFailedError)
-from kafkalite.coordination.ops import CreateOp, SetDataOp
+from kafkalite.coordination.interfaces import SessionState, ZooKeeper
+from kafkalite.coordination.ops import CreateOp, Op, SetDataOp
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +45,7 @@ class EphemeralOwnedByOtherSession(ZkError):
 class EphemeralRegistry:
     """Creates and re-creates the ephemeral znodes this broker owns."""
 
-    def __init__(self, zk: ZooKeeperClient, grace_ms: int = 3000, poll_ms: int = 200) -> None:
+    def __init__(self, zk: ZooKeeper, grace_ms: int = 3000, poll_ms: int = 200) -> None:
         self._zk = zk
         self.wait_limit_ms = zk.session_timeout_ms + grace_ms
         self.poll_ms = poll_ms
@@ -59,12 +57,16 @@ class EphemeralRegistry:
         """``callback(path, czxid)`` after a node was re-created in a new session."""
         self._on_recreated.append(callback)
 
+    def _now(self) -> float:
+        """The reactor's clock (a test's ``task.Clock`` drives the wait for an expiry)."""
+        return float(self._zk.reactor.seconds())
+
     def owned(self) -> dict[str, bytes]:
         return dict(self._owned)
 
     def register(self, path: str, data: bytes) -> defer.Deferred:
         """Create (or confirm) the ephemeral; fires its czxid. Re-created on new sessions."""
-        d = self._checked_create(path, data, time.monotonic())
+        d = self._checked_create(path, data, self._now())
 
         def remember(czxid: int) -> int:
             self._owned[path] = data
@@ -76,7 +78,7 @@ class EphemeralRegistry:
         self._owned.pop(path, None)
 
     def _checked_create(self, path: str, data: bytes, started: float) -> defer.Deferred:
-        ops = [CreateOp(path, b"", ephemeral=True), SetDataOp(path, data, 0)]
+        ops: list[Op] = [CreateOp(path, b"", ephemeral=True), SetDataOp(path, data, 0)]
         d = self._zk.multi(ops).addCallback(lambda results: int(results[1].czxid))
 
         def on_fail(f: failure.Failure) -> Any:
@@ -92,14 +94,14 @@ class EphemeralRegistry:
             if owner == self._zk.session_id:
                 log.info("%s already registered by our session 0x%x", path, owner)
                 return int(stat.czxid)
-            waited_ms = int((time.monotonic() - started) * 1000)
+            waited_ms = int((self._now() - started) * 1000)
             if waited_ms >= self.wait_limit_ms:
                 raise EphemeralOwnedByOtherSession(path, owner, waited_ms)
             if waited_ms < self.poll_ms:
                 log.warning("%s is held by session 0x%x (a previous incarnation?); waiting up to"
                             " %d ms for it to expire", path, owner, self.wait_limit_ms)
-            return reactor_bridge.sleep(self._zk.reactor, self.poll_ms / 1000.0).addCallback(
-                lambda _: self._checked_create(path, data, started))
+            return task.deferLater(self._zk.reactor, self.poll_ms / 1000.0,
+                                   self._checked_create, path, data, started)
         return d.addErrback(on_fail)
 
     def _on_state(self, state: SessionState) -> None:
@@ -107,7 +109,7 @@ class EphemeralRegistry:
             return
         for path, data in list(self._owned.items()):
             log.info("new ZooKeeper session: re-creating %s", path)
-            d = self._checked_create(path, data, time.monotonic())
+            d = self._checked_create(path, data, self._now())
             d.addCallbacks(self._recreated, self._recreate_failed,
                            callbackArgs=(path,), errbackArgs=(path,))
 
