@@ -41,7 +41,7 @@ class TopicAdmin:
 
     # -- create ----------------------------------------------------------------------------------
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
-                   assignments: list[dict[str, Any]], configs: dict[str, str | None]) -> tuple[dict[int, list[int]], dict[str, str]]:
+                   assignments: list[dict[str, Any]], configs: Mapping[str, str | None]) -> tuple[dict[int, list[int]], dict[str, str]]:
         """Validate a new topic and return (assignment, config overrides); raises KafkaError."""
         cache = self.metadata
         try:
@@ -165,7 +165,8 @@ class TopicAdmin:
         """Write the grown assignment (after :meth:`plan_partitions`); the controller elects the
         new partitions' leaders."""
         info = self.metadata.topics[name]
-        return self.zk.set_topic_assignment(name, TopicZNode({**info.assignment, **new}, topic_id=info.topic_id))
+        grown = {p: tuple(r) for p, r in {**info.assignment, **new}.items()}
+        return self.zk.set_topic_assignment(name, TopicZNode(grown, topic_id=info.topic_id))
 
     def delete_topic(self, name: str) -> defer.Deferred:
         """Queue the topic in ``/admin/delete_topics``; the controller deletes it."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
-from kafkalite.coordination.client import Watch, ZooKeeperClient
+from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.kafka_zk_client import leader_and_isr
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
 from zk_schema import paths
@@ -32,12 +34,12 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Change:
     kind: str                  # brokers | controller | topic | topic-removed | state | config | deleting
-    topic: str | None = None
-    partition: int | None = None
+    topic: str = ""            # "" for the cluster-wide kinds
+    partition: int = -1        # -1 unless kind == "state"
 
 
 class MetadataSync:
-    def __init__(self, zk: ZooKeeperClient, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
+    def __init__(self, zk: ZooKeeper, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
         self.zk = zk
         self.cache = cache
         self.on_change = on_change
@@ -89,12 +91,21 @@ class MetadataSync:
                 self._emit(Change("brokers"))
         for new in ids - set(self.broker_watches):
             self.broker_watches[new] = None
-            d = self.zk.watch_data(BrokerRegistration.path(new), lambda data, stat, b=new: self._broker_data(b, data, stat))
-            d.addCallback(self._keep_watch, self.broker_watches, new)
-            d.addErrback(lambda f, b=new: log.warning("cannot watch broker %d: %s", b, f.value))
+            self._watch(BrokerRegistration.path(new), partial(self._broker_data, new),
+                        partial(self._keep_watch, self.broker_watches, new), f"broker {new}")
+
+    def _watch(self, path: str, deliver: Callable[[bytes | None, Any], None],
+               keep: Callable[[Watch], None], what: str) -> None:
+        d = self.zk.watch_data(path, deliver)
+        d.addCallback(keep)
+        d.addErrback(self._watch_failed, what)
 
     @staticmethod
-    def _keep_watch(watch: Watch, table: dict[Any, Watch | None], key: Any) -> None:
+    def _watch_failed(f: Failure, what: str) -> None:
+        log.warning("cannot watch %s: %s", what, f.value)
+
+    @staticmethod
+    def _keep_watch(table: dict[Any, Watch | None], key: Any, watch: Watch) -> None:
         if key in table:
             table[key] = watch
         else:          # removed meanwhile
@@ -128,21 +139,26 @@ class MetadataSync:
                 if w is not None:
                     w.cancel()
             for key in [k for k in self.state_watches if k[0] == gone]:
-                w = self.state_watches.pop(key)
-                if w is not None:
-                    w.cancel()
+                state_watch = self.state_watches.pop(key)
+                if state_watch is not None:
+                    state_watch.cancel()
                 self.cache.states.pop(key, None)
             if self.cache.topics.pop(gone, None) is not None:
                 self._emit(Change("topic-removed", gone))
         for new in names - set(self.topic_watches):
             self.topic_watches[new] = []
-            for path, fn in ((TopicZNode.path(new), self._assignment_changed),
-                             (TopicConfigZNode.path(new), self._config_changed)):
-                d = self.zk.watch_data(path, lambda data, stat, t=new, fn=fn: fn(t, data))
-                d.addCallback(lambda w, t=new: self.topic_watches[t].append(w) if t in self.topic_watches else w.cancel())
-                d.addErrback(lambda f, t=new: log.warning("cannot watch topic %s: %s", t, f.value))
+            self._watch(TopicZNode.path(new), partial(self._assignment_changed, new),
+                        partial(self._keep_topic_watch, new), f"topic {new}")
+            self._watch(TopicConfigZNode.path(new), partial(self._config_changed, new),
+                        partial(self._keep_topic_watch, new), f"the config of topic {new}")
 
-    def _assignment_changed(self, topic: str, data: bytes | None) -> None:
+    def _keep_topic_watch(self, topic: str, watch: Watch) -> None:
+        if topic in self.topic_watches:
+            self.topic_watches[topic].append(watch)
+        else:          # removed meanwhile
+            watch.cancel()
+
+    def _assignment_changed(self, topic: str, data: bytes | None, stat: Any = None) -> None:
         if data is None or topic not in self.topic_watches:
             return
         try:
@@ -158,13 +174,11 @@ class MetadataSync:
         for p in info.assignment:
             if (topic, p) not in self.state_watches:
                 self.state_watches[(topic, p)] = None
-                d = self.zk.watch_data(TopicPartitionStateZNode.path(topic, p),
-                                       lambda data, stat, t=topic, p=p: self._state_changed(t, p, data, stat))
-                d.addCallback(self._keep_watch, self.state_watches, (topic, p))
-                d.addErrback(lambda f, t=topic, p=p: log.warning("cannot watch %s-%d: %s", t, p, f.value))
+                self._watch(TopicPartitionStateZNode.path(topic, p), partial(self._state_changed, topic, p),
+                            partial(self._keep_watch, self.state_watches, (topic, p)), f"{topic}-{p}")
         self._emit(Change("topic", topic))
 
-    def _config_changed(self, topic: str, data: bytes | None) -> None:
+    def _config_changed(self, topic: str, data: bytes | None, stat: Any = None) -> None:
         overrides: dict[str, str] = {}
         if data is not None:
             try:

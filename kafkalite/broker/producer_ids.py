@@ -29,9 +29,15 @@ class ProducerIdManager:
                     self.pending = None
                 self.next_id, self.end = start, end
             else:
-                waiter: defer.Deferred = defer.Deferred()
-                self.pending.addBoth(lambda r: (waiter.callback(None), r)[1])
+                waiter: defer.Deferred[None] = defer.Deferred()
+                self.pending.addBoth(_release, waiter)
                 yield waiter
         pid = self.next_id
         self.next_id += 1
         return pid
+
+
+def _release(result: object, waiter: "defer.Deferred[None]") -> object:
+    """Wake a request waiting for the block being fetched, passing the result on unchanged."""
+    waiter.callback(None)
+    return result

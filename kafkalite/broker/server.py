@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from functools import partial
 from typing import Any, Callable
 
 from twisted.internet import defer, task, threads
@@ -178,9 +179,9 @@ class KafkaBroker:
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
         if self.cleaner is not None:
+            cleaner = self.cleaner
             for i in range(self.config["log.cleaner.threads"]):
-                every(max(self.config["log.cleaner.backoff.ms"], 1),
-                      lambda name=f"cleaner-{i}": self._off_reactor(name, self.cleaner.run))
+                every(max(self.config["log.cleaner.backoff.ms"], 1), partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))

@@ -53,7 +53,7 @@ def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     topics = []
     for name in names:
-        entry = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+        entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED}
         info = cache.topics.get(name)
         if info is not None and not info.deleting and not info.assignment:
