@@ -75,7 +75,7 @@ class SteppedRunner:
 
     def __init__(self, reactor: InProcessReactor) -> None:
         self.reactor = reactor
-        self.held = False
+        self.holding: Callable[[Callable[..., Any]], bool] | None = None
         self.waiting: list[Callable[[], None]] = []
         self.ran = 0
 
@@ -91,17 +91,18 @@ class SteppedRunner:
             else:
                 d.callback(result)
 
-        if self.held:
+        if self.holding is not None and self.holding(fn):
             self.waiting.append(job)
         else:
             self.reactor.callLater(0, job)
         return d
 
-    def hold(self) -> None:
-        self.held = True
+    def hold(self, which: Callable[[Callable[..., Any]], bool] = lambda fn: True) -> None:
+        """Keep the jobs ``which(fn)`` selects (default: all) waiting until :meth:`release`."""
+        self.holding = which
 
     def release(self) -> None:
-        self.held = False
+        self.holding = None
         jobs, self.waiting = self.waiting, []
         for job in jobs:
             self.reactor.callLater(0, job)

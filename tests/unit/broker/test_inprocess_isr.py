@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from twisted.internet import defer
 
 from kafkalite.coordination.errors import ZkVersionConflictError
+from kafkalite.metadata import LeaderAndIsr
 from tests.support.inprocess import InProcessCluster, produce_body, records
 
 TOPIC = "hw"
@@ -121,12 +123,28 @@ def test_an_isr_write_against_a_stale_znode_version_is_refused_and_changes_nothi
     cluster.pump_until(lambda: part.follower_end_offsets[healthy] == part.log_end_offset,
                        what="the healthy follower caught up")
     before_version = part.state.zk_version
+    writes: list[defer.Deferred] = []
+    refusals: list[type] = []
+
+    class Spy:
+        """The leader's ISR writer, seen from outside: what its write fired."""
+
+        def update_leader_and_isr(self, topic: str, partition: int, state: LeaderAndIsr) -> defer.Deferred:
+            d = kafka_zk.update_leader_and_isr(topic, partition, state)
+            d.addErrback(lambda f: (refusals.append(type(f.value)), f)[1])
+            writes.append(d)
+            return d
+
+    part.isr_writer = Spy()
     cluster.reactor.advance(0)
     other.set(path, data, before_version)                            # queued first ...
     part.maybe_shrink_isr(cluster.brokers[leader].clock.now_ms() + 10_000, lag_max_ms=1)   # ... then ours
-    assert part.isr_write_pending
+    assert len(writes) == 1 and part.isr_write_pending
+    isr_when_refused: list[set[int]] = []
+    writes[0].addBoth(lambda _: isr_when_refused.append(set(part.isr)))   # after the Partition's own handler
     cluster.pump_until(lambda: not part.isr_write_pending, what="the leader's ISR write to settle")
-    assert set(part.isr) == full_isr, "a refused ISR write must not change the in-memory ISR"
+    assert refusals == [ZkVersionConflictError]
+    assert isr_when_refused == [full_isr], "a refused ISR write must not change the in-memory ISR"
     znode, version = state_znode(cluster)
     assert set(znode["isr"]) == full_isr and version == before_version + 1
     cluster.pump_until(lambda: part.state.zk_version == version, what="the leader adopting the newer state")
