@@ -135,7 +135,8 @@ class InProcessClient:
         closes the connection, which the test then sees."""
         corr = next(self.proto.correlation)
         chunks = codec.encode_request(api_key, version, corr, self.proto.client_id, dict(body))
-        self.proto.transport.writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
+        transport: Any = self.proto.transport
+        transport.writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
         return corr
 
     def close(self) -> None:
@@ -259,7 +260,8 @@ class InProcessCluster:
 
     def client(self, broker_id: int, client_id: str = "inprocess-test") -> InProcessClient:
         host, port = self.address(broker_id)
-        proto = self.wait(net_client.connect(self.reactor, host, port, client_id, 5.0),
+        reactor: Any = self.reactor       # provides IReactorTCP (in memory); zope interfaces are not types
+        proto = self.wait(net_client.connect(reactor, host, port, client_id, 5.0),
                           what=f"a connection to broker {broker_id}")
         client = InProcessClient(self, proto)
         self.clients.append(client)
