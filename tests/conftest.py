@@ -17,6 +17,7 @@ if _ROOT not in sys.path:  # so `tests.support` imports also work when run as pl
 from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401  (fixtures)
 from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401
 from tests.support.registry import registry_factory  # noqa: F401
+from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401
 
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
                 "fault": "fault", "docker": "docker", "spark": "spark"}

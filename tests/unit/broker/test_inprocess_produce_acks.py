@@ -1,0 +1,140 @@
+"""Produce acks 0, 1 and all with min.insync.replicas, on three in-process brokers.
+
+Followers are held back by stopping their replica fetchers, so what each acks level waits for
+is visible: acks=0 gets nothing back, acks=1 the leader's append, acks=-1 the followers' fetch
+(or REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS before the append, NOT_ENOUGH_REPLICAS_AFTER_APPEND
+when the ISR shrinks below min.insync.replicas while it waits).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.errors import ErrorCode
+from tests.support.inprocess import InProcessCluster, produce_body, records
+
+TOPIC = "acks"
+PRODUCE, API_VERSIONS = 0, 18
+
+
+def setup(factory: Any, overrides: dict[str, str] | None = None,
+          topic_configs: dict[str, str] | None = None) -> tuple[InProcessCluster, int, list[int]]:
+    cluster = factory(3, overrides)
+    cluster.create_topic(TOPIC, 1, 3, configs=topic_configs)
+    leader = cluster.leader_of(TOPIC, 0)
+    return cluster, leader, [b for b in sorted(cluster.brokers) if b != leader]
+
+
+def entry(resp: dict[str, Any]) -> dict[str, Any]:
+    return resp["responses"][0]["partition_responses"][0]
+
+
+def fired(d: defer.Deferred) -> list[Any]:
+    box: list[Any] = []
+    d.addBoth(box.append)
+    return box
+
+
+def test_acks_0_gets_no_response_and_the_connection_stays_usable(inprocess_cluster_factory) -> None:
+    """acks=0: the records are appended, no response is written (the next request's answer
+    is the next frame on the connection); a failed acks=0 produce closes the connection."""
+    cluster, leader, followers = setup(inprocess_cluster_factory)
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    client.send_without_response(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a", b"b"])}, acks=0))
+    cluster.pump_until(lambda: part.log_end_offset == 2, what="the acks=0 append")
+    cluster.advance(0.2)
+    resp = client.request(API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert resp["error_code"] == 0 and not client.closed
+
+    to_follower = cluster.client(followers[0])
+    to_follower.send_without_response(PRODUCE, 8, produce_body(TOPIC, {0: records([b"c"])}, acks=0))
+    cluster.pump_until(lambda: to_follower.closed, what="the connection closed after a failed acks=0 produce")
+    assert part.log_end_offset == 2
+
+
+def test_acks_1_is_answered_after_the_leader_append_alone(inprocess_cluster_factory) -> None:
+    """acks=1 with both followers stopped: answered at once with the base offset, although the
+    high watermark has not moved."""
+    cluster, leader, followers = setup(inprocess_cluster_factory)
+    for f in followers:
+        cluster.stop_fetching(f)
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    first = entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a", b"b"])}, acks=1), budget_s=0.1))
+    second = entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"c"])}, acks=1), budget_s=0.1))
+    assert (first["error_code"], first["base_offset"]) == (0, 0)
+    assert (second["error_code"], second["base_offset"]) == (0, 2)
+    assert part.log_end_offset == 3 and part.high_watermark == 0
+
+
+def test_acks_all_is_answered_only_once_the_followers_fetched(inprocess_cluster_factory) -> None:
+    """acks=-1 waits while the followers are stopped (no answer after 1 s of simulated time),
+    and is answered NONE as soon as they fetch the batch, with the HW past it."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, {"replica.lag.time.max.ms": "60000"})
+    for f in followers:
+        cluster.stop_fetching(f)
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    answer = fired(client.send(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a", b"b"])}, acks=-1, timeout_ms=30000)))
+    cluster.advance(1.0)
+    assert not answer, "acks=all answered before the followers had the batch"
+    assert part.log_end_offset == 2
+
+    for f in followers:
+        cluster.resume_fetching(f)
+    cluster.pump_until(lambda: bool(answer), what="the acks=all answer")
+    assert entry(answer[0])["error_code"] == 0 and entry(answer[0])["base_offset"] == 0
+    assert part.high_watermark == 2
+    assert all(cluster.partition(f, TOPIC, 0).log_end_offset == 2 for f in followers)
+
+
+def test_acks_all_times_out_when_the_followers_do_not_fetch(inprocess_cluster_factory) -> None:
+    """acks=-1 with stopped followers (still in the ISR) is answered REQUEST_TIMED_OUT after
+    its timeout_ms, not before; the record stays appended on the leader."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, {"replica.lag.time.max.ms": "60000"})
+    for f in followers:
+        cluster.stop_fetching(f)
+    client = cluster.client(leader)
+    sent_at = cluster.reactor.seconds()
+    answer = fired(client.send(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a"])}, acks=-1, timeout_ms=1500)))
+    cluster.pump_until(lambda: bool(answer), what="the acks=all answer")
+    assert cluster.reactor.seconds() - sent_at >= 1.5
+    assert entry(answer[0])["error_code"] == ErrorCode.REQUEST_TIMED_OUT
+    assert cluster.partition(leader, TOPIC, 0).log_end_offset == 1
+
+
+def test_acks_all_is_refused_before_the_append_when_the_isr_is_below_min_insync(inprocess_cluster_factory) -> None:
+    """min.insync.replicas=2 and an ISR shrunk to the leader alone: acks=-1 gets
+    NOT_ENOUGH_REPLICAS and nothing is appended; acks=1 still appends."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, topic_configs={"min.insync.replicas": "2"})
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    assert entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a"])}, acks=1)))["error_code"] == 0
+    for f in followers:
+        cluster.stop_fetching(f)
+    assert entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"b"])}, acks=1)))["error_code"] == 0
+    cluster.pump_until(lambda: part.isr == (leader,), what="the ISR shrunk to the leader")
+
+    refused = entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"c"])}, acks=-1)))
+    assert refused["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert part.log_end_offset == 2, "a NOT_ENOUGH_REPLICAS produce must not append"
+    assert entry(client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"d"])}, acks=1)))["error_code"] == 0
+    assert part.log_end_offset == 3
+
+
+def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrinks_while_waiting(
+        inprocess_cluster_factory) -> None:
+    """min.insync.replicas=3 and a full ISR: the append is accepted; one follower stops, so the
+    leader shrinks the ISR to 2 after replica.lag.time.max.ms, the HW then covers the batch,
+    and the waiting produce is answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (not NONE, not a
+    timeout)."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, topic_configs={"min.insync.replicas": "3"})
+    part = cluster.partition(leader, TOPIC, 0)
+    cluster.stop_fetching(followers[0])
+    client = cluster.client(leader)
+    answer = fired(client.send(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a"])}, acks=-1, timeout_ms=20000)))
+    cluster.pump_until(lambda: bool(answer), what="the acks=all answer")
+    assert entry(answer[0])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    assert followers[0] not in part.isr and part.high_watermark == 1
