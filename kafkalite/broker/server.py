@@ -161,7 +161,7 @@ class KafkaBroker:
             self.factories.append(factory)
             bound = port.getHost().port
             adv = configured.get(ep.listener, Endpoint(ep.listener, ep.host, bound))
-            host = adv.host or socket.getfqdn()
+            host = adv.host or socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
             advertised.append(EndPoint(ep.listener, host, adv.port or bound,
                                        self.config.security_protocol(ep.listener)))
         return advertised
