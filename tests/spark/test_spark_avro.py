@@ -159,3 +159,30 @@ def test_unknown_schema_id_fails_the_read_naming_where(spark, kafka, schema_regi
                                                 f"'{missing}' .*\\(error 40401\\)"):
         _reader(spark, kafka, subscribe=topic, schemaRegistryUrl=schema_registry.url,
                 valueAvroSubject=missing).load()
+
+
+def test_streaming_reads_avro_values_typed(spark, kafka, schema_registry, tmp_path):
+    """readStream with valueAvroSubject: micro-batches (maxOffsetsPerTrigger) carry the typed
+    value column; records of both schema versions arrive resolved to the latest."""
+    topic = new_topic(kafka, 2, "avro-stream")
+    sr = SchemaRegistryClient({"url": schema_registry.url})
+    v1_id = sr.register_schema(f"{topic}-value", Schema(json.dumps(V1), "AVRO"))
+    enc1 = encoder(v1_id, V1)
+    produce(kafka, topic, [(i % 2, None, enc1({"id": i, "sensor": "a", "value": 1.0, "ts": TS0 + i}))
+                           for i in range(300)])
+    v2_id = sr.register_schema(f"{topic}-value", Schema(json.dumps(V2), "AVRO"))
+    enc2 = encoder(v2_id, V2)
+    produce(kafka, topic, [(i % 2, None, enc2({"id": i, "sensor": "b", "value": 2.0, "ts": TS0 + i,
+                                               "unit": "kelvin"})) for i in range(300, 500)])
+    out = tmp_path / "out"
+    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+          .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "200")
+          .option("schemaRegistryUrl", schema_registry.url).option("valueAvroSubject", f"{topic}-value").load())
+    q = (df.select("value.*").writeStream.format("parquet").option("path", str(out))
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert sum(p["numInputRows"] for p in q.recentProgress) == 500
+    assert len([p for p in q.recentProgress if p["numInputRows"]]) >= 3
+    rows = sorted((r.id, r.sensor, r.value, r.unit) for r in spark.read.parquet(str(out)).collect())
+    assert rows == [(i, "a", 1.0, "celsius") for i in range(300)] + \
+        [(i, "b", 2.0, "kelvin") for i in range(300, 500)]
