@@ -143,6 +143,21 @@ def test_failed_up_leaves_nothing_running(data_dir: Path) -> None:
     assert "nothing running" in tool(data_dir, "down").stdout
 
 
+def test_registry_port_in_use_fails_up_and_stops_everything(data_dir: Path) -> None:
+    """A taken --schema-registry-port fails `up` after the brokers started with a one-line reason
+    naming the registry, and ZooKeeper and the broker are stopped again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        up = tool(data_dir, "up", "--brokers", "1", "--schema-registry-port", str(s.getsockname()[1]))
+    assert up.returncode == 1
+    assert up.stderr.startswith("kafkalite-cluster: schema registry: port 127.0.0.1:") and \
+        "already in use" in up.stderr, up.stderr
+    assert processes_using(data_dir) == []
+    assert [p for p in recorded_ports(data_dir) if port_in_use(p)] == []
+    assert "nothing running" in tool(data_dir, "down").stdout
+
+
 def test_zookeeper_port_in_use_is_one_line(data_dir: Path) -> None:
     """A taken ZooKeeper port is reported before anything starts; nothing is left running."""
     with socket.socket() as s:
