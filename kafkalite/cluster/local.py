@@ -14,7 +14,7 @@ Readiness is what ZooKeeper says, never a fixed sleep: every ZooKeeper server se
 (``srvr``/``conf``) and the ensemble has a quorum with one leader, every broker registered
 ``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a live broker; a schema
 registry (started last: it is a client of the brokers) once it answers ``GET /``, which it does
-only after replaying ``_schemas``. Teardown always runs, also after a failed start: the registry
+only after replaying ``_schemas``, and has logged that it knows its primary (writes work). Teardown always runs, also after a failed start: the registry
 first, then SIGTERM to every broker in parallel, then SIGKILL for those still there after the
 grace period, then every ZooKeeper server.
 
