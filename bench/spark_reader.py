@@ -1,7 +1,8 @@
 """Spark reader benchmark: rows/s of ``spark.read.format("kafkalite")`` into Spark's noop sink,
-next to the raw fetch rate of ``kafkalite.client`` on the same records.
+next to the raw fetch rate of ``kafkalite.client`` on the same records; with ``--avro`` also the
+same for registry-framed Avro values decoded into typed columns (``valueAvroSubject``).
 
-Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.spark_reader [--records 5000000]``.
+Run: ``PYTHONPATH=$PWD .venv/bin/python -m bench.spark_reader [--records 5000000] [--avro]``.
 Starts its own ZooKeeper and one broker under a temp dir (or uses ``--bootstrap-server``),
 produces N records of 100-byte values over 10 partitions with confluent-kafka, then measures
 
@@ -12,6 +13,12 @@ produces N records of 100-byte values over 10 partitions with confluent-kafka, t
 * Spark noop: ``df.write.format("noop")`` over the whole topic with ``local[2]`` (2 tasks at a
   time over the 10 partitions); the first run includes Python worker start-up, the best of the
   next ``--repeat`` runs is reported as well.
+
+With ``--avro`` a second topic gets N Avro records of about the same size (a 6-field ``Reading``
+record: long, string, double, timestamp-millis, int, a 64-character string; 5 framing bytes
+included, about 100 bytes), registered in a ``kafkalite-schema-registry`` started here, and the
+Arrow and Spark measurements are repeated with the value decoded (``client fetch + Arrow + Avro``
+is one task's work without Spark).
 
 Everything started here is stopped and the temp dir removed on exit.
 """
@@ -51,11 +58,64 @@ def produce(bootstrap: str, topic: str, records: int, partitions: int, value_siz
     return time.perf_counter() - t0
 
 
-def client_fetch(bootstrap: str, topic: str, convert_too: bool) -> tuple[float, int]:
+AVRO_SCHEMA = {"type": "record", "name": "Reading", "namespace": "kafkalite.bench", "fields": [
+    {"name": "id", "type": "long"}, {"name": "sensor", "type": "string"}, {"name": "value", "type": "double"},
+    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}}, {"name": "seq", "type": "int"},
+    {"name": "note", "type": "string"}]}
+
+
+def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int, partitions: int) -> tuple[float, int]:
+    """N registry-framed Avro values (pre-encoded: one fastavro call each, outside the timing of
+    the reads); returns (seconds, bytes of one value)."""
+    import io
+    import json
+    import struct
+
+    import fastavro
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkalite.registry.client import RegistryClient
+
+    schema_id = RegistryClient(registry_url).register(f"{topic}-value", json.dumps(AVRO_SCHEMA))
+    parsed = fastavro.parse_schema(AVRO_SCHEMA)
+    header = struct.pack(">bI", 0, schema_id)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, 1)], operation_timeout=30)[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1000000,
+                         "batch.num.messages": 100000, "queue.buffering.max.messages": 2000000,
+                         "queue.buffering.max.kbytes": 2097151, "acks": 1, "enable.idempotence": False})
+    buf = io.BytesIO()
+    size = 0
+    t0 = time.perf_counter()
+    for i in range(records):
+        buf.seek(0)
+        buf.truncate()
+        buf.write(header)
+        fastavro.schemaless_writer(buf, parsed, {"id": i, "sensor": f"sensor-{i % 100:03d}", "value": i * 0.5,
+                                                 "ts": 1_700_000_000_000 + i, "seq": i % 1000, "note": "n" * 64})
+        value = buf.getvalue()
+        size = len(value)
+        while True:
+            try:
+                producer.produce(topic, value, b"%d" % i, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(600):
+        raise SystemExit("produce did not finish")
+    return time.perf_counter() - t0, size
+
+
+def client_fetch(bootstrap: str, topic: str, convert_too: bool, avro: tuple = ()) -> tuple[float, int]:
     from kafkalite.client import KafkaClient, TopicPartition
     from kafkalite.records import scan_valid_prefix
     from spark_integration.arrow_records import convert
 
+    if avro:
+        from spark_integration.avro import decode_columns
+        from spark_integration.broker_io import ReadSettings
+        out_schema = ReadSettings(bootstrap, "bench", False, True, 1, 4 << 20, 30000, 120000, avro).output_schema()
     with KafkaClient(bootstrap) as client:
         tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
         ends = {tp: o for tp, (o, _) in client.list_offsets({tp: -1 for tp in tps}).items()}
@@ -68,6 +128,8 @@ def client_fetch(bootstrap: str, topic: str, convert_too: bool) -> tuple[float, 
                 if convert_too:
                     batch, nxt = convert(fetched.records, topic=tp.topic, partition=tp.partition, start=offset,
                                          end=ends[tp])
+                    if batch is not None and avro:
+                        batch = decode_columns(batch, avro, out_schema, tp.topic, tp.partition)
                     rows += batch.num_rows if batch is not None else 0
                 else:
                     infos, _ = scan_valid_prefix(memoryview(fetched.records), verify_crc=False)
@@ -79,7 +141,8 @@ def client_fetch(bootstrap: str, topic: str, convert_too: bool) -> tuple[float, 
         return time.perf_counter() - t0, rows
 
 
-def spark_noop(bootstrap: str, topic: str, repeat: int) -> list[tuple[float, int]]:
+def spark_noop(bootstrap: str, topic: str, repeat: int, options: dict[str, str] | None = None
+               ) -> list[tuple[float, int]]:
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -98,8 +161,11 @@ def spark_noop(bootstrap: str, topic: str, repeat: int) -> list[tuple[float, int
     out = []
     try:
         for _ in range(1 + repeat):
-            df = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
-                  .option("subscribe", topic).load())
+            reader = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+                      .option("subscribe", topic))
+            for k, v in (options or {}).items():
+                reader = reader.option(k, v)
+            df = reader.load()
             t0 = time.perf_counter()
             df.write.format("noop").mode("overwrite").save()
             elapsed = time.perf_counter() - t0
@@ -116,10 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--value-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=2, help="warm Spark runs after the first")
     ap.add_argument("--bootstrap-server", help="use this cluster instead of starting one")
+    ap.add_argument("--avro", action="store_true", help="also measure Avro values decoded into typed columns")
+    ap.add_argument("--schema-registry-url", help="with --avro and --bootstrap-server: use this registry")
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-spark-bench-"))
-    zk = cluster = None
+    zk = cluster = registry = None
     try:
         if args.bootstrap_server:
             bootstrap = args.bootstrap_server
@@ -144,6 +212,29 @@ def main(argv: list[str] | None = None) -> int:
         if len(runs) > 1:
             best = min(runs[1:])
             rows_table.append((f"Spark local[2] -> noop, best of {len(runs) - 1} warm", best[0], runs[0][1]))
+        if args.avro:
+            registry_url = args.schema_registry_url
+            if registry_url is None:
+                from kafkalite.cluster.processes import SchemaRegistryProcess
+                registry = SchemaRegistryProcess(tmp, bootstrap)
+                registry.launch()
+                registry.wait_ready(60, need_primary=True)
+                registry_url = registry.url
+            avro_topic = f"{topic}-avro"
+            avro_s, size = produce_avro(bootstrap, registry_url, avro_topic, args.records, args.partitions)
+            print(f"produced {args.records:,} Avro records of {size} B (framed) in {avro_s:.1f} s "
+                  "(fastavro + confluent-kafka)", flush=True)
+            from spark_integration.avro import resolve_reader
+            reader = resolve_reader("value", registry_url, f"{avro_topic}-value", "latest")
+            s, n = client_fetch(bootstrap, avro_topic, convert_too=True, avro=(reader,))
+            rows_table.append(("client fetch + Arrow + Avro decode (1 process)", s, n))
+            opts = {"schemaRegistryUrl": registry_url, "valueAvroSubject": f"{avro_topic}-value"}
+            runs = spark_noop(bootstrap, avro_topic, args.repeat, opts)
+            rows_table.append(("Spark local[2] -> noop, Avro values, first run", runs[0][0], runs[0][1]))
+            if len(runs) > 1:
+                best = min(runs[1:])
+                rows_table.append((f"Spark local[2] -> noop, Avro values, best of {len(runs) - 1} warm",
+                                   best[0], runs[0][1]))
         print(f"\n{'measurement':<50} {'rows':>12} {'seconds':>9} {'rows/s':>12}")
         for name, seconds, rows in rows_table:
             if rows != args.records:
@@ -151,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<50} {rows:>12,} {seconds:>9.2f} {rows / seconds:>12,.0f}")
         return 0
     finally:
+        if registry is not None:
+            registry.stop(10)
         if cluster is not None:
             cluster.stop()
         if zk is not None:

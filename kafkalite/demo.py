@@ -1,18 +1,22 @@
 """The main demo (``bash scripts/demo``): the truck_gps scenario on a local 3-broker cluster.
 
-1. A local ZooKeeper ensemble of three servers and brokers 101-103 start as plain processes
-   (:mod:`kafkalite.cluster`); the brokers' ``zookeeper.connect`` names all three servers.
-2. ``trucks_gps`` is created with 10 partitions and replication factor 3 (min.insync.replicas 2).
-3. Two producers send each truck's position every tick, keyed by truck id (acks=all,
-   idempotent), so a truck's positions stay in one partition, in order.
+1. A local ZooKeeper ensemble of three servers, brokers 101-103 and a schema registry start as
+   plain processes (:mod:`kafkalite.cluster`); the brokers' ``zookeeper.connect`` names all three
+   servers.
+2. ``trucks_gps`` is created with 10 partitions and replication factor 3 (min.insync.replicas 2);
+   the ``Position`` Avro schema is registered as subject ``trucks_gps-value``.
+3. Two producers send each truck's position every tick as registry-framed Avro (magic byte,
+   schema id, Avro binary), keyed by truck id (acks=all, idempotent), so a truck's positions stay
+   in one partition, in order.
 4. A consumer group of three tracks the latest position of every truck and commits its offsets.
 5. Half-way one broker is killed with kill -9; its session expires, the controller elects new
    leaders from the ISR, and producers and consumers carry on. The failover time is measured.
-6. The PySpark reader (format "kafkalite") reads the committed range and Spark SQL computes per-truck
-   statistics; then the killed broker is restarted and catches up; then a summary.
+6. The PySpark reader (format "kafkalite") reads the committed range, decoding the values into
+   typed columns with the registered schema (``valueAvroSubject``), and Spark SQL computes
+   per-truck statistics; then the killed broker is restarted and catches up; then a summary.
 
 Without Java or PySpark (or with ``--no-spark``) the same statistics come from a plain consumer
-over the same range. The demo says which it did.
+over the same range, decoding the Avro values itself. The demo says which it did.
 """
 from __future__ import annotations
 
@@ -35,8 +39,22 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
+from kafkalite.registry.client import RegisteredSchema, RegistryClient, RegistryClientError
+from kafkalite.registry.serde import SerdeError, decode, encode, parse_avro
 
 TOPIC = "trucks_gps"
+SUBJECT = f"{TOPIC}-value"            # Confluent's TopicNameStrategy
+POSITION_SCHEMA = {
+    "type": "record", "name": "Position", "namespace": "kafkalite.demo",
+    "doc": "One report of a truck's position (truck_gps scenario).",
+    "fields": [
+        {"name": "truck_id", "type": "string"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "lat", "type": "double"},
+        {"name": "lon", "type": "double"},
+        {"name": "speed_kmh", "type": "double"},
+    ],
+}
 PARTITIONS = 10
 ZOOKEEPERS = 3          # a ZooKeeper ensemble, as production runs it
 GROUP = "truck-trackers"
@@ -92,12 +110,44 @@ def haversine_km(a: tuple[float, float], b: tuple[float, float]) -> float:
     return 2 * 6371.0 * math.asin(math.sqrt(h))
 
 
+class PositionCodec:
+    """Positions as registry-framed Avro: the schema is registered once (the id every value
+    carries), values are encoded with it, and decoded by the id they carry (looked up once per id;
+    ids never change meaning), as confluent-kafka's AvroSerializer/AvroDeserializer do."""
+
+    def __init__(self, registry_url: str) -> None:
+        self.registry = RegistryClient(registry_url)
+        text = json.dumps(POSITION_SCHEMA)
+        self.schema_id = self.registry.register(SUBJECT, text)
+        self.version = self.registry.subject_version(SUBJECT, "latest")[0]
+        self.parsed = parse_avro(text)
+        self._known: dict[int, tuple[RegisteredSchema, Any]] = {
+            self.schema_id: (RegisteredSchema(self.schema_id, "AVRO", text), self.parsed)}
+        self._lock = threading.Lock()
+
+    def encode(self, position: dict[str, Any]) -> bytes:
+        return encode(self.schema_id, self.parsed, position)
+
+    def _lookup(self, schema_id: int) -> tuple[RegisteredSchema, Any]:
+        with self._lock:
+            known = self._known.get(schema_id)
+            if known is None:
+                reg = self.registry.by_id(schema_id)
+                known = self._known[schema_id] = (reg, parse_avro(reg.schema, reg.dependencies))
+            return known
+
+    def decode(self, value: bytes) -> dict[str, Any]:
+        """The position (``ts`` as an aware UTC datetime, fastavro's timestamp-millis)."""
+        return decode(value, self._lookup)[2]
+
+
 # ------------------------------------------------------------------------------ run state
 
 
 @dataclass
 class Run:
     bootstrap: str
+    codec: PositionCodec
     lock: threading.Lock = field(default_factory=threading.Lock)
     stop_consumers: threading.Event = field(default_factory=threading.Event)
     produced: int = 0
@@ -129,7 +179,7 @@ def producer_loop(run: Run, trucks: list[Truck], ticks: int, tick_s: float, star
     t0 = time.monotonic()
     for tick in range(ticks):
         for truck in trucks:
-            value = json.dumps(truck.report(start_ms + tick * 20_000)).encode()
+            value = run.codec.encode(truck.report(start_ms + tick * 20_000))
             while True:
                 try:
                     p.produce(TOPIC, value, key=truck.id.encode(), timestamp=start_ms + tick * 20_000,
@@ -174,8 +224,13 @@ def consumer_loop(run: Run, member: int) -> None:
                         run.redelivered += 1          # at-least-once: re-read after a rebalance
                         continue
                     run.seen.add(key)
-                    pos = json.loads(m.value())
-                    if pos["ts"] >= run.latest.get(pos["truck_id"], {}).get("ts", -1):
+                    try:
+                        pos = run.codec.decode(m.value() or b"")
+                    except (SerdeError, RegistryClientError) as exc:
+                        run.consumer_errors.append(f"{m.topic()}-{m.partition()}@{m.offset()}: {exc}")
+                        continue
+                    latest = run.latest.get(pos["truck_id"])
+                    if latest is None or pos["ts"] >= latest["ts"]:
                         run.latest[pos["truck_id"]] = pos
             if msgs and time.monotonic() - last_commit >= 1.0:
                 commit(run, c)
@@ -230,8 +285,9 @@ def committed_range(run: Run) -> dict[int, int]:
         c.close()
 
 
-def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> list[dict[str, Any]]:
-    """Per-truck statistics over [0, committed) with a plain consumer (used when there is no Spark reader)."""
+def statistics_by_consumer(bootstrap: str, ranges: dict[int, int], codec: PositionCodec) -> list[dict[str, Any]]:
+    """Per-truck statistics over [0, committed) with a plain consumer decoding the Avro values
+    (used when there is no Spark reader)."""
     c = Consumer(client_conf(**{"bootstrap.servers": bootstrap, "group.id": "demo-stats-unused",
                                 "enable.auto.commit": False}))
     tracks: dict[str, list[dict[str, Any]]] = {}
@@ -244,7 +300,7 @@ def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> list[dict[
                 if m.error() or m.partition() not in remaining:
                     continue
                 if m.offset() < ranges[m.partition()]:
-                    tracks.setdefault(m.key().decode(), []).append(json.loads(m.value()))
+                    tracks.setdefault(m.key().decode(), []).append(codec.decode(m.value() or b""))
                 if m.offset() + 1 >= ranges[m.partition()]:
                     remaining.discard(m.partition())
     finally:
@@ -286,10 +342,11 @@ def spark_unavailable() -> str | None:
     return None
 
 
-def spark_statistics(bootstrap: str, ranges: dict[int, int], work_dir: Path) -> list[dict[str, Any]]:
+def spark_statistics(bootstrap: str, registry_url: str, ranges: dict[int, int], work_dir: Path) -> list[dict[str, Any]]:
     """The PySpark reader (``format("kafkalite")``) reads exactly the committed range
-    (``endingOffsets`` = the group's committed offsets) in a local[2] Spark; per-truck statistics
-    are computed by Spark SQL, distance with a window over each truck's positions in time order."""
+    (``endingOffsets`` = the group's committed offsets) in a local[2] Spark, the Avro values decoded
+    into typed columns with the subject's latest schema; per-truck statistics are computed by
+    Spark SQL, distance with a window over each truck's positions in time order."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     root = str(Path(__file__).resolve().parent.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
@@ -311,9 +368,9 @@ def spark_statistics(bootstrap: str, ranges: dict[int, int], work_dir: Path) -> 
         ending = json.dumps({TOPIC: {str(p): o for p, o in ranges.items()}})
         df = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", TOPIC).option("startingOffsets", "earliest")
-              .option("endingOffsets", ending).load())
-        schema = "truck_id string, ts long, lat double, lon double, speed_kmh double"
-        pos = df.select(F.from_json(F.col("value").cast("string"), schema).alias("p")).select("p.*")
+              .option("endingOffsets", ending)
+              .option("schemaRegistryUrl", registry_url).option("valueAvroSubject", SUBJECT).load())
+        pos = df.select("value.*")          # truck_id string, ts timestamp, lat/lon/speed_kmh double
         w = Window.partitionBy("truck_id").orderBy("ts")
         rad = F.radians
         prev_lat, prev_lon = F.lag("lat").over(w), F.lag("lon").over(w)
@@ -371,21 +428,24 @@ def main(argv: list[str] | None = None) -> int:
     cluster: LocalCluster | None = None
     try:
         fresh_data_dir(data_dir)
-        say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS} and brokers 101-103 as local processes under {data_dir} ...")
-        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS).up()
+        say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103 and a schema registry as local "
+            f"processes under {data_dir} ...")
+        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True).up()
         log_clients_to(data_dir / "clients.log")
         bootstrap = cluster.bootstrap
-        assert cluster.ensemble is not None
+        assert cluster.ensemble is not None and cluster.registry is not None
         say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
-            f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}")
+            f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}, "
+            f"schema registry {cluster.registry.url}")
         return demo(args, cluster, bootstrap, t_start)
     except KeyboardInterrupt:
         say("interrupted")
         return 130
-    except (ClusterError, KafkaException, RuntimeError) as exc:
+    except (ClusterError, KafkaException, RuntimeError, RegistryClientError) as exc:
         print(f"[demo] FAILED: {exc}", file=sys.stderr)
         if cluster is not None:
-            print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper-*/zookeeper.log", file=sys.stderr)
+            print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper-*/zookeeper.log, "
+                  f"{data_dir}/schema-registry/schema-registry.log", file=sys.stderr)
         return 1
     finally:
         if cluster is not None and not args.keep_running:
@@ -404,7 +464,11 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     say(f"created {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2; "
         f"leaders per broker {per_broker}")
 
-    run = Run(bootstrap)
+    assert cluster.registry is not None
+    codec = PositionCodec(cluster.registry.url)
+    say(f"registered the Position Avro schema as {SUBJECT} version {codec.version} (schema id {codec.schema_id}); "
+        "every value is registry-framed Avro")
+    run = Run(bootstrap, codec)
     say(f"consumer group {GROUP!r}: 3 members track the latest position of each truck and commit every second")
     rng = random.Random(8)
     trucks = [Truck(n, rng) for n in range(1, args.trucks + 1)]
@@ -473,13 +537,13 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     if used_spark:
         say("PySpark: the kafkalite data source reads the committed range in a local[2] Spark session ...")
         t0 = time.monotonic()
-        rows = spark_statistics(bootstrap, ranges, cluster.dir)
+        rows = spark_statistics(bootstrap, cluster.registry.url, ranges, cluster.dir)
         say(f"Spark read {sum(r['reports'] for r in rows)} positions of {len(rows)} trucks "
             f"in {time.monotonic() - t0:.1f} s (JVM start included)")
     else:
         say(f"PySpark reader unavailable ({why_not}): per-truck statistics over the same committed "
             "range from a plain consumer instead")
-        rows = statistics_by_consumer(bootstrap, ranges)
+        rows = statistics_by_consumer(bootstrap, ranges, codec)
     statistics_table(rows)
     spark_records = sum(r["reports"] for r in rows)
 
@@ -508,6 +572,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     print("\n================================ summary ================================")
     print(f"cluster              ZooKeeper ensemble of {ZOOKEEPERS} ({cluster.zk_connect}) + brokers 101-103 ({bootstrap})")
     print(f"topic                {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2")
+    print(f"schema registry      {cluster.registry.url}: {SUBJECT} version {codec.version} (schema id "
+          f"{codec.schema_id}), every value registry-framed Avro")
     print(f"records produced     {run.produced} of {total} acknowledged (acks=all, idempotent), "
           f"{len(run.delivery_errors)} delivery errors")
     print(f"records consumed     {run.consumed} distinct offsets, {run.redelivered} redelivered; "
@@ -520,16 +586,17 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
               f"broker after {fo} (zookeeper.session.timeout.ms=6000)")
         print(f"recovery             {restarted}")
     print(f"statistics           {spark_records} records over the committed range read by "
-          f"{'the PySpark reader (format kafkalite)' if used_spark else 'a plain consumer (' + str(why_not) + ')'}")
+          f"{'the PySpark reader (format kafkalite, Avro values as typed columns)' if used_spark else 'a plain consumer decoding the Avro values (' + str(why_not) + ')'}")
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")
     print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper-<n>/zookeeper.log, "
-          f"{rel}/clients.log (librdkafka)")
+          f"{rel}/schema-registry/schema-registry.log, {rel}/clients.log (librdkafka)")
     print(f"took                 {time.monotonic() - t_start:.0f} s")
     print("explore              bash scripts/cluster --data-dir " + rel + " up     # same cluster, same data")
     print("                     bash scripts/cluster --data-dir " + rel + " status   # also each ZooKeeper server's mode")
     print("                     bash scripts/cluster --data-dir " + rel + " kill --zookeeper 1   # the ensemble keeps a quorum")
     print("                     kcat -b <bootstrap printed by up> -L")
-    print(f"                     kcat -b <bootstrap> -C -t {TOPIC} -p 0 -o -5 -e")
+    print(f"                     kafkalite-avro-console-consumer --bootstrap-server <bootstrap> --topic {TOPIC} "
+          "--from-beginning --max-messages 5 --property schema.registry.url=<registry printed by up>")
     print("                     bash scripts/cluster --data-dir " + rel + " down")
     print(f"result               {'OK' if ok else 'PROBLEMS (see above)'}")
     for err in (run.delivery_errors + run.consumer_errors)[:5]:

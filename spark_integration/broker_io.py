@@ -13,17 +13,20 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 import pyarrow as pa
 
 from kafkalite.client import KafkaClient, TopicPartition
 from kafkalite.errors import ErrorCode
-from spark_integration.arrow_records import convert
+from spark_integration.arrow_records import arrow_schema, convert
 from spark_integration.options import SourceOptions
 from spark_integration.planning import (
     TP, DataLossError, PlannedRange, apply_committed, offset_queries, plan_ranges, resolve_spec, select_partitions,
 )
+
+if TYPE_CHECKING:
+    from spark_integration.avro import ReaderSchema
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +43,24 @@ class ReadSettings:
     max_partition_fetch_bytes: int
     request_timeout_ms: int
     poll_timeout_ms: int
+    #: the reader schemas of Avro-decoded columns (resolved at load), none for raw bytes
+    avro: tuple["ReaderSchema", ...] = ()
 
     @classmethod
-    def of(cls, opts: SourceOptions) -> "ReadSettings":
+    def of(cls, opts: SourceOptions, avro: tuple["ReaderSchema", ...] = ()) -> "ReadSettings":
         return cls(opts.bootstrap_servers, opts.client_id, opts.include_headers, opts.fail_on_data_loss,
                    opts.isolation_level, opts.max_partition_fetch_bytes, opts.request_timeout_ms,
-                   opts.poll_timeout_ms)
+                   opts.poll_timeout_ms, tuple(avro))
+
+    def output_schema(self) -> pa.Schema:
+        """The Arrow schema of the batches :func:`read_range` yields (Spark's, Avro columns typed)."""
+        schema = arrow_schema(self.include_headers)
+        if self.avro:
+            from spark_integration.avro import cached_decoder
+            for reader in self.avro:
+                i = schema.get_field_index(reader.field)
+                schema = schema.set(i, pa.field(reader.field, cached_decoder(reader).arrow_type))
+        return schema
 
 
 _clients: dict[tuple, KafkaClient] = {}
@@ -155,6 +170,14 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
     if end <= start:
         return
     client = cached_client(settings.bootstrap_servers, settings.client_id, settings.request_timeout_ms)
+    decode = None
+    if settings.avro:
+        # the raw-bytes path stays as it was; Avro columns are decoded per fetched batch
+        from spark_integration.avro import decode_columns
+        out_schema = settings.output_schema()
+
+        def decode(b: pa.RecordBatch) -> pa.RecordBatch:
+            return decode_columns(b, settings.avro, out_schema, topic, partition)
     tp = TopicPartition(topic, partition)
     offset = start
     stalled_since: float | None = None
@@ -178,7 +201,7 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
         batch, next_offset = convert(fetched.records, topic=topic, partition=partition, start=offset, end=end,
                                      include_headers=settings.include_headers)
         if batch is not None and batch.num_rows:
-            yield batch
+            yield batch if decode is None else decode(batch)
         if next_offset > offset:
             offset = next_offset
             stalled_since = None

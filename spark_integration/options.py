@@ -55,6 +55,16 @@ class OffsetSpec:
 
 
 @dataclass(frozen=True)
+class AvroSubject:
+    """``keyAvroSubject``/``valueAvroSubject`` and their version: the reader schema of a column
+    decoded from registry-framed Avro (resolved against the registry at load)."""
+
+    field: str                                   # "key" or "value"
+    subject: str
+    version: str = "latest"                      # "latest" or a version number
+
+
+@dataclass(frozen=True)
 class SourceOptions:
     """Everything the planner and the readers need, as plain picklable values."""
 
@@ -79,6 +89,13 @@ class SourceOptions:
     retry_interval_ms: int = 10
     poll_timeout_ms: int = 120000
     client_config: tuple[tuple[str, str], ...] = field(default=())   # every kafka.* option, prefix stripped
+    schema_registry_url: str | None = None
+    key_avro: AvroSubject | None = None
+    value_avro: AvroSubject | None = None
+
+    @property
+    def avro_subjects(self) -> tuple[AvroSubject, ...]:
+        return tuple(a for a in (self.key_avro, self.value_avro) if a is not None)
 
     def topic_partitions(self) -> list[tuple[str, int]]:
         return list(self.assign)
@@ -168,6 +185,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         raise ValueError("Option 'groupId' must not be empty")
 
     client_config = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith("kafka.")))
+    registry_url, key_avro, value_avro = _avro_options(opts)
     return SourceOptions(
         bootstrap_servers=bootstrap, strategy=strategy, assign=assign, subscribe=subscribe, pattern=pattern,
         starting=starting, ending=ending, starting_timestamp_strategy=ts_strategy,
@@ -183,7 +201,37 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         retry_interval_ms=_non_negative_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10),
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120000,
         client_config=client_config,
+        schema_registry_url=registry_url, key_avro=key_avro, value_avro=value_avro,
     )
+
+
+def _avro_options(opts: Mapping[str, str]) -> tuple[str | None, AvroSubject | None, AvroSubject | None]:
+    """``schemaRegistryUrl`` with ``keyAvroSubject``/``valueAvroSubject`` (+ ``...AvroVersion``)."""
+    url = opts.get("schemaregistryurl", "").strip().split(",")[0].strip().rstrip("/") or None
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise ValueError(f"Invalid value '{opts['schemaregistryurl']}' for option 'schemaRegistryUrl', "
+                         "must be an http:// or https:// URL")
+    found: dict[str, AvroSubject | None] = {}
+    for side in ("key", "value"):
+        subject = opts.get(f"{side}avrosubject", "").strip()
+        version = opts.get(f"{side}avroversion", "latest").strip().lower() or "latest"
+        if f"{side}avrosubject" in opts and not subject:
+            raise ValueError(f"Option '{side}AvroSubject' must not be empty")
+        if not subject:
+            if f"{side}avroversion" in opts:
+                raise ValueError(f"Option '{side}AvroVersion' needs '{side}AvroSubject'")
+            found[side] = None
+            continue
+        if version != "latest" and not (version.isdigit() and int(version) > 0):
+            raise ValueError(f"Invalid value '{opts[f'{side}avroversion']}' for option '{side}AvroVersion', "
+                             "must be 'latest' or a positive version number")
+        if url is None:
+            raise ValueError(f"Option 'schemaRegistryUrl' must be specified with '{side}AvroSubject'")
+        found[side] = AvroSubject(side, subject, version)
+    if url is not None and found["key"] is None and found["value"] is None:
+        raise ValueError("Option 'schemaRegistryUrl' needs 'keyAvroSubject' and/or 'valueAvroSubject' "
+                         "(the subjects whose schemas the columns are decoded to)")
+    return url, found["key"], found["value"]
 
 
 def _camel(key: str) -> str:

@@ -8,20 +8,24 @@ With ``groupId`` the plan is made once, at ``load()``: the DataFrame then stands
 range per partition (re-running an action re-reads the same records), and the plan rides along
 in the ``offset`` column's metadata so :func:`commit_ranges` can commit exactly its end offsets.
 Without ``groupId`` each action plans afresh, as Spark's Kafka source does.
+
+With ``keyAvroSubject``/``valueAvroSubject`` (and ``schemaRegistryUrl``) the reader schemas are
+resolved once, at ``load()``, and ride along like the plan; the ``key``/``value`` column then has
+the Spark type of its reader schema (:mod:`spark_integration.avro`).
 """
 from __future__ import annotations
 
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from pyspark.sql.datasource import (
     DataSource, DataSourceReader, DataSourceStreamReader, InputPartition,
 )
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import (
-    ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
+    ArrayType, BinaryType, DataType, IntegerType, LongType, StringType, StructField, StructType, TimestampType,
 )
 
 from kafkalite.client import KafkaClient, TopicPartition
@@ -31,6 +35,9 @@ from spark_integration.planning import (
     PlannedRange, offsets_from_json, offsets_json, plan_ranges, rate_limit, resolve_spec, offset_queries,
     apply_committed, split_ranges,
 )
+
+if TYPE_CHECKING:
+    from spark_integration.avro import ReaderSchema
 
 log = logging.getLogger(__name__)
 
@@ -49,12 +56,14 @@ class OffsetRange(InputPartition):
     settings: ReadSettings
 
 
-def spark_schema(include_headers: bool) -> StructType:
-    """Spark's Kafka-source schema (``KafkaRecordToRowConverter``), every field nullable.
+def spark_schema(include_headers: bool, key_type: DataType | None = None,
+                 value_type: DataType | None = None) -> StructType:
+    """Spark's Kafka-source schema (``KafkaRecordToRowConverter``), every field nullable; an
+    Avro-decoded key or value has its reader schema's type instead of ``binary``.
 
     Built in Python because ``StructType.fromDDL`` needs a JVM, and ``schema()`` runs without one.
     """
-    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+    fields = [StructField("key", key_type or BinaryType()), StructField("value", value_type or BinaryType()),
               StructField("topic", StringType()), StructField("partition", IntegerType()),
               StructField("offset", LongType()), StructField("timestamp", TimestampType()),
               StructField("timestampType", IntegerType())]
@@ -64,8 +73,9 @@ def spark_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def _partitions_of(ranges: list[PlannedRange], opts: SourceOptions) -> list[OffsetRange]:
-    settings = ReadSettings.of(opts)
+def _partitions_of(ranges: list[PlannedRange], opts: SourceOptions,
+                   avro: tuple[ReaderSchema, ...] = ()) -> list[OffsetRange]:
+    settings = ReadSettings.of(opts, avro)
     return [OffsetRange(r.topic, r.partition, r.start, r.end, settings)
             for r in split_ranges(ranges, opts.min_partitions)]
 
@@ -91,11 +101,19 @@ class KafkaliteDataSource(DataSource):
     def _opts(self, streaming: bool) -> SourceOptions:
         return parse_options(self.options, streaming=streaming)
 
+    def _avro(self, opts: SourceOptions) -> tuple[ReaderSchema, ...]:
+        """The reader schemas, asked of the registry once (at load, in schema()) and then pickled
+        with this instance to reader()/streamReader(), so the DataFrame's types stay fixed."""
+        resolved = getattr(self, "_avro_readers", None)
+        if resolved is None:
+            resolved = self._avro_readers = avro_readers(opts)
+        return resolved
+
     def schema(self) -> StructType:
         # schema() serves batch and streaming loads alike and cannot tell them apart, so it checks
         # what both share; reader()/streamReader() add the mode's own rules.
         general = parse_options(self.options, streaming=None)
-        schema = spark_schema(general.include_headers)
+        schema = expected_schema(general, self._avro(general))
         if general.group_id:
             try:
                 opts = parse_options(self.options, streaming=False)
@@ -112,32 +130,54 @@ class KafkaliteDataSource(DataSource):
 
     def reader(self, schema: StructType) -> "KafkaliteBatchReader":
         opts = self._opts(streaming=False)
-        _check_schema(schema, opts)
-        return KafkaliteBatchReader(opts, getattr(self, "_frozen_plan", None))
+        avro = self._avro(opts)
+        _check_schema(schema, opts, avro)
+        return KafkaliteBatchReader(opts, getattr(self, "_frozen_plan", None), avro)
 
     def streamReader(self, schema: StructType) -> "KafkaliteStreamReader":
         opts = self._opts(streaming=True)
-        _check_schema(schema, opts)
-        return KafkaliteStreamReader(opts)
+        avro = self._avro(opts)
+        _check_schema(schema, opts, avro)
+        return KafkaliteStreamReader(opts, avro)
 
 
-def _check_schema(schema: StructType, opts: SourceOptions) -> None:
-    expected = spark_schema(opts.include_headers)
+def avro_readers(opts: SourceOptions) -> tuple[ReaderSchema, ...]:
+    """The key's and value's reader schemas from the registry (none without Avro options)."""
+    if not opts.avro_subjects:
+        return ()
+    from spark_integration.avro import resolve_reader
+
+    assert opts.schema_registry_url is not None          # parse_options insists on it
+    return tuple(resolve_reader(a.field, opts.schema_registry_url, a.subject, a.version) for a in opts.avro_subjects)
+
+
+def expected_schema(opts: SourceOptions, avro: tuple[ReaderSchema, ...]) -> StructType:
+    types: dict[str, DataType] = {}
+    if avro:
+        from spark_integration.avro import spark_type_of
+        types = {r.field: spark_type_of(r) for r in avro}
+    return spark_schema(opts.include_headers, types.get("key"), types.get("value"))
+
+
+def _check_schema(schema: StructType, opts: SourceOptions, avro: tuple[ReaderSchema, ...] = ()) -> None:
+    expected = expected_schema(opts, avro)
     if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType) for f in expected.fields]:
         raise ValueError("Kafka source has a fixed schema and cannot be set with a custom one")
 
 
 class KafkaliteBatchReader(DataSourceReader):
-    def __init__(self, opts: SourceOptions, frozen: list[PlannedRange] | None) -> None:
+    def __init__(self, opts: SourceOptions, frozen: list[PlannedRange] | None,
+                 avro: tuple[ReaderSchema, ...] = ()) -> None:
         self.opts = opts
         self.frozen = frozen
+        self.avro = avro
 
     def partitions(self) -> Sequence[InputPartition]:
         ranges = self.frozen
         if ranges is None:
             with Planner(self.opts) as planner:
                 ranges = planner.plan_batch()
-        parts = _partitions_of(ranges, self.opts)
+        parts = _partitions_of(ranges, self.opts, self.avro)
         # never [] (reference P7): Spark would substitute a bare InputPartition
         return list(parts) or [InputPartition(None)]
 
@@ -152,8 +192,9 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
     ``self`` between calls and is left out when Spark pickles the reader for the executors.
     """
 
-    def __init__(self, opts: SourceOptions) -> None:
+    def __init__(self, opts: SourceOptions, avro: tuple[ReaderSchema, ...] = ()) -> None:
         self.opts = opts
+        self.avro = avro
         self.target: dict | None = None
         self._planner: Planner | None = None
 
@@ -211,7 +252,7 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         ranges = plan_ranges(tps, starts, {tp: finish[tp] for tp in tps}, earliest,
                              {tp: max(latest[tp], finish[tp]) for tp in tps},
                              fail_on_data_loss=self.opts.fail_on_data_loss)
-        return _partitions_of(ranges, self.opts)
+        return _partitions_of(ranges, self.opts, self.avro)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return _read(partition)

@@ -1,8 +1,9 @@
 """``kafkalite-cluster up|status|kill|start|down``: a local cluster for experiments.
 
-``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``) and N brokers (ids
-101.., as in the Kafka material) detached from the terminal, waits until ZooKeeper has a quorum,
-every broker is registered and a controller is elected, and prints the bootstrap servers. The
+``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``), N brokers (ids
+101.., as in the Kafka material) and a schema registry (unless ``--no-schema-registry``) detached
+from the terminal, waits until ZooKeeper has a quorum, every broker is registered, a controller
+is elected and the registry answers, and prints the bootstrap servers and the registry's URL. The
 state file in the data directory lets the later commands find the processes; ``kill``/``start``
 take a broker id or ``--zookeeper N``. Every error is one line on stderr (plus a log tail where
 one helps) and exit code 1.
@@ -42,7 +43,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ClusterError:
         existing = None
     if existing is not None and (existing.ensemble is not None and existing.ensemble.alive
-                                 or any(b.alive for b in existing.brokers)):
+                                 or any(b.alive for b in existing.brokers)
+                                 or existing.registry is not None and existing.registry.alive):
         raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
     zookeepers = args.zookeepers or 1
     if existing is not None and existing.ensemble is not None:
@@ -53,9 +55,11 @@ def cmd_up(args: argparse.Namespace) -> int:
                                f"(or `down --delete-data` to start afresh)")
         zookeepers = kept
     cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
-                           _overrides(args.override), zookeepers=zookeepers)
+                           _overrides(args.override), zookeepers=zookeepers,
+                           schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port)
     servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
-    print(f"starting {servers} and {args.brokers} broker(s) in {cluster.dir} ...", flush=True)
+    registry = " and a schema registry" if args.schema_registry else ""
+    print(f"starting {servers}, {args.brokers} broker(s){registry} in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
     try:
         controller = cluster.controller_id()
@@ -70,7 +74,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     for b in cluster.brokers:
         print(f"broker {b.broker_id:<4}         {b.bootstrap}  pid {b.pid}  log {b.log_path}")
     print(f"controller          {controller}")
+    if cluster.registry is not None:
+        r = cluster.registry
+        print(f"schema registry     {r.url}  pid {r.pid}  log {r.log_path}")
     print(f"bootstrap servers   {cluster.bootstrap}")
+    if cluster.registry is not None:
+        print(f"schema.registry.url {cluster.registry.url}")
     return 0
 
 
@@ -98,6 +107,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             reg += " (old session not expired yet)"
         print(f"  broker {b.broker_id:<4} {'alive' if alive else 'dead ':5}  pid {pid if pid else '-':<7} "
               f"port {port}  {reg}")
+    if st.schema_registry is not None:
+        alive, pid, url = st.schema_registry
+        state = "alive" if alive else ("not answering" if pid else "dead ")
+        print(f"  schema registry {state:5}  pid {pid if pid else '-':<7} {url}")
     if not st.zookeeper_alive:
         if len(st.zookeepers) > 1 and any(z.mode != "down" for z in st.zookeepers):
             print("ZooKeeper has no quorum: no controller or partition information (brokers keep "
@@ -187,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--data-dir", default=DEFAULT_DIR,
                     help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
     sub = ap.add_subparsers(dest="command", required=True)
-    up = sub.add_parser("up", help="start ZooKeeper and the brokers, wait until ready")
+    up = sub.add_parser("up", help="start ZooKeeper, the brokers and a schema registry, wait until ready")
     up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
     up.add_argument("--base-port", type=int, default=0, help="broker i listens on BASE+i (default: free ports)")
@@ -198,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="ZooKeeper client port of server 1, server N on PORT+N-1 (default: free ports)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="broker property for every broker (repeatable)")
+    up.add_argument("--no-schema-registry", dest="schema_registry", action="store_false",
+                    help="do not start a schema registry (by default one starts after the brokers)")
+    up.add_argument("--schema-registry-port", type=int, default=0,
+                    help="the registry's HTTP port on 127.0.0.1 (default: a free port)")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(fn=cmd_up)
     st = sub.add_parser("status", help="ZooKeeper servers' modes, brokers, controller, under-replicated partitions")

@@ -1,5 +1,5 @@
 """A local kafkalite cluster under one data directory: ZooKeeper (one server or an ensemble of
-3 or 5) plus N brokers as plain processes.
+3 or 5) plus N brokers as plain processes, and optionally a schema registry.
 
 Layout of the data directory (``var/cluster`` by default, ``var/demo`` for the demo)::
 
@@ -8,12 +8,15 @@ Layout of the data directory (``var/cluster`` by default, ``var/demo`` for the d
     zookeeper-<myid>/zoo.cfg, data/myid, zookeeper.log   (an ensemble: one directory per server)
     broker-<id>/server.properties, data/, server.log  each broker's config, partition logs
                                                       (log.dirs) and its log
+    schema-registry/schema-registry.properties, schema-registry.log   the registry (if any)
 
 Readiness is what ZooKeeper says, never a fixed sleep: every ZooKeeper server serves
 (``srvr``/``conf``) and the ensemble has a quorum with one leader, every broker registered
-``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a live broker. Teardown
-always runs, also after a failed start: SIGTERM to every broker in parallel, then SIGKILL for
-those still there after the grace period, then every ZooKeeper server.
+``/brokers/ids/<id>`` in this incarnation, and ``/controller`` names a live broker; a schema
+registry (started last: it is a client of the brokers) once it answers ``GET /``, which it does
+only after replaying ``_schemas``, and has logged that it knows its primary (writes work). Teardown always runs, also after a failed start: the registry
+first, then SIGTERM to every broker in parallel, then SIGKILL for those still there after the
+grace period, then every ZooKeeper server.
 
 The tool reads ZooKeeper with a plain blocking kazoo client: it is an operator tool outside the
 broker (like Kafka's zookeeper-shell), so the broker's rule "kazoo only behind coordination's
@@ -32,11 +35,12 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ZooKeeperEnsemble,
-                                         ZooKeeperProcess, free_port, port_in_use, wait_until)
+from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, SchemaRegistryProcess,
+                                         ZooKeeperEnsemble, ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
 STATE_VERSION = 2          # 2: "zookeeper" lists the ensemble's servers; 1 had one server's port
+REGISTRY_DIR = "schema-registry"
 DEFAULT_FIRST_ID = 101
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,8 @@ class ClusterStatus:
     registered: list[int] = field(default_factory=list)
     controller: int | None = None
     partitions: list[PartitionStatus] = field(default_factory=list)
+    #: the cluster's schema registry: (alive, pid, url), None when it has none
+    schema_registry: tuple[bool, int | None, str] | None = None
 
     @property
     def under_replicated(self) -> list[PartitionStatus]:
@@ -97,6 +103,10 @@ class LocalCluster:
     ``down``; brokers get every server in ``zookeeper.connect``), or someone else's that we only
     use, never start or stop: a connect string (``zookeeper_connect``) or a running
     ``zookeeper`` process shared by several clusters, each in its own ``chroot`` (the tests).
+
+    ``schema_registry=True`` adds one ``kafkalite-schema-registry`` (on ``schema_registry_port``,
+    default a free port), started after the brokers and stopped before them; ``kafkalite-cluster
+    up`` asks for it unless ``--no-schema-registry``.
     """
 
     broker_class: type[BrokerProcess] = BrokerProcess
@@ -105,7 +115,8 @@ class LocalCluster:
                  zookeeper_port: int = 0, base_port: int = 0, overrides: dict[str, str] | None = None,
                  zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False,
                  zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
-                 zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None) -> None:
+                 zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
+                 schema_registry: bool = False, schema_registry_port: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -126,6 +137,10 @@ class LocalCluster:
             port = 0 if ephemeral_ports else (base_port + i if base_port else free_port())
             self.add_broker(first_id + i, port=port)
         self._zk: KazooClient | None = None
+        #: the registry (None without one); its bootstrap list is filled in once the brokers run
+        self.registry: SchemaRegistryProcess | None = None
+        if schema_registry:
+            self.registry = SchemaRegistryProcess(self.dir, "", schema_registry_port, name=REGISTRY_DIR)
 
     # -- construction ---------------------------------------------------------------------
     def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
@@ -228,7 +243,7 @@ class LocalCluster:
         On any failure everything started is stopped again before the error propagates."""
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
-        if running or self._own_zookeeper_alive():
+        if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive):
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
             self.start_zookeeper(timeout)
@@ -238,11 +253,23 @@ class LocalCluster:
             for b in self.brokers:
                 b.wait_ready(timeout, need_controller=False)
             self.wait_for_controller(timeout)
+            self.start_registry(timeout)
         except BaseException:
             self.down()
             raise
         self.save_state()
         return self
+
+    def start_registry(self, timeout: float = 90.0) -> None:
+        """Start the schema registry (if the cluster has one) against the running brokers and wait
+        until it answers and knows its primary (itself), so writes succeed at once; its first
+        start creates ``_schemas`` (RF min(3, brokers))."""
+        if self.registry is None:
+            return
+        self.registry.bootstrap = self.bootstrap
+        self.registry.launch()
+        self.save_state()
+        self.registry.wait_ready(timeout, need_primary=True)
 
     def start_zookeeper(self, timeout: float = 90.0) -> None:
         """Start our ZooKeeper servers (if ours) and wait for a quorum with one leader; the state
@@ -323,6 +350,14 @@ class LocalCluster:
     def down(self, timeout: float = 30.0) -> list[str]:
         """Stop everything (idempotent); returns what was stopped, for the user."""
         stopped: list[str] = []
+        if self.registry is not None and self.registry.alive:
+            # a client of the brokers: SIGTERM lets it leave its group before they go away
+            self.registry.terminate()
+            if self.registry.wait(timeout):
+                stopped.append("schema registry")
+            else:
+                self.registry.kill()
+                stopped.append(f"schema registry (killed after {timeout:.0f} s)")
         live = [b for b in self.brokers if b.alive]
         for b in live:
             b.terminate()
@@ -347,7 +382,8 @@ class LocalCluster:
         return self.ensemble is not None and self.ensemble.alive
 
     def delete_data(self) -> None:
-        if any(b.alive for b in self.brokers) or self._own_zookeeper_alive():
+        if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or \
+                (self.registry is not None and self.registry.alive):
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -356,6 +392,8 @@ class LocalCluster:
         ports = [b.configured_port or b.port for b in self.brokers]
         if self.ensemble is not None:
             ports += self.ensemble.ports
+        if self.registry is not None:
+            ports.append(self.registry.port)
         return [p for p in ports if p and port_in_use(p)]
 
     # -- status ---------------------------------------------------------------------------
@@ -372,6 +410,9 @@ class LocalCluster:
             zk_serving = self.zookeeper.alive
         st = ClusterStatus(zk_serving, {b.broker_id: (b.alive, b.pid if b.alive else None, b.port)
                                         for b in self.brokers}, servers)
+        if self.registry is not None:
+            alive = self.registry.alive and self.registry.answers()
+            st.schema_registry = (alive, self.registry.pid if self.registry.alive else None, self.registry.url)
         if not zk_serving:
             return st
         st.registered = self.registered_ids()
@@ -400,6 +441,8 @@ class LocalCluster:
             "zookeeper": self.ensemble.record() if self.ensemble is not None else None,
             "brokers": [{"id": b.broker_id, "port": b.configured_port, "bound_port": b.port,
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
+            "schema_registry": None if self.registry is None else
+            {"port": self.registry.port, "bootstrap": self.registry.bootstrap, **self.registry.record()},
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
@@ -429,4 +472,9 @@ class LocalCluster:
             b.port = rec.get("bound_port") or rec.get("port") or None
             b.attach(rec)
             cluster.brokers.append(b)
+        reg = state.get("schema_registry")
+        if reg:
+            cluster.registry = SchemaRegistryProcess(cluster.dir, reg.get("bootstrap", ""), int(reg["port"]),
+                                                     name=REGISTRY_DIR)
+            cluster.registry.attach(reg)
         return cluster

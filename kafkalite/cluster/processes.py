@@ -655,7 +655,9 @@ class SchemaRegistryProcess(Process):
     Started means: the process is alive and ``GET /`` answers 200. The registry binds its
     listener only after it has replayed ``_schemas`` to the end, so an answer is its own readiness
     signal; a foreign server on the port cannot pass, since our process would have failed to bind
-    and exited.
+    and exited. ``wait_ready(need_primary=True)`` also waits until this incarnation has logged
+    that the election named a primary (its ``primary is now <url>`` line), so writes succeed
+    (before that they answer 50004).
     """
 
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
@@ -665,6 +667,7 @@ class SchemaRegistryProcess(Process):
         self.bootstrap = bootstrap
         self.port = port or free_port()
         self.overrides = dict(overrides or {})
+        self._log_start = 0
 
     @property
     def url(self) -> str:
@@ -690,7 +693,18 @@ class SchemaRegistryProcess(Process):
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._spawn([sys.executable, "-m", "kafkalite.registry.main", str(self.properties_path)], self.log_path, env)
+
+    def knows_primary(self) -> bool:
+        """This incarnation logged a known primary (``kafkalite.registry.service`` logs each change)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_start)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return False
+        return "primary is now http" in text
 
     def answers(self) -> bool:
         import urllib.error
@@ -701,17 +715,18 @@ class SchemaRegistryProcess(Process):
         except (OSError, urllib.error.URLError):
             return False
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
+    def wait_ready(self, timeout: float = 60.0, need_primary: bool = False) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive:
                 code = self.proc.returncode if self.proc is not None else "?"
                 raise ClusterError(f"schema registry exited with code {code} during start-up; "
                                    f"see {self.log_path}:\n{tail(self.log_path)}")
-            if self.answers():
+            if self.answers() and (not need_primary or self.knows_primary()):
                 return
             time.sleep(0.1)
-        raise ClusterError(f"schema registry did not answer on {self.url} within {timeout:.0f} s; "
+        what = "elect a primary" if need_primary and self.answers() else f"answer on {self.url}"
+        raise ClusterError(f"schema registry did not {what} within {timeout:.0f} s; "
                            f"see {self.log_path}:\n{tail(self.log_path)}")
 
     def start(self, timeout: float = 60.0) -> "SchemaRegistryProcess":

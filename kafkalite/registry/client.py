@@ -1,6 +1,6 @@
 """A small blocking client of the registry's REST API (any Confluent-compatible registry).
 
-For the console tools (and later the Spark reader): register or look up a schema, fetch a schema
+For the console tools and the Spark reader: register or look up a schema, fetch a schema
 by id with its references resolved (each referenced subject/version fetched once). Errors are
 :class:`RegistryClientError` carrying Confluent's ``error_code`` and message.
 """
@@ -87,8 +87,12 @@ class RegistryClient:
         return int(self._call("POST", f"/subjects/{self._quote(subject)}", body)["id"])
 
     def latest(self, subject: str) -> RegisteredSchema:
-        doc = self._call("GET", f"/subjects/{self._quote(subject)}/versions/latest")
-        return self.by_id(int(doc["id"]))
+        return self.subject_version(subject, "latest")[1]
+
+    def subject_version(self, subject: str, version: str | int = "latest") -> tuple[int, RegisteredSchema]:
+        """(version number, schema) of ``subject``'s ``version`` (a number or ``latest``)."""
+        doc = self._call("GET", f"/subjects/{self._quote(subject)}/versions/{self._quote(str(version))}")
+        return int(doc["version"]), self.by_id(int(doc["id"]))
 
     def by_id(self, schema_id: int) -> RegisteredSchema:
         """The schema with ``schema_id`` and its dependencies (cached: ids never change meaning)."""

@@ -48,8 +48,9 @@ def config() -> dict:
 
 def test_compose_file_is_valid(config: dict) -> None:
     """`docker-compose config` accepts the file and it has three ZooKeeper servers (the official
-    3.8 image), three brokers and the Spark job."""
-    assert set(config["services"]) == {*ZOOKEEPERS, "broker1", "broker2", "broker3", "spark-truck-gps"}
+    3.8 image), three brokers, the schema registry and the Spark job."""
+    assert set(config["services"]) == {*ZOOKEEPERS, "broker1", "broker2", "broker3", "schema-registry",
+                                       "spark-truck-gps"}
     for name in ZOOKEEPERS:
         assert config["services"][name]["image"] == "zookeeper:3.8"
 
@@ -106,6 +107,27 @@ def test_broker_environment_renders_a_valid_config(config: dict, name: str, brok
     volumes = [v["target"] if isinstance(v, dict) else v.split(":")[1] for v in service["volumes"]]
     assert "/var/lib/kafkalite/data" in volumes
     assert f"{name}-data" in config["volumes"]
+
+
+def test_schema_registry_service_has_a_valid_config(config: dict) -> None:
+    """The registry runs kafkalite-schema-registry from the broker image with settings its own
+    parser accepts: listening on 0.0.0.0:8081 (published to the host), advertising its service
+    name to other instances, storing _schemas on all three brokers' INTERNAL listeners; it starts
+    once the brokers are healthy and is healthy itself once it answers GET /."""
+    from kafkalite.registry.main import _parse_args
+
+    service = config["services"]["schema-registry"]
+    assert service["image"] == config["services"]["broker1"]["image"]
+    assert service["build"]["target"] == "broker"
+    assert service["entrypoint"] == ["kafkalite-schema-registry"]
+    registry, _ = _parse_args(service["command"])
+    assert (registry.listen_host, registry.listen_port) == ("0.0.0.0", 8081)
+    assert registry.url == "http://schema-registry:8081"
+    assert registry.bootstrap_servers.split(",") == ["broker1:9092", "broker2:9092", "broker3:9092"]
+    assert {int(p["published"]): int(p["target"]) for p in service["ports"]} == {8081: 8081}
+    assert {b: d["condition"] for b, d in service["depends_on"].items()} == \
+        {b: "service_healthy" for b in ("broker1", "broker2", "broker3")}
+    assert "http://localhost:8081/" in " ".join(service["healthcheck"]["test"])
 
 
 def test_env_names_map_to_kafka_properties() -> None:

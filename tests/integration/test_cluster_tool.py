@@ -1,6 +1,6 @@
 """The ``kafkalite-cluster`` tool as a user runs it (``python -m kafkalite.cluster``): up, status,
-kill, start, down, with one ZooKeeper or an ensemble of three, and that nothing is left running or
-listening afterwards, also after a failed up."""
+kill, start, down, with one ZooKeeper or an ensemble of three, with and without the schema
+registry, and that nothing is left running or listening afterwards, also after a failed up."""
 from __future__ import annotations
 
 import json
@@ -38,10 +38,12 @@ def processes_using(data_dir: Path) -> list[int]:
 
 
 def recorded_ports(data_dir: Path) -> list[int]:
-    """Every port in the state file: each ZooKeeper server's client, quorum and election port, each broker's."""
+    """Every port in the state file: each ZooKeeper server's client, quorum and election port, each
+    broker's, the schema registry's."""
     state = json.loads((data_dir / "cluster.json").read_text())
     zk = [p for s in state["zookeeper"]["servers"] for p in (s["port"], s["peer_port"], s["election_port"]) if p]
-    return zk + [b["port"] for b in state["brokers"]]
+    registry = [state["schema_registry"]["port"]] if state.get("schema_registry") else []
+    return zk + [b["port"] for b in state["brokers"]] + registry
 
 
 def status_modes(data_dir: Path) -> dict[int, str]:
@@ -60,20 +62,31 @@ def data_dir(tmp_path: Path):
 
 
 def test_up_status_kill_start_down(data_dir: Path) -> None:
-    """up starts ZooKeeper and brokers 101-103 and prints their bootstrap servers; status follows a
+    """up starts ZooKeeper, brokers 101-103 and a schema registry and prints the bootstrap servers
+    and the registry's URL (which registers a schema, kept in _schemas with RF 3); status follows a
     kill -9 (process dead, then partitions under-replicated) and a restart; down leaves no process
     and no listening port, and a second down is a no-op."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
     up = tool(data_dir, "up")
     assert up.returncode == 0, up.stderr
     bootstrap = re.search(r"bootstrap servers\s+(\S+)", up.stdout).group(1)
     assert len(bootstrap.split(",")) == 3
     assert re.search(r"controller\s+10[123]\b", up.stdout)
+    url = re.search(r"schema\.registry\.url (http://127\.0\.0\.1:\d+)$", up.stdout, re.M).group(1)
+    sr = SchemaRegistryClient({"url": url})
+    schema_id = sr.register_schema("tool-value", Schema('{"type": "record", "name": "T", "fields": '
+                                                        '[{"name": "a", "type": "int"}]}', "AVRO"))
+    assert sr.get_latest_version("tool-value").schema_id == schema_id
 
     status = tool(data_dir, "status")
     assert status.returncode == 0, status.stderr
     for broker_id in (101, 102, 103):
         assert re.search(rf"broker {broker_id}\s+alive\s+pid \d+\s+port \d+\s+registered", status.stdout)
     assert re.search(r"controller: 10[123]", status.stdout)
+    assert re.search(rf"schema registry alive\s+pid \d+\s+{re.escape(url)}$", status.stdout, re.M)
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("_schemas", timeout=10)
+    assert len(md.topics["_schemas"].partitions[0].replicas) == 3
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic("tool-topic", 3, 3)])["tool-topic"].result(30)
@@ -97,11 +110,25 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     ports = recorded_ports(data_dir)
     down = tool(data_dir, "down")
     assert down.returncode == 0, down.stderr
-    assert "zookeeper" in down.stdout
+    assert "zookeeper" in down.stdout and "schema registry" in down.stdout
     assert processes_using(data_dir) == []
     assert [p for p in ports if port_in_use(p)] == []
     again = tool(data_dir, "down")
     assert again.returncode == 0 and "nothing running" in again.stdout
+
+
+def test_up_without_schema_registry(data_dir: Path) -> None:
+    """--no-schema-registry starts ZooKeeper and the brokers only: up prints no registry URL,
+    status shows none, and down stops what ran."""
+    up = tool(data_dir, "up", "--brokers", "1", "--no-schema-registry")
+    assert up.returncode == 0, up.stderr
+    assert "schema registry" not in up.stdout and "schema.registry.url" not in up.stdout
+    assert json.loads((data_dir / "cluster.json").read_text())["schema_registry"] is None
+    status = tool(data_dir, "status")
+    assert status.returncode == 0 and "schema registry" not in status.stdout, status.stdout
+    down = tool(data_dir, "down")
+    assert down.returncode == 0 and "broker 101" in down.stdout and "schema registry" not in down.stdout
+    assert processes_using(data_dir) == []
 
 
 def test_failed_up_leaves_nothing_running(data_dir: Path) -> None:
@@ -111,6 +138,21 @@ def test_failed_up_leaves_nothing_running(data_dir: Path) -> None:
     assert up.returncode == 1
     assert up.stderr.startswith("kafkalite-cluster: broker 10")
     assert "log.retention.ms" in up.stderr
+    assert processes_using(data_dir) == []
+    assert [p for p in recorded_ports(data_dir) if port_in_use(p)] == []
+    assert "nothing running" in tool(data_dir, "down").stdout
+
+
+def test_registry_port_in_use_fails_up_and_stops_everything(data_dir: Path) -> None:
+    """A taken --schema-registry-port fails `up` after the brokers started with a one-line reason
+    naming the registry, and ZooKeeper and the broker are stopped again."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        up = tool(data_dir, "up", "--brokers", "1", "--schema-registry-port", str(s.getsockname()[1]))
+    assert up.returncode == 1
+    assert up.stderr.startswith("kafkalite-cluster: schema registry: port 127.0.0.1:") and \
+        "already in use" in up.stderr, up.stderr
     assert processes_using(data_dir) == []
     assert [p for p in recorded_ports(data_dir) if port_in_use(p)] == []
     assert "nothing running" in tool(data_dir, "down").stdout

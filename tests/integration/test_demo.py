@@ -1,7 +1,8 @@
 """The main demo (``python -m kafkalite.demo``, what ``scripts/demo`` runs), shortened: it runs to
-its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, survives
-the broker it kills half-way, and leaves no process behind. (Spark is left out here: the reader
-has its own tests in tests/spark.)"""
+its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, sends
+the positions as Avro through the cluster's schema registry, survives the broker it kills
+half-way, and leaves no process behind. (Spark is left out here: the reader has its own tests in
+tests/spark; the statistics come from the plain consumer, which decodes the Avro values too.)"""
 from __future__ import annotations
 
 import re
@@ -26,10 +27,14 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     assert killed, out
     assert re.search(rf"restarted broker {killed.group(1)}: \d+ under-replicated partitions -> 0", out)
     assert "consumer group       truck-trackers: 3 members" in out and "committed 720" in out
-    assert "statistics           720 records over the committed range" in out
+    assert "statistics           720 records over the committed range read by a plain consumer decoding " \
+        "the Avro values" in out
+    assert re.search(r"schema registry      http://127\.0\.0\.1:\d+: trucks_gps-value version 1 \(schema id \d+\), "
+                     r"every value registry-framed Avro", out), out
     assert "result               OK" in out
     ensemble = re.search(r"cluster              ZooKeeper ensemble of 3 \((\S+)\)", out)
     assert ensemble and len(ensemble.group(1).split(",")) == 3, out
     assert sorted((data_dir / f"zookeeper-{n}" / "data" / "myid").read_text().strip() for n in (1, 2, 3)) == ["1", "2", "3"]
     assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
+    assert "primary is now" in (data_dir / "schema-registry" / "schema-registry.log").read_text()
     assert processes_using(data_dir) == []

@@ -1,4 +1,5 @@
-"""One local[2] SparkSession and one kafkalite broker for every Spark test (pyspark reference §10).
+"""One local[2] SparkSession, one kafkalite broker and one schema registry for every Spark test
+(pyspark reference §10).
 
 A SparkSession costs ~1 GB and ~6-12 s to start, so it is session-scoped and all Spark tests run
 in one pytest process (never under xdist). The environment is set before the JVM starts: workers
@@ -58,6 +59,21 @@ def kafka(zookeeper: Any, tmp_path_factory: Any) -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def schema_registry(kafka: Cluster, tmp_path_factory: Any) -> Iterator[Any]:
+    """One ``kafkalite-schema-registry`` on the Spark tests' broker, ready for writes; every test
+    uses its own subjects."""
+    from kafkalite.cluster.processes import SchemaRegistryProcess
+
+    registry = SchemaRegistryProcess(tmp_path_factory.mktemp("spark-registry"), kafka.bootstrap)
+    registry.launch()
+    try:
+        registry.wait_ready(60, need_primary=True)
+        yield registry
+    finally:
+        registry.stop(10)
 
 
 def new_topic(cluster: Cluster, partitions: int, prefix: str = "t", config: dict[str, str] | None = None) -> str:

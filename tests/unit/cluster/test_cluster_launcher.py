@@ -1,6 +1,7 @@
 """The launcher's ZooKeeper ensemble without starting a process: the files each server gets, the
 ports it is given, what counts as a quorum, the state file round trip (also a version-1 file from
-before ensembles), the connect string brokers get, and that broker id 0 is a controller."""
+before ensembles, and with a schema registry), the connect string brokers get, that broker id 0 is
+a controller, and the registry's readiness signal."""
 from __future__ import annotations
 
 import json
@@ -89,6 +90,41 @@ def test_state_file_round_trip_keeps_the_ensemble(tmp_path: Path) -> None:
     assert again.zk_connect == f"{cluster.ensemble.hosts}/kl"
     assert again.brokers[0].properties()["zookeeper.connect"] == f"{cluster.ensemble.hosts}/kl"
     assert [b.broker_id for b in again.brokers] == [0, 1]
+
+
+def test_state_file_round_trip_keeps_the_registry(tmp_path: Path) -> None:
+    """A cluster with a schema registry records its port and bootstrap list; load() re-attaches it
+    (down, with no process, has nothing to stop); a state file without the key has no registry."""
+    cluster = LocalCluster(tmp_path, size=1, schema_registry=True, schema_registry_port=40555)
+    assert cluster.registry is not None and cluster.registry.dir == tmp_path.resolve() / "schema-registry"
+    cluster.registry.bootstrap = "127.0.0.1:40556"
+    cluster.save_state()
+    again = LocalCluster.load(tmp_path)
+    assert again.registry is not None and again.registry.url == "http://127.0.0.1:40555"
+    assert again.registry.properties()["kafkastore.bootstrap.servers"] == "127.0.0.1:40556"
+    assert not again.registry.alive and again.down() == []
+    plain = LocalCluster(tmp_path / "plain", size=1)
+    plain.save_state()
+    assert LocalCluster.load(tmp_path / "plain").registry is None
+    assert json.loads((tmp_path / "plain" / "cluster.json").read_text())["schema_registry"] is None
+
+
+def test_registry_readiness_reads_only_this_incarnations_log(tmp_path: Path) -> None:
+    """A restarted registry appends to the same log: a primary logged by the previous incarnation
+    does not make the new one ready, one logged after launch does."""
+    from kafkalite.cluster.processes import SchemaRegistryProcess
+
+    reg = SchemaRegistryProcess(tmp_path, "127.0.0.1:1", port=40557)
+    reg.dir.mkdir(parents=True)
+    reg.log_path.write_text("INFO kafkalite.registry.service: primary is now http://127.0.0.1:40557 (this instance)\n")
+    reg._log_start = reg.log_path.stat().st_size          # what launch() records before spawning
+    assert not reg.knows_primary()
+    with open(reg.log_path, "a") as f:
+        f.write("INFO kafkalite.registry.service: primary is now unknown\n")
+    assert not reg.knows_primary()
+    with open(reg.log_path, "a") as f:
+        f.write("INFO kafkalite.registry.service: primary is now http://127.0.0.1:40557 (this instance)\n")
+    assert reg.knows_primary()
 
 
 def test_version_1_state_file_loads_as_one_server(tmp_path: Path) -> None:
