@@ -165,16 +165,20 @@ def consumer_loop(run: Run, member: int) -> None:
             msgs = c.consume(500, 0.5)
             with run.lock:
                 for m in msgs:
-                    if m.error():
-                        if not m.error().retriable() and m.error().code() != KafkaError._PARTITION_EOF:
-                            run.consumer_errors.append(str(m.error()))
+                    err = m.error()
+                    if err is not None:
+                        if not err.retriable() and err.code() != KafkaError._PARTITION_EOF:
+                            run.consumer_errors.append(str(err))
                         continue
-                    key = (m.partition(), m.offset())
+                    partition, offset, value = m.partition(), m.offset(), m.value()
+                    # a record (no error) has both; the demo's producers always write a JSON value
+                    assert partition is not None and offset is not None and value is not None
+                    key = (partition, offset)
                     if key in run.seen:
                         run.redelivered += 1          # at-least-once: re-read after a rebalance
                         continue
                     run.seen.add(key)
-                    pos = json.loads(m.value())
+                    pos = json.loads(value)
                     if pos["ts"] >= run.latest.get(pos["truck_id"], {}).get("ts", -1):
                         run.latest[pos["truck_id"]] = pos
             if msgs and time.monotonic() - last_commit >= 1.0:
@@ -241,12 +245,16 @@ def statistics_by_consumer(bootstrap: str, ranges: dict[int, int]) -> list[dict[
         deadline = time.monotonic() + 120
         while remaining and time.monotonic() < deadline:
             for m in c.consume(1000, 1.0):
-                if m.error() or m.partition() not in remaining:
+                partition, offset = m.partition(), m.offset()
+                if m.error() or partition not in remaining:
                     continue
-                if m.offset() < ranges[m.partition()]:
-                    tracks.setdefault(m.key().decode(), []).append(json.loads(m.value()))
-                if m.offset() + 1 >= ranges[m.partition()]:
-                    remaining.discard(m.partition())
+                # a record (no error) has an offset; the demo's producers key by truck id, JSON values
+                key, value = m.key(), m.value()
+                assert offset is not None and key is not None and value is not None
+                if offset < ranges[partition]:
+                    tracks.setdefault(key.decode(), []).append(json.loads(value))
+                if offset + 1 >= ranges[partition]:
+                    remaining.discard(partition)
     finally:
         c.close()
     stats = {}
