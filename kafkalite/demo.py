@@ -215,17 +215,21 @@ def consumer_loop(run: Run, member: int) -> None:
             msgs = c.consume(500, 0.5)
             with run.lock:
                 for m in msgs:
-                    if m.error():
-                        if not m.error().retriable() and m.error().code() != KafkaError._PARTITION_EOF:
-                            run.consumer_errors.append(str(m.error()))
+                    err = m.error()
+                    if err is not None:
+                        if not err.retriable() and err.code() != KafkaError._PARTITION_EOF:
+                            run.consumer_errors.append(str(err))
                         continue
-                    key = (m.partition(), m.offset())
+                    partition, offset, value = m.partition(), m.offset(), m.value()
+                    # a record (no error) has both; the demo's producers always write an Avro value
+                    assert partition is not None and offset is not None and value is not None
+                    key = (partition, offset)
                     if key in run.seen:
                         run.redelivered += 1          # at-least-once: re-read after a rebalance
                         continue
                     run.seen.add(key)
                     try:
-                        pos = run.codec.decode(m.value() or b"")
+                        pos = run.codec.decode(value)
                     except (SerdeError, RegistryClientError) as exc:
                         run.consumer_errors.append(f"{m.topic()}-{m.partition()}@{m.offset()}: {exc}")
                         continue
@@ -297,12 +301,16 @@ def statistics_by_consumer(bootstrap: str, ranges: dict[int, int], codec: Positi
         deadline = time.monotonic() + 120
         while remaining and time.monotonic() < deadline:
             for m in c.consume(1000, 1.0):
-                if m.error() or m.partition() not in remaining:
+                partition, offset = m.partition(), m.offset()
+                if m.error() or partition not in remaining:
                     continue
-                if m.offset() < ranges[m.partition()]:
-                    tracks.setdefault(m.key().decode(), []).append(codec.decode(m.value() or b""))
-                if m.offset() + 1 >= ranges[m.partition()]:
-                    remaining.discard(m.partition())
+                # a record (no error) has an offset; the demo's producers key by truck id, Avro values
+                key, value = m.key(), m.value()
+                assert offset is not None and key is not None and value is not None
+                if offset < ranges[partition]:
+                    tracks.setdefault(key.decode(), []).append(codec.decode(value))
+                if offset + 1 >= ranges[partition]:
+                    remaining.discard(partition)
     finally:
         c.close()
     stats = {}

@@ -84,7 +84,7 @@ def convert(records: bytes | bytearray | memoryview, *, topic: str, partition: i
     if any(info.compression for info in wanted):
         parts, areas, pos = [], [], 0
         for info in wanted:
-            area = memoryview(data)[info.position + HEADER_SIZE:info.end]
+            area: bytes | memoryview = memoryview(data)[info.position + HEADER_SIZE:info.end]
             if info.compression:
                 area = decompress(info.compression, area)
             parts.append(area)

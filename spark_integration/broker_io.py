@@ -126,18 +126,18 @@ class Planner:
         keys = [TopicPartition(*tp) for tp in tps]
         low = self.client.list_offsets({k: -2 for k in keys})
         high = self.client.list_offsets({k: -1 for k in keys}, isolation_level=self.opts.isolation_level)
-        return ({tuple(k): low[k][0] for k in keys}, {tuple(k): high[k][0] for k in keys})
+        return ({(k.topic, k.partition): low[k][0] for k in keys}, {(k.topic, k.partition): high[k][0] for k in keys})
 
     def by_time(self, queries: dict[TP, int]) -> dict[TP, int]:
         if not queries:
             return {}
         answers = self.client.list_offsets({TopicPartition(*tp): ts for tp, ts in queries.items()},
                                            isolation_level=self.opts.isolation_level)
-        return {tuple(k): v[0] for k, v in answers.items()}
+        return {(k.topic, k.partition): v[0] for k, v in answers.items()}
 
     def committed(self, group_id: str, tps: list[TP]) -> dict[TP, int]:
         answers = self.client.offset_fetch(group_id, [TopicPartition(*tp) for tp in tps])
-        return {tuple(k): v[0] for k, v in answers.items()}
+        return {(k.topic, k.partition): v[0] for k, v in answers.items()}
 
     def commit(self, group_id: str, offsets: dict[TP, int]) -> None:
         if offsets:

@@ -70,6 +70,7 @@ def select_partitions(opts: SourceOptions, topics: Mapping[str, Iterable[int]],
 def offset_queries(spec: OffsetSpec, tps: Iterable[TP]) -> dict[TP, int]:
     """The ListOffsets-by-time queries a timestamp spec needs (none for the other kinds)."""
     if spec.kind == "timestamp":
+        assert spec.timestamp is not None  # options._offset_spec gives this kind its timestamp
         return {tp: spec.timestamp for tp in tps}
     if spec.kind == "timestamps":
         return spec.as_dict()
@@ -87,6 +88,7 @@ def resolve_spec(spec: OffsetSpec, tps: list[TP], earliest: Mapping[TP, int], la
     option = f"{side}Offsets" if spec.kind == "offsets" else f"{side}OffsetsByTimestamp"
     if spec.kind == "timestamp":
         option = f"{side}Timestamp"
+        assert spec.timestamp is not None  # options._offset_spec gives this kind its timestamp
         given = {tp: spec.timestamp for tp in tps}
     else:
         given = spec.as_dict()

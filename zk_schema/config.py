@@ -53,7 +53,7 @@ class TopicConfigZNode(ConfigEntityZNode):
     """``/config/topics/<t>``."""
 
     @staticmethod
-    def path(topic: str) -> str:  # type: ignore[override]
+    def path(topic: str) -> str:  # type: ignore[override]  # the entity type is fixed: only the topic is given
         return f"{paths.CONFIG}/topics/{topic}"
 
 

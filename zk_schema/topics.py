@@ -15,7 +15,7 @@ Partition state, version 1 (its zkVersion is the optimistic-concurrency token)::
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from zk_schema import paths
 from zk_schema._json import (dumps, int_list, loads_object, opt_str, partition_key, req_int,
@@ -28,12 +28,12 @@ NO_LEADER = -1
 LEADER_DURING_DELETE = -2
 
 
-def _assignment_map(znode: str, raw: dict[str, Any], what: str) -> dict[int, list[int]]:
-    return {partition_key(znode, k): int_list(znode, v, f"{what}[{k!r}]")
+def _assignment_map(znode: str, raw: dict[str, Any], what: str) -> dict[int, tuple[int, ...]]:
+    return {partition_key(znode, k): tuple(int_list(znode, v, f"{what}[{k!r}]"))
             for k, v in raw.items()}
 
 
-def _freeze(assign: Mapping[int, list[int]]) -> dict[int, tuple[int, ...]]:
+def _freeze(assign: Mapping[int, Sequence[int]]) -> dict[int, tuple[int, ...]]:
     return {int(p): tuple(r) for p, r in sorted(assign.items())}
 
 
@@ -82,8 +82,8 @@ class TopicZNode:
         obj = loads_object(znode, data)
         version = req_version(znode, obj, (1, 2, 3))
         partitions = _assignment_map(znode, req_object(znode, obj, "partitions"), "partitions")
-        adding: dict[int, list[int]] = {}
-        removing: dict[int, list[int]] = {}
+        adding: dict[int, tuple[int, ...]] = {}
+        removing: dict[int, tuple[int, ...]] = {}
         if version >= 2:
             if obj.get("adding_replicas") is not None:
                 adding = _assignment_map(znode, req_object(znode, obj, "adding_replicas"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from kafkalite.client import ClientError, Producer
 
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
     parse_key = props.get("parse.key", "false").lower() == "true"
     sep = props.get("key.separator", "\t")
     ignore_error = props.get("ignore.error", "false").lower() == "true"
-    opts = {"acks": "1", "linger_ms": 0 if a.sync else a.timeout, "compression_type": a.compression_codec or "none"}
+    opts: dict[str, Any] = {"acks": "1", "linger_ms": 0 if a.sync else a.timeout, "compression_type": a.compression_codec or "none"}
     if a.request_required_acks is not None:
         opts["acks"] = a.request_required_acks
     opts.update(producer_options(properties(a.producer_property, "--producer-property")))

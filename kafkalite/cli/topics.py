@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from kafkalite.client import Admin, ClientError, NewTopic
 from kafkalite.client.admin import TOPIC
@@ -80,7 +80,7 @@ def check_args(a) -> None:
 
 
 # -- output ------------------------------------------------------------------------------------
-def topic_line(name: str, topic_id: str | None, count: int, rf: int, configs: dict[str, str]) -> str:
+def topic_line(name: str, topic_id: str | None, count: int, rf: int, configs: Mapping[str, str | None]) -> str:
     cfg = ",".join(f"{k}={v}" for k, v in sorted(configs.items()))
     tid = f"\tTopicId: {topic_id}" if topic_id else ""
     return f"Topic: {name}{tid}\tPartitionCount: {count}\tReplicationFactor: {rf}\tConfigs: {cfg}"
@@ -93,7 +93,7 @@ def partition_line(name: str, partition: int, leader: int, replicas: list[int], 
 
 
 def describe_lines(name: str, topic_id: str | None, parts: dict[int, tuple[int, list[int], list[int]]],
-                   configs: dict[str, str], live: set[int], a) -> list[str]:
+                   configs: Mapping[str, str | None], live: set[int], a) -> list[str]:
     """Kafka's describe output for one topic; the filters print matching partitions only."""
     rows = []
     for p in sorted(parts):
@@ -139,12 +139,12 @@ def with_admin(a) -> int:
             md = admin.client.metadata(names)
             live = set(md.brokers)
             for name in names:
-                t = md.topics.get(name)
-                if t is None or (a.exclude_internal and t.internal):
+                tm = md.topics.get(name)
+                if tm is None or (a.exclude_internal and tm.internal):
                     continue
                 configs = {k: e.value for k, e in admin.describe_configs(TOPIC, name).items()
                            if e.source == "DYNAMIC_TOPIC_CONFIG"}
-                parts = {p: (pm.leader, pm.replicas, pm.isr) for p, pm in t.partitions.items()}
+                parts = {p: (pm.leader, pm.replicas, pm.isr) for p, pm in tm.partitions.items()}
                 for line in describe_lines(name, None, parts, configs, live, a):
                     print(line)
             return 0
@@ -248,7 +248,7 @@ def with_zookeeper(a) -> int:
                 versioned = yield zk.get_topic_assignment(name)
                 node = versioned.value
                 added = new_partitions_assignment(list(live), node.partitions, a.partitions)
-                merged = {**{p: list(r) for p, r in node.partitions.items()}, **added}
+                merged = {**node.partitions, **{p: tuple(r) for p, r in added.items()}}
                 yield zk.set_topic_assignment(name, TopicZNode(merged, topic_id=node.topic_id), versioned.version)
             print("Adding partitions succeeded!")
             return
@@ -267,7 +267,7 @@ def with_zookeeper(a) -> int:
         d.addErrback(lambda f: result.__setitem__("error", f.getErrorMessage()))
         d.addBoth(lambda _: _reactor.stop())
     _reactor.callWhenRunning(start)
-    _reactor.run(installSignalHandlers=False)
+    _reactor.run(installSignalHandlers=False)  # type: ignore[call-arg]  # stub: IReactorCore.run lacks ReactorBase's flag
     if result["error"]:
         raise ToolError(result["error"])
     return 0

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from functools import partial
+from typing import Any, Mapping, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
 
@@ -85,7 +86,7 @@ class Admin:
     def create_topics(self, topics: list[NewTopic], *, validate_only: bool = False,
                       timeout_ms: int | None = None) -> dict[str, ClientError | None]:
         """Per topic: None on success, else the ClientError (TOPIC_ALREADY_EXISTS, INVALID_...)."""
-        body = {"topics": [{
+        body: dict[str, Any] = {"topics": [{
             "name": t.name,
             "num_partitions": -1 if t.replica_assignment else t.num_partitions,
             "replication_factor": -1 if t.replica_assignment else t.replication_factor,
@@ -98,14 +99,14 @@ class Admin:
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["topics"]}
 
     def delete_topics(self, names: list[str], *, timeout_ms: int | None = None) -> dict[str, ClientError | None]:
-        body = {"topic_names": list(names), "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms}
+        body: dict[str, Any] = {"topic_names": list(names), "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms}
         resp = self.client.send_to_controller(DELETE_TOPICS, body, _first_error("responses"), "DeleteTopics",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["responses"]}
 
     def create_partitions(self, new_totals: dict[str, int], *, assignments: dict[str, list[list[int]]] | None = None,
                           validate_only: bool = False, timeout_ms: int | None = None) -> dict[str, ClientError | None]:
-        body = {"topics": [{"name": n, "count": c,
+        body: dict[str, Any] = {"topics": [{"name": n, "count": c,
                             "assignments": None if not assignments or n not in assignments
                             else [{"broker_ids": b} for b in assignments[n]]} for n, c in new_totals.items()],
                 "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms, "validate_only": validate_only}
@@ -133,7 +134,7 @@ class Admin:
                                         for s in c.get("synonyms") or []])
                 for c in res["configs"]}
 
-    def incremental_alter_configs(self, resource_type: int, name: str, ops: list[tuple[str, int, str | None]],
+    def incremental_alter_configs(self, resource_type: int, name: str, ops: Sequence[tuple[str, int, str | None]],
                                   *, validate_only: bool = False) -> None:
         """Apply (key, SET/DELETE/APPEND/SUBTRACT, value) operations (IncrementalAlterConfigs)."""
         body = {"resources": [{"resource_type": resource_type, "resource_name": name,
@@ -141,9 +142,9 @@ class Admin:
                 "validate_only": validate_only}
         self._alter(INCREMENTAL_ALTER_CONFIGS, resource_type, name, body)
 
-    def alter_configs(self, resource_type: int, name: str, configs: dict[str, str], *,
+    def alter_configs(self, resource_type: int, name: str, configs: Mapping[str, str | None], *,
                       validate_only: bool = False) -> None:
-        """Replace the whole set of dynamic configs of the resource (legacy AlterConfigs)."""
+        """Replace the whole set of dynamic configs of the resource (legacy AlterConfigs; values are nullable)."""
         body = {"resources": [{"resource_type": resource_type, "resource_name": name,
                                "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
                 "validate_only": validate_only}
@@ -162,7 +163,7 @@ class Admin:
         out: dict[str, str] = {}
         md = self.client.metadata([])
         for node in sorted(md.brokers):
-            resp = self.client._with_retries(lambda n=node: self._list_groups_on(n), f"ListGroups on {node}")
+            resp = self.client._with_retries(partial(self._list_groups_on, node), f"ListGroups on {node}")
             for g in resp["groups"]:
                 out[g["group_id"]] = g["protocol_type"]
         return sorted(out.items())

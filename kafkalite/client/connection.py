@@ -75,7 +75,7 @@ class BrokerConnection:
         self._answered: dict[int, dict] = {}              # read by another thread's receive()
         self.api_versions: dict[int, tuple[int, int]] = {}
         try:
-            self.sock = socket.create_connection((host, port), timeout=connect_timeout)
+            self.sock: socket.socket | None = socket.create_connection((host, port), timeout=connect_timeout)
         except OSError as exc:
             raise ConnectionFailed(f"cannot connect to broker {host}:{port}: {exc.strerror or exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -235,9 +235,9 @@ class BrokerConnection:
         return buf
 
 
-def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2:9092"`` or a list of ``host:port`` to (host, port) pairs."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
+def parse_bootstrap(servers: str | list[str] | None) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9092"`` or a list of ``host:port`` to (host, port) pairs; none is ClientError."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers or ())
     out: list[tuple[str, int]] = []
     for item in items:
         item = item.strip()

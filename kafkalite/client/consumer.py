@@ -190,7 +190,7 @@ class Consumer:
             self._ensure_group(deadline)
             self._maybe_auto_commit()
             if self._buffer:
-                out = []
+                out: list[ConsumerRecord] = []
                 while self._buffer and len(out) < limit:
                     out.append(self._buffer.popleft())
                 return out

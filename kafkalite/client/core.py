@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, NamedTuple, TypeVar
+from typing import Any, Callable, Mapping, NamedTuple, TypeVar
 
 from kafkalite.errors import ErrorCode
 
@@ -52,9 +52,10 @@ class KafkaClient:
     request/response pairs under its own lock.
     """
 
-    def __init__(self, bootstrap_servers: str | list[str], *, client_id: str = "kafkalite",
+    def __init__(self, bootstrap_servers: str | list[str] | None, *, client_id: str = "kafkalite",
                  request_timeout_ms: int = 30000, retry_backoff_ms: int = 100,
                  retries: int = 5, connect_timeout_ms: int = 10000) -> None:
+        # None (a Producer/Consumer/Admin given neither servers nor a client) is ClientError, not a TypeError
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.request_timeout = request_timeout_ms / 1000.0
@@ -399,7 +400,7 @@ class KafkaClient:
                 out[TopicPartition(t["name"], p["partition_index"])] = (p["committed_offset"], p["metadata"] or "")
         return out
 
-    def offset_commit(self, group_id: str, offsets: dict[TopicPartition, int | tuple[int, str]], *,
+    def offset_commit(self, group_id: str, offsets: Mapping[TopicPartition, int | tuple[int, str]], *,
                       generation_id: int = -1, member_id: str = "") -> None:
         """Commit offsets for ``group_id``; raises ClientError on any partition's error."""
         by_topic: dict[str, list[dict]] = {}

@@ -11,7 +11,7 @@ import logging
 import struct
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol import codec
@@ -29,7 +29,7 @@ PROTOCOL_VERSION = 1
 
 # -- ConsumerProtocol ------------------------------------------------------------------------
 def encode_subscription(topics: list[str], user_data: bytes | None = None,
-                        owned: list[TopicPartition] = ()) -> bytes:
+                        owned: Sequence[TopicPartition] = ()) -> bytes:
     body = {"topics": sorted(topics), "user_data": user_data, "owned_partitions": _by_topic(owned, "partitions")}
     return _VERSION.pack(PROTOCOL_VERSION) + codec.encode_data("ConsumerProtocolSubscription", PROTOCOL_VERSION, body)
 
@@ -122,7 +122,7 @@ class GroupMember:
 
     def __init__(self, client: KafkaClient, group_id: str, *, session_timeout_ms: int = 10000,
                  rebalance_timeout_ms: int = 300000, heartbeat_interval_ms: int = 3000,
-                 assignors: list[str] = ("range", "roundrobin")) -> None:
+                 assignors: Sequence[str] = ("range", "roundrobin")) -> None:
         for name in assignors:
             if name not in ASSIGNORS:
                 raise ClientError(f"unknown partition assignment strategy {name!r} (range, roundrobin)")

@@ -178,6 +178,7 @@ class Producer:
             while self._buffered + size > self.buffer_memory and not self._closed:
                 self._cond.wait(0.1)     # back-pressure, as buffer.memory / max.block.ms
             switched = False
+            batch: _Batch | None        # assigned on every pass of the loop below before it is read
             while True:
                 tp = TopicPartition(topic, p)
                 q = self._queues.setdefault(tp, deque())

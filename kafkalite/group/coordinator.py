@@ -109,10 +109,11 @@ class GroupCoordinator:
                 group_values[rec.group_id] = rec.value
         loaded = 0
         for group_id in set(group_values) | {g for g, o in offsets.items() if o}:
-            value = group_values.get(group_id)
-            group = records.group_from_value(group_id, value, now) if value is not None else Group(group_id, state_timestamp_ms=now)
+            group_value = group_values.get(group_id)
+            group = (records.group_from_value(group_id, group_value, now) if group_value is not None
+                     else Group(group_id, state_timestamp_ms=now))
             group.offsets = offsets.get(group_id, {})
-            if group.is_(S.EMPTY) and not group.offsets and value is None:
+            if group.is_(S.EMPTY) and not group.offsets and group_value is None:
                 continue
             self.groups[group_id] = group
             self.group_partition[group_id] = partition
@@ -639,7 +640,8 @@ class GroupCoordinator:
                 valid[tp] = om
         if not valid:
             return defer.succeed(result)
-        entries = [(records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
+        entries: list[tuple[bytes, bytes | None]] = [
+            (records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
 
         def written(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             if error == ErrorCode.MESSAGE_TOO_LARGE or error == ErrorCode.RECORD_LIST_TOO_LARGE:

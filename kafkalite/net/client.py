@@ -15,6 +15,7 @@ from twisted.internet import defer, protocol
 from twisted.internet.interfaces import IReactorTCP, IReactorTime
 from twisted.python.failure import Failure
 
+from kafkalite.net.transport import stream_transport
 from kafkalite.protocol import codec
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
@@ -54,7 +55,7 @@ class KafkaClientProtocol(protocol.Protocol):
         timer = self.clock.callLater(timeout_s, self._timeout, corr)
         self.pending[corr] = (api_key, api_version, d, timer)
         chunks = codec.encode_request(api_key, api_version, corr, self.client_id, body)
-        self.transport.writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
+        stream_transport(self).writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
         return d
 
     def dataReceived(self, data: bytes) -> None:
@@ -68,14 +69,14 @@ class KafkaClientProtocol(protocol.Protocol):
                 timer.cancel()
                 d.callback(codec.decode_response(api_key, version, frame)[1])
         except ProtocolError as exc:
-            log.warning("bad response from %s: %s", self.transport.getPeer(), exc)
-            self.transport.abortConnection()
+            log.warning("bad response from %s: %s", stream_transport(self).getPeer(), exc)
+            stream_transport(self).abortConnection()
 
     def _timeout(self, corr: int) -> None:
         entry = self.pending.pop(corr, None)
         if entry is not None:
             entry[2].errback(RequestTimedOut(f"no response within the timeout (correlation id {corr})"))
-            self.transport.abortConnection()
+            stream_transport(self).abortConnection()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.closed = True
@@ -87,7 +88,7 @@ class KafkaClientProtocol(protocol.Protocol):
 
     def close(self) -> None:
         if not self.closed:
-            self.transport.loseConnection()
+            stream_transport(self).loseConnection()
 
 
 def connect(reactor: IReactorTCP, host: str, port: int, client_id: str, timeout_s: float) -> defer.Deferred:

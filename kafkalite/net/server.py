@@ -33,6 +33,7 @@ from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from kafkalite.net.transport import stream_transport
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
 
@@ -177,13 +178,13 @@ class KafkaConnection(protocol.Protocol):
 
     # -- Twisted callbacks ---------------------------------------------------------------------
     def connectionMade(self) -> None:
-        addr = self.transport.getPeer()
+        addr = stream_transport(self).getPeer()
         self.peer = f"{getattr(addr, 'host', '?')}:{getattr(addr, 'port', '?')}"
         if self.socket_options is not None:
             get_handle = getattr(self.transport, "getHandle", None)
             if get_handle is not None:
                 self.socket_options.apply(get_handle())
-        self.transport.registerProducer(self, True)
+        stream_transport(self).registerProducer(self, True)
 
     def _touch(self) -> None:
         if self.clock is not None:
@@ -209,7 +210,7 @@ class KafkaConnection(protocol.Protocol):
             self.queue.extend(frames)
             if len(self.queue) >= self.max_queued and not self.reading_paused:
                 self.reading_paused = True
-                self.transport.pauseProducing()
+                stream_transport(self).pauseProducing()
             self._next()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
@@ -233,7 +234,7 @@ class KafkaConnection(protocol.Protocol):
     def abort(self) -> None:
         self.closed = True
         self.queue.clear()
-        self.transport.abortConnection()
+        stream_transport(self).abortConnection()
 
     def _next(self) -> None:
         """Dispatch queued frames one at a time. Iterative on purpose: a handler's Deferred that
@@ -250,7 +251,7 @@ class KafkaConnection(protocol.Protocol):
                 frame = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < self.max_queued // 2:
                     self.reading_paused = False
-                    self.transport.resumeProducing()
+                    stream_transport(self).resumeProducing()
                 self.busy = True
                 try:
                     result = self.dispatcher.dispatch(frame, self)
@@ -275,7 +276,7 @@ class KafkaConnection(protocol.Protocol):
         if self.closed:
             return
         if result is not NO_RESPONSE:
-            self.transport.writeSequence([_as_bytes(c) for c in result])
+            stream_transport(self).writeSequence([_as_bytes(c) for c in result])
         self._touch()
         self._next()
 
@@ -380,9 +381,9 @@ class KafkaServerFactory(protocol.ServerFactory):
             log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                      conn.peer, self.max_idle_ms)
             conn.closed = True
-            conn.transport.loseConnection()
+            stream_transport(conn).loseConnection()
         return len(idle)
 
     def close_all(self) -> None:
         for conn in list(self.connections):
-            conn.transport.loseConnection()
+            stream_transport(conn).loseConnection()

@@ -92,7 +92,7 @@ def _min_size(spec: StructSpec, version: int, flexible: bool) -> int:
         if f.is_array:
             total += 1 if compact else 4
         elif f.elem == "struct":
-            total += _min_size(f.struct, version, flexible)  # type: ignore[arg-type]
+            total += _min_size(f.struct_spec, version, flexible)
         elif f.elem in FIXED_SIZES:
             total += FIXED_SIZES[f.elem]
         elif f.elem == "string":
@@ -147,10 +147,12 @@ class _Unit:
             if f.tagged_in(self.version):
                 if not self.flexible:
                     raise ValueError(f"{spec.name}.{f.name}: tagged in a non-flexible version")
+                if f.tag is None:
+                    raise ValueError(f"{spec.name}.{f.name}: tagged without a tag number")
                 tagged.append(f)
             else:
                 regular.append(f)
-        tagged.sort(key=lambda f: f.tag)  # type: ignore[arg-type,return-value]
+        tagged.sort(key=lambda f: f.tag or 0)   # every tagged field has its tag (checked above)
         return regular, tagged
 
     def default_expr(self, f: FieldSpec) -> str:
@@ -158,7 +160,7 @@ class _Unit:
         if f.is_array:
             return "None" if (f.has_default and f.default is None) else "[]"
         if f.elem == "struct":
-            return self.const(f.struct.default_dict) + "()"  # type: ignore[union-attr]
+            return self.const(f.struct_spec.default_dict) + "()"
         return self.const(f.default_value())
 
     def encode_default(self, f: FieldSpec) -> str:
@@ -266,7 +268,8 @@ class _Decoder(_Unit):
                     sub: StructSpec | None, compact: bool, nullable: bool, what: str,
                     depth: int) -> None:
         if elem == "struct":
-            fn = self.struct(sub)  # type: ignore[arg-type]
+            assert sub is not None   # a struct field carries its StructSpec
+            fn = self.struct(sub)
             out.append(f"{ind}{target}, pos = {fn}(buf, pos)")
             return
         if elem in FIXED_CODES:
@@ -301,7 +304,7 @@ class _Decoder(_Unit):
         n = f"n{depth}"
         self.read_len(out, ind, n, compact, 4)
         if f.elem == "struct":
-            min_size = max(1, _min_size(f.struct, self.version, self.flexible))  # type: ignore[arg-type]
+            min_size = max(1, _min_size(f.struct_spec, self.version, self.flexible))
         elif f.elem in FIXED_SIZES:
             min_size = FIXED_SIZES[f.elem]
         else:
@@ -434,7 +437,8 @@ class _Encoder(_Unit):
                      sub: StructSpec | None, compact: bool, nullable: bool, what: str,
                      depth: int) -> None:
         if elem == "struct":
-            fn = self.struct(sub)  # type: ignore[arg-type]
+            assert sub is not None   # a struct field carries its StructSpec
+            fn = self.struct(sub)
             out.append(f"{ind}out = {fn}({src}, out, parts)")
         elif elem in FIXED_CODES:
             pack = self.struct_fn(">" + FIXED_CODES[elem], "pack")

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Literal
 
 #: Primitive type names with a fixed wire width and their ``struct`` codes.
 FIXED_CODES: dict[str, str] = {
@@ -53,7 +53,7 @@ class FieldSpec:
     nullable: tuple[int, int] | None
     tag: int | None
     tagged: tuple[int, int] | None
-    flexible_override: tuple[int, int] | None | bool  # False = inherit from the message
+    flexible_override: tuple[int, int] | None | Literal[False]  # False = inherit from the message
     has_default: bool
     default: Any
     struct: "StructSpec | None"
@@ -71,7 +71,13 @@ class FieldSpec:
         """Compact (varint-length) encoding applies: message flexible unless the field opts out."""
         if self.flexible_override is False:
             return flexible
-        return _in(self.flexible_override, version)  # type: ignore[arg-type]
+        return _in(self.flexible_override, version)
+
+    @property
+    def struct_spec(self) -> "StructSpec":
+        """The nested struct of a ``struct`` field (``elem == "struct"``), which always has one."""
+        assert self.struct is not None, f"{self.name} is not a struct field"
+        return self.struct
 
     def default_value(self) -> Any:
         """A fresh Python value for "not set" (new list/dict each call, so callers may mutate)."""
@@ -130,7 +136,12 @@ class Tables:
 
 
 def _range(value: Any) -> tuple[int, int] | None:
-    return None if value is None else (int(value[0]), int(value[1]))
+    return None if value is None else _req_range(value)
+
+
+def _req_range(value: Any) -> tuple[int, int]:
+    """A version range the tables always give (a field's ``versions``, a message's ``valid``)."""
+    return (int(value[0]), int(value[1]))
 
 
 def _build_struct(name: str, raw_fields: list[dict]) -> StructSpec:
@@ -154,12 +165,12 @@ def _build_struct(name: str, raw_fields: list[dict]) -> StructSpec:
         default = raw.get("default")
         if elem == "uuid" and "default" in raw:
             default = uuid.UUID(default) if default else ZERO_UUID
-        flex: Any = False
+        flex: tuple[int, int] | None | Literal[False] = False
         if "flexible" in raw:
             flex = _range(raw["flexible"])
         fields.append(FieldSpec(
             name=raw["name"], key=key, type_name=type_name, is_array=is_array, elem=elem,
-            versions=_range(raw["versions"]), nullable=_range(raw.get("nullable")),  # type: ignore[arg-type]
+            versions=_req_range(raw["versions"]), nullable=_range(raw.get("nullable")),
             tag=raw.get("tag"), tagged=_range(raw.get("tagged")), flexible_override=flex,
             has_default="default" in raw, default=default, struct=sub,
         ))
@@ -172,14 +183,14 @@ def parse_tables(doc: dict) -> Tables:
     for name, raw in doc["messages"].items():
         spec = MessageSpec(
             name=name, kind=raw["type"], api_key=raw.get("api_key"),
-            valid=_range(raw["valid"]), flexible_min=raw.get("flexible"),  # type: ignore[arg-type]
+            valid=_req_range(raw["valid"]), flexible_min=raw.get("flexible"),
             body=_build_struct(name, raw["fields"]),
         )
         tables.messages[name] = spec
-        if spec.kind == "request":
-            tables.requests[spec.api_key] = spec  # type: ignore[index]
-        elif spec.kind == "response":
-            tables.responses[spec.api_key] = spec  # type: ignore[index]
+        if spec.kind in ("request", "response"):
+            if spec.api_key is None:
+                raise ValueError(f"{name}: a {spec.kind} without an api_key")
+            (tables.requests if spec.kind == "request" else tables.responses)[spec.api_key] = spec
     return tables
 
 

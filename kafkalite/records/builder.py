@@ -13,7 +13,7 @@ as it is a bug in the caller rather than bad input from the wire.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypedDict, Unpack
 
 from kafkalite.records.batch import (
     ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE,
@@ -227,10 +227,26 @@ class BatchBuilder:
         return buf
 
 
+class BatchOptions(TypedDict, total=False):
+    """BatchBuilder's keyword arguments, for :func:`build_batch`."""
+
+    compression: int
+    compression_level: int | None
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    transactional: bool
+    control: bool
+    log_append_time: int | None
+    base_offset: int
+    partition_leader_epoch: int
+    delete_horizon_ms: int | None
+
+
 def build_batch(records: Iterable[tuple[int, BytesLike | None, BytesLike | None, Sequence[Header]]],
-                **options: object) -> bytearray:
+                **options: Unpack[BatchOptions]) -> bytearray:
     """One batch from ``(timestamp, key, value, headers)`` tuples; ``options`` as for BatchBuilder."""
-    builder = BatchBuilder(**options)  # type: ignore[arg-type]
+    builder = BatchBuilder(**options)
     append = builder.append
     for timestamp, key, value, headers in records:
         append(timestamp, key, value, headers)

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 
 import crcmod.predefined
 
 BytesLike = bytes | bytearray | memoryview
+
+
+class Crc32c(Protocol):
+    """A CRC-32C function: ``value`` continues a previous CRC and defaults to 0 (start afresh)."""
+
+    def __call__(self, data: BytesLike, value: int = 0, /) -> int: ...
 
 
 def _require_crcmod_extension() -> None:
@@ -43,7 +49,7 @@ class _PyBuffer(ctypes.Structure):
                 ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
 
 
-def _load_google_crc32c() -> Callable[[BytesLike, int], int]:
+def _load_google_crc32c() -> Crc32c:
     """Bind ``crc32c_extend`` of the libcrc32c that google-crc32c bundles.
 
     google-crc32c's own Python wrapper parses its argument with ``y#``, which refuses memoryviews
@@ -84,7 +90,7 @@ def _load_google_crc32c() -> Callable[[BytesLike, int], int]:
     return crc32c_google
 
 
-crc32c: Callable[[BytesLike, int], int]
+crc32c: Crc32c
 IMPLEMENTATION: str
 try:
     crc32c = _load_google_crc32c()

@@ -154,7 +154,7 @@ def _parse_json(text: str, refs: tuple[Reference, ...], normalize: bool) -> Pars
     if not isinstance(doc, (dict, bool)):
         raise SchemaError("Invalid schema: a JSON Schema is an object or a boolean")
     try:
-        jsonschema.validators.validator_for(doc).check_schema(doc)
+        jsonschema.validators.validator_for(doc).check_schema(doc)  # type: ignore[arg-type]  # stub: a boolean schema is valid too
     except jsonschema.exceptions.SchemaError as exc:
         raise SchemaError(f"Invalid schema: {exc.message}") from None
     except (TypeError, ValueError, LookupError) as exc:

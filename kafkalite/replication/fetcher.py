@@ -91,6 +91,12 @@ class FollowedPartition:
         return self.needs_truncation and not self.is_delayed(now)
 
 
+def _fire(d: defer.Deferred) -> None:
+    """End a sleep unless something ended it already."""
+    if not d.called:
+        d.callback(None)
+
+
 class _Sleep:
     """A back-off that membership changes can cut short."""
 
@@ -100,7 +106,7 @@ class _Sleep:
 
     def __call__(self, seconds: float) -> defer.Deferred:
         d: defer.Deferred = defer.Deferred()
-        timer = self.reactor.callLater(max(seconds, 0.0), lambda: d.called or d.callback(None))
+        timer = self.reactor.callLater(max(seconds, 0.0), _fire, d)
         d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
         self.pending = d
         return d
@@ -110,7 +116,7 @@ class _Sleep:
         of state changes) go out in one request."""
         d = self.pending
         if d is not None and not d.called:
-            self.reactor.callLater(0, lambda: d.called or d.callback(None))
+            self.reactor.callLater(0, _fire, d)
 
 
 class ReplicaFetcher:
@@ -232,6 +238,7 @@ class ReplicaFetcher:
                 "leader_epoch": max(f.part.log.epochs.latest_epoch, 0)})
         body = {"replica_id": self.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        assert self.conn is not None  # _run connects before each round
         resp = yield self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
                                        self.config["replica.socket.timeout.ms"] / 1000.0)
         self.handle_epoch_response(todo, sent, resp)
@@ -285,6 +292,7 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
+        assert self.conn is not None  # _run connects before each round
         resp = yield self.conn.request(FETCH, FETCH_VERSION, body, timeout)
         self.handle_fetch_response(followed, sent, resp)
 

@@ -463,6 +463,7 @@ class PartitionLog:
                 limit_pos, limit_last = seg.size, seg.next_offset - 1
             else:
                 limit_info = seg.find_batch(limit_offset)
+                assert limit_info is not None  # limit_offset < seg.next_offset: its last batch reaches it
                 limit_pos, limit_last = limit_info.position, limit_info.base_offset - 1
             if info.size > max_bytes:
                 if not min_one_batch:

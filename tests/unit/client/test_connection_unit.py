@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafkalite.client import ClientError
+from kafkalite.client import Admin, ClientError, Consumer, Producer
 from kafkalite.client.connection import parse_bootstrap
 from kafkalite.errors import ErrorCode
 
@@ -14,10 +14,17 @@ def test_parse_bootstrap_forms():
     assert parse_bootstrap("[::1]:9092") == [("::1", 9092)]
 
 
-@pytest.mark.parametrize("bad", ["", "host", "host:abc", ":9092"])
+@pytest.mark.parametrize("bad", ["", "host", "host:abc", ":9092", None, []])
 def test_parse_bootstrap_rejects(bad):
     with pytest.raises(ClientError):
         parse_bootstrap(bad)
+
+
+@pytest.mark.parametrize("cls", [Producer, Consumer, Admin])
+def test_no_bootstrap_servers_nor_client_is_a_client_error(cls):
+    """A Producer/Consumer/Admin given neither servers nor a client says so (it was a TypeError)."""
+    with pytest.raises(ClientError, match="no bootstrap servers"):
+        cls()
 
 
 def test_client_error_retriable_follows_kafka():
