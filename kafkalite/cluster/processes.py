@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Sequence
+from typing import Any, Callable, Iterable, Protocol, Self, Sequence
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_JAR = "/usr/share/java/slf4j-simple.jar"
@@ -165,6 +165,30 @@ class Process:
         self._signal(signal.SIGKILL)
         self.wait(10)
 
+    # -- start-up -------------------------------------------------------------------------
+    @property
+    def log_path(self) -> Path:
+        raise NotImplementedError
+
+    def launch(self) -> None:
+        raise NotImplementedError
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        raise NotImplementedError
+
+    def start(self, timeout: float = 60.0) -> Self:
+        """Launch and wait until ready; a process that does not get there is killed (kill -9)."""
+        self.launch()
+        try:
+            self.wait_ready(timeout)
+        except BaseException:
+            self.kill()
+            raise
+        return self
+
+    def tail(self, lines: int = 30) -> str:
+        return tail(self.log_path, lines)
+
     def stop(self, timeout: float = 30.0) -> int | None:
         """SIGTERM, wait ``timeout``, then SIGKILL. Returns the exit code when known."""
         if self.alive:
@@ -215,11 +239,15 @@ class ZooKeeperProcess(Process):
         self.host = host
         self.listen_address = listen_address or host
         self.tick_ms = tick_ms
-        self.log_path = log_path or self.dir / "zookeeper.log"
+        self._log_path = log_path or self.dir / "zookeeper.log"
         self.quorum = tuple(quorum)
         self.server_id = server_id
         if self.quorum and self.peer is None:
             raise ValueError(f"server id {server_id} is not one of the quorum's servers")
+
+    @property
+    def log_path(self) -> Path:
+        return self._log_path
 
     @property
     def hosts(self) -> str:
@@ -636,17 +664,6 @@ class BrokerProcess(Process):
         raise ClusterError(f"broker {self.broker_id} did not register in ZooKeeper within {timeout:.0f} s; "
                            f"see {self.log_path}:\n{self.tail()}")
 
-    def start(self, timeout: float = 60.0) -> "BrokerProcess":
-        self.launch()
-        try:
-            self.wait_ready(timeout)
-        except BaseException:
-            self.kill()
-            raise
-        return self
-
-    def tail(self, lines: int = 30) -> str:
-        return tail(self.log_path, lines)
 
 
 class SchemaRegistryProcess(Process):
@@ -729,17 +746,6 @@ class SchemaRegistryProcess(Process):
         raise ClusterError(f"schema registry did not {what} within {timeout:.0f} s; "
                            f"see {self.log_path}:\n{tail(self.log_path)}")
 
-    def start(self, timeout: float = 60.0) -> "SchemaRegistryProcess":
-        self.launch()
-        try:
-            self.wait_ready(timeout)
-        except BaseException:
-            self.kill()
-            raise
-        return self
-
-    def tail(self, lines: int = 30) -> str:
-        return tail(self.log_path, lines)
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
