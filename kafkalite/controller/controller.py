@@ -230,7 +230,7 @@ class Controller:
             learned = yield self._offline_replicas_of(b)
             if term != self._log_dir_term:
                 return
-            if learned is not None and self.offline_replicas.get(b) != learned:
+            if learned is not None and self.offline_replicas.get(b, (learned[0], frozenset())) != learned:
                 self.offline_replicas[b] = learned
                 changed = True
                 log.info("broker %d (epoch %d): %d offline replica(s): %s", b, learned[0], len(learned[1]),

@@ -1,0 +1,122 @@
+"""One of a broker's two log dirs fills up mid-run; the broker keeps serving the other one.
+
+Broker 2 runs with ``log.dirs=<main>,<small tmpfs>`` and is the preferred leader of every
+partition of an RF=3 topic, so it leads partitions in both dirs. While an idempotent acks=all
+producer streams numbered records, the tmpfs is filled with a file, the next appends there get
+ENOSPC and the dir goes offline (Kafka's log-dir failure handling). Needs root for ``mount -t
+tmpfs``; skipped with the reason otherwise.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+from tests.fault.cluster_support import Streamer, full_isr, metadata_agrees, verify_exactly_once, zk_states
+from tests.support import wire
+from tests.support.waiting import wait_for
+
+PARTITIONS = 6
+VICTIM = 2
+DESCRIBE_LOG_DIRS = 35
+KAFKA_STORAGE_ERROR = 56
+OVERRIDES = {"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false",
+             "replica.lag.time.max.ms": "10000"}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 MiB tmpfs, unmounted (lazily: the broker may still hold it) in every path."""
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)],
+                              capture_output=True, text=True, timeout=30)
+    except OSError as exc:
+        pytest.skip(f"cannot run mount: {exc}")
+    if done.returncode != 0:
+        pytest.skip(f"mount -t tmpfs refused (needs root): {done.stderr.strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=30)
+
+
+def _fill(mount: Path) -> int:
+    """Write a file until the filesystem is full (ENOSPC); returns the bytes written."""
+    written = 0
+    chunk = b"\0" * (256 * 1024)
+    with open(mount / "filler", "wb", buffering=0) as f:
+        while True:
+            try:
+                written += f.write(chunk)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC, exc
+                return written
+
+
+def _describe_log_dirs(bootstrap: str) -> dict[str, tuple[int, set[int]]]:
+    """log dir -> (error code, partition indexes of every topic listed there)."""
+    resp = wire.request(bootstrap, DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout=10)
+    return {r["log_dir"]: (r["error_code"], {p["partition_index"] for t in r["topics"] for p in t["partitions"]})
+            for r in resp["results"]}
+
+
+def _registration_czxid(cluster: Any, broker_id: int) -> int:
+    _, stat = cluster.zk.get(f"{cluster.chroot}/brokers/ids/{broker_id}")
+    return stat.czxid
+
+
+def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_disk: Path, tmp_path: Path) -> None:
+    """After one of broker 2's two dirs fills up: every acknowledged record is there exactly once,
+    in order; the partitions in the full dir are led elsewhere and broker 2 left their ISRs; broker 2
+    is still registered in the same session (same czxid), still leads the partitions of its other
+    dir with a full ISR, its Metadata agrees with ZooKeeper, and its DescribeLogDirs answers the
+    full dir with KAFKA_STORAGE_ERROR and the other dir with its partitions."""
+    main_dir = tmp_path / "broker-2-main"
+    cluster = cluster_factory(3, OVERRIDES, broker_overrides={VICTIM: {"log.dirs": f"{main_dir},{small_disk}"}})
+    topic = "logdir-failure"
+    assignment = [[2, 1, 3] if p % 2 == 0 else [2, 3, 1] for p in range(PARTITIONS)]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, replica_assignment=assignment,
+                                  config={"min.insync.replicas": "2"})])[topic].result(30)
+    wait_for(lambda: len(zk_states(cluster, topic)) == PARTITIONS and full_isr(cluster, topic, 3), 30, "full ISRs")
+    wait_for(lambda: all(s["leader"] == VICTIM for s in zk_states(cluster, topic).values()), 30,
+             "broker 2 leading every partition")
+    on_small = {int(n.rsplit("-", 1)[1]) for n in os.listdir(small_disk) if n.startswith(f"{topic}-")}
+    on_main = {int(n.rsplit("-", 1)[1]) for n in os.listdir(main_dir) if n.startswith(f"{topic}-")}
+    assert on_small and on_main and on_small | on_main == set(range(PARTITIONS)), (on_small, on_main)
+    victim = cluster.broker(VICTIM)
+    czxid = _registration_czxid(cluster, VICTIM)
+
+    with Streamer(cluster.bootstrap, topic, PARTITIONS) as stream:
+        wait_for(lambda: all(stream.count(p) > 30 for p in range(PARTITIONS)), 30, "records flowing")
+        filled_at = time.monotonic()
+        _fill(small_disk)
+        wait_for(lambda: all(s["leader"] != VICTIM and VICTIM not in s["isr"]
+                             for p, s in zk_states(cluster, topic).items() if p in on_small), 30,
+                 "leadership of the full dir's partitions moved off broker 2")
+        wait_for(lambda: all(stream.first_ack_enqueued_after(p, filled_at) for p in range(PARTITIONS)), 30,
+                 "acks=all writes acknowledged on every partition after the failure")
+        count_after = stream.count()
+        wait_for(lambda: stream.count() > count_after + 300, 30, "the producer going on")
+
+    checked = verify_exactly_once(cluster.bootstrap, topic, PARTITIONS, stream)
+    assert checked > 600
+    assert victim.alive, "broker 2 stopped"
+    assert _registration_czxid(cluster, VICTIM) == czxid, "broker 2 re-registered"
+    states = zk_states(cluster, topic)
+    for p in on_main:
+        assert states[p]["leader"] == VICTIM and sorted(states[p]["isr"]) == [1, 2, 3], (p, states[p])
+    for p in on_small:
+        assert states[p]["leader"] in (1, 3) and VICTIM not in states[p]["isr"], (p, states[p])
+    wait_for(lambda: metadata_agrees(cluster, topic) is None, 30, "every broker's Metadata equal to ZooKeeper")
+    dirs = _describe_log_dirs(victim.bootstrap)
+    assert dirs[str(small_disk)] == (KAFKA_STORAGE_ERROR, set()), dirs
+    code, listed = dirs[str(main_dir)]
+    assert code == 0 and listed >= on_main, dirs
