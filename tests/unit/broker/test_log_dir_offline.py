@@ -62,7 +62,7 @@ class Node:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Any:
-    n = node
+    n = Node(tmp_path)
     yield n
     n.logs.close()
 
