@@ -47,6 +47,10 @@ from kafkalite.metadata import MetadataCache
 
 log = logging.getLogger(__name__)
 
+#: Tries of DescribeLogDirs to one broker for one batch of log-dir events, and the pause between.
+DESCRIBE_LOG_DIRS_ATTEMPTS = 3
+DESCRIBE_LOG_DIRS_BACKOFF_S = 1.0
+
 
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
@@ -83,6 +87,7 @@ class Controller:
         self._log_dir_term = 0                          # which controllership a watch belongs to
         self._log_dir_busy = False
         self._log_dir_again: list[int] | None = None      # notifications that arrived meanwhile
+        self._log_dir_again_everyone = False
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -203,6 +208,7 @@ class Controller:
         """One batch at a time; notifications arriving meanwhile make one more batch."""
         if self._log_dir_busy:
             self._log_dir_again = sorted(set(self._log_dir_again or []) | set(sequences))
+            self._log_dir_again_everyone |= everyone
             return
         if not sequences and not everyone:
             return
@@ -214,8 +220,9 @@ class Controller:
             if isinstance(result, Failure):
                 log.error("handling log dir events failed: %s", result.getTraceback())
             again, self._log_dir_again = self._log_dir_again, None
-            if again and self.active:
-                self._consume_log_dir_events(again)
+            everyone_again, self._log_dir_again_everyone = self._log_dir_again_everyone, False
+            if (again or everyone_again) and self.active:
+                self._consume_log_dir_events(again or [], everyone_again)
         d.addBoth(done)
 
     @defer.inlineCallbacks
@@ -225,11 +232,14 @@ class Controller:
             brokers: Iterable[int] = set(self.cache.brokers) | {self.broker_id}
         else:
             brokers = yield self.kafka_zk.get_broker_ids_from_log_dir_events(sequences)
+        asked = sorted(set(brokers))
+        # in parallel: one broker that does not answer (dying, session not yet expired) must not
+        # hold up what the others say
+        answers = yield defer.gatherResults([self._offline_replicas_of(b) for b in asked])
+        if term != self._log_dir_term:
+            return
         changed = False
-        for b in sorted(set(brokers)):
-            learned = yield self._offline_replicas_of(b)
-            if term != self._log_dir_term:
-                return
+        for b, learned in zip(asked, answers):
             if learned is not None and self.offline_replicas.get(b, (learned[0], frozenset())) != learned:
                 self.offline_replicas[b] = learned
                 changed = True
@@ -253,10 +263,17 @@ class Controller:
         if broker_id not in self.cache.brokers and broker_id != self.broker_id:
             return None
         epoch = self.broker_epochs().get(broker_id, -1)
-        try:
-            dirs = yield self.describe_log_dirs(broker_id)
-        except Exception as exc:
-            log.warning("DescribeLogDirs to broker %d failed: %s", broker_id, exc)
+        dirs = None
+        for attempt in range(1, DESCRIBE_LOG_DIRS_ATTEMPTS + 1):
+            try:
+                dirs = yield self.describe_log_dirs(broker_id)
+                break
+            except Exception as exc:
+                log.warning("DescribeLogDirs to broker %d failed (attempt %d of %d): %s", broker_id, attempt,
+                            DESCRIBE_LOG_DIRS_ATTEMPTS, exc)
+            if attempt < DESCRIBE_LOG_DIRS_ATTEMPTS and self.reactor is not None:
+                yield task.deferLater(self.reactor, DESCRIBE_LOG_DIRS_BACKOFF_S, lambda: None)
+        if dirs is None or (broker_id not in self.cache.brokers and broker_id != self.broker_id):
             return None
         if not any(code == ErrorCode.KAFKA_STORAGE_ERROR for _, code, _ in dirs):
             return (epoch, frozenset())

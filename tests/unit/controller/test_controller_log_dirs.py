@@ -9,7 +9,7 @@ from twisted.internet import defer
 from twisted.internet.testing import MemoryReactorClock
 from twisted.python import failure
 
-from kafkalite.controller.controller import Controller
+from kafkalite.controller.controller import DESCRIBE_LOG_DIRS_BACKOFF_S, Controller
 from kafkalite.coordination import KafkaZkClient, MemoryZooKeeperServer
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
@@ -32,6 +32,7 @@ class World:
         self.dirs: dict[int, list[tuple[str, int, set[tuple[str, int]]]]] = {
             b: [("/d1", 0, {("t", 0), ("t", 1)})] for b in (1, 2, 3)}
         self.asked: list[int] = []
+        self.failures: dict[int, int] = {}      # broker -> how many DescribeLogDirs to fail first
 
     def kafka_zk(self) -> KafkaZkClient:
         kz = KafkaZkClient(zk=self.server.client("memory/kafka"))
@@ -57,10 +58,13 @@ class World:
 
     def describe(self, broker_id: int) -> defer.Deferred:
         self.asked.append(broker_id)
+        if self.failures.get(broker_id, 0) > 0:
+            self.failures[broker_id] -= 1
+            return defer.fail(ConnectionRefusedError("injected"))
         return defer.succeed(self.dirs[broker_id])
 
     def controller(self, broker_id: int = 1) -> Controller:
-        c = Controller(broker_id, self.zk, self.cache, set, lambda t: False,
+        c = Controller(broker_id, self.zk, self.cache, set, lambda t: False, reactor=self.clock,
                        broker_epochs=lambda: self.epochs, describe_log_dirs=self.describe)
         c.maybe_elect()
         self.settle()
@@ -144,3 +148,23 @@ def test_deposed_controller_stops_consuming_events() -> None:
     w.settle()
     assert w.asked == []
     assert len(w.result(w.zk.get_log_dir_event_notifications())) == 1
+
+
+def test_describe_log_dirs_is_retried_after_a_failure() -> None:
+    """A broker that does not answer at once is asked again after a back-off; its offline replica
+    counts once it answers, and the notification is deleted only then."""
+    w = World()
+    c = w.controller()
+    w.dirs[2] = [("/d1", 0, {("t", 1)}), ("/d2", STORAGE, set())]
+    w.failures[2] = 1
+    w.asked.clear()
+    w.result(w.zk.propagate_log_dir_event(2))
+    w.settle()
+    assert w.asked == [2] and c.all_offline_replicas() == set()
+    assert len(w.result(w.zk.get_log_dir_event_notifications())) == 1
+    w.clock.advance(DESCRIBE_LOG_DIRS_BACKOFF_S)
+    w.settle()
+    assert w.asked == [2, 2]
+    assert c.all_offline_replicas() == {("t", 0, 2)}
+    assert w.state(0).leader == 1
+    assert w.result(w.zk.get_log_dir_event_notifications()) == []
