@@ -1,7 +1,8 @@
 """One of a broker's two log dirs fills up mid-run; the broker keeps serving the other one.
 
-Broker 2 runs with ``log.dirs=<main>,<small tmpfs>`` and is the preferred leader of every
-partition of an RF=3 topic, so it leads partitions in both dirs. While an idempotent acks=all
+The victim broker runs with ``log.dirs=<main>,<small tmpfs>`` and is the preferred leader of every
+partition of an RF=3 topic, so it leads partitions in both dirs. It is either another broker than
+the controller (which then asks it over the wire with DescribeLogDirs) or the controller itself. While an idempotent acks=all
 producer streams numbered records, the tmpfs is filled with a file, the next appends there get
 ENOSPC and the dir goes offline (Kafka's log-dir failure handling). Needs root for ``mount -t
 tmpfs``; skipped with the reason otherwise.
@@ -17,12 +18,12 @@ from typing import Any, Iterator
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.fault.cluster_support import Streamer, full_isr, metadata_agrees, verify_exactly_once, zk_states
+from tests.fault.cluster_support import (Streamer, controller_id, full_isr, metadata_agrees, verify_exactly_once,
+                                         zk_states)
 from tests.support import wire
 from tests.support.waiting import wait_for
 
 PARTITIONS = 6
-VICTIM = 2
 DESCRIBE_LOG_DIRS = 35
 KAFKA_STORAGE_ERROR = 56
 OVERRIDES = {"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false",
@@ -72,35 +73,41 @@ def _registration_czxid(cluster: Any, broker_id: int) -> int:
     return stat.czxid
 
 
-def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_disk: Path, tmp_path: Path) -> None:
-    """After one of broker 2's two dirs fills up: every acknowledged record is there exactly once,
-    in order; the partitions in the full dir are led elsewhere and broker 2 left their ISRs; broker 2
-    is still registered in the same session (same czxid), still leads the partitions of its other
-    dir with a full ISR, its Metadata agrees with ZooKeeper, and its DescribeLogDirs answers the
-    full dir with KAFKA_STORAGE_ERROR and the other dir with its partitions."""
-    main_dir = tmp_path / "broker-2-main"
-    cluster = cluster_factory(3, OVERRIDES, broker_overrides={VICTIM: {"log.dirs": f"{main_dir},{small_disk}"}})
+@pytest.mark.parametrize("victim_kind", ["broker", "controller"])
+def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_disk: Path, tmp_path: Path,
+                                                         victim_kind: str) -> None:
+    """After one of the victim's two dirs fills up: every acknowledged record is there exactly
+    once, in order; the partitions in the full dir are led elsewhere and the victim left their ISRs;
+    the victim is still registered in the same session (same czxid), still leads the partitions of
+    its other dir with a full ISR, its Metadata agrees with ZooKeeper, and its DescribeLogDirs
+    answers the full dir with KAFKA_STORAGE_ERROR and the other dir with its partitions."""
+    # the harness starts brokers in order and the first becomes the controller
+    victim_id = 1 if victim_kind == "controller" else 2
+    others = [b for b in (1, 2, 3) if b != victim_id]
+    main_dir = tmp_path / f"broker-{victim_id}-main"
+    cluster = cluster_factory(3, OVERRIDES, broker_overrides={victim_id: {"log.dirs": f"{main_dir},{small_disk}"}})
+    assert (controller_id(cluster) == victim_id) == (victim_kind == "controller")
     topic = "logdir-failure"
-    assignment = [[2, 1, 3] if p % 2 == 0 else [2, 3, 1] for p in range(PARTITIONS)]
+    assignment = [[victim_id, *others] if p % 2 == 0 else [victim_id, *reversed(others)] for p in range(PARTITIONS)]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, replica_assignment=assignment,
                                   config={"min.insync.replicas": "2"})])[topic].result(30)
     wait_for(lambda: len(zk_states(cluster, topic)) == PARTITIONS and full_isr(cluster, topic, 3), 30, "full ISRs")
-    wait_for(lambda: all(s["leader"] == VICTIM for s in zk_states(cluster, topic).values()), 30,
-             "broker 2 leading every partition")
+    wait_for(lambda: all(s["leader"] == victim_id for s in zk_states(cluster, topic).values()), 30,
+             "the victim leading every partition")
     on_small = {int(n.rsplit("-", 1)[1]) for n in os.listdir(small_disk) if n.startswith(f"{topic}-")}
     on_main = {int(n.rsplit("-", 1)[1]) for n in os.listdir(main_dir) if n.startswith(f"{topic}-")}
     assert on_small and on_main and on_small | on_main == set(range(PARTITIONS)), (on_small, on_main)
-    victim = cluster.broker(VICTIM)
-    czxid = _registration_czxid(cluster, VICTIM)
+    victim = cluster.broker(victim_id)
+    czxid = _registration_czxid(cluster, victim_id)
 
     with Streamer(cluster.bootstrap, topic, PARTITIONS) as stream:
         wait_for(lambda: all(stream.count(p) > 30 for p in range(PARTITIONS)), 30, "records flowing")
         filled_at = time.monotonic()
         _fill(small_disk)
-        wait_for(lambda: all(s["leader"] != VICTIM and VICTIM not in s["isr"]
+        wait_for(lambda: all(s["leader"] != victim_id and victim_id not in s["isr"]
                              for p, s in zk_states(cluster, topic).items() if p in on_small), 30,
-                 "leadership of the full dir's partitions moved off broker 2")
+                 "leadership of the full dir's partitions moved off the victim")
         wait_for(lambda: all(stream.first_ack_enqueued_after(p, filled_at) for p in range(PARTITIONS)), 30,
                  "acks=all writes acknowledged on every partition after the failure")
         count_after = stream.count()
@@ -108,13 +115,13 @@ def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_
 
     checked = verify_exactly_once(cluster.bootstrap, topic, PARTITIONS, stream)
     assert checked > 600
-    assert victim.alive, "broker 2 stopped"
-    assert _registration_czxid(cluster, VICTIM) == czxid, "broker 2 re-registered"
+    assert victim.alive, "the victim stopped"
+    assert _registration_czxid(cluster, victim_id) == czxid, "the victim re-registered"
     states = zk_states(cluster, topic)
     for p in on_main:
-        assert states[p]["leader"] == VICTIM and sorted(states[p]["isr"]) == [1, 2, 3], (p, states[p])
+        assert states[p]["leader"] == victim_id and sorted(states[p]["isr"]) == [1, 2, 3], (p, states[p])
     for p in on_small:
-        assert states[p]["leader"] in (1, 3) and VICTIM not in states[p]["isr"], (p, states[p])
+        assert states[p]["leader"] in others and victim_id not in states[p]["isr"], (p, states[p])
     wait_for(lambda: metadata_agrees(cluster, topic) is None, 30, "every broker's Metadata equal to ZooKeeper")
     dirs = _describe_log_dirs(victim.bootstrap)
     assert dirs[str(small_disk)] == (KAFKA_STORAGE_ERROR, set()), dirs
