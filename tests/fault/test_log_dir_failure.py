@@ -127,3 +127,45 @@ def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_
     assert dirs[str(small_disk)] == (KAFKA_STORAGE_ERROR, set()), dirs
     code, listed = dirs[str(main_dir)]
     assert code == 0 and listed >= on_main, dirs
+
+
+def test_restart_with_a_dir_gone_keeps_its_replicas_offline(cluster_factory, tmp_path: Path) -> None:
+    """Broker 2 is stopped, one of its two dirs is replaced by a plain file (a disk that did not
+    come back) and it is started again. Its replicas of that dir are offline from the start: never
+    re-created empty on the other dir (their state predates the process: not new), never followed,
+    never back in an ISR, while the replicas of its healthy dir rejoin every ISR; DescribeLogDirs
+    answers the gone dir with 56; a topic created afterwards is hosted on the healthy dir; every
+    record acknowledged before is still readable."""
+    victim_id = 2
+    dir_a, dir_b = tmp_path / "broker-2-a", tmp_path / "broker-2-b"
+    cluster = cluster_factory(3, OVERRIDES, broker_overrides={victim_id: {"log.dirs": f"{dir_a},{dir_b}"}})
+    topic = "logdir-restart"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[topic].result(30)
+    wait_for(lambda: len(zk_states(cluster, topic)) == PARTITIONS and full_isr(cluster, topic, 3), 30, "full ISRs")
+    with Streamer(cluster.bootstrap, topic, PARTITIONS) as stream:
+        wait_for(lambda: all(stream.count(p) > 10 for p in range(PARTITIONS)), 30, "records acknowledged")
+    on_b = {int(n.rsplit("-", 1)[1]) for n in os.listdir(dir_b) if n.startswith(f"{topic}-")}
+    on_a = {int(n.rsplit("-", 1)[1]) for n in os.listdir(dir_a) if n.startswith(f"{topic}-")}
+    assert on_a and on_b, (on_a, on_b)
+    victim = cluster.broker(victim_id)
+    victim.stop()
+    dir_b.rename(tmp_path / "broker-2-b.unplugged")
+    dir_b.write_text("not a directory\n")
+    victim.start()
+    wait_for(lambda: all(sorted(s["isr"]) == [1, 2, 3] for p, s in zk_states(cluster, topic).items() if p in on_a),
+             60, "broker 2 back in the ISRs of its healthy dir's partitions")
+    dirs = wait_for(lambda: _describe_log_dirs(victim.bootstrap), 10, "DescribeLogDirs")
+    assert dirs[str(dir_b)] == (KAFKA_STORAGE_ERROR, set()), dirs
+    assert dirs[str(dir_a)][0] == 0 and dirs[str(dir_a)][1] >= on_a, dirs
+    assert not {n for n in os.listdir(dir_a) if n.startswith(f"{topic}-") and int(n.rsplit("-", 1)[1]) in on_b}, \
+        "an offline replica was re-created empty on the healthy dir"
+    fresh = "logdir-after-restart"
+    admin.create_topics([NewTopic(fresh, 2, 3)])[fresh].result(30)
+    wait_for(lambda: len(zk_states(cluster, fresh)) == 2 and full_isr(cluster, fresh, 3), 30,
+             "a new topic fully replicated, broker 2 included")
+    assert {n for n in os.listdir(dir_a) if n.startswith(f"{fresh}-")} == {f"{fresh}-0", f"{fresh}-1"}
+    states = zk_states(cluster, topic)
+    assert all(victim_id not in s["isr"] and s["leader"] != victim_id for p, s in states.items() if p in on_b), states
+    assert victim.alive
+    verify_exactly_once(cluster.bootstrap, topic, PARTITIONS, stream)
