@@ -164,7 +164,8 @@ def test_restart_with_a_dir_gone_keeps_its_replicas_offline(cluster_factory, tmp
     admin.create_topics([NewTopic(fresh, 2, 3)])[fresh].result(30)
     wait_for(lambda: len(zk_states(cluster, fresh)) == 2 and full_isr(cluster, fresh, 3), 30,
              "a new topic fully replicated, broker 2 included")
-    assert {n for n in os.listdir(dir_a) if n.startswith(f"{fresh}-")} == {f"{fresh}-0", f"{fresh}-1"}
+    wait_for(lambda: {n for n in os.listdir(dir_a) if n.startswith(f"{fresh}-")} == {f"{fresh}-0", f"{fresh}-1"},
+             30, "broker 2 hosting the new topic's replicas on its healthy dir")
     states = zk_states(cluster, topic)
     assert all(victim_id not in s["isr"] and s["leader"] != victim_id for p, s in states.items() if p in on_b), states
     assert victim.alive
