@@ -49,6 +49,9 @@ class MetadataSync:
         self.deleting: set[str] = set()
         #: broker id -> czxid of its live registration znode: Kafka's broker epoch.
         self.broker_epochs: dict[int, int] = {}
+        #: (topic, partition) -> czxid of its state znode: when the partition came to exist, which
+        #: tells a broker whether a replica can predate its own start (ReplicaManager's is_new).
+        self.state_czxids: dict[tuple[str, int], int] = {}
         self.loaded = False
 
     @defer.inlineCallbacks
@@ -143,6 +146,7 @@ class MetadataSync:
                 if state_watch is not None:
                     state_watch.cancel()
                 self.cache.states.pop(key, None)
+                self.state_czxids.pop(key, None)
             if self.cache.topics.pop(gone, None) is not None:
                 self._emit(Change("topic-removed", gone))
         for new in names - set(self.topic_watches):
@@ -200,6 +204,7 @@ class MetadataSync:
             return
         if data is None:
             self.cache.states.pop(key, None)
+            self.state_czxids.pop(key, None)
         else:
             try:
                 z = TopicPartitionStateZNode.decode(data)
@@ -207,6 +212,7 @@ class MetadataSync:
                 log.warning("unreadable state of %s-%d: %s", topic, partition, exc)
                 return
             self.cache.states[key] = leader_and_isr(z, int(stat.version))
+            self.state_czxids[key] = int(stat.czxid)
         self._emit(Change("state", topic, partition))
 
     # -- deletion ----------------------------------------------------------------------------------

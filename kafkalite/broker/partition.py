@@ -18,7 +18,7 @@ from twisted.internet import defer
 
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.coordination.errors import ZkVersionConflictError
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError
 from kafkalite.metadata.state import LeaderAndIsr
 from kafkalite.records.batch import BatchInfo
 from kafkalite.storage import AppendResult, PartitionLog
@@ -55,6 +55,8 @@ class Partition:
     #: "caught up": it fetched up to where the leader's log ended at its previous fetch).
     follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
     isr_write_pending: bool = False
+    #: The replica's log dir failed: it neither leads nor follows any more (until restart).
+    offline: bool = False
 
     @property
     def key(self) -> tuple[str, int]:
@@ -71,7 +73,7 @@ class Partition:
 
     @property
     def is_leader(self) -> bool:
-        return self.state is not None and self.state.leader == self.broker_id
+        return not self.offline and self.state is not None and self.state.leader == self.broker_id
 
     @property
     def leader_epoch(self) -> int:
@@ -91,6 +93,8 @@ class Partition:
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
         """Raise unless this replica leads, and the client's epoch (if given) matches ours."""
+        if self.offline:
+            raise KafkaStorageError(f"{self.topic}-{self.index}: the log dir of this replica is offline")
         if not self.is_leader:
             raise PartitionError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if current_leader_epoch >= 0:
@@ -111,14 +115,22 @@ class Partition:
             self.isr_write_pending = False
             # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
             # epoch learns where that epoch ended here (KIP-101).
-            if state.leader_epoch > self.log.epochs.latest_epoch:
-                self.log.epochs.assign(state.leader_epoch, self.log.log_end_offset)
+            # (memory now, the checkpoint file in the storage's background executor)
+            self.log.assign_epoch(state.leader_epoch, self.log.log_end_offset)
             # Kafka: the new leader's high watermark starts at its own checkpointed value and
             # only moves once the ISR's end offsets are known.
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
             log.info("%s-%d: leader in epoch %d (ISR %s, log end %d)", self.topic, self.index,
                      state.leader_epoch, list(state.isr), self.log.log_end_offset)
         self.maybe_advance_high_watermark()
+
+    def mark_offline(self) -> None:
+        """The log dir failed (ReplicaManager.take_offline): stop leading and forget followers;
+        waiters re-checking :meth:`replication_status` get KAFKA_STORAGE_ERROR."""
+        self.offline = True
+        self.follower_end_offsets.clear()
+        self.follower_caught_up_ms.clear()
+        self.follower_last_fetch.clear()
 
     def become_follower(self, state: LeaderAndIsr, replicas: list[int]) -> None:
         self.state = state
@@ -229,6 +241,8 @@ class Partition:
     def replication_status(self, required_offset: int, min_insync_replicas: int) -> ErrorCode | None:
         """Kafka's ``Partition.checkEnoughReplicasReachOffset`` for an acks=all append ending at
         ``required_offset`` (exclusive): None while still waiting, else the answer's code."""
+        if self.offline:
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if not self.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.high_watermark < required_offset:

@@ -19,7 +19,7 @@ from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import BrokerConfig
-from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError
+from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError, KafkaStorageError
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
 from kafkalite.records.batch import BatchInfo, validate_batches
 from kafkalite.records.record import decode_batch
@@ -56,6 +56,9 @@ class ReplicaManager:
         self.metadata = metadata
         self.isr_writer = isr_writer
         self.partitions: dict[tuple[str, int], Partition] = {}
+        #: Replicas on a failed log dir (Kafka's ``HostedPartition.Offline``): every request for
+        #: them answers KAFKA_STORAGE_ERROR and state changes are ignored until restart.
+        self.offline: set[tuple[str, int]] = set()
         self.fetchers: "ReplicaFetcherManager | None" = None
         #: Called with the Partition after each role change or removal (the group coordinator
         #: loads/unloads __consumer_offsets partitions from here).
@@ -66,6 +69,8 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     def leader(self, topic: str, index: int, current_leader_epoch: int = -1) -> Partition:
+        if (topic, index) in self.offline:
+            raise KafkaStorageError(f"{topic}-{index} is in an offline log dir on broker {self.broker_id}")
         part = self.partitions.get((topic, index))
         if part is None or part.state is None:
             raise PartitionError(f"{topic}-{index} is not hosted here",
@@ -78,14 +83,28 @@ class ReplicaManager:
         return any(p.is_leader and len(p.replicas) > 1 for p in self.partitions.values())
 
     # -- state changes from ZooKeeper ------------------------------------------------------------
-    def apply_state(self, topic: str, index: int, replicas: list[int], state: LeaderAndIsr) -> Partition | None:
-        """Make our replica of the partition leader or follower as ``state`` says."""
+    def apply_state(self, topic: str, index: int, replicas: list[int], state: LeaderAndIsr, *,
+                    is_new: bool = True) -> Partition | None:
+        """Make our replica of the partition leader or follower as ``state`` says.
+
+        ``is_new``: the partition's state appeared after this process started, so no log of it can
+        be on a dir that was already offline (Kafka's LeaderAndIsr ``isNew``); a replica that is not
+        new is never created afresh while a dir is offline (storage refuses, the replica goes
+        offline here), since its data may be on the failed disk."""
         if self.broker_id not in replicas:
             return None
         key = (topic, index)
+        if key in self.offline:
+            log.debug("%s-%d: offline here, ignoring state %s", topic, index, state)
+            return None
         part = self.partitions.get(key)
         if part is None:
-            plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic))
+            try:
+                plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic), is_new=is_new)
+            except KafkaStorageError as exc:
+                log.error("%s-%d: replica offline on broker %d: %s", topic, index, self.broker_id, exc)
+                self.offline.add(key)
+                return None
             part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer)
             self.partitions[key] = part
         elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
@@ -104,6 +123,48 @@ class ReplicaManager:
         self._notify_role(part)
         return part
 
+    def take_offline(self, keys: Sequence[tuple[str, int]]) -> list[Partition]:
+        """Kafka's ``handleLogDirFailure`` for the replicas in ``keys`` (their dir failed): stop
+        following them, stop leading them (acks=all waiters answer KAFKA_STORAGE_ERROR, fetch
+        long-polls wake and answer it), tell the role listeners (the group coordinator unloads
+        ``__consumer_offsets`` partitions) and refuse every later request and state change for
+        them. Returns the partitions that were hosted here."""
+        gone: list[Partition] = []
+        for key in keys:
+            if key in self.offline:
+                continue
+            self.offline.add(key)
+            if self.fetchers is not None:
+                self.fetchers.unfollow(key)
+            part = self.partitions.pop(key, None)
+            if part is not None:
+                part.mark_offline()
+                gone.append(part)
+                self._notify_role(part)
+            self.purgatory.check(key)
+        if gone:
+            log.error("broker %d: %d replica(s) offline (failed log dir): %s", self.broker_id, len(gone),
+                      ", ".join(f"{p.topic}-{p.index}" for p in gone))
+        return gone
+
+    def describe_log_dirs(self, topics: dict[str, set[int]] | None) -> list[dict[str, Any]]:
+        """DescribeLogDirs' ``results``: every configured dir, an offline one with
+        KAFKA_STORAGE_ERROR and no topics; ``topics`` filters (None: all). The offset lag of a
+        current log is max(0, high watermark - log end), as Kafka's ``getLogEndOffsetLag``."""
+        results: list[dict[str, Any]] = []
+        for info in self.logs.describe_dirs():
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for (topic, index), size in info.partitions.items():
+                if topics is not None and index not in topics.get(topic, ()):
+                    continue
+                plog = self.logs.get(topic, index)
+                lag = max(0, plog.high_watermark - plog.log_end_offset) if plog is not None else 0
+                by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
+                                                       "offset_lag": lag, "is_future_key": False})
+            results.append({"error_code": int(info.error), "log_dir": info.path,
+                            "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())]})
+        return results
+
     def _notify_role(self, part: Partition) -> None:
         for listener in self.role_listeners:
             try:
@@ -118,6 +179,10 @@ class ReplicaManager:
                 part.log.config = log_config
 
     def remove_topic(self, topic: str, delete: bool = True) -> None:
+        for key in [k for k in self.offline if k[0] == topic]:
+            self.offline.discard(key)
+            if delete:
+                self.logs.delete(topic, key[1])   # only forgotten: its files are on the failed disk
         for key in [k for k in self.partitions if k[0] == topic]:
             part = self.partitions.pop(key)
             part.state = None

@@ -8,6 +8,12 @@ and asks the controller to move its leaderships away while it still serves (Kafk
 ControlledShutdown); then it stops accepting, answers waiting requests, closes the ZooKeeper
 session (our ephemeral registration vanishes at once), flushes and closes the logs with a
 clean-shutdown marker.
+
+Log-dir failure (Kafka's ``ReplicaManager.handleLogDirFailure``): storage reports a failed dir
+from whatever thread met the error; the broker hops to the reactor, takes that dir's replicas
+offline (they answer KAFKA_STORAGE_ERROR, are no longer followed, their acks=all waiters are
+answered), writes ``/log_dir_event_notification`` so the controller moves their leadership, and
+keeps serving its other dirs, still registered. With no dir left it stops.
 """
 from __future__ import annotations
 
@@ -47,6 +53,7 @@ from zk_schema.brokers import BrokerRegistration, EndPoint
 log = logging.getLogger(__name__)
 
 CONTROLLED_SHUTDOWN = 7
+DESCRIBE_LOG_DIRS = 35
 
 
 class KafkaBroker:
@@ -72,6 +79,12 @@ class KafkaBroker:
         # Blocking on purpose: logs are recovered before the reactor runs (nothing to serve yet).
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms,
                                       producer_id_expiration_ms=config["producer.id.expiration.ms"])
+        # from now on storage's deferred file work (unlinks, epoch checkpoints) runs in the
+        # blocking runner; jobs handed over before the reactor runs wait for it
+        self.log_manager.background = self._storage_background
+        self.log_manager.add_failure_listener(lambda log_dir, reason: self._on_reactor(self._log_dir_failed, log_dir))
+        #: Why the broker stopped by itself (every log dir offline), for the exit code.
+        self.fatal: str | None = None
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
@@ -93,7 +106,8 @@ class KafkaBroker:
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
-                                     config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs)
+                                     config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
+                                     describe_log_dirs=self._describe_log_dirs_of)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
@@ -112,6 +126,7 @@ class KafkaBroker:
         self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
         self.broker_epoch = -1               # czxid of our registration znode
+        self.first_broker_epoch = -1         # ... of this process's first registration (see _apply_state)
         registry.load_handlers()
 
     def services(self) -> BrokerServices:
@@ -131,11 +146,16 @@ class KafkaBroker:
         advertised = self._listen()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
+        self.first_broker_epoch = self.broker_epoch
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
         self._start_loops()
         self.groups.start()
+        if self.log_manager.offline_dirs:
+            # dirs that failed at start-up or before we registered: tell the controller now
+            self.replica_manager.take_offline(self.log_manager.offline_partitions())
+            self._report_log_dir_failure()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 
@@ -199,6 +219,68 @@ class KafkaBroker:
         d.addBoth(lambda _: self.background.pop(name, None) and None)
         self.background[name] = d
         return d
+
+    # -- storage: background work and log-dir failure ----------------------------------------------
+    def _on_reactor(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn`` on the reactor thread (from any thread; queued until the reactor runs). A
+        memory reactor (in-process tests) has one thread only: run it now."""
+        call_from_thread = getattr(self.reactor, "callFromThread", None)
+        if call_from_thread is None:
+            fn(*args)
+        else:
+            call_from_thread(fn, *args)
+
+    def _storage_background(self, job: Callable[[], None]) -> None:
+        """LogManager's ``background``: the job goes to the blocking runner, handed over on the
+        reactor (storage may call this from a flush or cleaner thread)."""
+        def submit() -> None:
+            self.blocking.run(job).addErrback(lambda f: log.error("storage background job failed: %s", f.value))
+        self._on_reactor(submit)
+
+    def _log_dir_failed(self, log_dir: str) -> None:
+        """Reactor thread, once per failed dir: its replicas go offline here, the controller is
+        told, and the broker goes on serving its other dirs (stopping when none is left)."""
+        self.log_manager.handle_dir_failures()
+        self.replica_manager.take_offline(self.log_manager.partitions_in(log_dir))
+        if not self.log_manager.online_dirs:
+            self.fatal = f"every log dir is offline (last: {log_dir})"
+            log.critical("broker %d: %s; shutting down", self.broker_id, self.fatal)
+            if not self.stopping:
+                self.reactor.stop()          # run_broker's shutdown trigger runs shutdown()
+            return
+        self._report_log_dir_failure()
+
+    def _report_log_dir_failure(self) -> None:
+        """``/log_dir_event_notification/log_dir_event_<seq>`` naming us: the controller then asks
+        us with DescribeLogDirs which replicas are offline. Before we are registered start() does it."""
+        if self.broker_epoch < 0 or self.stopping:
+            return
+        d = self.kafka_zk.propagate_log_dir_event(self.broker_id)
+        d.addCallbacks(lambda path: log.info("reported offline log dir(s) %s at %s",
+                                             ", ".join(self.log_manager.offline_dirs), path),
+                       lambda f: log.error("could not report the log dir failure: %s", f.value))
+
+    @defer.inlineCallbacks
+    def _describe_log_dirs_of(self, broker_id: int) -> Any:
+        """For the controller: DescribeLogDirs of ``broker_id`` (ourselves directly, else over the
+        inter-broker listener), as [(log dir, error code, {(topic, partition)})]."""
+        if broker_id == self.broker_id:
+            results = self.replica_manager.describe_log_dirs(None)
+        else:
+            endpoint = self._endpoint_of(broker_id)
+            if endpoint is None:
+                raise KafkaError(f"broker {broker_id} has no {self._inter_broker_listener()} endpoint")
+            timeout = self.config["controller.socket.timeout.ms"] / 1000.0
+            conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"controller-{self.broker_id}",
+                                            timeout)
+            try:
+                resp = yield conn.request(DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
+            finally:
+                conn.close()
+            results = resp["results"]
+        return [(r["log_dir"], r["error_code"],
+                 {(t["name"], p["partition_index"]) for t in r["topics"] for p in t["partitions"]})
+                for r in results]
 
     def _retention(self) -> None:
         self.log_manager.cleanup(self.clock.now_ms())
@@ -324,8 +406,12 @@ class KafkaBroker:
         state = self.metadata.states.get((topic, partition))
         if info is None or state is None or partition not in info.assignment:
             return
+        # A state znode created after this process first registered belongs to a partition that
+        # cannot have data on a dir that was offline at start: its replica is new (Kafka's isNew).
+        is_new = self.first_broker_epoch >= 0 and \
+            self.sync.state_czxids.get((topic, partition), -1) > self.first_broker_epoch
         try:
-            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state)
+            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state, is_new=is_new)
         except Exception:
             log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
 
@@ -333,8 +419,10 @@ class KafkaBroker:
         info = self.metadata.brokers.get(broker_id)
         if info is None:
             return None
-        listener = self.config["inter.broker.listener.name"] or self.config.listeners[0].listener
-        return info.endpoint(listener)
+        return info.endpoint(self._inter_broker_listener())
+
+    def _inter_broker_listener(self) -> str:
+        return self.config["inter.broker.listener.name"] or self.config.listeners[0].listener
 
 
 def run_broker(config: BrokerConfig) -> int:
@@ -356,4 +444,7 @@ def run_broker(config: BrokerConfig) -> int:
     reactor.callWhenRunning(lambda: broker.start().addErrback(failed))
     reactor.addSystemEventTrigger("before", "shutdown", broker.shutdown)
     reactor.run()
+    if broker.fatal is not None:
+        log.error("broker stopped: %s", broker.fatal)
+        return 1
     return exit_code["code"]

@@ -17,11 +17,21 @@ controller itself) adds the broker to ``shutting_down`` and answers once a recon
 that started afterwards has written the new leaders, with the replicated partitions it still
 leads. Auto leader rebalance runs every ``leader.imbalance.check.interval.seconds`` inside the
 same serialised rounds, so all controller writes go through one fenced path.
+
+Offline replicas (a broker's failed log dir). A broker whose dir fails writes
+``/log_dir_event_notification/log_dir_event_<seq>`` naming itself; the controller watches those,
+asks each broker named for its log dirs (DescribeLogDirs, through the injected
+``describe_log_dirs``), and when one is offline (KAFKA_STORAGE_ERROR) counts every replica
+assigned to that broker and listed under none of its online dirs as offline. It keeps them per
+broker until that broker's epoch (registration czxid) changes, passes them to ``plan`` (their
+leadership moves, they leave the ISR) and then deletes the notifications it consumed, fenced. A
+new controller deletes every pending notification and asks every live broker instead: Kafka's
+controller learns offline replicas from its LeaderAndIsr responses, which kafkalite does not send.
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
@@ -37,12 +47,17 @@ from kafkalite.metadata import MetadataCache
 
 log = logging.getLogger(__name__)
 
+#: Tries of DescribeLogDirs to one broker for one batch of log-dir events, and the pause between.
+DESCRIBE_LOG_DIRS_ATTEMPTS = 3
+DESCRIBE_LOG_DIRS_BACKOFF_S = 1.0
+
 
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
                  config: Any = None, reactor: Any = None,
-                 broker_epochs: Callable[[], dict[int, int]] = dict) -> None:
+                 broker_epochs: Callable[[], dict[int, int]] = dict,
+                 describe_log_dirs: Callable[[int], defer.Deferred] | None = None) -> None:
         self.broker_id = broker_id
         self.kafka_zk = kafka_zk      # election and the fenced write path
         self.cache = cache            # the watches' view: read, never written
@@ -64,6 +79,15 @@ class Controller:
         self.rebalance_loop: task.LoopingCall | None = None
         self._next_round: list[defer.Deferred] = []     # waiting for a round not yet started
         self._this_round: list[defer.Deferred] = []     # waiting for the running round
+        #: ``describe_log_dirs(broker_id)`` fires [(log dir, error code, {(topic, partition)})].
+        self.describe_log_dirs = describe_log_dirs
+        #: Broker -> (its broker epoch when asked, its offline replicas as (topic, partition, broker)).
+        self.offline_replicas: dict[int, tuple[int, frozenset[decisions.OfflineReplica]]] = {}
+        self._log_dir_watch: Any = None
+        self._log_dir_term = 0                          # which controllership a watch belongs to
+        self._log_dir_busy = False
+        self._log_dir_again: list[int] | None = None      # notifications that arrived meanwhile
+        self._log_dir_again_everyone = False
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -84,6 +108,7 @@ class Controller:
             self.context.clear()
             log.info("broker %d is the controller (epoch %d)", self.broker_id, result.epoch)
             self._start_rebalance_loop()
+            self._watch_log_dir_events()
             self.reconcile()
 
     def on_controller_changed(self) -> None:
@@ -100,6 +125,11 @@ class Controller:
         self.active = False
         self.context.clear()
         self.shutting_down.clear()
+        self.offline_replicas.clear()
+        self._log_dir_term += 1
+        if self._log_dir_watch is not None:
+            self._log_dir_watch.cancel()
+            self._log_dir_watch = None
         if self.rebalance_loop is not None and self.rebalance_loop.running:
             self.rebalance_loop.stop()
         self.rebalance_loop = None
@@ -147,6 +177,127 @@ class Controller:
             if b not in self.cache.brokers or (epoch >= 0 and epochs.get(b, epoch) != epoch):
                 del self.shutting_down[b]
 
+    # -- offline replicas (log-dir failures) -------------------------------------------------------
+    def _watch_log_dir_events(self) -> None:
+        if self.describe_log_dirs is None:
+            return
+        term = self._log_dir_term
+        first = {"call": True}
+
+        def changed(sequences: list[int]) -> None:
+            if term != self._log_dir_term or not self.active:
+                return
+            if first["call"]:
+                # a new controller: what earlier notifications said is not known here; ask
+                # every live broker and drop them all (Kafka deletes them all at failover)
+                first["call"] = False
+                self._consume_log_dir_events(sequences, everyone=True)
+            else:
+                self._consume_log_dir_events(sequences)
+
+        def installed(watch: Any) -> None:
+            if term != self._log_dir_term:
+                watch.cancel()
+            else:
+                self._log_dir_watch = watch
+
+        d = self.kafka_zk.watch_log_dir_events(changed)
+        d.addCallbacks(installed, lambda f: log.error("cannot watch log dir events: %s", f.value))
+
+    def _consume_log_dir_events(self, sequences: list[int], everyone: bool = False) -> None:
+        """One batch at a time; notifications arriving meanwhile make one more batch."""
+        if self._log_dir_busy:
+            self._log_dir_again = sorted(set(self._log_dir_again or []) | set(sequences))
+            self._log_dir_again_everyone |= everyone
+            return
+        if not sequences and not everyone:
+            return
+        self._log_dir_busy = True
+        d = self._handle_log_dir_events(sequences, everyone)
+
+        def done(result: Any) -> None:
+            self._log_dir_busy = False
+            if isinstance(result, Failure):
+                log.error("handling log dir events failed: %s", result.getTraceback())
+            again, self._log_dir_again = self._log_dir_again, None
+            everyone_again, self._log_dir_again_everyone = self._log_dir_again_everyone, False
+            if (again or everyone_again) and self.active:
+                self._consume_log_dir_events(again or [], everyone_again)
+        d.addBoth(done)
+
+    @defer.inlineCallbacks
+    def _handle_log_dir_events(self, sequences: list[int], everyone: bool) -> Any:
+        term = self._log_dir_term
+        if everyone:
+            brokers: Iterable[int] = set(self.cache.brokers) | {self.broker_id}
+        else:
+            brokers = yield self.kafka_zk.get_broker_ids_from_log_dir_events(sequences)
+        asked = sorted(set(brokers))
+        # in parallel: one broker that does not answer (dying, session not yet expired) must not
+        # hold up what the others say
+        answers = yield defer.gatherResults([self._offline_replicas_of(b) for b in asked])
+        if term != self._log_dir_term:
+            return
+        changed = False
+        for b, learned in zip(asked, answers):
+            if learned is not None and self.offline_replicas.get(b, (learned[0], frozenset())) != learned:
+                self.offline_replicas[b] = learned
+                changed = True
+                log.info("broker %d (epoch %d): %d offline replica(s): %s", b, learned[0], len(learned[1]),
+                         ", ".join(f"{t}-{p}" for t, p, _ in sorted(learned[1])))
+        if changed:
+            yield self.next_round()
+        if term != self._log_dir_term or not self.active:
+            return
+        try:
+            yield self.kafka_zk.delete_log_dir_event_notifications(None if everyone else sequences, self.fence)
+        except ControllerMovedError:
+            self.resign("the controller epoch moved on (another controller was elected)")
+
+    @defer.inlineCallbacks
+    def _offline_replicas_of(self, broker_id: int) -> Any:
+        """(broker epoch, offline replicas) from the broker's DescribeLogDirs, None if it could not
+        be asked (not alive, no answer): a replica assigned to it that no online dir lists is
+        offline once some dir answers KAFKA_STORAGE_ERROR."""
+        assert self.describe_log_dirs is not None
+        if broker_id not in self.cache.brokers and broker_id != self.broker_id:
+            return None
+        epoch = self.broker_epochs().get(broker_id, -1)
+        dirs = None
+        for attempt in range(1, DESCRIBE_LOG_DIRS_ATTEMPTS + 1):
+            try:
+                dirs = yield self.describe_log_dirs(broker_id)
+                break
+            except Exception as exc:
+                log.warning("DescribeLogDirs to broker %d failed (attempt %d of %d): %s", broker_id, attempt,
+                            DESCRIBE_LOG_DIRS_ATTEMPTS, exc)
+            if attempt < DESCRIBE_LOG_DIRS_ATTEMPTS and self.reactor is not None:
+                yield task.deferLater(self.reactor, DESCRIBE_LOG_DIRS_BACKOFF_S, lambda: None)
+        if dirs is None or (broker_id not in self.cache.brokers and broker_id != self.broker_id):
+            return None
+        if not any(code == ErrorCode.KAFKA_STORAGE_ERROR for _, code, _ in dirs):
+            return (epoch, frozenset())
+        online: set[tuple[str, int]] = set()
+        for _, code, partitions in dirs:
+            if code == ErrorCode.NONE:
+                online |= partitions
+        offline = frozenset((t, p, broker_id) for t, info in self.cache.topics.items()
+                            for p, replicas in info.assignment.items()
+                            if broker_id in replicas and (t, p) not in online)
+        return (epoch, offline)
+
+    def _forget_offline(self) -> None:
+        """A broker's offline replicas hold for its epoch only: a restarted broker reports anew."""
+        epochs = self.broker_epochs()
+        for b, (epoch, _) in list(self.offline_replicas.items()):
+            if b not in self.cache.brokers and b != self.broker_id:
+                del self.offline_replicas[b]
+            elif epoch >= 0 and epochs.get(b, epoch) != epoch:
+                del self.offline_replicas[b]
+
+    def all_offline_replicas(self) -> set[decisions.OfflineReplica]:
+        return {r for _, replicas in self.offline_replicas.values() for r in replicas}
+
     # -- auto leader rebalance -------------------------------------------------------------------
     def _start_rebalance_loop(self) -> None:
         if self.config is None or self.reactor is None or not self.config["auto.leader.rebalance.enable"]:
@@ -192,15 +343,18 @@ class Controller:
         # a new ZooKeeper session has not reached the watch yet.
         live = set(self.cache.brokers) | {self.broker_id}
         self._forget_stopped()
+        self._forget_offline()
+        offline = self.all_offline_replicas()
         assignments = {t: i.assignment for t, i in self.cache.topics.items()}
         actions: list[decisions.Action] = decisions.plan(live, assignments, states, self.deleting(),
-                                                         self.fence.epoch, self.unclean, set(self.shutting_down))
+                                                         self.fence.epoch, self.unclean, set(self.shutting_down),
+                                                         offline_replicas=offline)
         if self.rebalance_due:
             self.rebalance_due = False
             touched = {(a.topic, a.partition) for a in actions if not isinstance(a, decisions.DeleteTopic)}
             actions += decisions.preferred_leader_actions(
                 live, assignments, states, self.deleting(), self.fence.epoch, set(self.shutting_down),
-                self.config["leader.imbalance.per.broker.percentage"], touched)
+                self.config["leader.imbalance.per.broker.percentage"], touched, offline_replicas=offline)
         for action in actions:
             if not self.active:
                 return

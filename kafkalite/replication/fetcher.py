@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from twisted.internet import defer
 
-from kafkalite.errors import ErrorCode
+from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.group.hashing import java_string_hash, kafka_abs
 from kafkalite.net import client
 from kafkalite.records.batch import scan_valid_prefix
@@ -262,16 +262,23 @@ class ReplicaFetcher:
                     failed.append(f)
                     continue
                 plog = f.part.log
-                if p["end_offset"] < 0:
-                    target = f.part.high_watermark        # leader knows no epoch: Kafka's fallback
-                else:
-                    _, ours = plog.end_offset_for_epoch(p["leader_epoch"])
-                    target = min(p["end_offset"], ours if ours >= 0 else plog.log_end_offset)
-                if target < plog.log_end_offset:
-                    log.info("%s-%d: truncating divergent tail from %d to %d (leader %d epoch %d)", t["topic"],
-                             p["partition"], plog.log_end_offset, target, self.leader_id, p["leader_epoch"])
-                    plog.truncate_to(target)
-                    f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
+                try:
+                    if p["end_offset"] < 0:
+                        target = f.part.high_watermark        # leader knows no epoch: Kafka's fallback
+                    else:
+                        _, ours = plog.end_offset_for_epoch(p["leader_epoch"])
+                        target = min(p["end_offset"], ours if ours >= 0 else plog.log_end_offset)
+                    if target < plog.log_end_offset:
+                        log.info("%s-%d: truncating divergent tail from %d to %d (leader %d epoch %d)", t["topic"],
+                                 p["partition"], plog.log_end_offset, target, self.leader_id, p["leader_epoch"])
+                        plog.truncate_to(target)
+                        f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
+                except KafkaStorageError as exc:
+                    # its log dir failed: the broker stops following it (on the reactor, soon);
+                    # the fetcher's other partitions go on
+                    log.warning("%s-%d: %s", t["topic"], p["partition"], exc)
+                    failed.append(f)
+                    continue
                 f.needs_truncation = False
         self.delay(failed)
 
@@ -315,7 +322,11 @@ class ReplicaFetcher:
                 if (f is None or not self._current(key, f) or not f.ready_for_fetch(now)
                         or f.part.log.log_end_offset != sent[key]):
                     continue
-                if not self._apply(f, p, now_ms):
+                try:
+                    if not self._apply(f, p, now_ms):
+                        failed.append(f)
+                except KafkaStorageError as exc:
+                    log.warning("%s-%d: %s", key[0], key[1], exc)   # its dir failed; see handle_epoch_response
                     failed.append(f)
         self.delay(failed)
 

@@ -14,7 +14,7 @@ from tests.support.wire import Wire, request
 from tests.support.waiting import wait_for
 
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
-METADATA, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS = 3, 18, 22, 32
+METADATA, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 18, 22, 32, 35
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_TOPIC_OVERRIDE, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 
@@ -295,6 +295,7 @@ EXPECTED_API_TABLE = {
     7: (1, 3),  # ControlledShutdown: inter-broker, advertised as Kafka 2.x brokers do
     22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
+    35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
 }
 # Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
 # FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).
@@ -362,3 +363,26 @@ def test_zero_timeout_answers_success_without_waiting(broker) -> None:
         assert result["error_code"] == 0, result
     wait_for(lambda: all((t := metadata(broker.bootstrap, [n])["topics"][0])["error_code"] == 0
                          and len(t["partitions"]) == 3 for n in names), what="leaders of every topic")
+
+
+# -- DescribeLogDirs ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+def test_describe_log_dirs_lists_the_dir_and_its_partitions(broker, version: int) -> None:
+    """DescribeLogDirs v0-2 (v2 flexible) answers the broker's one log dir (absolute path, error 0)
+    with every partition it holds there, a created topic's partitions included; a topic filter
+    narrows the answer to the partitions asked for."""
+    wait_controller(broker)
+    name = unique("ldirs")
+    assert create_topics(broker.bootstrap, {"name": name, "partitions": 2})[name]["error_code"] == 0
+    wait_for(lambda: len(partition_dirs(broker, name)) == 2, 15, "the topic's logs")
+    r = request(broker.bootstrap, DESCRIBE_LOG_DIRS, version, {"topics": None})
+    [result] = r["results"]
+    assert result["error_code"] == 0 and result["log_dir"] == str((Path(broker.dir) / "data").resolve())
+    listed = {t["name"]: sorted(p["partition_index"] for p in t["partitions"]) for t in result["topics"]}
+    assert listed[name] == [0, 1]
+    assert all(p["partition_size"] == 0 and p["offset_lag"] == 0 and not p["is_future_key"]
+               for t in result["topics"] if t["name"] == name for p in t["partitions"])
+    r = request(broker.bootstrap, DESCRIBE_LOG_DIRS, version,
+                {"topics": [{"topic": name, "partition_index": [1]}, {"topic": unique("none"), "partition_index": [0]}]})
+    assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in r["results"][0]["topics"]] == [(name, [1])]

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import pytest
 from twisted.internet import defer, task
 
-from kafkalite.errors import ErrorCode
+from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.net.client import ConnectionLost
 from kafkalite.replication.fetcher import FETCH, OFFSET_FOR_LEADER_EPOCH, ReplicaFetcher
 
@@ -280,3 +280,28 @@ def test_a_lone_refused_truncation_is_retried_after_one_back_off(setup) -> None:
     assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
     clock.advance(0.01)
     assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [0]
+
+
+class OfflineLog(FakeLog):
+    """A follower log whose dir failed: every storage operation raises KafkaStorageError."""
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        raise KafkaStorageError("log dir offline")
+
+    def truncate_to(self, offset: int) -> None:
+        raise KafkaStorageError("log dir offline")
+
+
+def test_a_partition_whose_log_dir_failed_is_delayed_alone(setup) -> None:
+    """A follower's log dir fails (KafkaStorageError from its log): only that partition waits a
+    back-off; the fetcher keeps its connection and fetches the others at once (the broker then
+    stops following the failed one)."""
+    clock, leader, fetcher = setup
+    broken = partition(0)
+    broken.log = OfflineLog(10)
+    fetcher.add(broken)
+    fetcher.add(partition(1))
+    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    answer_epochs(req)
+    fetch = leader.take(FETCH)
+    assert partitions_in(fetch) == [1] and fetch.conn is req.conn and not req.conn.closed
