@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from twisted.internet import defer
 
@@ -55,6 +55,8 @@ class Partition:
     #: "caught up": it fetched up to where the leader's log ended at its previous fetch).
     follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
     isr_write_pending: bool = False
+    #: Told (old ISR, new ISR) after each ISR write of ours succeeded (the IsrShrinks/IsrExpands meters).
+    isr_listener: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -186,6 +188,8 @@ class Partition:
             if self.state is before:
                 self.state = state
                 log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, list(before.isr), list(isr), why)
+                if self.isr_listener is not None:
+                    self.isr_listener(before.isr, state.isr)
                 self.maybe_advance_high_watermark()
                 self.purgatory.check(self.key)       # acks=all waiters re-check min.insync.replicas
 

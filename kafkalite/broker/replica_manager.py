@@ -60,6 +60,8 @@ class ReplicaManager:
         #: Called with the Partition after each role change or removal (the group coordinator
         #: loads/unloads __consumer_offsets partitions from here).
         self.role_listeners: list[Callable[[Partition], None]] = []
+        #: Told (old ISR, new ISR) after each ISR change a partition here wrote (metrics).
+        self.isr_listener: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
 
     # -- lookups ---------------------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -86,7 +88,8 @@ class ReplicaManager:
         part = self.partitions.get(key)
         if part is None:
             plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic))
-            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer)
+            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer,
+                             isr_listener=self.isr_listener)
             self.partitions[key] = part
         elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
             return part           # a stale notification; ZooKeeper already told us newer

@@ -69,6 +69,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"zookeeper.connect   {cluster.zk_connect}")
     for b in cluster.brokers:
         print(f"broker {b.broker_id:<4}         {b.bootstrap}  pid {b.pid}  log {b.log_path}")
+        if b.metrics_url:
+            print(f"             metrics {b.metrics_url}  health {b.health_url}")
     print(f"controller          {controller}")
     print(f"bootstrap servers   {cluster.bootstrap}")
     return 0
@@ -98,6 +100,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             reg += " (old session not expired yet)"
         print(f"  broker {b.broker_id:<4} {'alive' if alive else 'dead ':5}  pid {pid if pid else '-':<7} "
               f"port {port}  {reg}")
+        if b.metrics_url:
+            print(f"              metrics {b.metrics_url}  health {b.health_url}")
     if not st.zookeeper_alive:
         if len(st.zookeepers) > 1 and any(z.mode != "down" for z in st.zookeepers):
             print("ZooKeeper has no quorum: no controller or partition information (brokers keep "

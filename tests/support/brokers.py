@@ -56,10 +56,11 @@ class Cluster(LocalCluster):
     broker_class = BrokerProcess
 
     def __init__(self, zookeeper: processes.ZooKeeperProcess | None, workdir: Path, size: int = 1,
-                 overrides: dict[str, str] | None = None, first_id: int = 1, zookeepers: int = 3) -> None:
+                 overrides: dict[str, str] | None = None, first_id: int = 1, zookeepers: int = 3,
+                 metrics: bool = False) -> None:
         super().__init__(workdir, size, first_id, overrides=overrides, zookeeper=zookeeper,
                          chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}", ephemeral_ports=True,
-                         zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS)
+                         zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS, metrics=metrics)
 
     def default_overrides(self) -> dict[str, str]:
         return {}           # the brokers bring the tests' defaults (BrokerProcess.properties)
@@ -82,11 +83,12 @@ class Cluster(LocalCluster):
 
 @pytest.fixture
 def cluster_factory(zookeeper: Any, tmp_path: Path) -> Any:
-    """``make(size=1, **overrides)`` starts a cluster in its own chroot; all are stopped after the test."""
+    """``make(size=1, overrides, metrics=False)`` starts a cluster in its own chroot (``metrics``:
+    each broker serves /metrics and /health on a free port); all are stopped after the test."""
     made: list[Cluster] = []
 
-    def make(size: int = 1, overrides: dict[str, str] | None = None) -> Cluster:
-        cluster = Cluster(zookeeper, tmp_path / f"cluster-{len(made)}", size, overrides)
+    def make(size: int = 1, overrides: dict[str, str] | None = None, metrics: bool = False) -> Cluster:
+        cluster = Cluster(zookeeper, tmp_path / f"cluster-{len(made)}", size, overrides, metrics=metrics)
         made.append(cluster)
         return cluster.start()
 
