@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import CollectorRegistry
-from twisted.web import resource, server
+from twisted.web import http, resource, server
 
 from kafkalite.broker.metrics import render
 
@@ -51,50 +51,42 @@ class Health:
         return {"status": "ok" if self.healthy else "unhealthy", **asdict(self), "problems": self.problems()}
 
 
-class MetricsResource(resource.Resource):
+class StatusResource(resource.Resource):
+    """One leaf for the whole port: /metrics, /health, and / (a pointer to both)."""
+
     isLeaf = True
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, health: Callable[[], Health]) -> None:
         super().__init__()
         self.registry = registry
-
-    def render_GET(self, request: server.Request) -> bytes:
-        request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
-        return render(self.registry)
-
-
-class HealthResource(resource.Resource):
-    isLeaf = True
-
-    def __init__(self, health: Callable[[], Health]) -> None:
-        super().__init__()
         self.health = health
 
     def render_GET(self, request: server.Request) -> bytes:
-        state = self.health()
-        request.setResponseCode(200 if state.healthy else 503)
-        request.setHeader(b"Content-Type", b"application/json")
-        return json.dumps(state.to_json()).encode() + b"\n"
-
-
-class _Root(resource.Resource):
-    def render_GET(self, request: server.Request) -> bytes:
+        path = (request.path or b"/").rstrip(b"/") or b"/"
+        if path == b"/metrics":
+            request.setHeader(b"Content-Type", CONTENT_TYPE_LATEST.encode())
+            return render(self.registry)
+        if path == b"/health":
+            state = self.health()
+            request.setResponseCode(200 if state.healthy else 503)
+            request.setHeader(b"Content-Type", b"application/json")
+            return json.dumps(state.to_json()).encode() + b"\n"
         request.setHeader(b"Content-Type", b"text/plain; charset=utf-8")
+        if path != b"/":
+            request.setResponseCode(404)
+            return b"not found: this port serves /metrics and /health\n"
         return b"kafkalite broker: /metrics (Prometheus text), /health (JSON)\n"
 
 
 class _QuietSite(server.Site):
     """No access log line per request: a scraper calls every few seconds."""
 
-    def log(self, request: server.Request) -> None:
+    def log(self, request: http.Request) -> None:
         pass
 
 
 def site(registry: CollectorRegistry, health: Callable[[], Health]) -> server.Site:
-    root = _Root()
-    root.putChild(b"metrics", MetricsResource(registry))
-    root.putChild(b"health", HealthResource(health))
-    factory = _QuietSite(root)
+    factory = _QuietSite(StatusResource(registry, health))
     factory.displayTracebacks = False
     factory.noisy = False
     return factory

@@ -167,8 +167,7 @@ def test_latency_buckets_are_cumulative() -> None:
 def _get(resource_site: Any, path: bytes) -> tuple[int, bytes]:
     request = DummyRequest([path])
     request.path = b"/" + path
-    child = resource_site.resource.getChildWithDefault(path, request)
-    body = child.render(request)
+    body = resource_site.resource.render(request)
     return request.responseCode or 200, body
 
 
@@ -188,3 +187,4 @@ def test_health_is_503_until_registered_and_lists_offline_dirs(broker: KafkaBrok
     assert code == 503 and json.loads(body)["offline_log_dirs"] == ["/data/a"]
     code, body = _get(http, b"metrics")
     assert code == 200 and b"kafka_server_replicamanager_underreplicatedpartitions" in body
+    assert _get(http, b"elsewhere")[0] == 404
