@@ -94,7 +94,8 @@ class KafkaBroker:
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
-                                     config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs)
+                                     config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
+                                     preferred_election=lambda: self.sync.preferred_election)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,

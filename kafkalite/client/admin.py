@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+ELECT_LEADERS = 43
+PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3    # IncrementalAlterConfigs operations
@@ -112,6 +114,35 @@ class Admin:
         resp = self.client.send_to_controller(CREATE_PARTITIONS, body, _first_error("results"), "CreatePartitions",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["results"]}
+
+    def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None, *,
+                      timeout_ms: int | None = None) -> dict[TopicPartition, ClientError | None]:
+        """ElectLeaders on the controller: ``partitions`` None means every partition (the answer
+        then lists only those an election was needed for). Each partition's outcome: None when
+        elected, else the error (ELECTION_NOT_NEEDED among them, as Kafka's AdminClient reports)."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"election_type": election_type, "timeout_ms": timeout_ms,
+                "topic_partitions": None if partitions is None
+                else [{"topic": t, "partition_id": ps} for t, ps in by_topic.items()]}
+
+        def error_of(resp: dict) -> int:
+            if resp.get("error_code"):
+                return int(resp["error_code"])
+            codes = {p["error_code"] for r in resp["replica_election_results"] for p in r["partition_result"]}
+            return ErrorCode.NOT_CONTROLLER if ErrorCode.NOT_CONTROLLER in codes else 0
+
+        resp = self.client.send_to_controller(ELECT_LEADERS, body, error_of, "ElectLeaders", timeout=timeout_ms / 1000.0)
+        check(resp.get("error_code", 0), "ElectLeaders")
+        out: dict[TopicPartition, ClientError | None] = {}
+        for r in resp["replica_election_results"]:
+            for p in r["partition_result"]:
+                tp = TopicPartition(r["topic"], p["partition_id"])
+                out[tp] = (None if p["error_code"] == 0 else
+                           ClientError.from_code(p["error_code"], f"{tp.topic}-{tp.partition}", p["error_message"]))
+        return out
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

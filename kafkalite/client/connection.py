@@ -51,6 +51,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     33: (0, 1),     # AlterConfigs
     37: (0, 1),     # CreatePartitions
     42: (0, 1),     # DeleteGroups
+    43: (1, 2),     # ElectLeaders (v1: ElectionType)
     44: (0, 0),     # IncrementalAlterConfigs (v1 is flexible)
 }
 

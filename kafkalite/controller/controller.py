@@ -17,10 +17,17 @@ controller itself) adds the broker to ``shutting_down`` and answers once a recon
 that started afterwards has written the new leaders, with the replicated partitions it still
 leads. Auto leader rebalance runs every ``leader.imbalance.check.interval.seconds`` inside the
 same serialised rounds, so all controller writes go through one fenced path.
+
+Requested elections (ElectLeaders, API 43, and the ZooKeeper-era
+``/admin/preferred_replica_election`` znode) are queued and decided at the end of a round, from
+the states that round left (:func:`decisions.elect_leaders`), and written through the same fenced
+path. A write that loses a version race is decided again in the round the newer state's watch
+starts; the znode is deleted, fenced, once its election has been written (as Kafka does).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from twisted.internet import defer, task
@@ -37,12 +44,38 @@ from kafkalite.metadata import MetadataCache
 
 log = logging.getLogger(__name__)
 
+#: A version race lost this often in a row ends the partition's election with REQUEST_TIMED_OUT.
+MAX_ELECTION_ATTEMPTS = 10
+
+
+@dataclass
+class ElectionRequest:
+    """One ElectLeaders request (or the znode's) still being decided."""
+
+    election_type: int
+    remaining: list[tuple[str, int]]
+    znode_version: int | None = None          # set when it came from /admin/preferred_replica_election
+    results: dict[tuple[str, int], decisions.ElectionResult] = field(default_factory=dict)
+    deferred: defer.Deferred = field(default_factory=defer.Deferred)
+    attempts: int = 0
+
+    def finish(self) -> None:
+        if not self.deferred.called:
+            self.deferred.callback(self.results)
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        for key in self.remaining:
+            self.results[key] = (code, message, -1)
+        self.remaining = []
+        self.finish()
+
 
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
                  config: Any = None, reactor: Any = None,
-                 broker_epochs: Callable[[], dict[int, int]] = dict) -> None:
+                 broker_epochs: Callable[[], dict[int, int]] = dict,
+                 preferred_election: Callable[[], Any] = lambda: None) -> None:
         self.broker_id = broker_id
         self.kafka_zk = kafka_zk      # election and the fenced write path
         self.cache = cache            # the watches' view: read, never written
@@ -64,6 +97,11 @@ class Controller:
         self.rebalance_loop: task.LoopingCall | None = None
         self._next_round: list[defer.Deferred] = []     # waiting for a round not yet started
         self._this_round: list[defer.Deferred] = []     # waiting for the running round
+        #: ``/admin/preferred_replica_election`` as the watch has it: (PreferredReplicaElection,
+        #: version, mzxid) or None
+        self.preferred_election = preferred_election
+        self._elections: list[ElectionRequest] = []
+        self._znode_done: int | None = None      # mzxid of the znode request already written
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -106,6 +144,10 @@ class Controller:
         waiting, self._next_round = self._next_round, []
         for d in waiting:
             d.callback(None)
+        pending, self._elections = self._elections, []
+        for req in pending:
+            req.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
+        self._znode_done = None
 
     # -- controlled shutdown ---------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -146,6 +188,72 @@ class Controller:
                 continue
             if b not in self.cache.brokers or (epoch >= 0 and epochs.get(b, epoch) != epoch):
                 del self.shutting_down[b]
+
+    # -- requested elections (ElectLeaders, /admin/preferred_replica_election) ---------------------
+    def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]]) -> defer.Deferred:
+        """Fires {(topic, partition): (code, message, expected leader)} once every partition is
+        decided and its write done (Kafka's ``electLeaders``); NOT_CONTROLLER when not active."""
+        req = ElectionRequest(election_type, list(dict.fromkeys(partitions)))
+        if not self.active:
+            req.fail(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            return req.deferred
+        self._elections.append(req)
+        self.reconcile()
+        return req.deferred
+
+    @defer.inlineCallbacks
+    def _run_elections(self) -> Any:
+        requests, self._elections = self._elections, []
+        znode = self.preferred_election()
+        znode_mzxid = None
+        if znode is not None and znode[2] != self._znode_done:
+            znode_mzxid = znode[2]
+            requests.append(ElectionRequest(decisions.PREFERRED, list(znode[0].partitions), znode_version=znode[1]))
+        retry: list[ElectionRequest] = []
+        for i, req in enumerate(requests):
+            if not self.active:
+                self._elections = requests[i:] + retry + self._elections
+                return
+            live = set(self.cache.brokers) | {self.broker_id}
+            assignments = {t: info.assignment for t, info in self.cache.topics.items()}
+            actions, results = decisions.elect_leaders(
+                req.election_type, req.remaining, live, assignments, self.context.states(self.cache),
+                self.deleting(), self.fence.epoch, set(self.shutting_down))
+            lost: list[tuple[str, int]] = []
+            for action in actions:
+                key = (action.topic, action.partition)
+                try:
+                    yield self._execute(action)
+                except ControllerMovedError:
+                    self._elections = requests[i:] + retry + self._elections
+                    self.resign("the controller epoch moved on (another controller was elected)")
+                    return
+                except ZkVersionConflictError:
+                    lost.append(key)              # decided again when the newer state arrives
+                    del results[key]
+                except Exception as exc:
+                    log.warning("election write %s failed: %s", action, exc)
+                    results[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc), -1)
+            req.results.update(results)
+            req.remaining = lost
+            req.attempts += 1
+            if lost and req.attempts < MAX_ELECTION_ATTEMPTS:
+                retry.append(req)
+            elif lost:
+                req.fail(ErrorCode.REQUEST_TIMED_OUT, "the partition state kept changing during the election")
+            else:
+                req.finish()
+            if req.znode_version is not None:
+                self._znode_done = znode_mzxid
+                done = {k: ErrorCode(v[0]).name for k, v in req.results.items()}
+                log.info("preferred replica election from %s: %s", "/admin/preferred_replica_election", done)
+                try:
+                    yield self.kafka_zk.delete_preferred_replica_election(self.fence, req.znode_version)
+                except ControllerMovedError:
+                    self._elections = retry + self._elections
+                    self.resign("the controller epoch moved on (another controller was elected)")
+                    return
+        self._elections = retry + self._elections
 
     # -- auto leader rebalance -------------------------------------------------------------------
     def _start_rebalance_loop(self) -> None:
@@ -216,6 +324,9 @@ class Controller:
             except Exception as exc:
                 log.warning("controller write %s failed: %s", action, exc)
                 self.dirty = True
+        znode = self.preferred_election()
+        if self.active and (self._elections or (znode is not None and znode[2] != self._znode_done)):
+            yield self._run_elections()
 
     @defer.inlineCallbacks
     def _execute(self, action: decisions.Action) -> Any:
