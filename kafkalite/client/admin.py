@@ -21,6 +21,7 @@ CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 ELECT_LEADERS = 43
+DELETE_RECORDS = 21
 PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
@@ -143,6 +144,51 @@ class Admin:
                 out[tp] = (None if p["error_code"] == 0 else
                            ClientError.from_code(p["error_code"], f"{tp.topic}-{tp.partition}", p["error_message"]))
         return out
+
+    def delete_records(self, offsets: dict[TopicPartition, int], *, timeout_ms: int | None = None
+                       ) -> dict[TopicPartition, int | ClientError]:
+        """DeleteRecords on each partition's leader: records before the offset (-1: the high
+        watermark) go. Per partition: the low watermark reached, or the (non-retriable) error."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        done: dict[TopicPartition, int | ClientError] = {}
+        todo = dict(offsets)
+        client = self.client
+
+        def attempt() -> dict[TopicPartition, int | ClientError]:
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp in list(todo):
+                try:
+                    by_node.setdefault(client.leader_for(tp), []).append(tp)
+                except ClientError as exc:
+                    if not exc.retriable:
+                        done[tp] = exc
+                        del todo[tp]
+                        continue
+                    raise
+            retry: ClientError | None = None
+            for node, tps in by_node.items():
+                topics: dict[str, list[dict[str, int]]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": todo[tp]})
+                body = {"topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "timeout_ms": timeout_ms}
+                resp = client.send(node, DELETE_RECORDS, body, timeout=timeout_ms / 1000.0 + client.request_timeout)
+                for t in resp["topics"]:
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        if p["error_code"]:
+                            exc = ClientError.from_code(p["error_code"], f"DeleteRecords {tp.topic}-{tp.partition}")
+                            if exc.retriable and exc.code != ErrorCode.REQUEST_TIMED_OUT:
+                                retry = exc
+                                continue
+                            done[tp] = exc
+                        else:
+                            done[tp] = p["low_watermark"]
+                        todo.pop(tp, None)
+            if todo:
+                raise retry or ClientError(f"DeleteRecords: no answer for {sorted(todo)}", ErrorCode.UNKNOWN_SERVER_ERROR)
+            return done
+
+        return client._with_retries(attempt, "DeleteRecords") if todo else done
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

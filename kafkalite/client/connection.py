@@ -45,6 +45,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 3),     # ApiVersions
     19: (2, 4),     # CreateTopics
     20: (1, 3),     # DeleteTopics
+    21: (0, 2),     # DeleteRecords
     22: (0, 1),     # InitProducerId
     23: (2, 3),     # OffsetForLeaderEpoch
     32: (1, 3),     # DescribeConfigs

@@ -64,7 +64,7 @@ class Leader:
         upper = part.fetch_upper_bound(replica_id, isolation)
         return part, SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
 
-    def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         self.fetched_at.append(fetch_offset)
         if fetch_offset == len(self.log) and not self.log:
             # the HW moved: a waiting produce answers and its connection's next produce appends now
