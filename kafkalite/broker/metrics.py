@@ -233,7 +233,7 @@ class BrokerCollector(Collector):
         offline = topics = partitions = 0
         if active:
             live = set(self.s.metadata.brokers) | {self.s.broker_id()}
-            states = self.s.controller.context.states(self.s.metadata)
+            states = self.s.metadata.states          # what ZooKeeper says (read only: no side effects)
             for topic, info in self.s.metadata.topics.items():
                 topics += 1
                 for p in info.assignment:
