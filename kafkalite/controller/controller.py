@@ -211,8 +211,9 @@ class Controller:
             requests.append(ElectionRequest(decisions.PREFERRED, list(znode[0].partitions), znode_version=znode[1]))
         retry: list[ElectionRequest] = []
         for i, req in enumerate(requests):
-            if not self.active:
-                self._elections = requests[i:] + retry + self._elections
+            if not self.active:             # resigned meanwhile (resign() answered the queued ones)
+                for left in requests[i:] + retry:
+                    left.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
                 return
             live = set(self.cache.brokers) | {self.broker_id}
             assignments = {t: info.assignment for t, info in self.cache.topics.items()}
