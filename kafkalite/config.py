@@ -126,6 +126,13 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
               "Listener name to security protocol (only PLAINTEXT is served)"),
     ConfigKey("inter.broker.listener.name", "string", None, "Listener brokers use among themselves"),
+    ConfigKey("metrics.port", "int", 0,
+              "kafkalite's own: HTTP port of this broker's Prometheus text at /metrics and JSON health at "
+              "/health (Twisted Web); 0 turns both off. Kafka itself has JMX, scraped through the JMX "
+              "exporter, whose metric names /metrics follows", between(0, 65535)),
+    ConfigKey("metrics.host", "string", None,
+              "kafkalite's own: interface the metrics.port endpoint binds; defaults to the first "
+              "listener's host (all interfaces when that is empty)"),
     ConfigKey("host.name", "string", "", "Deprecated: host to bind when listeners is unset"),
     ConfigKey("port", "int", 9092, "Deprecated: port to bind when listeners is unset"),
     ConfigKey("log.dirs", "list", None, "Directories holding partition logs; overrides log.dir"),

@@ -53,9 +53,22 @@ class Dispatcher:
             conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header.api_key, header.api_version,
                              header.correlation_id, header.client_id, self.listener)
-        result = spec.handler(ctx, body)
+        clock, metrics = self.services.clock, self.services.metrics
+        started = clock.seconds()
+
+        def done(passthrough: Any = None) -> Any:
+            """Count the request and its latency once, answered or failed."""
+            metrics.request_done(header.api_key, header.api_version, (clock.seconds() - started) * 1000.0)
+            return passthrough
+
+        try:
+            result = spec.handler(ctx, body)
+        except BaseException:
+            done()
+            raise
         if isinstance(result, defer.Deferred):
-            return result.addCallback(self._encode, ctx)
+            return result.addCallback(self._encode, ctx).addBoth(done)
+        done()
         return self._encode(result, ctx)
 
     @staticmethod

@@ -2,7 +2,8 @@
 
 Design choice (ARCHITECTURE.md): brokers learn leadership and metadata by watching the same
 znodes the controller writes (``/brokers/ids``, ``/brokers/topics/<t>``, each partition's
-``state``, ``/config/topics/<t>``, ``/controller``, ``/admin/delete_topics``) instead of through
+``state``, ``/config/topics/<t>``, ``/controller``, ``/admin/delete_topics``,
+``/admin/preferred_replica_election``) instead of through
 LeaderAndIsr/UpdateMetadata RPCs. Every watch callback arrives on the reactor thread (the
 coordination layer marshals it) and only updates the cache and emits a :class:`Change`; the
 broker reacts to changes in one place.
@@ -21,6 +22,7 @@ from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.kafka_zk_client import leader_and_isr
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
 from zk_schema import paths
+from zk_schema.admin import PreferredReplicaElection
 from zk_schema.brokers import BrokerRegistration
 from zk_schema.cluster import ClusterIdZNode
 from zk_schema.config import TopicConfigZNode
@@ -34,6 +36,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Change:
     kind: str                  # brokers | controller | topic | topic-removed | state | config | deleting
+                               # | preferred-election
     topic: str = ""            # "" for the cluster-wide kinds
     partition: int = -1        # -1 unless kind == "state"
 
@@ -52,6 +55,9 @@ class MetadataSync:
         #: (topic, partition) -> czxid of its state znode: when the partition came to exist, which
         #: tells a broker whether a replica can predate its own start (ReplicaManager's is_new).
         self.state_czxids: dict[tuple[str, int], int] = {}
+        #: the pending ``/admin/preferred_replica_election`` request, its znode version and mzxid
+        #: (the mzxid tells a re-created znode from the one already handled: versions restart at 0)
+        self.preferred_election: tuple[PreferredReplicaElection, int, int] | None = None
         self.loaded = False
 
     @defer.inlineCallbacks
@@ -62,6 +68,7 @@ class MetadataSync:
         yield self.zk.watch_children(paths.BROKER_IDS, self._brokers_changed)
         yield self.zk.watch_children(paths.BROKER_TOPICS, self._topics_changed)
         yield self.zk.watch_children(paths.DELETE_TOPICS, self._deleting_changed)
+        yield self.zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._preferred_election_changed)
         self.loaded = True
 
     def _emit(self, change: Change) -> None:
@@ -221,3 +228,14 @@ class MetadataSync:
         for name, info in self.cache.topics.items():
             info.deleting = name in self.deleting
         self._emit(Change("deleting"))
+
+    # -- preferred replica election (the ZooKeeper-era tool's request) --------------------------
+    def _preferred_election_changed(self, data: bytes | None, stat: Any) -> None:
+        request = None
+        if data is not None:
+            try:
+                request = (PreferredReplicaElection.decode(data), int(stat.version), int(stat.mzxid))
+            except ZkDataError as exc:
+                log.warning("ignoring unreadable %s: %s", paths.PREFERRED_REPLICA_ELECTION, exc)
+        self.preferred_election = request
+        self._emit(Change("preferred-election"))

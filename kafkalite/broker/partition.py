@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Callable, Protocol
 
 from twisted.internet import defer
 
@@ -28,6 +28,17 @@ log = logging.getLogger(__name__)
 
 class PartitionError(KafkaError):
     """A per-partition failure: the broker answers its code in the partition's response entry."""
+
+
+class FetchOutOfRangeError(PartitionError):
+    """OFFSET_OUT_OF_RANGE for a fetch, with where the leader's log starts and its high watermark:
+    the Fetch answer carries them, so a follower behind our log start (DeleteRecords, retention)
+    restarts its log there instead of truncating in a loop."""
+
+    def __init__(self, message: str, log_start_offset: int, high_watermark: int) -> None:
+        super().__init__(message, ErrorCode.OFFSET_OUT_OF_RANGE)
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
 
 
 class IsrWriter(Protocol):
@@ -54,9 +65,14 @@ class Partition:
     #: Leader only: (leader log end, time) at each follower's previous fetch (Kafka's rule for
     #: "caught up": it fetched up to where the leader's log ended at its previous fetch).
     follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
+    #: Leader only: the log start offset each follower last reported in its Fetch (-1: not yet),
+    #: for DeleteRecords' low watermark.
+    follower_log_starts: dict[int, int] = field(default_factory=dict)
     isr_write_pending: bool = False
     #: The replica's log dir failed: it neither leads nor follows any more (until restart).
     offline: bool = False
+    #: Told (old ISR, new ISR) after each ISR write of ours succeeded (the IsrShrinks/IsrExpands meters).
+    isr_listener: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -112,6 +128,7 @@ class Partition:
             self.follower_end_offsets = {r: -1 for r in replicas if r != self.broker_id}
             self.follower_caught_up_ms = {r: now_ms for r in replicas if r != self.broker_id}
             self.follower_last_fetch = {}
+            self.follower_log_starts = {r: -1 for r in replicas if r != self.broker_id}
             self.isr_write_pending = False
             # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
             # epoch learns where that epoch ended here (KIP-101).
@@ -137,13 +154,18 @@ class Partition:
         self.replicas = list(replicas)
         self.follower_end_offsets.clear()
         self.follower_last_fetch.clear()
+        self.follower_log_starts.clear()
 
     # -- followers' progress and the ISR (leader only) --------------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> None:
         """A follower asked for ``fetch_offset``: its log ends there (everything before is
-        copied). The ISR may grow (written to ZooKeeper) and the high watermark may move."""
+        copied), and starts at ``log_start_offset``. The ISR may grow (written to ZooKeeper), the
+        high watermark and DeleteRecords' low watermark may move."""
         if replica_id not in self.follower_end_offsets:
             return
+        if log_start_offset >= 0 and self.follower_log_starts.get(replica_id) != log_start_offset:
+            self.follower_log_starts[replica_id] = log_start_offset
+            self.purgatory.check(self.key)            # a DeleteRecords may be waiting for it
         self.follower_end_offsets[replica_id] = fetch_offset
         leo = self.log.log_end_offset
         previous = self.follower_last_fetch.get(replica_id)
@@ -198,6 +220,8 @@ class Partition:
             if self.state is before:
                 self.state = state
                 log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, list(before.isr), list(isr), why)
+                if self.isr_listener is not None:
+                    self.isr_listener(before.isr, state.isr)
                 self.maybe_advance_high_watermark()
                 self.purgatory.check(self.key)       # acks=all waiters re-check min.insync.replicas
 
@@ -210,6 +234,29 @@ class Partition:
                 log.warning("%s-%d: ISR update failed: %s", self.topic, self.index, exc)
 
         d.addCallbacks(written, failed)
+
+    # -- DeleteRecords (leader only) ----------------------------------------------------------------
+    def delete_records_before(self, offset: int, now_ms: int) -> int:
+        """Move our log start to ``offset`` (-1: the high watermark); followers adopt it from our
+        Fetch answers. Returns the offset the low watermark has to reach."""
+        self.check_leader()
+        if offset == -1:
+            offset = self.high_watermark
+        if offset < 0 or offset > self.high_watermark:
+            raise PartitionError(f"{self.topic}-{self.index}: cannot delete records before {offset} "
+                                 f"(high watermark {self.high_watermark})", ErrorCode.OFFSET_OUT_OF_RANGE)
+        self.log.delete_records_before(offset, now_ms)
+        self.purgatory.check(self.key)
+        return offset
+
+    def low_watermark(self, alive: set[int] | frozenset[int]) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset among our replica and
+        the followers on live brokers (-1 for one that has not reported it yet)."""
+        low = self.log.log_start_offset
+        for replica in self.replicas:
+            if replica != self.broker_id and replica in alive:
+                low = min(low, self.follower_log_starts.get(replica, -1))
+        return low
 
     # -- high watermark ----------------------------------------------------------------------------
     def maybe_advance_high_watermark(self) -> bool:

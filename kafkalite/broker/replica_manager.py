@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
 
-from kafkalite.broker.partition import IsrWriter, Partition, PartitionError
+from kafkalite.broker.partition import FetchOutOfRangeError, IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
@@ -63,6 +63,8 @@ class ReplicaManager:
         #: Called with the Partition after each role change or removal (the group coordinator
         #: loads/unloads __consumer_offsets partitions from here).
         self.role_listeners: list[Callable[[Partition], None]] = []
+        #: Told (old ISR, new ISR) after each ISR change a partition here wrote (metrics).
+        self.isr_listener: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
 
     # -- lookups ---------------------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -105,7 +107,8 @@ class ReplicaManager:
                 log.error("%s-%d: replica offline on broker %d: %s", topic, index, self.broker_id, exc)
                 self.offline.add(key)
                 return None
-            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer)
+            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer,
+                             isr_listener=self.isr_listener)
             self.partitions[key] = part
         elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
             return part           # a stale notification; ZooKeeper already told us newer
@@ -195,9 +198,10 @@ class ReplicaManager:
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")
 
     # -- replication (leader side) ---------------------------------------------------------------
-    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's Fetch says how far it has copied ``part``."""
-        part.record_follower_fetch(replica_id, fetch_offset, self.clock.now_ms())
+    def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int,
+                              log_start_offset: int = -1) -> None:
+        """A follower's Fetch says how far it has copied ``part`` and where its log starts."""
+        part.record_follower_fetch(replica_id, fetch_offset, self.clock.now_ms(), log_start_offset)
 
     def shrink_isrs(self) -> None:
         """Every ``replica.lag.time.max.ms / 2``: drop followers that stopped catching up."""
@@ -246,6 +250,42 @@ class ReplicaManager:
             return defer.succeed(finish(False))
         return self.purgatory.watch({p.partition.key for p in pending}, timeout_ms, ready, finish)
 
+    # -- DeleteRecords ---------------------------------------------------------------------------
+    def delete_records(self, topic: str, index: int, offset: int) -> tuple[Partition, int]:
+        """Kafka's ``deleteRecordsOnLocalLog``: move the leader's log start; returns the partition
+        and the offset its low watermark must reach (see :meth:`await_low_watermarks`)."""
+        if topic in INTERNAL_TOPICS:
+            raise KafkaError(f"Cannot delete records of internal topic {topic}", ErrorCode.INVALID_TOPIC_EXCEPTION)
+        part = self.leader(topic, index)
+        if "delete" not in self.topic_configs.effective(topic)["cleanup.policy"]:
+            raise KafkaError(f"Records of partition {topic}-{index} can not be deleted due to the configured policy",
+                             ErrorCode.POLICY_VIOLATION)
+        return part, part.delete_records_before(offset, self.clock.now_ms())
+
+    def await_low_watermarks(self, pending: Sequence[tuple[Partition, int]], timeout_ms: int) -> defer.Deferred:
+        """Kafka's DelayedDeleteRecords: fires [(code, low watermark)] in ``pending``'s order once
+        every replica on a live broker has moved its log start to the requested offset, leadership
+        is lost (NOT_LEADER_OR_FOLLOWER), or at ``timeout_ms`` (REQUEST_TIMED_OUT)."""
+        def status(part: Partition, required: int) -> tuple[ErrorCode | None, int]:
+            if not part.is_leader or self.partitions.get(part.key) is not part:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+            low = part.low_watermark(set(self.metadata.brokers))
+            return (ErrorCode.NONE if low >= required else None), low
+
+        def ready() -> bool:
+            return all(status(p, r)[0] is not None for p, r in pending)
+
+        def finish(timed_out: bool) -> list[tuple[ErrorCode, int]]:
+            out = []
+            for p, r in pending:
+                code, low = status(p, r)
+                out.append((ErrorCode.REQUEST_TIMED_OUT if code is None else code, low))
+            return out
+
+        if ready():
+            return defer.succeed(finish(False))
+        return self.purgatory.watch({p.key for p, _ in pending}, timeout_ms, ready, finish)
+
     # -- fetch -----------------------------------------------------------------------------------
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
              isolation_level: int, current_leader_epoch: int,
@@ -253,8 +293,8 @@ class ReplicaManager:
         part = self.leader(topic, index, current_leader_epoch)
         upper = part.fetch_upper_bound(replica_id, isolation_level)
         if fetch_offset > part.log_end_offset or fetch_offset < part.log_start_offset:
-            raise PartitionError(f"offset {fetch_offset} outside [{part.log_start_offset}, {part.log_end_offset}]",
-                                 ErrorCode.OFFSET_OUT_OF_RANGE)
+            raise FetchOutOfRangeError(f"offset {fetch_offset} outside [{part.log_start_offset}, {part.log_end_offset}]",
+                                       part.log_start_offset, part.high_watermark)
         if fetch_offset >= upper:
             return part, None
         return part, part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)

@@ -29,12 +29,14 @@ from twisted.internet.interfaces import IReactorCore
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.dispatcher import Dispatcher
+from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
+from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import BrokerConfig, Endpoint
 from kafkalite.controller.controller import Controller
@@ -107,12 +109,19 @@ class KafkaBroker:
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
-                                     describe_log_dirs=self._describe_log_dirs_of)
+                                     describe_log_dirs=self._describe_log_dirs_of,
+                                     preferred_election=lambda: self.sync.preferred_election)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
         self.replica_manager.fetchers = self.fetchers
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
+        self.metrics = BrokerMetrics()
+        self.replica_manager.isr_listener = self.metrics.isr_changed
+        self.metrics_registry = registry_for(MetricsSources(
+            lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
+            lambda: self.groups.coordinator, self.log_manager))
+        self.metrics_port: Any = None
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         listeners = config.listeners
@@ -132,7 +141,8 @@ class KafkaBroker:
     def services(self) -> BrokerServices:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
-                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller)
+                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
+                              self.metrics)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -144,6 +154,7 @@ class KafkaBroker:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         advertised = self._listen()
+        self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.first_broker_epoch = self.broker_epoch
@@ -185,6 +196,27 @@ class KafkaBroker:
             advertised.append(EndPoint(ep.listener, host, adv.port or bound,
                                        self.config.security_protocol(ep.listener)))
         return advertised
+
+    def _listen_metrics(self) -> None:
+        """``metrics.port`` (0: off): /metrics and /health over HTTP, bound before we register so
+        /health answers 503 until registration is done."""
+        port = self.config["metrics.port"]
+        if not port:
+            return
+        host = self.config["metrics.host"]
+        if host is None:
+            host = self.config.listeners[0].host
+        self.metrics_port = self.reactor.listenTCP(port, site(self.metrics_registry, self.health),
+                                                   interface=host or "0.0.0.0")
+        log.info("metrics and health on http://%s:%d/metrics, /health", host or "0.0.0.0",
+                 self.metrics_port.getHost().port)
+
+    def health(self) -> Health:
+        """Registered = the watches show /brokers/ids/<id> with the epoch our registration got."""
+        state = self.kafka_zk.zk.state
+        registered = self.broker_epoch >= 0 and self.sync.broker_epochs.get(self.broker_id) == self.broker_epoch
+        return Health(self.broker_id, registered, state.value if state is not None else "not started",
+                      list(self.log_manager.offline_dirs), self.controller.active)
 
     def _start_loops(self) -> None:
         def every(ms: int, fn: Callable[[], Any]) -> None:
@@ -315,6 +347,8 @@ class KafkaBroker:
                 loop.stop()
         for port in self.ports:
             yield port.stopListening()
+        if self.metrics_port is not None:
+            yield self.metrics_port.stopListening()
         for factory in self.factories:
             factory.close_all()
         self.groups.stop()

@@ -2,7 +2,7 @@
 
 A handler sees a :class:`RequestContext`: the request's header fields, its connection and
 listener, and typed services (replica manager, metadata, group coordinator, topic admin,
-producer ids, controller, configuration, clock), as Redpanda's request context hands them out.
+producer ids, controller, configuration, clock, the request-path metrics), as Redpanda's request context hands them out.
 No handler, coordinator or admin module reaches the broker object itself, so what a handler
 depends on is visible in what it calls on ``ctx``.
 
@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IReactorTime
 
 if TYPE_CHECKING:
     from kafkalite.broker.admin import TopicAdmin
+    from kafkalite.broker.metrics import BrokerMetrics
     from kafkalite.broker.producer_ids import ProducerIdManager
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
@@ -42,6 +43,10 @@ class Clock:
 
     def now_ms(self) -> int:
         return int(self.reactor.seconds() * 1000)
+
+    def seconds(self) -> float:
+        """Fractional seconds (request latencies need better than whole milliseconds)."""
+        return float(self.reactor.seconds())
 
 
 class BlockingRunner(Protocol):
@@ -82,6 +87,7 @@ class BrokerServices:
     topics: "TopicAdmin"
     producer_ids: "ProducerIdManager"
     controller: "Controller"
+    metrics: "BrokerMetrics"
 
 
 @dataclass
@@ -135,3 +141,7 @@ class RequestContext:
     @property
     def controller(self) -> "Controller":
         return self.services.controller
+
+    @property
+    def metrics(self) -> "BrokerMetrics":
+        return self.services.metrics

@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
 DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+ELECT_LEADERS = 43
+DELETE_RECORDS = 21
+PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3    # IncrementalAlterConfigs operations
@@ -113,6 +116,80 @@ class Admin:
         resp = self.client.send_to_controller(CREATE_PARTITIONS, body, _first_error("results"), "CreatePartitions",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["results"]}
+
+    def elect_leaders(self, election_type: int, partitions: list[TopicPartition] | None, *,
+                      timeout_ms: int | None = None) -> dict[TopicPartition, ClientError | None]:
+        """ElectLeaders on the controller: ``partitions`` None means every partition (the answer
+        then lists only those an election was needed for). Each partition's outcome: None when
+        elected, else the error (ELECTION_NOT_NEEDED among them, as Kafka's AdminClient reports)."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions or ():
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"election_type": election_type, "timeout_ms": timeout_ms,
+                "topic_partitions": None if partitions is None
+                else [{"topic": t, "partition_id": ps} for t, ps in by_topic.items()]}
+
+        def error_of(resp: dict) -> int:
+            if resp.get("error_code"):
+                return int(resp["error_code"])
+            codes = {p["error_code"] for r in resp["replica_election_results"] for p in r["partition_result"]}
+            return ErrorCode.NOT_CONTROLLER if ErrorCode.NOT_CONTROLLER in codes else 0
+
+        resp = self.client.send_to_controller(ELECT_LEADERS, body, error_of, "ElectLeaders", timeout=timeout_ms / 1000.0)
+        check(resp.get("error_code", 0), "ElectLeaders")
+        out: dict[TopicPartition, ClientError | None] = {}
+        for r in resp["replica_election_results"]:
+            for p in r["partition_result"]:
+                tp = TopicPartition(r["topic"], p["partition_id"])
+                out[tp] = (None if p["error_code"] == 0 else
+                           ClientError.from_code(p["error_code"], f"{tp.topic}-{tp.partition}", p["error_message"]))
+        return out
+
+    def delete_records(self, offsets: dict[TopicPartition, int], *, timeout_ms: int | None = None
+                       ) -> dict[TopicPartition, int | ClientError]:
+        """DeleteRecords on each partition's leader: records before the offset (-1: the high
+        watermark) go. Per partition: the low watermark reached, or the (non-retriable) error."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        done: dict[TopicPartition, int | ClientError] = {}
+        todo = dict(offsets)
+        client = self.client
+
+        def attempt() -> dict[TopicPartition, int | ClientError]:
+            by_node: dict[int, list[TopicPartition]] = {}
+            for tp in list(todo):
+                try:
+                    by_node.setdefault(client.leader_for(tp), []).append(tp)
+                except ClientError as exc:
+                    if not exc.retriable:
+                        done[tp] = exc
+                        del todo[tp]
+                        continue
+                    raise
+            retry: ClientError | None = None
+            for node, tps in by_node.items():
+                topics: dict[str, list[dict[str, int]]] = {}
+                for tp in tps:
+                    topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": todo[tp]})
+                body = {"topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "timeout_ms": timeout_ms}
+                resp = client.send(node, DELETE_RECORDS, body, timeout=timeout_ms / 1000.0 + client.request_timeout)
+                for t in resp["topics"]:
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        if p["error_code"]:
+                            refused = ClientError.from_code(p["error_code"], f"DeleteRecords {tp.topic}-{tp.partition}")
+                            if refused.retriable and refused.code != ErrorCode.REQUEST_TIMED_OUT:
+                                retry = refused
+                                continue
+                            done[tp] = refused
+                        else:
+                            done[tp] = p["low_watermark"]
+                        todo.pop(tp, None)
+            if todo:
+                raise retry or ClientError(f"DeleteRecords: no answer for {sorted(todo)}", ErrorCode.UNKNOWN_SERVER_ERROR)
+            return done
+
+        return client._with_retries(attempt, "DeleteRecords") if todo else done
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

@@ -45,12 +45,14 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     18: (0, 3),     # ApiVersions
     19: (2, 4),     # CreateTopics
     20: (1, 3),     # DeleteTopics
+    21: (0, 2),     # DeleteRecords
     22: (0, 1),     # InitProducerId
     23: (2, 3),     # OffsetForLeaderEpoch
     32: (1, 3),     # DescribeConfigs
     33: (0, 1),     # AlterConfigs
     37: (0, 1),     # CreatePartitions
     42: (0, 1),     # DeleteGroups
+    43: (1, 2),     # ElectLeaders (v1: ElectionType)
     44: (0, 0),     # IncrementalAlterConfigs (v1 is flexible)
 }
 

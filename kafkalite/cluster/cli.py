@@ -73,6 +73,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"zookeeper.connect   {cluster.zk_connect}")
     for b in cluster.brokers:
         print(f"broker {b.broker_id:<4}         {b.bootstrap}  pid {b.pid}  log {b.log_path}")
+        if b.metrics_url:
+            print(f"             metrics {b.metrics_url}  health {b.health_url}")
     print(f"controller          {controller}")
     if cluster.registry is not None:
         r = cluster.registry
@@ -107,6 +109,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             reg += " (old session not expired yet)"
         print(f"  broker {b.broker_id:<4} {'alive' if alive else 'dead ':5}  pid {pid if pid else '-':<7} "
               f"port {port}  {reg}")
+        if b.metrics_url:
+            print(f"              metrics {b.metrics_url}  health {b.health_url}")
     if st.schema_registry is not None:
         alive, pid, url = st.schema_registry
         state = "alive" if alive else ("not answering" if pid else "dead ")

@@ -98,6 +98,8 @@ class LocalCluster:
     line). ``base_port`` chooses the brokers' instead: broker i listens on ``base_port + i``;
     ``zookeeper_port`` the ZooKeeper client ports (server N on ``zookeeper_port + N - 1``);
     ``ephemeral_ports`` lets each broker bind port 0 at every start (the registration says which).
+    With ``metrics`` each broker also gets a free port for ``metrics.port`` (/metrics, /health),
+    kept like its listener's.
 
     ZooKeeper: our own ``zookeepers`` servers (1, 3 or 5; started by ``up``, stopped by
     ``down``; brokers get every server in ``zookeeper.connect``), or someone else's that we only
@@ -116,7 +118,8 @@ class LocalCluster:
                  zookeeper_connect: str | None = None, chroot: str = "", ephemeral_ports: bool = False,
                  zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
-                 schema_registry: bool = False, schema_registry_port: int = 0) -> None:
+                 schema_registry: bool = False, schema_registry_port: int = 0,
+                 metrics: bool = True) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -135,7 +138,7 @@ class LocalCluster:
         self.brokers: list[BrokerProcess] = []
         for i in range(size):
             port = 0 if ephemeral_ports else (base_port + i if base_port else free_port())
-            self.add_broker(first_id + i, port=port)
+            self.add_broker(first_id + i, port=port, metrics_port=free_port() if metrics else 0)
         self._zk: KazooClient | None = None
         #: the registry (None without one); its bootstrap list is filled in once the brokers run
         self.registry: SchemaRegistryProcess | None = None
@@ -144,8 +147,9 @@ class LocalCluster:
 
     # -- construction ---------------------------------------------------------------------
     def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
-                   cls: type[BrokerProcess] | None = None) -> BrokerProcess:
-        broker = (cls or self.broker_class)(self, broker_id, {**self.default_overrides(), **self.overrides, **(overrides or {})}, port)
+                   cls: type[BrokerProcess] | None = None, metrics_port: int = 0) -> BrokerProcess:
+        broker = (cls or self.broker_class)(self, broker_id, {**self.default_overrides(), **self.overrides, **(overrides or {})}, port,
+                                            metrics_port)
         self.brokers.append(broker)
         return broker
 
@@ -440,6 +444,7 @@ class LocalCluster:
             "overrides": self.overrides,
             "zookeeper": self.ensemble.record() if self.ensemble is not None else None,
             "brokers": [{"id": b.broker_id, "port": b.configured_port, "bound_port": b.port,
+                         "metrics_port": b.metrics_port,
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
             "schema_registry": None if self.registry is None else
             {"port": self.registry.port, "bootstrap": self.registry.bootstrap, **self.registry.record()},
@@ -468,7 +473,8 @@ class LocalCluster:
                       zookeeper_connect=None if ensemble is not None else state.get("external_zookeeper"),
                       chroot=state.get("chroot", ""), ensemble=ensemble)
         for rec in state["brokers"]:
-            b = cluster.broker_class(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0))
+            b = cluster.broker_class(cluster, rec["id"], rec.get("overrides"), rec.get("port", 0),
+                                     rec.get("metrics_port", 0))
             b.port = rec.get("bound_port") or rec.get("port") or None
             b.attach(rec)
             cluster.brokers.append(b)

@@ -589,7 +589,7 @@ class BrokerProcess(Process):
     """
 
     def __init__(self, cluster: BrokerHost, broker_id: int, overrides: dict[str, str] | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, metrics_port: int = 0) -> None:
         super().__init__()
         self.cluster = cluster
         self.broker_id = broker_id
@@ -597,7 +597,20 @@ class BrokerProcess(Process):
         self.overrides = dict(overrides or {})
         self.configured_port = port
         self.port: int | None = port or None
+        #: the broker's ``metrics.port`` (/metrics and /health over HTTP); 0: not set by us
+        self.metrics_port = metrics_port
         self.launched_ms = 0
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where Prometheus scrapes this broker (None when its metrics endpoint is off)."""
+        port = int(self.properties().get("metrics.port", "0") or 0)
+        return f"http://127.0.0.1:{port}/metrics" if port else None
+
+    @property
+    def health_url(self) -> str | None:
+        url = self.metrics_url
+        return url[: -len("/metrics")] + "/health" if url else None
 
     @property
     def bootstrap(self) -> str:
@@ -619,6 +632,8 @@ class BrokerProcess(Process):
             "zookeeper.connect": self.cluster.zk_connect,
             "zookeeper.session.timeout.ms": "6000",
         }
+        if self.metrics_port:
+            props["metrics.port"] = str(self.metrics_port)
         props.update(self.overrides)
         return props
 

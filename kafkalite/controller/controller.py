@@ -27,10 +27,17 @@ broker until that broker's epoch (registration czxid) changes, passes them to ``
 leadership moves, they leave the ISR) and then deletes the notifications it consumed, fenced. A
 new controller deletes every pending notification and asks every live broker instead: Kafka's
 controller learns offline replicas from its LeaderAndIsr responses, which kafkalite does not send.
+
+Requested elections (ElectLeaders, API 43, and the ZooKeeper-era
+``/admin/preferred_replica_election`` znode) are queued and decided at the end of a round, from
+the states that round left (:func:`decisions.elect_leaders`), and written through the same fenced
+path. A write that loses a version race is decided again in the round the newer state's watch
+starts; the znode is deleted, fenced, once its election has been written (as Kafka does).
 """
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from twisted.internet import defer, task
@@ -51,13 +58,39 @@ log = logging.getLogger(__name__)
 DESCRIBE_LOG_DIRS_ATTEMPTS = 3
 DESCRIBE_LOG_DIRS_BACKOFF_S = 1.0
 
+#: A version race lost this often in a row ends the partition's election with REQUEST_TIMED_OUT.
+MAX_ELECTION_ATTEMPTS = 10
+
+
+@dataclass
+class ElectionRequest:
+    """One ElectLeaders request (or the znode's) still being decided."""
+
+    election_type: int
+    remaining: list[tuple[str, int]]
+    znode_version: int | None = None          # set when it came from /admin/preferred_replica_election
+    results: dict[tuple[str, int], decisions.ElectionResult] = field(default_factory=dict)
+    deferred: defer.Deferred = field(default_factory=defer.Deferred)
+    attempts: int = 0
+
+    def finish(self) -> None:
+        if not self.deferred.called:
+            self.deferred.callback(self.results)
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        for key in self.remaining:
+            self.results[key] = (code, message, -1)
+        self.remaining = []
+        self.finish()
+
 
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
                  config: Any = None, reactor: Any = None,
                  broker_epochs: Callable[[], dict[int, int]] = dict,
-                 describe_log_dirs: Callable[[int], defer.Deferred] | None = None) -> None:
+                 describe_log_dirs: Callable[[int], defer.Deferred] | None = None,
+                 preferred_election: Callable[[], Any] = lambda: None) -> None:
         self.broker_id = broker_id
         self.kafka_zk = kafka_zk      # election and the fenced write path
         self.cache = cache            # the watches' view: read, never written
@@ -88,6 +121,11 @@ class Controller:
         self._log_dir_busy = False
         self._log_dir_again: list[int] | None = None      # notifications that arrived meanwhile
         self._log_dir_again_everyone = False
+        #: ``/admin/preferred_replica_election`` as the watch has it: (PreferredReplicaElection,
+        #: version, mzxid) or None
+        self.preferred_election = preferred_election
+        self._elections: list[ElectionRequest] = []
+        self._znode_done: int | None = None      # mzxid of the znode request already written
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -136,6 +174,10 @@ class Controller:
         waiting, self._next_round = self._next_round, []
         for d in waiting:
             d.callback(None)
+        pending, self._elections = self._elections, []
+        for req in pending:
+            req.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
+        self._znode_done = None
 
     # -- controlled shutdown ---------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -298,6 +340,73 @@ class Controller:
     def all_offline_replicas(self) -> set[decisions.OfflineReplica]:
         return {r for _, replicas in self.offline_replicas.values() for r in replicas}
 
+    # -- requested elections (ElectLeaders, /admin/preferred_replica_election) ---------------------
+    def elect_leaders(self, election_type: int, partitions: list[tuple[str, int]]) -> defer.Deferred:
+        """Fires {(topic, partition): (code, message, expected leader)} once every partition is
+        decided and its write done (Kafka's ``electLeaders``); NOT_CONTROLLER when not active."""
+        req = ElectionRequest(election_type, list(dict.fromkeys(partitions)))
+        if not self.active:
+            req.fail(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            return req.deferred
+        self._elections.append(req)
+        self.reconcile()
+        return req.deferred
+
+    @defer.inlineCallbacks
+    def _run_elections(self) -> Any:
+        requests, self._elections = self._elections, []
+        znode = self.preferred_election()
+        znode_mzxid = None
+        if znode is not None and znode[2] != self._znode_done:
+            znode_mzxid = znode[2]
+            requests.append(ElectionRequest(decisions.PREFERRED, list(znode[0].partitions), znode_version=znode[1]))
+        retry: list[ElectionRequest] = []
+        for i, req in enumerate(requests):
+            if not self.active:             # resigned meanwhile (resign() answered the queued ones)
+                for left in requests[i:] + retry:
+                    left.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
+                return
+            live = set(self.cache.brokers) | {self.broker_id}
+            assignments = {t: info.assignment for t, info in self.cache.topics.items()}
+            actions, results = decisions.elect_leaders(
+                req.election_type, req.remaining, live, assignments, self.context.states(self.cache),
+                self.deleting(), self.fence.epoch, set(self.shutting_down), self.all_offline_replicas())
+            lost: list[tuple[str, int]] = []
+            for action in actions:
+                key = (action.topic, action.partition)
+                try:
+                    yield self._execute(action)
+                except ControllerMovedError:
+                    self._elections = requests[i:] + retry + self._elections
+                    self.resign("the controller epoch moved on (another controller was elected)")
+                    return
+                except ZkVersionConflictError:
+                    lost.append(key)              # decided again when the newer state arrives
+                    del results[key]
+                except Exception as exc:
+                    log.warning("election write %s failed: %s", action, exc)
+                    results[key] = (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc), -1)
+            req.results.update(results)
+            req.remaining = lost
+            req.attempts += 1
+            if lost and req.attempts < MAX_ELECTION_ATTEMPTS:
+                retry.append(req)
+            elif lost:
+                req.fail(ErrorCode.REQUEST_TIMED_OUT, "the partition state kept changing during the election")
+            else:
+                req.finish()
+            if req.znode_version is not None:
+                self._znode_done = znode_mzxid
+                done = {k: ErrorCode(v[0]).name for k, v in req.results.items()}
+                log.info("preferred replica election from %s: %s", "/admin/preferred_replica_election", done)
+                try:
+                    yield self.kafka_zk.delete_preferred_replica_election(self.fence, req.znode_version)
+                except ControllerMovedError:
+                    self._elections = retry + self._elections
+                    self.resign("the controller epoch moved on (another controller was elected)")
+                    return
+        self._elections = retry + self._elections
+
     # -- auto leader rebalance -------------------------------------------------------------------
     def _start_rebalance_loop(self) -> None:
         if self.config is None or self.reactor is None or not self.config["auto.leader.rebalance.enable"]:
@@ -370,6 +479,9 @@ class Controller:
             except Exception as exc:
                 log.warning("controller write %s failed: %s", action, exc)
                 self.dirty = True
+        znode = self.preferred_election()
+        if self.active and (self._elections or (znode is not None and znode[2] != self._znode_done)):
+            yield self._run_elections()
 
     @defer.inlineCallbacks
     def _execute(self, action: decisions.Action) -> Any:

@@ -21,6 +21,12 @@ states, deletion requests). It returns ZooKeeper writes that bring the cluster t
   one member), it is never elected, and its broker keeps its other partitions;
 * a topic queued in ``/admin/delete_topics`` is removed.
 
+:func:`elect_leaders` is ElectLeaders (API 43) and ``/admin/preferred_replica_election``: for the
+requested partitions, a preferred election (leader = the first assigned replica, when alive, not
+shutting down, online and in the ISR) or an unclean one (only for partitions without a live
+leader: the first live in-sync replica, else the first live replica, ISR = it), with Kafka's
+per-partition answers.
+
 :func:`preferred_leader_actions` is the auto-rebalance step (``auto.leader.rebalance.enable``):
 leadership goes back to the preferred (first assigned) replica when it is alive and in the ISR,
 for brokers whose share of preferred partitions led by others exceeds
@@ -34,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
 
+from kafkalite.errors import ErrorCode
 from kafkalite.metadata.state import LeaderAndIsr
 
 
@@ -178,3 +185,83 @@ def preferred_leader_actions(live_brokers: Iterable[int],
                                                              controller_epoch), state.zk_version,
                                        f"preferred replica {broker} is back in the ISR"))
     return actions
+
+
+#: ElectLeaders' election types (Kafka's ``ElectionType``).
+PREFERRED, UNCLEAN = 0, 1
+
+#: A partition's answer: (error code, message or None, the leader to expect when the code is NONE).
+ElectionResult = tuple[ErrorCode, "str | None", int]
+
+
+def elect_leaders(election_type: int,
+                  partitions: Iterable[tuple[str, int]],
+                  live_brokers: Iterable[int],
+                  assignments: Mapping[str, Mapping[int, Sequence[int]]],
+                  states: Mapping[tuple[str, int], LeaderAndIsr],
+                  deleting: Iterable[str],
+                  controller_epoch: int,
+                  shutting_down: Iterable[int] = (),
+                  offline_replicas: Iterable[OfflineReplica] = ()
+                  ) -> tuple[list[UpdateState], dict[tuple[str, int], ElectionResult]]:
+    """Kafka's ``KafkaController.processReplicaLeaderElection`` for ``partitions``: the writes,
+    and each partition's answer (NONE for those written, once the write succeeds).
+
+    Unknown partitions get UNKNOWN_TOPIC_OR_PARTITION, those of a topic being deleted
+    INVALID_TOPIC_EXCEPTION; a partition whose leader is already right (the preferred replica;
+    for an unclean election, any live leader) ELECTION_NOT_NEEDED; one with no replica that
+    qualifies PREFERRED_LEADER_NOT_AVAILABLE or ELIGIBLE_LEADERS_NOT_AVAILABLE. The ISR stays as
+    it is for a preferred election; leader_epoch + 1."""
+    alive = set(live_brokers)
+    leaving = set(shutting_down)
+    offline = offline_by_partition(offline_replicas)
+    doomed = set(deleting)
+    actions: list[UpdateState] = []
+    results: dict[tuple[str, int], ElectionResult] = {}
+    strategy = ("PreferredReplicaPartitionLeaderElectionStrategy" if election_type == PREFERRED
+                else "OfflinePartitionLeaderElectionStrategy(allowUnclean=true)")
+    for topic, p in partitions:
+        key = (topic, p)
+        if key in results:
+            continue
+        replicas = assignments.get(topic, {}).get(p)
+        if replicas is None:
+            results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1)
+            continue
+        if topic in doomed:
+            results[key] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted", -1)
+            continue
+        state = states.get(key)
+        gone = offline.get(key)
+        live = alive - gone if gone else alive
+        failed = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED
+                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                  f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}", -1)
+        if state is None:
+            results[key] = failed            # not created yet: the controller's next round does it
+            continue
+        if election_type == PREFERRED:
+            preferred = replicas[0] if replicas else -1
+            if state.leader == preferred:
+                results[key] = (ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
+            elif preferred in live and preferred not in leaving and preferred in state.isr:
+                actions.append(UpdateState(topic, p, LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr,
+                                                                  controller_epoch), state.zk_version,
+                                           f"preferred leader election of replica {preferred}"))
+                results[key] = (ErrorCode.NONE, None, preferred)
+            else:
+                results[key] = failed
+            continue
+        if state.leader >= 0 and state.leader in live:
+            results[key] = (ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
+            continue
+        choice = elect_leader(replicas, state.isr, live, True, leaving)
+        if choice is None:
+            results[key] = failed
+            continue
+        leader, isr = choice
+        clean = leader in state.isr
+        actions.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
+                                   state.zk_version, "requested election" + ("" if clean else " (unclean)")))
+        results[key] = (ErrorCode.NONE, None, leader)
+    return actions, results

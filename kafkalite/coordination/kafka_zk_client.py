@@ -386,6 +386,20 @@ class KafkaZkClient:
                 pass
         return deleted
 
+    # ---- preferred replica election ----------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def delete_preferred_replica_election(self, fence: ControllerFence, version: int = -1) -> Any:
+        """Remove ``/admin/preferred_replica_election`` once the controller has run it (Kafka's
+        ``deletePreferredReplicaElection``), behind the controller-epoch check; ``version``: only
+        the request that was read (a newer one written meanwhile stays for the next round).
+        Fires True if deleted, False if it was gone or had changed."""
+        try:
+            yield self._fenced(fence, [DeleteOp(paths.PREFERRED_REPLICA_ELECTION, version)])
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     # ---- producer ids ----------------------------------------------------------------------
 
     def allocate_producer_id_block(self, broker_id: int,

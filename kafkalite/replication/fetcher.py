@@ -352,6 +352,11 @@ class ReplicaFetcher:
                 plog.append(records[:end] if end < len(records) else records, infos,
                             leader_epoch=part.leader_epoch, now_ms=now, assign_offsets=False)
         part.high_watermark = min(p["high_watermark"], plog.log_end_offset)
+        # DeleteRecords on the leader: adopt its log start, as far as our high watermark allows
+        # (Kafka's follower maybeIncrementLogStartOffset)
+        start = min(p["log_start_offset"], part.high_watermark)
+        if start > plog.log_start_offset:
+            plog.delete_records_before(start, now)
         return True
 
 

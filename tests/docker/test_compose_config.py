@@ -84,12 +84,15 @@ def test_validation_catches_a_broken_file(tmp_path: Path) -> None:
     assert "zookeeper1" in result.stderr
 
 
-@pytest.mark.parametrize("name,broker_id,host_port", [("broker1", 101, 19092), ("broker2", 102, 19093),
-                                                        ("broker3", 103, 19094)])
-def test_broker_environment_renders_a_valid_config(config: dict, name: str, broker_id: int, host_port: int) -> None:
+@pytest.mark.parametrize("name,broker_id,host_port,metrics_port", [("broker1", 101, 19092, 19404),
+                                                                     ("broker2", 102, 19093, 19405),
+                                                                     ("broker3", 103, 19094, 19406)])
+def test_broker_environment_renders_a_valid_config(config: dict, name: str, broker_id: int, host_port: int,
+                                                   metrics_port: int) -> None:
     """Each broker's KAFKA_CFG_* environment becomes a server.properties the broker accepts: its id,
     an INTERNAL listener advertised under its service name, an EXTERNAL one advertised on the host
-    port that is published to the container's EXTERNAL port, persistent data on a volume."""
+    port that is published to the container's EXTERNAL port, its metrics.port published to the
+    host too (and probed by the health check), persistent data on a volume."""
     service = config["services"][name]
     env = {k: str(v) for k, v in service["environment"].items()}
     cfg = BrokerConfig.from_properties(entrypoint.properties_from_env(env))
@@ -100,7 +103,8 @@ def test_broker_environment_renders_a_valid_config(config: dict, name: str, brok
     assert (advertised["INTERNAL"].host, advertised["INTERNAL"].port) == (name, bound["INTERNAL"].port)
     assert (advertised["EXTERNAL"].host, advertised["EXTERNAL"].port) == ("localhost", host_port)
     published = {int(p["published"]): int(p["target"]) for p in service["ports"]}
-    assert published == {host_port: bound["EXTERNAL"].port}
+    assert published == {host_port: bound["EXTERNAL"].port, metrics_port: cfg["metrics.port"]}
+    assert f"localhost:{cfg['metrics.port']}/health" in " ".join(service["healthcheck"]["test"])
     assert cfg["inter.broker.listener.name"] == "INTERNAL"
     assert cfg["zookeeper.connect"] == ",".join(f"{z}:2181" for z in ZOOKEEPERS)
     assert {z: d["condition"] for z, d in service["depends_on"].items()} == {z: "service_healthy" for z in ZOOKEEPERS}

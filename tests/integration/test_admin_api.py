@@ -296,6 +296,7 @@ EXPECTED_API_TABLE = {
     22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
     35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
+    21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
 }
 # Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
 # FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).

@@ -129,3 +129,37 @@ def _find_config(result, topic: str, key: str) -> dict:
                     if c.get("name", c.get("config_names")) == key:
                         return c
     raise AssertionError(f"{key} of {topic} not in {result}")
+
+
+def test_confluent_admin_delete_records_and_elect_leaders(broker) -> None:
+    """librdkafka's AdminClient speaks our DeleteRecords and ElectLeaders (whatever versions it
+    negotiates, flexible v2 included): delete_records moves the low watermark to 7 of 10 and the
+    consumer's earliest offset with it; a preferred election on a single-replica partition
+    already led by its preferred replica is ELECTION_NOT_NEEDED, as Kafka answers."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import ElectionType
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    topic = "ck-trim"
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=30)[topic].result(30)
+    wait_for(lambda: metadata_partitions(admin, topic) == {0: (broker.broker_id, [broker.broker_id],
+                                                               [broker.broker_id])}, 10, "the topic led")
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce(topic, b"%d" % i, partition=0)
+    assert producer.flush(30) == 0
+
+    [(tp, fut)] = admin.delete_records([TopicPartition(topic, 0, 7)]).items()
+    assert fut.result(30).low_watermark == 7
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "ck-trim"})
+    try:
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10) == (7, 10)
+    finally:
+        consumer.close()
+
+    with pytest.raises(KafkaException) as exc:
+        result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+        for partition in result.values():      # per-partition errors, if not raised as a whole
+            if partition is not None:
+                raise KafkaException(partition)
+    assert exc.value.args[0].name() == "ELECTION_NOT_NEEDED"

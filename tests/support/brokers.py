@@ -57,12 +57,13 @@ class Cluster(LocalCluster):
 
     def __init__(self, zookeeper: processes.ZooKeeperProcess | None, workdir: Path, size: int = 1,
                  overrides: dict[str, str] | None = None, first_id: int = 1, zookeepers: int = 3,
-                 broker_overrides: dict[int, dict[str, str]] | None = None) -> None:
+                 broker_overrides: dict[int, dict[str, str]] | None = None, metrics: bool = False) -> None:
         """``broker_overrides`` (broker id -> properties) apply to that broker only, on top of
-        ``overrides`` (e.g. its own ``log.dirs``)."""
+        ``overrides`` (e.g. its own ``log.dirs``); ``metrics``: each broker serves /metrics and
+        /health on a free port."""
         super().__init__(workdir, size, first_id, overrides=overrides, zookeeper=zookeeper,
                          chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}", ephemeral_ports=True,
-                         zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS)
+                         zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS, metrics=metrics)
         for b in self.brokers:
             b.overrides.update((broker_overrides or {}).get(b.broker_id, {}))
 
@@ -87,14 +88,15 @@ class Cluster(LocalCluster):
 
 @pytest.fixture
 def cluster_factory(zookeeper: Any, tmp_path: Path) -> Any:
-    """``make(size=1, overrides, broker_overrides={id: {...}})`` starts a cluster in its own chroot;
-    all are stopped after the test."""
+    """``make(size=1, overrides, broker_overrides={id: {...}}, metrics=False)`` starts a cluster in
+    its own chroot (``metrics``: each broker serves /metrics and /health on a free port); all are
+    stopped after the test."""
     made: list[Cluster] = []
 
     def make(size: int = 1, overrides: dict[str, str] | None = None,
-             broker_overrides: dict[int, dict[str, str]] | None = None) -> Cluster:
+             broker_overrides: dict[int, dict[str, str]] | None = None, metrics: bool = False) -> Cluster:
         cluster = Cluster(zookeeper, tmp_path / f"cluster-{len(made)}", size, overrides,
-                          broker_overrides=broker_overrides)
+                          broker_overrides=broker_overrides, metrics=metrics)
         made.append(cluster)
         return cluster.start()
 

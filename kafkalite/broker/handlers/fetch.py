@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafkalite.broker.partition import FetchOutOfRangeError
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
@@ -51,6 +52,11 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 if res is not None and len(res.records):
                     entry["records"] = res.records
                     total += len(res.records)
+            except FetchOutOfRangeError as exc:
+                entry["error_code"] = int(exc.code)
+                entry["log_start_offset"] = exc.log_start_offset     # a follower restarts its log there
+                entry["high_watermark"] = exc.high_watermark
+                had_error = True
             except KafkaError as exc:
                 entry["error_code"] = int(exc.code)
                 had_error = True
@@ -73,13 +79,24 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
             except KafkaError:
                 continue                      # read_all reports it in the partition's entry
-            ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"])
+            ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
+
+    def count(body: dict[str, Any]) -> dict[str, Any]:
+        """The answer's bytes per topic, counted once when it is sent (per partition, no record)."""
+        metrics = ctx.metrics
+        for t in body["responses"]:
+            for entry in t["partitions"]:
+                if entry["error_code"]:
+                    metrics.fetch_failed(t["topic"])
+                else:
+                    metrics.fetched(t["topic"], len(entry["records"]), replica_id >= 0)
+        return body
 
     if replica_id >= 0:
         note_follower_progress()
     body, total, had_error = read_all()
     if req["max_wait_ms"] <= 0 or total >= req["min_bytes"] or had_error or not wanted:
-        return body
+        return count(body)
 
     state: dict[str, Any] = {"body": None}
 
@@ -110,8 +127,8 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
 
     def finish(timed_out: bool) -> dict[str, Any]:
         if not timed_out and state["body"] is not None:
-            return state["body"]
-        return read_all()[0]
+            return count(state["body"])
+        return count(read_all()[0])
 
     keys = [(topic, p["partition"]) for topic, p in wanted]
     return ctx.replicas.purgatory.watch(keys, req["max_wait_ms"], ready, finish)

@@ -54,7 +54,10 @@ def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 failed = True
                 log.debug("produce to %s-%d refused: %s", name, index, exc)
                 entries.append(_entry(index, exc.code, message=str(exc)))
+                ctx.metrics.produce_failed(name)
                 continue
+            if not res.duplicate:          # per partition: its bytes, and the offsets it was given
+                ctx.metrics.produced(name, res.bytes, res.last_offset - res.first_offset + 1)
             entry = _entry(index, ErrorCode.NONE, res.first_offset, res.log_append_time, part.log_start_offset)
             entries.append(entry)
             if acks == -1 and not res.duplicate:

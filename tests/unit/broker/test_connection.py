@@ -2,16 +2,22 @@
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
-from twisted.internet import defer
+from twisted.internet import defer, task
 from twisted.internet.testing import StringTransport
 
 from kafkalite.broker import registry
 from kafkalite.broker.dispatcher import Dispatcher
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.services import Clock
 from kafkalite.net.server import NO_RESPONSE, KafkaConnection
 from kafkalite.protocol import codec
 
 registry.load_handlers()
+
+#: ApiVersions needs no service; the dispatcher itself times and counts every request.
+SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics())
 
 
 def connect(dispatcher) -> tuple[KafkaConnection, StringTransport]:
@@ -72,7 +78,7 @@ def test_responses_leave_in_request_order() -> None:
 
 def test_api_versions_too_high_gets_v0_error_answer() -> None:
     """ApiVersions v99: header v0, error 35, one entry for key 18 with our range."""
-    conn, transport = connect(Dispatcher(services=None, listener="PLAINTEXT"))
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
     conn.dataReceived(raw_frame(18, 99, 5, b"\xff\xff\x00"))
     [resp] = responses(transport.value())
     corr, error, count, key, lo, hi = struct.unpack(">ihihhh", resp)
@@ -83,7 +89,7 @@ def test_api_versions_too_high_gets_v0_error_answer() -> None:
 def test_api_versions_lists_the_registry() -> None:
     """The served table comes from the handler registry; Produce is advertised from v0 for
     librdkafka's compression check but served from v3."""
-    conn, transport = connect(Dispatcher(services=None, listener="PLAINTEXT"))
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
     conn.dataReceived(request(18, 3, 9, {"client_software_name": "t", "client_software_version": "1"}))
     corr, body = codec.decode_response(18, 3, responses(transport.value())[0])
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
@@ -95,14 +101,14 @@ def test_api_versions_lists_the_registry() -> None:
 def test_unknown_key_and_refused_versions_close_the_connection() -> None:
     for frame in (raw_frame(999, 0, 1),
                   request(0, 2, 1, {"acks": 1, "timeout_ms": 1, "topic_data": []})):
-        conn, transport = connect(Dispatcher(services=None, listener="PLAINTEXT"))
+        conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
         conn.dataReceived(frame)
         assert transport.value() == b"" and conn.closed
 
 
 def test_oversize_or_negative_frame_closes() -> None:
     for size in (-1, (1 << 20) + 1):
-        conn, transport = connect(Dispatcher(services=None, listener="PLAINTEXT"))
+        conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
         conn.dataReceived(struct.pack(">i", size))
         assert conn.closed and transport.value() == b""
 

@@ -14,6 +14,7 @@ from typing import Any
 from twisted.internet import defer, task
 
 from kafkalite.broker.handlers.fetch import handle_fetch
+from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.errors import ErrorCode, KafkaError
 
@@ -63,7 +64,7 @@ class Leader:
         upper = part.fetch_upper_bound(replica_id, isolation)
         return part, SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
 
-    def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         self.fetched_at.append(fetch_offset)
         if fetch_offset == len(self.log) and not self.log:
             # the HW moved: a waiting produce answers and its connection's next produce appends now
@@ -87,7 +88,7 @@ def records_of(body: dict[str, Any]) -> bytes:
 def test_follower_fetch_sees_append_caused_by_its_own_offset_update() -> None:
     clock = task.Clock()
     leader = Leader(clock)
-    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0)
+    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics())
     result = handle_fetch(ctx, follower_fetch(0))
     if isinstance(result, defer.Deferred):
         answered: list[Any] = []
@@ -104,7 +105,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
     clock = task.Clock()
     leader = Leader(clock)
     leader.log = b"old"                          # no append triggered by this fetch's bookkeeping
-    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0)
+    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics())
     d = handle_fetch(ctx, follower_fetch(3))
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
@@ -116,7 +117,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
 
 
 def parked(leader: Leader, req: dict[str, Any]) -> list[Any]:
-    d = handle_fetch(SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0), req)
+    d = handle_fetch(SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics()), req)
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
     d.addCallback(answered.append)

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from kafkalite.broker.handlers.fetch import handle_fetch
+from kafkalite.broker.metrics import BrokerMetrics
 
 
 class Part:
@@ -41,7 +42,7 @@ def fetch(broker: Broker, max_bytes: int) -> list[int]:
            "topics": [{"topic": "t", "partitions": [
                {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": 0,
                 "partition_max_bytes": 1000} for i in range(len(broker.parts))]}]}
-    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0), req)
+    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0, metrics=BrokerMetrics()), req)
     return [len(p["records"]) for p in body["responses"][0]["partitions"]]
 
 
