@@ -19,6 +19,7 @@ import tempfile
 import time
 from typing import Callable
 
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.codec import (decode_request_body, encode_request, encode_response,
                                       read_request_header)
 from kafkalite.records.batch import ATTRIBUTES_OFFSET, validate_batches
@@ -69,7 +70,7 @@ def median_rate(fn: Callable[[], int], repeat: int, min_seconds: float) -> float
 def produce_frame(batch: bytearray) -> bytes:
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": "bench", "partition_data": [{"index": 0, "records": batch}]}]}
-    return b"".join(bytes(p) for p in encode_request(0, 8, 1, "bench", body))[4:]
+    return b"".join(bytes(p) for p in encode_request(ApiKey.PRODUCE, 8, 1, "bench", body))[4:]
 
 
 def fetch_body(batch: bytearray) -> dict:
@@ -115,7 +116,7 @@ class Bench:
         body = fetch_body(batch)
 
         def encode() -> int:
-            encode_response(1, 11, 1, body)
+            encode_response(ApiKey.FETCH, 11, 1, body)
             return 1
         r = median_rate(encode, rep, secs)
         self.add(label, "Fetch v11 response encode", r, "resp/s", f"{r * size / 1e6:,.0f} MB/s of records")

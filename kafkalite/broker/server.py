@@ -36,6 +36,7 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.group.offsets_topic import OffsetsTopic
 from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogConfig, LogManager
 from kafkalite.storage.cleaner import LogCleaner
@@ -280,7 +281,8 @@ class KafkaBroker:
         timeout = self.config["controller.socket.timeout.ms"] / 1000.0
         conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout)
         try:
-            resp = yield conn.request(7, 3, {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
+            resp = yield conn.request(ApiKey.CONTROLLED_SHUTDOWN, 3,
+                                      {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
         finally:
             conn.close()
         return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]

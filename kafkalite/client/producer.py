@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records import BatchBuilder
 from kafkalite.records.compression import Codec, codec_by_name
 
@@ -29,7 +30,6 @@ from .partitioner import StickyPartitioner, partition_for_key
 
 log = logging.getLogger(__name__)
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
 _RETRY_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION,
                              ErrorCode.KAFKA_STORAGE_ERROR})
@@ -118,7 +118,7 @@ class Producer:
     # -- idempotence ------------------------------------------------------------------------
     def _init_producer_id(self) -> None:
         def attempt() -> dict:
-            resp = self.client.send(None, INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
+            resp = self.client.send(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
             if resp["error_code"]:
                 raise ClientError.from_code(resp["error_code"], "InitProducerId")
             return resp
@@ -314,7 +314,7 @@ class Producer:
                 conn = self.client.connection(node)
                 conn.lock.acquire()
                 try:
-                    corr = conn.send(PRODUCE, conn.version_for(PRODUCE), body, expect_response=self.acks != 0)
+                    corr = conn.send(ApiKey.PRODUCE, conn.version_for(ApiKey.PRODUCE), body, expect_response=self.acks != 0)
                 except BaseException:
                     conn.lock.release()
                     raise

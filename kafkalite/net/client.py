@@ -16,6 +16,7 @@ from twisted.internet.interfaces import IReactorTCP, IReactorTime
 from twisted.python.failure import Failure
 
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
 
@@ -39,7 +40,7 @@ class KafkaClientProtocol(protocol.Protocol):
         self.pending: dict[int, tuple[int, int, defer.Deferred, Any]] = {}
         self.closed = False
 
-    def request(self, api_key: int, api_version: int, body: dict[str, Any], timeout_s: float) -> defer.Deferred:
+    def request(self, api_key: ApiKey, api_version: int, body: dict[str, Any], timeout_s: float) -> defer.Deferred:
         if self.closed:
             return defer.fail(ConnectionLost("connection closed"))
         corr = next(self.correlation)

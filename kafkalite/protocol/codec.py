@@ -15,6 +15,7 @@ import struct
 from typing import Any, Callable, NamedTuple
 
 from . import compiler
+from .api_keys import ApiKey
 from .errors import (EncodeError, InvalidFrameError, ProtocolError, TruncatedError,
                      UnknownApiError, UnknownMessageError, UnsupportedVersionError)
 from .schema import MessageSpec, Tables, load_tables
@@ -22,7 +23,8 @@ from .schema import MessageSpec, Tables, load_tables
 log = logging.getLogger(__name__)
 
 _TABLES: Tables = load_tables()
-_API_VERSIONS_KEY = 18
+# a plain int: compared on every response encode, and an enum attribute lookup costs ~4x more
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = _TABLES.messages["RequestHeader"]
@@ -66,7 +68,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header v1 for flexible versions, else v0; ApiVersions always v0 (KIP-511)."""
-    if api_key == _API_VERSIONS_KEY:
+    if api_key == _API_VERSIONS:
         return 0
     spec = _TABLES.responses.get(api_key)
     if spec is None:
@@ -183,7 +185,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     the caller's own buffers: keep them unchanged until the transport has written them.
     """
     spec = _versioned(_TABLES.responses.get(api_key), api_key, api_version)
-    header_version = 0 if api_key == _API_VERSIONS_KEY else (1 if spec.is_flexible(api_version) else 0)
+    header_version = 0 if api_key == _API_VERSIONS else (1 if spec.is_flexible(api_version) else 0)
     parts: list = []
     out = bytearray(4)
     out = _run_encoder(compiler.encoder(_RESPONSE_HEADER, header_version),
@@ -199,7 +201,7 @@ def decode_response(api_key: int, api_version: int, frame: Any) -> tuple[int, di
     broker answers an unsupported version in the v0 layout (kafka-protocol.md §5.1).
     """
     spec = _versioned(_TABLES.responses.get(api_key), api_key, api_version)
-    header_version = 0 if api_key == _API_VERSIONS_KEY else (1 if spec.is_flexible(api_version) else 0)
+    header_version = 0 if api_key == _API_VERSIONS else (1 if spec.is_flexible(api_version) else 0)
     view = _as_view(frame)
     header, pos = _run_decoder(compiler.decoder(_RESPONSE_HEADER, header_version), view, 0,
                                "ResponseHeader")

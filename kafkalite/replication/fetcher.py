@@ -30,14 +30,13 @@ from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
 from kafkalite.net import client
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records.batch import scan_valid_prefix
 
 log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
-OFFSET_FOR_LEADER_EPOCH = 23
-FETCH = 1
 
 Key = tuple[str, int]
 
@@ -203,7 +202,7 @@ class ReplicaFetcher:
                 "leader_epoch": max(f.part.log.epochs.latest_epoch, 0)})
         body = {"replica_id": self.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
-        resp = yield self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+        resp = yield self.conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
                                        self.config["replica.socket.timeout.ms"] / 1000.0)
         self.handle_epoch_response(todo, sent, resp)
 
@@ -256,7 +255,7 @@ class ReplicaFetcher:
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
                 "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
-        resp = yield self.conn.request(FETCH, FETCH_VERSION, body, timeout)
+        resp = yield self.conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout)
         self.handle_fetch_response(followed, sent, resp)
 
     def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],

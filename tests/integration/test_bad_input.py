@@ -17,6 +17,7 @@ import pytest
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records.builder import build_batch
 from tests.support.wire import ConnectionClosed, Wire, request
 
@@ -249,10 +250,10 @@ def topics(broker):
     data, small = f"fuzz-data-{suffix}", f"fuzz-small-{suffix}"
     with Wire(broker.bootstrap) as w:
         deadline = time.monotonic() + 30
-        while w.request(3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"] != broker.broker_id:
+        while w.request(ApiKey.METADATA, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"] != broker.broker_id:
             assert time.monotonic() < deadline, "no controller"
             time.sleep(0.05)
-        resp = w.request(19, 4, {"topics": [
+        resp = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
             {"name": data, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []},
             {"name": small, "num_partitions": 1, "replication_factor": 1, "assignments": [],
              "configs": [{"name": "max.message.bytes", "value": str(SMALL_LIMIT)}]}],
@@ -262,7 +263,7 @@ def topics(broker):
 
 
 def latest_offsets(bootstrap: str, topic: str) -> list[int]:
-    resp = request(bootstrap, 2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+    resp = request(bootstrap, ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
         {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1} for p in (0, 1)]}]})
     return [p["offset"] for p in resp["topics"][0]["partitions"]]
 

@@ -13,12 +13,14 @@ from typing import Any
 from kafkalite.broker.dispatcher import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest
 
 NO_SESSION = 0
 
 
-@api(1, 4, 11)
-def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.FETCH, 4, 11)
+def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     broker = ctx.broker
     if req.get("session_id", 0) != NO_SESSION:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),

@@ -14,6 +14,8 @@ from kafkalite.broker.dispatcher import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import MetadataRequest
 from zk_schema.topic_names import is_valid_topic_name
 
 log = logging.getLogger(__name__)
@@ -42,19 +44,19 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     return out
 
 
-@api(3, 0, 8)
-def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.METADATA, 0, 8)
+def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     broker = ctx.broker
     cache = broker.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
-        names = [t["name"] for t in requested]
+        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v10 (topic ids)
     allow_create = req.get("allow_auto_topic_creation", True) and broker.config["auto.create.topics.enable"]
     topics = []
     for name in names:
-        entry = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+        entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED}
         info = cache.topics.get(name)
         if info is not None and not info.deleting and not info.assignment:

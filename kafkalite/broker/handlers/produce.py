@@ -13,6 +13,8 @@ from kafkalite.broker.dispatcher import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ProduceRequest
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +26,8 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
             "record_errors": [], "error_message": message}
 
 
-@api(0, 3, 8, advertise_min=0)
-def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.PRODUCE, 3, 8, advertise_min=0)
+def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     broker = ctx.broker
     acks = req["acks"]
     now = ctx.now_ms
