@@ -32,6 +32,11 @@ Python value conventions:
   ignored; unknown keys are ignored. A bytes/records value may be bytes, bytearray,
   memoryview, None, or a list/tuple of such chunks (written without joining; chunks of
   ``primitives.ZERO_COPY_MIN`` bytes or more are passed through by reference).
+- Strict encoding (``codec.set_strict(True)`` or ``KAFKALITE_STRICT_CODEC=1``; the test suite's
+  mode): a key that is no field of its struct in any version, or a non-tagged field of the
+  encoded version missing from the dict, is an ``EncodeError`` naming message, version and key.
+  Keys of other versions' fields stay allowed (one dict serves every version); tagged fields
+  may be absent. Compiled into separate encoder variants, so the default mode pays nothing.
 - Tagged fields (flexible versions) are written only when they differ from the default;
   unknown tags are skipped on read.
 - Trailing bytes after a message are ignored (as Kafka's readers do).

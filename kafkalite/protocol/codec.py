@@ -7,10 +7,19 @@ starts with the size prefix, ready for ``transport.writeSequence``.
 Trailing bytes after the last field are tolerated, as Kafka's generated readers do (they never
 check that a buffer is exhausted); this is what lets a reader parse a newer version of a
 data struct (ConsumerProtocol subscriptions) by the fields it knows.
+
+Strict encoding (:func:`set_strict`, or ``KAFKALITE_STRICT_CODEC=1`` in the environment when
+this module is imported, so broker subprocesses started by tests inherit it): every encoder
+refuses a key that is no field of its struct in any version and a non-tagged field of the
+encoded version that the dict lacks, with an :class:`EncodeError` naming message, version and
+key. Off by default: then a missing key takes its default and unknown keys are ignored. The
+test suite turns it on; the switch picks compiled encoder variants once, so the default mode
+pays nothing for it.
 """
 from __future__ import annotations
 
 import logging
+import os
 import struct
 from typing import Any, Callable, NamedTuple
 
@@ -34,6 +43,32 @@ _RESPONSE_HEADER = _TABLES.messages["ResponseHeader"]
 API_KEYS: dict[int, str] = {
     key: spec.name[: -len("Request")] for key, spec in sorted(_TABLES.requests.items())
 }
+
+#: Environment variable that turns strict encoding on at import ("1", "true", "yes", "on").
+STRICT_ENV = "KAFKALITE_STRICT_CODEC"
+
+_Encoder = Callable[[MessageSpec, int], Callable[[dict, bytearray, list], bytearray]]
+#: The encoder factory every encode call uses: compiler.encoder, or compiler.strict_encoder.
+_encoder: _Encoder = compiler.encoder
+
+
+def set_strict(on: bool) -> None:
+    """Turn strict encoding on or off for this process (see the module docstring)."""
+    global _encoder
+    _encoder = compiler.strict_encoder if on else compiler.encoder
+
+
+def is_strict() -> bool:
+    """Whether encoders refuse unknown keys and missing fields."""
+    return _encoder is compiler.strict_encoder
+
+
+def strict_from_env(environ: Any = os.environ) -> bool:
+    """The strict switch as ``KAFKALITE_STRICT_CODEC`` says (unset or "0"/"false": off)."""
+    return environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+set_strict(strict_from_env())
 
 
 class RequestHeader(NamedTuple):
@@ -169,9 +204,9 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
               "correlation_id": correlation_id, "client_id": client_id}
     parts: list = []
     out = bytearray(4)
-    out = _run_encoder(compiler.encoder(_REQUEST_HEADER, header_version), header, out, parts,
+    out = _run_encoder(_encoder(_REQUEST_HEADER, header_version), header, out, parts,
                        "RequestHeader")
-    out = _run_encoder(compiler.encoder(spec, api_version), body, out, parts, spec.name)
+    out = _run_encoder(_encoder(spec, api_version), body, out, parts, spec.name)
     return _finish(parts, out)
 
 
@@ -188,9 +223,9 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
     header_version = 0 if api_key == _API_VERSIONS else (1 if spec.is_flexible(api_version) else 0)
     parts: list = []
     out = bytearray(4)
-    out = _run_encoder(compiler.encoder(_RESPONSE_HEADER, header_version),
+    out = _run_encoder(_encoder(_RESPONSE_HEADER, header_version),
                        {"correlation_id": correlation_id}, out, parts, "ResponseHeader")
-    out = _run_encoder(compiler.encoder(spec, api_version), body, out, parts, spec.name)
+    out = _run_encoder(_encoder(spec, api_version), body, out, parts, spec.name)
     return _finish(parts, out)
 
 
@@ -241,7 +276,7 @@ def encode_data(name: str, version: int, body: dict) -> bytes:
     """
     spec = _data_spec(name, version)
     parts: list = []
-    out = _run_encoder(compiler.encoder(spec, version), body, bytearray(), parts, name)
+    out = _run_encoder(_encoder(spec, version), body, bytearray(), parts, name)
     parts.append(out)
     return b"".join(parts)
 

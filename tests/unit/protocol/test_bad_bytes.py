@@ -26,7 +26,7 @@ def _body_frame(api_key: int, version: int, body: dict) -> bytes:
 
 
 def _produce_frame() -> bytes:
-    return _body_frame(ApiKey.PRODUCE, 8, {"acks": 1, "timeout_ms": 5, "topic_data": [
+    return _body_frame(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"r" * 40}]}]})
 
 

@@ -46,7 +46,7 @@ def test_api_versions_v3_response_uses_header_v0() -> None:
 
 def test_flexible_response_header_v1_has_tag_byte() -> None:
     """A flexible non-ApiVersions response (Heartbeat v4) gets header v1: corr + 00."""
-    assert _hex(codec.encode_response(ApiKey.HEARTBEAT, 4, 9, {"error_code": 27})) == \
+    assert _hex(codec.encode_response(ApiKey.HEARTBEAT, 4, 9, {"throttle_time_ms": 0, "error_code": 27})) == \
         "00 00 00 0c 00 00 00 09 00 00 00 00 00 00 1b 00"
 
 
@@ -88,7 +88,8 @@ def test_zigzag_varint(value: int, encoded: str) -> None:
 
 def test_header_parse_only() -> None:
     """read_request_header reports where the body starts, for v1 and v2 headers."""
-    frame = b"".join(codec.encode_request(ApiKey.API_VERSIONS, 3, 2, "ab", {}))[4:]
+    frame = b"".join(codec.encode_request(ApiKey.API_VERSIONS, 3, 2, "ab", {"client_software_name": "",
+                                                                            "client_software_version": ""}))[4:]
     header = codec.read_request_header(frame)
     assert header == codec.RequestHeader(18, 3, 2, "ab", 13)
     frame = b"".join(codec.encode_request(ApiKey.METADATA, 1, 7, None, {"topics": None}))[4:]

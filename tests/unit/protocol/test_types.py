@@ -68,7 +68,8 @@ def test_members_are_the_wire_integers() -> None:
     """A member compares, hashes and formats as its int: dict lookups by the int from a request
     header find handlers registered by member, and log lines read as before ("3", not a name)."""
     assert ApiKey.PRODUCE == 0 and ApiKey.FETCH == 1 and ApiKey.API_VERSIONS == 18
-    assert hash(ApiKey.METADATA) == hash(3) and {ApiKey.METADATA: "m"}[3] == "m"
+    by_member: dict[int, str] = {ApiKey.METADATA: "m"}
+    assert hash(ApiKey.METADATA) == hash(3) and by_member[3] == "m"
     assert f"{ApiKey.METADATA}" == "3" and str(ApiKey.LIST_OFFSETS) == "2"
     registry.load_handlers()
     assert registry.HANDLERS[1].key is ApiKey.FETCH
