@@ -12,6 +12,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kafkalite.errors import ErrorCode
@@ -146,7 +147,7 @@ class BrokerConnection:
         return high
 
     # -- requests -------------------------------------------------------------------------------
-    def send(self, api_key: ApiKey, version: int, body: dict, *, expect_response: bool = True) -> int:
+    def send(self, api_key: ApiKey, version: int, body: Mapping[str, Any], *, expect_response: bool = True) -> int:
         """Write one request; returns its correlation id (to pass to :meth:`receive`)."""
         if self.sock is None:
             raise ConnectionFailed(f"connection to {self.host}:{self.port} is closed")
@@ -184,7 +185,7 @@ class BrokerConnection:
             if corr == correlation_id:
                 return body
 
-    def request(self, api_key: ApiKey, body: dict, *, version: int | None = None,
+    def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None,
                 timeout: float | None = None) -> dict:
         """Send and wait for the answer, at the negotiated version unless one is given."""
         with self.lock:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple, TypeVar
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest, MetadataRequest
 
 from .cluster import ClusterMetadata, TopicPartition, from_response
 from .connection import BrokerConnection, parse_bootstrap
@@ -130,7 +132,7 @@ class KafkaClient:
             servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
             raise ConnectionFailed(f"no broker reachable (bootstrap {servers}): {errors[-1] if errors else ''}")
 
-    def send(self, node_id: int | None, api_key: ApiKey, body: dict, *, version: int | None = None,
+    def send(self, node_id: int | None, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None,
              timeout: float | None = None) -> dict:
         """One request to ``node_id`` (None = any broker); returns the response body.
 
@@ -168,8 +170,10 @@ class KafkaClient:
 
     # -- metadata -------------------------------------------------------------------------------
     def _refresh_metadata(self, topics: list[str] | None, allow_auto_create: bool = False) -> ClusterMetadata:
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": allow_auto_create}
+        body: MetadataRequest = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_create,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
         resp = self.send(None, ApiKey.METADATA, body)
         fresh = from_response(resp)
         with self._lock:
@@ -292,11 +296,12 @@ class KafkaClient:
                     topics.setdefault(tp.topic, []).append(
                         {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": todo[tp],
                          "log_start_offset": -1, "partition_max_bytes": max_bytes})
-                body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-                        "max_bytes": max(max_bytes, min(max_bytes * len(tps), 52428800)),
-                        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-                        "topics": [{"topic": n, "partitions": ps} for n, ps in topics.items()],
-                        "forgotten_topics_data": [], "rack_id": ""}
+                body: FetchRequest = {
+                    "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+                    "max_bytes": max(max_bytes, min(max_bytes * len(tps), 52428800)),
+                    "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": n, "partitions": ps} for n, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
                 conn = self.connection(node)
                 with conn.lock:
                     pending.append((conn, conn.send(ApiKey.FETCH, conn.version_for(ApiKey.FETCH), body)))
@@ -346,7 +351,7 @@ class KafkaClient:
             return node
         return self._with_retries(attempt, f"FindCoordinator {group_id!r}")
 
-    def send_to_coordinator(self, group_id: str, api_key: ApiKey, body: dict, error_of: Callable[[dict], int],
+    def send_to_coordinator(self, group_id: str, api_key: ApiKey, body: Mapping[str, Any], error_of: Callable[[dict], int],
                             what: str) -> dict:
         """Send to the group's coordinator, re-finding it on NOT_COORDINATOR / COORDINATOR_*.
 
@@ -421,7 +426,7 @@ class KafkaClient:
         check(err_of(resp), f"OffsetCommit for group {group_id!r}")
 
     # -- controller -----------------------------------------------------------------------------
-    def send_to_controller(self, api_key: ApiKey, body: dict, error_of: Callable[[dict], int], what: str,
+    def send_to_controller(self, api_key: ApiKey, body: Mapping[str, Any], error_of: Callable[[dict], int], what: str,
                            timeout: float | None = None) -> dict:
         """Send an admin request to the controller, following it when it moves (NOT_CONTROLLER)."""
         def attempt() -> dict:

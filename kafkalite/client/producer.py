@@ -20,6 +20,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ProduceRequest
 from kafkalite.records import BatchBuilder
 from kafkalite.records.compression import Codec, codec_by_name
 
@@ -308,8 +309,8 @@ class Producer:
             topics: dict[str, list] = {}
             for b in group:
                 topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition, "records": b.data})
-            body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
-                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+            body: ProduceRequest = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
             try:
                 conn = self.client.connection(node)
                 conn.lock.acquire()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet import defer, protocol
@@ -40,7 +41,7 @@ class KafkaClientProtocol(protocol.Protocol):
         self.pending: dict[int, tuple[int, int, defer.Deferred, Any]] = {}
         self.closed = False
 
-    def request(self, api_key: ApiKey, api_version: int, body: dict[str, Any], timeout_s: float) -> defer.Deferred:
+    def request(self, api_key: ApiKey, api_version: int, body: Mapping[str, Any], timeout_s: float) -> defer.Deferred:
         if self.closed:
             return defer.fail(ConnectionLost("connection closed"))
         corr = next(self.correlation)

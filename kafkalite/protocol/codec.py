@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 from . import compiler
@@ -196,7 +197,7 @@ def decode_request(frame: Any) -> tuple[RequestHeader, dict]:
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                   body: dict) -> list:
+                   body: Mapping[str, Any]) -> list:
     """A request frame (size prefix first) as a list of buffers, for the project's client."""
     spec = _versioned(_TABLES.requests.get(api_key), api_key, api_version)
     header_version = 2 if spec.is_flexible(api_version) else 1
@@ -213,7 +214,7 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
 # ------------------------------------------------------------------------- responses
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict) -> list:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     """A response frame as a list of buffers; the first starts with the int32 size.
 
     Big RECORDS/bytes chunks in ``body`` are passed through by reference, so the list may hold
@@ -269,7 +270,7 @@ def _data_spec(name: str, version: int) -> MessageSpec:
     return spec
 
 
-def encode_data(name: str, version: int, body: dict) -> bytes:
+def encode_data(name: str, version: int, body: Mapping[str, Any]) -> bytes:
     """Encode a struct (e.g. ``"ConsumerProtocolSubscription"``) at ``version``, no prefix.
 
     Writing the int16 version in front, as Kafka does for these, is the caller's job.

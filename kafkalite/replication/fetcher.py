@@ -31,6 +31,7 @@ from twisted.internet import defer
 from kafkalite.errors import ErrorCode
 from kafkalite.net import client
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest, FetchRequestFetchPartition
 from kafkalite.records.batch import scan_valid_prefix
 
 log = logging.getLogger(__name__)
@@ -241,7 +242,7 @@ class ReplicaFetcher:
     @defer.inlineCallbacks
     def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
         cfg = self.config
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchRequestFetchPartition]] = {}
         sent: dict[Key, int] = {}
         for (topic, index), f in followed.items():
             sent[(topic, index)] = f.part.log.log_end_offset
@@ -249,11 +250,12 @@ class ReplicaFetcher:
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
                 "partition_max_bytes": cfg["replica.fetch.max.bytes"]})
-        body = {"replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
-                "min_bytes": cfg["replica.fetch.min.bytes"], "max_bytes": cfg["replica.fetch.response.max.bytes"],
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+        body: FetchRequest = {
+            "replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
+            "min_bytes": cfg["replica.fetch.min.bytes"], "max_bytes": cfg["replica.fetch.response.max.bytes"],
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         resp = yield self.conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout)
         self.handle_fetch_response(followed, sent, resp)

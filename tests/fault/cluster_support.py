@@ -161,9 +161,7 @@ def full_isr(cluster: Any, topic: str, size: int) -> bool:
 
 def metadata_view(bootstrap: str, topic: str) -> dict[int, tuple]:
     """partition -> (leader, leader epoch, replicas, sorted ISR) from one broker's Metadata v8."""
-    resp = wire.request(bootstrap, ApiKey.METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                                        "include_cluster_authorized_operations": False,
-                                                        "include_topic_authorized_operations": False}, timeout=10)
+    resp = wire.request(bootstrap, ApiKey.METADATA, 8, wire.metadata_body([topic]), timeout=10)
     [t] = resp["topics"]
     if t["error_code"] != 0:
         return {}

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.protocol.api_keys import ApiKey
-from tests.support.wire import request
+from tests.support.wire import metadata_body, request
 from tests.support.waiting import wait_for
 
 
@@ -22,7 +22,7 @@ def owner(cluster: Any, path: str) -> int | None:
 
 
 def controller_id(b: Any) -> int:
-    return request(b.bootstrap, ApiKey.METADATA, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"]
+    return request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"]
 
 
 def consume(bootstrap: str, topic: str, n: int) -> list[bytes]:

@@ -34,7 +34,8 @@ def create_topics(bootstrap: str, *topics: dict, validate_only: bool = False, ti
 
 def metadata(bootstrap: str, topics: list[str] | None, allow_auto: bool = False, version: int = 8) -> dict:
     body = {"topics": None if topics is None else [{"name": n} for n in topics],
-            "allow_auto_topic_creation": allow_auto}
+            "allow_auto_topic_creation": allow_auto, "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}
     return request(bootstrap, ApiKey.METADATA, version, body)
 
 
@@ -45,7 +46,7 @@ def topic_meta(bootstrap: str, name: str) -> dict:
 def describe_configs(bootstrap: str, kind: int, name: str, keys: list[str] | None = None) -> dict:
     resp = request(bootstrap, ApiKey.DESCRIBE_CONFIGS, 3,
                    {"resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": keys}],
-                    "include_synonyms": True})
+                    "include_synonyms": True, "include_documentation": False})
     return resp["results"][0]
 
 
@@ -341,7 +342,9 @@ def test_metadata_during_creation_never_shows_a_partitionless_topic(broker) -> N
             assert r["topics"][0]["error_code"] in (0, ErrorCode.REQUEST_TIMED_OUT)
             deadline = time.monotonic() + 15
             while True:
-                t = w.request(ApiKey.METADATA, 8, {"topics": [{"name": name}], "allow_auto_topic_creation": False})["topics"][0]
+                t = w.request(ApiKey.METADATA, 8, {"topics": [{"name": name}], "allow_auto_topic_creation": False,
+                                                   "include_cluster_authorized_operations": False,
+                                                   "include_topic_authorized_operations": False})["topics"][0]
                 if t["error_code"] == 0:
                     if len(t["partitions"]) != 2:
                         wrong.append((name, t["partitions"]))

@@ -10,7 +10,7 @@ from typing import Any
 
 from kafkalite.protocol.api_keys import ApiKey
 from tests.support.waiting import wait_for
-from tests.support.wire import request
+from tests.support.wire import metadata_body, request
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"}
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01",
@@ -19,8 +19,8 @@ INVALID_RECORD = 87
 
 
 def wait_controller(b: Any) -> None:
-    wait_for(lambda: request(b.bootstrap, ApiKey.METADATA, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"]
-             == b.broker_id, 30, "a controller")
+    wait_for(lambda: request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] == b.broker_id,
+             30, "a controller")
 
 
 def create_topic(b: Any, name: str, configs: dict[str, str]) -> None:

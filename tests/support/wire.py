@@ -90,6 +90,13 @@ class Wire:
         return resp
 
 
+def metadata_body(topics: list[str] | None, allow_auto_topic_creation: bool = False) -> dict:
+    """A complete Metadata v8 request body (the suite encodes strictly: every v8 field is given)."""
+    return {"topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+
 def request(bootstrap: str, api_key: ApiKey, version: int, body: dict, timeout: float = 30.0) -> dict:
     """One request on a fresh connection."""
     with Wire(bootstrap, timeout) as w:
