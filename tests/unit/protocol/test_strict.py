@@ -108,7 +108,7 @@ def test_tagged_fields_may_be_absent(strict: None) -> None:
     spec = TABLES.responses[ApiKey.API_VERSIONS]
     tagged = [f.key for f in spec.body.fields if f.tagged_in(3)]
     assert "supported_features" in tagged
-    body = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}],
+    body = {"error_code": 0, "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": 0, "max_version": 3}],
             "throttle_time_ms": 0}
     strict_bytes = _frame(codec.encode_response(ApiKey.API_VERSIONS, 3, 1, body))
     codec.set_strict(False)

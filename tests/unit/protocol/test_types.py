@@ -151,8 +151,10 @@ def test_mypy_catches_a_misspelt_field(tmp_path: Path, monkeypatch: pytest.Monke
             member = req["member_idd"]
             return {"throttle_time_ms": 0}
     """))
+    config = tmp_path / "mypy.ini"                 # hermetic: no config found in a parent directory
+    config.write_text("[mypy]\n")
     monkeypatch.setenv("MYPYPATH", str(ROOT))      # this checkout's kafkalite, not the installed one
-    out, err, status = api.run([str(snippet), "--cache-dir", str(tmp_path / "cache"),
+    out, err, status = api.run([str(snippet), "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"),
                                 "--no-error-summary", "--follow-imports=silent"])
     assert status == 1, (out, err)
     assert re.search(r'TypedDict "HeartbeatRequest" has no key "member_idd"', out), out
