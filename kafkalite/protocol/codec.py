@@ -48,9 +48,9 @@ API_KEYS: dict[int, str] = {
 #: Environment variable that turns strict encoding on at import ("1", "true", "yes", "on").
 STRICT_ENV = "KAFKALITE_STRICT_CODEC"
 
-_Encoder = Callable[[MessageSpec, int], Callable[[dict, bytearray, list], bytearray]]
+_EncoderFactory = Callable[[MessageSpec, int], Callable[[dict, bytearray, list], bytearray]]
 #: The encoder factory every encode call uses: compiler.encoder, or compiler.strict_encoder.
-_encoder: _Encoder = compiler.encoder
+_encoder: _EncoderFactory = compiler.encoder
 
 
 def set_strict(on: bool) -> None:

@@ -115,6 +115,24 @@ def test_tagged_fields_may_be_absent(strict: None) -> None:
     assert strict_bytes == _frame(codec.encode_response(ApiKey.API_VERSIONS, 3, 1, body))
 
 
+@pytest.mark.parametrize("strict_mode", [True, False])
+def test_absent_tagged_struct_is_not_written(strict_mode: bool, strict: None) -> None:
+    """FetchRequest v15's tagged ReplicaState: leaving it out sends exactly what its default
+    sends (nothing: an empty tag section), in both modes; a non-default value is sent."""
+    codec.set_strict(strict_mode)
+    spec = TABLES.requests[ApiKey.FETCH]
+    body = sample_message(spec, 15, nulls=False)
+    body["cluster_id"] = None                                          # the other tagged field: default
+    default_state = next(f for f in spec.body.fields if f.key == "replica_state").default_value()
+    absent = _frame(codec.encode_request(ApiKey.FETCH, 15, 1, None, {k: v for k, v in body.items()
+                                                                     if k != "replica_state"}))
+    assert absent == _frame(codec.encode_request(ApiKey.FETCH, 15, 1, None, {**body, "replica_state": default_state}))
+    assert absent.endswith(b"\x00")                                      # no tagged field at the top level
+    sent = _frame(codec.encode_request(ApiKey.FETCH, 15, 1, None, {**body, "replica_state": {
+        "replica_id": 3, "replica_epoch": 7}}))
+    assert len(sent) > len(absent)
+
+
 def _top_level_cases(spec: MessageSpec, version: int) -> tuple[list[str], list[str]]:
     regular = [f.key for f in spec.body.fields if f.present(version) and not (
         spec.is_flexible(version) and f.tagged_in(version))]
