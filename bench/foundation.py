@@ -2,7 +2,8 @@
 
 Run: ``scripts/bench foundation`` (or ``.venv/bin/python -m bench.foundation``).
 Options: ``--repeat N`` (runs per figure, median reported, default 5), ``--append-mb M`` (MiB
-appended per append run, default 256), ``--json PATH`` (also write the rows as JSON lines).
+appended per append run, default 256), ``--json PATH`` (also write the rows as JSON lines),
+``--codec-only`` (just the Produce decode and Fetch encode figures, for codec changes).
 
 Every figure is the median of ``--repeat`` runs; the machine is shared, so expect noise.
 Temp dirs live under /tmp (page cache) and are removed on exit, also on Ctrl-C.
@@ -19,6 +20,7 @@ import tempfile
 import time
 from typing import Callable
 
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.codec import (decode_request_body, encode_request, encode_response,
                                       read_request_header)
 from kafkalite.records.batch import ATTRIBUTES_OFFSET, validate_batches
@@ -69,7 +71,7 @@ def median_rate(fn: Callable[[], int], repeat: int, min_seconds: float) -> float
 def produce_frame(batch: bytearray) -> bytes:
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": "bench", "partition_data": [{"index": 0, "records": batch}]}]}
-    return b"".join(bytes(p) for p in encode_request(0, 8, 1, "bench", body))[4:]
+    return b"".join(bytes(p) for p in encode_request(ApiKey.PRODUCE, 8, 1, "bench", body))[4:]
 
 
 def fetch_body(batch: bytearray) -> dict:
@@ -81,8 +83,10 @@ def fetch_body(batch: bytearray) -> dict:
 
 
 class Bench:
-    def __init__(self, repeat: int, append_mb: int, min_seconds: float, tmp: str) -> None:
+    def __init__(self, repeat: int, append_mb: int, min_seconds: float, tmp: str,
+                 codec_only: bool = False) -> None:
         self.repeat = repeat
+        self.codec_only = codec_only
         self.append_bytes = append_mb * MiB
         self.min_seconds = min_seconds
         self.tmp = tmp
@@ -115,10 +119,12 @@ class Bench:
         body = fetch_body(batch)
 
         def encode() -> int:
-            encode_response(1, 11, 1, body)
+            encode_response(ApiKey.FETCH, 11, 1, body)
             return 1
         r = median_rate(encode, rep, secs)
         self.add(label, "Fetch v11 response encode", r, "resp/s", f"{r * size / 1e6:,.0f} MB/s of records")
+        if self.codec_only:
+            return
 
         # batch validation and raw CRC
         def validate() -> int:
@@ -191,10 +197,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--append-mb", type=int, default=256)
     ap.add_argument("--min-seconds", type=float, default=0.3, help="minimum duration of one timed loop")
     ap.add_argument("--json", help="write the rows as JSON lines here")
+    ap.add_argument("--codec-only", action="store_true", help="only the codec figures (no CRC, no log)")
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="kafkalite-bench-foundation-", dir="/tmp")
     try:
-        b = Bench(args.repeat, args.append_mb, args.min_seconds, tmp)
+        b = Bench(args.repeat, args.append_mb, args.min_seconds, tmp, args.codec_only)
         print(f"kafkalite foundation bench: 100-byte records, median of {args.repeat} runs, "
               f"python {sys.version.split()[0]}, crc32c={IMPLEMENTATION}, tmp={tmp}")
         print("  MB = 10**6 bytes. Targets: append 1 MiB batches >= 1 GB/s, 16 KiB batches >= 300 MB/s")

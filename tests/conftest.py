@@ -1,23 +1,47 @@
-"""Suite-wide wiring: markers by directory, Docker skipping, and the shared fixtures.
+"""Suite-wide wiring: markers by directory, Docker skipping, strict encoding, shared fixtures.
 
 Fixtures live in ``tests/support/*`` modules and are re-exported here by import.
+
+The whole suite encodes strictly (kafkalite/protocol/codec.py): a response or request dict with
+a field that no version has, or without a field of the version being sent, is an EncodeError
+instead of a silently sent default. The environment variable is set before anything imports the
+codec and is inherited by every broker, tool and client process the tests start (the launcher
+passes ``os.environ`` on). ``lenient_codec`` gives one test the production (default-filling) mode.
 """
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+os.environ["KAFKALITE_STRICT_CODEC"] = "1"
 
 _ROOT = str(Path(__file__).resolve().parent.parent)
 if _ROOT not in sys.path:  # so `tests.support` imports also work when run as plain `pytest`
     sys.path.insert(0, _ROOT)
 
-from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401  (fixtures)
-from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401
-from tests.support.registry import registry_factory  # noqa: F401
-from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401
+from kafkalite.protocol import codec  # noqa: E402
+from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401,E402  (fixtures)
+from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401,E402
+from tests.support.registry import registry_factory  # noqa: F401,E402
+from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402
+
+assert codec.STRICT_ENV == "KAFKALITE_STRICT_CODEC"
+codec.set_strict(True)      # also when a plugin imported the codec before this file ran
+
+
+@pytest.fixture
+def lenient_codec() -> Iterator[None]:
+    """The production encoding for one test: missing keys take defaults, unknown keys are ignored."""
+    codec.set_strict(False)
+    try:
+        yield
+    finally:
+        codec.set_strict(True)
 
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
                 "fault": "fault", "docker": "docker", "spark": "spark"}

@@ -8,7 +8,8 @@ queues ``/admin/delete_topics/<t>``; the controller does the rest.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable
 
 from twisted.internet import defer
 
@@ -41,7 +42,7 @@ class TopicAdmin:
 
     # -- create ----------------------------------------------------------------------------------
     def plan_topic(self, name: str, num_partitions: int, replication_factor: int,
-                   assignments: list[dict[str, Any]], configs: Mapping[str, str | None]) -> tuple[dict[int, list[int]], dict[str, str]]:
+                   assignments: Sequence[Mapping[str, Any]], configs: Mapping[str, str | None]) -> tuple[dict[int, list[int]], dict[str, str]]:
         """Validate a new topic and return (assignment, config overrides); raises KafkaError."""
         cache = self.metadata
         try:
@@ -107,7 +108,7 @@ class TopicAdmin:
         log.info("created topic %s with %d partition(s): %s %s", name, len(assignment), assignment, overrides)
 
     # -- partitions ------------------------------------------------------------------------------
-    def plan_partitions(self, name: str, count: int, assignments: list[dict[str, Any]] | None) -> dict[int, list[int]]:
+    def plan_partitions(self, name: str, count: int, assignments: Sequence[Mapping[str, Any]] | None) -> dict[int, list[int]]:
         info = self.metadata.topics.get(name)
         if info is None or info.deleting:
             raise KafkaError(f"The topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)

@@ -15,6 +15,7 @@ from kafkalite.broker import registry
 from kafkalite.broker.services import BrokerServices, RequestContext
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.apiversions import unsupported_version_response
 from kafkalite.protocol.errors import ProtocolError
 
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS_KEY = 18
+_API_VERSIONS = int(ApiKey.API_VERSIONS)  # plain int: compared on every request
 
 
 class Dispatcher:
@@ -39,7 +40,7 @@ class Dispatcher:
         spec = registry.HANDLERS.get(header.api_key)
         if spec is None:
             raise CloseConnection(f"unknown API key {header.api_key}")
-        if header.api_key == API_VERSIONS_KEY and header.api_version > spec.max_version:
+        if header.api_key == _API_VERSIONS and header.api_version > spec.max_version:
             return unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
         if not spec.min_version <= header.api_version <= spec.max_version:
             raise CloseConnection(f"{codec.API_KEYS.get(header.api_key, header.api_key)} "

@@ -38,6 +38,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     setup_logging(args.log_level)
     from kafkalite.broker.server import run_broker
+    from kafkalite.protocol import codec
+
+    if codec.is_strict():
+        logging.getLogger("kafkalite.broker").warning(
+            "strict protocol encoding is on (%s): a response with an unknown or a missing field "
+            "closes its connection instead of sending a default", codec.STRICT_ENV)
 
     return run_broker(config)
 

@@ -10,22 +10,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kafkalite.protocol.api_keys import ApiKey
+
 Handler = Callable[..., Any]
 
 
 @dataclass(frozen=True)
 class ApiSpec:
-    key: int
+    key: ApiKey
     min_version: int        # lowest version served
     max_version: int
     advertise_min: int      # lowest version advertised in ApiVersions
     handler: Handler
 
 
+#: Keyed by ApiKey members; an ``int`` from a request header finds the same entry (IntEnum).
 HANDLERS: dict[int, ApiSpec] = {}
 
 
-def api(key: int, min_version: int, max_version: int, *, advertise_min: int | None = None) -> Callable[[Handler], Handler]:
+def api(key: ApiKey, min_version: int, max_version: int, *, advertise_min: int | None = None) -> Callable[[Handler], Handler]:
     def register(fn: Handler) -> Handler:
         if key in HANDLERS:
             raise RuntimeError(f"API key {key} registered twice")

@@ -46,6 +46,7 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.net import client as net_client
 from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
 from kafkalite.storage.cleaner import LogCleaner
@@ -53,10 +54,6 @@ from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 
 log = logging.getLogger(__name__)
-
-CONTROLLED_SHUTDOWN = 7
-DESCRIBE_LOG_DIRS = 35
-
 
 class KafkaBroker:
     """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
@@ -306,7 +303,7 @@ class KafkaBroker:
             conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"controller-{self.broker_id}",
                                             timeout)
             try:
-                resp = yield conn.request(DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
+                resp = yield conn.request(ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
             finally:
                 conn.close()
             results = resp["results"]
@@ -403,8 +400,8 @@ class KafkaBroker:
         timeout = self.config["controller.socket.timeout.ms"] / 1000.0
         conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout)
         try:
-            resp = yield conn.request(CONTROLLED_SHUTDOWN, 3, {"broker_id": self.broker_id,
-                                                                     "broker_epoch": self.broker_epoch}, timeout)
+            resp = yield conn.request(ApiKey.CONTROLLED_SHUTDOWN, 3,
+                                      {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
         finally:
             conn.close()
         return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]

@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 
 from .cluster import TopicPartition
 from .core import KafkaClient
@@ -18,11 +19,6 @@ from .errors import ClientError, check
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
-DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
-ELECT_LEADERS = 43
-DELETE_RECORDS = 21
 PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
@@ -97,13 +93,13 @@ class Admin:
                             for p, b in sorted((t.replica_assignment or {}).items())],
             "configs": [{"name": k, "value": v} for k, v in t.configs.items()]} for t in topics],
             "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms, "validate_only": validate_only}
-        resp = self.client.send_to_controller(CREATE_TOPICS, body, _first_error("topics"), "CreateTopics",
+        resp = self.client.send_to_controller(ApiKey.CREATE_TOPICS, body, _first_error("topics"), "CreateTopics",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["topics"]}
 
     def delete_topics(self, names: list[str], *, timeout_ms: int | None = None) -> dict[str, ClientError | None]:
         body: dict[str, Any] = {"topic_names": list(names), "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms}
-        resp = self.client.send_to_controller(DELETE_TOPICS, body, _first_error("responses"), "DeleteTopics",
+        resp = self.client.send_to_controller(ApiKey.DELETE_TOPICS, body, _first_error("responses"), "DeleteTopics",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["responses"]}
 
@@ -113,7 +109,7 @@ class Admin:
                             "assignments": None if not assignments or n not in assignments
                             else [{"broker_ids": b} for b in assignments[n]]} for n, c in new_totals.items()],
                 "timeout_ms": self.timeout_ms if timeout_ms is None else timeout_ms, "validate_only": validate_only}
-        resp = self.client.send_to_controller(CREATE_PARTITIONS, body, _first_error("results"), "CreatePartitions",
+        resp = self.client.send_to_controller(ApiKey.CREATE_PARTITIONS, body, _first_error("results"), "CreatePartitions",
                                               timeout=body["timeout_ms"] / 1000.0)
         return {t["name"]: _result(t, f"topic {t['name']!r}") for t in resp["results"]}
 
@@ -136,7 +132,7 @@ class Admin:
             codes = {p["error_code"] for r in resp["replica_election_results"] for p in r["partition_result"]}
             return ErrorCode.NOT_CONTROLLER if ErrorCode.NOT_CONTROLLER in codes else 0
 
-        resp = self.client.send_to_controller(ELECT_LEADERS, body, error_of, "ElectLeaders", timeout=timeout_ms / 1000.0)
+        resp = self.client.send_to_controller(ApiKey.ELECT_LEADERS, body, error_of, "ElectLeaders", timeout=timeout_ms / 1000.0)
         check(resp.get("error_code", 0), "ElectLeaders")
         out: dict[TopicPartition, ClientError | None] = {}
         for r in resp["replica_election_results"]:
@@ -172,7 +168,7 @@ class Admin:
                 for tp in tps:
                     topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "offset": todo[tp]})
                 body = {"topics": [{"name": n, "partitions": ps} for n, ps in topics.items()], "timeout_ms": timeout_ms}
-                resp = client.send(node, DELETE_RECORDS, body, timeout=timeout_ms / 1000.0 + client.request_timeout)
+                resp = client.send(node, ApiKey.DELETE_RECORDS, body, timeout=timeout_ms / 1000.0 + client.request_timeout)
                 for t in resp["topics"]:
                     for p in t["partitions"]:
                         tp = TopicPartition(t["name"], p["partition_index"])
@@ -202,7 +198,7 @@ class Admin:
         body = {"resources": [{"resource_type": resource_type, "resource_name": name, "configuration_keys": keys}],
                 "include_synonyms": True, "include_documentation": False}
         node = int(name) if resource_type == BROKER and name else None
-        resp = self.client._with_retries(lambda: self.client.send(node, DESCRIBE_CONFIGS, body), "DescribeConfigs")
+        resp = self.client._with_retries(lambda: self.client.send(node, ApiKey.DESCRIBE_CONFIGS, body), "DescribeConfigs")
         res = resp["results"][0]
         check(res["error_code"], f"DescribeConfigs {_kind(resource_type)} {name!r}", res.get("error_message"))
         return {c["name"]: ConfigEntry(c["name"], c["value"], CONFIG_SOURCES.get(c["config_source"], "UNKNOWN"),
@@ -217,7 +213,7 @@ class Admin:
         body = {"resources": [{"resource_type": resource_type, "resource_name": name,
                                "configs": [{"name": k, "config_operation": op, "value": v} for k, op, v in ops]}],
                 "validate_only": validate_only}
-        self._alter(INCREMENTAL_ALTER_CONFIGS, resource_type, name, body)
+        self._alter(ApiKey.INCREMENTAL_ALTER_CONFIGS, resource_type, name, body)
 
     def alter_configs(self, resource_type: int, name: str, configs: Mapping[str, str | None], *,
                       validate_only: bool = False) -> None:
@@ -225,11 +221,11 @@ class Admin:
         body = {"resources": [{"resource_type": resource_type, "resource_name": name,
                                "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
                 "validate_only": validate_only}
-        self._alter(ALTER_CONFIGS, resource_type, name, body)
+        self._alter(ApiKey.ALTER_CONFIGS, resource_type, name, body)
 
-    def _alter(self, api_key: int, resource_type: int, name: str, body: dict) -> None:
+    def _alter(self, api_key: ApiKey, resource_type: int, name: str, body: dict) -> None:
         node = int(name) if resource_type == BROKER and name else None
-        what = f"{'IncrementalAlterConfigs' if api_key == INCREMENTAL_ALTER_CONFIGS else 'AlterConfigs'}"
+        what = f"{'IncrementalAlterConfigs' if api_key == ApiKey.INCREMENTAL_ALTER_CONFIGS else 'AlterConfigs'}"
         resp = self.client._with_retries(lambda: self.client.send(node, api_key, body), what)
         res = resp["responses"][0]
         check(res["error_code"], f"{what} {_kind(resource_type)} {name!r}", res.get("error_message"))
@@ -246,13 +242,13 @@ class Admin:
         return sorted(out.items())
 
     def _list_groups_on(self, node: int) -> dict:
-        resp = self.client.send(node, LIST_GROUPS, {"states_filter": []})
+        resp = self.client.send(node, ApiKey.LIST_GROUPS, {"states_filter": []})
         check(resp["error_code"], f"ListGroups on broker {node}")
         return resp
 
     def describe_group(self, group_id: str) -> GroupDescription:
         from .group import decode_assignment
-        resp = self.client.send_to_coordinator(group_id, DESCRIBE_GROUPS,
+        resp = self.client.send_to_coordinator(group_id, ApiKey.DESCRIBE_GROUPS,
                                                {"groups": [group_id], "include_authorized_operations": False},
                                                lambda r: r["groups"][0]["error_code"], f"DescribeGroups {group_id!r}")
         g = resp["groups"][0]
@@ -267,7 +263,7 @@ class Admin:
     def delete_groups(self, group_ids: list[str]) -> dict[str, ClientError | None]:
         out: dict[str, ClientError | None] = {}
         for gid in group_ids:
-            resp = self.client.send_to_coordinator(gid, DELETE_GROUPS, {"groups_names": [gid]},
+            resp = self.client.send_to_coordinator(gid, ApiKey.DELETE_GROUPS, {"groups_names": [gid]},
                                                    lambda r: r["results"][0]["error_code"], f"DeleteGroups {gid!r}")
             r = resp["results"][0]
             out[gid] = ClientError.from_code(r["error_code"], f"group {gid!r}") if r["error_code"] else None

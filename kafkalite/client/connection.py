@@ -12,10 +12,12 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ProtocolError
 
 from .errors import ClientError, ConnectionFailed
@@ -23,37 +25,36 @@ from .errors import ClientError, ConnectionFailed
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
-API_VERSIONS = 18
 
 #: Versions this client knows the semantics of, per API key (the last non-flexible versions,
 #: as Kafka 2.x clients used them). The version used against a broker is the highest in both
 #: this range and the broker's advertised one.
-CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (3, 8),      # Produce (magic v2 batches)
-    1: (4, 11),     # Fetch
-    2: (1, 5),      # ListOffsets
-    3: (1, 8),      # Metadata
-    8: (2, 7),      # OffsetCommit
-    9: (1, 5),      # OffsetFetch
-    10: (0, 2),     # FindCoordinator
-    11: (0, 5),     # JoinGroup
-    12: (0, 3),     # Heartbeat
-    13: (0, 2),     # LeaveGroup
-    14: (0, 3),     # SyncGroup
-    15: (0, 4),     # DescribeGroups
-    16: (0, 2),     # ListGroups
-    18: (0, 3),     # ApiVersions
-    19: (2, 4),     # CreateTopics
-    20: (1, 3),     # DeleteTopics
-    21: (0, 2),     # DeleteRecords
-    22: (0, 1),     # InitProducerId
-    23: (2, 3),     # OffsetForLeaderEpoch
-    32: (1, 3),     # DescribeConfigs
-    33: (0, 1),     # AlterConfigs
-    37: (0, 1),     # CreatePartitions
-    42: (0, 1),     # DeleteGroups
-    43: (1, 2),     # ElectLeaders (v1: ElectionType)
-    44: (0, 0),     # IncrementalAlterConfigs (v1 is flexible)
+CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 8),                   # magic v2 batches
+    ApiKey.FETCH: (4, 11),
+    ApiKey.LIST_OFFSETS: (1, 5),
+    ApiKey.METADATA: (1, 8),
+    ApiKey.OFFSET_COMMIT: (2, 7),
+    ApiKey.OFFSET_FETCH: (1, 5),
+    ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 3),
+    ApiKey.LEAVE_GROUP: (0, 2),
+    ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 2),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 4),
+    ApiKey.DELETE_TOPICS: (1, 3),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
+    ApiKey.DESCRIBE_CONFIGS: (1, 3),
+    ApiKey.ALTER_CONFIGS: (0, 1),
+    ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 1),
+    ApiKey.ELECT_LEADERS: (1, 2),                 # v1: ElectionType
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 is flexible
 }
 
 
@@ -111,22 +112,22 @@ class BrokerConnection:
         A broker that does not know our version answers in the v0 layout (KIP-511), so that
         answer is decoded at v0 and its ApiVersions entry tells which version to retry with.
         """
-        version = CLIENT_VERSIONS[API_VERSIONS][1]
+        version = CLIENT_VERSIONS[ApiKey.API_VERSIONS][1]
         for _attempt in range(2):
             body = {"client_software_name": "kafkalite", "client_software_version": "1.0"}
-            corr = self.send(API_VERSIONS, version, body)
+            corr = self.send(ApiKey.API_VERSIONS, version, body)
             frame = self._read_frame(deadline)
             try:
-                got, resp = codec.decode_response(API_VERSIONS, version, frame)
+                got, resp = codec.decode_response(ApiKey.API_VERSIONS, version, frame)
             except ProtocolError:
-                got, resp = codec.decode_response(API_VERSIONS, 0, frame)
+                got, resp = codec.decode_response(ApiKey.API_VERSIONS, 0, frame)
             self._pending.pop(0)
             if got != corr:
                 raise ConnectionFailed(f"broker {self.host}:{self.port} answered correlation id {got}, expected {corr}")
             if resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION and version > 0:
-                _, resp = codec.decode_response(API_VERSIONS, 0, frame)
+                _, resp = codec.decode_response(ApiKey.API_VERSIONS, 0, frame)
                 theirs = {e["api_key"]: e["max_version"] for e in resp["api_keys"]}
-                version = max(0, min(version - 1, theirs.get(API_VERSIONS, 0)))
+                version = max(0, min(version - 1, theirs.get(ApiKey.API_VERSIONS, 0)))
                 continue
             if resp["error_code"]:
                 raise ClientError.from_code(resp["error_code"], f"ApiVersions to {self.host}:{self.port}")
@@ -134,7 +135,7 @@ class BrokerConnection:
             return
         raise ClientError(f"broker {self.host}:{self.port} refused every ApiVersions version")
 
-    def version_for(self, api_key: int) -> int:
+    def version_for(self, api_key: ApiKey) -> int:
         """Highest version both sides support; ClientError(UNSUPPORTED_VERSION) if none."""
         ours = CLIENT_VERSIONS.get(api_key)
         theirs = self.api_versions.get(api_key)
@@ -152,7 +153,7 @@ class BrokerConnection:
         return high
 
     # -- requests -------------------------------------------------------------------------------
-    def send(self, api_key: int, version: int, body: dict, *, expect_response: bool = True) -> int:
+    def send(self, api_key: ApiKey, version: int, body: Mapping[str, Any], *, expect_response: bool = True) -> int:
         """Write one request; returns its correlation id (to pass to :meth:`receive`)."""
         if self.sock is None:
             raise ConnectionFailed(f"connection to {self.host}:{self.port} is closed")
@@ -193,7 +194,7 @@ class BrokerConnection:
                 return body
             self._answered[corr] = body
 
-    def request(self, api_key: int, body: dict, *, version: int | None = None,
+    def request(self, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None,
                 timeout: float | None = None) -> dict:
         """Send and wait for the answer, at the negotiated version unless one is given."""
         with self.lock:

@@ -11,9 +11,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, NamedTuple, TypeVar
+from collections.abc import Mapping
+from typing import Any, Callable, NamedTuple, TypeVar
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest, MetadataRequest
 
 from .cluster import ClusterMetadata, TopicPartition, from_response
 from .connection import BrokerConnection, parse_bootstrap
@@ -22,9 +25,6 @@ from .errors import ClientError, ConnectionFailed, check
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 
 #: Errors after which the cached metadata is stale (leader moved, topic appeared, ...).
 _STALE_METADATA = frozenset({
@@ -133,7 +133,7 @@ class KafkaClient:
             servers = ",".join(f"{h}:{p}" for h, p in self.bootstrap)
             raise ConnectionFailed(f"no broker reachable (bootstrap {servers}): {errors[-1] if errors else ''}")
 
-    def send(self, node_id: int | None, api_key: int, body: dict, *, version: int | None = None,
+    def send(self, node_id: int | None, api_key: ApiKey, body: Mapping[str, Any], *, version: int | None = None,
              timeout: float | None = None) -> dict:
         """One request to ``node_id`` (None = any broker); returns the response body.
 
@@ -171,9 +171,11 @@ class KafkaClient:
 
     # -- metadata -------------------------------------------------------------------------------
     def _refresh_metadata(self, topics: list[str] | None, allow_auto_create: bool = False) -> ClusterMetadata:
-        body = {"topics": None if topics is None else [{"name": t} for t in topics],
-                "allow_auto_topic_creation": allow_auto_create}
-        resp = self.send(None, METADATA, body)
+        body: MetadataRequest = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_create,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+        resp = self.send(None, ApiKey.METADATA, body)
         fresh = from_response(resp)
         with self._lock:
             old = self._cluster
@@ -250,7 +252,7 @@ class KafkaClient:
                         "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
                 conn = self.connection(node)
                 with conn.lock:
-                    pending.append((conn, conn.send(LIST_OFFSETS, conn.version_for(LIST_OFFSETS), body)))
+                    pending.append((conn, conn.send(ApiKey.LIST_OFFSETS, conn.version_for(ApiKey.LIST_OFFSETS), body)))
             retry: ClientError | None = None
             for conn, corr in pending:
                 with conn.lock:
@@ -295,14 +297,15 @@ class KafkaClient:
                     topics.setdefault(tp.topic, []).append(
                         {"partition": tp.partition, "current_leader_epoch": -1, "fetch_offset": todo[tp],
                          "log_start_offset": -1, "partition_max_bytes": max_bytes})
-                body = {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-                        "max_bytes": max(max_bytes, min(max_bytes * len(tps), 52428800)),
-                        "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
-                        "topics": [{"topic": n, "partitions": ps} for n, ps in topics.items()],
-                        "forgotten_topics_data": [], "rack_id": ""}
+                body: FetchRequest = {
+                    "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+                    "max_bytes": max(max_bytes, min(max_bytes * len(tps), 52428800)),
+                    "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": n, "partitions": ps} for n, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
                 conn = self.connection(node)
                 with conn.lock:
-                    pending.append((conn, conn.send(FETCH, conn.version_for(FETCH), body)))
+                    pending.append((conn, conn.send(ApiKey.FETCH, conn.version_for(ApiKey.FETCH), body)))
             retry: ClientError | None = None
             for conn, corr in pending:
                 with conn.lock:
@@ -336,7 +339,7 @@ class KafkaClient:
             return self._coordinators[group_id]
 
         def attempt() -> int:
-            resp = self.send(None, FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+            resp = self.send(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
             check(resp["error_code"], f"FindCoordinator for group {group_id!r}", resp.get("error_message"))
             node = resp["node_id"]
             with self._lock:
@@ -349,7 +352,7 @@ class KafkaClient:
             return node
         return self._with_retries(attempt, f"FindCoordinator {group_id!r}")
 
-    def send_to_coordinator(self, group_id: str, api_key: int, body: dict, error_of: Callable[[dict], int],
+    def send_to_coordinator(self, group_id: str, api_key: ApiKey, body: Mapping[str, Any], error_of: Callable[[dict], int],
                             what: str) -> dict:
         """Send to the group's coordinator, re-finding it on NOT_COORDINATOR / COORDINATOR_*.
 
@@ -391,7 +394,7 @@ class KafkaClient:
                         return p["error_code"]
             return 0
 
-        resp = self.send_to_coordinator(group_id, OFFSET_FETCH, {"group_id": group_id, "topics": topics},
+        resp = self.send_to_coordinator(group_id, ApiKey.OFFSET_FETCH, {"group_id": group_id, "topics": topics},
                                         err_of, f"OffsetFetch for group {group_id!r}")
         check(err_of(resp), f"OffsetFetch for group {group_id!r}")
         out: dict[TopicPartition, tuple[int, str]] = {}
@@ -420,11 +423,11 @@ class KafkaClient:
                         return p["error_code"]
             return 0
 
-        resp = self.send_to_coordinator(group_id, OFFSET_COMMIT, body, err_of, f"OffsetCommit for group {group_id!r}")
+        resp = self.send_to_coordinator(group_id, ApiKey.OFFSET_COMMIT, body, err_of, f"OffsetCommit for group {group_id!r}")
         check(err_of(resp), f"OffsetCommit for group {group_id!r}")
 
     # -- controller -----------------------------------------------------------------------------
-    def send_to_controller(self, api_key: int, body: dict, error_of: Callable[[dict], int], what: str,
+    def send_to_controller(self, api_key: ApiKey, body: Mapping[str, Any], error_of: Callable[[dict], int], what: str,
                            timeout: float | None = None) -> dict:
         """Send an admin request to the controller, following it when it moves (NOT_CONTROLLER)."""
         def attempt() -> dict:

@@ -16,13 +16,13 @@ from typing import Callable, Sequence
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol import codec
 
+from kafkalite.protocol.api_keys import ApiKey
 from .cluster import TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, ConnectionFailed
 
 log = logging.getLogger(__name__)
 
-JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 11, 12, 13, 14
 _VERSION = struct.Struct(">h")
 PROTOCOL_VERSION = 1
 
@@ -193,7 +193,7 @@ class GroupMember:
                 "protocols": [{"name": n, "metadata": meta} for n, meta in self.protocols()]}
         node = self.client.find_coordinator(self.group_id)
         with self._hb_lock:
-            resp = self._to_coordinator(node, JOIN_GROUP, body, self.rebalance_timeout_ms / 1000.0 + 5)
+            resp = self._to_coordinator(node, ApiKey.JOIN_GROUP, body, self.rebalance_timeout_ms / 1000.0 + 5)
         err = resp["error_code"]
         if err == ErrorCode.MEMBER_ID_REQUIRED:        # KIP-394: rejoin with the id given
             self.member_id = resp["member_id"]
@@ -209,12 +209,12 @@ class GroupMember:
                 "group_instance_id": None, "protocol_type": self.protocol_type, "protocol_name": self.protocol,
                 "assignments": assignments}
         with self._hb_lock:
-            resp = self._to_coordinator(node, SYNC_GROUP, sync, self.rebalance_timeout_ms / 1000.0 + 5)
+            resp = self._to_coordinator(node, ApiKey.SYNC_GROUP, sync, self.rebalance_timeout_ms / 1000.0 + 5)
         if resp["error_code"]:
             raise ClientError.from_code(resp["error_code"], f"SyncGroup {self.group_id!r}")
         return bytes(resp["assignment"] or b"")
 
-    def _to_coordinator(self, node: int, api_key: int, body: dict, timeout: float) -> dict:
+    def _to_coordinator(self, node: int, api_key: ApiKey, body: dict, timeout: float) -> dict:
         try:
             resp = self.client.send(node, api_key, body, timeout=timeout)
         except ClientError:
@@ -239,7 +239,7 @@ class GroupMember:
             try:
                 with self._hb_lock:
                     node = self.client.find_coordinator(self.group_id)
-                    resp = self._to_coordinator(node, HEARTBEAT, {
+                    resp = self._to_coordinator(node, ApiKey.HEARTBEAT, {
                         "group_id": self.group_id, "generation_id": self.generation,
                         "member_id": self.member_id, "group_instance_id": None}, self.session_timeout_ms / 1000.0)
             except ClientError as exc:
@@ -258,9 +258,9 @@ class GroupMember:
         if self.member_id and self.generation >= 0:
             try:
                 node = self.client.find_coordinator(self.group_id)
-                self.client.send(node, LEAVE_GROUP, {"group_id": self.group_id, "member_id": self.member_id,
-                                                     "members": [{"member_id": self.member_id,
-                                                                  "group_instance_id": None}]}, timeout=5)
+                self.client.send(node, ApiKey.LEAVE_GROUP, {"group_id": self.group_id, "member_id": self.member_id,
+                                                            "members": [{"member_id": self.member_id,
+                                                                         "group_instance_id": None}]}, timeout=5)
             except ClientError as exc:
                 log.debug("LeaveGroup for %s failed: %s", self.group_id, exc)
         self.member_id, self.generation, self.needs_rejoin = "", -1, True

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ProduceRequest
 from kafkalite.records import BatchBuilder
 from kafkalite.records.compression import Codec, codec_by_name
 
@@ -29,7 +31,6 @@ from .partitioner import StickyPartitioner, partition_for_key
 
 log = logging.getLogger(__name__)
 
-PRODUCE, INIT_PRODUCER_ID = 0, 22
 _RETRY_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION,
                              ErrorCode.KAFKA_STORAGE_ERROR})
@@ -118,7 +119,7 @@ class Producer:
     # -- idempotence ------------------------------------------------------------------------
     def _init_producer_id(self) -> None:
         def attempt() -> dict:
-            resp = self.client.send(None, INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
+            resp = self.client.send(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
             if resp["error_code"]:
                 raise ClientError.from_code(resp["error_code"], "InitProducerId")
             return resp
@@ -309,13 +310,13 @@ class Producer:
             topics: dict[str, list] = {}
             for b in group:
                 topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition, "records": b.data})
-            body = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
-                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
+            body: ProduceRequest = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+                                    "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
             try:
                 conn = self.client.connection(node)
                 conn.lock.acquire()
                 try:
-                    corr = conn.send(PRODUCE, conn.version_for(PRODUCE), body, expect_response=self.acks != 0)
+                    corr = conn.send(ApiKey.PRODUCE, conn.version_for(ApiKey.PRODUCE), body, expect_response=self.acks != 0)
                 except BaseException:
                     conn.lock.release()
                     raise

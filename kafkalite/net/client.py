@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet import defer, protocol
@@ -17,6 +18,7 @@ from twisted.python.failure import Failure
 
 from kafkalite.net.transport import stream_transport
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
 
@@ -47,7 +49,7 @@ class KafkaClientProtocol(protocol.Protocol):
         if set_no_delay is not None:
             set_no_delay(True)
 
-    def request(self, api_key: int, api_version: int, body: dict[str, Any], timeout_s: float) -> defer.Deferred:
+    def request(self, api_key: ApiKey, api_version: int, body: Mapping[str, Any], timeout_s: float) -> defer.Deferred:
         if self.closed:
             return defer.fail(ConnectionLost("connection closed"))
         corr = next(self.correlation)

@@ -6,9 +6,9 @@ read it and retry with a version it finds there. Built with the generic codec at
 """
 from __future__ import annotations
 
+from .api_keys import ApiKey
 from .codec import encode_response
 
-API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
 
 
@@ -16,7 +16,7 @@ def unsupported_version_response(correlation_id: int, min_version: int, max_vers
     """Frame buffers (size first) of the v0 UNSUPPORTED_VERSION ApiVersions response."""
     body = {
         "error_code": UNSUPPORTED_VERSION,
-        "api_keys": [{"api_key": API_VERSIONS_KEY, "min_version": min_version,
+        "api_keys": [{"api_key": ApiKey.API_VERSIONS, "min_version": min_version,
                       "max_version": max_version}],
     }
-    return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
+    return encode_response(ApiKey.API_VERSIONS, 0, correlation_id, body)

@@ -7,14 +7,25 @@ starts with the size prefix, ready for ``transport.writeSequence``.
 Trailing bytes after the last field are tolerated, as Kafka's generated readers do (they never
 check that a buffer is exhausted); this is what lets a reader parse a newer version of a
 data struct (ConsumerProtocol subscriptions) by the fields it knows.
+
+Strict encoding (:func:`set_strict`, or ``KAFKALITE_STRICT_CODEC=1`` in the environment when
+this module is imported, so broker subprocesses started by tests inherit it): every encoder
+refuses a key that is no field of its struct in any version and a non-tagged field of the
+encoded version that the dict lacks, with an :class:`EncodeError` naming message, version and
+key. Off by default: then a missing key takes its default and unknown keys are ignored. The
+test suite turns it on; the switch picks compiled encoder variants once, so the default mode
+pays nothing for it.
 """
 from __future__ import annotations
 
 import logging
+import os
 import struct
+from collections.abc import Mapping
 from typing import Any, Callable, NamedTuple
 
 from . import compiler
+from .api_keys import ApiKey
 from .errors import (EncodeError, InvalidFrameError, ProtocolError, TruncatedError,
                      UnknownApiError, UnknownMessageError, UnsupportedVersionError)
 from .schema import MessageSpec, Tables, load_tables
@@ -22,7 +33,8 @@ from .schema import MessageSpec, Tables, load_tables
 log = logging.getLogger(__name__)
 
 _TABLES: Tables = load_tables()
-_API_VERSIONS_KEY = 18
+# a plain int: compared on every response encode, and an enum attribute lookup costs ~4x more
+_API_VERSIONS = int(ApiKey.API_VERSIONS)
 _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = _TABLES.messages["RequestHeader"]
@@ -32,6 +44,32 @@ _RESPONSE_HEADER = _TABLES.messages["ResponseHeader"]
 API_KEYS: dict[int, str] = {
     key: spec.name[: -len("Request")] for key, spec in sorted(_TABLES.requests.items())
 }
+
+#: Environment variable that turns strict encoding on at import ("1", "true", "yes", "on").
+STRICT_ENV = "KAFKALITE_STRICT_CODEC"
+
+_EncoderFactory = Callable[[MessageSpec, int], Callable[[dict, bytearray, list], bytearray]]
+#: The encoder factory every encode call uses: compiler.encoder, or compiler.strict_encoder.
+_encoder: _EncoderFactory = compiler.encoder
+
+
+def set_strict(on: bool) -> None:
+    """Turn strict encoding on or off for this process (see the module docstring)."""
+    global _encoder
+    _encoder = compiler.strict_encoder if on else compiler.encoder
+
+
+def is_strict() -> bool:
+    """Whether encoders refuse unknown keys and missing fields."""
+    return _encoder is compiler.strict_encoder
+
+
+def strict_from_env(environ: Any = os.environ) -> bool:
+    """The strict switch as ``KAFKALITE_STRICT_CODEC`` says (unset or "0"/"false": off)."""
+    return environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+set_strict(strict_from_env())
 
 
 class RequestHeader(NamedTuple):
@@ -66,7 +104,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
 def response_header_version(api_key: int, api_version: int) -> int:
     """Response header v1 for flexible versions, else v0; ApiVersions always v0 (KIP-511)."""
-    if api_key == _API_VERSIONS_KEY:
+    if api_key == _API_VERSIONS:
         return 0
     spec = _TABLES.responses.get(api_key)
     if spec is None:
@@ -159,7 +197,7 @@ def decode_request(frame: Any) -> tuple[RequestHeader, dict]:
 
 
 def encode_request(api_key: int, api_version: int, correlation_id: int, client_id: str | None,
-                   body: dict) -> list:
+                   body: Mapping[str, Any]) -> list:
     """A request frame (size prefix first) as a list of buffers, for the project's client."""
     spec = _versioned(_TABLES.requests.get(api_key), api_key, api_version)
     header_version = 2 if spec.is_flexible(api_version) else 1
@@ -167,28 +205,28 @@ def encode_request(api_key: int, api_version: int, correlation_id: int, client_i
               "correlation_id": correlation_id, "client_id": client_id}
     parts: list = []
     out = bytearray(4)
-    out = _run_encoder(compiler.encoder(_REQUEST_HEADER, header_version), header, out, parts,
+    out = _run_encoder(_encoder(_REQUEST_HEADER, header_version), header, out, parts,
                        "RequestHeader")
-    out = _run_encoder(compiler.encoder(spec, api_version), body, out, parts, spec.name)
+    out = _run_encoder(_encoder(spec, api_version), body, out, parts, spec.name)
     return _finish(parts, out)
 
 
 # ------------------------------------------------------------------------- responses
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict) -> list:
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Mapping[str, Any]) -> list:
     """A response frame as a list of buffers; the first starts with the int32 size.
 
     Big RECORDS/bytes chunks in ``body`` are passed through by reference, so the list may hold
     the caller's own buffers: keep them unchanged until the transport has written them.
     """
     spec = _versioned(_TABLES.responses.get(api_key), api_key, api_version)
-    header_version = 0 if api_key == _API_VERSIONS_KEY else (1 if spec.is_flexible(api_version) else 0)
+    header_version = 0 if api_key == _API_VERSIONS else (1 if spec.is_flexible(api_version) else 0)
     parts: list = []
     out = bytearray(4)
-    out = _run_encoder(compiler.encoder(_RESPONSE_HEADER, header_version),
+    out = _run_encoder(_encoder(_RESPONSE_HEADER, header_version),
                        {"correlation_id": correlation_id}, out, parts, "ResponseHeader")
-    out = _run_encoder(compiler.encoder(spec, api_version), body, out, parts, spec.name)
+    out = _run_encoder(_encoder(spec, api_version), body, out, parts, spec.name)
     return _finish(parts, out)
 
 
@@ -199,7 +237,7 @@ def decode_response(api_key: int, api_version: int, frame: Any) -> tuple[int, di
     broker answers an unsupported version in the v0 layout (kafka-protocol.md §5.1).
     """
     spec = _versioned(_TABLES.responses.get(api_key), api_key, api_version)
-    header_version = 0 if api_key == _API_VERSIONS_KEY else (1 if spec.is_flexible(api_version) else 0)
+    header_version = 0 if api_key == _API_VERSIONS else (1 if spec.is_flexible(api_version) else 0)
     view = _as_view(frame)
     header, pos = _run_decoder(compiler.decoder(_RESPONSE_HEADER, header_version), view, 0,
                                "ResponseHeader")
@@ -232,14 +270,14 @@ def _data_spec(name: str, version: int) -> MessageSpec:
     return spec
 
 
-def encode_data(name: str, version: int, body: dict) -> bytes:
+def encode_data(name: str, version: int, body: Mapping[str, Any]) -> bytes:
     """Encode a struct (e.g. ``"ConsumerProtocolSubscription"``) at ``version``, no prefix.
 
     Writing the int16 version in front, as Kafka does for these, is the caller's job.
     """
     spec = _data_spec(name, version)
     parts: list = []
-    out = _run_encoder(compiler.encoder(spec, version), body, bytearray(), parts, name)
+    out = _run_encoder(_encoder(spec, version), body, bytearray(), parts, name)
     parts.append(out)
     return b"".join(parts)
 

@@ -12,6 +12,13 @@ Generated decoders have the signature ``f(buf: memoryview, pos) -> (dict, pos)``
 ``f(d: dict, out: bytearray, parts: list) -> bytearray`` (``out`` is the buffer being
 filled; big bytes chunks are flushed to ``parts`` by reference, see
 :func:`.primitives.put_bytes`).
+
+Each (message, version) has two encoders: the fast one (a missing key takes its default,
+unknown keys are ignored) and a strict one (:func:`strict_encoder`), whose struct functions
+first compare the dict's keys with the struct's fields and raise :class:`EncodeError` naming
+the message, version and key. The check is compiled into the strict variant only, so the
+fast encoders carry no per-field or per-struct cost for it; the codec picks the variant once
+(``codec.set_strict``).
 """
 from __future__ import annotations
 
@@ -51,6 +58,22 @@ def _pack_array(code: str, values: Any) -> bytes:
     return struct.pack(">%d%s" % (len(values), code), *values)
 
 
+def _strict_keys(d: Any, known: frozenset, required: frozenset, message: str, where: str) -> EncodeError:
+    """The error for a dict that a strict encoder refuses (called only once the check failed).
+
+    ``message`` is "<Message> v<version>", ``where`` " in <Struct>" for nested structs or "".
+    """
+    unknown = sorted(str(k) for k in d if k not in known)
+    if unknown:
+        more = f"; also {', '.join(map(repr, unknown[1:]))}" if unknown[1:] else ""
+        return EncodeError(f"{message}: unknown field {unknown[0]!r}{where} (no field of that name "
+                           f"in any version{more})")
+    missing = sorted(required - d.keys())
+    more = f"; also {', '.join(map(repr, missing[1:]))}" if missing[1:] else ""
+    return EncodeError(f"{message}: missing field {missing[0]!r}{where} (on the wire in this "
+                       f"version{more})")
+
+
 def _tag_bytes(fn: Callable, value: Any) -> bytes:
     parts: list = []
     out = fn(value, bytearray(), parts)
@@ -73,6 +96,7 @@ _BASE_NS: dict[str, Any] = {
     "_long_str": _long_str,
     "_pack_array": _pack_array,
     "_tag_bytes": _tag_bytes,
+    "_strict_keys": _strict_keys,
     "_H16": struct.Struct(">h").unpack_from,
     "_I32": struct.Struct(">i").unpack_from,
     "_P16": struct.Struct(">h").pack,
@@ -342,10 +366,28 @@ class _Decoder(_Unit):
 
 
 class _Encoder(_Unit):
+    def __init__(self, label: str, version: int, flexible: bool, strict: bool = False,
+                 message: str = "") -> None:
+        super().__init__(label, version, flexible)
+        self.strict = strict
+        self.message_name = message
+        self.message = f"{message} v{version}"
+
     def struct(self, spec: StructSpec) -> str:
         fname = self.name("e_" + spec.name)
         regular, tagged = self.fields_split(spec)
-        body: list[str] = ["    get = d.get"]
+        body: list[str] = []
+        if self.strict:
+            # every key a field of the struct in some version; every non-tagged field of this
+            # version present (tagged ones may be absent: absent means "default, not sent")
+            known = self.const(frozenset(f.key for f in spec.fields))
+            required = self.const(frozenset(f.key for f in regular))
+            where = "" if spec.name == self.message_name else f" in {spec.name}"
+            body += [
+                f"    if not (d.keys() <= {known} and d.keys() >= {required}):",
+                f"        raise _strict_keys(d, {known}, {required}, {self.message!r}, {where!r})",
+            ]
+        body.append("    get = d.get")
         i = 0
         while i < len(regular):
             f = regular[i]
@@ -372,8 +414,11 @@ class _Encoder(_Unit):
                 body.append("    tags = []")
                 for f in tagged:
                     tfn = self.tagged_writer(f, spec.name)
-                    body.append(f"    v = get({f.key!r}, {self.encode_default(f)})")
-                    body.append(f"    if not _is_def(v, {self.const(f.default_value())}):")
+                    # absent = the default itself, so an absent tagged struct stays off the wire
+                    # (an empty dict would differ from the struct's default dict)
+                    default = self.const(f.default_value())
+                    body.append(f"    v = get({f.key!r}, {default})")
+                    body.append(f"    if not _is_def(v, {default}):")
                     body.append(f"        tags.append(({f.tag}, _tag_bytes({tfn}, v)))")
                 body += [
                     "    _put_uv(out, len(tags))",
@@ -463,6 +508,7 @@ class _Encoder(_Unit):
 # ---------------------------------------------------------------------------- cache
 
 _cache: dict[tuple[str, int, str], tuple[Callable, str]] = {}
+DIRECTIONS = ("decode", "encode", "encode-strict")
 
 
 def _compile(spec: MessageSpec, version: int, direction: str) -> tuple[Callable, str]:
@@ -471,8 +517,15 @@ def _compile(spec: MessageSpec, version: int, direction: str) -> tuple[Callable,
     if hit is not None:
         return hit
     flexible = spec.is_flexible(version)
-    cls = _Decoder if direction == "decode" else _Encoder
-    unit = cls(f"{spec.name} v{version} {direction}", version, flexible)
+    label = f"{spec.name} v{version} {direction}"
+    unit: _Decoder | _Encoder
+    if direction == "decode":
+        unit = _Decoder(label, version, flexible)
+    elif direction in ("encode", "encode-strict"):
+        unit = _Encoder(label, version, flexible, strict=direction == "encode-strict",
+                        message=spec.name)
+    else:
+        raise ValueError(f"unknown direction {direction!r}; expected one of {DIRECTIONS}")
     entry = unit.struct(spec.body)
     result = unit.build(entry)
     _cache[key] = result
@@ -487,10 +540,17 @@ def decoder(spec: MessageSpec, version: int) -> Callable[[memoryview, int], tupl
 
 
 def encoder(spec: MessageSpec, version: int) -> Callable[[dict, bytearray, list], bytearray]:
-    """The cached encoder of ``spec`` at ``version``."""
+    """The cached fast encoder of ``spec`` at ``version`` (defaults for missing keys)."""
     return _compile(spec, version, "encode")[0]
 
 
+def strict_encoder(spec: MessageSpec, version: int) -> Callable[[dict, bytearray, list], bytearray]:
+    """The cached strict encoder: the same bytes as :func:`encoder` for a complete dict, and an
+    :class:`EncodeError` for a key that is no field of its struct in any version, or a
+    non-tagged field of ``version`` missing from the dict."""
+    return _compile(spec, version, "encode-strict")[0]
+
+
 def generated_source(spec: MessageSpec, version: int, direction: str) -> str:
-    """The Python source generated for one (message, version, "decode"|"encode")."""
+    """The Python source generated for one (message, version, direction in DIRECTIONS)."""
     return _compile(spec, version, direction)[1]

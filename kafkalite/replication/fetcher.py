@@ -34,6 +34,8 @@ from twisted.internet import defer
 from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.group.hashing import java_string_hash, kafka_abs
 from kafkalite.net import client
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest, FetchRequestFetchPartition
 from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.storage import PartitionLog
 
@@ -41,8 +43,6 @@ log = logging.getLogger(__name__)
 
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
-OFFSET_FOR_LEADER_EPOCH = 23
-FETCH = 1
 
 Key = tuple[str, int]
 
@@ -239,7 +239,7 @@ class ReplicaFetcher:
         body = {"replica_id": self.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
         assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+        resp = yield self.conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
                                        self.config["replica.socket.timeout.ms"] / 1000.0)
         self.handle_epoch_response(todo, sent, resp)
 
@@ -285,7 +285,7 @@ class ReplicaFetcher:
     @defer.inlineCallbacks
     def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
         cfg = self.config
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[FetchRequestFetchPartition]] = {}
         sent: dict[Key, int] = {}
         for (topic, index), f in followed.items():
             sent[(topic, index)] = f.part.log.log_end_offset
@@ -293,14 +293,15 @@ class ReplicaFetcher:
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
                 "partition_max_bytes": cfg["replica.fetch.max.bytes"]})
-        body = {"replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
-                "min_bytes": cfg["replica.fetch.min.bytes"], "max_bytes": cfg["replica.fetch.response.max.bytes"],
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [], "rack_id": ""}
+        body: FetchRequest = {
+            "replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
+            "min_bytes": cfg["replica.fetch.min.bytes"], "max_bytes": cfg["replica.fetch.response.max.bytes"],
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(FETCH, FETCH_VERSION, body, timeout)
+        resp = yield self.conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout)
         self.handle_fetch_response(followed, sent, resp)
 
     def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],

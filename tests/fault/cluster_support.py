@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kafkalite.protocol.api_keys import ApiKey
 from tests.support import wire
 
 REPORT = Path(__file__).resolve().parents[2] / "var" / "test-reports" / "failover.json"
-METADATA = 3
 
 
 class Streamer:
@@ -160,9 +161,7 @@ def full_isr(cluster: Any, topic: str, size: int) -> bool:
 
 def metadata_view(bootstrap: str, topic: str) -> dict[int, tuple]:
     """partition -> (leader, leader epoch, replicas, sorted ISR) from one broker's Metadata v8."""
-    resp = wire.request(bootstrap, METADATA, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False,
-                                                 "include_cluster_authorized_operations": False,
-                                                 "include_topic_authorized_operations": False}, timeout=10)
+    resp = wire.request(bootstrap, ApiKey.METADATA, 8, wire.metadata_body([topic]), timeout=10)
     [t] = resp["topics"]
     if t["error_code"] != 0:
         return {}

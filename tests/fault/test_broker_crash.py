@@ -9,7 +9,8 @@ import time
 import uuid
 from typing import Any
 
-from tests.support.wire import request
+from kafkalite.protocol.api_keys import ApiKey
+from tests.support.wire import metadata_body, request
 from tests.support.zookeeper import free_port
 
 VALUE_SIZE = 100
@@ -28,22 +29,22 @@ def fixed_port_cluster(cluster_factory: Any) -> tuple[Any, Any]:
     cluster = cluster_factory(1, {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     b = cluster.brokers[0]
     deadline = time.monotonic() + 30
-    while request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"] != b.broker_id:
+    while request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] != b.broker_id:
         assert time.monotonic() < deadline, "no controller"
         time.sleep(0.05)
     return cluster, b
 
 
 def create_topic(b: Any, name: str) -> None:
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                                                   "assignments": [], "configs": []}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                                                     "assignments": [], "configs": []}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def latest_offset(b: Any, topic: str) -> int:
-    resp = request(b.bootstrap, 2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+    resp = request(b.bootstrap, ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}]}]})
     part = resp["topics"][0]["partitions"][0]
     assert part["error_code"] == 0, part
     return part["offset"]
@@ -52,7 +53,7 @@ def latest_offset(b: Any, topic: str) -> int:
 def wait_leader(b: Any, topic: str, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
-        t = request(b.bootstrap, 3, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]
+        t = request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([topic]))["topics"][0]
         if t["error_code"] == 0 and t["partitions"] and t["partitions"][0]["leader_id"] == b.broker_id:
             return
         assert time.monotonic() < deadline, f"no leader for {topic}: {t}"

@@ -11,7 +11,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from tests.support.wire import request
+from kafkalite.protocol.api_keys import ApiKey
+from tests.support.wire import metadata_body, request
 from tests.support.waiting import wait_for
 
 
@@ -21,7 +22,7 @@ def owner(cluster: Any, path: str) -> int | None:
 
 
 def controller_id(b: Any) -> int:
-    return request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"]
+    return request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"]
 
 
 def consume(bootstrap: str, topic: str, n: int) -> list[bytes]:
@@ -50,9 +51,9 @@ def test_session_expiry_by_sigstop_reregisters_and_keeps_serving(cluster_factory
     b = cluster.brokers[0]
     wait_for(lambda: controller_id(b) == b.broker_id, 30, "controller elected")
     topic = f"session-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
-                                                   "assignments": [], "configs": []}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                                                                     "assignments": [], "configs": []}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0
     producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "message.timeout.ms": 60000})
     for i in range(100):
@@ -87,9 +88,9 @@ def test_session_expiry_by_sigstop_reregisters_and_keeps_serving(cluster_factory
     assert producer.flush(30) == 0, "the pre-pause producer could not deliver after the resume"
     del producer
     other = f"session-new-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": other, "num_partitions": 2, "replication_factor": 1,
-                                                   "assignments": [], "configs": []}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": other, "num_partitions": 2, "replication_factor": 1,
+                                                                     "assignments": [], "configs": []}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0, resp
     assert consume(b.bootstrap, topic, 200) == [b"before-%d" % i for i in range(100)] + [b"after-%d" % i for i in range(100)]
     assert b.alive

@@ -8,6 +8,7 @@ from typing import Any
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafkalite.protocol.api_keys import ApiKey
 from tests.interop.group_members import Member, Ownership, duplicates, processed_total, produce_numbered, report
 from tests.support.waiting import wait_for
 from tests.support.wire import request as wire_request
@@ -20,7 +21,7 @@ RECORDS = 120_000
 
 def coordinator_of(bootstrap: str, group: str) -> int:
     def found() -> Any:
-        r = wire_request(bootstrap, 10, 2, {"key": group, "key_type": 0})
+        r = wire_request(bootstrap, ApiKey.FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
         # a 1-tuple: broker id 0 is a coordinator too, and wait_for waits for a truthy value
         return (r["node_id"],) if r["error_code"] == 0 else None
     return wait_for(found, 60, "a coordinator")[0]

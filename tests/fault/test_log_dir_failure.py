@@ -22,9 +22,9 @@ from tests.fault.cluster_support import (Streamer, controller_id, full_isr, meta
                                          zk_states)
 from tests.support import wire
 from tests.support.waiting import wait_for
+from kafkalite.protocol.api_keys import ApiKey
 
 PARTITIONS = 6
-DESCRIBE_LOG_DIRS = 35
 KAFKA_STORAGE_ERROR = 56
 OVERRIDES = {"min.insync.replicas": "2", "auto.leader.rebalance.enable": "false",
              "replica.lag.time.max.ms": "10000"}
@@ -63,7 +63,7 @@ def _fill(mount: Path) -> int:
 
 def _describe_log_dirs(bootstrap: str) -> dict[str, tuple[int, set[int]]]:
     """log dir -> (error code, partition indexes of every topic listed there)."""
-    resp = wire.request(bootstrap, DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout=10)
+    resp = wire.request(bootstrap, ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout=10)
     return {r["log_dir"]: (r["error_code"], {p["partition_index"] for t in r["topics"] for p in t["partitions"]})
             for r in resp["results"]}
 

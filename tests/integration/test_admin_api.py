@@ -10,11 +10,10 @@ from pathlib import Path
 import pytest
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 from tests.support.wire import Wire, request
 from tests.support.waiting import wait_for
 
-CREATE_TOPICS, DELETE_TOPICS, CREATE_PARTITIONS = 19, 20, 37
-METADATA, API_VERSIONS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DESCRIBE_LOG_DIRS = 3, 18, 22, 32, 35
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_TOPIC_OVERRIDE, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
 
@@ -29,14 +28,15 @@ def create_topics(bootstrap: str, *topics: dict, validate_only: bool = False, ti
                         "configs": [{"name": k, "value": v} for k, v in t.get("configs", {}).items()]}
                        for t in topics],
             "timeout_ms": timeout_ms, "validate_only": validate_only}
-    resp = request(bootstrap, CREATE_TOPICS, 4, body)
+    resp = request(bootstrap, ApiKey.CREATE_TOPICS, 4, body)
     return {t["name"]: t for t in resp["topics"]}
 
 
 def metadata(bootstrap: str, topics: list[str] | None, allow_auto: bool = False, version: int = 8) -> dict:
     body = {"topics": None if topics is None else [{"name": n} for n in topics],
-            "allow_auto_topic_creation": allow_auto}
-    return request(bootstrap, METADATA, version, body)
+            "allow_auto_topic_creation": allow_auto, "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False}
+    return request(bootstrap, ApiKey.METADATA, version, body)
 
 
 def topic_meta(bootstrap: str, name: str) -> dict:
@@ -44,9 +44,9 @@ def topic_meta(bootstrap: str, name: str) -> dict:
 
 
 def describe_configs(bootstrap: str, kind: int, name: str, keys: list[str] | None = None) -> dict:
-    resp = request(bootstrap, DESCRIBE_CONFIGS, 3,
+    resp = request(bootstrap, ApiKey.DESCRIBE_CONFIGS, 3,
                    {"resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": keys}],
-                    "include_synonyms": True})
+                    "include_synonyms": True, "include_documentation": False})
     return resp["results"][0]
 
 
@@ -106,7 +106,7 @@ def test_create_topics_duplicate_name_in_one_request_is_invalid_request(broker) 
     """The same name twice in one request: both entries get INVALID_REQUEST (42) and the topic
     is not created (Kafka's duplicate-in-request rule)."""
     name = unique("adm-dup")
-    result = request(broker.bootstrap, CREATE_TOPICS, 4, {
+    result = request(broker.bootstrap, ApiKey.CREATE_TOPICS, 4, {
         "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}] * 2,
         "timeout_ms": 5000, "validate_only": False})
     assert [t["error_code"] for t in result["topics"]] == [int(ErrorCode.INVALID_REQUEST)] * 2
@@ -152,7 +152,7 @@ def test_delete_topics_removes_metadata_znodes_and_directories(broker) -> None:
         p.produce(name, f"v{i}".encode(), partition=i % 2)
     assert p.flush(15) == 0
     assert partition_dirs(broker, name) == [f"{name}-0", f"{name}-1"]
-    resp = request(broker.bootstrap, DELETE_TOPICS, 3, {"topic_names": [name, unique("adm-nosuch")], "timeout_ms": 15000})
+    resp = request(broker.bootstrap, ApiKey.DELETE_TOPICS, 3, {"topic_names": [name, unique("adm-nosuch")], "timeout_ms": 15000})
     codes = [r["error_code"] for r in resp["responses"]]
     assert codes == [0, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)], resp
     assert topic_meta(broker.bootstrap, name)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -172,7 +172,7 @@ def test_create_partitions_grow_and_refuse_decrease(broker) -> None:
     assert create_topics(broker.bootstrap, {"name": name, "partitions": 2})[name]["error_code"] == 0
 
     def grow(count: int, topic: str = name) -> dict:
-        return request(broker.bootstrap, CREATE_PARTITIONS, 1, {
+        return request(broker.bootstrap, ApiKey.CREATE_PARTITIONS, 1, {
             "topics": [{"name": topic, "count": count, "assignments": None}],
             "timeout_ms": 15000, "validate_only": False})["results"][0]
 
@@ -282,11 +282,11 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
     for _ in range(3):
         with Wire(broker.bootstrap) as w:
             for _ in range(10):
-                r = w.request(INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+                r = w.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
                 assert (r["error_code"], r["producer_epoch"]) == (0, 0)
                 ids.append(r["producer_id"])
     assert len(set(ids)) == 30 and min(ids) >= 0
-    r = request(broker.bootstrap, INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 60000})
+    r = request(broker.bootstrap, ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 60000})
     assert r["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r["producer_id"] == -1
 
 
@@ -310,7 +310,7 @@ def test_api_versions_table(broker, version: int) -> None:
     API this broker implements (Produce 0-8, Fetch 4-11, ...); any other key it lists must be a
     §6 group API at its §6 range, and nothing outside §6 (no SASL, transactions) is advertised."""
     body = {"client_software_name": "kafkalite-tests", "client_software_version": "1.0"}
-    r = request(broker.bootstrap, API_VERSIONS, version, body)
+    r = request(broker.bootstrap, ApiKey.API_VERSIONS, version, body)
     assert r["error_code"] == 0
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in r["api_keys"]}
     for key, rng in EXPECTED_API_TABLE.items():
@@ -323,8 +323,8 @@ def test_api_versions_table(broker, version: int) -> None:
 def test_api_versions_v3_bad_software_name_is_invalid_request(broker) -> None:
     """ApiVersions v3 with a client software name outside Kafka's pattern answers
     INVALID_REQUEST (42), as the Java broker does."""
-    r = request(broker.bootstrap, API_VERSIONS, 3, {"client_software_name": "bad name!",
-                                                    "client_software_version": "1"})
+    r = request(broker.bootstrap, ApiKey.API_VERSIONS, 3, {"client_software_name": "bad name!",
+                                                           "client_software_version": "1"})
     assert r["error_code"] == ErrorCode.INVALID_REQUEST
 
 
@@ -337,13 +337,16 @@ def test_metadata_during_creation_never_shows_a_partitionless_topic(broker) -> N
     with Wire(broker.bootstrap) as w:
         for _ in range(40):
             name = unique("adm-race")
-            r = w.request(CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 2, "replication_factor": 1,
-                                                          "assignments": [], "configs": [{"name": "retention.ms", "value": "100000"}]}],
-                                             "timeout_ms": 0, "validate_only": False})
+            r = w.request(ApiKey.CREATE_TOPICS, 4, {
+                "topics": [{"name": name, "num_partitions": 2, "replication_factor": 1, "assignments": [],
+                            "configs": [{"name": "retention.ms", "value": "100000"}]}],
+                "timeout_ms": 0, "validate_only": False})
             assert r["topics"][0]["error_code"] in (0, ErrorCode.REQUEST_TIMED_OUT)
             deadline = time.monotonic() + 15
             while True:
-                t = w.request(METADATA, 8, {"topics": [{"name": name}], "allow_auto_topic_creation": False})["topics"][0]
+                t = w.request(ApiKey.METADATA, 8, {"topics": [{"name": name}], "allow_auto_topic_creation": False,
+                                                   "include_cluster_authorized_operations": False,
+                                                   "include_topic_authorized_operations": False})["topics"][0]
                 if t["error_code"] == 0:
                     if len(t["partitions"]) != 2:
                         wrong.append((name, t["partitions"]))
@@ -377,13 +380,13 @@ def test_describe_log_dirs_lists_the_dir_and_its_partitions(broker, version: int
     name = unique("ldirs")
     assert create_topics(broker.bootstrap, {"name": name, "partitions": 2})[name]["error_code"] == 0
     wait_for(lambda: len(partition_dirs(broker, name)) == 2, 15, "the topic's logs")
-    r = request(broker.bootstrap, DESCRIBE_LOG_DIRS, version, {"topics": None})
+    r = request(broker.bootstrap, ApiKey.DESCRIBE_LOG_DIRS, version, {"topics": None})
     [result] = r["results"]
     assert result["error_code"] == 0 and result["log_dir"] == str((Path(broker.dir) / "data").resolve())
     listed = {t["name"]: sorted(p["partition_index"] for p in t["partitions"]) for t in result["topics"]}
     assert listed[name] == [0, 1]
     assert all(p["partition_size"] == 0 and p["offset_lag"] == 0 and not p["is_future_key"]
                for t in result["topics"] if t["name"] == name for p in t["partitions"])
-    r = request(broker.bootstrap, DESCRIBE_LOG_DIRS, version,
+    r = request(broker.bootstrap, ApiKey.DESCRIBE_LOG_DIRS, version,
                 {"topics": [{"topic": name, "partition_index": [1]}, {"topic": unique("none"), "partition_index": [0]}]})
     assert [(t["name"], [p["partition_index"] for p in t["partitions"]]) for t in r["results"][0]["topics"]] == [(name, [1])]

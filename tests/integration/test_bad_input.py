@@ -17,6 +17,7 @@ import pytest
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records.builder import build_batch
 from tests.support.wire import ConnectionClosed, Wire, request
 
@@ -100,25 +101,30 @@ class CaseFactory:
         self.corr += 1
         return self.corr
 
-    def valid_request(self) -> tuple[int, int, dict]:
+    def valid_request(self) -> tuple[ApiKey, int, dict]:
         """A valid request that never waits (for truncation/garbling)."""
         r = self.rng
         choice = r.randrange(4)
         if choice == 0:
-            return 3, r.randint(0, 8), {"topics": [{"name": self.data_topic}], "allow_auto_topic_creation": False}
+            return ApiKey.METADATA, r.randint(0, 8), {
+                "topics": [{"name": self.data_topic}], "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
         if choice == 1:
-            return 2, r.randint(1, 5), {"replica_id": -1, "isolation_level": 0, "topics": [
-                {"name": self.data_topic, "partitions": [{"partition_index": 0, "timestamp": -1}]}]}
+            return ApiKey.LIST_OFFSETS, r.randint(1, 5), {"replica_id": -1, "isolation_level": 0, "topics": [
+                {"name": self.data_topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
+                                                          "timestamp": -1}]}]}
         if choice == 2:
-            return 18, r.randint(0, 3), {"client_software_name": "fuzz", "client_software_version": "1"}
-        return 0, r.randint(3, 8), produce_body(self.small_topic, [(0, bytes(batch([b"x" * 10])))])
+            return ApiKey.API_VERSIONS, r.randint(0, 3), {"client_software_name": "fuzz", "client_software_version": "1"}
+        return ApiKey.PRODUCE, r.randint(3, 8), produce_body(self.small_topic, [(0, bytes(batch([b"x" * 10])))])
 
     # -- categories -------------------------------------------------------------------------------
     def random_bytes(self) -> Case:
         r = self.rng
         payload = r.randbytes(r.randint(0, 200))
         if r.random() < 0.5 and len(payload) >= 4:   # a served key and version, random rest
-            key = r.choice([0, 2, 3, 18, 19, 20, 22, 23, 32, 37])
+            key = r.choice([ApiKey.PRODUCE, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS,
+                            ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS, ApiKey.INIT_PRODUCER_ID,
+                            ApiKey.OFFSET_FOR_LEADER_EPOCH, ApiKey.DESCRIBE_CONFIGS, ApiKey.CREATE_PARTITIONS])
             payload = struct.pack(">hh", key, r.randint(0, 3)) + payload[4:]
         return Case("random bytes", struct.pack(">i", len(payload)) + payload, "either", self._any_answer(payload))
 
@@ -167,7 +173,7 @@ class CaseFactory:
         corr = self.next_corr()
         version = r.randint(4, 32767)
         # a well-formed header v2 (client id, no tags); the body is never parsed, so random
-        payload = struct.pack(">hhih", 18, version, corr, 4) + b"fuzz\x00" + r.randbytes(r.randint(0, 40))
+        payload = struct.pack(">hhih", ApiKey.API_VERSIONS, version, corr, 4) + b"fuzz\x00" + r.randbytes(r.randint(0, 40))
 
         def want(body: dict) -> str | None:
             entries = [(k["api_key"], k["min_version"], k["max_version"]) for k in body["api_keys"]]
@@ -175,12 +181,12 @@ class CaseFactory:
                 return f"ApiVersions v{version}: {body['error_code']} {entries}"
             return None
         return Case("ApiVersions above max", struct.pack(">i", len(payload)) + payload, ANSWER,
-                    response_check(18, 0, corr, want))
+                    response_check(ApiKey.API_VERSIONS, 0, corr, want))
 
     def truncated(self) -> Case:
         r = self.rng
         key, version, body = self.valid_request()
-        while key == 18 and version < 3:          # an empty body cannot be cut short
+        while key == ApiKey.API_VERSIONS and version < 3:          # an empty body cannot be cut short
             key, version, body = self.valid_request()
         full = frame_bytes(key, version, self.next_corr(), body)[4:]
         header_len = 8 + 2 + len("fuzz") + (1 if codec.request_header_version(key, version) == 2 else 0)
@@ -191,7 +197,7 @@ class CaseFactory:
     def garbled(self) -> Case:
         r = self.rng
         key, version, body = self.valid_request()
-        while key == 18 and version < 3:          # an empty body: nothing after the header to garble
+        while key == ApiKey.API_VERSIONS and version < 3:          # an empty body: nothing after the header to garble
             key, version, body = self.valid_request()
         corr = self.next_corr()
         payload = bytearray(frame_bytes(key, version, corr, body)[4:])
@@ -249,10 +255,12 @@ def topics(broker):
     data, small = f"fuzz-data-{suffix}", f"fuzz-small-{suffix}"
     with Wire(broker.bootstrap) as w:
         deadline = time.monotonic() + 30
-        while w.request(3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"] != broker.broker_id:
+        no_topics = {"topics": [], "allow_auto_topic_creation": False,
+                     "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+        while w.request(ApiKey.METADATA, 8, no_topics)["controller_id"] != broker.broker_id:
             assert time.monotonic() < deadline, "no controller"
             time.sleep(0.05)
-        resp = w.request(19, 4, {"topics": [
+        resp = w.request(ApiKey.CREATE_TOPICS, 4, {"topics": [
             {"name": data, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []},
             {"name": small, "num_partitions": 1, "replication_factor": 1, "assignments": [],
              "configs": [{"name": "max.message.bytes", "value": str(SMALL_LIMIT)}]}],
@@ -262,8 +270,9 @@ def topics(broker):
 
 
 def latest_offsets(bootstrap: str, topic: str) -> list[int]:
-    resp = request(bootstrap, 2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": p, "timestamp": -1} for p in (0, 1)]}]})
+    resp = request(bootstrap, ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": -1}
+                                       for p in (0, 1)]}]})
     return [p["offset"] for p in resp["topics"][0]["partitions"]]
 
 

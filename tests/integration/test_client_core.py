@@ -12,10 +12,9 @@ import pytest
 from kafkalite.client import ClientError, KafkaClient, TopicPartition
 from kafkalite.client.connection import BrokerConnection
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records import build_batch, iter_records
 from tests.support.waiting import wait_for
-
-CREATE_TOPICS, PRODUCE = 19, 0
 
 
 def unique(prefix: str) -> str:
@@ -25,7 +24,7 @@ def unique(prefix: str) -> str:
 def create_topic(client: KafkaClient, name: str, partitions: int = 1, rf: int = 1) -> None:
     body = {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": rf,
                         "assignments": [], "configs": []}], "timeout_ms": 15000, "validate_only": False}
-    resp = client.send_to_controller(CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"], "CreateTopics")
+    resp = client.send_to_controller(ApiKey.CREATE_TOPICS, body, lambda r: r["topics"][0]["error_code"], "CreateTopics")
     assert resp["topics"][0]["error_code"] == 0, resp
 
 
@@ -33,7 +32,7 @@ def produce_raw(client: KafkaClient, tp: TopicPartition, values: list[bytes], ts
     batch = build_batch([(ts + i, b"k%d" % i, v, []) for i, v in enumerate(values)])
     body = {"transactional_id": None, "acks": -1, "timeout_ms": 10000,
             "topic_data": [{"name": tp.topic, "partition_data": [{"index": tp.partition, "records": batch}]}]}
-    resp = client.send(client.leader_for(tp), PRODUCE, body)
+    resp = client.send(client.leader_for(tp), ApiKey.PRODUCE, body)
     part = resp["responses"][0]["partition_responses"][0]
     assert part["error_code"] == 0, part
     return part["base_offset"]

@@ -7,6 +7,7 @@ import statistics
 import time
 
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafkalite.protocol.api_keys import ApiKey
 from tests.fault.cluster_support import (Streamer, full_isr, leaders, metadata_agrees, report,
                                          verify_exactly_once, zk_assignment, zk_states)
 from tests.support import wire
@@ -22,9 +23,7 @@ def _every_broker_known(cluster) -> bool:
     ids = sorted(b.broker_id for b in cluster.brokers)
     for b in cluster.brokers:
         try:
-            r = wire.request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False,
-                                                 "include_cluster_authorized_operations": False,
-                                                 "include_topic_authorized_operations": False}, timeout=10)
+            r = wire.request(b.bootstrap, ApiKey.METADATA, 8, wire.metadata_body([]), timeout=10)
         except Exception:  # noqa: BLE001 - not answering yet: keep waiting
             return False
         if sorted(x["node_id"] for x in r["brokers"]) != ids:

@@ -8,8 +8,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from kafkalite.protocol.api_keys import ApiKey
 from tests.support.waiting import wait_for
-from tests.support.wire import request
+from tests.support.wire import metadata_body, request
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"}
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01",
@@ -18,15 +19,15 @@ INVALID_RECORD = 87
 
 
 def wait_controller(b: Any) -> None:
-    wait_for(lambda: request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"]
-             == b.broker_id, 30, "a controller")
+    wait_for(lambda: request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] == b.broker_id,
+             30, "a controller")
 
 
 def create_topic(b: Any, name: str, configs: dict[str, str]) -> None:
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                                                   "assignments": [],
-                                                   "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
+                                                                     "assignments": [],
+                                                                     "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0, resp
 
 
@@ -208,9 +209,9 @@ def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) 
     b = cluster.brokers[0]
     wait_controller(b)
     topic = f"committed-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": topic, "num_partitions": 3, "replication_factor": 1,
-                                                   "assignments": [], "configs": []}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 3, "replication_factor": 1,
+                                                                     "assignments": [], "configs": []}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0, resp
     groups = [f"group-{g}-{uuid.uuid4().hex[:4]}" for g in range(4)]
     commits = 300

@@ -10,9 +10,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 from tests.support.wire import request
-
-FETCH = 1
 
 
 def test_out_of_range_fetch_has_empty_records_and_librdkafka_resets(broker: Any) -> None:
@@ -22,7 +21,7 @@ def test_out_of_range_fetch_has_empty_records_and_librdkafka_resets(broker: Any)
         producer.produce(topic, f"m{i}".encode())
     assert producer.flush(30) == 0
 
-    r = request(broker.bootstrap, FETCH, 11, {
+    r = request(broker.bootstrap, ApiKey.FETCH, 11, {
         "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
         "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
         "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 99,

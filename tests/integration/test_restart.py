@@ -11,7 +11,8 @@ import uuid
 from typing import Any
 
 from kafkalite.errors import ErrorCode
-from tests.support.wire import Wire, request
+from kafkalite.protocol.api_keys import ApiKey
+from tests.support.wire import Wire, metadata_body, request
 
 CI_BULK_BYTES = int(os.environ.get("KAFKALITE_RESTART_BULK_MB", "1024")) * 1024 * 1024
 
@@ -19,7 +20,7 @@ CI_BULK_BYTES = int(os.environ.get("KAFKALITE_RESTART_BULK_MB", "1024")) * 1024 
 def wait_controller(b: Any, timeout: float = 30.0) -> None:
     """Admin requests need the controller, which is elected after registration."""
     deadline = time.monotonic() + timeout
-    while request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False})["controller_id"] != b.broker_id:
+    while request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] != b.broker_id:
         assert time.monotonic() < deadline, "no controller elected"
         time.sleep(0.05)
 
@@ -28,7 +29,7 @@ def wait_leaders(b: Any, topic: str, partitions: int, timeout: float = 30.0) -> 
     """After a restart the partitions are served once the broker leads them again."""
     deadline = time.monotonic() + timeout
     while True:
-        t = request(b.bootstrap, 3, 8, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})["topics"][0]
+        t = request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([topic]))["topics"][0]
         if t["error_code"] == 0 and len(t["partitions"]) == partitions and \
                 all(p["leader_id"] == b.broker_id for p in t["partitions"]):
             return
@@ -37,15 +38,16 @@ def wait_leaders(b: Any, topic: str, partitions: int, timeout: float = 30.0) -> 
 
 
 def create_topic(b: Any, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    resp = request(b.bootstrap, 19, 4, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                                                   "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-                                        "timeout_ms": 15000, "validate_only": False})
+    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
+                                                                     "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
+                                                          "timeout_ms": 15000, "validate_only": False})
     assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def list_offsets(b: Any, topic: str, partitions: int, ts: int) -> list[int]:
-    resp = request(b.bootstrap, 2, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": p, "timestamp": ts} for p in range(partitions)]}]})
+    resp = request(b.bootstrap, ApiKey.LIST_OFFSETS, 5, {"replica_id": -1, "isolation_level": 0, "topics": [
+        {"name": topic, "partitions": [{"partition_index": p, "current_leader_epoch": -1, "timestamp": ts}
+                                       for p in range(partitions)]}]})
     parts = resp["topics"][0]["partitions"]
     assert all(p["error_code"] == 0 for p in parts), parts
     return [p["offset"] for p in parts]
@@ -107,8 +109,9 @@ def test_clean_restart_keeps_topics_offsets_configs_and_data(cluster_factory) ->
     wait_leaders(b, topic, 3)
     assert list_offsets(b, topic, 3, -2) == earliest
     assert list_offsets(b, topic, 3, -1) == latest
-    cfg = request(b.bootstrap, 32, 3, {"resources": [{"resource_type": 2, "resource_name": topic,
-                                                      "configuration_keys": ["retention.ms"]}]})["results"][0]
+    cfg = request(b.bootstrap, ApiKey.DESCRIBE_CONFIGS, 3, {
+        "resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]}],
+        "include_synonyms": False, "include_documentation": False})["results"][0]
     assert cfg["error_code"] == 0
     assert [(c["name"], c["value"], c["config_source"]) for c in cfg["configs"]] == [("retention.ms", "86400001", 1)]
     after = [read_partition(b.bootstrap, topic, part, n) for part, n in enumerate(counts) if n]

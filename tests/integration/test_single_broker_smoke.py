@@ -21,3 +21,12 @@ def test_kcat_produces_and_consumes_with_keys(broker) -> None:
     meta = kcat("-b", broker.bootstrap, "-L", "-t", "smoke").stdout.decode()
     assert f"broker {broker.broker_id} at {broker.bootstrap}" in meta
     assert f"partition 0, leader {broker.broker_id}, replicas: {broker.broker_id}, isrs: {broker.broker_id}" in meta
+
+
+def test_test_brokers_encode_strictly(broker) -> None:
+    """The suite's strict encoding (tests/conftest.py) reaches broker subprocesses through their
+    environment: the broker says so at start-up, so every response the integration tests get
+    passed the unknown/missing-field check."""
+    log = broker.log_path.read_text()
+    assert "strict protocol encoding is on (KAFKALITE_STRICT_CODEC)" in log
+    assert "EncodeError" not in log

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from kafkalite.protocol.api_keys import ApiKey
 from tests.interop.group_members import produce_numbered
 from tests.support.brokers import Cluster
 from tests.support.waiting import wait_for
@@ -45,11 +46,11 @@ def cluster(zookeeper: Any, tmp_path_factory: Any) -> Any:
 def group_view(cluster: Any, group: str) -> tuple[dict[str, Any], dict[int, int]]:
     """(DescribeGroups entry, committed offset per partition) from the group's coordinator."""
     def coordinator() -> Any:
-        r = request(cluster.bootstrap, 10, 2, {"key": group, "key_type": 0})
+        r = request(cluster.bootstrap, ApiKey.FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
         return f"{r['host']}:{r['port']}" if r["error_code"] == 0 else None
     where = wait_for(coordinator, 30, "the coordinator")
-    desc = request(where, 15, 4, {"groups": [group], "include_authorized_operations": False})["groups"][0]
-    fetched = request(where, 9, 5, {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": list(range(PARTITIONS))}]})
+    desc = request(where, ApiKey.DESCRIBE_GROUPS, 4, {"groups": [group], "include_authorized_operations": False})["groups"][0]
+    fetched = request(where, ApiKey.OFFSET_FETCH, 5, {"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": list(range(PARTITIONS))}]})
     return desc, {p["partition_index"]: p["committed_offset"] for p in fetched["topics"][0]["partitions"]}
 
 

@@ -11,6 +11,7 @@ import struct
 from typing import Any
 
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 
 _SIZE = struct.Struct(">i")
 
@@ -75,12 +76,12 @@ class Wire:
         assert data == b"", f"expected the broker to close the connection, got {len(data)} bytes: {data[:40]!r}"
 
     # -- requests ----------------------------------------------------------------------------------
-    def encode(self, api_key: int, version: int, body: dict) -> bytes:
+    def encode(self, api_key: ApiKey, version: int, body: dict) -> bytes:
         self.correlation_id += 1
         parts = codec.encode_request(api_key, version, self.correlation_id, self.client_id, body)
         return b"".join(bytes(p) for p in parts)
 
-    def request(self, api_key: int, version: int, body: dict) -> dict:
+    def request(self, api_key: ApiKey, version: int, body: dict) -> dict:
         """Send one request and return the decoded response body (correlation id checked)."""
         self.send_raw(self.encode(api_key, version, body))
         frame = self.read_frame()
@@ -89,7 +90,14 @@ class Wire:
         return resp
 
 
-def request(bootstrap: str, api_key: int, version: int, body: dict, timeout: float = 30.0) -> dict:
+def metadata_body(topics: list[str] | None, allow_auto_topic_creation: bool = False) -> dict:
+    """A complete Metadata v8 request body (the suite encodes strictly: every v8 field is given)."""
+    return {"topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation,
+            "include_cluster_authorized_operations": False, "include_topic_authorized_operations": False}
+
+
+def request(bootstrap: str, api_key: ApiKey, version: int, body: dict, timeout: float = 30.0) -> dict:
     """One request on a fresh connection."""
     with Wire(bootstrap, timeout) as w:
         return w.request(api_key, version, body)

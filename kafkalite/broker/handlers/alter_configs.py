@@ -14,6 +14,7 @@ configs: a BROKER resource is refused the way Kafka refuses a key that is not dy
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from twisted.internet import defer
@@ -22,6 +23,8 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import TOPIC_KEYS, ConfigError, validate_topic_overrides
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +77,7 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str
 
 
 @defer.inlineCallbacks
-def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
+def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> Any:
     responses = []
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
@@ -113,11 +116,11 @@ def _alter(ctx: RequestContext, req: dict[str, Any], incremental: bool) -> Any:
     return {"throttle_time_ms": 0, "responses": responses}
 
 
-@api(33, 0, 1)
-def handle_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.ALTER_CONFIGS, 0, 1)
+def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> Any:
     return _alter(ctx, req, incremental=False)
 
 
-@api(44, 0, 0)
-def handle_incremental_alter_configs(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0)
+def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
     return _alter(ctx, req, incremental=True)

@@ -7,12 +7,14 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import advertised, api
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ApiVersionsRequest
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
-@api(18, 0, 3)
-def handle_api_versions(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.API_VERSIONS, 0, 3)
+def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> dict[str, Any]:
     keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()]
     error = ErrorCode.NONE
     if ctx.api_version >= 3:

@@ -14,11 +14,13 @@ from twisted.internet import defer
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ControlledShutdownRequest
 
 
-@api(7, 1, 3)
+@api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
 @defer.inlineCallbacks
-def handle_controlled_shutdown(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_controlled_shutdown(ctx: RequestContext, req: ControlledShutdownRequest) -> Any:
     code, remaining = yield ctx.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
     return {"error_code": int(code),
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

@@ -16,11 +16,12 @@ from kafkalite.broker.partition import Partition
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
 
 
-@api(21, 0, 2)
+@api(ApiKey.DELETE_RECORDS, 0, 2)
 def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> Any:
     topics: list[dict[str, Any]] = []
     waiting: list[tuple[dict[str, Any], tuple[Partition, int]]] = []

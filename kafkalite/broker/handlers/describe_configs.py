@@ -7,6 +7,8 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import DescribeConfigsRequest
 
 TOPIC = 2
 BROKER = 4
@@ -19,14 +21,14 @@ def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dic
             "config_type": TYPE_CODES.get(row.kind, 0), "documentation": row.doc if docs else None}
 
 
-@api(32, 1, 3)
-def handle_describe_configs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.DESCRIBE_CONFIGS, 1, 3)
+def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, Any]:
     synonyms = req.get("include_synonyms", False)
     docs = req.get("include_documentation", False)
     results = []
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
-        out = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
+        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
         if kind == TOPIC:
             info = ctx.metadata.topics.get(name)
             if info is None:

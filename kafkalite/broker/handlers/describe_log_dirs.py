@@ -13,11 +13,10 @@ from typing import Any
 
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
+from kafkalite.protocol.api_keys import ApiKey
 
-DESCRIBE_LOG_DIRS = 35
 
-
-@api(DESCRIBE_LOG_DIRS, 0, 2)
+@api(ApiKey.DESCRIBE_LOG_DIRS, 0, 2)
 def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
     wanted = req["topics"]
     topics = None if wanted is None else {t["topic"]: set(t["partition_index"]) for t in wanted}

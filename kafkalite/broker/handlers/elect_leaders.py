@@ -19,6 +19,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.controller.decisions import PREFERRED, UNCLEAN, ElectionResult
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import METADATA_CHANGED
+from kafkalite.protocol.api_keys import ApiKey
 
 
 def _response(version: int, results: dict[tuple[str, int], ElectionResult], top_error: int = 0) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def _response(version: int, results: dict[tuple[str, int], ElectionResult], top_
     return body
 
 
-@api(43, 0, 2)
+@api(ApiKey.ELECT_LEADERS, 0, 2)
 def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
     election_type = req.get("election_type", PREFERRED) if ctx.api_version >= 1 else PREFERRED
     everything = req["topic_partitions"] is None

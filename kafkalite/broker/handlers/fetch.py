@@ -14,12 +14,14 @@ from kafkalite.broker.partition import FetchOutOfRangeError
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FetchRequest
 
 NO_SESSION = 0
 
 
-@api(1, 4, 11)
-def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.FETCH, 4, 11)
+def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     if req.get("session_id", 0) != NO_SESSION:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                 "session_id": 0, "responses": []}
@@ -34,7 +36,7 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
         responses: list[dict[str, Any]] = []
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for topic, p in wanted:
-            entry = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+            entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                      "preferred_read_replica": -1,
                      # never null, errors included (Kafka sends MemoryRecords.EMPTY): librdkafka

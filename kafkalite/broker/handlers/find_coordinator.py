@@ -12,6 +12,8 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import FindCoordinatorRequest
 
 GROUP_KEY, TXN_KEY = 0, 1
 
@@ -21,8 +23,8 @@ def _error(code: ErrorCode, message: str) -> dict[str, Any]:
             "node_id": -1, "host": "", "port": -1}
 
 
-@api(10, 0, 3)
-def handle_find_coordinator(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.FIND_COORDINATOR, 0, 3)
+def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, Any]:
     key_type = req.get("key_type", GROUP_KEY) if ctx.api_version >= 1 else GROUP_KEY
     if key_type == TXN_KEY:
         return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")

@@ -12,6 +12,10 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest,
+                                               JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
+                                               SyncGroupRequest)
 
 
 def _coordinator(ctx: RequestContext) -> Any:
@@ -23,8 +27,8 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + host                 # Kafka's InetAddress.toString form
 
 
-@api(11, 0, 5)
-def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.JOIN_GROUP, 0, 5)
+def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     v = ctx.api_version
     session = req["session_timeout_ms"]
     rebalance = req["rebalance_timeout_ms"] if v >= 1 else session
@@ -40,8 +44,8 @@ def handle_join_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
     return d.addCallback(response)
 
 
-@api(14, 0, 3)
-def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.SYNC_GROUP, 0, 3)
+def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
     v = ctx.api_version
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
     d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
@@ -51,16 +55,16 @@ def handle_sync_group(ctx: RequestContext, req: dict[str, Any]) -> Any:
                                     "protocol_type": r[2], "protocol_name": r[3]})
 
 
-@api(12, 0, 3)
-def handle_heartbeat(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.HEARTBEAT, 0, 3)
+def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
     error = _coordinator(ctx).heartbeat(req["group_id"], req["member_id"],
                                         req.get("group_instance_id") if ctx.api_version >= 3 else None,
                                         req["generation_id"])
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
-@api(13, 0, 3)
-def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.LEAVE_GROUP, 0, 3)
+def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
     if ctx.api_version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
@@ -74,22 +78,22 @@ def handle_leave_group(ctx: RequestContext, req: dict[str, Any]) -> dict[str, An
     return {"throttle_time_ms": 0, "error_code": int(error), "members": members if not error else []}
 
 
-@api(15, 0, 4)
-def handle_describe_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.DESCRIBE_GROUPS, 0, 4)
+def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     return {"throttle_time_ms": 0, "groups": [coordinator.describe_group(g) for g in req["groups"]]}
 
 
-@api(16, 0, 2)
-def handle_list_groups(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.LIST_GROUPS, 0, 2)
+def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
     error, groups = _coordinator(ctx).list_groups()
     return {"throttle_time_ms": 0, "error_code": int(error),
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                         "group_type": "classic"} for g in groups]}
 
 
-@api(42, 0, 1)
-def handle_delete_groups(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.DELETE_GROUPS, 0, 1)
+def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
     d = _coordinator(ctx).delete_groups(list(req["groups_names"]))
     return d.addCallback(lambda results: {"throttle_time_ms": 0, "results": [
         {"group_id": g, "error_code": int(e)} for g, e in results.items()]})

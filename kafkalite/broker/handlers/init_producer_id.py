@@ -12,11 +12,13 @@ from twisted.internet import defer
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import InitProducerIdRequest
 
 
-@api(22, 0, 1)
+@api(ApiKey.INIT_PRODUCER_ID, 0, 1)
 @defer.inlineCallbacks
-def handle_init_producer_id(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     if req["transactional_id"] is not None:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
                 "producer_id": -1, "producer_epoch": -1}

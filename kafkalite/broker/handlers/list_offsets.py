@@ -6,13 +6,15 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ListOffsetsRequest
 
 LATEST = -1
 EARLIEST = -2
 
 
-@api(2, 1, 5)
-def handle_list_offsets(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.LIST_OFFSETS, 1, 5)
+def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     rm = ctx.replicas
     topics = []
     for t in req["topics"]:

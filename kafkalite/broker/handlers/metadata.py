@@ -14,6 +14,8 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import MetadataRequest
 from zk_schema.topic_names import is_valid_topic_name
 
 log = logging.getLogger(__name__)
@@ -42,14 +44,14 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     return out
 
 
-@api(3, 0, 8)
-def handle_metadata(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.METADATA, 0, 8)
+def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     cache = ctx.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
-        names = [t["name"] for t in requested]
+        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v10 (topic ids)
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     topics = []
     for name in names:

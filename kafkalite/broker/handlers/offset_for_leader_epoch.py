@@ -10,10 +10,12 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import KafkaError
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import OffsetForLeaderEpochRequest
 
 
-@api(23, 2, 3)
-def handle_offset_for_leader_epoch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3)
+def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> dict[str, Any]:
     rm = ctx.replicas
     topics = []
     for t in req["topics"]:

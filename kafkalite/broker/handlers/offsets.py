@@ -13,10 +13,12 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetFetchRequest
 
 
-@api(8, 2, 7)
-def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.OFFSET_COMMIT, 2, 7)
+def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     v = ctx.api_version
     now = ctx.now_ms
     retention = req.get("retention_time_ms", -1) if v <= 4 else -1
@@ -49,8 +51,8 @@ def handle_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
     return d.addCallback(response)
 
 
-@api(9, 1, 5)
-def handle_offset_fetch(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+@api(ApiKey.OFFSET_FETCH, 1, 5)
+def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
     v = ctx.api_version
     requested = req["topics"]
     wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]

@@ -16,6 +16,8 @@ from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import ProduceRequest
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +29,8 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
             "record_errors": [], "error_message": message}
 
 
-@api(0, 3, 8, advertise_min=0)
-def handle_produce(ctx: RequestContext, req: dict[str, Any]) -> Any:
+@api(ApiKey.PRODUCE, 3, 8, advertise_min=0)
+def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     replicas = ctx.replicas
     acks = req["acks"]
     results: list[tuple[str, list[dict[str, Any]]]] = []

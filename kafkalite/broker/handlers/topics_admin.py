@@ -17,6 +17,8 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +50,15 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
             entry["error_code"], entry["error_message"] = _error(exc)
 
 
-@api(19, 2, 4)
+@api(ApiKey.CREATE_TOPICS, 2, 4)
 @defer.inlineCallbacks
-def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     admin = ctx.topics
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
     sizes: dict[str, int] = {}
     for t in req["topics"]:
-        entry = {"name": t["name"], "error_code": 0, "error_message": None}
+        entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is not None:
@@ -92,9 +94,9 @@ def handle_create_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@api(20, 1, 3)
+@api(ApiKey.DELETE_TOPICS, 1, 3)
 @defer.inlineCallbacks
-def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
     results, jobs = [], []
     for name in req["topic_names"]:
         entry = {"name": name, "error_code": 0}
@@ -123,13 +125,13 @@ def handle_delete_topics(ctx: RequestContext, req: dict[str, Any]) -> Any:
     return {"throttle_time_ms": 0, "responses": results}
 
 
-@api(37, 0, 1)
+@api(ApiKey.CREATE_PARTITIONS, 0, 1)
 @defer.inlineCallbacks
-def handle_create_partitions(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
     for t in req["topics"]:
-        entry = {"name": t["name"], "error_code": 0, "error_message": None}
+        entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is not None:

@@ -20,14 +20,19 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[2]))
 
 from kafkalite.protocol import codec  # noqa: E402
+from kafkalite.protocol.api_keys import ApiKey  # noqa: E402
 from kafkalite.protocol.apiversions import unsupported_version_response  # noqa: E402
 from kafkalite.protocol.framing import FrameDecoder  # noqa: E402
 
 log = logging.getLogger("capture")
-ADVERTISED = {0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 8: (2, 7), 9: (1, 5), 10: (0, 2),
-              11: (0, 5), 12: (0, 3), 13: (0, 2), 14: (0, 3), 15: (0, 4), 16: (0, 2),
-              18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 1), 23: (2, 3), 32: (1, 3),
-              37: (0, 1), 42: (0, 1)}
+ADVERTISED = {
+    ApiKey.PRODUCE: (0, 8), ApiKey.FETCH: (4, 11), ApiKey.LIST_OFFSETS: (1, 5), ApiKey.METADATA: (0, 8),
+    ApiKey.OFFSET_COMMIT: (2, 7), ApiKey.OFFSET_FETCH: (1, 5), ApiKey.FIND_COORDINATOR: (0, 2),
+    ApiKey.JOIN_GROUP: (0, 5), ApiKey.HEARTBEAT: (0, 3), ApiKey.LEAVE_GROUP: (0, 2), ApiKey.SYNC_GROUP: (0, 3),
+    ApiKey.DESCRIBE_GROUPS: (0, 4), ApiKey.LIST_GROUPS: (0, 2), ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 4), ApiKey.DELETE_TOPICS: (1, 3), ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3), ApiKey.DESCRIBE_CONFIGS: (1, 3), ApiKey.CREATE_PARTITIONS: (0, 1),
+    ApiKey.DELETE_GROUPS: (0, 1)}
 TOPIC = "captured-topic"
 
 
@@ -46,25 +51,25 @@ class Recorder:
 
 def answer(header: codec.RequestHeader, body: dict, port: int) -> list | None:
     key, ver, corr = header.api_key, header.api_version, header.correlation_id
-    if key == 18:
+    if key == ApiKey.API_VERSIONS:
         if ver > 3:
             return unsupported_version_response(corr, 0, 3)
-        return codec.encode_response(18, ver, corr, {"error_code": 0, "api_keys": [
+        return codec.encode_response(ApiKey.API_VERSIONS, ver, corr, {"error_code": 0, "api_keys": [
             {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in ADVERTISED.items()]})
-    if key == 3:
+    if key == ApiKey.METADATA:
         topics = [t["name"] for t in (body["topics"] or [])] or [TOPIC]
-        return codec.encode_response(3, ver, corr, {
+        return codec.encode_response(ApiKey.METADATA, ver, corr, {
             "brokers": [{"node_id": 1, "host": "127.0.0.1", "port": port, "rack": None}],
             "cluster_id": "capture", "controller_id": 1,
             "topics": [{"error_code": 0, "name": t, "partitions": [
                 {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 0,
                  "replica_nodes": [1], "isr_nodes": [1], "offline_replicas": []}]} for t in topics]})
-    if key == 22:
-        return codec.encode_response(22, ver, corr, {"producer_id": 1000, "producer_epoch": 0})
-    if key == 0:
+    if key == ApiKey.INIT_PRODUCER_ID:
+        return codec.encode_response(ApiKey.INIT_PRODUCER_ID, ver, corr, {"producer_id": 1000, "producer_epoch": 0})
+    if key == ApiKey.PRODUCE:
         if body["acks"] == 0:
             return []
-        return codec.encode_response(0, ver, corr, {"responses": [
+        return codec.encode_response(ApiKey.PRODUCE, ver, corr, {"responses": [
             {"name": t["name"], "partition_responses": [
                 {"index": p["index"], "base_offset": 0} for p in t["partition_data"]]}
             for t in body["topic_data"]]})

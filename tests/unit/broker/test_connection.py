@@ -13,6 +13,7 @@ from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import Clock
 from kafkalite.net.server import NO_RESPONSE, KafkaConnection
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 
 registry.load_handlers()
 
@@ -69,7 +70,7 @@ def test_responses_leave_in_request_order() -> None:
     nothing (acks=0), request 4 follows; the wire carries 1, 2, 4 in that order."""
     dispatcher = SlowFirst()
     conn, transport = connect(dispatcher)
-    conn.dataReceived(b"".join(request(18, 0, c) for c in (1, 2, 3, 4)))
+    conn.dataReceived(b"".join(request(ApiKey.API_VERSIONS, 0, c) for c in (1, 2, 3, 4)))
     assert dispatcher.seen == [1] and transport.value() == b""
     dispatcher.release.callback(None)
     assert dispatcher.seen == [1, 2, 3, 4]
@@ -79,7 +80,7 @@ def test_responses_leave_in_request_order() -> None:
 def test_api_versions_too_high_gets_v0_error_answer() -> None:
     """ApiVersions v99: header v0, error 35, one entry for key 18 with our range."""
     conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
-    conn.dataReceived(raw_frame(18, 99, 5, b"\xff\xff\x00"))
+    conn.dataReceived(raw_frame(ApiKey.API_VERSIONS, 99, 5, b"\xff\xff\x00"))
     [resp] = responses(transport.value())
     corr, error, count, key, lo, hi = struct.unpack(">ihihhh", resp)
     assert (corr, error, count, key, lo, hi) == (5, 35, 1, 18, 0, 3)
@@ -90,8 +91,8 @@ def test_api_versions_lists_the_registry() -> None:
     """The served table comes from the handler registry; Produce is advertised from v0 for
     librdkafka's compression check but served from v3."""
     conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
-    conn.dataReceived(request(18, 3, 9, {"client_software_name": "t", "client_software_version": "1"}))
-    corr, body = codec.decode_response(18, 3, responses(transport.value())[0])
+    conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 9, {"client_software_name": "t", "client_software_version": "1"}))
+    corr, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert corr == 9 and body["error_code"] == 0
     assert table[0] == (0, 8) and table[1] == (4, 11) and table[3] == (0, 8)
@@ -100,7 +101,7 @@ def test_api_versions_lists_the_registry() -> None:
 
 def test_unknown_key_and_refused_versions_close_the_connection() -> None:
     for frame in (raw_frame(999, 0, 1),
-                  request(0, 2, 1, {"acks": 1, "timeout_ms": 1, "topic_data": []})):
+                  request(ApiKey.PRODUCE, 2, 1, {"acks": 1, "timeout_ms": 1, "topic_data": []})):
         conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
         conn.dataReceived(frame)
         assert transport.value() == b"" and conn.closed
@@ -130,7 +131,7 @@ def test_many_pipelined_already_fired_answers_do_not_recurse() -> None:
     transport = StringTransport()
     conn.makeConnection(transport)
     count = 5000
-    conn.dataReceived(b"".join(request(18, 0, c) for c in range(count)))
+    conn.dataReceived(b"".join(request(ApiKey.API_VERSIONS, 0, c) for c in range(count)))
     answered = [struct.unpack(">i", r)[0] for r in responses(transport.value())]
     assert answered == list(range(count))
     assert not conn.busy and not transport.disconnecting

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from kafkalite.protocol import codec, primitives
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import (EncodeError, InvalidFrameError, ProtocolError,
                                        TruncatedError, UnknownApiError, UnsupportedVersionError)
 from kafkalite.protocol.schema import load_tables
@@ -25,7 +26,7 @@ def _body_frame(api_key: int, version: int, body: dict) -> bytes:
 
 
 def _produce_frame() -> bytes:
-    return _body_frame(0, 8, {"acks": 1, "timeout_ms": 5, "topic_data": [
+    return _body_frame(ApiKey.PRODUCE, 8, {"transactional_id": None, "acks": 1, "timeout_ms": 5, "topic_data": [
         {"name": "t", "partition_data": [{"index": 0, "records": b"r" * 40}]}]})
 
 
@@ -40,7 +41,7 @@ def test_every_truncation_of_a_produce_request_is_typed() -> None:
 
 def test_truncated_flexible_request_is_typed() -> None:
     """Same for a flexible message (ApiVersions v3: compact strings and tag sections)."""
-    frame = _body_frame(18, 3, {"client_software_name": "n", "client_software_version": "1"})
+    frame = _body_frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "n", "client_software_version": "1"})
     for cut in range(len(frame)):
         with pytest.raises(TruncatedError):
             codec.decode_request(frame[:cut])
@@ -119,7 +120,7 @@ def test_unknown_api_and_versions() -> None:
     with pytest.raises(UnsupportedVersionError):
         codec.read_request_header(struct.pack(">hhih", 0, -1, 5, -1))
     with pytest.raises(UnsupportedVersionError):
-        codec.encode_response(1, 99, 1, {})
+        codec.encode_response(ApiKey.FETCH, 99, 1, {})
     with pytest.raises(UnknownApiError):
         codec.valid_versions(4)   # LeaderAndIsr: not in the tables
 
@@ -142,14 +143,14 @@ def test_encode_errors_are_typed() -> None:
     """Wrong values on encode raise EncodeError: null where not nullable, out-of-range ints,
     non-bytes records, over-long classic strings."""
     with pytest.raises(EncodeError):
-        codec.encode_request(3, 1, 1, "c", {"topics": [{"name": None}]})
+        codec.encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": [{"name": None}]})
     with pytest.raises(EncodeError):
-        codec.encode_response(12, 0, 1, {"error_code": 70000})
+        codec.encode_response(ApiKey.HEARTBEAT, 0, 1, {"error_code": 70000})
     with pytest.raises(EncodeError):
-        codec.encode_request(0, 8, 1, "c", {"topic_data": [{"name": "t", "partition_data": [
+        codec.encode_request(ApiKey.PRODUCE, 8, 1, "c", {"topic_data": [{"name": "t", "partition_data": [
             {"index": 0, "records": "not bytes"}]}]})
     with pytest.raises(EncodeError):
-        codec.encode_request(3, 1, 1, "c", {"topics": [{"name": "x" * 40000}]})
+        codec.encode_request(ApiKey.METADATA, 1, 1, "c", {"topics": [{"name": "x" * 40000}]})
 
 
 # ---------------------------------------------------------------------------- fuzzing

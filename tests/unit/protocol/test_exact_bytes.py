@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from kafkalite.protocol import codec, primitives
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.apiversions import unsupported_version_response
 
 pytestmark = pytest.mark.unit
@@ -15,29 +16,29 @@ def _hex(parts: list) -> str:
 
 def test_api_versions_v0_request() -> None:
     """Header v1: key 18, version 0, correlation 1, client id "abc"; empty body."""
-    assert _hex(codec.encode_request(18, 0, 1, "abc", {})) == \
+    assert _hex(codec.encode_request(ApiKey.API_VERSIONS, 0, 1, "abc", {})) == \
         "00 00 00 0d 00 12 00 00 00 00 00 01 00 03 61 62 63"
 
 
 def test_api_versions_v3_request_header_v2_keeps_classic_client_id() -> None:
     """Header v2: ClientId has an INT16 length, then an empty tag section; the body uses
     compact strings (length+1) and ends with its own tag section."""
-    parts = codec.encode_request(18, 3, 2, "ab", {"client_software_name": "k",
-                                                  "client_software_version": "1"})
+    parts = codec.encode_request(ApiKey.API_VERSIONS, 3, 2, "ab", {"client_software_name": "k",
+                                                                   "client_software_version": "1"})
     assert _hex(parts) == ("00 00 00 12 00 12 00 03 00 00 00 02 00 02 61 62 00"
                            " 02 6b 02 31 00")
 
 
 def test_api_versions_v0_response() -> None:
     """v0 response: correlation id, ErrorCode, INT32 array count, entries of 3 INT16."""
-    parts = codec.encode_response(18, 0, 5, {"error_code": 0, "api_keys": [
+    parts = codec.encode_response(ApiKey.API_VERSIONS, 0, 5, {"error_code": 0, "api_keys": [
         {"api_key": 0, "min_version": 0, "max_version": 8}]})
     assert _hex(parts) == "00 00 00 10 00 00 00 05 00 00 00 00 00 01 00 00 00 00 00 08"
 
 
 def test_api_versions_v3_response_uses_header_v0() -> None:
     """v3 body is flexible but the header is the bare correlation id (no tag byte)."""
-    parts = codec.encode_response(18, 3, 5, {"error_code": 0, "api_keys": [
+    parts = codec.encode_response(ApiKey.API_VERSIONS, 3, 5, {"error_code": 0, "api_keys": [
         {"api_key": 18, "min_version": 0, "max_version": 3}], "throttle_time_ms": 0})
     assert _hex(parts) == ("00 00 00 13 00 00 00 05 00 00 02 00 12 00 00 00 03 00"
                            " 00 00 00 00 00")
@@ -45,7 +46,7 @@ def test_api_versions_v3_response_uses_header_v0() -> None:
 
 def test_flexible_response_header_v1_has_tag_byte() -> None:
     """A flexible non-ApiVersions response (Heartbeat v4) gets header v1: corr + 00."""
-    assert _hex(codec.encode_response(12, 4, 9, {"error_code": 27})) == \
+    assert _hex(codec.encode_response(ApiKey.HEARTBEAT, 4, 9, {"throttle_time_ms": 0, "error_code": 27})) == \
         "00 00 00 0c 00 00 00 09 00 00 00 00 00 00 1b 00"
 
 
@@ -57,9 +58,9 @@ def test_unsupported_version_answer() -> None:
 
 def test_metadata_v1_request() -> None:
     """Metadata v1 with one topic "foo" and with null topics (= all topics)."""
-    assert _hex(codec.encode_request(3, 1, 7, "c", {"topics": [{"name": "foo"}]})) == \
+    assert _hex(codec.encode_request(ApiKey.METADATA, 1, 7, "c", {"topics": [{"name": "foo"}]})) == \
         "00 00 00 14 00 03 00 01 00 00 00 07 00 01 63 00 00 00 01 00 03 66 6f 6f"
-    assert _hex(codec.encode_request(3, 1, 7, None, {"topics": None})) == \
+    assert _hex(codec.encode_request(ApiKey.METADATA, 1, 7, None, {"topics": None})) == \
         "00 00 00 0e 00 03 00 01 00 00 00 07 ff ff ff ff ff ff"
 
 
@@ -87,10 +88,11 @@ def test_zigzag_varint(value: int, encoded: str) -> None:
 
 def test_header_parse_only() -> None:
     """read_request_header reports where the body starts, for v1 and v2 headers."""
-    frame = b"".join(codec.encode_request(18, 3, 2, "ab", {}))[4:]
+    frame = b"".join(codec.encode_request(ApiKey.API_VERSIONS, 3, 2, "ab", {"client_software_name": "",
+                                                                            "client_software_version": ""}))[4:]
     header = codec.read_request_header(frame)
     assert header == codec.RequestHeader(18, 3, 2, "ab", 13)
-    frame = b"".join(codec.encode_request(3, 1, 7, None, {"topics": None}))[4:]
+    frame = b"".join(codec.encode_request(ApiKey.METADATA, 1, 7, None, {"topics": None}))[4:]
     assert codec.read_request_header(frame).body_offset == 10
     assert codec.read_request_header(frame).client_id is None
 

@@ -13,6 +13,7 @@ import pkgutil
 import pytest
 
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.schema import load_tables
 from protocol_samples import sample_message
 
@@ -91,7 +92,7 @@ def test_we_decode_aiokafka_produce_and_fetch() -> None:
     assert bytes(part["records"]) == records
 
     raw = FetchResponse_v11(5, 0, 77, [("t", [(2, 0, 100, 90, 10, [(9, 80)], -1, records)])]).encode()
-    _corr, body = codec.decode_response(1, 11, b"\x00\x00\x00\x01" + raw)
+    _corr, body = codec.decode_response(ApiKey.FETCH, 11, b"\x00\x00\x00\x01" + raw)
     assert body["throttle_time_ms"] == 5 and body["session_id"] == 77
     p = body["responses"][0]["partitions"][0]
     assert (p["partition_index"], p["high_watermark"], p["last_stable_offset"],

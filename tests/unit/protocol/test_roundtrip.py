@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from kafkalite.protocol import codec
+from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.schema import load_tables
 from protocol_samples import all_versions, sample_message
 
@@ -55,10 +56,10 @@ def test_every_api_and_version_is_covered() -> None:
     assert len(CASES) == 2 * total
 
 
-def test_missing_fields_take_descriptor_defaults() -> None:
-    """An empty dict encodes with the defaults: MaxBytes 0x7fffffff, ReplicaId -1,
-    IsolationLevel 0 in a Fetch v11 request; decode reports them."""
-    frame = _joined(codec.encode_request(1, 11, 1, None, {}))
+def test_missing_fields_take_descriptor_defaults(lenient_codec: None) -> None:
+    """Production (non-strict) encoding: an empty dict encodes with the defaults: MaxBytes
+    0x7fffffff, ReplicaId -1, IsolationLevel 0 in a Fetch v11 request; decode reports them."""
+    frame = _joined(codec.encode_request(ApiKey.FETCH, 11, 1, None, {}))
     _header, body = codec.decode_request(frame[4:])
     assert body["max_bytes"] == 0x7FFFFFFF
     assert body["replica_id"] == -1
@@ -68,7 +69,7 @@ def test_missing_fields_take_descriptor_defaults() -> None:
 
 def test_fields_absent_from_version_decode_to_defaults() -> None:
     """A Metadata v0 request reports AllowAutoTopicCreation as its default (true)."""
-    frame = _joined(codec.encode_request(3, 0, 1, "x", {"topics": []}))
+    frame = _joined(codec.encode_request(ApiKey.METADATA, 0, 1, "x", {"topics": []}))
     _header, body = codec.decode_request(frame[4:])
     assert body["allow_auto_topic_creation"] is True
 
@@ -76,8 +77,8 @@ def test_fields_absent_from_version_decode_to_defaults() -> None:
 def test_records_decode_zero_copy_into_frame() -> None:
     """The Produce records field is a memoryview into the frame: patching it patches the frame."""
     records = bytes(range(64))
-    frame = bytearray(_joined(codec.encode_request(0, 8, 1, "p", {
-        "acks": -1, "timeout_ms": 1000,
+    frame = bytearray(_joined(codec.encode_request(ApiKey.PRODUCE, 8, 1, "p", {
+        "transactional_id": None, "acks": -1, "timeout_ms": 1000,
         "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": records}]}]}))[4:])
     _header, body = codec.decode_request(frame)
     view = body["topic_data"][0]["partition_data"][0]["records"]
@@ -89,12 +90,15 @@ def test_records_decode_zero_copy_into_frame() -> None:
 def test_chunked_records_are_passed_by_reference() -> None:
     """A Fetch v11 response with ten 16 KiB chunks keeps each chunk as its own buffer."""
     chunks = [bytes([i]) * 16384 for i in range(10)]
-    parts = codec.encode_response(1, 11, 9, {"responses": [{"topic": "t", "partitions": [
-        {"partition_index": 0, "records": chunks}]}]})
+    parts = codec.encode_response(ApiKey.FETCH, 11, 9, {
+        "throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [{"topic": "t", "partitions": [
+            {"partition_index": 0, "error_code": 0, "high_watermark": 10, "last_stable_offset": 10,
+             "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": chunks}]}]})
     assert [p for p in parts if p in chunks] == chunks
     assert all(any(p is c for p in parts) for c in chunks)
     frame = _joined(parts)
-    _corr, body = codec.decode_response(1, 11, frame[4:])
+    _corr, body = codec.decode_response(ApiKey.FETCH, 11, frame[4:])
     assert body["responses"][0]["partitions"][0]["records"] == b"".join(chunks)
 
 
@@ -104,8 +108,9 @@ def test_small_chunks_and_memoryviews_are_accepted() -> None:
     forms = [data, bytearray(data), memoryview(data), [data[:10], memoryview(data)[10:50], bytearray(data[50:])]]
     frames = set()
     for form in forms:
-        frames.add(_joined(codec.encode_request(0, 8, 1, "p", {"topic_data": [
-            {"name": "t", "partition_data": [{"index": 0, "records": form}]}]})))
+        frames.add(_joined(codec.encode_request(ApiKey.PRODUCE, 8, 1, "p", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 1000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": form}]}]})))
     assert len(frames) == 1
     _h, body = codec.decode_request(frames.pop()[4:])
     assert body["topic_data"][0]["partition_data"][0]["records"] == data
@@ -118,7 +123,7 @@ def test_unknown_tags_are_skipped() -> None:
     body = (b"\x00\x00" + b"\x02" + b"\x00\x12\x00\x00\x00\x03\x00" + b"\x00\x00\x00\x00"
             + b"\x02" + b"\x63\x03abc" + b"\x01\x08" + (5).to_bytes(8, "big"))
     frame = (7).to_bytes(4, "big") + body
-    corr, decoded = codec.decode_response(18, 3, frame)
+    corr, decoded = codec.decode_response(ApiKey.API_VERSIONS, 3, frame)
     assert corr == 7
     assert decoded["finalized_features_epoch"] == 5
     assert decoded["api_keys"] == [{"api_key": 18, "min_version": 0, "max_version": 3}]
@@ -126,7 +131,8 @@ def test_unknown_tags_are_skipped() -> None:
 
 def test_tagged_fields_written_only_when_not_default() -> None:
     """ApiVersions v3 with default tagged fields ends with an empty tag section (single 00)."""
-    frame = _joined(codec.encode_response(18, 3, 1, {"api_keys": []}))
+    frame = _joined(codec.encode_response(ApiKey.API_VERSIONS, 3, 1, {"error_code": 0, "api_keys": [],
+                                                                       "throttle_time_ms": 0}))
     assert frame[4:] == (1).to_bytes(4, "big") + b"\x00\x00" + b"\x01" + b"\x00\x00\x00\x00" + b"\x00"
 
 

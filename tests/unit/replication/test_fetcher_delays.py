@@ -14,7 +14,8 @@ from twisted.internet import defer, task
 
 from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.net.client import ConnectionLost
-from kafkalite.replication.fetcher import FETCH, OFFSET_FOR_LEADER_EPOCH, ReplicaFetcher
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.replication.fetcher import ReplicaFetcher
 
 BACKOFF_MS = 1000
 CONFIG = {"replica.fetch.backoff.ms": BACKOFF_MS, "replica.socket.timeout.ms": 30000,
@@ -119,65 +120,65 @@ def setup() -> Iterator[tuple[task.Clock, Leader, ReplicaFetcher]]:
 def follow_and_truncate(clock: task.Clock, leader: Leader, fetcher: ReplicaFetcher, *indexes: int) -> None:
     for i in indexes:
         fetcher.add(partition(i))
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
 
 
 def test_a_partition_answered_with_an_error_is_delayed_the_others_fetched_at_once(setup) -> None:
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0, 1)
-    first = leader.take(FETCH)
+    first = leader.take(ApiKey.FETCH)
     assert partitions_in(first) == [0, 1]
     answer_fetch(first, {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})
-    second = leader.take(FETCH)                  # no clock advance: the healthy one goes on at once
+    second = leader.take(ApiKey.FETCH)           # no clock advance: the healthy one goes on at once
     assert partitions_in(second) == [1]
     answer_fetch(second)
-    assert partitions_in(leader.take(FETCH)) == [1]    # still without the delayed one
-    answer_fetch(leader.take(FETCH))
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [1]  # still without the delayed one
+    answer_fetch(leader.take(ApiKey.FETCH))
     clock.advance(BACKOFF)
-    answer_fetch(leader.take(FETCH))             # the first round after its delay includes it again
-    assert partitions_in(leader.take(FETCH)) == [0, 1]
+    answer_fetch(leader.take(ApiKey.FETCH))      # the first round after its delay includes it again
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0, 1]
 
 
 def test_an_error_while_a_partition_is_delayed_does_not_extend_its_delay(setup) -> None:
     """Kafka's delayPartitions leaves an already delayed partition's deadline alone."""
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    answer_fetch(leader.take(FETCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
+    answer_fetch(leader.take(ApiKey.FETCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
     clock.advance(BACKOFF / 2)
     fetcher.delay(fetcher.partitions.values())
-    assert not leader.outstanding(FETCH)
+    assert not leader.outstanding(ApiKey.FETCH)
     clock.advance(BACKOFF / 2)
-    assert partitions_in(leader.take(FETCH)) == [0]
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0]
 
 
 def test_a_failed_truncation_delays_only_that_partition(setup) -> None:
     clock, leader, fetcher = setup
     fetcher.add(partition(0))
     fetcher.add(partition(1))
-    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    req = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     assert partitions_in(req) == [0, 1]
     answer_epochs(req, {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
-    assert partitions_in(leader.take(FETCH)) == [1]      # fetched at once, not after a back-off
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [1]  # fetched at once, not after a back-off
     clock.advance(BACKOFF - 0.01)
-    answer_fetch(leader.take(FETCH))
-    assert partitions_in(leader.take(FETCH)) == [1]      # a round before its delay ends: not retried
-    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    answer_fetch(leader.take(ApiKey.FETCH))
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [1]  # a round before its delay ends: not retried
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     clock.advance(0.01)
-    answer_fetch(leader.take(FETCH))
-    retry = leader.take(OFFSET_FOR_LEADER_EPOCH)         # the first round after it
+    answer_fetch(leader.take(ApiKey.FETCH))
+    retry = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)  # the first round after it
     assert partitions_in(retry) == [0]
     answer_epochs(retry)
-    answer_fetch(leader.take(FETCH))
-    assert partitions_in(leader.take(FETCH)) == [0, 1]
+    answer_fetch(leader.take(ApiKey.FETCH))
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0, 1]
 
 
 def test_nothing_fetchable_waits_only_until_truncation_completes(setup) -> None:
     """Every partition still truncating is no reason to sleep a whole back-off once one is done."""
     clock, leader, fetcher = setup
     fetcher.add(partition(0))
-    assert not leader.outstanding(FETCH)
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
-    assert partitions_in(leader.take(FETCH)) == [0]      # at once, no clock advance
+    assert not leader.outstanding(ApiKey.FETCH)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0]  # at once, no clock advance
 
 
 def test_a_partition_added_during_a_parked_fetch_is_truncated_then_fetched_in_the_next_round(setup) -> None:
@@ -185,36 +186,36 @@ def test_a_partition_added_during_a_parked_fetch_is_truncated_then_fetched_in_th
     and the same round fetches the new partition with the others (no back-off in between)."""
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    parked = leader.take(FETCH)                  # the leader holds it (long poll)
+    parked = leader.take(ApiKey.FETCH)           # the leader holds it (long poll)
     fetcher.add(partition(1))
-    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     answer_fetch(parked)
-    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    req = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     assert partitions_in(req) == [1] and req.conn is parked.conn
     answer_epochs(req)
-    assert partitions_in(leader.take(FETCH)) == [0, 1]
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0, 1]
 
 
 def test_partitions_added_in_one_reactor_turn_share_one_truncation_request(setup) -> None:
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    answer_fetch(leader.take(FETCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})   # now idle: 0 is delayed
+    answer_fetch(leader.take(ApiKey.FETCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})  # now idle: 0 is delayed
     for i in (1, 2, 3):
         fetcher.add(partition(i))
-    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [1, 2, 3]
+    assert partitions_in(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)) == [1, 2, 3]
 
 
 def test_a_failed_fetch_request_backs_off_its_partitions_and_reconnects(setup) -> None:
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    req = leader.take(FETCH)
+    req = leader.take(ApiKey.FETCH)
     req.conn.closed = True
     req.d.errback(ConnectionLost("reset"))
-    assert not leader.outstanding(FETCH)
+    assert not leader.outstanding(ApiKey.FETCH)
     clock.advance(BACKOFF - 0.01)
-    assert not leader.outstanding(FETCH)
+    assert not leader.outstanding(ApiKey.FETCH)
     clock.advance(0.01)
-    again = leader.take(FETCH)
+    again = leader.take(ApiKey.FETCH)
     assert partitions_in(again) == [0] and again.conn is not req.conn
 
 
@@ -222,10 +223,10 @@ def test_a_truncation_finished_meanwhile_ends_the_back_off_after_a_failed_fetch(
     """Delays are per partition: a partition ready during another's back-off is fetched at once."""
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    leader.take(FETCH).d.errback(ConnectionLost("reset"))
+    leader.take(ApiKey.FETCH).d.errback(ConnectionLost("reset"))
     fetcher.add(partition(1))
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
-    assert partitions_in(leader.take(FETCH)) == [1]
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [1]
 
 
 def test_an_answer_for_an_earlier_incarnation_is_ignored(setup) -> None:
@@ -233,24 +234,24 @@ def test_an_answer_for_an_earlier_incarnation_is_ignored(setup) -> None:
     delays nor advances the new state, which truncates first."""
     clock, leader, fetcher = setup
     follow_and_truncate(clock, leader, fetcher, 0)
-    old = leader.take(FETCH)
+    old = leader.take(ApiKey.FETCH)
     fetcher.remove(("t", 0))
     fetcher.add(partition(0, epoch=2))
     answer_fetch(old, {0: ErrorCode.FENCED_LEADER_EPOCH})
     assert not any(f.delayed_until for f in fetcher.partitions.values())
-    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    req = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     assert req.body["topics"][0]["partitions"][0]["current_leader_epoch"] == 2
     answer_epochs(req)
-    assert partitions_in(leader.take(FETCH)) == [0]
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0]
 
 
 def test_truncation_answer_applies_the_divergence(setup) -> None:
     clock, leader, fetcher = setup
     part = partition(0, end=15)
     fetcher.add(part)
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))     # the leader's epoch ends at 10
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))  # the leader's epoch ends at 10
     assert part.log.log_end_offset == 10 and part.high_watermark == 10
-    assert leader.take(FETCH).body["topics"][0]["partitions"][0]["fetch_offset"] == 10
+    assert leader.take(ApiKey.FETCH).body["topics"][0]["partitions"][0]["fetch_offset"] == 10
 
 
 def test_with_every_partition_delayed_the_fetcher_waits_until_the_first_is_due(setup) -> None:
@@ -258,28 +259,28 @@ def test_with_every_partition_delayed_the_fetcher_waits_until_the_first_is_due(s
     added meanwhile is truncated at once instead of waiting it out."""
     clock, leader, fetcher = setup
     fetcher.add(partition(0))
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.NOT_LEADER_OR_FOLLOWER})
     clock.advance(BACKOFF / 2)
-    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH) and not leader.outstanding(FETCH)
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH) and not leader.outstanding(ApiKey.FETCH)
     fetcher.add(partition(1))
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH))
-    answer_fetch(leader.take(FETCH))
-    leader.take(FETCH).d.callback({"error_code": ErrorCode.NONE, "responses": []})   # long poll ended empty
-    fetch = leader.take(FETCH)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    answer_fetch(leader.take(ApiKey.FETCH))
+    leader.take(ApiKey.FETCH).d.callback({"error_code": ErrorCode.NONE, "responses": []})  # long poll ended empty
+    fetch = leader.take(ApiKey.FETCH)
     assert partitions_in(fetch) == [1]
     clock.advance(BACKOFF / 2)
     answer_fetch(fetch)
-    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [0]
+    assert partitions_in(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)) == [0]
 
 
 def test_a_lone_refused_truncation_is_retried_after_one_back_off(setup) -> None:
     clock, leader, fetcher = setup
     fetcher.add(partition(0))
-    answer_epochs(leader.take(OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH), {0: ErrorCode.UNKNOWN_LEADER_EPOCH})
     clock.advance(BACKOFF - 0.01)
-    assert not leader.outstanding(OFFSET_FOR_LEADER_EPOCH)
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     clock.advance(0.01)
-    assert partitions_in(leader.take(OFFSET_FOR_LEADER_EPOCH)) == [0]
+    assert partitions_in(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)) == [0]
 
 
 class OfflineLog(FakeLog):
@@ -301,7 +302,7 @@ def test_a_partition_whose_log_dir_failed_is_delayed_alone(setup) -> None:
     broken.log = OfflineLog(10)
     fetcher.add(broken)
     fetcher.add(partition(1))
-    req = leader.take(OFFSET_FOR_LEADER_EPOCH)
+    req = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
     answer_epochs(req)
-    fetch = leader.take(FETCH)
+    fetch = leader.take(ApiKey.FETCH)
     assert partitions_in(fetch) == [1] and fetch.conn is req.conn and not req.conn.closed
