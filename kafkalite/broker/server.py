@@ -55,6 +55,7 @@ from zk_schema.brokers import BrokerRegistration, EndPoint
 
 log = logging.getLogger(__name__)
 
+
 class KafkaBroker:
     """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
 

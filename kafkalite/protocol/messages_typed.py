@@ -273,6 +273,49 @@ class DeleteGroupsResponse(TypedDict):
     results: list[DeleteGroupsResponseDeletableGroupResult]
 
 
+class DeleteRecordsRequestDeleteRecordsPartition(TypedDict):
+    """DeleteRecordsRequest's DeleteRecordsPartition struct."""
+
+    partition_index: int
+    offset: int
+
+
+class DeleteRecordsRequestDeleteRecordsTopic(TypedDict):
+    """DeleteRecordsRequest's DeleteRecordsTopic struct."""
+
+    name: str
+    partitions: list[DeleteRecordsRequestDeleteRecordsPartition]
+
+
+class DeleteRecordsRequest(TypedDict):
+    """DeleteRecordsRequest: the request body, API key 21, versions 0-2."""
+
+    topics: list[DeleteRecordsRequestDeleteRecordsTopic]
+    timeout_ms: int
+
+
+class DeleteRecordsResponseDeleteRecordsPartitionResult(TypedDict):
+    """DeleteRecordsResponse's DeleteRecordsPartitionResult struct."""
+
+    partition_index: int
+    low_watermark: int
+    error_code: int
+
+
+class DeleteRecordsResponseDeleteRecordsTopicResult(TypedDict):
+    """DeleteRecordsResponse's DeleteRecordsTopicResult struct."""
+
+    name: str
+    partitions: list[DeleteRecordsResponseDeleteRecordsPartitionResult]
+
+
+class DeleteRecordsResponse(TypedDict):
+    """DeleteRecordsResponse: the response body, API key 21, versions 0-2."""
+
+    throttle_time_ms: int
+    topics: list[DeleteRecordsResponseDeleteRecordsTopicResult]
+
+
 class DeleteTopicsRequestDeleteTopicState(TypedDict):
     """DeleteTopicsRequest's DeleteTopicState struct."""
 
@@ -394,6 +437,88 @@ class DescribeGroupsResponse(TypedDict):
 
     throttle_time_ms: NotRequired[int]
     groups: list[DescribeGroupsResponseDescribedGroup]
+
+
+class DescribeLogDirsRequestDescribableLogDirTopic(TypedDict):
+    """DescribeLogDirsRequest's DescribableLogDirTopic struct."""
+
+    topic: str
+    partition_index: list[int]
+
+
+class DescribeLogDirsRequest(TypedDict):
+    """DescribeLogDirsRequest: the request body, API key 35, versions 0-2."""
+
+    topics: list[DescribeLogDirsRequestDescribableLogDirTopic] | None
+
+
+class DescribeLogDirsResponseDescribeLogDirsPartition(TypedDict):
+    """DescribeLogDirsResponse's DescribeLogDirsPartition struct."""
+
+    partition_index: int
+    partition_size: int
+    offset_lag: int
+    is_future_key: bool
+
+
+class DescribeLogDirsResponseDescribeLogDirsTopic(TypedDict):
+    """DescribeLogDirsResponse's DescribeLogDirsTopic struct."""
+
+    name: str
+    partitions: list[DescribeLogDirsResponseDescribeLogDirsPartition]
+
+
+class DescribeLogDirsResponseDescribeLogDirsResult(TypedDict):
+    """DescribeLogDirsResponse's DescribeLogDirsResult struct."""
+
+    error_code: int
+    log_dir: str
+    topics: list[DescribeLogDirsResponseDescribeLogDirsTopic]
+
+
+class DescribeLogDirsResponse(TypedDict):
+    """DescribeLogDirsResponse: the response body, API key 35, versions 0-2."""
+
+    throttle_time_ms: int
+    results: list[DescribeLogDirsResponseDescribeLogDirsResult]
+
+
+class ElectLeadersRequestTopicPartitions(TypedDict):
+    """ElectLeadersRequest's TopicPartitions struct."""
+
+    topic: str
+    partition_id: list[int]
+
+
+class ElectLeadersRequest(TypedDict):
+    """ElectLeadersRequest: the request body, API key 43, versions 0-2."""
+
+    election_type: NotRequired[int]
+    topic_partitions: list[ElectLeadersRequestTopicPartitions] | None
+    timeout_ms: int
+
+
+class ElectLeadersResponsePartitionResult(TypedDict):
+    """ElectLeadersResponse's PartitionResult struct."""
+
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ElectLeadersResponseReplicaElectionResult(TypedDict):
+    """ElectLeadersResponse's ReplicaElectionResult struct."""
+
+    topic: str
+    partition_result: list[ElectLeadersResponsePartitionResult]
+
+
+class ElectLeadersResponse(TypedDict):
+    """ElectLeadersResponse: the response body, API key 43, versions 0-2."""
+
+    throttle_time_ms: int
+    error_code: NotRequired[int]
+    replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
 
 
 class FetchRequestReplicaState(TypedDict):

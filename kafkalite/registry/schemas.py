@@ -98,14 +98,41 @@ def parse(schema_type: str, text: str, dependencies: tuple[Dependency, ...] = ()
     raise SchemaError(f"Invalid schema type {schema_type}")
 
 
-# -- AVRO --------------------------------------------------------------------------------------
-def _avro_load(text: str, names: avro.name.Names) -> avro.schema.Schema:
+#: Deepest schema document accepted (JSON nesting). The parsers recurse, so without a limit of
+#: our own the answer would depend on the interpreter's recursion limit of the moment.
+MAX_SCHEMA_DEPTH = 256
+
+
+def nesting_depth(doc: Any) -> int:
+    """How deeply ``doc`` (decoded JSON) nests arrays and objects, counted without recursion."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(doc, 0)]
+    while todo:
+        node, depth = todo.pop()
+        if isinstance(node, dict):
+            node = list(node.values())
+        if isinstance(node, list):
+            depth += 1
+            deepest = max(deepest, depth)
+            todo.extend((child, depth) for child in node)
+    return deepest
+
+
+def _load_schema_json(text: str) -> Any:
     try:
         doc = json.loads(text)
     except ValueError as exc:
         raise SchemaError(f"Invalid schema: {exc}") from None
     except RecursionError:
         raise SchemaError("Invalid schema: nested too deeply") from None
+    if nesting_depth(doc) > MAX_SCHEMA_DEPTH:
+        raise SchemaError(f"Invalid schema: nested more than {MAX_SCHEMA_DEPTH} levels deep")
+    return doc
+
+
+# -- AVRO --------------------------------------------------------------------------------------
+def _avro_load(text: str, names: avro.name.Names) -> avro.schema.Schema:
+    doc = _load_schema_json(text)
     try:
         return avro.schema.make_avsc_object(doc, names)
     except (avro.errors.AvroException, TypeError, KeyError, AttributeError, ValueError) as exc:
@@ -145,12 +172,7 @@ def _parse_avro(text: str, deps: tuple[Dependency, ...], refs: tuple[Reference, 
 
 # -- JSON Schema -------------------------------------------------------------------------------
 def _parse_json(text: str, refs: tuple[Reference, ...], normalize: bool) -> ParsedSchema:
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        raise SchemaError(f"Invalid schema: {exc}") from None
-    except RecursionError:
-        raise SchemaError("Invalid schema: nested too deeply") from None
+    doc = _load_schema_json(text)
     if not isinstance(doc, (dict, bool)):
         raise SchemaError("Invalid schema: a JSON Schema is an object or a boolean")
     try:

@@ -8,7 +8,8 @@ from typing import Any
 
 from twisted.internet import defer, task
 
-from kafkalite.replication.fetcher import OFFSET_FOR_LEADER_EPOCH, ReplicaFetcherManager, fetcher_id
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.replication.fetcher import ReplicaFetcherManager, fetcher_id
 
 CONFIG = {"replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": 30000, "replica.fetch.wait.max.ms": 500,
           "replica.fetch.min.bytes": 1, "replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20}
@@ -63,7 +64,7 @@ def test_partitions_of_one_leader_spread_over_n_fetchers_each_with_its_own_conne
     assert sorted(manager.fetchers) == [(2, f) for f in sorted(expected)]
     assert sorted(conns.opened) == [f"broker-1-fetcher-{f}" for f in sorted(expected)]
     by_conn = {r.conn.client_id: sorted(p["partition"] for t in r.body["topics"] for p in t["partitions"])
-               for r in conns.requests if r.api == OFFSET_FOR_LEADER_EPOCH}
+               for r in conns.requests if r.api == ApiKey.OFFSET_FOR_LEADER_EPOCH}
     assert by_conn == {f"broker-1-fetcher-{f}": ps for f, ps in expected.items()}
     for i in expected[0]:                                      # a fetcher left without partitions stops
         manager.unfollow(("t", i))
