@@ -101,6 +101,11 @@ class RequestContext:
         return self.services.clock.now_ms()
 
     @property
+    def principal(self) -> Any:
+        """The client's ``KafkaPrincipal`` (certificate DN, SASL user, or User:ANONYMOUS)."""
+        return self.conn.principal
+
+    @property
     def broker_id(self) -> int:
         return self.services.broker_id
 

@@ -1,0 +1,258 @@
+"""Real clients over TLS and SASL against a broker with PLAINTEXT, SSL (client certificates
+required) and SASL_SSL (SCRAM-SHA-512/256, PLAIN) listeners; certificates and users are made
+at test time. Shows: produce/consume/group round trips over SASL_SSL with SCRAM-SHA-512 and over
+SSL with a client certificate for confluent-kafka, kafka-python, aiokafka and kcat; wrong
+passwords, unknown users, a certificate from another CA and a replaced SCRAM credential are
+refused."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kafkalite.cli import configs as configs_tool
+from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, Pki, listener_port, make_pki, secure_overrides
+
+USER, PASSWORD = "alice", "alice-secret"
+
+
+@pytest.fixture(scope="module")
+def secure(zookeeper: Any, tmp_path_factory: Any) -> Any:
+    """One secured broker, the PKI and the SCRAM users alice and admin (written with kafkalite-configs)."""
+    from tests.support.brokers import Cluster
+
+    base = tmp_path_factory.mktemp("secure")
+    pki = make_pki(base / "pki")
+    cluster = Cluster(zookeeper, base / "cluster", 1, secure_overrides(pki)).start()
+    zk = cluster.brokers[0].cluster.zk_connect
+    for user, password in ((USER, PASSWORD), (ADMIN_USER, ADMIN_PASSWORD)):
+        assert configs_tool.main(["--zookeeper", zk, "--alter", "--entity-type", "users", "--entity-name", user,
+                                  "--add-config", f"SCRAM-SHA-512=[password={password}],"
+                                                  f"SCRAM-SHA-256=[iterations=8192,password={password}]"]) == 0
+    broker = cluster.brokers[0]
+    yield broker, pki
+    cluster.stop()
+
+
+def sasl_conf(broker: Any, pki: Pki, user: str = USER, password: str = PASSWORD,
+              mechanism: str = "SCRAM-SHA-512") -> dict[str, Any]:
+    return {"bootstrap.servers": f"127.0.0.1:{listener_port(broker, 'SASL_SSL')}", "security.protocol": "SASL_SSL",
+            "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+            "ssl.ca.location": str(pki.ca)}
+
+
+def ssl_conf(broker: Any, pki: Pki) -> dict[str, Any]:
+    return {"bootstrap.servers": f"127.0.0.1:{listener_port(broker, 'SSL')}", "security.protocol": "SSL",
+            "ssl.ca.location": str(pki.ca), "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key)}
+
+
+def create_topic(conf: dict[str, Any], name: str) -> None:
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(name, 2, 1)], operation_timeout=30)[name].result(30)
+
+
+def confluent_round_trip(conf: dict[str, Any], topic: str, n: int = 200) -> None:
+    create_topic(conf, topic)
+    p = Producer({**conf, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, key=str(i % 7).encode(), value=f"v{i}".encode())
+    assert p.flush(30) == 0
+    c = Consumer({**conf, "group.id": f"g-{topic}", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < n and time.monotonic() < deadline:
+        m = c.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    c.commit(asynchronous=False)
+    committed = c.committed([tp for tp in c.assignment()], timeout=10)
+    c.close()
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(n))
+    assert sum(tp.offset for tp in committed) == n
+
+
+def test_confluent_sasl_ssl_scram_sha_512(secure: Any) -> None:
+    """confluent-kafka over SASL_SSL/SCRAM-SHA-512: topic creation, acks=all produce, a group consume and commit."""
+    broker, pki = secure
+    confluent_round_trip(sasl_conf(broker, pki), f"scram512-{uuid.uuid4().hex[:6]}")
+
+
+def test_confluent_sasl_ssl_scram_sha_256_and_plain(secure: Any) -> None:
+    """The other mechanisms: SCRAM-SHA-256 (8192 iterations) and PLAIN with the JAAS users."""
+    broker, pki = secure
+    confluent_round_trip(sasl_conf(broker, pki, mechanism="SCRAM-SHA-256"), f"scram256-{uuid.uuid4().hex[:6]}", 50)
+    confluent_round_trip(sasl_conf(broker, pki, "carol", "carol-secret", "PLAIN"), f"plain-{uuid.uuid4().hex[:6]}", 50)
+
+
+def test_confluent_ssl_client_certificate(secure: Any) -> None:
+    """confluent-kafka over SSL with a client certificate (ssl.client.auth=required)."""
+    broker, pki = secure
+    confluent_round_trip(ssl_conf(broker, pki), f"ssl-{uuid.uuid4().hex[:6]}")
+
+
+def metadata_error(conf: dict[str, Any]) -> str | None:
+    """The error a metadata request ends with (None if it succeeds)."""
+    errors: list[str] = []
+    producer = Producer({**conf, "error_cb": lambda e: errors.append(str(e))})
+    try:
+        producer.list_topics(timeout=8)
+    except KafkaException as exc:
+        producer.poll(0.5)          # serves error_cb: librdkafka reports the broker's message there
+        return f"{exc} {' '.join(errors)}"
+    return None
+
+
+@pytest.mark.parametrize("user,password,mechanism", [
+    (USER, "wrong", "SCRAM-SHA-512"), ("nobody", PASSWORD, "SCRAM-SHA-512"),
+    (USER, "wrong", "SCRAM-SHA-256"), ("carol", "wrong", "PLAIN"), ("nobody", "x", "PLAIN")])
+def test_wrong_credentials_are_refused(secure: Any, user: str, password: str, mechanism: str) -> None:
+    """Wrong password or unknown user: the client is told authentication failed and gets no metadata."""
+    broker, pki = secure
+    error = metadata_error(sasl_conf(broker, pki, user, password, mechanism))
+    assert error is not None and "Authentication failed" in error, error
+
+
+def test_certificate_from_another_ca_is_refused(secure: Any) -> None:
+    """SSL listener with ssl.client.auth=required: a client certificate signed by an unknown CA
+    (and no certificate at all) fails the handshake."""
+    broker, pki = secure
+    rogue = {**ssl_conf(broker, pki), "ssl.certificate.location": str(pki.rogue_cert),
+             "ssl.key.location": str(pki.rogue_key)}
+    assert metadata_error(rogue) is not None
+    bare = {k: v for k, v in ssl_conf(broker, pki).items() if not k.startswith("ssl.certificate")
+            and not k.startswith("ssl.key")}
+    assert metadata_error(bare) is not None
+
+
+def test_changed_scram_credential_is_refused_on_the_next_connection(secure: Any) -> None:
+    """After kafkalite-configs replaces bob's SCRAM-SHA-512 credential, the old password fails on a
+    new connection and the new one works; deleting the credential refuses bob."""
+    broker, pki = secure
+    zk = broker.cluster.zk_connect
+    alter = ["--zookeeper", zk, "--alter", "--entity-type", "users", "--entity-name", "bob"]
+    assert configs_tool.main(alter + ["--add-config", "SCRAM-SHA-512=[password=first]"]) == 0
+    assert metadata_error(sasl_conf(broker, pki, "bob", "first")) is None
+    assert configs_tool.main(alter + ["--add-config", "SCRAM-SHA-512=[password=second]"]) == 0
+    assert "Authentication failed" in (metadata_error(sasl_conf(broker, pki, "bob", "first")) or "")
+    assert metadata_error(sasl_conf(broker, pki, "bob", "second")) is None
+    assert configs_tool.main(alter + ["--delete-config", "SCRAM-SHA-512"]) == 0
+    assert "Authentication failed" in (metadata_error(sasl_conf(broker, pki, "bob", "second")) or "")
+
+
+def test_kafka_python_sasl_ssl_and_ssl(secure: Any) -> None:
+    """kafka-python: SCRAM-SHA-512 over SASL_SSL and a client certificate over SSL, produce + group consume."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    broker, pki = secure
+    for name, kw, bootstrap in (
+            ("sasl", dict(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER,
+                          sasl_plain_password=PASSWORD, ssl_cafile=str(pki.ca)), listener_port(broker, "SASL_SSL")),
+            ("ssl", dict(security_protocol="SSL", ssl_cafile=str(pki.ca), ssl_certfile=str(pki.client_cert),
+                         ssl_keyfile=str(pki.client_key)), listener_port(broker, "SSL"))):
+        topic = f"kp-{name}-{uuid.uuid4().hex[:6]}"
+        create_topic(sasl_conf(broker, pki), topic)
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{bootstrap}", acks="all", **kw)
+        for i in range(50):
+            producer.send(topic, f"kp{i}".encode())
+        producer.flush(30)
+        producer.close()
+        consumer = KafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{bootstrap}", group_id=f"g-{topic}",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=15000, **kw)
+        got = []
+        for m in consumer:
+            got.append(m.value)
+            if len(got) == 50:
+                break
+        consumer.commit()
+        consumer.close()
+        assert sorted(got) == sorted(f"kp{i}".encode() for i in range(50))
+
+
+def test_kafka_python_wrong_password_refused(secure: Any) -> None:
+    """kafka-python with a wrong SCRAM password cannot connect."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    broker, pki = secure
+    with pytest.raises(KafkaError):
+        KafkaProducer(bootstrap_servers=f"127.0.0.1:{listener_port(broker, 'SASL_SSL')}", security_protocol="SASL_SSL",
+                      sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER, sasl_plain_password="wrong",
+                      ssl_cafile=str(pki.ca), request_timeout_ms=5000, max_block_ms=5000)
+
+
+def test_aiokafka_sasl_ssl_and_ssl(secure: Any) -> None:
+    """aiokafka: SCRAM-SHA-512 over SASL_SSL and a client certificate over SSL, produce + group consume."""
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    broker, pki = secure
+
+    async def run(topic: str, port: int, kw: dict[str, Any]) -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks="all", **kw)
+        await producer.start()
+        try:
+            for i in range(40):
+                await producer.send_and_wait(topic, f"ai{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=f"127.0.0.1:{port}", group_id=f"g-{topic}",
+                                    auto_offset_reset="earliest", enable_auto_commit=False, **kw)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            while len(got) < 40:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+                for msgs in batch.values():
+                    got.extend(m.value for m in msgs)
+            await consumer.commit()
+        finally:
+            await consumer.stop()
+        return got
+
+    sasl_ctx = create_ssl_context(cafile=str(pki.ca))
+    ssl_ctx = create_ssl_context(cafile=str(pki.ca), certfile=str(pki.client_cert), keyfile=str(pki.client_key))
+    for name, port, kw in (
+            ("sasl", listener_port(broker, "SASL_SSL"),
+             dict(security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER,
+                  sasl_plain_password=PASSWORD, ssl_context=sasl_ctx)),
+            ("ssl", listener_port(broker, "SSL"), dict(security_protocol="SSL", ssl_context=ssl_ctx))):
+        topic = f"ai-{name}-{uuid.uuid4().hex[:6]}"
+        create_topic(sasl_conf(broker, pki), topic)
+        got = asyncio.run(run(topic, port, kw))
+        assert sorted(got) == sorted(f"ai{i}".encode() for i in range(40))
+
+
+def kcat(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(["kcat", *args], input=data, capture_output=True, timeout=60)
+
+
+def test_kcat_sasl_ssl_and_ssl(secure: Any) -> None:
+    """kcat produces and consumes (with a group) over SASL_SSL/SCRAM-SHA-512 and over SSL with a
+    client certificate; with a wrong password it fails."""
+    broker, pki = secure
+    sasl = ["-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", f"sasl.username={USER}",
+            "-X", f"sasl.password={PASSWORD}", "-X", f"ssl.ca.location={pki.ca}"]
+    ssl = ["-X", "security.protocol=SSL", "-X", f"ssl.ca.location={pki.ca}", "-X",
+           f"ssl.certificate.location={pki.client_cert}", "-X", f"ssl.key.location={pki.client_key}"]
+    for name, listener, conf in (("sasl", "SASL_SSL", sasl), ("ssl", "SSL", ssl)):
+        topic = f"kcat-{name}-{uuid.uuid4().hex[:6]}"
+        create_topic(sasl_conf(broker, pki), topic)
+        bootstrap = f"127.0.0.1:{listener_port(broker, listener)}"
+        lines = b"".join(f"kc{i}\n".encode() for i in range(30))
+        out = kcat("-b", bootstrap, "-P", "-t", topic, *conf, data=lines)
+        assert out.returncode == 0, out.stderr[-2000:]
+        out = kcat("-b", bootstrap, "-G", f"g-{topic}", topic, "-o", "beginning", "-c", "30", "-e", *conf)
+        assert out.returncode == 0, out.stderr[-2000:]
+        assert sorted(out.stdout.split()) == sorted(f"kc{i}".encode() for i in range(30))
+    bad = [c if not c.startswith("sasl.password=") else "sasl.password=wrong" for c in sasl]
+    out = kcat("-b", f"127.0.0.1:{listener_port(broker, 'SASL_SSL')}", "-L", "-m", "5", *bad)
+    assert out.returncode != 0 and b"Authentication failed" in out.stderr, out.stderr[-2000:]
