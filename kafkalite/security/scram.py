@@ -168,9 +168,10 @@ class ScramServer:
     credential for this mechanism (None: unknown user, refused); ``client_final`` checks the
     proof. Any step out of order raises IllegalSaslState; any bad input AuthenticationError."""
 
-    def __init__(self, mechanism: str) -> None:
+    def __init__(self, mechanism: str, server_nonce: str | None = None) -> None:
         self.mechanism = mechanism
         self.hash = _hash_name(mechanism)
+        self._server_nonce = server_nonce        # tests pin it (RFC 7677's example); else random
         self.min_iterations = MECHANISMS[mechanism][1]
         self.state = "client-first"
         self.complete = False
@@ -211,7 +212,7 @@ class ScramServer:
                                       "different from username")
         self._gs2_header = f"{cbind},{authzid},"
         self._client_first_bare = bare
-        self._nonce = attrs[1][1] + _nonce()
+        self._nonce = attrs[1][1] + (self._server_nonce or _nonce())
         self.username = username
         self.state = "credential"
         return username
