@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IReactorCore
 
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
+from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
@@ -40,7 +41,6 @@ from kafkalite.net import client as net_client
 from kafkalite.net import tls
 from kafkalite.net.sasl import SaslSettings
 from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
-from kafkalite.security import scram
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
 from kafkalite.storage.cleaner import LogCleaner
@@ -97,6 +97,7 @@ class KafkaBroker:
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs)
+        self.credentials = UserCredentials(self.kafka_zk)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
         self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
@@ -125,7 +126,8 @@ class KafkaBroker:
     def services(self) -> BrokerServices:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
-                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller)
+                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
+                              self.credentials)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -165,17 +167,11 @@ class KafkaBroker:
             mechanisms = tuple(lc["sasl.enabled.mechanisms"])
             plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
             sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
-                                self._scram_credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
+                                # read afresh on every authentication: a changed or deleted
+                                # credential applies to the next connection
+                                self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
                                 self.reactor)
         return options, sasl
-
-    @defer.inlineCallbacks
-    def _scram_credential(self, mechanism: str, user: str) -> Any:
-        """The user's stored credential for ``mechanism`` (``/config/users/<user>``), read afresh on
-        every authentication, so a changed or deleted credential applies to the next connection."""
-        entity = yield self.kafka_zk.get_entity_config("users", user)
-        text = entity.get(mechanism)
-        return scram.ScramCredential.from_config(text) if text else None
 
     def _listen(self) -> list[EndPoint]:
         advertised: list[EndPoint] = []

@@ -22,6 +22,7 @@ from twisted.internet.interfaces import IReactorTime
 
 if TYPE_CHECKING:
     from kafkalite.broker.admin import TopicAdmin
+    from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
@@ -82,6 +83,7 @@ class BrokerServices:
     topics: "TopicAdmin"
     producer_ids: "ProducerIdManager"
     controller: "Controller"
+    credentials: "UserCredentials"
 
 
 @dataclass
@@ -140,3 +142,7 @@ class RequestContext:
     @property
     def controller(self) -> "Controller":
         return self.services.controller
+
+    @property
+    def credentials(self) -> "UserCredentials":
+        return self.services.credentials

@@ -256,3 +256,33 @@ def test_kcat_sasl_ssl_and_ssl(secure: Any) -> None:
     bad = [c if not c.startswith("sasl.password=") else "sasl.password=wrong" for c in sasl]
     out = kcat("-b", f"127.0.0.1:{listener_port(broker, 'SASL_SSL')}", "-L", "-m", "5", *bad)
     assert out.returncode != 0 and b"Authentication failed" in out.stderr, out.stderr[-2000:]
+
+
+def test_scram_credentials_through_the_admin_api(secure: Any) -> None:
+    """AlterUserScramCredentials / DescribeUserScramCredentials (KIP-554) from confluent-kafka over
+    SASL_SSL: a user created this way authenticates, describe shows its mechanisms and
+    iterations, Kafka's per-user errors come back, and a deleted credential is refused."""
+    from confluent_kafka.admin import (ScramCredentialInfo, ScramMechanism, UserScramCredentialDeletion,
+                                       UserScramCredentialUpsertion)
+
+    broker, pki = secure
+    admin = AdminClient(sasl_conf(broker, pki))
+    dave = UserScramCredentialUpsertion("dave", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 10000), b"dave-pw")
+    for future in admin.alter_user_scram_credentials([dave]).values():
+        future.result(30)
+    assert metadata_error(sasl_conf(broker, pki, "dave", "dave-pw")) is None
+    assert "Authentication failed" in (metadata_error(sasl_conf(broker, pki, "dave", "other")) or "")
+    described = admin.describe_user_scram_credentials(["dave"])["dave"].result(30)
+    assert [(i.mechanism, i.iterations) for i in described.scram_credential_infos] == [(ScramMechanism.SCRAM_SHA_512, 10000)]
+    everyone = admin.describe_user_scram_credentials().result(30)
+    assert {"dave", USER, ADMIN_USER} <= set(everyone)
+    too_few = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 1000), b"pw")
+    with pytest.raises(KafkaException, match="Too few iterations"):
+        admin.alter_user_scram_credentials([too_few])["erin"].result(30)
+    with pytest.raises(KafkaException, match="does not exist"):
+        admin.describe_user_scram_credentials(["erin"])["erin"].result(30)
+    missing = UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_256)
+    with pytest.raises(KafkaException, match="does not exist"):
+        admin.alter_user_scram_credentials([missing])["dave"].result(30)
+    admin.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)])["dave"].result(30)
+    assert "Authentication failed" in (metadata_error(sasl_conf(broker, pki, "dave", "dave-pw")) or "")
