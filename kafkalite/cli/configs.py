@@ -25,7 +25,8 @@ from zk_schema import ConfigEntityChangeNotification, ConfigEntityZNode, sanitiz
 
 from .common import ToolError, bootstrap_arg, parser, run
 
-ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER, "users": "users"}
+ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+USERS = "users"
 
 
 def build_parser():
@@ -33,7 +34,7 @@ def build_parser():
     bootstrap_arg(p, required=False)
     p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
                    help="ZooKeeper connect string (users' SCRAM credentials, as Kafka 2.x's ConfigCommand)")
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), required=True)
+    p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, USERS]), required=True)
     p.add_argument("--entity-name")
     p.add_argument("--entity-default", action="store_true")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name <topic>")
@@ -158,7 +159,7 @@ def users_main(a: Any) -> int:
 
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    if a.entity_type == "users":
+    if a.entity_type == USERS:
         return users_main(a)
     if not a.bootstrap_server:
         raise ToolError("--bootstrap-server is required for topics and brokers")
@@ -203,14 +204,15 @@ def main(argv: list[str]) -> int:
         overlap = set(adds) & set(deletes)
         if overlap:
             raise ToolError(f"Invalid entity config: these configs are both added and deleted: {sorted(overlap)}")
-        ops = [(k, SET, v) for k, v in adds.items()] + [(k, DELETE, None) for k in deletes]
+        ops: list[tuple[str, int, str | None]] = [(k, SET, v) for k, v in adds.items()]
+        ops += [(k, DELETE, None) for k in deletes]
         try:
             admin.incremental_alter_configs(rtype, name, ops)
         except ClientError as exc:
             if exc.code != ErrorCode.UNSUPPORTED_VERSION:
                 raise
-            current = {k: e.value for k, e in admin.describe_configs(rtype, name).items()
-                       if e.source == "DYNAMIC_TOPIC_CONFIG"}
+            current: dict[str, str] = {k: e.value or "" for k, e in admin.describe_configs(rtype, name).items()
+                                       if e.source == "DYNAMIC_TOPIC_CONFIG"}
             current.update(adds)
             for k in deletes:
                 current.pop(k, None)

@@ -36,8 +36,7 @@ def handle_describe_user_scram_credentials(ctx: RequestContext, req: dict[str, A
             if infos:
                 results.append(_described(name, infos))
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
-    seen: set[str] = set()
-    duplicates = {n for n in requested if n in seen or seen.add(n)}
+    duplicates = {n for n in requested if requested.count(n) > 1}
     for name in dict.fromkeys(requested):
         if name in duplicates:
             results.append(_user_error(name, ErrorCode.DUPLICATE_RESOURCE,
