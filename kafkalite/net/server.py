@@ -249,6 +249,16 @@ class KafkaConnection(protocol.Protocol):
         self.closed = True
 
     # -- pipeline ------------------------------------------------------------------------------
+    def lose_connection(self) -> None:
+        """Close after the written data is sent. We are the transport's streaming producer: Twisted's
+        TLS transport holds its close (close_notify) back while a producer is registered, so
+        unregister first (harmless on plain TCP)."""
+        try:
+            self.transport.unregisterProducer()
+        except RuntimeError:        # test transports refuse when none is registered
+            pass
+        self.transport.loseConnection()
+
     def abort(self) -> None:
         self.closed = True
         self.queue.clear()
@@ -302,7 +312,7 @@ class KafkaConnection(protocol.Protocol):
             # Kafka's answer-then-close (a refused SASL mechanism or failed authentication)
             self.closed = True
             self.queue.clear()
-            self.transport.loseConnection()
+            self.lose_connection()
             return
         self._touch()
         self._next()
@@ -418,9 +428,9 @@ class KafkaServerFactory(protocol.ServerFactory):
             log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                      conn.peer, self.max_idle_ms)
             conn.closed = True
-            conn.transport.loseConnection()
+            conn.lose_connection()
         return len(idle)
 
     def close_all(self) -> None:
         for conn in list(self.connections):
-            conn.transport.loseConnection()
+            conn.lose_connection()

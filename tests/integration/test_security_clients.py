@@ -286,3 +286,54 @@ def test_scram_credentials_through_the_admin_api(secure: Any) -> None:
         admin.alter_user_scram_credentials([missing])["dave"].result(30)
     admin.alter_user_scram_credentials([UserScramCredentialDeletion("dave", ScramMechanism.SCRAM_SHA_512)])["dave"].result(30)
     assert "Authentication failed" in (metadata_error(sasl_conf(broker, pki, "dave", "dave-pw")) or "")
+
+
+def test_garbage_on_secured_listeners_closes_only_that_connection(secure: Any) -> None:
+    """Random bytes, a plaintext Kafka request and a garbled TLS ClientHello on the SSL and SASL_SSL
+    listeners, and malformed SASL exchanges after a real TLS handshake: each connection is closed
+    (or answered with an error), and the broker keeps serving authenticated clients afterwards."""
+    import os
+    import socket
+    import ssl as pyssl
+    import struct
+
+    from kafkalite.protocol import codec
+
+    broker, pki = secure
+
+    def closed_by_broker(sock: socket.socket) -> bool:
+        sock.settimeout(10)
+        try:
+            while True:
+                data = sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, pyssl.SSLError):
+            return True
+        except socket.timeout:
+            return False
+
+    api_versions = b"".join(bytes(c) for c in codec.encode_request(18, 0, 1, "raw", {}))
+    for listener in ("SSL", "SASL_SSL"):
+        port = listener_port(broker, listener)
+        for payload in (os.urandom(3000), api_versions, b"\x16\x03\x01\x00\x64\x01\x00\x00\x60\x03\x03" + os.urandom(95)):
+            with socket.create_connection(("127.0.0.1", port)) as sock:
+                sock.sendall(payload)
+                assert closed_by_broker(sock), (listener, payload[:16])
+    # through TLS: a SaslHandshake for GSSAPI, garbage frames, a request before authenticating
+    context = pyssl.create_default_context(cafile=str(pki.ca))
+    port = listener_port(broker, "SASL_SSL")
+    frames = [b"".join(bytes(c) for c in codec.encode_request(17, 1, 1, "raw", {"mechanism": "GSSAPI"})),
+              struct.pack(">i", 12) + os.urandom(12),
+              b"".join(bytes(c) for c in codec.encode_request(3, 9, 1, "raw", {"topics": [], "allow_auto_topic_creation": False}))]
+    for frame in frames:
+        with socket.create_connection(("127.0.0.1", port)) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(frame)
+            assert closed_by_broker(tls), frame[:12]
+    with socket.create_connection(("127.0.0.1", port)) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+        tls.sendall(b"".join(bytes(c) for c in codec.encode_request(17, 1, 1, "raw", {"mechanism": "SCRAM-SHA-512"})))
+        tls.sendall(b"".join(bytes(c) for c in codec.encode_request(36, 1, 2, "raw", {"auth_bytes": os.urandom(64)})))
+        assert closed_by_broker(tls)
+    assert metadata_error(sasl_conf(broker, pki)) is None
+    assert metadata_error(ssl_conf(broker, pki)) is None
+    assert "Traceback" not in broker.log_path.read_text()
