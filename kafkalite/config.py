@@ -144,8 +144,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     # listener.name.<listener>.<property>
     ConfigKey("ssl.keystore.type", "string", "PEM", "Key store format; kafkalite reads PEM", one_of("PEM")),
     ConfigKey("ssl.keystore.location", "string", None, "PEM file with the private key and its certificate chain"),
-    ConfigKey("ssl.keystore.password", "password", None, "Password of the key in ssl.keystore.location "
-              "(ssl.key.password wins when both are set)"),
+    ConfigKey("ssl.keystore.password", "password", None, "Refused with PEM key stores, as in Kafka "
+              "(the key's password is ssl.key.password)"),
     ConfigKey("ssl.keystore.certificate.chain", "password", None, "The certificate chain in PEM, inline"),
     ConfigKey("ssl.keystore.key", "password", None, "The private key in PEM, inline"),
     ConfigKey("ssl.key.password", "password", None, "Password of an encrypted private key"),
@@ -648,6 +648,9 @@ class BrokerConfig:
                     raise ConfigError(f"{store}={lc[store]} is not supported: kafkalite reads PEM stores only")
             if lc["ssl.truststore.password"] is not None:
                 raise ConfigError("ssl.truststore.password cannot be specified for PEM trust stores (as in Kafka)")
+            if lc["ssl.keystore.password"] is not None:
+                raise ConfigError("ssl.keystore.password cannot be specified with PEM key stores, only ssl.key.password "
+                                  "(as in Kafka)")
         self._check_security(names)
         if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
             raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "

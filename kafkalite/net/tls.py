@@ -37,6 +37,14 @@ class KeyMaterial:
     trusted: tuple[x509.Certificate, ...]
     client_auth: str = "none"
     min_version: str = "TLSv1.2"
+    max_version: str = "TLSv1.3"
+
+    def version_options(self) -> dict[str, Any]:
+        """``ssl.enabled.protocols`` as CertificateOptions' bounds."""
+        out: dict[str, Any] = {"raiseMinimumTo": _TLS_VERSIONS[self.min_version]}
+        if self.max_version != "TLSv1.3":
+            out["lowerMaximumSecurityTo"] = _TLS_VERSIONS[self.max_version]
+        return out
 
 
 def _read(path: str, what: str) -> bytes:
@@ -69,7 +77,7 @@ def _key(pem: bytes, password: str | None, what: str) -> Any:
 def key_material(lc: Any) -> KeyMaterial:
     """Parse one listener's (or the broker's client side's) PEM stores; ConfigError names what is wrong.
     ``lc`` is a ``kafkalite.config.ListenerConfig``."""
-    password = lc["ssl.key.password"] or lc["ssl.keystore.password"]
+    password = lc["ssl.key.password"]
     key: Any = None
     chain: tuple[x509.Certificate, ...] = ()
     if lc["ssl.keystore.location"]:
@@ -88,7 +96,8 @@ def key_material(lc: Any) -> KeyMaterial:
         trusted = _certs(lc["ssl.truststore.certificates"].encode("utf-8"), "ssl.truststore.certificates")
     versions = lc["ssl.enabled.protocols"] or ["TLSv1.2"]
     min_version = "TLSv1.2" if "TLSv1.2" in versions else "TLSv1.3"
-    return KeyMaterial(key, chain, trusted, lc["ssl.client.auth"], min_version)
+    max_version = "TLSv1.3" if "TLSv1.3" in versions else "TLSv1.2"
+    return KeyMaterial(key, chain, trusted, lc["ssl.client.auth"], min_version, max_version)
 
 
 def _x509(cert: x509.Certificate) -> crypto.X509:
@@ -106,8 +115,8 @@ def server_options(material: KeyMaterial) -> ssl.CertificateOptions:
         privateKey=crypto.PKey.from_cryptography_key(material.key), certificate=_x509(material.chain[0]),
         extraCertChain=[_x509(c) for c in material.chain[1:]],
         verify=verify, caCerts=[_x509(c) for c in material.trusted] if verify else None,
-        requireCertificate=material.client_auth == "required",
-        raiseMinimumTo=_TLS_VERSIONS[material.min_version], enableSessions=False)
+        requireCertificate=material.client_auth == "required", enableSessions=False,
+        **material.version_options())
 
 
 def client_options(material: KeyMaterial, host: str, verify_hostname: bool) -> Any:
@@ -122,7 +131,7 @@ def client_options(material: KeyMaterial, host: str, verify_hostname: bool) -> A
         private = ssl.PrivateCertificate.fromCertificateAndKeyPair(
             ssl.Certificate(_x509(material.chain[0])), ssl.KeyPair(crypto.PKey.from_cryptography_key(material.key)))
     if verify_hostname:
-        extra: dict[str, Any] = {"raiseMinimumTo": _TLS_VERSIONS[material.min_version]}
+        extra: dict[str, Any] = material.version_options()
         if len(material.chain) > 1:
             extra["extraCertChain"] = [_x509(c) for c in material.chain[1:]]
         return ssl.optionsForClientTLS(host, trustRoot=trust, clientCertificate=private,
@@ -130,8 +139,7 @@ def client_options(material: KeyMaterial, host: str, verify_hostname: bool) -> A
     return ssl.CertificateOptions(
         privateKey=private.privateKey.original if private else None,
         certificate=private.original if private else None,
-        extraCertChain=[_x509(c) for c in material.chain[1:]], trustRoot=trust,
-        raiseMinimumTo=_TLS_VERSIONS[material.min_version])
+        extraCertChain=[_x509(c) for c in material.chain[1:]], trustRoot=trust, **material.version_options())
 
 
 class TLSServerFactory(TLSMemoryBIOFactory):

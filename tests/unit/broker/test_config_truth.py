@@ -34,7 +34,8 @@ READ_BY_ACCESSOR = {
     "security.inter.broker.protocol": "inter_broker_listener", "sasl.jaas.config": "jaas_config",
 }
 #: Keys whose only accepted value is the behaviour kafkalite has (BrokerConfig._check refuses others).
-ENFORCED_AT_PARSE = {"zookeeper.set.acl", "ssl.keystore.type", "ssl.truststore.type", "ssl.truststore.password"}
+ENFORCED_AT_PARSE = {"zookeeper.set.acl", "ssl.keystore.type", "ssl.truststore.type", "ssl.truststore.password",
+                     "ssl.keystore.password"}
 
 
 def _sources(dirs: list[str], skip: tuple[str, ...]) -> str:

@@ -192,6 +192,7 @@ def test_security_config_accepted_and_resolved_per_listener() -> None:
     ({"listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": None}, "needs a sasl.jaas.config"),
     ({"sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN"}, "PLAIN needs"),
     ({"ssl.truststore.password": "x"}, "PEM trust stores"),
+    ({"ssl.keystore.password": "x"}, "only ssl.key.password"),
     ({"ssl.keystore.type": "JKS"}, "must be one of"),
     ({"listener.name.sasl_ssl.bogus": "1"}, "Unknown configuration"),
     ({"inter.broker.listener.name": "OTHER"}, "must be a listener name"),
