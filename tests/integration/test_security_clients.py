@@ -93,6 +93,18 @@ def test_confluent_sasl_ssl_scram_sha_256_and_plain(secure: Any) -> None:
     confluent_round_trip(sasl_conf(broker, pki, "carol", "carol-secret", "PLAIN"), f"plain-{uuid.uuid4().hex[:6]}", 50)
 
 
+def test_sasl_plaintext_listener_offers_only_its_mechanisms(secure: Any) -> None:
+    """SASL_PLAINTEXT with its listener-prefixed sasl.enabled.mechanisms: SCRAM-SHA-256 works
+    (confluent-kafka round trip), SCRAM-SHA-512 is not offered there."""
+    broker, pki = secure
+    conf = {"bootstrap.servers": f"127.0.0.1:{listener_port(broker, 'SASL_PLAINTEXT')}",
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": USER, "sasl.password": PASSWORD}
+    confluent_round_trip(conf, f"saslplain-{uuid.uuid4().hex[:6]}", 50)
+    error = metadata_error({**conf, "sasl.mechanism": "SCRAM-SHA-512"})
+    assert error is not None and "SCRAM-SHA-512" in error, error
+
+
 def test_confluent_ssl_client_certificate(secure: Any) -> None:
     """confluent-kafka over SSL with a client certificate (ssl.client.auth=required)."""
     broker, pki = secure

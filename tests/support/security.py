@@ -93,7 +93,8 @@ def make_pki(directory: Path) -> Pki:
 
 
 def secure_overrides(pki: Pki, inter_broker: str = "PLAINTEXT", mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
-    """Broker properties: PLAINTEXT, SSL (client certificates required) and SASL_SSL listeners on
+    """Broker properties: PLAINTEXT, SSL (client certificates required), SASL_SSL and SASL_PLAINTEXT
+    (SCRAM-SHA-256 only) listeners on
     ephemeral ports; the brokers authenticate to each other as ``admin`` when ``inter_broker`` is
     SASL_SSL (PLAIN's users and the admin's SCRAM credential both know that password)."""
     jaas_scram = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -102,7 +103,8 @@ def secure_overrides(pki: Pki, inter_broker: str = "PLAINTEXT", mechanism: str =
                   f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}" user_{ADMIN_USER}="{ADMIN_PASSWORD}" '
                   f'user_carol="carol-secret";')
     props = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.broker),
         "ssl.key.password": BROKER_PASSWORD,
