@@ -349,3 +349,50 @@ def test_garbage_on_secured_listeners_closes_only_that_connection(secure: Any) -
     assert metadata_error(sasl_conf(broker, pki)) is None
     assert metadata_error(ssl_conf(broker, pki)) is None
     assert "Traceback" not in broker.log_path.read_text()
+
+
+def test_v0_unframed_sasl_exchange_on_the_wire(secure: Any) -> None:
+    """The pre-KIP-152 path against the real broker: SaslHandshake v0, then SCRAM-SHA-256 tokens
+    as bare size-prefixed frames, then an ordinary Metadata request is answered; with a wrong
+    password the broker just closes (v0 has no error frame)."""
+    import socket
+    import struct
+
+    from kafkalite.protocol import codec
+    from kafkalite.protocol.framing import FrameDecoder
+    from kafkalite.security import scram as scram_math
+
+    broker, _ = secure
+    port = listener_port(broker, "SASL_PLAINTEXT")
+
+    def read_frame(sock: socket.socket) -> bytes | None:
+        decoder = FrameDecoder(1 << 20)
+        while True:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:
+                return None
+            if not data:
+                return None
+            frames = decoder.feed(data)
+            if frames:
+                return bytes(frames[0])
+
+    for password, ok in ((PASSWORD, True), ("wrong", False)):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(b"".join(bytes(c) for c in codec.encode_request(17, 0, 1, "v0", {"mechanism": "SCRAM-SHA-256"})))
+            assert codec.decode_response(17, 0, read_frame(sock))[1]["error_code"] == 0
+            client = scram_math.ScramClient("SCRAM-SHA-256", USER, password)
+            first = client.first_message()
+            sock.sendall(struct.pack(">i", len(first)) + first)
+            server_first = read_frame(sock)
+            final = client.final_message(server_first)
+            sock.sendall(struct.pack(">i", len(final)) + final)
+            server_final = read_frame(sock)
+            if not ok:
+                assert server_final is None
+                continue
+            client.verify_server_final(server_final)
+            sock.sendall(b"".join(bytes(c) for c in codec.encode_request(3, 0, 2, "v0", {"topics": []})))
+            _, metadata = codec.decode_response(3, 0, read_frame(sock))
+            assert [b["node_id"] for b in metadata["brokers"]] == [broker.broker_id]

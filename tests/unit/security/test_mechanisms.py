@@ -205,3 +205,18 @@ def test_security_config_mistakes_are_one_line_errors(change: dict, message: str
     props = {k: v for k, v in props.items() if v is not None}
     with pytest.raises(ConfigError, match=message):
         BrokerConfig.from_properties(props)
+
+
+def test_security_package_is_pure() -> None:
+    """kafkalite/security imports no Twisted, kazoo, network or broker code (net feeds it bytes)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3] / "kafkalite" / "security"
+    forbidden = ("twisted", "kazoo", "kafkalite.net", "kafkalite.broker", "kafkalite.coordination", "socket")
+    for path in root.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                assert not name.startswith(forbidden), f"{path.name} imports {name}"
