@@ -121,7 +121,7 @@ LISTENER_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.pas
                  "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type",
                  "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
                  "ssl.client.auth", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
-                 "sasl.jaas.config", "connection.failed.authentication.delay.ms")
+                 "sasl.jaas.config", "connection.failed.authentication.delay.ms", "connections.max.reauth.ms")
 _LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(?:([a-z0-9-]+)\.(?=sasl\.jaas\.config$))?(.+)$")
 _TS_TYPES = one_of("CreateTime", "LogAppendTime")
 _COMPRESSION = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -168,6 +168,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "and, for PLAIN, its user_<name>=\"<password>\" users"),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Delay before the answer to a failed authentication and the close", at_least(0)),
+    ConfigKey("connections.max.reauth.ms", "long", 0,
+              "KIP-368: an authenticated SASL session lasts this long (told to the client in SaslAuthenticate); "
+              "the client re-authenticates on the same connection or the next request closes it; 0: forever",
+              at_least(0)),
     ConfigKey("host.name", "string", "", "Deprecated: host to bind when listeners is unset"),
     ConfigKey("port", "int", 9092, "Deprecated: port to bind when listeners is unset"),
     ConfigKey("log.dirs", "list", None, "Directories holding partition logs; overrides log.dir"),

@@ -170,7 +170,7 @@ class KafkaBroker:
                                 # read afresh on every authentication: a changed or deleted
                                 # credential applies to the next connection
                                 self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
-                                self.reactor)
+                                self.reactor, lc["connections.max.reauth.ms"])
         return options, sasl
 
     def _listen(self) -> list[EndPoint]:

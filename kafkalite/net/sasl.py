@@ -12,7 +12,11 @@ Kafka's SaslServerAuthenticator as a per-connection gate in front of the dispatc
   SASL_AUTHENTICATION_FAILED and its message (raw framing: nothing) and the connection closes,
   both after ``connection.failed.authentication.delay.ms``, which slows password guessing.
 
-Then the connection carries Kafka requests with ``principal`` ``User:<name>``. The mechanisms'
+Then the connection carries Kafka requests with ``principal`` ``User:<name>``. With
+``connections.max.reauth.ms`` (KIP-368) the session lasts that long: SaslAuthenticate tells the
+client (``session_lifetime_ms``), a SaslHandshake on the authenticated connection starts a
+re-authentication (same mechanism, same principal, else the connection closes), and any other
+request after expiry closes the connection, as Kafka's Processor does. The mechanisms'
 arithmetic (PLAIN, SCRAM) is in ``kafkalite.security``; SCRAM credentials come from the
 broker's ``scram_credential(mechanism, user)`` lookup (``/config/users/<user>``).
 """
@@ -52,6 +56,7 @@ class SaslSettings:
     scram_credential: CredentialLookup
     failure_delay_s: float
     clock: IReactorTime
+    reauth_ms: int = 0                 # connections.max.reauth.ms; 0: sessions never expire
 
 
 class SaslAuthenticator:
@@ -62,6 +67,23 @@ class SaslAuthenticator:
         self.state = "handshake"
         self.server: Any = None            # PlainServer | ScramServer
         self.principal: principal.KafkaPrincipal | None = None
+        self.expires_at: float | None = None     # reactor seconds; None: the session never expires
+        self.reauthenticating = False
+
+    def intercepts(self, frame: bytearray) -> bool:
+        """After authentication (KIP-368 only): True if ``frame`` starts a re-authentication (then
+        :meth:`handle` answers it); raises CloseConnection for any other request once the session
+        has expired."""
+        if self.expires_at is None:
+            return False
+        if len(frame) >= 2 and int.from_bytes(frame[:2], "big") == SASL_HANDSHAKE:
+            self.state = "handshake"
+            self.reauthenticating = True
+            return True
+        if self.settings.clock.seconds() >= self.expires_at:
+            raise CloseConnection(f"authentication session of {self.principal} expired "
+                                  f"(connections.max.reauth.ms={self.settings.reauth_ms})")
+        return False
 
     @property
     def complete(self) -> bool:
@@ -101,6 +123,12 @@ class SaslAuthenticator:
     def _handshake(self, header: codec.RequestHeader, body: dict[str, Any], conn: Any) -> Any:
         mechanism = body.get("mechanism") or ""
         enabled = list(self.settings.mechanisms)
+        if self.reauthenticating and (header.api_version < 1 or mechanism != self.server.mechanism):
+            log.info("closing connection from %s: re-authentication must use SaslHandshake v1 and the same "
+                     "mechanism (%s)", conn.peer, self.server.mechanism)
+            self.state = "failed"
+            conn.close_after_response = True
+            return self._response(header, {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": enabled})
         if mechanism not in enabled:
             log.info("closing connection from %s: SASL mechanism %r is not enabled", conn.peer, mechanism)
             self.state = "failed"
@@ -130,9 +158,9 @@ class SaslAuthenticator:
         token = bytes(body.get("auth_bytes") or b"")
 
         def done(answer: bytes) -> Any:
-            self._maybe_complete(conn)
+            lifetime = self.settings.reauth_ms if self.complete else 0
             return self._response(header, {"error_code": 0, "error_message": None, "auth_bytes": answer,
-                                           "session_lifetime_ms": 0})
+                                           "session_lifetime_ms": lifetime})
 
         def failed(f: Any) -> Any:
             message = self._failure_message(f, conn)
@@ -142,11 +170,12 @@ class SaslAuthenticator:
                                                "session_lifetime_ms": 0})
             return self._delayed(lambda: response)
 
-        return self._evaluate(token).addCallbacks(done, failed)
+        d = self._evaluate(token)
+        d.addCallback(lambda answer: (self._maybe_complete(conn), answer)[1])
+        return d.addCallbacks(done, failed)
 
     def _raw_token(self, token: bytes, conn: Any) -> Any:
         def done(answer: bytes) -> Any:
-            self._maybe_complete(conn)
             return [_SIZE.pack(len(answer)) + answer]
 
         def failed(f: Any) -> Any:
@@ -156,13 +185,24 @@ class SaslAuthenticator:
                 raise CloseConnection(f"SASL authentication failed: {message}")
             return self._delayed(close)
 
-        return self._evaluate(token).addCallbacks(done, failed)
+        d = self._evaluate(token)
+        d.addCallback(lambda answer: (self._maybe_complete(conn), answer)[1])
+        return d.addCallbacks(done, failed)
 
     def _maybe_complete(self, conn: Any) -> None:
         if self.server.complete:
+            authenticated = principal.user(self.server.authorization_id)
+            if self.reauthenticating and authenticated != self.principal:
+                raise AuthenticationError(f"Cannot change principals during re-authentication from "
+                                          f"{self.principal} to {authenticated}")
+            if self.reauthenticating:
+                log.info("%s re-authenticated as %s (%s)", conn.peer, authenticated, self.server.mechanism)
             self.state = "complete"
-            self.principal = principal.user(self.server.authorization_id)
+            self.reauthenticating = False
+            self.principal = authenticated
             conn.principal = self.principal
+            if self.settings.reauth_ms > 0:
+                self.expires_at = self.settings.clock.seconds() + self.settings.reauth_ms / 1000.0
             log.debug("%s authenticated as %s (%s)", conn.peer, self.principal, self.server.mechanism)
 
     def _failure_message(self, f: Any, conn: Any) -> str:

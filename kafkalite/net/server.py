@@ -282,8 +282,9 @@ class KafkaConnection(protocol.Protocol):
                     self.transport.resumeProducing()
                 self.busy = True
                 try:
-                    if self.authenticator is not None and not self.authenticator.complete:
-                        result = self.authenticator.handle(frame, self)
+                    auth = self.authenticator
+                    if auth is not None and (not auth.complete or auth.intercepts(frame)):
+                        result = auth.handle(frame, self)
                     else:
                         result = self.dispatcher.dispatch(frame, self)
                 except CloseConnection as exc:

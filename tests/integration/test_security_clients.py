@@ -105,6 +105,56 @@ def test_sasl_plaintext_listener_offers_only_its_mechanisms(secure: Any) -> None
     assert error is not None and "SCRAM-SHA-512" in error, error
 
 
+def test_kip_368_clients_reauthenticate_on_the_same_connection(secure: Any) -> None:
+    """SASL_PLAINTEXT has connections.max.reauth.ms=1500: a confluent-kafka producer sending for
+    ~5 s re-authenticates on its connection (broker log) and every record is acknowledged; a raw
+    connection that lets its session expire is closed at its next request."""
+    import socket
+
+    from kafkalite.protocol import codec
+    from kafkalite.security import scram as scram_math
+
+    broker, pki = secure
+    port = listener_port(broker, "SASL_PLAINTEXT")
+    conf = {"bootstrap.servers": f"127.0.0.1:{port}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": USER, "sasl.password": PASSWORD}
+    topic = f"reauth-{uuid.uuid4().hex[:6]}"
+    create_topic(conf, topic)
+    before = broker.log_path.read_text().count(f"re-authenticated as User:{USER}")
+    delivered: list[Any] = []
+    p = Producer({**conf, "acks": "all", "linger.ms": 0})
+    deadline = time.monotonic() + 5
+    i = 0
+    while time.monotonic() < deadline:
+        p.produce(topic, value=f"r{i}".encode(), on_delivery=lambda err, msg: delivered.append(err))
+        i += 1
+        p.poll(0.1)              # one record every ~100 ms across several session lifetimes
+    assert p.flush(30) == 0
+    assert len(delivered) == i and all(err is None for err in delivered)
+    assert broker.log_path.read_text().count(f"re-authenticated as User:{USER}") >= before + 2
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        def call(api: int, version: int, body: dict) -> dict:
+            sock.sendall(b"".join(bytes(c) for c in codec.encode_request(api, version, 1, "raw", body)))
+            size = int.from_bytes(sock.recv(4, socket.MSG_WAITALL), "big")
+            return codec.decode_response(api, version, sock.recv(size, socket.MSG_WAITALL))[1]
+
+        call(17, 1, {"mechanism": "SCRAM-SHA-256"})
+        client = scram_math.ScramClient("SCRAM-SHA-256", USER, PASSWORD)
+        first = call(36, 1, {"auth_bytes": client.first_message()})
+        final = call(36, 1, {"auth_bytes": client.final_message(bytes(first["auth_bytes"]))})
+        assert final["session_lifetime_ms"] == 1500
+        assert call(3, 1, {"topics": []})["brokers"]
+        expires = time.monotonic() + 1.5
+        while time.monotonic() < expires + 0.3:       # let the session run out
+            time.sleep(0.1)
+        sock.sendall(b"".join(bytes(c) for c in codec.encode_request(3, 1, 2, "raw", {"topics": []})))
+        try:
+            assert sock.recv(4) == b""
+        except ConnectionResetError:
+            pass
+
+
 def test_confluent_ssl_client_certificate(secure: Any) -> None:
     """confluent-kafka over SSL with a client certificate (ssl.client.auth=required)."""
     broker, pki = secure

@@ -94,7 +94,7 @@ def make_pki(directory: Path) -> Pki:
 
 def secure_overrides(pki: Pki, inter_broker: str = "PLAINTEXT", mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
     """Broker properties: PLAINTEXT, SSL (client certificates required), SASL_SSL and SASL_PLAINTEXT
-    (SCRAM-SHA-256 only) listeners on
+    (SCRAM-SHA-256 only, KIP-368 sessions of 1.5 s) listeners on
     ephemeral ports; the brokers authenticate to each other as ``admin`` when ``inter_broker`` is
     SASL_SSL (PLAIN's users and the admin's SCRAM credential both know that password)."""
     jaas_scram = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -105,6 +105,7 @@ def secure_overrides(pki: Pki, inter_broker: str = "PLAINTEXT", mechanism: str =
     props = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": "1500",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": str(pki.broker),
         "ssl.key.password": BROKER_PASSWORD,

@@ -51,10 +51,12 @@ class Transport(StringTransport):
         self.loseConnection()
 
 
-def make(mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN")) -> tuple[KafkaConnection, Transport, Dispatcher, task.Clock]:
+def make(mechanisms: tuple[str, ...] = ("SCRAM-SHA-512", "PLAIN"),
+         reauth_ms: int = 0) -> tuple[KafkaConnection, Transport, Dispatcher, task.Clock]:
     clock = task.Clock()
-    lookup = lambda mech, user: defer.succeed(CRED if (mech, user) == ("SCRAM-SHA-512", "alice") else None)  # noqa: E731
-    sasl = SaslSettings(mechanisms, {"carol": "cpw"}, lookup, DELAY, clock)
+    lookup = lambda mech, user: defer.succeed(  # noqa: E731
+        CRED if mech == "SCRAM-SHA-512" and user in ("alice", "alice2") else None)
+    sasl = SaslSettings(mechanisms, {"carol": "cpw", "dan": "dpw"}, lookup, DELAY, clock, reauth_ms)
     dispatcher = Dispatcher()
     factory = KafkaServerFactory(dispatcher, 1 << 20, 16, listener="SASL_PLAINTEXT", sasl=sasl, clock=clock)
     conn = factory.buildProtocol(None)
@@ -209,3 +211,66 @@ def test_authenticator_is_per_connection() -> None:
     conn_a, *_ = make()
     conn_b, *_ = make()
     assert isinstance(conn_a.authenticator, SaslAuthenticator) and conn_a.authenticator is not conn_b.authenticator
+
+
+def scram_login(conn: KafkaConnection, transport: Transport, user: str = "alice") -> dict:
+    send(conn, 17, 1, {"mechanism": "SCRAM-SHA-512"})
+    assert responses(transport, 17, 1)[0]["error_code"] == 0
+    client = scram.ScramClient("SCRAM-SHA-512", user, "pw")
+    send(conn, 36, 1, {"auth_bytes": client.first_message()})
+    first = responses(transport, 36, 1)[0]
+    send(conn, 36, 1, {"auth_bytes": client.final_message(bytes(first["auth_bytes"]))})
+    return responses(transport, 36, 1)[0]
+
+
+def metadata(conn: KafkaConnection) -> None:
+    send(conn, 3, 9, {"topics": [], "allow_auto_topic_creation": False})
+
+
+def test_kip_368_session_lifetime_and_reauthentication() -> None:
+    """With connections.max.reauth.ms the client is told the lifetime; a re-authentication on the
+    same connection renews it; a request after expiry closes the connection."""
+    conn, transport, dispatcher, clock = make(reauth_ms=1000)
+    final = scram_login(conn, transport)
+    assert final["error_code"] == 0 and final["session_lifetime_ms"] == 1000
+    clock.advance(0.9)
+    metadata(conn)
+    assert dispatcher.seen == [3]
+    transport.clear()
+    final = scram_login(conn, transport)                     # re-authentication, same principal
+    assert final["error_code"] == 0 and final["session_lifetime_ms"] == 1000
+    clock.advance(0.9)                                       # 1.8 s after the first login
+    metadata(conn)
+    assert dispatcher.seen == [3, 3] and not transport.disconnecting and not transport.aborted
+    clock.advance(0.2)
+    metadata(conn)
+    assert transport.aborted and dispatcher.seen == [3, 3]
+
+
+def test_kip_368_reauthentication_cannot_change_principal_or_mechanism() -> None:
+    """Re-authenticating as another user, or with another mechanism, closes the connection."""
+    conn, transport, dispatcher, clock = make(reauth_ms=1000)
+    scram_login(conn, transport)
+    send(conn, 17, 1, {"mechanism": "SCRAM-SHA-512"})
+    responses(transport, 17, 1)
+    client = scram.ScramClient("SCRAM-SHA-512", "alice2", "pw")
+    send(conn, 36, 1, {"auth_bytes": client.first_message()})
+    first = responses(transport, 36, 1)[0]
+    send(conn, 36, 1, {"auth_bytes": client.final_message(bytes(first["auth_bytes"]))})
+    clock.advance(DELAY)
+    answer = responses(transport, 36, 1)[0]
+    assert answer["error_code"] == 58 and "Cannot change principals" in answer["error_message"]
+    assert transport.disconnecting and conn.principal == principal.user("alice")
+    conn, transport, _, _ = make(reauth_ms=1000)
+    scram_login(conn, transport)
+    send(conn, 17, 1, {"mechanism": "PLAIN"})
+    assert responses(transport, 17, 1)[0]["error_code"] == 34 and transport.disconnecting
+
+
+def test_without_reauth_sessions_never_expire() -> None:
+    """connections.max.reauth.ms=0 (the default): lifetime 0, requests flow hours later."""
+    conn, transport, dispatcher, clock = make()
+    assert scram_login(conn, transport)["session_lifetime_ms"] == 0
+    clock.advance(36000)
+    metadata(conn)
+    assert dispatcher.seen == [3]
