@@ -121,3 +121,20 @@ def test_a_broker_with_a_wrong_inter_broker_password_does_not_replicate(cluster_
              "the leader refusing the follower's credentials again and again")
     assert zk_states(cluster, topic)[0]["isr"] == [honest.broker_id]
     produce(conf, topic, [b"x"])      # acks=all with min.insync.replicas=1: the leader alone suffices
+
+
+def test_ssl_inter_broker_listener_with_required_client_certificates(cluster_factory: Any, tmp_path: Path) -> None:
+    """inter.broker.listener.name=SSL with ssl.client.auth=required: followers present the broker
+    certificate from their key store, verify the leader's name (127.0.0.1 SAN) and replicate: the
+    acks=all produce completes only once the follower in the ISR has fetched the records."""
+    pki = make_pki(tmp_path / "pki")
+    cluster = cluster_factory(2, {**secure_overrides(pki, inter_broker="SSL")})
+    add_user(cluster, USER, PASSWORD)
+    conf = client_conf(cluster, pki)
+    topic = f"ssl-ib-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 2, 2)], operation_timeout=30)[topic].result(30)
+    wait_for(lambda: len(zk_states(cluster, topic)) == 2 and full_isr(cluster, topic, 2), 60,
+             "followers in the ISR over SSL")
+    produce(conf, topic, [f"s{i}".encode() for i in range(100)])
+    assert sorted(consume_all(conf, topic, 100)) == sorted(f"s{i}".encode() for i in range(100))
