@@ -146,11 +146,8 @@ class SaslAuthenticator:
         if isinstance(server, PlainServer):
             return defer.maybeDeferred(server.evaluate, token)
         if server.state == "client-first":
-            try:
-                username = server.client_first(token)
-            except Exception as exc:
-                return defer.fail(exc)
-            d = self.settings.scram_credential(server.mechanism, username)
+            d = defer.maybeDeferred(server.client_first, token)
+            d.addCallback(lambda username: self.settings.scram_credential(server.mechanism, username))
             return d.addCallback(server.server_first)
         return defer.maybeDeferred(server.client_final, token)
 
