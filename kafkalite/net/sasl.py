@@ -168,7 +168,7 @@ class SaslAuthenticator:
             return self._delayed(lambda: response)
 
         d = self._evaluate(token)
-        d.addCallback(lambda answer: (self._maybe_complete(conn), answer)[1])
+        d.addCallback(self._after_step, conn)
         return d.addCallbacks(done, failed)
 
     def _raw_token(self, token: bytes, conn: Any) -> Any:
@@ -183,8 +183,12 @@ class SaslAuthenticator:
             return self._delayed(close)
 
         d = self._evaluate(token)
-        d.addCallback(lambda answer: (self._maybe_complete(conn), answer)[1])
+        d.addCallback(self._after_step, conn)
         return d.addCallbacks(done, failed)
+
+    def _after_step(self, answer: bytes, conn: Any) -> bytes:
+        self._maybe_complete(conn)
+        return answer
 
     def _maybe_complete(self, conn: Any) -> None:
         if self.server.complete:
