@@ -112,6 +112,17 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 
 
 _POLICIES = one_of("delete", "compact")
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+#: Properties a listener may override as ``listener.name.<listener>.<property>`` (Kafka's
+#: listener-prefixed configs); ``sasl.jaas.config`` also per mechanism:
+#: ``listener.name.<listener>.<mechanism>.sasl.jaas.config``.
+LISTENER_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+                 "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.type",
+                 "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
+                 "ssl.client.auth", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
+                 "sasl.jaas.config", "connection.failed.authentication.delay.ms", "connections.max.reauth.ms")
+_LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(?:([a-z0-9-]+)\.(?=sasl\.jaas\.config$))?(.+)$")
 _TS_TYPES = one_of("CreateTime", "LogAppendTime")
 _COMPRESSION = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
@@ -124,8 +135,43 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("advertised.listeners", "list", None, "Listener URIs given to clients; defaults to listeners"),
     ConfigKey("listener.security.protocol.map", "string",
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "Listener name to security protocol (only PLAINTEXT is served)"),
-    ConfigKey("inter.broker.listener.name", "string", None, "Listener brokers use among themselves"),
+              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+    ConfigKey("inter.broker.listener.name", "string", None,
+              "Listener brokers use among themselves; defaults to the one of security.inter.broker.protocol"),
+    ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT",
+              "Security protocol among brokers when inter.broker.listener.name is unset", one_of(*SECURITY_PROTOCOLS)),
+    # TLS (PEM stores, as Kafka 2.7+ accepts them); each may be given per listener as
+    # listener.name.<listener>.<property>
+    ConfigKey("ssl.keystore.type", "string", "PEM", "Key store format; kafkalite reads PEM", one_of("PEM")),
+    ConfigKey("ssl.keystore.location", "string", None, "PEM file with the private key and its certificate chain"),
+    ConfigKey("ssl.keystore.password", "password", None, "Refused with PEM key stores, as in Kafka "
+              "(the key's password is ssl.key.password)"),
+    ConfigKey("ssl.keystore.certificate.chain", "password", None, "The certificate chain in PEM, inline"),
+    ConfigKey("ssl.keystore.key", "password", None, "The private key in PEM, inline"),
+    ConfigKey("ssl.key.password", "password", None, "Password of an encrypted private key"),
+    ConfigKey("ssl.truststore.type", "string", "PEM", "Trust store format; kafkalite reads PEM", one_of("PEM")),
+    ConfigKey("ssl.truststore.location", "string", None, "PEM file of trusted CA certificates"),
+    ConfigKey("ssl.truststore.password", "password", None, "Unused for PEM trust stores (Kafka refuses it too)"),
+    ConfigKey("ssl.truststore.certificates", "password", None, "Trusted CA certificates in PEM, inline"),
+    ConfigKey("ssl.client.auth", "string", "none", "Client certificates: none, requested or required",
+              one_of("none", "requested", "required")),
+    ConfigKey("ssl.endpoint.identification.algorithm", "string", "https",
+              "Inter-broker TLS: 'https' checks the other broker's host name against its certificate, '' does not"),
+    ConfigKey("ssl.enabled.protocols", "list", ["TLSv1.2", "TLSv1.3"], "TLS versions accepted",
+              one_of("TLSv1.2", "TLSv1.3")),
+    # SASL
+    ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
+              "SASL mechanisms offered on SASL listeners; kafkalite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ConfigKey("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism among brokers"),
+    ConfigKey("sasl.jaas.config", "password", None,
+              "JAAS login module entry (PlainLoginModule / ScramLoginModule): the broker's own username/password "
+              "and, for PLAIN, its user_<name>=\"<password>\" users"),
+    ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
+              "Delay before the answer to a failed authentication and the close", at_least(0)),
+    ConfigKey("connections.max.reauth.ms", "long", 0,
+              "KIP-368: an authenticated SASL session lasts this long (told to the client in SaslAuthenticate); "
+              "the client re-authenticates on the same connection or the next request closes it; 0: forever",
+              at_least(0)),
     ConfigKey("metrics.port", "int", 0,
               "kafkalite's own: HTTP port of this broker's Prometheus text at /metrics and JSON health at "
               "/health (Twisted Web); 0 turns both off. Kafka itself has JMX, scraped through the JMX "
@@ -491,17 +537,105 @@ class BrokerConfig:
     values: dict[str, Any]
     explicit: set[str] = field(default_factory=set)      # keys the properties file set
 
+    #: ``listener.name.<listener>.[<mechanism>.]<property>`` -> typed value (see LISTENER_KEYS)
+    prefixed: dict[str, Any] = field(default_factory=dict)
+
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
         values: dict[str, Any] = {}
+        prefixed: dict[str, Any] = {}
         for name, raw in props.items():
             key = BROKER_KEYS.get(name)
             if key is None:
-                raise ConfigError(f"Unknown configuration {name!r}")
+                m = _LISTENER_PREFIXED.match(name)
+                if m is None or m.group(3) not in LISTENER_KEYS:
+                    raise ConfigError(f"Unknown configuration {name!r}")
+                prefixed[name] = BROKER_KEYS[m.group(3)].parse(raw)
+                continue
             values[name] = key.parse(raw)
-        cfg = cls({n: values.get(n, k.default) for n, k in BROKER_KEYS.items()}, set(values))
+        cfg = cls({n: values.get(n, k.default) for n, k in BROKER_KEYS.items()}, set(values), prefixed)
         cfg._check()
         return cfg
+
+    def listener_config(self, listener: str) -> "ListenerConfig":
+        """The properties as one listener sees them (its ``listener.name.<listener>.`` overrides first)."""
+        return ListenerConfig(self, listener)
+
+    def jaas_config(self, listener: str, mechanism: str) -> Any:
+        """The parsed JAAS entry (``kafkalite.security.jaas.JaasEntry``, None if none is set) for
+        ``mechanism`` on ``listener``: ``listener.name.<l>.<mechanism>.sasl.jaas.config``, then
+        ``listener.name.<l>.sasl.jaas.config``, then ``sasl.jaas.config`` (Kafka's order)."""
+        from kafkalite.security import jaas
+
+        prefix = f"listener.name.{listener.lower()}."
+        text = self.prefixed.get(f"{prefix}{mechanism.lower()}.sasl.jaas.config")
+        if text is None:
+            text = self.prefixed.get(f"{prefix}sasl.jaas.config", self["sasl.jaas.config"])
+        return jaas.parse(text) if text else None
+
+    @property
+    def inter_broker_listener(self) -> str:
+        """Kafka's rule: ``inter.broker.listener.name``, else the listener named like
+        ``security.inter.broker.protocol`` (PLAINTEXT by default), else the first listener."""
+        name = self["inter.broker.listener.name"]
+        if name:
+            return str(name).upper()
+        wanted = self["security.inter.broker.protocol"]
+        names = [ep.listener for ep in self.listeners]
+        return wanted if wanted in names else names[0]
+
+    def _check_security(self, names: list[str]) -> None:
+        from kafkalite.security import jaas
+
+        protocols = self.security_protocols()
+        for name in names:
+            proto = protocols.get(name)
+            if proto is None:
+                raise ConfigError(f"Listener {name} is not in listener.security.protocol.map")
+            if proto not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"Listener {name}: unknown security protocol {proto!r}")
+        if "inter.broker.listener.name" in self.explicit and "security.inter.broker.protocol" in self.explicit:
+            raise ConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol should be set")
+        if self["inter.broker.listener.name"] and self.inter_broker_listener not in names:
+            raise ConfigError(f"inter.broker.listener.name must be a listener name defined in listeners "
+                              f"(got {self['inter.broker.listener.name']})")
+        for name in names:
+            lc = self.listener_config(name)
+            proto = protocols[name]
+            if proto in ("SSL", "SASL_SSL"):
+                if not (lc["ssl.keystore.location"] or (lc["ssl.keystore.certificate.chain"] and lc["ssl.keystore.key"])):
+                    raise ConfigError(f"Listener {name} ({proto}) needs ssl.keystore.location or "
+                                      "ssl.keystore.certificate.chain and ssl.keystore.key")
+                if lc["ssl.keystore.location"] and lc["ssl.keystore.certificate.chain"]:
+                    raise ConfigError(f"Listener {name}: set ssl.keystore.location or ssl.keystore.certificate.chain, "
+                                      "not both")
+            if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+                mechanisms = lc["sasl.enabled.mechanisms"] or []
+                if not mechanisms:
+                    raise ConfigError(f"Listener {name}: sasl.enabled.mechanisms is empty")
+                for mech in mechanisms:
+                    if mech not in SASL_MECHANISMS:
+                        raise ConfigError(f"Listener {name}: SASL mechanism {mech} is not supported by kafkalite "
+                                          f"(set sasl.enabled.mechanisms to some of {', '.join(SASL_MECHANISMS)})")
+                    try:
+                        entry = lc.jaas(mech)
+                    except jaas.JaasError as exc:
+                        raise ConfigError(str(exc)) from None
+                    if mech == "PLAIN" and (entry is None or not entry.plain_users()):
+                        raise ConfigError(f"Listener {name}: PLAIN needs a sasl.jaas.config with "
+                                          f"user_<name>=\"<password>\" entries "
+                                          f"(listener.name.{name.lower()}.plain.sasl.jaas.config)")
+        inter = self.inter_broker_listener
+        if protocols.get(inter) in ("SASL_PLAINTEXT", "SASL_SSL"):
+            lc = self.listener_config(inter)
+            mech = self["sasl.mechanism.inter.broker.protocol"]
+            if mech not in (lc["sasl.enabled.mechanisms"] or []):
+                raise ConfigError(f"sasl.mechanism.inter.broker.protocol {mech} must be in the inter-broker "
+                                  f"listener's sasl.enabled.mechanisms")
+            entry = lc.jaas(mech)
+            if entry is None or entry.username is None or entry.password is None:
+                raise ConfigError(f"The inter-broker listener {inter} needs a sasl.jaas.config for {mech} with "
+                                  "the broker's own username and password")
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -514,12 +648,21 @@ class BrokerConfig:
         listeners = self.listeners
         if not listeners:
             raise ConfigError("Configuration 'listeners' names no listener")
-        for ep in listeners:
-            if ep.listener != "PLAINTEXT" and self.security_protocol(ep.listener) != "PLAINTEXT":
-                raise ConfigError(f"Listener {ep.listener}: only PLAINTEXT is supported")
         names = [ep.listener for ep in listeners]
         if len(set(names)) != len(names):
             raise ConfigError("Each listener name may appear only once in 'listeners'")
+        for lc in (self.listener_config(n) for n in names):
+            # kafkalite reads PEM stores only (Kafka 2.7+'s PEM support, KIP-651); like Kafka it
+            # refuses a password on a PEM trust store
+            for store in ("ssl.keystore.type", "ssl.truststore.type"):
+                if lc[store] != "PEM":
+                    raise ConfigError(f"{store}={lc[store]} is not supported: kafkalite reads PEM stores only")
+            if lc["ssl.truststore.password"] is not None:
+                raise ConfigError("ssl.truststore.password cannot be specified for PEM trust stores (as in Kafka)")
+            if lc["ssl.keystore.password"] is not None:
+                raise ConfigError("ssl.keystore.password cannot be specified with PEM key stores, only ssl.key.password "
+                                  "(as in Kafka)")
+        self._check_security(names)
         if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
             raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
                               "is set (as in Kafka)")
@@ -527,9 +670,13 @@ class BrokerConfig:
         if any(ep.port <= 0 for ep in advertised if ep.listener in names and self["advertised.listeners"]):
             raise ConfigError("advertised.listeners needs a real port for every listener")
 
+    def security_protocols(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as {LISTENER: PROTOCOL}."""
+        return _protocol_map(self["listener.security.protocol.map"])
+
     def security_protocol(self, listener: str) -> str:
-        mapping = dict(item.split(":", 1) for item in self["listener.security.protocol.map"].split(",") if ":" in item)
-        return mapping.get(listener, listener)
+        """The protocol ``listener.security.protocol.map`` gives ``listener``."""
+        return _protocol_map(self["listener.security.protocol.map"]).get(listener, listener)
 
     @property
     def broker_id(self) -> int:
@@ -597,6 +744,34 @@ class BrokerConfig:
             rows.append(ConfigValue(name, self.values[name], source, ((name, self.values[name], source),),
                                     key.kind, key.documentation, key.kind == "password"))
         return rows
+
+
+def _protocol_map(text: str) -> dict[str, str]:
+    return {k.strip().upper(): v.strip().upper() for k, v in
+            (item.split(":", 1) for item in text.split(",") if ":" in item)}
+
+
+class ListenerConfig:
+    """One listener's view of the broker properties: ``lc["ssl.keystore.location"]`` is
+    ``listener.name.<listener>.ssl.keystore.location`` when set, else the broker-wide value, as
+    Kafka resolves listener-prefixed configs."""
+
+    def __init__(self, config: BrokerConfig, listener: str) -> None:
+        self.config = config
+        self.listener = listener
+        self.prefix = f"listener.name.{listener.lower()}."
+
+    @property
+    def security_protocol(self) -> str:
+        return self.config.security_protocol(self.listener)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in LISTENER_KEYS:
+            return self.config[name]
+        return self.config.prefixed.get(self.prefix + name, self.config[name])
+
+    def jaas(self, mechanism: str) -> Any:
+        return self.config.jaas_config(self.listener, mechanism)
 
 
 def validate_topic_overrides(configs: Mapping[str, str | None]) -> dict[str, str]:

@@ -9,7 +9,7 @@ from zk_schema import paths
 from zk_schema.admin import DeleteTopicsZNode, PreferredReplicaElection, ReassignPartitions
 from zk_schema.brokers import BrokerRegistration, BrokerSequenceIdZNode, EndPoint
 from zk_schema.cluster import ClusterIdZNode
-from zk_schema.config import ConfigEntityChangeNotification, ConfigEntityZNode, TopicConfigZNode
+from zk_schema.config import ConfigEntityChangeNotification, ConfigEntityZNode, TopicConfigZNode, desanitize, sanitize
 from zk_schema.controller import ControllerEpochZNode, ControllerZNode
 from zk_schema.errors import InvalidTopicNameError, ZkDataError
 from zk_schema.notifications import IsrChangeNotification, LogDirEventNotification
@@ -30,7 +30,7 @@ __all__ = [
     "ControllerZNode", "ControllerEpochZNode",
     "EndPoint", "BrokerRegistration", "BrokerSequenceIdZNode",
     "TopicZNode", "TopicPartitionsZNode", "TopicPartitionZNode", "TopicPartitionStateZNode", "NO_LEADER", "LEADER_DURING_DELETE",
-    "ConfigEntityZNode", "TopicConfigZNode", "ConfigEntityChangeNotification",
+    "ConfigEntityZNode", "TopicConfigZNode", "ConfigEntityChangeNotification", "sanitize", "desanitize",
     "DeleteTopicsZNode", "PreferredReplicaElection", "ReassignPartitions",
     "IsrChangeNotification", "LogDirEventNotification",
     "ProducerIdBlockZNode", "PRODUCER_ID_BLOCK_SIZE",

@@ -12,10 +12,22 @@ re-reads ``/config/<entity_path>``; version 1 used separate type/name fields, st
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 from zk_schema import paths
 from zk_schema._json import dumps, loads_object, req_object, req_str, req_version
 from zk_schema.errors import ZkDataError
+
+
+def sanitize(name: str) -> str:
+    """An entity name as a znode name (Kafka's Sanitizer: URL-encoded UTF-8, ``*`` as ``%2A``,
+    a space as ``%20``, ``.-_~`` and letters/digits as they are), so ``User:CN=a,O=b`` fits in
+    one path element."""
+    return quote(name, safe="")
+
+
+def desanitize(name: str) -> str:
+    return unquote(name)
 
 
 @dataclass(frozen=True)

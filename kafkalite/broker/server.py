@@ -17,6 +17,7 @@ keeps serving its other dirs, still registered. With no dir left it stops.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import socket
 import time
@@ -28,6 +29,7 @@ from twisted.internet.interfaces import IReactorCore
 
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
+from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.metadata_sync import Change, MetadataSync
@@ -45,6 +47,8 @@ from kafkalite.coordination.client import SessionState
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.net import client as net_client
+from kafkalite.net import tls
+from kafkalite.net.sasl import SaslSettings
 from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
@@ -109,7 +113,13 @@ class KafkaBroker:
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
                                      describe_log_dirs=self._describe_log_dirs_of,
                                      preferred_election=lambda: self.sync.preferred_election)
-        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of)
+        self.credentials = UserCredentials(self.kafka_zk)
+        # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
+        # runs, so a bad key store or JAAS entry stops start-up with one line
+        self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
+        self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
+        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
+                                              functools.partial(net_client.connect, security=self.inter_broker_security))
         self.replica_manager.fetchers = self.fetchers
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
@@ -123,7 +133,7 @@ class KafkaBroker:
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         listeners = config.listeners
-        protected = (config["inter.broker.listener.name"] or listeners[0].listener) if len(listeners) > 1 else None
+        protected = config.inter_broker_listener if len(listeners) > 1 else None
         # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
         self.connection_quotas = ConnectionQuotas(
             config["max.connections"], config["max.connections.per.ip"],
@@ -140,7 +150,7 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics)
+                              self.metrics, self.credentials)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -176,15 +186,33 @@ class KafkaBroker:
         stat = yield self.kafka_zk.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
         return stat.version + self.config["reserved.broker.max.id"]
 
+    def _listener_security(self, listener: str) -> tuple[Any, SaslSettings | None]:
+        """(TLS context factory or None, SASL settings or None) of one listener."""
+        lc = self.config.listener_config(listener)
+        proto = lc.security_protocol
+        options = tls.server_options(tls.key_material(lc)) if proto in ("SSL", "SASL_SSL") else None
+        sasl = None
+        if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanisms = tuple(lc["sasl.enabled.mechanisms"])
+            plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
+            sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
+                                # read afresh on every authentication: a changed or deleted
+                                # credential applies to the next connection
+                                self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
+                                self.reactor, lc["connections.max.reauth.ms"])
+        return options, sasl
+
     def _listen(self) -> list[EndPoint]:
         advertised: list[EndPoint] = []
         configured = {ep.listener: ep for ep in self.config.advertised_listeners}
         services = self.services()
         for ep in self.config.listeners:
+            tls_options, sasl = self.listener_security[ep.listener]
             factory = KafkaServerFactory(Dispatcher(services, ep.listener), self.config["socket.request.max.bytes"],
                                          self.config["queued.max.requests"], listener=ep.listener,
                                          quotas=self.connection_quotas, socket_options=self.socket_options,
-                                         max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor)
+                                         max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
+                                         tls_options=tls_options, sasl=sasl)
             port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
             self.ports.append(port)
             self.factories.append(factory)
@@ -299,10 +327,10 @@ class KafkaBroker:
         else:
             endpoint = self._endpoint_of(broker_id)
             if endpoint is None:
-                raise KafkaError(f"broker {broker_id} has no {self._inter_broker_listener()} endpoint")
+                raise KafkaError(f"broker {broker_id} has no {self.config.inter_broker_listener} endpoint")
             timeout = self.config["controller.socket.timeout.ms"] / 1000.0
             conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"controller-{self.broker_id}",
-                                            timeout)
+                                            timeout, security=self.inter_broker_security)
             try:
                 resp = yield conn.request(ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
             finally:
@@ -399,7 +427,8 @@ class KafkaBroker:
         if endpoint is None:
             raise KafkaError(f"no reachable controller (controller id {controller})")
         timeout = self.config["controller.socket.timeout.ms"] / 1000.0
-        conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout)
+        conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout,
+                                        security=self.inter_broker_security)
         try:
             resp = yield conn.request(ApiKey.CONTROLLED_SHUTDOWN, 3,
                                       {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
@@ -451,10 +480,7 @@ class KafkaBroker:
         info = self.metadata.brokers.get(broker_id)
         if info is None:
             return None
-        return info.endpoint(self._inter_broker_listener())
-
-    def _inter_broker_listener(self) -> str:
-        return self.config["inter.broker.listener.name"] or self.config.listeners[0].listener
+        return info.endpoint(self.config.inter_broker_listener)
 
 
 def run_broker(config: BrokerConfig) -> int:

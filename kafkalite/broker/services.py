@@ -23,6 +23,7 @@ from twisted.internet.interfaces import IReactorTime
 if TYPE_CHECKING:
     from kafkalite.broker.admin import TopicAdmin
     from kafkalite.broker.metrics import BrokerMetrics
+    from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
@@ -88,6 +89,7 @@ class BrokerServices:
     producer_ids: "ProducerIdManager"
     controller: "Controller"
     metrics: "BrokerMetrics"
+    credentials: "UserCredentials"
 
 
 @dataclass
@@ -105,6 +107,11 @@ class RequestContext:
     @property
     def now_ms(self) -> int:
         return self.services.clock.now_ms()
+
+    @property
+    def principal(self) -> Any:
+        """The client's ``KafkaPrincipal`` (certificate DN, SASL user, or User:ANONYMOUS)."""
+        return self.conn.principal
 
     @property
     def broker_id(self) -> int:
@@ -145,3 +152,7 @@ class RequestContext:
     @property
     def metrics(self) -> "BrokerMetrics":
         return self.services.metrics
+
+    @property
+    def credentials(self) -> "UserCredentials":
+        return self.services.credentials

@@ -3,22 +3,38 @@
 Changes go through IncrementalAlterConfigs (key 44; AlterConfigs, key 33, when a broker lacks
 it): the broker validates them, writes ``/config/topics/<t>`` and a ``/config/changes``
 notification, and every broker applies the new values live.
+
+Users (``--entity-type users``) hold SCRAM credentials, as kafka-configs.sh manages them with
+``--zookeeper`` in Kafka 2.x: ``--add-config 'SCRAM-SHA-512=[password=...]'`` (optionally
+``iterations=N``, at least 4096) salts and hashes the password here, in the tool, and writes
+only ``salt=...,stored_key=...,server_key=...,iterations=N`` to ``/config/users/<user>`` with a
+``/config/changes`` notification; brokers read the credential at the next authentication.
 """
 from __future__ import annotations
+
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 from kafkalite.client import Admin, ClientError
 from kafkalite.client.admin import BROKER, DELETE, SET, TOPIC
 from kafkalite.errors import ErrorCode
+from kafkalite.security import scram
+from zk_schema import ConfigEntityChangeNotification, ConfigEntityZNode, sanitize
 
 from .common import ToolError, bootstrap_arg, parser, run
 
 ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
+USERS = "users"
 
 
 def build_parser():
-    p = parser("kafkalite-configs", "Add, remove or describe configs of topics and brokers.")
-    bootstrap_arg(p)
-    p.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), required=True)
+    p = parser("kafkalite-configs", "Add, remove or describe configs of topics, brokers and users.")
+    bootstrap_arg(p, required=False)
+    p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
+                   help="ZooKeeper connect string (users' SCRAM credentials, as Kafka 2.x's ConfigCommand)")
+    p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, USERS]), required=True)
     p.add_argument("--entity-name")
     p.add_argument("--entity-default", action="store_true")
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name <topic>")
@@ -59,8 +75,94 @@ def parse_add_config(text: str) -> dict[str, str]:
     return out
 
 
+def parse_scram_config(name: str, value: str) -> tuple[str, int]:
+    """``password=...[,iterations=N]`` of a SCRAM-SHA-* entry -> (password, iterations)."""
+    fields: dict[str, str] = {}
+    for item in value.split(","):
+        key, sep, v = item.partition("=")
+        if not sep or key.strip() not in ("password", "iterations"):
+            raise ToolError(f"Invalid credential property {item!r} for {name}: expected password=...[,iterations=N]")
+        fields[key.strip()] = v
+    if not fields.get("password"):
+        raise ToolError(f"Invalid credential for {name}: password must be specified")
+    try:
+        iterations = int(fields.get("iterations", scram.DEFAULT_ITERATIONS))
+    except ValueError:
+        raise ToolError(f"Invalid iterations for {name}: {fields['iterations']!r}") from None
+    low = scram.MECHANISMS[name][1]
+    if not low <= iterations <= scram.MAX_ITERATIONS:
+        raise ToolError(f"Invalid iterations for {name}: {iterations} (must be between {low} and {scram.MAX_ITERATIONS})")
+    return fields["password"], iterations
+
+
+def alter_user_zookeeper(zk: Any, user: str, adds: dict[str, str], deletes: list[str]) -> dict[str, str]:
+    """Apply adds/deletes to ``/config/users/<user>`` through a blocking kazoo client; SCRAM
+    entries are turned into credentials here. Returns the new config."""
+    path = ConfigEntityZNode.path("users", sanitize(user))
+    try:
+        data, _ = zk.get(path)
+        current = dict(ConfigEntityZNode.decode(data).config)
+    except NoNodeError:
+        current = {}
+    for name, value in adds.items():
+        if name not in scram.MECHANISMS:
+            raise ToolError(f"Invalid config for users: {name} (kafkalite's user configs are "
+                            f"{', '.join(scram.MECHANISMS)})")
+        password, iterations = parse_scram_config(name, value)
+        current[name] = scram.make_credential(name, password, iterations).to_config()
+    for name in deletes:
+        if name not in current:
+            raise ToolError(f"Invalid config(s): {name} does not exist for user {user}")
+        del current[name]
+    encoded = ConfigEntityZNode(current).encode()
+    try:
+        zk.set(path, encoded)
+    except NoNodeError:
+        zk.create(path, encoded, makepath=True)
+    zk.create(ConfigEntityChangeNotification.path_prefix(),
+              ConfigEntityChangeNotification(f"users/{sanitize(user)}").encode(), sequence=True, makepath=True)
+    return current
+
+
+def users_main(a: Any) -> int:
+    if not a.zookeeper:
+        raise ToolError("--entity-type users needs --zookeeper (SCRAM credentials are written to ZooKeeper)")
+    if a.entity_name is None:
+        raise ToolError("an entity name must be specified with --entity-name")
+    zk = KazooClient(hosts=a.zookeeper, timeout=10)
+    try:
+        zk.start(15)
+    except Exception as exc:
+        zk.close()
+        raise ToolError(f"cannot connect to ZooKeeper at {a.zookeeper}: {exc}") from None
+    try:
+        if a.describe:
+            try:
+                data, _ = zk.get(ConfigEntityZNode.path("users", sanitize(a.entity_name)))
+                config = ConfigEntityZNode.decode(data).config
+            except NoNodeError:
+                config = {}
+            print(f"Configs for user-principal '{a.entity_name}' are "
+                  + ",".join(f"{k}={v}" for k, v in sorted(config.items())))
+            return 0
+        adds = parse_add_config(a.add_config) if a.add_config else {}
+        deletes = [k.strip() for k in (a.delete_config or "").split(",") if k.strip()]
+        if not adds and not deletes:
+            raise ToolError("--alter needs --add-config and/or --delete-config")
+        alter_user_zookeeper(zk, a.entity_name, adds, deletes)
+        print(f"Completed updating config for user {a.entity_name}.")
+        return 0
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
+    if a.entity_type == USERS:
+        return users_main(a)
+    if not a.bootstrap_server:
+        raise ToolError("--bootstrap-server is required for topics and brokers")
     if a.topic:
         a.entity_type, a.entity_name = "topics", a.topic
     rtype = ENTITY_TYPES[a.entity_type]
@@ -102,14 +204,15 @@ def main(argv: list[str]) -> int:
         overlap = set(adds) & set(deletes)
         if overlap:
             raise ToolError(f"Invalid entity config: these configs are both added and deleted: {sorted(overlap)}")
-        ops = [(k, SET, v) for k, v in adds.items()] + [(k, DELETE, None) for k in deletes]
+        ops: list[tuple[str, int, str | None]] = [(k, SET, v) for k, v in adds.items()]
+        ops += [(k, DELETE, None) for k in deletes]
         try:
             admin.incremental_alter_configs(rtype, name, ops)
         except ClientError as exc:
             if exc.code != ErrorCode.UNSUPPORTED_VERSION:
                 raise
-            current = {k: e.value for k, e in admin.describe_configs(rtype, name).items()
-                       if e.source == "DYNAMIC_TOPIC_CONFIG"}
+            current: dict[str, str] = {k: e.value or "" for k, e in admin.describe_configs(rtype, name).items()
+                                       if e.source == "DYNAMIC_TOPIC_CONFIG"}
             current.update(adds)
             for k in deletes:
                 current.pop(k, None)

@@ -27,10 +27,10 @@ from kafkalite.coordination.ops import (CheckOp, ConditionalSetResult, CreateOp,
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
 from kafkalite.metadata.state import LeaderAndIsr
 from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode,
-                       ConfigEntityChangeNotification, DeleteTopicsZNode, LogDirEventNotification,
+                       ConfigEntityChangeNotification, ConfigEntityZNode, DeleteTopicsZNode, LogDirEventNotification,
                        PRODUCER_ID_BLOCK_SIZE, TopicConfigZNode, TopicPartitionsZNode,
                        TopicPartitionStateZNode, TopicPartitionZNode, TopicZNode, ZkDataError,
-                       collides_with, new_topic_id, paths, sequence_number, validate_topic_name)
+                       collides_with, new_topic_id, paths, sanitize, sequence_number, validate_topic_name)
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,23 @@ class KafkaZkClient:
                                   TopicConfigZNode(dict(config)).encode())
         created = yield self.zk.create(ConfigEntityChangeNotification.path_prefix(),
                                        ConfigEntityChangeNotification.for_topic(topic).encode(),
+                                       sequence=True, makepath=True)
+        return created
+
+    @defer.inlineCallbacks
+    def get_entity_config(self, entity_type: str, name: str) -> Any:
+        """Fires ``/config/<entity_type>/<sanitized name>``'s config ({} if none), e.g. a user's
+        SCRAM credentials under ``users``."""
+        data, _ = yield self.zk.get_or_none(ConfigEntityZNode.path(entity_type, sanitize(name)))
+        return {} if data is None else dict(ConfigEntityZNode.decode(data).config)
+
+    @defer.inlineCallbacks
+    def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> Any:
+        """Replace ``/config/<entity_type>/<sanitized name>`` and write the change notification."""
+        entity = sanitize(name)
+        yield self._set_or_create(ConfigEntityZNode.path(entity_type, entity), ConfigEntityZNode(dict(config)).encode())
+        created = yield self.zk.create(ConfigEntityChangeNotification.path_prefix(),
+                                       ConfigEntityChangeNotification(f"{entity_type}/{entity}").encode(),
                                        sequence=True, makepath=True)
         return created
 

@@ -4,12 +4,19 @@ One connection per remote broker; requests are pipelined and matched to response
 correlation id (the remote answers in order anyway). Each request carries its own timeout; a
 timeout or a lost connection fails every outstanding request, and the connection is gone: the
 caller reconnects.
+
+Security: on an SSL / SASL_SSL inter-broker listener the connection runs over TLS (the trust
+store and, for listeners that require one, the broker's own certificate from its
+inter-broker listener's ``ssl.*`` properties); on a SASL listener :func:`connect` authenticates
+with ``sasl.mechanism.inter.broker.protocol`` and the username/password of that listener's JAAS
+entry (SaslHandshake v1 + SaslAuthenticate, KIP-152) before handing the connection out.
 """
 from __future__ import annotations
 
 import itertools
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from twisted.internet import defer, protocol
@@ -21,6 +28,9 @@ from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
+from kafkalite.security import AuthenticationError, scram
+from kafkalite.security.plain import encode_token as plain_token
+
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +103,87 @@ class KafkaClientProtocol(protocol.Protocol):
             stream_transport(self).loseConnection()
 
 
-def connect(reactor: IReactorTCP, host: str, port: int, client_id: str, timeout_s: float) -> defer.Deferred:
-    """Deferred KafkaClientProtocol connected to host:port."""
+@dataclass(frozen=True)
+class ClientSecurity:
+    """How a broker connects to the others: its inter-broker listener's security protocol, TLS
+    key material (``kafkalite.net.tls.KeyMaterial``) and SASL identity."""
+
+    protocol: str = "PLAINTEXT"
+    tls: Any = None
+    verify_hostname: bool = True
+    mechanism: str | None = None
+    username: str | None = None
+    password: str | None = None
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+    @classmethod
+    def for_inter_broker(cls, config: Any) -> "ClientSecurity":
+        """From the broker config: the inter-broker listener's protocol and settings."""
+        from kafkalite.net import tls
+
+        lc = config.listener_config(config.inter_broker_listener)
+        proto = lc.security_protocol
+        material = tls.key_material(lc) if proto in ("SSL", "SASL_SSL") else None
+        mechanism = username = password = None
+        if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = config["sasl.mechanism.inter.broker.protocol"]
+            entry = config.jaas_config(lc.listener, mechanism)
+            username, password = entry.username, entry.password
+        return cls(proto, material, config["ssl.endpoint.identification.algorithm"].lower() == "https",
+                   mechanism, username, password)
+
+
+@defer.inlineCallbacks
+def authenticate(conn: KafkaClientProtocol, security: ClientSecurity, timeout_s: float) -> Any:
+    """The client side of Kafka's SASL exchange (handshake v1, then SaslAuthenticate tokens)."""
+    mechanism = security.mechanism or ""
+    resp = yield conn.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout_s)
+    if resp["error_code"] != 0:
+        raise AuthenticationError(f"SASL mechanism {mechanism} refused (error {resp['error_code']}); "
+                                  f"enabled: {resp['mechanisms']}")
+
+    @defer.inlineCallbacks
+    def step(token: bytes) -> Any:
+        answer = yield conn.request(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": token}, timeout_s)
+        if answer["error_code"] != 0:
+            raise AuthenticationError(answer["error_message"] or f"SASL authentication failed "
+                                      f"(error {answer['error_code']})")
+        return bytes(answer["auth_bytes"])
+
+    if mechanism == "PLAIN":
+        yield step(plain_token(security.username or "", security.password or ""))
+        return conn
+    client = scram.ScramClient(mechanism, security.username or "", security.password or "")
+    server_first = yield step(client.first_message())
+    server_final = yield step(client.final_message(server_first))
+    client.verify_server_final(server_final)
+    return conn
+
+
+@defer.inlineCallbacks
+def connect(reactor: IReactorTCP, host: str, port: int, client_id: str, timeout_s: float,
+            security: ClientSecurity | None = None) -> Any:
+    """Deferred KafkaClientProtocol connected to host:port (over TLS and authenticated as
+    ``security`` says)."""
     creator = protocol.ClientCreator(reactor, KafkaClientProtocol, client_id, reactor)
-    return creator.connectTCP(host, port, timeout=timeout_s)
+    if security is None or not security.uses_tls:
+        conn = yield creator.connectTCP(host, port, timeout=timeout_s)
+    else:
+        from kafkalite.net import tls
+
+        options = tls.client_options(security.tls, host, security.verify_hostname)
+        conn = yield creator.connectSSL(host, port, options, timeout=timeout_s)
+    if security is not None and security.uses_sasl:
+        try:
+            yield authenticate(conn, security, timeout_s)
+        except Exception:
+            conn.close()
+            raise
+    return conn

@@ -19,6 +19,13 @@ total (``max.connections``: at the limit the listeners stop accepting, so new co
 the kernel's backlog as Kafka's blocked acceptor leaves them). One periodic sweep per listener
 closes connections idle for ``connections.max.idle.ms`` (no bytes either way and no request in
 progress), as Kafka's Selector does.
+
+Security (``kafkalite.net.tls``, ``kafkalite.net.sasl``): an SSL or SASL_SSL listener wraps this
+factory in Twisted's TLS protocol, so a connection sees plaintext frames either way; its
+``principal`` is the client certificate's DN (``User:ANONYMOUS`` without one). On a SASL listener
+each connection has a :class:`~kafkalite.net.sasl.SaslAuthenticator` that answers every frame
+until authentication completes (then ``principal`` is the SASL user); PLAINTEXT connections pay
+one attribute test per request batch for all of this.
 """
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ import logging
 import socket
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol as TypingProtocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol as TypingProtocol
 
 from twisted.internet import defer, protocol, task
 from twisted.internet.interfaces import IPushProducer, IReactorTime
@@ -34,8 +41,13 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from kafkalite.net.transport import stream_transport
+from kafkalite.net.tls import TLSServerFactory, peer_certificate, tcp_transport
 from kafkalite.protocol.errors import ProtocolError
 from kafkalite.protocol.framing import FrameDecoder
+from kafkalite.security import principal as principals
+
+if TYPE_CHECKING:
+    from kafkalite.net.sasl import SaslSettings
 
 log = logging.getLogger(__name__)
 
@@ -175,13 +187,17 @@ class KafkaConnection(protocol.Protocol):
         self.clock = clock
         self.last_active = clock.seconds() if clock is not None else 0.0
         self.quota_host: str | None = None       # counted in the factory's ConnectionQuotas
+        self.tls = False                          # set by the factory on SSL / SASL_SSL listeners
+        self.principal: principals.KafkaPrincipal | None = principals.ANONYMOUS
+        self.authenticator: Any = None            # net.sasl.SaslAuthenticator on SASL listeners
+        self.close_after_response = False         # close once the next response is written
 
     # -- Twisted callbacks ---------------------------------------------------------------------
     def connectionMade(self) -> None:
         addr = stream_transport(self).getPeer()
         self.peer = f"{getattr(addr, 'host', '?')}:{getattr(addr, 'port', '?')}"
         if self.socket_options is not None:
-            get_handle = getattr(self.transport, "getHandle", None)
+            get_handle = getattr(tcp_transport(self.transport), "getHandle", None)
             if get_handle is not None:
                 self.socket_options.apply(get_handle())
         stream_transport(self).registerProducer(self, True)
@@ -200,6 +216,9 @@ class KafkaConnection(protocol.Protocol):
         if self.closed:
             return
         self._touch()
+        if self.principal is None:
+            # TLS: application data arrives only after the handshake, so the peer is verified now
+            self.principal = principals.from_certificate(peer_certificate(self.transport))
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
@@ -231,6 +250,17 @@ class KafkaConnection(protocol.Protocol):
         self.closed = True
 
     # -- pipeline ------------------------------------------------------------------------------
+    def lose_connection(self) -> None:
+        """Close after the written data is sent. We are the transport's streaming producer: Twisted's
+        TLS transport holds its close (close_notify) back while a producer is registered, so
+        unregister first (harmless on plain TCP)."""
+        transport = stream_transport(self)
+        try:
+            transport.unregisterProducer()
+        except RuntimeError:        # test transports refuse when none is registered
+            pass
+        transport.loseConnection()
+
     def abort(self) -> None:
         self.closed = True
         self.queue.clear()
@@ -254,7 +284,11 @@ class KafkaConnection(protocol.Protocol):
                     stream_transport(self).resumeProducing()
                 self.busy = True
                 try:
-                    result = self.dispatcher.dispatch(frame, self)
+                    auth = self.authenticator
+                    if auth is not None and (not auth.complete or auth.intercepts(frame)):
+                        result = auth.handle(frame, self)
+                    else:
+                        result = self.dispatcher.dispatch(frame, self)
                 except CloseConnection as exc:
                     log.info("closing connection from %s: %s", self.peer, exc)
                     self.abort()
@@ -277,6 +311,12 @@ class KafkaConnection(protocol.Protocol):
             return
         if result is not NO_RESPONSE:
             stream_transport(self).writeSequence([_as_bytes(c) for c in result])
+        if self.close_after_response:
+            # Kafka's answer-then-close (a refused SASL mechanism or failed authentication)
+            self.closed = True
+            self.queue.clear()
+            self.lose_connection()
+            return
         self._touch()
         self._next()
 
@@ -297,8 +337,11 @@ class KafkaServerFactory(protocol.ServerFactory):
     def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int, *,
                  listener: str = "PLAINTEXT", quotas: ConnectionQuotas | None = None,
                  socket_options: SocketOptions | None = None, max_idle_ms: int = -1,
-                 clock: IReactorTime | None = None) -> None:
+                 clock: IReactorTime | None = None, tls_options: Any = None,
+                 sasl: "SaslSettings | None" = None) -> None:
         self.dispatcher = dispatcher
+        self.tls_options = tls_options          # a twisted.internet.ssl context factory: SSL / SASL_SSL
+        self.sasl = sasl                        # SASL_PLAINTEXT / SASL_SSL
         self.max_frame_bytes = max_frame_bytes
         self.max_queued = max_queued
         self.listener = listener
@@ -316,7 +359,8 @@ class KafkaServerFactory(protocol.ServerFactory):
     def listen(self, reactor: Any, port: int, interface: str) -> Any:
         """Bind this listener (``reactor.listenTCP``); its receive buffer is set on the listening
         socket too, so accepted connections start with it (as Kafka sets it before binding)."""
-        self.port = reactor.listenTCP(port, self, interface=interface)
+        factory: Any = self if self.tls_options is None else TLSServerFactory(self.tls_options, False, self)
+        self.port = reactor.listenTCP(port, factory, interface=interface)
         if self.socket_options is not None and getattr(self.port, "socket", None) is not None:
             self.socket_options.apply(self.port.socket, listening=True)
         return self.port
@@ -333,6 +377,12 @@ class KafkaServerFactory(protocol.ServerFactory):
         conn = KafkaConnection(self.dispatcher, self.max_frame_bytes, self.max_queued,
                                on_close=self._closed, socket_options=self.socket_options, clock=self.clock)
         conn.quota_host = host if self.quotas is not None else None
+        if self.tls_options is not None:
+            conn.tls = True
+            conn.principal = None               # known after the TLS handshake
+        if self.sasl is not None:
+            from kafkalite.net.sasl import SaslAuthenticator
+            conn.authenticator = SaslAuthenticator(self.sasl)
         self.connections.add(conn)
         return conn
 
@@ -381,9 +431,9 @@ class KafkaServerFactory(protocol.ServerFactory):
             log.info("closing connection from %s: idle for more than %d ms (connections.max.idle.ms)",
                      conn.peer, self.max_idle_ms)
             conn.closed = True
-            stream_transport(conn).loseConnection()
+            conn.lose_connection()
         return len(idle)
 
     def close_all(self) -> None:
         for conn in list(self.connections):
-            stream_transport(conn).loseConnection()
+            conn.lose_connection()

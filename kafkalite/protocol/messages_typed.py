@@ -59,6 +59,45 @@ class AlterConfigsResponse(TypedDict):
     responses: list[AlterConfigsResponseAlterConfigsResourceResponse]
 
 
+class AlterUserScramCredentialsRequestScramCredentialDeletion(TypedDict):
+    """AlterUserScramCredentialsRequest's ScramCredentialDeletion struct."""
+
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestScramCredentialUpsertion(TypedDict):
+    """AlterUserScramCredentialsRequest's ScramCredentialUpsertion struct."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: Bytes
+    salted_password: Bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict):
+    """AlterUserScramCredentialsRequest: the request body, API key 51, versions 0-0."""
+
+    deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion]
+
+
+class AlterUserScramCredentialsResponseAlterUserScramCredentialsResult(TypedDict):
+    """AlterUserScramCredentialsResponse's AlterUserScramCredentialsResult struct."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict):
+    """AlterUserScramCredentialsResponse: the response body, API key 51, versions 0-0."""
+
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult]
+
+
 class ApiVersionsRequest(TypedDict):
     """ApiVersionsRequest: the request body, API key 18, versions 0-4."""
 
@@ -481,6 +520,43 @@ class DescribeLogDirsResponse(TypedDict):
 
     throttle_time_ms: int
     results: list[DescribeLogDirsResponseDescribeLogDirsResult]
+
+
+class DescribeUserScramCredentialsRequestUserName(TypedDict):
+    """DescribeUserScramCredentialsRequest's UserName struct."""
+
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict):
+    """DescribeUserScramCredentialsRequest: the request body, API key 50, versions 0-0."""
+
+    users: list[DescribeUserScramCredentialsRequestUserName] | None
+
+
+class DescribeUserScramCredentialsResponseCredentialInfo(TypedDict):
+    """DescribeUserScramCredentialsResponse's CredentialInfo struct."""
+
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult(TypedDict):
+    """DescribeUserScramCredentialsResponse's DescribeUserScramCredentialsResult struct."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict):
+    """DescribeUserScramCredentialsResponse: the response body, API key 50, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult]
 
 
 class ElectLeadersRequestTopicPartitions(TypedDict):
@@ -1266,6 +1342,34 @@ class ResponseHeader(TypedDict):
     """ResponseHeader: the header, versions 0-1."""
 
     correlation_id: int
+
+
+class SaslAuthenticateRequest(TypedDict):
+    """SaslAuthenticateRequest: the request body, API key 36, versions 0-2."""
+
+    auth_bytes: Bytes
+
+
+class SaslAuthenticateResponse(TypedDict):
+    """SaslAuthenticateResponse: the response body, API key 36, versions 0-2."""
+
+    error_code: int
+    error_message: str | None
+    auth_bytes: Bytes
+    session_lifetime_ms: NotRequired[int]
+
+
+class SaslHandshakeRequest(TypedDict):
+    """SaslHandshakeRequest: the request body, API key 17, versions 0-1."""
+
+    mechanism: str
+
+
+class SaslHandshakeResponse(TypedDict):
+    """SaslHandshakeResponse: the response body, API key 17, versions 0-1."""
+
+    error_code: int
+    mechanisms: list[str]
 
 
 class SyncGroupRequestSyncGroupRequestAssignment(TypedDict):

@@ -27,12 +27,15 @@ BROKER_SIDE = ["kafkalite/broker", "kafkalite/net", "kafkalite/replication", "ka
 #: Broker keys BrokerConfig itself turns into what the broker uses: key -> accessor.
 READ_BY_ACCESSOR = {
     "broker.id": "broker_id", "listeners": "listeners", "host.name": "listeners", "port": "listeners",
-    "advertised.listeners": "advertised_listeners", "listener.security.protocol.map": "security_protocol",
+    "advertised.listeners": "advertised_listeners",
     "log.dirs": "log_dirs", "log.dir": "log_dirs", "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
     "max.connections.per.ip.overrides": "max_connections_per_ip_overrides",
+    "listener.security.protocol.map": "security_protocol", "inter.broker.listener.name": "inter_broker_listener",
+    "security.inter.broker.protocol": "inter_broker_listener", "sasl.jaas.config": "jaas_config",
 }
 #: Keys whose only accepted value is the behaviour kafkalite has (BrokerConfig._check refuses others).
-ENFORCED_AT_PARSE = {"zookeeper.set.acl"}
+ENFORCED_AT_PARSE = {"zookeeper.set.acl", "ssl.keystore.type", "ssl.truststore.type", "ssl.truststore.password",
+                     "ssl.keystore.password"}
 
 
 def _sources(dirs: list[str], skip: tuple[str, ...]) -> str:
