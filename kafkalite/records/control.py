@@ -12,14 +12,15 @@ from enum import IntEnum
 from typing import NamedTuple
 
 from kafkalite.errors import CorruptRecordError
+from kafkalite.records.batch import BatchInfo
 from kafkalite.records.builder import BatchBuilder
-from kafkalite.records.record import Record
+from kafkalite.records.record import Record, decode_batch
 
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
 CURRENT_VERSION = 0
 
-__all__ = ["ControlType", "EndTxnMarker", "build_end_txn_marker", "parse_control_record"]
+__all__ = ["ControlType", "EndTxnMarker", "build_end_txn_marker", "parse_control_record", "read_end_txn_marker"]
 
 
 class ControlType(IntEnum):
@@ -59,3 +60,11 @@ def build_end_txn_marker(control_type: ControlType, *, producer_id: int, produce
     builder.append(timestamp, _KEY.pack(CURRENT_VERSION, int(control_type)),
                    _VALUE.pack(CURRENT_VERSION, coordinator_epoch))
     return builder.build()
+
+
+def read_end_txn_marker(buf: bytes | bytearray | memoryview, info: BatchInfo) -> EndTxnMarker:
+    """The marker of the control batch ``info`` that sits in ``buf`` (CRC already checked)."""
+    records = decode_batch(buf, info, verify_crc=False)
+    if len(records) != 1:
+        raise CorruptRecordError(f"control batch at offset {info.base_offset} holds {len(records)} records, not 1")
+    return parse_control_record(records[0])
