@@ -100,6 +100,8 @@ class ErrorCode(IntEnum):
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     INVALID_RECORD = 87
     UNSTABLE_OFFSET_COMMIT = 88
+    THROTTLING_QUOTA_EXCEEDED = 89
+    PRODUCER_FENCED = 90
 
 
 #: Codes the Java client retries on its own (``RetriableException`` subclasses).
