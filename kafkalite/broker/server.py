@@ -25,6 +25,8 @@ from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
+from kafkalite.broker.txn_markers import TxnMarkerChannel
+from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
@@ -98,6 +100,11 @@ class KafkaBroker:
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
+        markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
+                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"])
+        self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
+                                     self.blocking, self.producer_ids, markers)   # transaction coordinator
+        self.replica_manager.role_listeners.append(self.txns.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         listeners = config.listeners
@@ -116,7 +123,8 @@ class KafkaBroker:
     def services(self) -> BrokerServices:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
-                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller)
+                              self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
+                              self.txns)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -135,6 +143,7 @@ class KafkaBroker:
         yield self.sync.start()
         self._start_loops()
         self.groups.start()
+        self.txns.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 
@@ -235,6 +244,7 @@ class KafkaBroker:
         for factory in self.factories:
             factory.close_all()
         self.groups.stop()
+        self.txns.stop()
         self.purgatory.complete_all()
         self.fetchers.shutdown()
         self.controller.resign("shutting down")

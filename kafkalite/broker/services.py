@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from kafkalite.config import BrokerConfig
     from kafkalite.controller.controller import Controller
     from kafkalite.broker.offsets_topic import OffsetsTopic
+    from kafkalite.broker.txn_topic import TransactionTopic
     from kafkalite.metadata import MetadataCache
     from kafkalite.net.server import KafkaConnection
 
@@ -82,6 +83,7 @@ class BrokerServices:
     topics: "TopicAdmin"
     producer_ids: "ProducerIdManager"
     controller: "Controller"
+    txns: "TransactionTopic"
 
 
 @dataclass
@@ -135,3 +137,8 @@ class RequestContext:
     @property
     def controller(self) -> "Controller":
         return self.services.controller
+
+    @property
+    def txns(self) -> "TransactionTopic":
+        """The transaction coordinator and ``__transaction_state``."""
+        return self.services.txns
