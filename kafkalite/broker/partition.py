@@ -224,12 +224,12 @@ class Partition:
 
     # -- produce / fetch -----------------------------------------------------------------------------
     def append_as_leader(self, buf: bytearray | memoryview, infos: list[BatchInfo], now_ms: int,
-                         required_acks: int, min_insync_replicas: int) -> AppendResult:
+                         required_acks: int, min_insync_replicas: int, client: bool = True) -> AppendResult:
         self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise PartitionError(f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}",
                                  ErrorCode.NOT_ENOUGH_REPLICAS)
-        result = self.log.append(buf, infos, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        result = self.log.append(buf, infos, leader_epoch=self.leader_epoch, now_ms=now_ms, client=client)
         if not self.maybe_advance_high_watermark():
             self.purgatory.check(self.key)            # fetch long-polls wake on new data too
         return result

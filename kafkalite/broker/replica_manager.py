@@ -158,7 +158,8 @@ class ReplicaManager:
             raise KafkaError("zstd needs Produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         if "compact" in cfg["cleanup.policy"]:
             _require_keys(records, infos, topic, index)
-        result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"])
+        result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"],
+                                       client=not internal)
         return part, result
 
     def append_txn_marker(self, topic: str, index: int, control_type: ControlType, producer_id: int,

@@ -101,7 +101,8 @@ class KafkaBroker:
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
-                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"])
+                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],
+                                   groups=self.groups.coordinator)
         self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                      self.blocking, self.producer_ids, markers)   # transaction coordinator
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
+from kafkalite.broker.offsets_topic import OFFSETS_TOPIC
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import MetadataCache
@@ -38,10 +39,12 @@ class MarkersFenced(Exception):
 
 
 def write_markers_as_leader(replicas: ReplicaManager, producer_id: int, producer_epoch: int, commit: bool,
-                            coordinator_epoch: int, partitions: list[TopicPartition],
-                            timeout_ms: int) -> defer.Deferred:
+                            coordinator_epoch: int, partitions: list[TopicPartition], timeout_ms: int,
+                            groups: Any = None) -> defer.Deferred:
     """Append the marker to each partition as its leader; fires with {partition: ErrorCode} once
-    every append is replicated (acks=all) or failed."""
+    every append is replicated (acks=all) or failed. A replicated marker in a
+    ``__consumer_offsets`` partition completes the producer's pending transactional offsets
+    there (``groups``: the group coordinator; Kafka's scheduleHandleTxnCompletion)."""
     control = ControlType.COMMIT if commit else ControlType.ABORT
     codes: dict[TopicPartition, ErrorCode] = {}
     waiting: list[tuple[TopicPartition, Any]] = []
@@ -59,6 +62,8 @@ def write_markers_as_leader(replicas: ReplicaManager, producer_id: int, producer
     def replicated(results: list[ErrorCode]) -> dict[TopicPartition, ErrorCode]:
         for (tp, _), code in zip(waiting, results):
             codes[tp] = ErrorCode(code)
+            if code == ErrorCode.NONE and tp[0] == OFFSETS_TOPIC and groups is not None:
+                groups.complete_txn(producer_id, tp[1], commit)
         return codes
     return replicas.await_replication([p for _, p in waiting], timeout_ms).addCallback(replicated)
 
@@ -66,7 +71,8 @@ def write_markers_as_leader(replicas: ReplicaManager, producer_id: int, producer
 class TxnMarkerChannel:
     def __init__(self, broker_id: Callable[[], int], clock: Any, metadata: MetadataCache, replicas: ReplicaManager,
                  endpoint_of: Callable[[int], tuple[str, int] | None], *, request_timeout_ms: int = 30000,
-                 retry_backoff_ms: int = 100, connect: Callable[..., defer.Deferred] = net_client.connect) -> None:
+                 retry_backoff_ms: int = 100, connect: Callable[..., defer.Deferred] = net_client.connect,
+                 groups: Any = None) -> None:
         self.broker_id = broker_id
         self.clock = clock
         self.metadata = metadata
@@ -75,6 +81,7 @@ class TxnMarkerChannel:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.connect = connect
+        self.groups = groups                            # group coordinator: transactional offsets
         self.conns: dict[int, defer.Deferred] = {}      # broker id -> Deferred[KafkaClientProtocol]
         self.stopped = False
 
@@ -102,7 +109,7 @@ class TxnMarkerChannel:
                     continue                          # no leader now: retried
                 if leader == self.broker_id():
                     d = write_markers_as_leader(self.replicas, producer_id, producer_epoch, commit,
-                                                coordinator_epoch, tps, self.request_timeout_ms)
+                                                coordinator_epoch, tps, self.request_timeout_ms, self.groups)
                 else:
                     d = self._remote(leader, producer_id, producer_epoch, commit, coordinator_epoch, tps)
                 rounds.append(d)

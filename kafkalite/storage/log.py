@@ -388,14 +388,15 @@ class PartitionLog:
 
     @_storage_op
     def append(self, buf: bytearray | memoryview, infos: list[BatchInfo], *, leader_epoch: int, now_ms: int,
-               assign_offsets: bool = True) -> AppendResult:
+               assign_offsets: bool = True, client: bool = True) -> AppendResult:
         """Append validated batches (``infos`` from validate_batches, back to back in ``buf``).
 
         Leader path (``assign_offsets=True``): producer state is checked first (duplicate ->
         original offsets with ``duplicate=True``, nothing written; fenced epoch ->
         InvalidProducerEpochError; gap -> OutOfOrderSequenceError), then offsets and
         ``leader_epoch`` are stamped into the headers in place and, for LogAppendTime topics, the
-        timestamp. Follower path: the batches keep their offsets and epochs, which must continue
+        timestamp (``client=False``: the broker's own coordinator writes, whose sequences are not
+        checked, see ProducerStateManager.check). Follower path: the batches keep their offsets and epochs, which must continue
         the log without going back (else UnexpectedAppendOffsetError); gaps, which a compacted
         leader's log has, are kept. Either way the bytes go to the active segment (rolled first
         when needed) with one write.
@@ -404,10 +405,10 @@ class PartitionLog:
             raise ValueError("append needs at least one batch")
         with self._lock:
             self._check_open()
-            return self._append(buf, infos, leader_epoch, now_ms, assign_offsets)
+            return self._append(buf, infos, leader_epoch, now_ms, assign_offsets, client)
 
     def _append(self, buf: bytearray | memoryview, infos: list[BatchInfo], leader_epoch: int, now_ms: int,
-                assign_offsets: bool) -> AppendResult:
+                assign_offsets: bool, client: bool = True) -> AppendResult:
         config = self.config
         start = infos[0].position
         end = start
@@ -425,7 +426,7 @@ class PartitionLog:
                 if info.size > limit:
                     raise MessageTooLargeError(
                         f"record batch of {info.size} bytes exceeds max.message.bytes {limit}")
-            dup = self.producers.check(infos)
+            dup = self.producers.check(infos, client=client)
             if dup is not None:
                 ts = dup.timestamp if config.log_append_time else -1
                 return AppendResult(dup.first_offset, dup.last_offset, ts, dup.timestamp, dup.last_offset,
@@ -488,7 +489,7 @@ class PartitionLog:
             self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
             buf = build_end_txn_marker(control_type, producer_id=producer_id, producer_epoch=producer_epoch,
                                        coordinator_epoch=coordinator_epoch, timestamp=now_ms)
-            return self._append(buf, [read_header(buf, 0)], leader_epoch, now_ms, True)
+            return self._append(buf, [read_header(buf, 0)], leader_epoch, now_ms, True, False)
 
     @_storage_op
     def collect_aborted_txns(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:

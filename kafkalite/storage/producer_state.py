@@ -166,13 +166,15 @@ class ProducerStateManager:
 
     # --- append path -----------------------------------------------------------------------------
 
-    def check(self, infos: list[BatchInfo]) -> BatchMetadata | None:
+    def check(self, infos: list[BatchInfo], *, client: bool = True) -> BatchMetadata | None:
         """Validate a client append before it is written.
 
         Returns the retained metadata of the first batch that duplicates one already in the log
         (the whole append is then skipped, as Kafka does); raises InvalidProducerEpochError or
         OutOfOrderSequenceError; returns None when everything may be written. Producers without
-        state accept any sequence (KIP-360).
+        state accept any sequence (KIP-360). ``client=False``: the group coordinator's own
+        transactional offset commits (Kafka's AppendOrigin.Coordinator), which carry the
+        producer's id and epoch but no sequence of their own: only the epoch is fenced.
         """
         pending: dict[int, tuple[int, int, bool]] | None = None
         for info in infos:
@@ -183,15 +185,21 @@ class ProducerStateManager:
             base_seq = info.base_sequence
             if pending is not None and pid in pending:
                 cur_epoch, cur_last, in_txn = pending[pid]
-                _check(pid, epoch, base_seq, cur_epoch, cur_last)
+                if client:
+                    _check(pid, epoch, base_seq, cur_epoch, cur_last)
             else:
                 entry = self.producers.get(pid)
                 in_txn = False
                 if entry is not None:
-                    dup = entry.find_duplicate(epoch, base_seq, info.last_sequence)
-                    if dup is not None:
-                        return dup
-                    _check(pid, epoch, base_seq, entry.epoch, entry.last_seq)
+                    if not client:
+                        if epoch < entry.epoch:
+                            raise InvalidProducerEpochError(
+                                f"producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}")
+                    else:
+                        dup = entry.find_duplicate(epoch, base_seq, info.last_sequence)
+                        if dup is not None:
+                            return dup
+                        _check(pid, epoch, base_seq, entry.epoch, entry.last_seq)
                     in_txn = entry.current_txn_first_offset >= 0
             if in_txn and not info.is_transactional:
                 raise InvalidTxnStateError(
