@@ -182,7 +182,14 @@ class TxnMarkerChannel:
                 return f
             conn_d.addErrback(lost)
         d: defer.Deferred = defer.Deferred()
-        conn_d.addCallbacks(lambda c: (d.callback(c), c)[1], lambda f: (d.errback(f), None)[1])
+
+        def ready(conn: Any) -> Any:
+            d.callback(conn)
+            return conn
+
+        def failed(f: Any) -> None:
+            d.errback(f)
+        conn_d.addCallbacks(ready, failed)
         return d
 
     def stop(self) -> None:

@@ -69,14 +69,14 @@ class TransactionTopic:
         COORDINATOR_NOT_AVAILABLE."""
         if self.creating or self.exists():
             return
-        overrides = {"cleanup.policy": "compact", "compression.type": "uncompressed",
-                     "unclean.leader.election.enable": "false",
-                     "min.insync.replicas": str(self.config["transaction.state.log.min.isr"]),
-                     "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])}
+        wanted: dict[str, str | None] = {
+            "cleanup.policy": "compact", "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
+            "min.insync.replicas": str(self.config["transaction.state.log.min.isr"]),
+            "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])}
         try:
             assignment, overrides = self.topics.plan_topic(
                 TXN_TOPIC, self.config["transaction.state.log.num.partitions"],
-                self.config["transaction.state.log.replication.factor"], [], overrides)
+                self.config["transaction.state.log.replication.factor"], [], wanted)
         except KafkaError as exc:
             log.warning("cannot create %s yet: %s", TXN_TOPIC, exc)
             return

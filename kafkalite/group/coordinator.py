@@ -688,7 +688,8 @@ class GroupCoordinator:
                 valid[tp] = om
         if not valid:
             return defer.succeed(result)
-        entries = [(records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
+        entries: list[tuple[bytes, bytes | None]] = [
+            (records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
 
         def written(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
             if error == ErrorCode.MESSAGE_TOO_LARGE or error == ErrorCode.RECORD_LIST_TOO_LARGE:
@@ -707,7 +708,9 @@ class GroupCoordinator:
             if p != partition:
                 continue
             group = self.groups.get(group_id)
-            pending = group.pending_txn_offsets.pop(producer_id, None) if group is not None else None
+            if group is None:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
             if pending and commit:
                 group.offsets.update(pending)
 
