@@ -184,3 +184,56 @@ def test_consume_transform_produce_with_send_offsets_on_three_brokers(cluster_fa
     assert sorted(out) == sorted(v.upper() for v in inputs)
     raw = read_all(cluster.bootstrap, dst, "read_uncommitted", len(inputs) + aborted, partitions=3, timeout=60)
     assert aborted > 0 and len(raw) == len(inputs) + aborted
+
+
+def test_kafka_python_and_aiokafka_transactional_producers(broker: Any) -> None:
+    """kafka-python's and aiokafka's transactional producers each commit one transaction and
+    abort one; confluent-kafka's and kafka-python's read_committed consumers agree: exactly the
+    committed records, none of the aborted ones."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KpTopicPartition
+
+    topic = f"txn-py-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{topic}")
+    kp.init_transactions()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, value=b"kp-ok-%d" % i, partition=0)
+    kp.commit_transaction()
+    kp.begin_transaction()
+    for i in range(10):
+        kp.send(topic, value=b"kp-no-%d" % i, partition=0)
+    kp.flush()
+    kp.abort_transaction()
+    kp.close()
+
+    async def aio() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"aio-{topic}")
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(10):
+                    await p.send_and_wait(topic, value=b"aio-ok-%d" % i, partition=0)
+            await p.begin_transaction()
+            for i in range(10):
+                await p.send_and_wait(topic, value=b"aio-no-%d" % i, partition=0)
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+    asyncio.run(aio())
+
+    expected = sorted([b"kp-ok-%d" % i for i in range(10)] + [b"aio-ok-%d" % i for i in range(10)])
+    assert sorted(read_all(broker.bootstrap, topic, "read_committed", 20, partitions=1)) == expected
+    consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, isolation_level="read_committed",
+                             enable_auto_commit=False, auto_offset_reset="earliest", consumer_timeout_ms=5000)
+    consumer.assign([KpTopicPartition(topic, 0)])
+    try:
+        got = sorted(m.value for m in consumer)
+    finally:
+        consumer.close()
+    assert got == expected
+    assert len(read_all(broker.bootstrap, topic, "read_uncommitted", 40, partitions=1)) == 40
