@@ -237,3 +237,29 @@ def test_kafka_python_and_aiokafka_transactional_producers(broker: Any) -> None:
         consumer.close()
     assert got == expected
     assert len(read_all(broker.bootstrap, topic, "read_uncommitted", 40, partitions=1)) == 40
+
+
+def test_hanging_transaction_is_aborted_after_its_timeout(broker: Any) -> None:
+    """A producer that stops in the middle of a transaction (transaction.timeout.ms 2000) holds
+    read_committed consumers only until the coordinator's periodic check aborts it: then the
+    read_committed end offset passes the abort marker and the records stay invisible."""
+    topic = f"txn-hang-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, partitions=1)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}",
+                  "transaction.timeout.ms": 2000})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce(topic, value=b"hang-%d" % i, partition=0)
+    p.flush(30)                                  # written, never committed
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"lso-{topic}",
+                  "isolation.level": "read_committed"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False) == (0, 0)
+        # the abort check runs every transaction.abort.timed.out.transaction.cleanup.interval.ms (10 s)
+        wait_for(lambda: c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10, cached=False)[1] == 6,
+                 40, "the timed-out transaction to be aborted")
+    finally:
+        c.close()
+    assert read_all(broker.bootstrap, topic, "read_committed", 0, partitions=1, timeout=5) == []
+    del p
