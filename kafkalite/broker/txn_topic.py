@@ -54,11 +54,17 @@ class TransactionTopic:
         self.blocking = blocking
         self.markers = markers
         self.coordinator = TransactionCoordinator(TxnConfig.from_broker(config), clock.reactor, self, markers,
-                                                  producer_ids.next)
+                                                  producer_ids.next, self.partition_count)
         self.led: dict[int, int] = {}          # partition -> leader epoch we loaded it in
         self.creating = False
 
     # -- topic -----------------------------------------------------------------------------------
+    def partition_count(self) -> int:
+        info = self.metadata.topics.get(TXN_TOPIC)
+        if info is not None and info.assignment:
+            return len(info.assignment)
+        return self.config["transaction.state.log.num.partitions"]
+
     def exists(self) -> bool:
         info = self.metadata.topics.get(TXN_TOPIC)
         return info is not None and not info.deleting

@@ -86,8 +86,12 @@ class InitResult:
 
 class TransactionCoordinator:
     def __init__(self, config: TxnConfig, clock: Any, store: TxnStore, markers: MarkerSender,
-                 next_producer_id: Callable[[], defer.Deferred]) -> None:
+                 next_producer_id: Callable[[], defer.Deferred],
+                 partition_count: Callable[[], int] | None = None) -> None:
+        """``partition_count``: partitions of ``__transaction_state`` (the topic's own count once
+        it exists, as Kafka; ``transaction.state.log.num.partitions`` by default)."""
         self.config = config
+        self.partition_count = partition_count or (lambda: config.num_partitions)
         self.clock = clock
         self.store = store
         self.markers = markers
@@ -125,7 +129,7 @@ class TransactionCoordinator:
 
     # -- ownership ---------------------------------------------------------------------------------
     def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.config.num_partitions)
+        return partition_for(transactional_id, self.partition_count())
 
     def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
         owned = self.owned.get(self.partition_of(transactional_id))

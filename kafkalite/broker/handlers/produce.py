@@ -22,23 +22,27 @@ from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
-from kafkalite.records.batch import TRANSACTIONAL_MASK
+from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK
+from kafkalite.records.crc import crc32c
 
 log = logging.getLogger(__name__)
 
 
 def _has_transactional_batch(records: Any) -> bool:
-    """Whether any batch header of a partition's records has the transactional bit (headers only;
-    malformed input is left to validate_batches)."""
+    """Whether a whole, CRC-valid batch of a partition's records has the transactional bit. Only
+    a batch with the bit pays for the CRC (a plain producer's never do); anything malformed is
+    left to validate_batches, which answers CORRUPT_MESSAGE for it."""
     if records is None:
         return False
     pos, total = 0, len(records)
-    while total - pos >= 23:
-        if records[pos + 22] & TRANSACTIONAL_MASK:
-            return True
-        pos += 12 + int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
-        if pos <= 0:
+    while total - pos >= HEADER_SIZE:
+        size = 12 + int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if size < HEADER_SIZE or pos + size > total:
             return False
+        if records[pos + 22] & TRANSACTIONAL_MASK and \
+                crc32c(records[pos + 21:pos + size]) == int.from_bytes(records[pos + 17:pos + 21], "big"):
+            return True
+        pos += size
     return False
 
 
