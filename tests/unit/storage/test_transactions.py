@@ -11,7 +11,7 @@ import pytest
 from kafkalite.errors import ErrorCode, InvalidProducerEpochError, InvalidTxnStateError, KafkaError
 from kafkalite.records.batch import read_header, validate_batches
 from kafkalite.records.builder import build_batch
-from kafkalite.records.control import ControlType
+from kafkalite.records.control import AbortedTransactionFilter, ControlType
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.storage.producer_state import ProducerStateEntry, ProducerStateManager
@@ -82,6 +82,32 @@ def read_committed(plog: PartitionLog, start: int) -> list[bytes]:
                     pos = info.end
                     continue
             out.extend(bytes(rec.value) for rec in decode_batch(buf, info, verify_crc=False))
+            pos = info.end
+        offset = r.last_offset + 1
+    return out
+
+
+def read_committed_by_fetches(plog: PartitionLog, start: int, max_bytes: int) -> list[bytes]:
+    """The same view as the broker serves it and clients consume it: fetches of ``max_bytes``
+    below the LSO, each with the aborted transactions overlapping what it returned (the Fetch
+    handler's bound), filtered by records.control.AbortedTransactionFilter (what kafkalite's
+    client and Spark reader use)."""
+    lso = plog.last_stable_offset
+    out: list[bytes] = []
+    offset = start
+    while offset < lso:
+        r = plog.read(offset, max_bytes, max_offset=lso)
+        if r.first_offset < 0:
+            break
+        skipper = AbortedTransactionFilter(
+            [(t.producer_id, t.first_offset) for t in plog.collect_aborted_txns(offset, r.last_offset + 1)])
+        buf = bytes(r.records)
+        pos = 0
+        while pos < len(buf):
+            info = read_header(buf, pos)
+            if not skipper.skip(buf, info):
+                out.extend(bytes(rec.value) for rec in decode_batch(buf, info, verify_crc=False)
+                           if rec.offset >= offset)
             pos = info.end
         offset = r.last_offset + 1
     return out
@@ -235,6 +261,8 @@ class Model:
         assert {pid: e.current_txn_first_offset for pid, e in plog.producers.producers.items()
                 if e.current_txn_first_offset >= 0} == o.open
         assert read_committed(plog, plog.log_start_offset) == o.committed_values
+        assert read_committed_by_fetches(plog, plog.log_start_offset, self.rng.choice([1, 300, 1 << 20])) == \
+            o.committed_values
         for _ in range(3):
             lo = self.rng.randint(0, plog.log_end_offset)
             hi = self.rng.randint(lo, plog.log_end_offset + 1)
