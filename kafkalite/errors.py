@@ -173,6 +173,10 @@ class InvalidProducerEpochError(KafkaError):
     code = ErrorCode.INVALID_PRODUCER_EPOCH
 
 
+class InvalidTxnStateError(KafkaError):
+    code = ErrorCode.INVALID_TXN_STATE
+
+
 class UnknownProducerIdError(KafkaError):
     code = ErrorCode.UNKNOWN_PRODUCER_ID
 

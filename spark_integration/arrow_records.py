@@ -23,6 +23,7 @@ import pyarrow as pa
 from kafkalite.errors import CorruptRecordError
 from kafkalite.records import decode_batch, decompress, scan_valid_prefix
 from kafkalite.records.batch import HEADER_SIZE, LOG_OVERHEAD, offset_and_length
+from kafkalite.records.control import AbortedTransactionFilter
 from kafkalite.records.varint import read_varint
 
 HEADERS_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
@@ -57,8 +58,12 @@ def empty_batch(include_headers: bool) -> pa.RecordBatch:
 
 
 def convert(records: bytes | bytearray | memoryview, *, topic: str, partition: int, start: int, end: int,
-            include_headers: bool = False) -> tuple[pa.RecordBatch | None, int]:
+            include_headers: bool = False,
+            aborted: "tuple[tuple[int, int], ...] | None" = None) -> tuple[pa.RecordBatch | None, int]:
     """Rows for offsets in ``[start, end)`` from a fetched blob, and the next offset to fetch.
+
+    ``aborted`` (read_committed): the Fetch answer's aborted transactions; their batches give no
+    rows (``AbortedTransactionFilter``, the Java consumer's rule).
 
     The next offset is the one after the last complete batch in the blob (control batches
     included), or ``start`` when the blob holds no complete batch (a cut-off tail is normal in a
@@ -71,8 +76,11 @@ def convert(records: bytes | bytearray | memoryview, *, topic: str, partition: i
                                  "is corrupt (magic, length or CRC)")
     next_offset = start
     wanted = []
+    skipper = AbortedTransactionFilter(aborted) if aborted is not None else None
     for info in infos:
         next_offset = max(next_offset, info.next_offset)
+        if skipper is not None and skipper.skip(data, info):
+            continue
         if info.is_control or info.next_offset <= start or info.base_offset >= end or info.records_count == 0:
             continue
         wanted.append(info)

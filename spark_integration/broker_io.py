@@ -199,7 +199,8 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
         if fetched.error != ErrorCode.NONE:
             raise RuntimeError(f"Fetch {topic}-{partition} at offset {offset}: {fetched.error.name}")
         batch, next_offset = convert(fetched.records, topic=topic, partition=partition, start=offset, end=end,
-                                     include_headers=settings.include_headers)
+                                     include_headers=settings.include_headers,
+                                     aborted=fetched.aborted_transactions if settings.isolation_level else None)
         if batch is not None and batch.num_rows:
             yield batch if decode is None else decode(batch)
         if next_offset > offset:

@@ -8,6 +8,10 @@ passes, so a new leader of the partition has every acknowledged commit. When thi
 leader of an offsets partition it replays the partition into the coordinator; reading the log runs
 in a worker thread (a big partition would stall the reactor), and group requests for that
 partition answer COORDINATOR_LOAD_IN_PROGRESS meanwhile. Losing leadership unloads the groups.
+
+Transactional offset commits (TxnOffsetCommit) are batches of the producer's id and epoch with the
+transactional bit; loading resolves them with the COMMIT/ABORT markers that follow (committed ones
+count where their marker is, aborted ones are dropped, unfinished ones stay pending).
 """
 from __future__ import annotations
 
@@ -24,7 +28,8 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.group.coordinator import GroupConfig, GroupCoordinator
 from kafkalite.metadata import MetadataCache
 from kafkalite.records.builder import build_batch
-from kafkalite.records.record import iter_records
+from kafkalite.records.control import ControlType, parse_control_record
+from kafkalite.records.record import iter_batches
 from kafkalite.storage import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -86,10 +91,18 @@ class OffsetsTopic:
         return self.metadata.leader_of(OFFSETS_TOPIC, self.coordinator.partition_of(group_id))
 
     # -- writes (GroupStore) -----------------------------------------------------------------------
-    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> defer.Deferred:
         """Append as leader and fire the error code once replicated (``offsets.commit.required.acks``
-        -1: the replica manager's one acks=all wait, as Produce's)."""
-        batch = build_batch((self.clock.now_ms(), k, v, ()) for k, v in entries)
+        -1: the replica manager's one acks=all wait, as Produce's). ``producer``: a transactional
+        batch of that (id, epoch), as Kafka writes TxnOffsetCommit (base sequence 0: the
+        coordinator's own appends are not sequence-checked)."""
+        records = ((self.clock.now_ms(), k, v, ()) for k, v in entries)
+        if producer is None:
+            batch = build_batch(records)
+        else:
+            batch = build_batch(records, producer_id=producer[0], producer_epoch=producer[1], base_sequence=0,
+                                transactional=True)
         acks = self.config["offsets.commit.required.acks"]
         try:
             part, result = self.replicas.append(OFFSETS_TOPIC, partition, batch, acks, 8, internal=True)
@@ -120,29 +133,40 @@ class OffsetsTopic:
             self.coordinator.begin_load(p)
             end = part.log.log_end_offset
             d = self.blocking.run(self._read_partition, part.log, end)
-            d.addCallback(self._loaded, part, p, epoch)
+            d.addCallback(lambda loaded: self._loaded(loaded[0], part, p, epoch, loaded[1]))
             d.addErrback(lambda f: log.error("%s-%d: loading failed: %s", OFFSETS_TOPIC, p, f.value))
 
-    def _read_partition(self, plog: PartitionLog, end: int) -> list[tuple[bytes, bytes | None]]:
-        """Worker thread: every (key, value) from log start to ``end``, in log order."""
+    def _read_partition(self, plog: PartitionLog, end: int) -> tuple[list[tuple[bytes, bytes | None]],
+                                                                      dict[int, list[tuple[bytes, bytes | None]]]]:
+        """Worker thread: every (key, value) from log start to ``end`` in log order, a committed
+        transaction's offsets where its COMMIT marker is; and the offsets of transactions with no
+        marker yet, per producer id."""
         entries: list[tuple[bytes, bytes | None]] = []
+        pending: dict[int, list[tuple[bytes, bytes | None]]] = {}
         offset = plog.log_start_offset
         chunk = self.config["offsets.load.buffer.size"]
         while offset < end:
             res = plog.read(offset, chunk, max_offset=end, min_one_batch=True)
             if res.last_offset < 0:
                 break
-            for rec in iter_records(res.records, min_offset=offset):
-                if rec.key is not None:
-                    entries.append((rec.key, rec.value))
+            for info, recs in iter_batches(res.records):
+                if info.is_control:
+                    if info.base_offset >= offset and recs:
+                        txn = pending.pop(info.producer_id, [])
+                        if parse_control_record(recs[0]).control_type == ControlType.COMMIT:
+                            entries.extend(txn)
+                    continue
+                target = pending.setdefault(info.producer_id, []) if info.is_transactional else entries
+                target.extend((r.key, r.value) for r in recs if r.offset >= offset and r.key is not None)
             offset = res.last_offset + 1
-        return entries
+        return entries, pending
 
-    def _loaded(self, entries: list[tuple[bytes, bytes | None]], part: Partition, p: int, epoch: int) -> None:
+    def _loaded(self, entries: list[tuple[bytes, bytes | None]], part: Partition, p: int, epoch: int,
+                pending: dict[int, list[tuple[bytes, bytes | None]]] | None = None) -> None:
         if self.led.get(p) != epoch:
             return                  # leadership changed while we were reading
         started = time.monotonic()
-        self.coordinator.complete_load(p, entries)
+        self.coordinator.complete_load(p, entries, pending)
         log.info("%s-%d: loaded %d record(s) in %.3f s", OFFSETS_TOPIC, p, len(entries), time.monotonic() - started)
 
     # -- expiry ----------------------------------------------------------------------------------

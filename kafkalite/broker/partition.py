@@ -21,9 +21,12 @@ from kafkalite.coordination.errors import ZkVersionConflictError
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError
 from kafkalite.metadata.state import LeaderAndIsr
 from kafkalite.records.batch import BatchInfo
+from kafkalite.records.control import ControlType
 from kafkalite.storage import AppendResult, PartitionLog
 
 log = logging.getLogger(__name__)
+
+READ_COMMITTED = 1            # Fetch / ListOffsets isolation_level
 
 
 class PartitionError(KafkaError):
@@ -98,6 +101,11 @@ class Partition:
     @property
     def isr(self) -> tuple[int, ...]:
         return self.state.isr if self.state else ()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: below the high watermark and every open or unreplicated transaction."""
+        return self.log.last_stable_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -275,14 +283,25 @@ class Partition:
 
     # -- produce / fetch -----------------------------------------------------------------------------
     def append_as_leader(self, buf: bytearray | memoryview, infos: list[BatchInfo], now_ms: int,
-                         required_acks: int, min_insync_replicas: int) -> AppendResult:
+                         required_acks: int, min_insync_replicas: int, client: bool = True) -> AppendResult:
         self.check_leader()
         if required_acks == -1 and len(self.isr) < min_insync_replicas:
             raise PartitionError(f"ISR {list(self.isr)} is smaller than min.insync.replicas={min_insync_replicas}",
                                  ErrorCode.NOT_ENOUGH_REPLICAS)
-        result = self.log.append(buf, infos, leader_epoch=self.leader_epoch, now_ms=now_ms)
+        result = self.log.append(buf, infos, leader_epoch=self.leader_epoch, now_ms=now_ms, client=client)
         if not self.maybe_advance_high_watermark():
             self.purgatory.check(self.key)            # fetch long-polls wake on new data too
+        return result
+
+    def append_txn_marker(self, control_type: ControlType, producer_id: int, producer_epoch: int,
+                          coordinator_epoch: int, now_ms: int) -> AppendResult:
+        """Leader: write a COMMIT/ABORT control batch (WriteTxnMarkers); replicated like data."""
+        self.check_leader()
+        result = self.log.append_end_txn_marker(control_type, producer_id=producer_id,
+                                                producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch,
+                                                leader_epoch=self.leader_epoch, now_ms=now_ms)
+        if not self.maybe_advance_high_watermark():
+            self.purgatory.check(self.key)            # the LSO may have moved: read_committed waiters
         return result
 
     def replication_status(self, required_offset: int, min_insync_replicas: int) -> ErrorCode | None:
@@ -299,8 +318,10 @@ class Partition:
         return ErrorCode.NONE
 
     def fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
-        """Consumers read below the high watermark (= last stable offset: no transactions);
-        followers read up to the log end."""
+        """Followers read up to the log end; read_uncommitted consumers (isolation 0) below the
+        high watermark; read_committed ones (isolation 1) below the last stable offset."""
         if replica_id >= 0:
             return self.log.log_end_offset
+        if isolation_level == READ_COMMITTED:
+            return self.log.last_stable_offset
         return self.high_watermark

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
 
-from kafkalite.broker.partition import FetchOutOfRangeError, IsrWriter, Partition, PartitionError
+from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
@@ -22,6 +22,7 @@ from kafkalite.config import BrokerConfig
 from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError, KafkaStorageError
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
 from kafkalite.records.batch import BatchInfo, validate_batches
+from kafkalite.records.control import ControlType
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import AppendResult, LogManager, ReadResult
 
@@ -226,7 +227,17 @@ class ReplicaManager:
             raise KafkaError("zstd needs Produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
         if "compact" in cfg["cleanup.policy"]:
             _require_keys(records, infos, topic, index)
-        result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"])
+        result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"],
+                                       client=not internal)
+        return part, result
+
+    def append_txn_marker(self, topic: str, index: int, control_type: ControlType, producer_id: int,
+                          producer_epoch: int, coordinator_epoch: int) -> tuple[Partition, AppendResult]:
+        """Write a transaction marker as leader (the WriteTxnMarkers handler; internal topics
+        included: ``__consumer_offsets`` partitions get markers for transactional offsets)."""
+        part = self.leader(topic, index)
+        result = part.append_txn_marker(control_type, producer_id, producer_epoch, coordinator_epoch,
+                                        self.clock.now_ms())
         return part, result
 
     def pending_ack(self, part: Partition, result: AppendResult) -> PendingAck:
@@ -295,9 +306,15 @@ class ReplicaManager:
         if fetch_offset > part.log_end_offset or fetch_offset < part.log_start_offset:
             raise FetchOutOfRangeError(f"offset {fetch_offset} outside [{part.log_start_offset}, {part.log_end_offset}]",
                                        part.log_start_offset, part.high_watermark)
+        committed = replica_id < 0 and isolation_level == READ_COMMITTED
         if fetch_offset >= upper:
             return part, None
-        return part, part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+        res = part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+        if committed and res.last_offset >= 0:
+            # the aborted transactions overlapping what is returned (Kafka's upper bound: the
+            # offset after the last fetched batch)
+            res = res._replace(aborted_transactions=part.log.collect_aborted_txns(fetch_offset, res.last_offset + 1))
+        return part, res
 
 
 def _require_keys(records: Any, infos: list[BatchInfo], topic: str, index: int) -> None:

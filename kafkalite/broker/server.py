@@ -35,6 +35,8 @@ from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
+from kafkalite.broker.txn_markers import TxnMarkerChannel
+from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
@@ -130,6 +132,13 @@ class KafkaBroker:
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager))
         self.metrics_port: Any = None
+        markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
+                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],
+                                   groups=self.groups.coordinator,
+                                   connect=functools.partial(net_client.connect, security=self.inter_broker_security))
+        self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
+                                     self.blocking, self.producer_ids, markers)   # transaction coordinator
+        self.replica_manager.role_listeners.append(self.txns.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
         listeners = config.listeners
@@ -150,7 +159,7 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials)
+                              self.metrics, self.credentials, self.txns)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -175,6 +184,7 @@ class KafkaBroker:
             # dirs that failed at start-up or before we registered: tell the controller now
             self.replica_manager.take_offline(self.log_manager.offline_partitions())
             self._report_log_dir_failure()
+        self.txns.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 
@@ -378,6 +388,7 @@ class KafkaBroker:
         for factory in self.factories:
             factory.close_all()
         self.groups.stop()
+        self.txns.stop()
         self.purgatory.complete_all()
         self.fetchers.shutdown()
         self.controller.resign("shutting down")

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from kafkalite.config import BrokerConfig
     from kafkalite.controller.controller import Controller
     from kafkalite.broker.offsets_topic import OffsetsTopic
+    from kafkalite.broker.txn_topic import TransactionTopic
     from kafkalite.metadata import MetadataCache
     from kafkalite.net.server import KafkaConnection
 
@@ -90,6 +91,7 @@ class BrokerServices:
     controller: "Controller"
     metrics: "BrokerMetrics"
     credentials: "UserCredentials"
+    txns: "TransactionTopic"
 
 
 @dataclass
@@ -156,3 +158,8 @@ class RequestContext:
     @property
     def credentials(self) -> "UserCredentials":
         return self.services.credentials
+
+    @property
+    def txns(self) -> "TransactionTopic":
+        """The transaction coordinator and ``__transaction_state``."""
+        return self.services.txns

@@ -14,6 +14,7 @@ from typing import Any, Iterable, NamedTuple
 
 from kafkalite.errors import ErrorCode
 from kafkalite.records import iter_batches
+from kafkalite.records.control import AbortedTransactionFilter
 
 from .cluster import TopicPartition
 from .core import KafkaClient
@@ -227,7 +228,11 @@ class Consumer:
                 continue
             position = requests[tp]
             upper = f.last_stable_offset if self.isolation and f.last_stable_offset >= 0 else f.high_watermark
+            aborted = AbortedTransactionFilter(f.aborted_transactions) if self.isolation else None
             for info, records in iter_batches(f.records, verify_crc=self.check_crcs):
+                if aborted is not None and aborted.skip(f.records, info) and info.next_offset > position:
+                    position = info.next_offset           # an aborted transaction's batch, or a marker
+                    continue
                 if info.next_offset <= position:
                     continue
                 if info.is_control:

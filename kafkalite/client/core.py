@@ -36,13 +36,16 @@ _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR
 
 
 class FetchedPartition(NamedTuple):
-    """One partition of a Fetch answer; ``records`` is the raw batch bytes (maybe a partial last batch)."""
+    """One partition of a Fetch answer; ``records`` is the raw batch bytes (maybe a partial last batch).
+    ``aborted_transactions``: (producer id, first offset) of the aborted transactions in range, for
+    a read_committed fetch (records.control.AbortedTransactionFilter skips their batches)."""
 
     error: ErrorCode
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
     records: bytes | memoryview
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 class KafkaClient:
@@ -323,8 +326,10 @@ class KafkaClient:
                             retry = exc
                             continue
                         records = p["records"]
+                        aborted = tuple((a["producer_id"], a["first_offset"]) for a in p["aborted_transactions"] or ())
                         result[tp] = FetchedPartition(ErrorCode(err), p["high_watermark"], p["last_stable_offset"],
-                                                      p["log_start_offset"], records if records is not None else b"")
+                                                      p["log_start_offset"], records if records is not None else b"",
+                                                      aborted)
                         todo.pop(tp, None)
             if todo:
                 raise retry or ClientError(f"Fetch: no answer for {sorted(todo)}", ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -161,6 +161,10 @@ class LocalCluster:
             # 50 keep the offsets topic's replicas light on a laptop.
             "offsets.topic.replication.factor": str(min(3, size)),
             "offsets.topic.num.partitions": "10",
+            # the same for __transaction_state (Kafka: RF 3, min.isr 2, 50 partitions)
+            "transaction.state.log.replication.factor": str(min(3, size)),
+            "transaction.state.log.min.isr": str(min(2, size)),
+            "transaction.state.log.num.partitions": "10",
         }
 
     @property

@@ -30,8 +30,10 @@ TopicPartition = tuple[str, int]
 
 
 class GroupStore(Protocol):
-    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
-        """Append key/value records to the offsets partition; fires with an ErrorCode."""
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> defer.Deferred:
+        """Append key/value records to the offsets partition; fires with an ErrorCode.
+        ``producer`` (id, epoch): a transactional batch of that producer (TxnOffsetCommit)."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,13 @@ class GroupCoordinator:
     def begin_load(self, partition: int) -> None:
         self.owned[partition] = "loading"
 
-    def complete_load(self, partition: int, entries: Iterable[tuple[bytes, bytes | None]]) -> int:
-        """Replay an offsets partition (key, value) in log order and materialise its groups."""
+    def complete_load(self, partition: int, entries: Iterable[tuple[bytes, bytes | None]],
+                      pending_txn: dict[int, list[tuple[bytes, bytes | None]]] | None = None) -> int:
+        """Replay an offsets partition (key, value) in log order and materialise its groups.
+
+        ``entries`` holds committed transactional offsets in place (the loader resolved the
+        markers); ``pending_txn`` the offset records of transactions whose marker is not in the
+        log yet, per producer id: they stay pending until :meth:`complete_txn`."""
         if self.owned.get(partition) != "loading":
             return 0
         now = self.now_ms()
@@ -120,6 +127,12 @@ class GroupCoordinator:
             for member in group.members.values():
                 self._heartbeat(group, member)
             loaded += 1
+        for pid, txn_entries in (pending_txn or {}).items():
+            for key, value in txn_entries:
+                rec = records.decode(key, value)
+                if isinstance(rec, records.OffsetRecord) and rec.value is not None:
+                    holder = self.groups.get(rec.group_id) or self._add_group(rec.group_id)
+                    holder.pending_txn_offsets.setdefault(pid, {})[(rec.topic, rec.partition)] = rec.value
         self.owned[partition] = "loaded"
         log.info("loaded %d group(s) from __consumer_offsets-%d", loaded, partition)
         return loaded
@@ -653,6 +666,54 @@ class GroupCoordinator:
             return result
         return self._append(group.group_id, entries).addCallback(written)
 
+    def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> defer.Deferred:
+        """TxnOffsetCommit: write the offsets as a transactional batch of the producer (acks=all);
+        they stay pending (OffsetFetch does not see them) until the transaction's COMMIT marker
+        reaches the offsets partition. Fires with {tp: ErrorCode}."""
+        err = self.coordinator_error(group_id)
+        if err is not None:
+            return defer.succeed({tp: err for tp in offsets})
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self._add_group(group_id)      # Kafka creates the group for a transactional commit
+        if group.is_(S.DEAD):
+            return defer.succeed({tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+        result: dict[TopicPartition, ErrorCode] = {}
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                valid[tp] = om
+        if not valid:
+            return defer.succeed(result)
+        entries: list[tuple[bytes, bytes | None]] = [
+            (records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
+
+        def written(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
+            if error == ErrorCode.MESSAGE_TOO_LARGE or error == ErrorCode.RECORD_LIST_TOO_LARGE:
+                error = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+            if not error and self.groups.get(group.group_id) is group:
+                group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
+            for tp in valid:
+                result[tp] = ErrorCode(error)
+            return result
+        return self._append(group.group_id, entries, (producer_id, producer_epoch)).addCallback(written)
+
+    def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
+        """The producer's COMMIT/ABORT marker is in offsets partition ``partition``: its pending
+        offsets there become committed, or are dropped (Kafka's handleTxnCompletion)."""
+        for group_id, p in list(self.group_partition.items()):
+            if p != partition:
+                continue
+            group = self.groups.get(group_id)
+            if group is None:
+                continue
+            pending = group.pending_txn_offsets.pop(producer_id, None)
+            if pending and commit:
+                group.offsets.update(pending)
+
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None
                       ) -> tuple[ErrorCode, dict[TopicPartition, OffsetAndMetadata | None]]:
         err = self.coordinator_error(group_id)
@@ -765,9 +826,11 @@ class GroupCoordinator:
         entry = (records.group_key(group.group_id), records.group_value(group, assignments))
         return self._append(group.group_id, [entry])
 
-    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
+    def _append(self, group_id: str, entries: list[tuple[bytes, bytes | None]],
+                producer: tuple[int, int] | None = None) -> defer.Deferred:
         partition = self.group_partition.get(group_id, self.partition_of(group_id))
-        d = self.store.append(partition, entries)
+        d = self.store.append(partition, entries) if producer is None else \
+            self.store.append(partition, entries, producer)
 
         def coordinator_errors(error: Any) -> ErrorCode:
             """Storage errors as the coordinator's (GroupMetadataManager.storeGroup's mapping)."""

@@ -93,6 +93,9 @@ class Group:
     #: group.instance.id -> current member id (static membership, KIP-345).
     static_members: dict[str, str] = field(default_factory=dict)
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    #: TxnOffsetCommit offsets per producer id, invisible until that producer's COMMIT marker
+    #: reaches the group's offsets partition (dropped on ABORT), as Kafka's pendingTransactionalOffsetCommits
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     #: Members of the current generation that have not sent SyncGroup yet.
     pending_sync: set[str] = field(default_factory=set)
     new_member_added: bool = False

@@ -21,6 +21,59 @@ Bytes = bytes | bytearray | memoryview
 Records = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 
 
+class AddOffsetsToTxnRequest(TypedDict):
+    """AddOffsetsToTxnRequest: the request body, API key 25, versions 0-3."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict):
+    """AddOffsetsToTxnResponse: the response body, API key 25, versions 0-3."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class AddPartitionsToTxnRequestAddPartitionsToTxnTopic(TypedDict):
+    """AddPartitionsToTxnRequest's AddPartitionsToTxnTopic struct."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequest(TypedDict):
+    """AddPartitionsToTxnRequest: the request body, API key 24, versions 0-3."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    topics: list[AddPartitionsToTxnRequestAddPartitionsToTxnTopic]
+
+
+class AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult(TypedDict):
+    """AddPartitionsToTxnResponse's AddPartitionsToTxnPartitionResult struct."""
+
+    partition_index: int
+    error_code: int
+
+
+class AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult(TypedDict):
+    """AddPartitionsToTxnResponse's AddPartitionsToTxnTopicResult struct."""
+
+    name: str
+    results: list[AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult]
+
+
+class AddPartitionsToTxnResponse(TypedDict):
+    """AddPartitionsToTxnResponse: the response body, API key 24, versions 0-3."""
+
+    throttle_time_ms: int
+    results: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
+
+
 class AlterConfigsRequestAlterableConfig(TypedDict):
     """AlterConfigsRequest's AlterableConfig struct."""
 
@@ -595,6 +648,22 @@ class ElectLeadersResponse(TypedDict):
     throttle_time_ms: int
     error_code: NotRequired[int]
     replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
+
+
+class EndTxnRequest(TypedDict):
+    """EndTxnRequest: the request body, API key 26, versions 0-3."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict):
+    """EndTxnResponse: the response body, API key 26, versions 0-3."""
+
+    throttle_time_ms: int
+    error_code: int
 
 
 class FetchRequestReplicaState(TypedDict):
@@ -1399,3 +1468,128 @@ class SyncGroupResponse(TypedDict):
     protocol_type: NotRequired[str | None]
     protocol_name: NotRequired[str | None]
     assignment: Bytes
+
+
+class TransactionLogKey(TypedDict):
+    """TransactionLogKey: the data struct, versions 0-0."""
+
+    transactional_id: str
+
+
+class TransactionLogValuePartitionsSchema(TypedDict):
+    """TransactionLogValue's PartitionsSchema struct."""
+
+    topic: str
+    partition_ids: list[int]
+
+
+class TransactionLogValue(TypedDict):
+    """TransactionLogValue: the data struct, versions 0-0."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_timeout_ms: int
+    transaction_status: int
+    transaction_partitions: list[TransactionLogValuePartitionsSchema] | None
+    transaction_last_update_timestamp_ms: int
+    transaction_start_timestamp_ms: int
+
+
+class TxnOffsetCommitRequestTxnOffsetCommitRequestPartition(TypedDict):
+    """TxnOffsetCommitRequest's TxnOffsetCommitRequestPartition struct."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: NotRequired[int]
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTxnOffsetCommitRequestTopic(TypedDict):
+    """TxnOffsetCommitRequest's TxnOffsetCommitRequestTopic struct."""
+
+    name: str
+    partitions: list[TxnOffsetCommitRequestTxnOffsetCommitRequestPartition]
+
+
+class TxnOffsetCommitRequest(TypedDict):
+    """TxnOffsetCommitRequest: the request body, API key 28, versions 0-3."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: NotRequired[int]
+    member_id: NotRequired[str]
+    group_instance_id: NotRequired[str | None]
+    topics: list[TxnOffsetCommitRequestTxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitResponseTxnOffsetCommitResponsePartition(TypedDict):
+    """TxnOffsetCommitResponse's TxnOffsetCommitResponsePartition struct."""
+
+    partition_index: int
+    error_code: int
+
+
+class TxnOffsetCommitResponseTxnOffsetCommitResponseTopic(TypedDict):
+    """TxnOffsetCommitResponse's TxnOffsetCommitResponseTopic struct."""
+
+    name: str
+    partitions: list[TxnOffsetCommitResponseTxnOffsetCommitResponsePartition]
+
+
+class TxnOffsetCommitResponse(TypedDict):
+    """TxnOffsetCommitResponse: the response body, API key 28, versions 0-3."""
+
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTxnOffsetCommitResponseTopic]
+
+
+class WriteTxnMarkersRequestWritableTxnMarkerTopic(TypedDict):
+    """WriteTxnMarkersRequest's WritableTxnMarkerTopic struct."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestWritableTxnMarker(TypedDict):
+    """WriteTxnMarkersRequest's WritableTxnMarker struct."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestWritableTxnMarkerTopic]
+    coordinator_epoch: int
+
+
+class WriteTxnMarkersRequest(TypedDict):
+    """WriteTxnMarkersRequest: the request body, API key 27, versions 0-1."""
+
+    markers: list[WriteTxnMarkersRequestWritableTxnMarker]
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerPartitionResult(TypedDict):
+    """WriteTxnMarkersResponse's WritableTxnMarkerPartitionResult struct."""
+
+    partition_index: int
+    error_code: int
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerTopicResult(TypedDict):
+    """WriteTxnMarkersResponse's WritableTxnMarkerTopicResult struct."""
+
+    name: str
+    partitions: list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]
+
+
+class WriteTxnMarkersResponseWritableTxnMarkerResult(TypedDict):
+    """WriteTxnMarkersResponse's WritableTxnMarkerResult struct."""
+
+    producer_id: int
+    topics: list[WriteTxnMarkersResponseWritableTxnMarkerTopicResult]
+
+
+class WriteTxnMarkersResponse(TypedDict):
+    """WriteTxnMarkersResponse: the response body, API key 27, versions 0-1."""
+
+    markers: list[WriteTxnMarkersResponseWritableTxnMarkerResult]

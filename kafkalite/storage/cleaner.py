@@ -374,6 +374,11 @@ class LogCleaner:
                         buf = bytearray()
             if buf:
                 self._write(out, buf)
+            # the markers are kept (control batches pass through), so their aborted-transaction
+            # entries move with them: read_committed readers still learn which data to skip
+            for seg, _, _ in group:
+                for txn in list(seg.txn_index.entries):
+                    out.txn_index.append(txn)
             out.on_become_inactive()
             for fd in out.fds():
                 os.fsync(fd)
@@ -405,7 +410,7 @@ class LogCleaner:
         has_horizon = bool(info.attributes & DELETE_HORIZON_MASK)
         horizon = info.base_timestamp if has_horizon else None
         if info.attributes & CONTROL_MASK:
-            return data, None                     # transaction markers: kafkalite writes none; kept
+            return data, None                     # transaction markers: kept (their txn index entries too)
         records = decode_batch(data, info)
         result.records_read += len(records)
         retain_deletes = horizon is None or now < horizon

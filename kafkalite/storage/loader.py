@@ -28,14 +28,15 @@ from typing import NamedTuple
 
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.segment import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)$")
+_SEGMENT_FILE_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)$")
 _STRAY_SUFFIXES = (DELETED_SUFFIX, ".tmp")
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
-_TEMP_SEGMENT_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex)(\.cleaned|\.swap)$")
+_TEMP_SEGMENT_RE = re.compile(r"^(\d{20})(\.log|\.index|\.timeindex|\.txnindex)(\.cleaned|\.swap)$")
 
 
 class LoadedSegments(NamedTuple):
@@ -82,13 +83,15 @@ def complete_interrupted_swaps(directory: str, config: LogConfig, now_ms: int) -
         seg.recover()
         end = seg.next_offset
         index_paths = [seg.index.path, seg.time_index.path]
+        if os.path.exists(seg.txn_index.path):
+            index_paths.append(seg.txn_index.path)
         seg.close()
         for path in index_paths:                # rebuilt when the renamed segment is loaded
             os.unlink(path)
         for old in live:
             if base <= old < max(end, base + 1):
                 log.info("interrupted swap: deleting segment %d of %s, replaced by %s", old, directory, swap_path)
-                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                     try:
                         os.unlink(os.path.join(directory, f"{old:020d}{suffix}"))
                     except FileNotFoundError:
@@ -115,7 +118,7 @@ def load_segments(directory: str, config: LogConfig, now_ms: int, *, recovery_po
         if LOG_SUFFIX in suffixes:
             bases.append(base)
             continue
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
             if suffix in suffixes:       # an index whose log is gone
                 os.unlink(os.path.join(directory, f"{base:020d}{suffix}"))
 

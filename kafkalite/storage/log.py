@@ -1,12 +1,20 @@
 """One topic-partition's log on disk: segments, offsets, idempotence, epochs, retention, flush.
 
-Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (segment.py), producer state
-snapshots (producer_state.py) and ``leader-epoch-checkpoint`` (leader_epoch.py).
+Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (segment.py, each with its
+aborted-transaction index, txn_index.py), producer state snapshots (producer_state.py) and
+``leader-epoch-checkpoint`` (leader_epoch.py).
 
 Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (next to assign),
 ``recovery_point`` (everything below is fsynced), ``high_watermark`` (owned by the caller —
 replication sets it; kept here so retention never deletes above it and the LogManager can
-checkpoint it).
+checkpoint it), ``last_stable_offset`` (min of the high watermark and the first offset of an open
+or unreplicated transaction: read_committed consumers read below it).
+
+Transactions: every append (leader, follower, recovery replay) feeds producer state the same
+way; a control batch ends its producer's transaction and an ABORT adds an entry to the
+transaction index of the segment the marker lands in. Recovery empties the transaction index of
+every segment it re-reads and rebuilds it by replaying producer state from a snapshot at or below
+the first such segment.
 
 The hot paths work per batch, never per record: append stamps offsets into the headers in place,
 checks producer state from header fields and writes the whole set with one pwrite; read locates
@@ -50,7 +58,8 @@ from typing import Callable, Concatenate, Iterator, NamedTuple, ParamSpec, TypeV
 
 from kafkalite.errors import (KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                               RecordListTooLargeError)
-from kafkalite.records.batch import BatchInfo, assign_offsets as stamp_offsets, set_log_append_time
+from kafkalite.records.batch import BatchInfo, assign_offsets as stamp_offsets, read_header, set_log_append_time
+from kafkalite.records.control import ControlType, build_end_txn_marker, read_end_txn_marker
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
@@ -58,8 +67,9 @@ from kafkalite.storage.errors import LogClosedError, UnexpectedAppendOffsetError
 from kafkalite.storage.failure import Background, LogDirFailureChannel, run_inline
 from kafkalite.storage.leader_epoch import LeaderEpochCache
 from kafkalite.storage.loader import CLEANED_SUFFIX, SWAP_SUFFIX, load_segments
-from kafkalite.storage.producer_state import ProducerStateManager
+from kafkalite.storage.producer_state import CompletedTxn, MarkerReader, ProducerStateManager
 from kafkalite.storage.segment import LogSegment, iter_headers
+from kafkalite.storage.txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +104,8 @@ class ReadResult(NamedTuple):
     last_offset: int
     log_start_offset: int
     log_end_offset: int
+    #: read_committed reads only (set by :meth:`PartitionLog.collect_aborted_txns`'s caller)
+    aborted_transactions: list[AbortedTxn] | None = None
 
 
 class SegmentStats(NamedTuple):
@@ -167,10 +179,11 @@ class PartitionLog:
         self._next_offset = segments[-1].next_offset
         self.log_start_offset = log_start_offset
         self.recovery_point = recovery_point
+        self.producers = producers
+        self._high_watermark = 0
         self.high_watermark = high_watermark
         self.epochs = epochs
         epochs.background = lambda job: self._in_background("leader epoch checkpoint", job)
-        self.producers = producers
         self._lock = threading.RLock()
         self._generation = 0                 # bumped by truncation: an in-flight flush must not advance
         self._dir_dirty = False              # a segment file was created since the last flush
@@ -230,7 +243,8 @@ class PartitionLog:
             plog._rederive_epochs(loaded.first_recovered)
         epochs.truncate_from_end(end, persist=False)
         epochs.truncate_from_start(start, persist=False)
-        plog._load_producer_state()
+        reset = [seg.base_offset for seg in segments if seg.txn_index_reset]
+        plog._load_producer_state(rebuild_txn_index_from=min(reset) if reset else None)
         if loaded.recovered:
             # recovered data is only trusted once it is on disk (flush writes the epochs first)
             plog._flush()
@@ -258,19 +272,56 @@ class PartitionLog:
                 for epoch, offset in seg.recovered_epochs:
                     epochs.assign(epoch, offset, persist=False)
 
-    def _load_producer_state(self) -> None:
-        """Latest snapshot at or below the log end, then replay headers after it."""
+    def _load_producer_state(self, rebuild_txn_index_from: int | None = None) -> None:
+        """Latest snapshot at or below the high watermark, then replay batches after it.
+
+        Starting at or below the high watermark replays every marker the high watermark has not
+        passed, so those transactions are known to be unreplicated again (they hold the LSO);
+        newer snapshots are kept (they still describe the log), those past the log end deleted.
+        ``rebuild_txn_index_from``: the transaction indexes of the segments from that base offset
+        on were emptied by recovery; replay starts at or below it and re-adds their ABORT entries.
+        """
         end = self._next_offset
-        snap = self.producers.load_latest(end)
+        producers = self.producers
+        producers.delete_snapshots(above=end)
+        limit = min(end, self._high_watermark)
+        if rebuild_txn_index_from is not None:
+            limit = min(limit, rebuild_txn_index_from)
+        snap = producers.load_latest(limit, keep_newer=True)
         replay_from = self.log_start_offset if snap is None else max(snap, self.log_start_offset)
         replayed = 0
         if replay_from < end:
-            for info in self._iter_headers_from(replay_from):
-                self.producers.update((info,))
+            for seg, info in self._iter_batches_from(replay_from):
+                done = producers.update((info,), self._file_marker_reader(seg))
+                if done and rebuild_txn_index_from is not None and seg.txn_index_reset:
+                    self._index_aborted(seg, done)
                 replayed += 1
-        self.producers.truncate_head(self.log_start_offset)
+        if rebuild_txn_index_from is not None:
+            for seg in self._segments:
+                seg.txn_index_reset = False
+        producers.truncate_head(self.log_start_offset)
+        producers.on_high_watermark(self._high_watermark)
         if replayed:
-            self.producers.take_snapshot(end)
+            producers.take_snapshot(end)
+
+    @staticmethod
+    def _file_marker_reader(seg: LogSegment) -> MarkerReader:
+        return lambda info: read_end_txn_marker(seg.read(info.position, info.size), info._replace(position=0))
+
+    @staticmethod
+    def _index_aborted(seg: LogSegment, completed: list[CompletedTxn]) -> None:
+        for txn in completed:
+            if txn.aborted:
+                seg.txn_index.append(AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset,
+                                                txn.last_stable_offset))
+
+    def _iter_batches_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchInfo]]:
+        """(segment, header) of every batch whose last offset >= ``offset``, across segments."""
+        i = max(0, bisect.bisect_right(self._bases, offset) - 1)
+        for seg in self._segments[i:]:
+            start = seg.position_of(offset) if seg.base_offset < offset else 0
+            for info in iter_headers(seg.fd, start, seg.size):
+                yield seg, info
 
     def _iter_headers_from(self, offset: int) -> Iterator[BatchInfo]:
         """Headers of every batch whose last offset >= ``offset``, across segments."""
@@ -284,6 +335,28 @@ class PartitionLog:
     @property
     def log_end_offset(self) -> int:
         return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None:
+        """Set by replication; ended transactions whose markers it passes become stable."""
+        self._high_watermark = value
+        self.producers.on_high_watermark(value)
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open (or not yet replicated) transaction, None if none."""
+        return self.producers.first_unstable_offset()
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: read_committed consumers read only below it."""
+        first = self.producers.first_unstable_offset()
+        hw = self._high_watermark
+        return hw if first is None or first >= hw else first
 
     @property
     def active_segment(self) -> LogSegment:
@@ -315,14 +388,15 @@ class PartitionLog:
 
     @_storage_op
     def append(self, buf: bytearray | memoryview, infos: list[BatchInfo], *, leader_epoch: int, now_ms: int,
-               assign_offsets: bool = True) -> AppendResult:
+               assign_offsets: bool = True, client: bool = True) -> AppendResult:
         """Append validated batches (``infos`` from validate_batches, back to back in ``buf``).
 
         Leader path (``assign_offsets=True``): producer state is checked first (duplicate ->
         original offsets with ``duplicate=True``, nothing written; fenced epoch ->
         InvalidProducerEpochError; gap -> OutOfOrderSequenceError), then offsets and
         ``leader_epoch`` are stamped into the headers in place and, for LogAppendTime topics, the
-        timestamp. Follower path: the batches keep their offsets and epochs, which must continue
+        timestamp (``client=False``: the broker's own coordinator writes, whose sequences are not
+        checked, see ProducerStateManager.check). Follower path: the batches keep their offsets and epochs, which must continue
         the log without going back (else UnexpectedAppendOffsetError); gaps, which a compacted
         leader's log has, are kept. Either way the bytes go to the active segment (rolled first
         when needed) with one write.
@@ -331,72 +405,107 @@ class PartitionLog:
             raise ValueError("append needs at least one batch")
         with self._lock:
             self._check_open()
-            config = self.config
-            start = infos[0].position
-            end = start
-            for info in infos:
-                if info.position != end:
-                    raise ValueError("batches must lie back to back in the buffer")
-                end += info.size
-            total = end - start
-            if total > config.segment_bytes:
-                raise RecordListTooLargeError(
-                    f"append of {total} bytes exceeds segment.bytes {config.segment_bytes}")
-            if assign_offsets:
-                limit = config.max_message_bytes
-                for info in infos:
-                    if info.size > limit:
-                        raise MessageTooLargeError(
-                            f"record batch of {info.size} bytes exceeds max.message.bytes {limit}")
-                dup = self.producers.check(infos)
-                if dup is not None:
-                    ts = dup.timestamp if config.log_append_time else -1
-                    return AppendResult(dup.first_offset, dup.last_offset, ts, dup.timestamp, dup.last_offset,
-                                        self.log_start_offset, 0, 0, True)
-                first = self._next_offset
-                infos = stamp_offsets(buf, infos, first, leader_epoch)
-                append_time = -1
-                if config.log_append_time:
-                    append_time = now_ms
-                    infos = [set_log_append_time(buf, info, now_ms) for info in infos]
-            else:
-                first = infos[0].base_offset
-                expected = self._next_offset
-                for info in infos:
-                    # offsets may jump (a compacted leader's batches have gaps), never go back
-                    if info.base_offset < expected:
-                        raise UnexpectedAppendOffsetError(
-                            f"follower append at offset {info.base_offset}, log expects {expected}")
-                    expected = info.base_offset + info.last_offset_delta + 1
-                append_time = -1
-            max_ts, max_ts_offset = -1, first
-            for info in infos:
-                if info.max_timestamp > max_ts:
-                    max_ts, max_ts_offset = info.max_timestamp, info.base_offset + info.last_offset_delta
-            last = infos[-1].base_offset + infos[-1].last_offset_delta
+            return self._append(buf, infos, leader_epoch, now_ms, assign_offsets, client)
 
-            seg = self._segments[-1]
-            if seg.should_roll(total, max_ts, last, config, now_ms):
-                seg = self._roll(now_ms)
-            # a new epoch is recorded in memory before its data is written; the checkpoint file
-            # follows in the background (leader_epoch.py says why that is safe)
-            epochs = self.epochs
-            if assign_offsets:
-                if leader_epoch > epochs.latest_epoch:
-                    epochs.assign(leader_epoch, first)
-            else:
-                for info in infos:
-                    if info.partition_leader_epoch > epochs.latest_epoch:
-                        epochs.assign(info.partition_leader_epoch, info.base_offset)
-            # an inline executor may just have found the dir failing: write nothing more there
-            self.failures.check_online(self.log_dir, f"append to {self.topic}-{self.partition}")
-            mv = buf if isinstance(buf, memoryview) else memoryview(buf)
-            # the write itself stays here: the offsets it assigns are answered from it (page cache, no fsync)
-            seg.append(mv[start:end], infos, start)
-            self.producers.update(infos)
-            self._next_offset = last + 1
-            return AppendResult(first, last, append_time, max_ts, max_ts_offset, self.log_start_offset,
-                                len(infos), total)
+    def _append(self, buf: bytearray | memoryview, infos: list[BatchInfo], leader_epoch: int, now_ms: int,
+                assign_offsets: bool, client: bool = True) -> AppendResult:
+        config = self.config
+        start = infos[0].position
+        end = start
+        for info in infos:
+            if info.position != end:
+                raise ValueError("batches must lie back to back in the buffer")
+            end += info.size
+        total = end - start
+        if total > config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"append of {total} bytes exceeds segment.bytes {config.segment_bytes}")
+        if assign_offsets:
+            limit = config.max_message_bytes
+            for info in infos:
+                if info.size > limit:
+                    raise MessageTooLargeError(
+                        f"record batch of {info.size} bytes exceeds max.message.bytes {limit}")
+            dup = self.producers.check(infos, client=client)
+            if dup is not None:
+                ts = dup.timestamp if config.log_append_time else -1
+                return AppendResult(dup.first_offset, dup.last_offset, ts, dup.timestamp, dup.last_offset,
+                                    self.log_start_offset, 0, 0, True)
+            first = self._next_offset
+            infos = stamp_offsets(buf, infos, first, leader_epoch)
+            append_time = -1
+            if config.log_append_time:
+                append_time = now_ms
+                infos = [set_log_append_time(buf, info, now_ms) for info in infos]
+        else:
+            first = infos[0].base_offset
+            expected = self._next_offset
+            for info in infos:
+                # offsets may jump (a compacted leader's batches have gaps), never go back
+                if info.base_offset < expected:
+                    raise UnexpectedAppendOffsetError(
+                        f"follower append at offset {info.base_offset}, log expects {expected}")
+                expected = info.base_offset + info.last_offset_delta + 1
+            append_time = -1
+        max_ts, max_ts_offset = -1, first
+        for info in infos:
+            if info.max_timestamp > max_ts:
+                max_ts, max_ts_offset = info.max_timestamp, info.base_offset + info.last_offset_delta
+        last = infos[-1].base_offset + infos[-1].last_offset_delta
+
+        seg = self._segments[-1]
+        if seg.should_roll(total, max_ts, last, config, now_ms):
+            seg = self._roll(now_ms)
+        # a new epoch is recorded in memory before its data is written; the checkpoint file
+        # follows in the background (leader_epoch.py says why that is safe)
+        epochs = self.epochs
+        if assign_offsets:
+            if leader_epoch > epochs.latest_epoch:
+                epochs.assign(leader_epoch, first)
+        else:
+            for info in infos:
+                if info.partition_leader_epoch > epochs.latest_epoch:
+                    epochs.assign(info.partition_leader_epoch, info.base_offset)
+        # an inline executor may just have found the dir failing: write nothing more there
+        self.failures.check_online(self.log_dir, f"append to {self.topic}-{self.partition}")
+        mv = buf if isinstance(buf, memoryview) else memoryview(buf)
+        # the write itself stays here: the offsets it assigns are answered from it (page cache, no fsync)
+        seg.append(mv[start:end], infos, start)
+        done = self.producers.update(infos, lambda info: read_end_txn_marker(mv, info))
+        if done:
+            self._index_aborted(seg, done)
+        self._next_offset = last + 1
+        return AppendResult(first, last, append_time, max_ts, max_ts_offset, self.log_start_offset,
+                            len(infos), total)
+
+    @_storage_op
+    def append_end_txn_marker(self, control_type: ControlType, *, producer_id: int, producer_epoch: int,
+                              coordinator_epoch: int, leader_epoch: int, now_ms: int) -> AppendResult:
+        """Leader: write the COMMIT/ABORT control batch that ends ``producer_id``'s transaction
+        (WriteTxnMarkers). Refused with INVALID_PRODUCER_EPOCH for an older producer epoch and
+        TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch than the last marker's."""
+        with self._lock:
+            self._check_open()
+            self.producers.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            buf = build_end_txn_marker(control_type, producer_id=producer_id, producer_epoch=producer_epoch,
+                                       coordinator_epoch=coordinator_epoch, timestamp=now_ms)
+            return self._append(buf, [read_header(buf, 0)], leader_epoch, now_ms, True, False)
+
+    @_storage_op
+    def collect_aborted_txns(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[fetch_offset, upper_offset)`` (read_committed
+        Fetch): from the segment holding ``fetch_offset`` on, until an entry's LSO proves the
+        rest cannot overlap (Kafka's ``Log.collectAbortedTransactions``)."""
+        with self._lock:
+            self._check_open()
+            out: list[AbortedTxn] = []
+            i = max(0, bisect.bisect_right(self._bases, fetch_offset) - 1)
+            for seg in self._segments[i:]:
+                found, complete = seg.txn_index.collect(fetch_offset, upper_offset)
+                out.extend(found)
+                if complete:
+                    break
+            return out
 
     @_storage_op
     def roll(self, now_ms: int) -> LogSegment:

@@ -1,22 +1,31 @@
-"""Idempotent-producer state of one partition (Kafka's ``ProducerStateManager``).
+"""Producer state of one partition (Kafka's ``ProducerStateManager``): idempotence and transactions.
 
 Per producer id it keeps the current epoch and the metadata of its last 5 batches, enough to answer
 a retried batch with its original offsets and to reject sequence gaps and fenced epochs *before*
-anything is written (record-batch.md section 6). All of it is derived from batch headers, so after
-a crash or a leader change the state is rebuilt from the latest snapshot plus a header scan of the
-log after it.
+anything is written (record-batch.md section 6). All of it is derived from batch headers (and the
+one record of each control batch), so after a crash or a leader change the state is rebuilt from
+the latest snapshot plus a scan of the log after it; leaders and followers apply the same rules.
+
+Transactions (KIP-98): a producer's first transactional data batch opens its transaction at that
+batch's offset (``current_txn_first_offset``); its COMMIT/ABORT control batch (records/control.py)
+closes it and yields a :class:`CompletedTxn`. A completed transaction stays "unreplicated" until
+the high watermark passes its marker. The first unstable offset is the smallest first offset of
+an open or unreplicated transaction; the partition's last stable offset (LSO) is the smaller of it
+and the high watermark, and read_committed consumers read only below it.
 
 Snapshot file ``<offset, 20 digits>.snapshot`` in the partition dir holds the state of the log up
 to (excluding) ``offset``. Format (big-endian; kafkalite's own, Kafka's is not reproduced)::
 
     magic        4 bytes  b"KLPS"
-    version      int16    1
+    version      int16    2 (version 1, read too, lacks the two transaction fields)
     crc          uint32   CRC-32C of every byte after this field
     offset       int64    the snapshot's offset (equals the file name)
     count        int32    number of producers, then per producer:
       producerId     int64
       epoch          int16
       lastTimestamp  int64
+      coordinatorEpoch      int32   (v2) epoch of the coordinator that wrote its last marker, -1
+      currentTxnFirstOffset int64   (v2) first offset of its open transaction, -1 if none
       batchCount     int8    (<= 5), then per batch, oldest first:
         firstSeq     int32
         lastSeq      int32
@@ -33,10 +42,12 @@ import os
 import re
 import struct
 from collections import deque
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, NamedTuple
 
-from kafkalite.errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from kafkalite.errors import (ErrorCode, InvalidProducerEpochError, InvalidTxnStateError, KafkaError,
+                              OutOfOrderSequenceError)
 from kafkalite.records.batch import NO_SEQUENCE, BatchInfo
+from kafkalite.records.control import ControlType, EndTxnMarker
 from kafkalite.records.crc import crc32c
 from kafkalite.storage.index import _pwrite_all
 
@@ -46,10 +57,11 @@ NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
 _SNAPSHOT_RE = re.compile(r"^(\d{20})\.snapshot$")
 _MAGIC = b"KLPS"
-_VERSION = 1
+_VERSION = 2
 _HEAD = struct.Struct(">4shI")
 _BODY_HEAD = struct.Struct(">qi")
-_PRODUCER = struct.Struct(">qhqb")
+_PRODUCER_V1 = struct.Struct(">qhqb")
+_PRODUCER = struct.Struct(">qhqiqb")
 _BATCH = struct.Struct(">iiqiq")
 
 
@@ -65,16 +77,34 @@ class BatchMetadata(NamedTuple):
         return self.last_offset - self.offset_delta
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a control batch ended: ``last_offset`` is its marker's offset; an aborted one
+    goes to the segment's transaction index with ``last_stable_offset`` (txn_index.py)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int
+
+
+MarkerReader = Callable[[BatchInfo], EndTxnMarker]
+
+
 class ProducerStateEntry:
-    """One producer's epoch and its last few batches."""
+    """One producer's epoch, its last few batches and its open transaction."""
 
-    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp")
+    __slots__ = ("producer_id", "epoch", "batches", "last_timestamp", "coordinator_epoch",
+                 "current_txn_first_offset")
 
-    def __init__(self, producer_id: int, epoch: int, last_timestamp: int = -1) -> None:
+    def __init__(self, producer_id: int, epoch: int, last_timestamp: int = -1, coordinator_epoch: int = -1,
+                 current_txn_first_offset: int = -1) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(maxlen=NUM_BATCHES_TO_RETAIN)
         self.last_timestamp = last_timestamp
+        self.coordinator_epoch = coordinator_epoch
+        self.current_txn_first_offset = current_txn_first_offset
 
     @property
     def last_seq(self) -> int:
@@ -92,10 +122,14 @@ class ProducerStateEntry:
                 return meta
         return None
 
-    def add(self, epoch: int, meta: BatchMetadata) -> None:
+    def set_epoch(self, epoch: int) -> None:
+        """A new epoch forgets the batches of the old one (their sequences no longer apply)."""
         if epoch != self.epoch:
             self.epoch = epoch
             self.batches.clear()
+
+    def add(self, epoch: int, meta: BatchMetadata) -> None:
+        self.set_epoch(epoch)
         self.batches.append(meta)
         self.last_timestamp = meta.timestamp
 
@@ -124,42 +158,77 @@ class ProducerStateManager:
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self.producers: dict[int, ProducerStateEntry] = {}
+        #: producer id -> first offset of its open transaction; insertion order is offset order
+        #: (transactions open at the log end, and a rebuilt map is sorted)
+        self.ongoing: dict[int, int] = {}
+        #: ended transactions whose marker the high watermark has not passed yet, in marker order
+        self.unreplicated: list[CompletedTxn] = []
 
     # --- append path -----------------------------------------------------------------------------
 
-    def check(self, infos: list[BatchInfo]) -> BatchMetadata | None:
+    def check(self, infos: list[BatchInfo], *, client: bool = True) -> BatchMetadata | None:
         """Validate a client append before it is written.
 
         Returns the retained metadata of the first batch that duplicates one already in the log
         (the whole append is then skipped, as Kafka does); raises InvalidProducerEpochError or
         OutOfOrderSequenceError; returns None when everything may be written. Producers without
-        state accept any sequence (KIP-360).
+        state accept any sequence (KIP-360). ``client=False``: the group coordinator's own
+        transactional offset commits (Kafka's AppendOrigin.Coordinator), which carry the
+        producer's id and epoch but no sequence of their own: only the epoch is fenced.
         """
-        pending: dict[int, tuple[int, int]] | None = None
+        pending: dict[int, tuple[int, int, bool]] | None = None
         for info in infos:
             pid = info.producer_id
-            if pid < 0:
+            if pid < 0 or info.is_control:         # markers: check_marker, before they are built
                 continue
             epoch = info.producer_epoch
             base_seq = info.base_sequence
             if pending is not None and pid in pending:
-                cur_epoch, cur_last = pending[pid]
-                _check(pid, epoch, base_seq, cur_epoch, cur_last)
+                cur_epoch, cur_last, in_txn = pending[pid]
+                if client:
+                    _check(pid, epoch, base_seq, cur_epoch, cur_last)
             else:
                 entry = self.producers.get(pid)
+                in_txn = False
                 if entry is not None:
-                    dup = entry.find_duplicate(epoch, base_seq, info.last_sequence)
-                    if dup is not None:
-                        return dup
-                    _check(pid, epoch, base_seq, entry.epoch, entry.last_seq)
+                    if not client:
+                        if epoch < entry.epoch:
+                            raise InvalidProducerEpochError(
+                                f"producer {pid} epoch {epoch} is older than the current epoch {entry.epoch}")
+                    else:
+                        dup = entry.find_duplicate(epoch, base_seq, info.last_sequence)
+                        if dup is not None:
+                            return dup
+                        _check(pid, epoch, base_seq, entry.epoch, entry.last_seq)
+                    in_txn = entry.current_txn_first_offset >= 0
+            if in_txn and not info.is_transactional:
+                raise InvalidTxnStateError(
+                    f"producer {pid} wrote a non-transactional batch while its transaction is open")
             if pending is None:
                 pending = {}
-            pending[pid] = (epoch, info.last_sequence)
+            pending[pid] = (epoch, info.last_sequence, in_txn or info.is_transactional)
         return None
 
-    def update(self, infos: Iterable[BatchInfo]) -> None:
-        """Record written batches (their final offsets and timestamps); also the replay path."""
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        """Validate a COMMIT/ABORT marker the coordinator asks the leader to write (Kafka's
+        ``appendEndTxnMarker`` checks): an older producer epoch is INVALID_PRODUCER_EPOCH, an
+        older coordinator epoch TRANSACTION_COORDINATOR_FENCED."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {producer_id} has epoch {producer_epoch}, older than {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise KafkaError(f"marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, "
+                             f"older than {entry.coordinator_epoch}", ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+
+    def update(self, infos: Iterable[BatchInfo], markers: MarkerReader | None = None) -> list[CompletedTxn]:
+        """Record written batches (their final offsets and timestamps); also the replay path and
+        the follower's. ``markers`` reads the marker of a control batch (needed only when
+        ``infos`` holds one). Returns the transactions the control batches ended, in order."""
         producers = self.producers
+        completed: list[CompletedTxn] = []
         for info in infos:
             pid = info.producer_id
             if pid < 0:
@@ -167,26 +236,77 @@ class ProducerStateManager:
             entry = producers.get(pid)
             if entry is None:
                 entry = producers[pid] = ProducerStateEntry(pid, info.producer_epoch)
+            if info.is_control:
+                if markers is None:
+                    raise ValueError("a control batch needs a marker reader")
+                completed.append(self._end_txn(entry, info, markers(info)))
+                continue
             entry.add(info.producer_epoch, BatchMetadata(
                 info.base_sequence, info.last_sequence, info.base_offset + info.last_offset_delta,
                 info.last_offset_delta, info.max_timestamp))
+            if info.is_transactional and entry.current_txn_first_offset < 0:
+                entry.current_txn_first_offset = info.base_offset
+                self.ongoing[pid] = info.base_offset
+        return completed
+
+    def _end_txn(self, entry: ProducerStateEntry, info: BatchInfo, marker: EndTxnMarker) -> CompletedTxn:
+        pid = entry.producer_id
+        entry.set_epoch(info.producer_epoch)
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_timestamp = info.max_timestamp
+        marker_offset = info.base_offset
+        # a partition added to a transaction but never written: the transaction is just the marker
+        first = entry.current_txn_first_offset if entry.current_txn_first_offset >= 0 else marker_offset
+        entry.current_txn_first_offset = -1
+        self.ongoing.pop(pid, None)
+        lso = next(iter(self.ongoing.values()), marker_offset + 1)
+        done = CompletedTxn(pid, first, marker_offset, marker.control_type == ControlType.ABORT,
+                            min(lso, marker_offset + 1))
+        self.unreplicated.append(done)
+        return done
+
+    def first_unstable_offset(self) -> int | None:
+        """Smallest first offset of an open or not yet replicated transaction (None: none)."""
+        first = next(iter(self.ongoing.values()), None)
+        for txn in self.unreplicated:
+            if first is None or txn.first_offset < first:
+                first = txn.first_offset
+        return first
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """Ended transactions whose marker lies below the high watermark are stable."""
+        unrep = self.unreplicated
+        if unrep and unrep[0].last_offset < high_watermark:
+            self.unreplicated = [t for t in unrep if t.last_offset >= high_watermark]
 
     def truncate_head(self, log_start_offset: int) -> None:
         """Forget producers whose last batch lies below the log start (their data is gone)."""
         gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
         for pid in gone:
             del self.producers[pid]
+            self.ongoing.pop(pid, None)
 
     def remove_expired(self, now_ms: int, expiration_ms: int) -> int:
         """Kafka's removeExpiredProducers: drop producers whose last batch's timestamp is
-        ``expiration_ms`` (producer.id.expiration.ms) or more before ``now_ms``."""
-        gone = [pid for pid, e in self.producers.items() if now_ms - e.last_timestamp >= expiration_ms]
+        ``expiration_ms`` (producer.id.expiration.ms) or more before ``now_ms``; never one with an
+        open transaction (its first offset holds the LSO until the coordinator ends it)."""
+        gone = [pid for pid, e in self.producers.items()
+                if now_ms - e.last_timestamp >= expiration_ms and e.current_txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
         return len(gone)
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing.clear()
+        self.unreplicated = []
+
+    def _set_producers(self, producers: dict[int, ProducerStateEntry]) -> None:
+        self.producers = producers
+        open_txns = sorted((e.current_txn_first_offset, pid) for pid, e in producers.items()
+                           if e.current_txn_first_offset >= 0)
+        self.ongoing = {pid: first for first, pid in open_txns}
+        self.unreplicated = []
 
     # --- snapshots -------------------------------------------------------------------------------
 
@@ -204,7 +324,8 @@ class ProducerStateManager:
     def encode(self, offset: int) -> bytes:
         body = bytearray(_BODY_HEAD.pack(offset, len(self.producers)))
         for pid, e in self.producers.items():
-            body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, len(e.batches))
+            body += _PRODUCER.pack(pid, e.epoch, e.last_timestamp, e.coordinator_epoch,
+                                   e.current_txn_first_offset, len(e.batches))
             for m in e.batches:
                 body += _BATCH.pack(*m)
         return _HEAD.pack(_MAGIC, _VERSION, crc32c(body)) + body
@@ -229,8 +350,8 @@ class ProducerStateManager:
         if len(data) < _HEAD.size + _BODY_HEAD.size:
             raise ValueError("snapshot too short")
         magic, version, crc = _HEAD.unpack_from(data, 0)
-        if magic != _MAGIC or version != _VERSION:
-            raise ValueError(f"not a version {_VERSION} producer snapshot")
+        if magic != _MAGIC or version not in (1, _VERSION):
+            raise ValueError(f"not a version 1 or {_VERSION} producer snapshot")
         body = memoryview(data)[_HEAD.size:]
         if crc32c(body) != crc:
             raise ValueError("snapshot CRC mismatch")
@@ -239,9 +360,14 @@ class ProducerStateManager:
         producers: dict[int, ProducerStateEntry] = {}
         try:
             for _ in range(count):
-                pid, epoch, last_ts, n = _PRODUCER.unpack_from(body, pos)
-                pos += _PRODUCER.size
-                entry = ProducerStateEntry(pid, epoch, last_ts)
+                if version == 1:
+                    pid, epoch, last_ts, n = _PRODUCER_V1.unpack_from(body, pos)
+                    coordinator_epoch, txn_first = -1, -1
+                    pos += _PRODUCER_V1.size
+                else:
+                    pid, epoch, last_ts, coordinator_epoch, txn_first, n = _PRODUCER.unpack_from(body, pos)
+                    pos += _PRODUCER.size
+                entry = ProducerStateEntry(pid, epoch, last_ts, coordinator_epoch, txn_first)
                 for _ in range(n):
                     entry.batches.append(BatchMetadata(*_BATCH.unpack_from(body, pos)))
                     pos += _BATCH.size
@@ -252,16 +378,18 @@ class ProducerStateManager:
             raise ValueError("snapshot has trailing bytes")
         return offset, producers
 
-    def load_latest(self, max_offset: int) -> int | None:
-        """Load the newest valid snapshot at or below ``max_offset``; delete newer or broken ones.
+    def load_latest(self, max_offset: int, *, keep_newer: bool = False) -> int | None:
+        """Load the newest valid snapshot at or below ``max_offset``; delete newer (unless
+        ``keep_newer``: they still describe the log) or broken ones.
 
         Returns the snapshot's offset (replay the log from there) or None (replay everything).
         """
-        self.producers = {}
+        self._set_producers({})
         for offset in reversed(self.snapshot_offsets()):
             path = self.snapshot_path(offset)
             if offset > max_offset:
-                os.unlink(path)
+                if not keep_newer:
+                    os.unlink(path)
                 continue
             try:
                 with open(path, "rb") as f:
@@ -272,7 +400,7 @@ class ProducerStateManager:
                 log.warning("deleting unusable producer snapshot %s: %s", path, e)
                 os.unlink(path)
                 continue
-            self.producers = producers
+            self._set_producers(producers)
             return offset
         return None
 

@@ -7,6 +7,8 @@ Files of a segment whose first offset is B (20-digit zero-padded, as Kafka names
                    Nothing else: no file header, no padding, no trailer.
     <B>.index      offset index (index.py)
     <B>.timeindex  time index (index.py)
+    <B>.txnindex   aborted transactions whose ABORT marker is in this segment (txn_index.py);
+                   only created with its first entry, as Kafka does
 
 A segment never rewrites bytes already written; it grows by appends and shrinks only by truncation
 (follower divergence, crash recovery). Positions are int32 as in Kafka, so segment.bytes is capped
@@ -24,6 +26,7 @@ from typing import Iterator
 from kafkalite.records.batch import HEADER_SIZE, BatchInfo, offset_and_length, read_header, scan_valid_prefix
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
+from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,9 @@ class LogSegment:
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + suffix)
+        #: recover() emptied the transaction index: the log rebuilds it by replaying producer state
+        self.txn_index_reset = False
         self.index_interval = config.index_interval_bytes
         self.size = os.fstat(self.fd).st_size
         self.next_offset = base_offset
@@ -153,6 +159,7 @@ class LogSegment:
             seg.size = 0
         seg.index.reset()
         seg.time_index.reset()
+        seg.txn_index.reset()
         return seg
 
     @classmethod
@@ -164,6 +171,7 @@ class LogSegment:
                 raise CorruptIndexError("index files are missing")
             seg.index.load(seg.size)
             seg.time_index.load()
+            seg.txn_index.load()
         except CorruptIndexError as e:
             log.warning("rebuilding indexes of %s: %s", seg.log_path, e)
             seg.truncated_on_load = seg.recover()
@@ -209,6 +217,8 @@ class LogSegment:
         """
         self.index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
+        self.txn_index_reset = True
         self.next_offset = self.base_offset
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
@@ -349,6 +359,7 @@ class LogSegment:
         cut = info.position
         self.index.truncate_to(info.base_offset)
         self.time_index.truncate_to(info.base_offset)
+        self.txn_index.truncate_to(info.base_offset)
         removed = self.size - cut
         os.ftruncate(self.fd, cut)
         self.size = cut
@@ -374,7 +385,10 @@ class LogSegment:
         return removed
 
     def fds(self) -> list[int]:
-        return [self.fd, self.index.fd, self.time_index.fd]
+        fds = [self.fd, self.index.fd, self.time_index.fd]
+        if self.txn_index.fd >= 0:
+            fds.append(self.txn_index.fd)
+        return fds
 
     def close_handles(self) -> None:
         """Close the three files without writing anything (buffered index entries are dropped):
@@ -383,6 +397,7 @@ class LogSegment:
             return
         self.index.close_handle()
         self.time_index.close_handle()
+        self.txn_index.close_handle()
         os.close(self.fd)
         self.fd = -1
 
@@ -393,11 +408,12 @@ class LogSegment:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
         self.fd = -1
 
     def paths(self) -> list[str]:
-        return [self.log_path, self.index.path, self.time_index.path]
+        return [self.log_path, self.index.path, self.time_index.path, self.txn_index.path]
 
     def delete(self) -> None:
         self.close()
@@ -416,6 +432,8 @@ class LogSegment:
             target = f.path[:len(f.path) - len(old)] + new
             os.replace(f.path, target)
             f.path = target
+        path = self.txn_index.path
+        self.txn_index.rename(path[:len(path) - len(old)] + new)
         target = self.log_path[:len(self.log_path) - len(old)] + new
         os.replace(self.log_path, target)
         self.log_path = target

@@ -277,7 +277,9 @@ def test_metadata_auto_create_disabled(cluster_factory) -> None:
 
 def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
     """Idempotent InitProducerId (null transactional id) answers 0, epoch 0 and a fresh id each
-    time: 30 calls over 3 connections give 30 distinct ids; a transactional id is refused (53)."""
+    time: 30 calls over 3 connections give 30 distinct ids; a transactional id goes to the
+    transaction coordinator (tests/integration/test_txn_topic.py), which is not loaded here unless
+    __transaction_state exists."""
     ids = []
     for _ in range(3):
         with Wire(broker.bootstrap) as w:
@@ -287,7 +289,8 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
                 ids.append(r["producer_id"])
     assert len(set(ids)) == 30 and min(ids) >= 0
     r = request(broker.bootstrap, ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": "tx", "transaction_timeout_ms": 60000})
-    assert r["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and r["producer_id"] == -1
+    assert r["error_code"] in (ErrorCode.NONE, ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+    assert r["producer_id"] not in ids
 
 
 EXPECTED_API_TABLE = {
@@ -297,6 +300,8 @@ EXPECTED_API_TABLE = {
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
     35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
     21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
+    # transactions (issue 14), last non-flexible versions; WriteTxnMarkers is inter-broker
+    24: (0, 2), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2),
 }
 # Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
 # FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).
@@ -308,7 +313,8 @@ GROUP_API_TABLE = {8: (2, 7), 9: (1, 5), 10: (0, 3), 11: (0, 5), 12: (0, 3), 13:
 def test_api_versions_table(broker, version: int) -> None:
     """ApiVersions v0-3 answers 0 and advertises exactly the kafka-protocol.md §6 range for each
     API this broker implements (Produce 0-8, Fetch 4-11, ...); any other key it lists must be a
-    §6 group API at its §6 range, and nothing outside §6 (no SASL, transactions) is advertised."""
+    §6 group API at its §6 range, and nothing else (no SASL) is advertised but the transaction
+    APIs of issue 14."""
     body = {"client_software_name": "kafkalite-tests", "client_software_version": "1.0"}
     r = request(broker.bootstrap, ApiKey.API_VERSIONS, version, body)
     assert r["error_code"] == 0

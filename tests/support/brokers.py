@@ -33,6 +33,9 @@ TEST_BROKER_DEFAULTS = {
     "controlled.shutdown.retry.backoff.ms": "200",
     "offsets.topic.replication.factor": "1",
     "offsets.topic.num.partitions": "5",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "transaction.state.log.num.partitions": "5",
     "group.initial.rebalance.delay.ms": "0",
 }
 

@@ -1,5 +1,8 @@
 """Fetch (key 1): stored batches, unchanged, from each requested partition; long-polls.
 
+read_committed consumers (isolation_level 1) read only below the last stable offset and get the
+aborted transactions overlapping the returned batches; every response carries the LSO.
+
 Every requested partition appears in the response (kafka-python rejects a sessionless response
 whose partition set differs from its request). The first non-empty partition always returns at
 least one whole batch even above the byte limits (KIP-74), or a consumer would stall on a large
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.broker.partition import FetchOutOfRangeError
+from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
@@ -27,6 +30,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 "session_id": 0, "responses": []}
     replica_id = req["replica_id"]
     isolation = req.get("isolation_level", 0)
+    read_committed = replica_id < 0 and isolation == READ_COMMITTED
     wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
@@ -49,8 +53,13 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                     topic, p["partition"], p["fetch_offset"], limit, replica_id, isolation,
                     p.get("current_leader_epoch", -1), min_one_batch=(total == 0))
                 entry["high_watermark"] = part.high_watermark
-                entry["last_stable_offset"] = part.high_watermark
+                entry["last_stable_offset"] = part.last_stable_offset
                 entry["log_start_offset"] = part.log_start_offset
+                if read_committed:
+                    # Kafka answers a list (maybe empty) to read_committed consumers, null otherwise
+                    aborted = res.aborted_transactions if res is not None else None
+                    entry["aborted_transactions"] = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
+                                                     for t in aborted or ()]
                 if res is not None and len(res.records):
                     entry["records"] = res.records
                     total += len(res.records)

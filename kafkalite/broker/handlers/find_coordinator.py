@@ -1,9 +1,10 @@
-"""FindCoordinator (key 10): which broker coordinates a group.
+"""FindCoordinator (key 10): which broker coordinates a group (key type 0) or a transactional id (1).
 
-The coordinator of a group is the leader of its ``__consumer_offsets`` partition
-(``kafkalite.group.hashing``). The first request creates the topic; until a leader exists the
-answer is COORDINATOR_NOT_AVAILABLE (retriable). Transactional ids (key type 1) have no
-coordinator here: no transactions.
+The coordinator of a group is the leader of its ``__consumer_offsets`` partition, that of a
+transactional id the leader of its ``__transaction_state`` partition (both by Java ``hashCode``,
+``kafkalite.group.hashing``). The first request creates the topic; until a leader exists the
+answer is COORDINATOR_NOT_AVAILABLE (retriable). While the coordinator loads the partition the
+answer is already the leader, as in Kafka (its requests answer COORDINATOR_LOAD_IN_PROGRESS).
 """
 from __future__ import annotations
 
@@ -26,18 +27,17 @@ def _error(code: ErrorCode, message: str) -> dict[str, Any]:
 @api(ApiKey.FIND_COORDINATOR, 0, 3)
 def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, Any]:
     key_type = req.get("key_type", GROUP_KEY) if ctx.api_version >= 1 else GROUP_KEY
-    if key_type == TXN_KEY:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "transactions are not supported")
-    if key_type != GROUP_KEY:
+    if key_type not in (GROUP_KEY, TXN_KEY):
         return _error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
-    offsets = ctx.groups
-    if not offsets.exists():
-        offsets.ensure_topic()
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the offsets topic is being created")
-    node = offsets.coordinator_node(req["key"])
+    service = ctx.groups if key_type == GROUP_KEY else ctx.txns
+    what = "offsets" if key_type == GROUP_KEY else "transaction state"
+    if not service.exists():
+        service.ensure_topic()
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {what} topic is being created")
+    node = service.coordinator_node(req["key"])
     info = ctx.metadata.brokers.get(node)
     endpoint = info.endpoint(ctx.listener) if info is not None else None
     if endpoint is None:
-        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader")
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"the {what} partition has no leader")
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node,
             "host": endpoint[0], "port": endpoint[1]}

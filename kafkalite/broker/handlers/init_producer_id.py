@@ -1,7 +1,13 @@
-"""InitProducerId (key 22): a fresh producer id and epoch 0 for an idempotent producer.
+"""InitProducerId (key 22): a producer id and epoch for an idempotent or transactional producer.
 
-Transactions are not served (no transaction coordinator), so a request with a transactional id
-is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, a fatal error clients report clearly.
+Without a transactional id: a fresh producer id (blocks from ZooKeeper) at epoch 0. With one:
+the transaction coordinator's answer (``kafkalite.txn.coordinator``): NOT_COORDINATOR /
+COORDINATOR_LOAD_IN_PROGRESS when the id's ``__transaction_state`` partition is not loaded here,
+INVALID_TRANSACTION_TIMEOUT above ``transaction.max.timeout.ms``, an epoch bump that fences the
+previous producer, CONCURRENT_TRANSACTIONS while its open transaction is being aborted.
+Advertised 0-1, the last non-flexible versions (kafka-protocol.md §6's rule); v3+ would carry the
+producer's current id and epoch (KIP-360, which the coordinator implements) and v4+ answer
+PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH (as Kafka 2.8).
 """
 from __future__ import annotations
 
@@ -9,22 +15,30 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
+from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import InitProducerIdRequest
 
 
+def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
+
+
 @api(ApiKey.INIT_PRODUCER_ID, 0, 1)
 @defer.inlineCallbacks
 def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
-    if req["transactional_id"] is not None:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
-                "producer_id": -1, "producer_epoch": -1}
+    txn_id = req["transactional_id"]
+    if txn_id is not None:
+        expected = (req.get("producer_id", -1), req.get("producer_epoch", -1)) if ctx.api_version >= 3 else (-1, -1)
+        result = yield ctx.txns.coordinator.init_producer_id(txn_id, req["transaction_timeout_ms"], *expected)
+        code = result.error
+        if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:
+            code = ErrorCode.INVALID_PRODUCER_EPOCH
+        return _answer(code, result.producer_id, result.producer_epoch)
     try:
         pid = yield ctx.producer_ids.next()
     except Exception:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
-                "producer_id": -1, "producer_epoch": -1}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": pid, "producer_epoch": 0}
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    return _answer(ErrorCode.NONE, pid, 0)

@@ -1,8 +1,13 @@
-"""ListOffsets (key 2): earliest (-2), latest (-1) or the first offset at or after a timestamp."""
+"""ListOffsets (key 2): earliest (-2), latest (-1) or the first offset at or after a timestamp.
+
+read_committed requests (isolation_level 1, v2+) see the log up to the last stable offset, as
+Kafka's ``fetchOffsetForTimestamp`` does: latest is the LSO and a timestamp lookup finds nothing
+at or above it; read_uncommitted ones see it up to the high watermark."""
 from __future__ import annotations
 
 from typing import Any
 
+from kafkalite.broker.partition import READ_COMMITTED
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
@@ -16,6 +21,7 @@ EARLIEST = -2
 @api(ApiKey.LIST_OFFSETS, 1, 5)
 def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     rm = ctx.replicas
+    committed = req.get("isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req["topics"]:
         parts = []
@@ -25,13 +31,14 @@ def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[st
             try:
                 part = rm.leader(t["name"], p["partition_index"], p.get("current_leader_epoch", -1))
                 ts = p["timestamp"]
+                fetchable = part.last_stable_offset if committed else part.high_watermark
                 if ts == LATEST:
-                    entry["offset"] = part.high_watermark
+                    entry["offset"] = fetchable
                 elif ts == EARLIEST:
                     entry["offset"] = part.log_start_offset
                 else:
                     found = part.log.offset_for_timestamp(ts)
-                    if found is not None and found[0] < part.high_watermark:
+                    if found is not None and found[0] < fetchable:
                         entry["offset"], entry["timestamp"] = found[0], found[1]
                 entry["leader_epoch"] = part.leader_epoch
             except KafkaError as exc:

@@ -5,6 +5,12 @@ producer refreshes its metadata (Kafka's behaviour). acks=1 answers after the le
 acks=-1 waits (``ReplicaManager.await_replication``) until the high watermark covers the batch or
 TimeoutMs expires, and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 ``min.insync.replicas`` meanwhile.
+
+Transactional batches need the request's transactional id (else the whole request answers
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's KafkaApis); like Kafka 2.8 the broker does
+not check that the partition was added to the transaction (that is KIP-890, Kafka 3.6): the
+partition's producer state fences old epochs and refuses a plain batch during an open
+transaction (INVALID_TXN_STATE).
 """
 from __future__ import annotations
 
@@ -18,8 +24,28 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ProduceRequest
+from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK
+from kafkalite.records.crc import crc32c
 
 log = logging.getLogger(__name__)
+
+
+def _has_transactional_batch(records: Any) -> bool:
+    """Whether a whole, CRC-valid batch of a partition's records has the transactional bit. Only
+    a batch with the bit pays for the CRC (a plain producer's never do); anything malformed is
+    left to validate_batches, which answers CORRUPT_MESSAGE for it."""
+    if records is None:
+        return False
+    pos, total = 0, len(records)
+    while total - pos >= HEADER_SIZE:
+        size = 12 + int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        if size < HEADER_SIZE or pos + size > total:
+            return False
+        if records[pos + 22] & TRANSACTIONAL_MASK and \
+                crc32c(records[pos + 21:pos + size]) == int.from_bytes(records[pos + 17:pos + 21], "big"):
+            return True
+        pos += size
+    return False
 
 
 def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, log_start: int = -1,
@@ -36,6 +62,8 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     results: list[tuple[str, list[dict[str, Any]]]] = []
     waiting: list[tuple[dict[str, Any], PendingAck]] = []
     failed = False
+    untagged_txn = req["transactional_id"] is None and any(
+        _has_transactional_batch(pd["records"]) for t in req["topic_data"] for pd in t["partition_data"])
     for topic in req["topic_data"]:
         name = topic["name"]
         entries = []
@@ -45,9 +73,9 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
                 entries.append(_entry(index, ErrorCode.INVALID_REQUIRED_ACKS))
                 failed = True
                 continue
-            if req["transactional_id"] is not None:
+            if untagged_txn:
                 entries.append(_entry(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      message="transactions are not supported"))
+                                      message="transactional records without a transactional id"))
                 failed = True
                 continue
             try:

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[3]
 #: Broker-side packages: they run in kafkalite-server. Tools and clients (cli/, client/, cluster/,
 #: demo.py) are left out: they use some of the same names as client properties.
 BROKER_SIDE = ["kafkalite/broker", "kafkalite/net", "kafkalite/replication", "kafkalite/storage",
-               "kafkalite/group", "kafkalite/controller", "kafkalite/coordination", "zk_schema"]
+               "kafkalite/group", "kafkalite/txn", "kafkalite/controller", "kafkalite/coordination", "zk_schema"]
 
 #: Broker keys BrokerConfig itself turns into what the broker uses: key -> accessor.
 READ_BY_ACCESSOR = {

@@ -36,6 +36,10 @@ class FakePartition:
     def log_end_offset(self) -> int:
         return len(self.leader.log)
 
+    @property
+    def last_stable_offset(self) -> int:
+        return self.high_watermark
+
     def fetch_upper_bound(self, replica_id: int, isolation_level: int) -> int:
         return self.log_end_offset if replica_id >= 0 else self.high_watermark
 

@@ -16,6 +16,7 @@ class Part:
     def __init__(self, data: bytes) -> None:
         self.data = data
         self.high_watermark = len(data)
+        self.last_stable_offset = len(data)
 
 
 class Broker:

@@ -1,0 +1,27 @@
+"""AddOffsetsToTxn (key 25, v0-2): a transaction will commit offsets for a consumer group.
+
+The coordinator adds the group's ``__consumer_offsets`` partition to the transaction (so the
+COMMIT/ABORT marker reaches it), as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH
+before v2.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.broker.handlers.add_partitions_to_txn import fenced_code
+from kafkalite.broker.offsets_topic import OFFSETS_TOPIC
+from kafkalite.broker.registry import api
+from kafkalite.broker.services import RequestContext
+from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+
+
+@api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 2)
+@defer.inlineCallbacks
+def handle_add_offsets_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    partition = ctx.groups.coordinator.partition_of(req["group_id"])
+    code = yield ctx.txns.coordinator.add_partitions(req["transactional_id"], req["producer_id"],
+                                                    req["producer_epoch"], [(OFFSETS_TOPIC, partition)])
+    return {"throttle_time_ms": 0, "error_code": int(fenced_code(ErrorCode(code), ctx.api_version))}

@@ -1,0 +1,49 @@
+"""TxnOffsetCommit (key 28, v0-2: the last non-flexible): a transactional producer commits a
+consumer group's offsets inside its transaction (``send_offsets_to_transaction``).
+
+The group coordinator writes them to ``__consumer_offsets`` as a transactional batch of the
+producer and keeps them pending: OffsetFetch sees them only once the transaction's COMMIT marker
+reaches the group's offsets partition (an ABORT drops them). v0-2 carry no generation or member,
+so Kafka 2.8 checks none. Unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION; a fenced producer
+epoch INVALID_PRODUCER_EPOCH (PRODUCER_FENCED is v3+).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from twisted.internet import defer
+
+from kafkalite.broker.handlers.add_partitions_to_txn import fenced_code
+from kafkalite.broker.registry import api
+from kafkalite.broker.services import RequestContext
+from kafkalite.errors import ErrorCode
+from kafkalite.group.state import OffsetAndMetadata
+from kafkalite.protocol.api_keys import ApiKey
+
+
+@api(ApiKey.TXN_OFFSET_COMMIT, 0, 2)
+@defer.inlineCallbacks
+def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    v = ctx.api_version
+    now = ctx.now_ms
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
+    order: list[tuple[str, int]] = []
+    for topic in req["topics"]:
+        for p in topic["partitions"]:
+            tp = (topic["name"], p["partition_index"])
+            order.append(tp)
+            if not ctx.metadata.partition_exists(*tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1) if v >= 2 else -1,
+                                            p["committed_metadata"] or "", now)
+    results: dict[tuple[str, int], ErrorCode] = {}
+    if offsets:
+        results = yield ctx.groups.coordinator.commit_txn_offsets(req["group_id"], req["producer_id"],
+                                                                  req["producer_epoch"], offsets)
+    merged = {**errors, **{tp: fenced_code(ErrorCode(c), v, since=3) for tp, c in results.items()}}
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for t, p in order:
+        topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged[(t, p)])})
+    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

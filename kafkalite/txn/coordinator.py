@@ -1,0 +1,437 @@
+"""The transaction coordinator: Kafka 2.8's ``TransactionCoordinator`` as logic over metadata (no I/O).
+
+Every broker runs one; it coordinates the transactional ids whose ``__transaction_state``
+partition (Java ``hashCode`` of the id, as for groups) it leads. Requests become transitions of
+:class:`TransactionMetadata` (state.py's table) that are written to that partition through a
+:class:`TxnStore` and applied once replicated; COMMIT/ABORT markers go to the partitions of a
+transaction through a :class:`MarkerSender`, after which the Complete state is written. Time goes
+through an ``IReactorTime`` (the reactor in the broker, ``task.Clock`` in tests): the timed-out
+transaction abort and the transactional-id expiry run every
+``transaction.abort.timed.out.transaction.cleanup.interval.ms`` /
+``transaction.remove.expired.transaction.cleanup.interval.ms``.
+
+Errors are Kafka 2.8's: NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS while the id's partition
+is not (yet) ours, CONCURRENT_TRANSACTIONS while a change or the markers of the previous
+transaction are in flight, INVALID_PRODUCER_ID_MAPPING for an unknown id or another producer id,
+PRODUCER_FENCED for an old epoch (INVALID_PRODUCER_EPOCH for EndTxn/AddPartitions before v2,
+chosen by the handler), INVALID_TXN_STATE for an EndTxn that does not fit the state,
+INVALID_TRANSACTION_TIMEOUT above ``transaction.max.timeout.ms``.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Protocol
+
+from twisted.internet import defer
+
+from kafkalite.errors import ErrorCode
+from kafkalite.group.hashing import partition_for
+from kafkalite.txn import records
+from kafkalite.txn.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, IllegalStateTransition,
+                                 TopicPartition, TransactionMetadata, TxnState, TxnTransition)
+
+log = logging.getLogger(__name__)
+T = TxnState
+
+
+class TxnStore(Protocol):
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
+        """Append key/value records to a ``__transaction_state`` partition (acks=all); fires
+        with an ErrorCode."""
+
+
+class MarkerSender(Protocol):
+    def send_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, partitions: frozenset[TopicPartition]) -> defer.Deferred:
+        """Write the marker to the leader of every partition, retrying through leader changes,
+        until each is written or its partition is gone; fires (with None) then."""
+
+
+@dataclass(frozen=True)
+class TxnConfig:
+    """Kafka's ``TransactionConfig`` (property names in :meth:`from_broker`)."""
+
+    num_partitions: int = 50
+    max_timeout_ms: int = 900_000
+    id_expiration_ms: int = 604_800_000
+    abort_interval_ms: int = 10_000
+    expire_interval_ms: int = 3_600_000
+
+    @classmethod
+    def from_broker(cls, config: Any) -> "TxnConfig":
+        return cls(config["transaction.state.log.num.partitions"], config["transaction.max.timeout.ms"],
+                   config["transactional.id.expiration.ms"],
+                   config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
+                   config["transaction.remove.expired.transaction.cleanup.interval.ms"])
+
+
+#: Kafka's TransactionStateManager maps append errors to the coordinator's
+_APPEND_ERRORS = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+
+
+@dataclass
+class InitResult:
+    error: ErrorCode
+    producer_id: int = NO_PRODUCER_ID
+    producer_epoch: int = NO_PRODUCER_EPOCH
+
+
+class TransactionCoordinator:
+    def __init__(self, config: TxnConfig, clock: Any, store: TxnStore, markers: MarkerSender,
+                 next_producer_id: Callable[[], defer.Deferred],
+                 partition_count: Callable[[], int] | None = None) -> None:
+        """``partition_count``: partitions of ``__transaction_state`` (the topic's own count once
+        it exists, as Kafka; ``transaction.state.log.num.partitions`` by default)."""
+        self.config = config
+        self.partition_count = partition_count or (lambda: config.num_partitions)
+        self.clock = clock
+        self.store = store
+        self.markers = markers
+        self.next_producer_id = next_producer_id
+        self.txns: dict[str, TransactionMetadata] = {}
+        #: __transaction_state partitions this broker leads: partition -> (status, coordinator epoch)
+        self.owned: dict[int, tuple[str, int]] = {}
+        self._timers: list[Any] = []
+
+    def now_ms(self) -> int:
+        return int(self.clock.seconds() * 1000)
+
+    # -- scheduling --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Arm the periodic abort of timed-out transactions and expiry of transactional ids."""
+        self._arm(self.config.abort_interval_ms, self.abort_timed_out_transactions)
+        self._arm(self.config.expire_interval_ms, self.expire_transactional_ids)
+
+    def _arm(self, interval_ms: int, job: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                job()
+            except Exception:
+                log.exception("transaction coordinator: periodic job failed")
+            self._timers.remove(call)
+            self._arm(interval_ms, job)
+        call = self.clock.callLater(interval_ms / 1000, run)
+        self._timers.append(call)
+
+    def stop(self) -> None:
+        for call in self._timers:
+            if call.active():
+                call.cancel()
+        self._timers = []
+
+    # -- ownership ---------------------------------------------------------------------------------
+    def partition_of(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.partition_count())
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
+        owned = self.owned.get(self.partition_of(transactional_id))
+        if owned is None:
+            return ErrorCode.NOT_COORDINATOR
+        if owned[0] == "loading":
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return None
+
+    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
+        self.owned[partition] = ("loading", coordinator_epoch)
+
+    def complete_load(self, partition: int, coordinator_epoch: int,
+                      entries: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Replay a partition (key, value) in log order; the last record of each id wins. Then
+        finish what the previous coordinator left half done: markers of PrepareCommit/PrepareAbort
+        transactions are sent again (Kafka's loadTransactionsForTxnTopicPartition)."""
+        if self.owned.get(partition) != ("loading", coordinator_epoch):
+            return 0
+        loaded: dict[str, TransactionMetadata | None] = {}
+        for key, value in entries:
+            rec = records.decode(key, value)
+            if rec is not None:
+                loaded[rec.transactional_id] = rec.metadata
+        self.owned[partition] = ("loaded", coordinator_epoch)
+        count = 0
+        for txn_id, meta in loaded.items():
+            if meta is None:
+                self.txns.pop(txn_id, None)
+                continue
+            self.txns[txn_id] = meta
+            count += 1
+            if meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+                self._send_markers(meta, meta.state == T.PREPARE_COMMIT, coordinator_epoch)
+        log.info("loaded %d transactional ids from __transaction_state-%d (coordinator epoch %d)",
+                 count, partition, coordinator_epoch)
+        return count
+
+    def unload(self, partition: int) -> None:
+        """Leadership of the partition moved: forget its transactional ids."""
+        self.owned.pop(partition, None)
+        for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
+            del self.txns[txn_id]
+
+    def _epoch_of(self, transactional_id: str) -> int:
+        owned = self.owned.get(self.partition_of(transactional_id))
+        return owned[1] if owned is not None else -1
+
+    # -- writes ------------------------------------------------------------------------------------
+    def _write(self, meta: TransactionMetadata, transition: TxnTransition) -> defer.Deferred:
+        """Write ``transition`` (pending on ``meta``); fires with the coordinator's ErrorCode after
+        applying it on success or dropping it on failure."""
+        txn_id = meta.transactional_id
+        partition = self.partition_of(txn_id)
+        epoch = self._epoch_of(txn_id)
+        value = None if transition.state == T.DEAD else records.txn_value(transition)
+        d = self.store.append(partition, [(records.txn_key(txn_id), value)])
+
+        def written(code: ErrorCode) -> ErrorCode:
+            code = ErrorCode(code)
+            if self.owned.get(partition) != ("loaded", epoch) or self.txns.get(txn_id) is not meta:
+                meta.abandon()
+                return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
+            if code != ErrorCode.NONE:
+                meta.abandon()
+                return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+            meta.complete(transition)
+            if transition.state == T.DEAD:
+                del self.txns[txn_id]
+            return ErrorCode.NONE
+
+        def failed(f: Any) -> ErrorCode:
+            log.warning("writing transaction %s failed: %s", txn_id, f.getErrorMessage())
+            meta.abandon()
+            return ErrorCode.UNKNOWN_SERVER_ERROR
+        return d.addCallbacks(written, failed)
+
+    # -- InitProducerId ----------------------------------------------------------------------------
+    def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int = -1,
+                         expected_epoch: int = -1) -> defer.Deferred:
+        """InitProducerId with a transactional id; fires with an :class:`InitResult`. A new id gets
+        a producer id; a known one an epoch bump (a new producer id when the epoch is exhausted),
+        fencing the previous producer; an ongoing transaction is first aborted (the client retries
+        on CONCURRENT_TRANSACTIONS). ``expected_*`` (KIP-360, v3+) let a producer bump its own
+        epoch after an error: it must name the current or the previous producer id and epoch."""
+        if not transactional_id:
+            return defer.succeed(InitResult(ErrorCode.INVALID_REQUEST))
+        if not 0 < txn_timeout_ms <= self.config.max_timeout_ms:
+            return defer.succeed(InitResult(ErrorCode.INVALID_TRANSACTION_TIMEOUT))
+        err = self.coordinator_error(transactional_id)
+        if err is not None:
+            return defer.succeed(InitResult(err))
+        meta = self.txns.get(transactional_id)
+        if meta is None:
+            return self._init_new(transactional_id, txn_timeout_ms)
+        return self._init_existing(meta, txn_timeout_ms, expected_producer_id, expected_epoch)
+
+    def _init_new(self, transactional_id: str, txn_timeout_ms: int) -> defer.Deferred:
+        def allocated(pid: int) -> Any:
+            err = self.coordinator_error(transactional_id)
+            if err is not None:
+                return InitResult(err)
+            meta = self.txns.get(transactional_id)
+            if meta is None:
+                meta = TransactionMetadata(transactional_id, pid, txn_timeout_ms=txn_timeout_ms,
+                                           txn_last_update_timestamp=self.now_ms())
+                self.txns[transactional_id] = meta
+            return self._init_existing(meta, txn_timeout_ms, -1, -1)
+        return self.next_producer_id().addCallback(allocated)
+
+    def _init_existing(self, meta: TransactionMetadata, txn_timeout_ms: int, expected_pid: int,
+                       expected_epoch: int) -> Any:
+        """Kafka 2.8's ``prepareInitProducerIdTransit`` / ``prepareIncrementProducerEpoch``."""
+        if meta.pending is not None:
+            return defer.succeed(InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+        if expected_pid >= 0 and not (
+                meta.producer_epoch == NO_PRODUCER_EPOCH or expected_pid == meta.producer_id
+                or (expected_pid == meta.last_producer_id and expected_epoch >= MAX_EPOCH - 1)):
+            return defer.succeed(InitResult(ErrorCode.PRODUCER_FENCED))
+        if meta.state == T.ONGOING:
+            # fence the old producer: abort its transaction with a bumped epoch; the client retries
+            self._fence_and_abort(meta)
+            return defer.succeed(InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))
+        if meta.state not in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+            return defer.succeed(InitResult(ErrorCode.CONCURRENT_TRANSACTIONS))   # markers in flight
+        now = self.now_ms()
+        common = {"txn_timeout_ms": txn_timeout_ms, "partitions": frozenset(), "txn_start_timestamp": -1,
+                  "txn_last_update_timestamp": now}
+        if meta.epoch_exhausted and (expected_pid < 0 or expected_epoch == meta.producer_epoch):
+            record_last = expected_pid >= 0
+
+            def with_new_id(pid: int) -> Any:
+                if meta.pending is not None or self.txns.get(meta.transactional_id) is not meta:
+                    return InitResult(ErrorCode.CONCURRENT_TRANSACTIONS)
+                t = meta.transition_to(T.EMPTY, producer_id=pid, last_producer_id=meta.producer_id, producer_epoch=0,
+                                       last_producer_epoch=meta.producer_epoch if record_last else NO_PRODUCER_EPOCH,
+                                       **common)
+                return self._write(meta, t).addCallback(self._init_answer, meta)
+            return self.next_producer_id().addCallback(with_new_id)
+        if expected_pid < 0 or expected_epoch == NO_PRODUCER_EPOCH:
+            bumped, last = meta.producer_epoch + 1, NO_PRODUCER_EPOCH
+        elif meta.producer_epoch == NO_PRODUCER_EPOCH or expected_epoch == meta.producer_epoch:
+            bumped, last = meta.producer_epoch + 1, meta.producer_epoch
+        elif expected_epoch == meta.last_producer_epoch:
+            # a retry of a bump that already succeeded: the current id and epoch again
+            return defer.succeed(InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch))
+        else:
+            return defer.succeed(InitResult(ErrorCode.PRODUCER_FENCED))
+        t = meta.transition_to(T.EMPTY, producer_epoch=bumped, last_producer_epoch=last, **common)
+        return self._write(meta, t).addCallback(self._init_answer, meta)
+
+    @staticmethod
+    def _init_answer(code: ErrorCode, meta: TransactionMetadata) -> InitResult:
+        if code != ErrorCode.NONE:
+            return InitResult(code)
+        return InitResult(ErrorCode.NONE, meta.producer_id, meta.producer_epoch)
+
+    # -- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> \
+            tuple[ErrorCode | None, TransactionMetadata | None]:
+        err = self.coordinator_error(transactional_id)
+        if err is not None:
+            return err, None
+        meta = self.txns.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING, None
+        if producer_epoch != meta.producer_epoch:
+            return ErrorCode.PRODUCER_FENCED, None
+        return None, meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition]) -> defer.Deferred:
+        """AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition): the
+        transaction becomes Ongoing with these partitions; fires with an ErrorCode."""
+        err, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if err is not None or meta is None:
+            return defer.succeed(err)
+        if meta.pending is not None or meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
+        if meta.state in (T.PREPARE_EPOCH_FENCE, T.DEAD):
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
+        wanted = set(partitions)
+        if meta.state == T.ONGOING and wanted <= meta.partitions:
+            return defer.succeed(ErrorCode.NONE)
+        now = self.now_ms()
+        start = meta.txn_start_timestamp if meta.state == T.ONGOING else now
+        t = meta.transition_to(T.ONGOING, partitions=frozenset(meta.partitions | wanted),
+                               txn_start_timestamp=start, txn_last_update_timestamp=now)
+        return self._write(meta, t)
+
+    # -- EndTxn ------------------------------------------------------------------------------------
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> defer.Deferred:
+        """EndTxn from the client; fires with an ErrorCode once PrepareCommit/PrepareAbort is
+        written (the markers follow, then the Complete state)."""
+        err, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if err is not None or meta is None:
+            return defer.succeed(err)
+        if meta.pending is not None:
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
+        state = meta.state
+        if state == T.ONGOING:
+            return self._prepare_end(meta, commit, meta.producer_epoch)
+        if state == T.COMPLETE_COMMIT:
+            return defer.succeed(ErrorCode.NONE if commit else ErrorCode.INVALID_TXN_STATE)
+        if state == T.COMPLETE_ABORT:
+            return defer.succeed(ErrorCode.NONE if not commit else ErrorCode.INVALID_TXN_STATE)
+        if state == T.PREPARE_COMMIT:
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS if commit else ErrorCode.INVALID_TXN_STATE)
+        if state == T.PREPARE_ABORT:
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS if not commit else ErrorCode.INVALID_TXN_STATE)
+        if state == T.PREPARE_EPOCH_FENCE:
+            return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
+        return defer.succeed(ErrorCode.INVALID_TXN_STATE)       # Empty, Dead
+
+    def _prepare_end(self, meta: TransactionMetadata, commit: bool, epoch: int) -> defer.Deferred:
+        now = self.now_ms()
+        t = meta.transition_to(T.PREPARE_COMMIT if commit else T.PREPARE_ABORT, producer_epoch=epoch,
+                               txn_last_update_timestamp=now)
+        coordinator_epoch = self._epoch_of(meta.transactional_id)
+
+        def prepared(code: ErrorCode) -> ErrorCode:
+            if code == ErrorCode.NONE:
+                self._send_markers(meta, commit, coordinator_epoch)
+            return code
+        return self._write(meta, t).addCallback(prepared)
+
+    def _send_markers(self, meta: TransactionMetadata, commit: bool, coordinator_epoch: int) -> None:
+        d = self.markers.send_markers(meta.transactional_id, meta.producer_id, meta.producer_epoch, commit,
+                                      coordinator_epoch, frozenset(meta.partitions))
+        d.addCallback(lambda _: self._complete(meta, commit, coordinator_epoch))
+        d.addErrback(lambda f: log.warning("markers of %s: %s", meta.transactional_id, f.getErrorMessage()))
+
+    def _complete(self, meta: TransactionMetadata, commit: bool, coordinator_epoch: int) -> Any:
+        """Every marker is written: the transaction is complete (retried until the write works
+        or the partition is no longer ours)."""
+        txn_id = meta.transactional_id
+        if self.txns.get(txn_id) is not meta or self._epoch_of(txn_id) != coordinator_epoch \
+                or meta.state != (T.PREPARE_COMMIT if commit else T.PREPARE_ABORT):
+            return None
+        if meta.pending is not None:
+            self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
+            return None
+        t = meta.transition_to(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT, partitions=frozenset(),
+                               txn_last_update_timestamp=self.now_ms())
+
+        def written(code: ErrorCode) -> None:
+            if code != ErrorCode.NONE and code != ErrorCode.NOT_COORDINATOR:
+                self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
+        return self._write(meta, t).addCallback(written)
+
+    # -- fencing, timeouts, expiry -----------------------------------------------------------------
+    def _fence_and_abort(self, meta: TransactionMetadata) -> defer.Deferred:
+        """Kafka's PrepareEpochFence: the epoch is bumped so the old producer can no longer write,
+        then its transaction is aborted under the new epoch."""
+        if meta.epoch_exhausted:
+            # no room to bump: abort with the current epoch (Kafka does the same)
+            return self._prepare_end(meta, False, meta.producer_epoch)
+        t = meta.transition_to(T.PREPARE_EPOCH_FENCE, producer_epoch=meta.producer_epoch + 1,
+                               txn_last_update_timestamp=self.now_ms())
+        # PrepareEpochFence is not written (Kafka keeps it in memory): apply and abort at once
+        meta.complete(t)
+        return self._prepare_end(meta, False, meta.producer_epoch)
+
+    def abort_timed_out_transactions(self) -> int:
+        """Ongoing transactions older than their timeout are fenced and aborted."""
+        now = self.now_ms()
+        n = 0
+        for meta in list(self.txns.values()):
+            if meta.pending is not None or self.coordinator_error(meta.transactional_id) is not None:
+                continue
+            if meta.state == T.PREPARE_EPOCH_FENCE:
+                self._prepare_end(meta, False, meta.producer_epoch)      # its abort's write failed: retry
+                n += 1
+                continue
+            if meta.state != T.ONGOING:
+                continue
+            if meta.txn_start_timestamp + meta.txn_timeout_ms < now:
+                log.info("aborting transaction %s: open longer than its timeout of %d ms",
+                         meta.transactional_id, meta.txn_timeout_ms)
+                self._fence_and_abort(meta)
+                n += 1
+        return n
+
+    def expire_transactional_ids(self) -> int:
+        """Ids idle for ``transactional.id.expiration.ms`` in Empty/CompleteCommit/CompleteAbort
+        are written as tombstones and forgotten."""
+        now = self.now_ms()
+        n = 0
+        for meta in list(self.txns.values()):
+            if meta.state not in (T.EMPTY, T.COMPLETE_COMMIT, T.COMPLETE_ABORT) or meta.pending is not None:
+                continue
+            if self.coordinator_error(meta.transactional_id) is not None:
+                continue
+            if meta.txn_last_update_timestamp + self.config.id_expiration_ms <= now:
+                try:
+                    t = meta.transition_to(T.DEAD, txn_last_update_timestamp=now)
+                except IllegalStateTransition:
+                    continue
+                self._write(meta, t)
+                n += 1
+        return n
+
+    # -- describe ----------------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> TransactionMetadata | None:
+        return self.txns.get(transactional_id)
