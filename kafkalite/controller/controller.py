@@ -161,6 +161,8 @@ class Controller:
         self._reassignments: list[ReassignRequest] = []
         self._reassign_znode_started: int | None = None   # version of the znode request started
         self._reassign_znode_failed: set[tuple[str, int]] = set()   # its entries that were refused
+        #: topic -> (znode version, partitions) this controller wrote, until the watch shows them
+        self._topics_written: dict[str, tuple[int, dict[int, decisions.PartitionAssignment]]] = {}
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -217,6 +219,7 @@ class Controller:
         for move in waiting_moves:
             move.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
         self._reassign_znode_started = None
+        self._topics_written.clear()
 
     # -- controlled shutdown ---------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -448,11 +451,27 @@ class Controller:
 
     # -- partition reassignment (KIP-455 on the ZooKeeper data model) ---------------------------------
     def assignment_entries(self, topic: str) -> dict[int, decisions.PartitionAssignment]:
-        """The topic znode's partitions as the watch has them, with their reassignment fields."""
+        """The topic znode's partitions with their reassignment fields: as the watch has them,
+        or as this controller last wrote them while the watch has not caught up."""
+        return dict(self._topic_znode(topic)[1])
+
+    def _topic_znode(self, topic: str) -> tuple[int, dict[int, decisions.PartitionAssignment]]:
         info = self.cache.topics[topic]
-        return {p: decisions.PartitionAssignment(tuple(r), tuple(info.adding_replicas.get(p, ())),
-                                                 tuple(info.removing_replicas.get(p, ())))
-                for p, r in info.assignment.items()}
+        mine = self._topics_written.get(topic)
+        if mine is not None and mine[0] > info.zk_version:
+            return mine
+        self._topics_written.pop(topic, None)
+        return info.zk_version, {p: decisions.PartitionAssignment(tuple(r), tuple(info.adding_replicas.get(p, ())),
+                                                                  tuple(info.removing_replicas.get(p, ())))
+                                 for p, r in info.assignment.items()}
+
+    @defer.inlineCallbacks
+    def _write_topic(self, topic: str, entries: dict[int, decisions.PartitionAssignment]) -> Any:
+        """The conditional, fenced topic znode write; remembered until the watch shows it."""
+        version, _ = self._topic_znode(topic)
+        written = yield self.kafka_zk.write_topic_assignment(topic, topic_znode(self.cache.topics[topic], entries),
+                                                             version, self.fence)
+        self._topics_written[topic] = (written, dict(entries))
 
     def reassign(self, targets: dict[tuple[str, int], tuple[int, ...] | None]) -> defer.Deferred:
         """Start (target replicas) or cancel (None) reassignments; fires {(topic, partition):
@@ -536,13 +555,11 @@ class Controller:
                     by_topic.setdefault(key[0], {})[key[1]] = target
             lost: dict[tuple[str, int], tuple[int, ...] | None] = {}
             for topic, wanted in sorted(by_topic.items()):
-                info = self.cache.topics[topic]
                 entries = self.assignment_entries(topic)
                 for p, target in wanted.items():
                     entries[p] = decisions.start_reassignment(entries[p], target)
                 try:
-                    yield self.kafka_zk.write_topic_assignment(topic, topic_znode(info, entries), info.zk_version,
-                                                               self.fence)
+                    yield self._write_topic(topic, entries)
                 except ControllerMovedError:
                     self._reassignments = [req] + retry + self._reassignments
                     self.resign("the controller epoch moved on (another controller was elected)")
@@ -697,14 +714,13 @@ class Controller:
             log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, written.leader,
                      list(written.isr), written.leader_epoch, action.reason)
         elif isinstance(action, decisions.CompleteReassignment):
-            info = self.cache.topics[action.topic]
             entries = self.assignment_entries(action.topic)
             entries[action.partition] = decisions.PartitionAssignment(action.replicas)
-            yield self.kafka_zk.write_topic_assignment(action.topic, topic_znode(info, entries), info.zk_version,
-                                                       self.fence)
+            yield self._write_topic(action.topic, entries)
             log.info("%s-%d: reassignment completed, replicas %s", action.topic, action.partition,
                      list(action.replicas))
         elif isinstance(action, decisions.DeleteTopic):
             yield self.kafka_zk.delete_topic(action.topic, self.fence)
             self.context.forget_topic(action.topic)
+            self._topics_written.pop(action.topic, None)
             log.info("deleted topic %s", action.topic)

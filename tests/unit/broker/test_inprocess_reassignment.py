@@ -115,3 +115,37 @@ def test_zookeeper_era_znode_is_executed_and_deleted(inprocess_cluster_factory: 
     for b in (0, 2):
         assert cluster.brokers[b].replica_manager.get(TOPIC, 0) is None
         assert not (cluster.log_dirs(b)[0] / f"{TOPIC}-0").exists()
+
+
+def test_alter_and_list_partition_reassignments_apis(inprocess_cluster_factory: Any) -> None:
+    """API 45 on a broker that is not the controller answers NOT_CONTROLLER (top level); on the
+    controller it starts the move (per-partition NONE, unknown partitions
+    UNKNOWN_TOPIC_OR_PARTITION), API 46 lists it with replicas/adding/removing while broker 3 is
+    held back, a null-replicas entry cancels it, and the list is empty afterwards."""
+    cluster = grown(inprocess_cluster_factory)
+    cluster.stop_fetching(3)
+    controller_id = cluster.controller().broker_id
+    other = next(b for b in cluster.brokers if b != controller_id)
+    alter = {"timeout_ms": 10000, "topics": [{"name": TOPIC, "partitions": [
+        {"partition_index": 0, "replicas": [1, 2, 3]}, {"partition_index": 5, "replicas": [1, 2, 3]}]}]}
+    refused = cluster.client(other).request(45, 0, alter)
+    assert refused["error_code"] == 41 and refused["responses"] == []
+    assert cluster.client(other).request(46, 0, {"timeout_ms": 1000, "topics": None})["error_code"] == 41
+
+    client = cluster.client(controller_id)
+    resp = client.request(45, 0, alter)
+    assert resp["error_code"] == 0
+    codes = {p["partition_index"]: p["error_code"] for p in resp["responses"][0]["partitions"]}
+    assert codes == {0: 0, 5: 3}
+    listed = client.request(46, 0, {"timeout_ms": 1000, "topics": None})
+    assert listed["error_code"] == 0
+    assert listed["topics"] == [{"name": TOPIC, "partitions": [
+        {"partition_index": 0, "replicas": [1, 2, 3, 0], "adding_replicas": [3], "removing_replicas": [0]}]}]
+    only = client.request(46, 0, {"timeout_ms": 1000, "topics": [{"name": TOPIC, "partition_indexes": [1]}]})
+    assert only["topics"] == []
+
+    cancel = {"timeout_ms": 10000, "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "replicas": None}]}]}
+    assert client.request(45, 0, cancel)["responses"][0]["partitions"][0]["error_code"] == 0
+    assert client.request(46, 0, {"timeout_ms": 1000, "topics": None})["topics"] == []
+    again = client.request(45, 0, cancel)["responses"][0]["partitions"][0]
+    assert again["error_code"] == 85
