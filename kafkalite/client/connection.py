@@ -53,6 +53,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     37: (0, 1),     # CreatePartitions
     42: (0, 1),     # DeleteGroups
     43: (1, 2),     # ElectLeaders (v1: ElectionType)
+    45: (0, 0),     # AlterPartitionReassignments
+    46: (0, 0),     # ListPartitionReassignments
     44: (0, 0),     # IncrementalAlterConfigs (v1 is flexible)
 }
 
