@@ -182,8 +182,10 @@ class ReplicaManager:
                 part.log.config = log_config
 
     def hosted(self, topic: str) -> list[tuple[str, int]]:
-        """The replicas of ``topic`` this broker holds (online or offline)."""
-        return sorted({k for k in self.partitions if k[0] == topic} | {k for k in self.offline if k[0] == topic})
+        """The replicas of ``topic`` this broker holds (online, offline, or only a log on disk:
+        one loaded at start-up for a partition that was moved away while this broker was down)."""
+        return sorted({k for k in self.partitions if k[0] == topic} | {k for k in self.offline if k[0] == topic}
+                      | {k for k in self.logs.logs() if k[0] == topic})
 
     def remove_replica(self, topic: str, index: int, delete: bool = True) -> None:
         """Stop our replica of one partition (no longer assigned here: a reassignment moved it
@@ -197,6 +199,8 @@ class ReplicaManager:
             return
         part = self.partitions.pop(key, None)
         if part is None:
+            if delete and self.logs.delete(topic, index):
+                log.info("%s-%d: stray log deleted on broker %d (not assigned here)", topic, index, self.broker_id)
             return
         part.state = None
         self._notify_role(part)

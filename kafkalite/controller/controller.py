@@ -675,6 +675,9 @@ class Controller:
         if self.rebalance_due:
             self.rebalance_due = False
             touched = {(a.topic, a.partition) for a in actions if not isinstance(a, decisions.DeleteTopic)}
+            # partitions being reassigned are left alone (Kafka skips them too)
+            touched |= {(t, p) for t, info in self.cache.topics.items()
+                        for p in set(info.adding_replicas) | set(info.removing_replicas)}
             actions += decisions.preferred_leader_actions(
                 live, assignments, states, self.deleting(), self.fence.epoch, set(self.shutting_down),
                 self.config["leader.imbalance.per.broker.percentage"], touched, offline_replicas=offline)

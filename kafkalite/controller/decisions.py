@@ -65,7 +65,16 @@ class DeleteTopic:
     topic: str
 
 
-Action = CreateState | UpdateState | DeleteTopic
+@dataclass(frozen=True)
+class CompleteReassignment:
+    """Write the topic znode's entry for ``partition`` to ``replicas`` (= TRS), no adding/removing."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+
+Action = CreateState | UpdateState | DeleteTopic | CompleteReassignment
 
 #: (topic, partition, broker id) of a replica whose log dir failed on that broker.
 OfflineReplica = tuple[str, int, int]
@@ -309,15 +318,6 @@ def start_reassignment(current: PartitionAssignment, target: Sequence[int] | Non
     rs = tuple(dict.fromkeys(trs + origin))
     return PartitionAssignment(rs, tuple(r for r in trs if r not in origin),
                                tuple(r for r in origin if r not in trs))
-
-
-@dataclass(frozen=True)
-class CompleteReassignment:
-    """Write the topic znode's entry for ``partition`` to ``replicas`` (= TRS), no adding/removing."""
-
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
 
 
 def reassignment_actions(live_brokers: Iterable[int],

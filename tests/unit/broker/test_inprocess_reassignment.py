@@ -149,3 +149,31 @@ def test_alter_and_list_partition_reassignments_apis(inprocess_cluster_factory: 
     assert client.request(46, 0, {"timeout_ms": 1000, "topics": None})["topics"] == []
     again = client.request(45, 0, cancel)["responses"][0]["partitions"][0]
     assert again["error_code"] == 85
+
+
+def test_new_controller_resumes_from_the_topic_znode_and_a_restarted_removed_replica_is_deleted(
+        inprocess_cluster_factory: Any) -> None:
+    """The controller's own replica is being removed; the controller stops while broker 3 is still
+    catching up. The new controller finds the reassignment in the topic znode (adding/removing)
+    and completes it once broker 3 has caught up; the old controller, restarted, finds its
+    replica no longer assigned and deletes the log it loaded at start-up."""
+    cluster = grown(inprocess_cluster_factory)
+    cluster.stop_fetching(3)
+    old = cluster.controller().broker_id
+    target = tuple(b for b in (0, 1, 2, 3) if b != old)
+    cluster.wait(cluster.controller().controller.reassign({(TOPIC, 0): target}))
+    cluster.pump_until(lambda: cluster.brokers[3].replica_manager.get(TOPIC, 0) is not None,
+                       what="broker 3 to create its replica")
+    cluster.stop_broker(old)
+    cluster.pump_until(lambda: any(b.controller.active for b in cluster.brokers.values()), what="a new controller")
+    cluster.advance(1.0)
+    assert topic_znode(cluster)["removing_replicas"] == {"0": [old]}, "completed before broker 3 caught up"
+    cluster.resume_fetching(3)
+    cluster.pump_until(lambda: topic_znode(cluster)["partitions"]["0"] == list(target),
+                       what="the new controller to complete the reassignment")
+    assert (cluster.log_dirs(old)[0] / f"{TOPIC}-0").exists(), "the stopped broker's log is kept while it is down"
+    cluster.start_broker(old)
+    cluster.pump_until(lambda: not (cluster.log_dirs(old)[0] / f"{TOPIC}-0").exists(),
+                       what="the restarted broker to delete its stray log")
+    assert cluster.brokers[old].replica_manager.get(TOPIC, 0) is None
+    cluster.pump_until(lambda: cluster.replicated(TOPIC, 0), what="the target replicas in sync")
