@@ -74,7 +74,8 @@ def test_cancel_restores_the_original_replicas(inprocess_cluster_factory: Any) -
     """Broker 3 never catches up (its fetchers stopped): the reassignment stays in progress
     (ListPartitionReassignments shows it); cancelling writes the original replicas back ([1,2,0]) without reassignment
     fields, broker 3 drops its replica and log, and the leader stays 0. A second cancel answers
-    NO_REASSIGNMENT_IN_PROGRESS; a target with an unknown broker INVALID_REPLICA_ASSIGNMENT."""
+    NO_REASSIGNMENT_IN_PROGRESS; a target with an unknown broker INVALID_REPLICA_ASSIGNMENT.
+    CreatePartitions meanwhile answers REASSIGNMENT_IN_PROGRESS and leaves the znode alone."""
     cluster = grown(inprocess_cluster_factory)
     cluster.stop_fetching(3)
     controller = cluster.controller().controller
@@ -84,6 +85,10 @@ def test_cancel_restores_the_original_replicas(inprocess_cluster_factory: Any) -
     cluster.advance(2.0)
     assert topic_znode(cluster)["adding_replicas"] == {"0": [3]}
     assert list(controller.ongoing_reassignments()) == [(TOPIC, 0)]
+    grow = cluster.client(cluster.controller().broker_id).request(37, 1, {"topics": [{"name": TOPIC, "count": 2, "assignments": None}],
+                                             "timeout_ms": 5000, "validate_only": False})
+    assert grow["results"][0]["error_code"] == 60, "CreatePartitions must refuse during a reassignment"
+    assert topic_znode(cluster)["adding_replicas"] == {"0": [3]}
 
     answer = cluster.wait(controller.reassign({(TOPIC, 0): None}))
     assert answer[(TOPIC, 0)][0] == 0
