@@ -4,7 +4,8 @@ Real broker processes and ZooKeeper. An idempotent acks=all confluent-kafka prod
 into an RF=3 topic while ``kafkalite-reassign-partitions --execute`` moves every partition so
 broker 4 holds one of its replicas (for some partitions the leader's replica is the one that
 goes), and ``--verify`` is polled until every move is complete. The reassignment time and the
-producer's worst ack gap during it go to var/test-reports/failover.json.
+producer's worst ack gap during it go to var/test-reports/failover.json. A second test cancels a
+move mid-way (the new broker frozen with SIGSTOP so it cannot catch up).
 """
 from __future__ import annotations
 
@@ -106,3 +107,56 @@ def test_grow_three_to_four_brokers_and_move_every_partition_under_load(cluster_
         assert leader_log, f"{TOPIC}-{p}: the leader's log is empty"
         wait_for(lambda: log_bytes(by_id[4].dir / "data" / f"{TOPIC}-{p}") == leader_log, 30,
                  f"broker 4's replica of {TOPIC}-{p} equal to the leader's")
+
+
+def test_cancel_mid_way_restores_the_original_replicas(cluster_factory, tmp_path: Path) -> None:
+    """The new broker 4 is frozen (SIGSTOP: still registered, but it cannot copy anything), so
+    the move onto it stays in progress: --list shows it, --cancel ends it, ZooKeeper and every
+    broker's Metadata show the original replicas again (original order as Kafka restores it: RS
+    without the added replicas), the producer loses nothing, and broker 4, thawed, holds no
+    replica of the topic."""
+    import os
+    import signal
+
+    cluster = cluster_factory(3)
+    with Admin(cluster.bootstrap) as admin:
+        wait_for(lambda: admin.create_topics([NewTopic(TOPIC, 2, 3)])[TOPIC] is None
+                 or TOPIC in admin.list_topics(), 30, "topic created with RF 3")
+    wait_for(lambda: len(zk_states(cluster, TOPIC)) == 2 and full_isr(cluster, TOPIC, 3), 30, "full ISRs")
+    before = zk_assignment(cluster, TOPIC)
+    new = cluster.add_broker(4)
+    new.start()
+    wait_for(lambda: 4 in cluster.registered_ids(), 30, "broker 4 registered")
+    plan = {p: [4] + before[p][1:] for p in before}
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": TOPIC, "partition": p, "replicas": r} for p, r in plan.items()]}))
+    args = ("--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan_file))
+
+    with Streamer(cluster.bootstrap, TOPIC, 2, rate=200) as streamer:
+        wait_for(lambda: all(streamer.count(p) >= 100 for p in range(2)), 60, "records on every partition")
+        assert new.pid is not None
+        os.kill(new.pid, signal.SIGSTOP)
+        try:
+            executed = tool("--execute", *args)
+            assert executed.returncode == 0, executed.stderr + executed.stdout
+            listed = tool("--bootstrap-server", cluster.bootstrap, "--list")
+            assert f"{TOPIC}-0: replicas: " in listed.stdout and "adding: 4." in listed.stdout, listed.stdout
+            cancelled = tool("--cancel", *args)
+            assert cancelled.returncode == 0, cancelled.stderr + cancelled.stdout
+            assert f"Successfully cancelled partition reassignments for: {TOPIC}-0,{TOPIC}-1" in cancelled.stdout
+        finally:
+            os.kill(new.pid, signal.SIGCONT)
+        restored = {p: [r for r in plan[p] + before[p] if r != 4] for p in before}
+        restored = {p: list(dict.fromkeys(r)) for p, r in restored.items()}
+        wait_for(lambda: zk_assignment(cluster, TOPIC) == restored, 30, "the original replicas restored")
+        assert all(sorted(restored[p]) == sorted(before[p]) for p in before)
+        wait_for(lambda: all(streamer.count(p) >= 200 for p in range(2)), 60, "records after the cancel")
+    verify_exactly_once(cluster.bootstrap, TOPIC, 2, streamer)
+    data = json.loads(cluster.zk_get(f"/brokers/topics/{TOPIC}"))
+    assert data.get("adding_replicas", {}) == {} and data.get("removing_replicas", {}) == {}
+    wait_for(lambda: full_isr(cluster, TOPIC, 3) and metadata_agrees(cluster, TOPIC) is None, 60,
+             "Metadata shows the original replicas with full ISRs")
+    assert "No partition reassignments found." in tool("--bootstrap-server", cluster.bootstrap, "--list").stdout
+    wait_for(lambda: not any((new.dir / "data" / f"{TOPIC}-{p}").exists() for p in before), 30,
+             "broker 4 holds no replica of the topic")
