@@ -182,3 +182,15 @@ def test_new_controller_resumes_from_the_topic_znode_and_a_restarted_removed_rep
                        what="the restarted broker to delete its stray log")
     assert cluster.brokers[old].replica_manager.get(TOPIC, 0) is None
     cluster.pump_until(lambda: cluster.replicated(TOPIC, 0), what="the target replicas in sync")
+
+
+def test_replication_factor_grows_the_same_way(inprocess_cluster_factory: Any) -> None:
+    """RF 3 -> 4 ([0,1,2] -> [0,1,2,3]): nothing is removed, the leader stays, broker 3 joins the
+    ISR with the leader's data, and the assignment becomes the target."""
+    cluster = grown(inprocess_cluster_factory)
+    cluster.wait(cluster.controller().controller.reassign({(TOPIC, 0): (0, 1, 2, 3)}))
+    cluster.pump_until(lambda: topic_znode(cluster)["partitions"]["0"] == [0, 1, 2, 3]
+                       and topic_znode(cluster)["adding_replicas"] == {}, what="RF 4")
+    cluster.pump_until(lambda: cluster.replicated(TOPIC, 0), what="four replicas in sync")
+    assert cluster.leader_of(TOPIC, 0) == 0
+    assert cluster.partition(3, TOPIC, 0).log_end_offset == cluster.partition(0, TOPIC, 0).log_end_offset == 100
