@@ -17,6 +17,7 @@ from kafkalite.broker.purgatory import Purgatory
 from kafkalite.config import BrokerConfig, ConfigError, validate_topic_overrides
 from kafkalite.controller.assignment import assign_replicas
 from kafkalite.coordination import KafkaZkClient
+from kafkalite.coordination.ops import BadVersion
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from zk_schema.errors import InvalidTopicNameError
@@ -112,6 +113,9 @@ class TopicAdmin:
         info = self.metadata.topics.get(name)
         if info is None or info.deleting:
             raise KafkaError(f"The topic '{name}' does not exist.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        if info.adding_replicas or info.removing_replicas:
+            # the topic znode carries the move's state; Kafka refuses the same way
+            raise KafkaError("A partition reassignment is in progress.", ErrorCode.REASSIGNMENT_IN_PROGRESS)
         current = len(info.assignment)
         if count <= current:
             raise KafkaError(f"Topic currently has {current} partitions, which is higher than the requested {count}."
@@ -167,7 +171,15 @@ class TopicAdmin:
         new partitions' leaders."""
         info = self.metadata.topics[name]
         grown = {p: tuple(r) for p, r in {**info.assignment, **new}.items()}
-        return self.zk.set_topic_assignment(name, TopicZNode(grown, topic_id=info.topic_id))
+        # conditional on the version planned from: a reassignment written meanwhile is not overwritten
+
+        def lost(result: Any) -> Any:
+            if isinstance(result, BadVersion):
+                raise KafkaError(f"The assignment of topic '{name}' changed meanwhile (a reassignment?); retry.",
+                                 ErrorCode.REASSIGNMENT_IN_PROGRESS)
+            return result
+        return self.zk.set_topic_assignment(name, TopicZNode(grown, topic_id=info.topic_id),
+                                            info.zk_version).addCallback(lost)
 
     def delete_topic(self, name: str) -> defer.Deferred:
         """Queue the topic in ``/admin/delete_topics``; the controller deletes it."""

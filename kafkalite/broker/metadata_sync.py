@@ -22,7 +22,7 @@ from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.kafka_zk_client import leader_and_isr
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
 from zk_schema import paths
-from zk_schema.admin import PreferredReplicaElection
+from zk_schema.admin import PreferredReplicaElection, ReassignPartitions
 from zk_schema.brokers import BrokerRegistration
 from zk_schema.cluster import ClusterIdZNode
 from zk_schema.config import TopicConfigZNode
@@ -58,6 +58,8 @@ class MetadataSync:
         #: the pending ``/admin/preferred_replica_election`` request, its znode version and mzxid
         #: (the mzxid tells a re-created znode from the one already handled: versions restart at 0)
         self.preferred_election: tuple[PreferredReplicaElection, int, int] | None = None
+        #: ``/admin/reassign_partitions`` (the ZooKeeper-era tool's request): (request, version) or None
+        self.reassign_request: tuple[ReassignPartitions, int] | None = None
         self.loaded = False
 
     @defer.inlineCallbacks
@@ -69,6 +71,7 @@ class MetadataSync:
         yield self.zk.watch_children(paths.BROKER_TOPICS, self._topics_changed)
         yield self.zk.watch_children(paths.DELETE_TOPICS, self._deleting_changed)
         yield self.zk.watch_data(paths.PREFERRED_REPLICA_ELECTION, self._preferred_election_changed)
+        yield self.zk.watch_data(paths.REASSIGN_PARTITIONS, self._reassign_request_changed)
         self.loaded = True
 
     def _emit(self, change: Change) -> None:
@@ -181,6 +184,9 @@ class MetadataSync:
         if info is None:
             info = self.cache.topics[topic] = TopicInfo(topic, {}, znode.topic_id, deleting=topic in self.deleting)
         info.assignment = znode.assignment()
+        info.adding_replicas = {p: list(r) for p, r in znode.adding_replicas.items()}
+        info.removing_replicas = {p: list(r) for p, r in znode.removing_replicas.items()}
+        info.zk_version = -1 if stat is None else int(stat.version)
         info.topic_id = znode.topic_id
         for p in info.assignment:
             if (topic, p) not in self.state_watches:
@@ -239,3 +245,14 @@ class MetadataSync:
                 log.warning("ignoring unreadable %s: %s", paths.PREFERRED_REPLICA_ELECTION, exc)
         self.preferred_election = request
         self._emit(Change("preferred-election"))
+
+    # -- partition reassignment (the ZooKeeper-era tool's request) -----------------------------------
+    def _reassign_request_changed(self, data: bytes | None, stat: Any) -> None:
+        request = None
+        if data is not None:
+            try:
+                request = (ReassignPartitions.decode(data), int(stat.version))
+            except ZkDataError as exc:
+                log.warning("ignoring unreadable %s: %s", paths.REASSIGN_PARTITIONS, exc)
+        self.reassign_request = request
+        self._emit(Change("reassign-request"))

@@ -147,6 +147,19 @@ class Partition:
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
             log.info("%s-%d: leader in epoch %d (ISR %s, log end %d)", self.topic, self.index,
                      state.leader_epoch, list(state.isr), self.log.log_end_offset)
+        else:
+            # the assignment changed within the term (a reassignment added or dropped replicas):
+            # track the new followers from now on, forget the dropped ones
+            followers = {r for r in replicas if r != self.broker_id}
+            for r in followers - set(self.follower_end_offsets):
+                self.follower_end_offsets[r] = -1
+                self.follower_caught_up_ms[r] = now_ms
+                self.follower_log_starts[r] = -1
+            for r in set(self.follower_end_offsets) - followers:
+                self.follower_end_offsets.pop(r, None)
+                self.follower_caught_up_ms.pop(r, None)
+                self.follower_log_starts.pop(r, None)
+                self.follower_last_fetch.pop(r, None)
         self.maybe_advance_high_watermark()
 
     def mark_offline(self) -> None:

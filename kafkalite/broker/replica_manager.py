@@ -182,6 +182,37 @@ class ReplicaManager:
             if t == topic:
                 part.log.config = log_config
 
+    def hosted(self, topic: str) -> list[tuple[str, int]]:
+        """The replicas of ``topic`` this broker holds (online, offline, or only a log on disk:
+        one loaded at start-up for a partition that was moved away while this broker was down)."""
+        return sorted({k for k in self.partitions if k[0] == topic} | {k for k in self.offline if k[0] == topic}
+                      | {k for k in self.logs.logs() if k[0] == topic})
+
+    def remove_replica(self, topic: str, index: int, delete: bool = True) -> None:
+        """Stop our replica of one partition (no longer assigned here: a reassignment moved it
+        away) and delete its log: the fetcher stops following, acks=all waiters and fetch
+        long-polls are woken (they answer NOT_LEADER_OR_FOLLOWER), role listeners are told."""
+        key = (topic, index)
+        if key in self.offline:
+            self.offline.discard(key)
+            if delete:
+                self.logs.delete(topic, index)      # only forgotten: its files are on the failed disk
+            return
+        part = self.partitions.pop(key, None)
+        if part is None:
+            if delete and self.logs.delete(topic, index):
+                log.info("%s-%d: stray log deleted on broker %d (not assigned here)", topic, index, self.broker_id)
+            return
+        part.state = None
+        self._notify_role(part)
+        if self.fetchers is not None:
+            self.fetchers.unfollow(key)
+        self.purgatory.check(key)
+        if delete:
+            self.logs.delete(topic, index)
+        log.info("%s-%d: replica removed from broker %d%s", topic, index, self.broker_id,
+                 ", log deleted" if delete else "")
+
     def remove_topic(self, topic: str, delete: bool = True) -> None:
         for key in [k for k in self.offline if k[0] == topic]:
             self.offline.discard(key)

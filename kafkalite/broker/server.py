@@ -114,7 +114,8 @@ class KafkaBroker:
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
                                      describe_log_dirs=self._describe_log_dirs_of,
-                                     preferred_election=lambda: self.sync.preferred_election)
+                                     preferred_election=lambda: self.sync.preferred_election,
+                                     reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
@@ -461,8 +462,14 @@ class KafkaBroker:
         if change.kind == "state":
             self._apply_state(change.topic, change.partition)
         elif change.kind == "topic":
-            for p in self.metadata.topics[change.topic].assignment:
+            assignment = self.metadata.topics[change.topic].assignment
+            for p in assignment:
                 self._apply_state(change.topic, p)
+            # a reassignment that completed (or was cancelled) without this broker: stop the
+            # replica and delete its log (Kafka's StopReplica with deletePartition)
+            for key in self.replica_manager.hosted(change.topic):
+                if self.broker_id not in assignment.get(key[1], ()):
+                    self.replica_manager.remove_replica(key[0], key[1])
         elif change.kind == "topic-removed":
             self.topic_configs.forget(change.topic)
             self.replica_manager.remove_topic(change.topic, delete=True)

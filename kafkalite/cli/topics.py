@@ -169,6 +169,7 @@ def with_zookeeper(a) -> int:
     from kafkalite.config import ConfigError, validate_topic_overrides
     from kafkalite.controller.assignment import assign_replicas, new_partitions_assignment
     from kafkalite.coordination.kafka_zk_client import KafkaZkClient
+    from kafkalite.coordination.ops import BadVersion
     from kafkalite.errors import KafkaError
     from zk_schema import TopicZNode
 
@@ -249,7 +250,11 @@ def with_zookeeper(a) -> int:
                 node = versioned.value
                 added = new_partitions_assignment(list(live), node.partitions, a.partitions)
                 merged = {**node.partitions, **{p: tuple(r) for p, r in added.items()}}
-                yield zk.set_topic_assignment(name, TopicZNode(merged, topic_id=node.topic_id), versioned.version)
+                # a reassignment in progress keeps its adding/removing fields (as Kafka's AdminZkClient)
+                result = yield zk.set_topic_assignment(name, TopicZNode(merged, node.adding_replicas, node.removing_replicas,
+                                                                        node.topic_id), versioned.version)
+                if isinstance(result, BadVersion):
+                    raise ToolError(f"the assignment of topic {name} changed meanwhile; try again")
             print("Adding partitions succeeded!")
             return
         if a.delete:

@@ -63,6 +63,14 @@ class GroupDescription(NamedTuple):
     coordinator: int
 
 
+class PartitionReassignment(NamedTuple):
+    """A reassignment in progress: the full replica set and the replicas being added/removed."""
+
+    replicas: list[int]
+    adding: list[int]
+    removing: list[int]
+
+
 class Admin:
     def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
                  request_timeout_ms: int = 30000, client_id: str = "kafkalite-admin") -> None:
@@ -141,6 +149,45 @@ class Admin:
                 out[tp] = (None if p["error_code"] == 0 else
                            ClientError.from_code(p["error_code"], f"{tp.topic}-{tp.partition}", p["error_message"]))
         return out
+
+    # -- partition reassignment (KIP-455) ----------------------------------------------------------
+    def alter_partition_reassignments(self, targets: Mapping[TopicPartition, Sequence[int] | None], *,
+                                      timeout_ms: int | None = None) -> dict[TopicPartition, ClientError | None]:
+        """AlterPartitionReassignments on the controller: start (a replica list) or cancel (None)
+        each partition's reassignment; per partition None when accepted, else its error."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, replicas in targets.items():
+            by_topic.setdefault(tp.topic, []).append(
+                {"partition_index": tp.partition, "replicas": None if replicas is None else list(replicas)})
+        body = {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+        resp = self.client.send_to_controller(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body, lambda r: int(r["error_code"]),
+                                              "AlterPartitionReassignments", timeout=timeout_ms / 1000.0)
+        check(resp["error_code"], "AlterPartitionReassignments")
+        out: dict[TopicPartition, ClientError | None] = {}
+        for t in resp["responses"]:
+            for p in t["partitions"]:
+                out[TopicPartition(t["name"], p["partition_index"])] = _result(p, f"{t['name']}-{p['partition_index']}")
+        return out
+
+    def list_partition_reassignments(self, partitions: Sequence[TopicPartition] | None = None, *,
+                                     timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """ListPartitionReassignments on the controller: the reassignments in progress (of
+        ``partitions``, or all)."""
+        timeout_ms = self.timeout_ms if timeout_ms is None else timeout_ms
+        topics: list[dict[str, Any]] | None = None
+        if partitions is not None:
+            by_topic: dict[str, list[int]] = {}
+            for tp in partitions:
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+        resp = self.client.send_to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, {"timeout_ms": timeout_ms, "topics": topics},
+                                              lambda r: int(r["error_code"]), "ListPartitionReassignments",
+                                              timeout=timeout_ms / 1000.0)
+        check(resp["error_code"], "ListPartitionReassignments")
+        return {TopicPartition(t["name"], p["partition_index"]):
+                PartitionReassignment(list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"]))
+                for t in resp["topics"] for p in t["partitions"]}
 
     def delete_records(self, offsets: dict[TopicPartition, int], *, timeout_ms: int | None = None
                        ) -> dict[TopicPartition, int | ClientError]:

@@ -54,6 +54,8 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 1),
     ApiKey.DELETE_GROUPS: (0, 1),
     ApiKey.ELECT_LEADERS: (1, 2),                 # v1: ElectionType
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 is flexible
 }
 

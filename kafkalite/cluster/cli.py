@@ -1,11 +1,12 @@
-"""``kafkalite-cluster up|status|kill|start|down``: a local cluster for experiments.
+"""``kafkalite-cluster up|status|kill|start|add-broker|down``: a local cluster for experiments.
 
 ``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``), N brokers (ids
 101.., as in the Kafka material) and a schema registry (unless ``--no-schema-registry``) detached
 from the terminal, waits until ZooKeeper has a quorum, every broker is registered, a controller
 is elected and the registry answers, and prints the bootstrap servers and the registry's URL. The
 state file in the data directory lets the later commands find the processes; ``kill``/``start``
-take a broker id or ``--zookeeper N``. Every error is one line on stderr (plus a log tail where
+take a broker id or ``--zookeeper N``; ``add-broker`` starts one more broker with the next id.
+Every error is one line on stderr (plus a log tail where
 one helps) and exit code 1.
 """
 from __future__ import annotations
@@ -183,6 +184,18 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add_broker(args: argparse.Namespace) -> int:
+    cluster = LocalCluster.load(args.data_dir)
+    try:
+        b = cluster.add_new_broker(args.port, args.timeout)
+    finally:
+        cluster.close_zk()
+    print(f"broker {b.broker_id} started on {b.bootstrap} (pid {b.pid}, log {b.log_path}); it holds no partitions "
+          f"until a reassignment moves some onto it (kafkalite-reassign-partitions)")
+    print(f"bootstrap servers   {cluster.bootstrap}")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     try:
         cluster = LocalCluster.load(args.data_dir)
@@ -233,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--zookeeper", type=int, metavar="N", help="the ZooKeeper server with myid N instead")
     s.add_argument("--timeout", type=float, default=90.0)
     s.set_defaults(fn=cmd_start)
+    a = sub.add_parser("add-broker", help="start one more broker with the next id (no partitions until reassigned)")
+    a.add_argument("--port", type=int, default=0, help="its listener port (default: a free port)")
+    a.add_argument("--timeout", type=float, default=90.0)
+    a.set_defaults(fn=cmd_add_broker)
     d = sub.add_parser("down", help="stop everything (idempotent)")
     d.add_argument("--timeout", type=float, default=30.0, help="grace period before SIGKILL")
     d.add_argument("--delete-data", action="store_true", help="also delete the data directory")

@@ -338,6 +338,24 @@ class LocalCluster:
         self.save_state()
         return b
 
+    def add_new_broker(self, port: int = 0, timeout: float = 90.0) -> BrokerProcess:
+        """Start one more broker with the next id (highest id + 1) and the same properties as the
+        first broker, and record it in the state file (``kafkalite-cluster add-broker``). It
+        holds no partitions until a reassignment moves some onto it."""
+        if not self.brokers:
+            raise ClusterError("the cluster has no broker to copy the settings from")
+        if port and port_in_use(port):
+            raise ClusterError(f"port 127.0.0.1:{port} is already in use")
+        template = self.brokers[0]
+        new_id = max(b.broker_id for b in self.brokers) + 1
+        broker = self.add_broker(new_id, dict(template.overrides), port,
+                                 metrics_port=free_port() if template.metrics_port else 0)
+        # add_broker layers the defaults under the overrides; a loaded cluster has size 0, so
+        # take the first broker's properties as they are
+        broker.overrides = dict(template.overrides)
+        self.save_state()
+        return self.start_broker(new_id, timeout)
+
     def kill_broker(self, broker_id: int) -> int:
         """kill -9: no deregistration, no clean-shutdown marker (the session expires later)."""
         b = self.broker(broker_id)

@@ -50,9 +50,17 @@ from kafkalite.coordination.election import ControllerFence
 from kafkalite.coordination.errors import (ControllerMovedError, NoNodeError, NodeExistsError,
                                            ZkVersionConflictError)
 from kafkalite.errors import ErrorCode
-from kafkalite.metadata import MetadataCache
+from kafkalite.metadata import MetadataCache, TopicInfo
+from zk_schema.topics import TopicZNode
 
 log = logging.getLogger(__name__)
+
+
+def topic_znode(info: TopicInfo, entries: dict[int, decisions.PartitionAssignment]) -> TopicZNode:
+    """The topic znode for ``info`` with ``entries`` as its partitions and reassignment fields."""
+    return TopicZNode({p: e.replicas for p, e in entries.items()},
+                      {p: e.adding for p, e in entries.items() if e.adding},
+                      {p: e.removing for p, e in entries.items() if e.removing}, info.topic_id)
 
 #: Tries of DescribeLogDirs to one broker for one batch of log-dir events, and the pause between.
 DESCRIBE_LOG_DIRS_ATTEMPTS = 3
@@ -84,13 +92,35 @@ class ElectionRequest:
         self.finish()
 
 
+@dataclass
+class ReassignRequest:
+    """One AlterPartitionReassignments request (or the znode's): target replicas per partition,
+    None to cancel. Answered per partition once its topic znode write is done."""
+
+    targets: dict[tuple[str, int], tuple[int, ...] | None]
+    results: dict[tuple[str, int], tuple[ErrorCode, str | None]] = field(default_factory=dict)
+    deferred: defer.Deferred = field(default_factory=defer.Deferred)
+    attempts: int = 0
+
+    def finish(self) -> None:
+        if not self.deferred.called:
+            self.deferred.callback(self.results)
+
+    def fail(self, code: ErrorCode, message: str) -> None:
+        for key in self.targets:
+            self.results.setdefault(key, (code, message))
+        self.targets = {}
+        self.finish()
+
+
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
                  config: Any = None, reactor: Any = None,
                  broker_epochs: Callable[[], dict[int, int]] = dict,
                  describe_log_dirs: Callable[[int], defer.Deferred] | None = None,
-                 preferred_election: Callable[[], Any] = lambda: None) -> None:
+                 preferred_election: Callable[[], Any] = lambda: None,
+                 reassign_request: Callable[[], Any] = lambda: None) -> None:
         self.broker_id = broker_id
         self.kafka_zk = kafka_zk      # election and the fenced write path
         self.cache = cache            # the watches' view: read, never written
@@ -126,6 +156,13 @@ class Controller:
         self.preferred_election = preferred_election
         self._elections: list[ElectionRequest] = []
         self._znode_done: int | None = None      # mzxid of the znode request already written
+        #: ``/admin/reassign_partitions`` as the watch has it: (ReassignPartitions, version) or None
+        self.reassign_request = reassign_request
+        self._reassignments: list[ReassignRequest] = []
+        self._reassign_znode_started: int | None = None   # version of the znode request started
+        self._reassign_znode_failed: set[tuple[str, int]] = set()   # its entries that were refused
+        #: topic -> (znode version, partitions) this controller wrote, until the watch shows them
+        self._topics_written: dict[str, tuple[int, dict[int, decisions.PartitionAssignment]]] = {}
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -178,6 +215,11 @@ class Controller:
         for req in pending:
             req.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
         self._znode_done = None
+        waiting_moves, self._reassignments = self._reassignments, []
+        for move in waiting_moves:
+            move.fail(ErrorCode.NOT_CONTROLLER, "this broker is no longer the controller")
+        self._reassign_znode_started = None
+        self._topics_written.clear()
 
     # -- controlled shutdown ---------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -407,6 +449,178 @@ class Controller:
                     return
         self._elections = retry + self._elections
 
+    # -- partition reassignment (KIP-455 on the ZooKeeper data model) ---------------------------------
+    def assignment_entries(self, topic: str) -> dict[int, decisions.PartitionAssignment]:
+        """The topic znode's partitions with their reassignment fields: as the watch has them,
+        or as this controller last wrote them while the watch has not caught up."""
+        return dict(self._topic_znode(topic)[1])
+
+    def _topic_znode(self, topic: str) -> tuple[int, dict[int, decisions.PartitionAssignment]]:
+        info = self.cache.topics[topic]
+        mine = self._topics_written.get(topic)
+        if mine is not None and mine[0] > info.zk_version:
+            return mine
+        self._topics_written.pop(topic, None)
+        return info.zk_version, {p: decisions.PartitionAssignment(tuple(r), tuple(info.adding_replicas.get(p, ())),
+                                                                  tuple(info.removing_replicas.get(p, ())))
+                                 for p, r in info.assignment.items()}
+
+    @defer.inlineCallbacks
+    def _write_topic(self, topic: str, entries: dict[int, decisions.PartitionAssignment]) -> Any:
+        """The conditional, fenced topic znode write; remembered until the watch shows it."""
+        version, _ = self._topic_znode(topic)
+        written = yield self.kafka_zk.write_topic_assignment(topic, topic_znode(self.cache.topics[topic], entries),
+                                                             version, self.fence)
+        self._topics_written[topic] = (written, dict(entries))
+
+    def reassign(self, targets: dict[tuple[str, int], tuple[int, ...] | None]) -> defer.Deferred:
+        """Start (target replicas) or cancel (None) reassignments; fires {(topic, partition):
+        (error code, message)} once each partition's topic znode is written (Kafka's
+        ``alterPartitionReassignments``); NOT_CONTROLLER when not active."""
+        req = ReassignRequest(dict(targets))
+        if not self.active:
+            req.fail(ErrorCode.NOT_CONTROLLER, "this broker is not the controller")
+            return req.deferred
+        self._reassignments.append(req)
+        self.reconcile()
+        return req.deferred
+
+    def ongoing_reassignments(self) -> dict[tuple[str, int], decisions.PartitionAssignment]:
+        """ListPartitionReassignments: every partition whose topic znode shows a reassignment."""
+        out: dict[tuple[str, int], decisions.PartitionAssignment] = {}
+        for topic in sorted(self.cache.topics):
+            for p, entry in sorted(self.assignment_entries(topic).items()):
+                if entry.reassigning:
+                    out[(topic, p)] = entry
+        return out
+
+    def _validate_target(self, key: tuple[str, int], target: tuple[int, ...] | None,
+                         entries: dict[int, decisions.PartitionAssignment] | None) -> tuple[ErrorCode, str] | None:
+        topic, p = key
+        if entries is None or p not in entries or topic in self.deleting():
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Unknown topic-partition {topic}-{p}"
+        if target is None:
+            if not entries[p].reassigning:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, f"No reassignment in progress for {topic}-{p}"
+            return None
+        if not target:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Empty replica list specified in partition reassignment."
+        if len(set(target)) != len(target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate replica ids in partition reassignment replica list: {list(target)}"
+        if any(r < 0 for r in target):
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Invalid broker id in replica assignment: {list(target)}"
+        live = set(self.cache.brokers) | {self.broker_id}
+        missing = sorted(set(target) - live)
+        if missing:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Replica assignment has brokers that are not alive. Replica list: {list(target)}, live broker list: {sorted(live)}"
+        return None
+
+    @defer.inlineCallbacks
+    def _run_reassignments(self, planned: list[decisions.Action]) -> Any:
+        """Start the requested reassignments (one conditional topic znode write per topic), then
+        take every reassignment in progress one step further, then delete a finished
+        ``/admin/reassign_partitions``."""
+        znode = self.reassign_request()
+        if znode is not None and znode[1] != self._reassign_znode_started:
+            self._reassign_znode_started = znode[1]
+            self._reassign_znode_failed = set()
+            targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
+            for key, target in znode[0].reassignments.items():
+                entry = self.assignment_entries(key[0]).get(key[1]) if key[0] in self.cache.topics else None
+                if entry is None or entry.target != target:
+                    targets[key] = target
+            log.info("%s asks for %d reassignment(s)", "/admin/reassign_partitions", len(targets))
+            if targets:
+                from_znode = ReassignRequest(targets)
+                failed = self._reassign_znode_failed
+
+                def answered(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> None:
+                    for key, (code, message) in results.items():
+                        if code != ErrorCode.NONE:
+                            log.warning("%s: %s-%d not reassigned: %s", "/admin/reassign_partitions",
+                                        key[0], key[1], message)
+                            failed.add(key)
+                from_znode.deferred.addCallback(answered)
+                self._reassignments.append(from_znode)
+        requests, self._reassignments = self._reassignments, []
+        retry: list[ReassignRequest] = []
+        for req in requests:
+            by_topic: dict[str, dict[int, tuple[int, ...] | None]] = {}
+            for key, target in req.targets.items():
+                entries = self.assignment_entries(key[0]) if key[0] in self.cache.topics else None
+                error = self._validate_target(key, target, entries)
+                if error is not None:
+                    req.results[key] = error
+                else:
+                    by_topic.setdefault(key[0], {})[key[1]] = target
+            lost: dict[tuple[str, int], tuple[int, ...] | None] = {}
+            for topic, wanted in sorted(by_topic.items()):
+                entries = self.assignment_entries(topic)
+                for p, target in wanted.items():
+                    entries[p] = decisions.start_reassignment(entries[p], target)
+                try:
+                    yield self._write_topic(topic, entries)
+                except ControllerMovedError:
+                    self._reassignments = [req] + retry + self._reassignments
+                    self.resign("the controller epoch moved on (another controller was elected)")
+                    return
+                except ZkVersionConflictError:
+                    lost.update({(topic, p): t for p, t in wanted.items()})
+                    continue
+                except Exception as exc:
+                    log.warning("reassignment of %s failed: %s", topic, exc)
+                    req.results.update({(topic, p): (ErrorCode.UNKNOWN_SERVER_ERROR, str(exc)) for p in wanted})
+                    continue
+                for p, target in sorted(wanted.items()):
+                    log.info("%s-%d: %s (replicas %s, adding %s, removing %s)", topic, p,
+                             "reassignment cancelled" if target is None else f"reassigning to {list(target)}",
+                             list(entries[p].replicas), list(entries[p].adding), list(entries[p].removing))
+                    req.results[(topic, p)] = (ErrorCode.NONE, None)
+            req.targets = lost
+            req.attempts += 1
+            if lost and req.attempts < MAX_ELECTION_ATTEMPTS:
+                retry.append(req)           # decided again when the newer topic znode arrives
+            elif lost:
+                req.fail(ErrorCode.REQUEST_TIMED_OUT, "the topic's assignment kept changing")
+            else:
+                req.finish()
+        self._reassignments = retry + self._reassignments
+
+        touched = {(a.topic, a.partition) for a in planned if not isinstance(a, decisions.DeleteTopic)}
+        live = set(self.cache.brokers) | {self.broker_id}
+        assignments = {t: self.assignment_entries(t) for t in self.cache.topics}
+        steps = decisions.reassignment_actions(live, assignments, self.context.states(self.cache),
+                                               self.deleting(), self.fence.epoch, set(self.shutting_down))
+        for step in steps:
+            if not self.active:
+                return
+            if (step.topic, step.partition) in touched:
+                continue
+            try:
+                yield self._execute(step)
+            except ControllerMovedError:
+                self.resign("the controller epoch moved on (another controller was elected)")
+                return
+            except ZkVersionConflictError as exc:
+                log.info("reassignment step %s lost a race: %s", step, exc)
+            except Exception as exc:
+                log.warning("reassignment step %s failed: %s", step, exc)
+                self.dirty = True
+
+        def finished(key: tuple[str, int], target: tuple[int, ...]) -> bool:
+            entry = assignments.get(key[0], {}).get(key[1])
+            return (key in self._reassign_znode_failed or entry is None
+                    or (not entry.reassigning and entry.replicas == target))
+        if znode is not None and self.active and not self._reassignments and all(
+                finished(key, target) for key, target in znode[0].reassignments.items()):
+            try:
+                deleted = yield self.kafka_zk.delete_reassign_partitions(self.fence, znode[1])
+            except ControllerMovedError:
+                self.resign("the controller epoch moved on (another controller was elected)")
+                return
+            if deleted:
+                log.info("%s done: deleted", "/admin/reassign_partitions")
+
     # -- auto leader rebalance -------------------------------------------------------------------
     def _start_rebalance_loop(self) -> None:
         if self.config is None or self.reactor is None or not self.config["auto.leader.rebalance.enable"]:
@@ -461,6 +675,9 @@ class Controller:
         if self.rebalance_due:
             self.rebalance_due = False
             touched = {(a.topic, a.partition) for a in actions if not isinstance(a, decisions.DeleteTopic)}
+            # partitions being reassigned are left alone (Kafka skips them too)
+            touched |= {(t, p) for t, info in self.cache.topics.items()
+                        for p in set(info.adding_replicas) | set(info.removing_replicas)}
             actions += decisions.preferred_leader_actions(
                 live, assignments, states, self.deleting(), self.fence.epoch, set(self.shutting_down),
                 self.config["leader.imbalance.per.broker.percentage"], touched, offline_replicas=offline)
@@ -479,6 +696,8 @@ class Controller:
             except Exception as exc:
                 log.warning("controller write %s failed: %s", action, exc)
                 self.dirty = True
+        if self.active:
+            yield self._run_reassignments(actions)
         znode = self.preferred_election()
         if self.active and (self._elections or (znode is not None and znode[2] != self._znode_done)):
             yield self._run_elections()
@@ -497,7 +716,14 @@ class Controller:
             self.context.wrote(action.topic, action.partition, written)
             log.info("%s-%d: leader %d, ISR %s, epoch %d (%s)", action.topic, action.partition, written.leader,
                      list(written.isr), written.leader_epoch, action.reason)
+        elif isinstance(action, decisions.CompleteReassignment):
+            entries = self.assignment_entries(action.topic)
+            entries[action.partition] = decisions.PartitionAssignment(action.replicas)
+            yield self._write_topic(action.topic, entries)
+            log.info("%s-%d: reassignment completed, replicas %s", action.topic, action.partition,
+                     list(action.replicas))
         elif isinstance(action, decisions.DeleteTopic):
             yield self.kafka_zk.delete_topic(action.topic, self.fence)
             self.context.forget_topic(action.topic)
+            self._topics_written.pop(action.topic, None)
             log.info("deleted topic %s", action.topic)

@@ -65,7 +65,16 @@ class DeleteTopic:
     topic: str
 
 
-Action = CreateState | UpdateState | DeleteTopic
+@dataclass(frozen=True)
+class CompleteReassignment:
+    """Write the topic znode's entry for ``partition`` to ``replicas`` (= TRS), no adding/removing."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+
+
+Action = CreateState | UpdateState | DeleteTopic | CompleteReassignment
 
 #: (topic, partition, broker id) of a replica whose log dir failed on that broker.
 OfflineReplica = tuple[str, int, int]
@@ -265,3 +274,106 @@ def elect_leaders(election_type: int,
                                    state.zk_version, "requested election" + ("" if clean else " (unclean)")))
         results[key] = (ErrorCode.NONE, None, leader)
     return actions, results
+
+
+# -- partition reassignment (KIP-455 on the ZooKeeper data model) ---------------------------------
+
+@dataclass(frozen=True)
+class PartitionAssignment:
+    """One partition's entry in the topic znode: the full replica set RS (during a reassignment
+    ORS + TRS, target first), and the replicas being added (TRS - ORS) and removed (ORS - TRS)."""
+
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """TRS: RS without the replicas being removed (Kafka's ``targetReplicas``)."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def origin(self) -> tuple[int, ...]:
+        """ORS: RS without the replicas being added (Kafka's ``originReplicas``)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+
+def start_reassignment(current: PartitionAssignment, target: Sequence[int] | None) -> PartitionAssignment:
+    """Kafka's ``ReplicaAssignment.reassignTo`` (and cancellation for ``target`` None): the topic
+    znode entry to write. A new target replaces one in progress, computed from the original
+    replicas; a target equal to them (or None) cancels, restoring ORS. Raises ValueError for an
+    invalid target (empty, duplicates, negative ids)."""
+    origin = current.origin
+    if target is None:
+        return PartitionAssignment(origin)
+    trs = tuple(int(r) for r in target)
+    if not trs or len(set(trs)) != len(trs) or any(r < 0 for r in trs):
+        raise ValueError(f"invalid replica assignment {list(trs)}")
+    if trs == origin:
+        return PartitionAssignment(origin)
+    rs = tuple(dict.fromkeys(trs + origin))
+    return PartitionAssignment(rs, tuple(r for r in trs if r not in origin),
+                               tuple(r for r in origin if r not in trs))
+
+
+def reassignment_actions(live_brokers: Iterable[int],
+                         assignments: Mapping[str, Mapping[int, PartitionAssignment]],
+                         states: Mapping[tuple[str, int], LeaderAndIsr],
+                         deleting: Iterable[str],
+                         controller_epoch: int,
+                         shutting_down: Iterable[int] = ()) -> list[UpdateState | CompleteReassignment]:
+    """The next step of every reassignment in progress (Kafka's ``onPartitionReassignment``, phase
+    B): once every target replica is in the ISR, a leader that is not a live target replica hands
+    leadership to the first target replica that is alive and in the ISR, and the removed replicas
+    leave the ISR (one state write, leader_epoch + 1); once the state shows leader and ISR within
+    TRS, the assignment becomes TRS. Until every target replica is in the ISR nothing is written:
+    the new replicas are created by their brokers (they see RS) and join the ISR through the
+    leader as followers that caught up."""
+    alive = set(live_brokers) - set(shutting_down)
+    doomed = set(deleting)
+    out: list[UpdateState | CompleteReassignment] = []
+    for topic in sorted(assignments):
+        if topic in doomed:
+            continue
+        for p, entry in sorted(assignments[topic].items()):
+            state = states.get((topic, p))
+            if not entry.reassigning:
+                # after a cancellation (or a completion) replicas outside the assignment leave the
+                # ISR, and a leader outside it hands over (Kafka stops those replicas)
+                if state is None or state.leader < 0:
+                    continue
+                stray = [r for r in state.isr if r not in entry.replicas]
+                if not stray and state.leader in entry.replicas:
+                    continue
+                isr = tuple(r for r in state.isr if r in entry.replicas)
+                leader = state.leader
+                if leader not in entry.replicas:
+                    candidates = [r for r in entry.replicas if r in alive and r in isr]
+                    if not candidates:
+                        continue
+                    leader = candidates[0]
+                out.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
+                                       state.zk_version, f"replicas {stray} are no longer assigned"))
+                continue
+            trs = entry.target
+            if state is None or state.leader < 0 or not set(trs) <= set(state.isr):
+                continue
+            leader_ok = state.leader in trs and state.leader in alive
+            isr = tuple(r for r in state.isr if r in trs)
+            if leader_ok and isr == state.isr:
+                out.append(CompleteReassignment(topic, p, trs))
+                continue
+            leader = state.leader
+            if not leader_ok:
+                candidates = [r for r in trs if r in alive and r in state.isr]
+                if not candidates:
+                    continue        # waits for a target replica to come back
+                leader = candidates[0]
+            out.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
+                                   state.zk_version,
+                                   f"reassignment to {list(trs)}: replicas {list(entry.removing)} leave"))
+    return out

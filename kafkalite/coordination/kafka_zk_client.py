@@ -417,6 +417,33 @@ class KafkaZkClient:
             return False
         return True
 
+    # ---- partition reassignment ---------------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def write_topic_assignment(self, topic: str, node: TopicZNode, expected_version: int,
+                               fence: ControllerFence) -> Any:
+        """The controller's write of a topic's assignment during a reassignment (RS with
+        adding/removing, then TRS): conditional on the znode version it was computed from and
+        behind the controller-epoch check; fires the new znode version. ControllerMovedError
+        when fenced, ZkVersionConflictError when the znode changed meanwhile (or is gone)."""
+        path = TopicZNode.path(topic)
+        try:
+            stat = (yield self._fenced(fence, [SetDataOp(path, node.encode(), expected_version)]))[0]
+        except (BadVersionError, NoNodeError):
+            raise ZkVersionConflictError(path, expected_version, None) from None
+        return int(stat.version)
+
+    @defer.inlineCallbacks
+    def delete_reassign_partitions(self, fence: ControllerFence, version: int = -1) -> Any:
+        """Remove ``/admin/reassign_partitions`` once every reassignment it asked for is done (as
+        Kafka's controller does), fenced; ``version``: only the request that was read. Fires True
+        if deleted, False if it was gone or had changed."""
+        try:
+            yield self._fenced(fence, [DeleteOp(paths.REASSIGN_PARTITIONS, version)])
+        except (NoNodeError, BadVersionError):
+            return False
+        return True
+
     # ---- producer ids ----------------------------------------------------------------------
 
     def allocate_producer_id_block(self, broker_id: int,

@@ -31,6 +31,11 @@ class TopicInfo:
     topic_id: str | None = None
     config: dict[str, str] = field(default_factory=dict)   # overrides from /config/topics/<t>
     deleting: bool = False
+    #: A reassignment in progress (KIP-455): ``assignment`` is then RS = ORS + TRS, and these
+    #: hold TRS - ORS and ORS - TRS for the partitions being reassigned.
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+    zk_version: int = -1                       # of /brokers/topics/<t>, for the controller's writes
 
 
 @dataclass

@@ -112,6 +112,51 @@ class AlterConfigsResponse(TypedDict):
     responses: list[AlterConfigsResponseAlterConfigsResourceResponse]
 
 
+class AlterPartitionReassignmentsRequestReassignablePartition(TypedDict):
+    """AlterPartitionReassignmentsRequest's ReassignablePartition struct."""
+
+    partition_index: int
+    replicas: list[int] | None
+
+
+class AlterPartitionReassignmentsRequestReassignableTopic(TypedDict):
+    """AlterPartitionReassignmentsRequest's ReassignableTopic struct."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsRequestReassignablePartition]
+
+
+class AlterPartitionReassignmentsRequest(TypedDict):
+    """AlterPartitionReassignmentsRequest: the request body, API key 45, versions 0-0."""
+
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequestReassignableTopic]
+
+
+class AlterPartitionReassignmentsResponseReassignablePartitionResponse(TypedDict):
+    """AlterPartitionReassignmentsResponse's ReassignablePartitionResponse struct."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseReassignableTopicResponse(TypedDict):
+    """AlterPartitionReassignmentsResponse's ReassignableTopicResponse struct."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponseReassignablePartitionResponse]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict):
+    """AlterPartitionReassignmentsResponse: the response body, API key 45, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]
+
+
 class AlterUserScramCredentialsRequestScramCredentialDeletion(TypedDict):
     """AlterUserScramCredentialsRequest's ScramCredentialDeletion struct."""
 
@@ -1068,6 +1113,45 @@ class ListOffsetsResponse(TypedDict):
 
     throttle_time_ms: NotRequired[int]
     topics: list[ListOffsetsResponseListOffsetsTopicResponse]
+
+
+class ListPartitionReassignmentsRequestListPartitionReassignmentsTopics(TypedDict):
+    """ListPartitionReassignmentsRequest's ListPartitionReassignmentsTopics struct."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class ListPartitionReassignmentsRequest(TypedDict):
+    """ListPartitionReassignmentsRequest: the request body, API key 46, versions 0-0."""
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestListPartitionReassignmentsTopics] | None
+
+
+class ListPartitionReassignmentsResponseOngoingPartitionReassignment(TypedDict):
+    """ListPartitionReassignmentsResponse's OngoingPartitionReassignment struct."""
+
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ListPartitionReassignmentsResponseOngoingTopicReassignment(TypedDict):
+    """ListPartitionReassignmentsResponse's OngoingTopicReassignment struct."""
+
+    name: str
+    partitions: list[ListPartitionReassignmentsResponseOngoingPartitionReassignment]
+
+
+class ListPartitionReassignmentsResponse(TypedDict):
+    """ListPartitionReassignmentsResponse: the response body, API key 46, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseOngoingTopicReassignment]
 
 
 class MetadataRequestMetadataRequestTopic(TypedDict):

@@ -285,3 +285,42 @@ def test_ensemble_port_in_use_and_bad_size_are_one_line(data_dir: Path) -> None:
     bad = tool(data_dir, "up", "--zookeepers", "2")
     assert bad.returncode == 1 and bad.stderr.startswith("kafkalite-cluster: --zookeepers must be 1, 3 or 5")
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_add_broker_then_move_a_partition_onto_it(data_dir: Path, tmp_path: Path) -> None:
+    """add-broker starts broker 103 next to 101-102 with the same properties (it registers, status
+    lists it alive, the state file records it, a second add-broker picks 104); kafkalite-reassign-
+    partitions then moves a partition onto it and --verify reports the move complete; down stops
+    every broker, the added ones included."""
+    up = tool(data_dir, "up", "--brokers", "2", "--no-schema-registry")
+    assert up.returncode == 0, up.stderr
+    bootstrap = re.search(r"bootstrap servers\s+(\S+)", up.stdout).group(1)
+    added = tool(data_dir, "add-broker")
+    assert added.returncode == 0, added.stderr
+    assert re.match(r"broker 103 started on 127\.0\.0\.1:\d+ \(pid \d+", added.stdout), added.stdout
+    assert re.search(r"broker 103\s+alive\s+pid \d+\s+port \d+\s+registered", tool(data_dir, "status").stdout)
+    state = json.loads((data_dir / "cluster.json").read_text())
+    assert [b["id"] for b in state["brokers"]] == [101, 102, 103]
+    assert state["brokers"][2]["overrides"] == state["brokers"][0]["overrides"]
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("grow-me", 1, 2)])["grow-me"].result(30)
+    before = admin.list_topics("grow-me", timeout=10).topics["grow-me"].partitions[0].replicas
+    target = [103, before[0]]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "grow-me", "partition": 0,
+                                                              "replicas": target}]}))
+    reassign = [sys.executable, "-m", "kafkalite.cli.reassign_partitions", "--bootstrap-server", bootstrap,
+                "--reassignment-json-file", str(plan)]
+    executed = subprocess.run([*reassign, "--execute"], capture_output=True, text=True, timeout=60)
+    assert executed.returncode == 0, executed.stderr
+    wait_for(lambda: "is complete." in subprocess.run([*reassign, "--verify"], capture_output=True, text=True,
+                                                      timeout=60).stdout, 60, "the move complete", interval=0.3)
+    md = admin.list_topics("grow-me", timeout=10)
+    assert md.topics["grow-me"].partitions[0].replicas == target
+
+    second = tool(data_dir, "add-broker")
+    assert second.returncode == 0 and second.stdout.startswith("broker 104 started"), second.stderr
+    down = tool(data_dir, "down")
+    assert down.returncode == 0 and "broker 103" in down.stdout and "broker 104" in down.stdout, down.stdout
+    assert processes_using(data_dir) == []

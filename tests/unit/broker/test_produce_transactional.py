@@ -25,7 +25,7 @@ class Replicas:
         validate_batches(records, max_batch_bytes=1 << 20)      # the replica manager's first step
         self.appended.append((topic, index))
         return SimpleNamespace(log_start_offset=0), SimpleNamespace(
-            first_offset=0, log_append_time=-1, duplicate=False, last_offset=0)
+            first_offset=0, log_append_time=-1, duplicate=False, last_offset=0, bytes=len(records))
 
 
 def produce(txn_id: str | None, *records: Any) -> tuple[list[int], Replicas]:

@@ -1,0 +1,277 @@
+"""kafkalite-reassign-partitions: move partitions between brokers, like Kafka 2.8's
+kafka-reassign-partitions.sh with ``--bootstrap-server`` (the KIP-455 APIs).
+
+* ``--generate --topics-to-move-json-file F --broker-list 0,1,2``: prints the current assignment
+  of those topics and a balanced proposal over the listed brokers (Kafka's replica placement,
+  rack-aware when every broker has a rack and ``--disable-rack-aware`` is not given; each topic
+  keeps its partition count and partition 0's replication factor). Nothing is changed.
+* ``--execute --reassignment-json-file F``: prints the current assignment to save for a rollback,
+  then starts the reassignments (AlterPartitionReassignments); refuses while other reassignments
+  are in progress unless ``--additional``.
+* ``--verify --reassignment-json-file F``: per partition, complete / still in progress / not
+  reassigning but with another replica set.
+* ``--cancel --reassignment-json-file F``: cancels the listed partitions' reassignments
+  (their original replicas are restored).
+* ``--list``: the reassignments in progress.
+
+JSON formats are Kafka's: ``{"version":1,"topics":[{"topic":"t"}]}`` for the topics to move;
+``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3],"log_dirs":["any",...]}]}``
+for plans (``log_dirs`` other than "any" are refused: moving replicas between a broker's log dirs
+is not supported). Replication throttles (``--throttle``) are not implemented.
+"""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+from kafkalite.client import Admin, ClientError, KafkaClient
+from kafkalite.client.cluster import TopicPartition
+from kafkalite.controller.assignment import assign_replicas, assign_replicas_for_brokers
+from kafkalite.errors import KafkaError
+
+from .common import ToolError, bootstrap_arg, parser, run
+
+Plan = dict[TopicPartition, list[int]]
+
+
+def build_parser():
+    p = parser("kafkalite-reassign-partitions",
+               "Generate, execute, verify, cancel or list partition reassignments.")
+    bootstrap_arg(p)
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--generate", action="store_true", help="propose a reassignment (changes nothing)")
+    actions.add_argument("--execute", action="store_true", help="start the reassignment in --reassignment-json-file")
+    actions.add_argument("--verify", action="store_true", help="show the status of --reassignment-json-file")
+    actions.add_argument("--cancel", action="store_true", help="cancel the reassignment in --reassignment-json-file")
+    actions.add_argument("--list", action="store_true", help="list the reassignments in progress")
+    p.add_argument("--topics-to-move-json-file", metavar="FILE",
+                   help='with --generate: {"version":1,"topics":[{"topic":"t"}]}')
+    p.add_argument("--broker-list", metavar="0,1,2", help="with --generate: the brokers to spread replicas over")
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2]}]}')
+    p.add_argument("--additional", action="store_true",
+                   help="with --execute: start even though other reassignments are in progress")
+    p.add_argument("--disable-rack-aware", action="store_true", help="with --generate: ignore broker racks")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="request timeout (default 10000)")
+    return p
+
+
+# -- JSON ------------------------------------------------------------------------------------------
+def _load(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except OSError as exc:
+        raise ToolError(f"cannot read {path}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise ToolError(f"{path} is not valid JSON: {exc}") from None
+
+
+def read_topics_to_move(path: str) -> list[str]:
+    doc = _load(path)
+    entries = doc.get("topics") if isinstance(doc, dict) else None
+    if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("topic"), str)
+                                                for e in entries):
+        raise ToolError(f'{path}: expected {{"version":1,"topics":[{{"topic":"t"}}, ...]}}')
+    topics = list(dict.fromkeys(e["topic"] for e in entries))
+    if not topics:
+        raise ToolError(f"{path}: no topics listed")
+    if len(topics) != len(entries):
+        raise ToolError(f"Duplicate topic names in {path}")
+    return topics
+
+
+def read_plan(path: str) -> Plan:
+    """Kafka's ``parsePartitionReassignmentData`` checks, as one-line errors."""
+    doc = _load(path)
+    if not isinstance(doc, dict) or doc.get("version", 1) != 1 or not isinstance(doc.get("partitions"), list):
+        raise ToolError(f'{path}: expected {{"version":1,"partitions":[{{"topic":..,"partition":..,"replicas":[..]}}]}}')
+    plan: Plan = {}
+    for e in doc["partitions"]:
+        if not (isinstance(e, dict) and isinstance(e.get("topic"), str) and isinstance(e.get("partition"), int)
+                and isinstance(e.get("replicas"), list) and all(isinstance(r, int) for r in e["replicas"])):
+            raise ToolError(f"{path}: invalid partition entry {json.dumps(e)}")
+        tp = TopicPartition(e["topic"], e["partition"])
+        if tp in plan:
+            raise ToolError(f"Duplicate reassignment partitions: {tp.topic}-{tp.partition}")
+        replicas = list(e["replicas"])
+        if len(set(replicas)) != len(replicas):
+            raise ToolError(f"Duplicate replica assignment found: {tp.topic}-{tp.partition} {replicas}")
+        if not replicas:
+            raise ToolError(f"Partition {tp.topic}-{tp.partition} has an empty replica list")
+        dirs = e.get("log_dirs")
+        if dirs is not None:
+            if not isinstance(dirs, list) or len(dirs) != len(replicas):
+                raise ToolError(f"Size of replicas list {replicas} is different from size of log dirs list "
+                                f"{dirs} for partition {tp.topic}-{tp.partition}")
+            if any(d != "any" for d in dirs):
+                raise ToolError(f"{tp.topic}-{tp.partition}: log_dirs other than \"any\" are not supported")
+        plan[tp] = replicas
+    if not plan:
+        raise ToolError("Partition reassignment list cannot be empty")
+    return plan
+
+
+def plan_json(plan: Plan) -> str:
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": tp.topic, "partition": tp.partition, "replicas": r, "log_dirs": ["any"] * len(r)}
+        for tp, r in sorted(plan.items())]}, separators=(",", ":"))
+
+
+def _names(tps: Any) -> str:
+    return ",".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps))
+
+
+# -- actions -----------------------------------------------------------------------------------------
+def current_assignment(client: KafkaClient, topics: list[str]) -> Plan:
+    meta = client.metadata(topics)
+    out: Plan = {}
+    for name in topics:
+        topic = meta.topics.get(name)
+        if topic is None or topic.error or not topic.partitions:
+            raise ToolError(f"Topic {name} not found")
+        for p, part in topic.partitions.items():
+            out[TopicPartition(name, p)] = list(part.replicas)
+    return out
+
+
+def generate(client: KafkaClient, topics: list[str], broker_list: list[int], rack_aware: bool,
+             rng: random.Random | None = None) -> tuple[Plan, Plan]:
+    """(current, proposed): Kafka's ``calculateAssignment`` (the replica placement of new topics,
+    per topic with its partition count and partition 0's replication factor)."""
+    meta = client.metadata(topics)
+    missing = sorted(set(broker_list) - set(meta.brokers))
+    if missing:
+        raise ToolError(f"The following brokers in --broker-list are not known: {','.join(map(str, missing))}")
+    current = current_assignment(client, topics)
+    proposed: Plan = {}
+    for name in topics:
+        parts = {tp.partition: r for tp, r in current.items() if tp.topic == name}
+        rf = len(parts[min(parts)])
+        try:
+            if rack_aware:
+                racks = {b: meta.brokers[b][2] for b in broker_list}
+                placed = assign_replicas_for_brokers(racks, len(parts), rf, rng=rng)
+            else:
+                placed = assign_replicas(broker_list, len(parts), rf, rng=rng)
+        except KafkaError as exc:
+            raise ToolError(f"topic {name}: {exc}") from None
+        for p, replicas in placed.items():
+            proposed[TopicPartition(name, p)] = replicas
+    return current, proposed
+
+
+def execute(admin: Admin, plan: Plan, additional: bool, timeout_ms: int) -> None:
+    if not additional and admin.list_partition_reassignments(timeout_ms=timeout_ms):
+        raise ToolError("Cannot execute because there is an existing partition assignment. Use --additional to "
+                        "override this and create a new partition assignment in addition to the existing one.")
+    current = current_assignment(admin.client, sorted({tp.topic for tp in plan}))
+    missing = [tp for tp in plan if tp not in current]
+    if missing:
+        raise ToolError(f"Unable to find partitions: {_names(missing)}")
+    print("Current partition replica assignment\n")
+    print(plan_json({tp: current[tp] for tp in plan}))
+    print("\nSave this to use as the --reassignment-json-file option during rollback")
+    results = admin.alter_partition_reassignments(dict(plan), timeout_ms=timeout_ms)
+    failed = {tp: err for tp, err in results.items() if err is not None}
+    if failed:
+        for tp, err in sorted(failed.items()):
+            print(f"Error reassigning partition {tp.topic}-{tp.partition}: {err}")
+        raise ToolError(f"Error reassigning partition(s): {_names(failed)}")
+    print(f"Successfully started partition reassignment{'s' if len(plan) > 1 else ''} for {_names(plan)}")
+
+
+def verify(admin: Admin, plan: Plan, timeout_ms: int) -> bool:
+    """Prints each partition's status; True when every one is complete."""
+    ongoing = admin.list_partition_reassignments(list(plan), timeout_ms=timeout_ms)
+    current = current_assignment(admin.client, sorted({tp.topic for tp in plan}))
+    print("Status of partition reassignment:")
+    done = True
+    for tp, target in sorted(plan.items()):
+        name = f"{tp.topic}-{tp.partition}"
+        if tp in ongoing:
+            print(f"Reassignment of partition {name} is still in progress.")
+            done = False
+        elif current.get(tp) == target:
+            print(f"Reassignment of partition {name} is complete.")
+        else:
+            print(f"There is no active reassignment of partition {name}, but replica set is "
+                  f"{current.get(tp)} rather than {target}.")
+            done = False
+    return done
+
+
+def cancel(admin: Admin, plan: Plan, timeout_ms: int) -> None:
+    results = admin.alter_partition_reassignments({tp: None for tp in plan}, timeout_ms=timeout_ms)
+    failed = {tp: err for tp, err in results.items() if err is not None}
+    cancelled = [tp for tp, err in results.items() if err is None]
+    if cancelled:
+        print(f"Successfully cancelled partition reassignment{'s' if len(cancelled) > 1 else ''} "
+              f"for: {_names(cancelled)}")
+    if failed:
+        for tp, err in sorted(failed.items()):
+            print(f"Error cancelling partition reassignment for {tp.topic}-{tp.partition}: {err}")
+        raise ToolError(f"Error cancelling partition reassignment(s): {_names(failed)}")
+
+
+def list_ongoing(admin: Admin, timeout_ms: int) -> None:
+    ongoing = admin.list_partition_reassignments(timeout_ms=timeout_ms)
+    if not ongoing:
+        print("No partition reassignments found.")
+        return
+    print("Current partition reassignments:")
+    for tp, r in sorted(ongoing.items()):
+        print(f"{tp.topic}-{tp.partition}: replicas: {','.join(map(str, r.replicas))}. "
+              f"adding: {','.join(map(str, r.adding))}. removing: {','.join(map(str, r.removing))}.")
+
+
+def _broker_list(raw: str | None) -> list[int]:
+    if not raw:
+        raise ToolError("--generate needs --broker-list")
+    try:
+        ids = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise ToolError(f"invalid --broker-list {raw!r} (expected ids like 0,1,2)") from None
+    if len(set(ids)) != len(ids):
+        raise ToolError("Duplicate broker ids in --broker-list")
+    if not ids:
+        raise ToolError("--broker-list is empty")
+    return ids
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.generate:
+        if not args.topics_to_move_json_file:
+            raise ToolError("--generate needs --topics-to-move-json-file")
+        topics = read_topics_to_move(args.topics_to_move_json_file)
+        brokers = _broker_list(args.broker_list)
+        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout) as admin:
+            current, proposed = generate(admin.client, topics, brokers, not args.disable_rack_aware)
+        print(f"Current partition replica assignment\n{plan_json(current)}\n")
+        print(f"Proposed partition reassignment configuration\n{plan_json(proposed)}")
+        return 0
+    if args.list:
+        with Admin(args.bootstrap_server, request_timeout_ms=args.timeout) as admin:
+            list_ongoing(admin, args.timeout)
+        return 0
+    if not args.reassignment_json_file:
+        raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")
+    plan = read_plan(args.reassignment_json_file)
+    with Admin(args.bootstrap_server, request_timeout_ms=args.timeout) as admin:
+        if args.execute:
+            execute(admin, plan, args.additional, args.timeout)
+        elif args.verify:
+            verify(admin, plan, args.timeout)
+        else:
+            cancel(admin, plan, args.timeout)
+    return 0
+
+
+def console() -> None:
+    run(main)
+
+
+if __name__ == "__main__":
+    console()
