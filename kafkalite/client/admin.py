@@ -23,6 +23,7 @@ DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 32, 33, 44
 DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 ELECT_LEADERS = 43
 DELETE_RECORDS = 21
+DESCRIBE_LOG_DIRS = 35
 PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
@@ -56,6 +57,22 @@ class MemberDescription(NamedTuple):
     client_id: str
     host: str
     assignment: list[TopicPartition]
+
+
+class ReplicaInfo(NamedTuple):
+    """One replica in a log dir (DescribeLogDirs): its size in bytes (the segments' log files),
+    how far its log end is behind the high watermark, and whether it is a future replica (being
+    moved into this dir by AlterReplicaLogDirs)."""
+    partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+class LogDirDescription(NamedTuple):
+    path: str
+    error_code: int            # 0, or KAFKA_STORAGE_ERROR for an offline dir
+    replicas: list[ReplicaInfo]
 
 
 class GroupDescription(NamedTuple):
@@ -190,6 +207,35 @@ class Admin:
             return done
 
         return client._with_retries(attempt, "DeleteRecords") if todo else done
+
+    def describe_log_dirs(self, broker_ids: Sequence[int] | None = None,
+                          topics: Sequence[str] | None = None) -> dict[int, list[LogDirDescription]]:
+        """DescribeLogDirs on each broker (None: every broker in the metadata): per broker its log
+        dirs, each with its error (KAFKA_STORAGE_ERROR for an offline dir) and the replicas it holds.
+        ``topics`` narrows the answer to every partition of those topics (an unknown topic simply
+        has none, as in Kafka)."""
+        md = self.client.metadata(list(topics) if topics else None)
+        if broker_ids is None:
+            broker_ids = sorted(md.brokers)
+        unknown = [b for b in broker_ids if b not in md.brokers]
+        if unknown:
+            raise ClientError(f"broker(s) {', '.join(map(str, unknown))} not in the cluster "
+                              f"(brokers: {', '.join(map(str, sorted(md.brokers)))})", ErrorCode.BROKER_NOT_AVAILABLE)
+        wanted: list[dict[str, Any]] | None = None
+        if topics is not None:
+            wanted = [{"topic": t, "partition_index": sorted(md.topics[t].partitions) if t in md.topics else []}
+                      for t in topics]
+        out: dict[int, list[LogDirDescription]] = {}
+        for broker in broker_ids:
+            resp = self.client._with_retries(
+                partial(self.client.send, broker, DESCRIBE_LOG_DIRS, {"topics": wanted}), "DescribeLogDirs")
+            check(resp.get("error_code", 0), f"DescribeLogDirs on broker {broker}")
+            out[broker] = [LogDirDescription(
+                r["log_dir"], r["error_code"],
+                [ReplicaInfo(TopicPartition(t["name"], p["partition_index"]), p["partition_size"],
+                             p["offset_lag"], p["is_future_key"])
+                 for t in r["topics"] for p in t["partitions"]]) for r in resp["results"]]
+        return out
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

@@ -50,6 +50,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     23: (2, 3),     # OffsetForLeaderEpoch
     32: (1, 3),     # DescribeConfigs
     33: (0, 1),     # AlterConfigs
+    35: (0, 1),     # DescribeLogDirs (v2 is flexible)
     37: (0, 1),     # CreatePartitions
     42: (0, 1),     # DeleteGroups
     43: (1, 2),     # ElectLeaders (v1: ElectionType)
