@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kafkalite.broker.admin import TopicAdmin
     from kafkalite.broker.metrics import BrokerMetrics
     from kafkalite.broker.producer_ids import ProducerIdManager
+    from kafkalite.broker.quotas import BrokerQuotas
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
     from kafkalite.config import BrokerConfig
@@ -88,6 +89,7 @@ class BrokerServices:
     producer_ids: "ProducerIdManager"
     controller: "Controller"
     metrics: "BrokerMetrics"
+    quotas: "BrokerQuotas"
 
 
 @dataclass
@@ -101,6 +103,13 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     listener: str
+    #: the request's size in bytes (header and body), what Kafka's produce quota counts
+    request_size: int = 0
+    #: the longest quota throttle (ms) a handler decided on: the dispatcher puts it in the
+    #: response's throttle_time_ms and mutes the connection for it (KIP-219)
+    throttle_ms: int = 0
+    #: a follower's Fetch: replication is not subject to client quotas
+    throttle_exempt: bool = False
 
     @property
     def now_ms(self) -> int:
@@ -145,3 +154,16 @@ class RequestContext:
     @property
     def metrics(self) -> "BrokerMetrics":
         return self.services.metrics
+
+    @property
+    def quotas(self) -> "BrokerQuotas":
+        return self.services.quotas
+
+    @property
+    def principal(self) -> str:
+        """The user quotas are looked up for: without SASL every connection is ANONYMOUS."""
+        return "ANONYMOUS"
+
+    def throttle(self, ms: int) -> None:
+        """Ask for ``ms`` of throttling (the longest asked for wins)."""
+        self.throttle_ms = max(self.throttle_ms, ms)

@@ -20,6 +20,7 @@ NO_SESSION = 0
 
 @api(1, 4, 11)
 def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    ctx.throttle_exempt = req["replica_id"] >= 0        # replication is not a client's traffic
     if req.get("session_id", 0) != NO_SESSION:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                 "session_id": 0, "responses": []}
@@ -82,14 +83,21 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
             ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
 
     def count(body: dict[str, Any]) -> dict[str, Any]:
-        """The answer's bytes per topic, counted once when it is sent (per partition, no record)."""
+        """The answer's bytes per topic, counted once when it is sent (per partition, no record);
+        a consumer's bytes also count against its consumer_byte_rate (a follower's do not)."""
         metrics = ctx.metrics
+        sent = 0
         for t in body["responses"]:
             for entry in t["partitions"]:
                 if entry["error_code"]:
                     metrics.fetch_failed(t["topic"])
                 else:
                     metrics.fetched(t["topic"], len(entry["records"]), replica_id >= 0)
+                    sent += len(entry["records"])
+        if replica_id >= 0:
+            ctx.throttle_exempt = True
+        else:
+            ctx.throttle(ctx.quotas.fetch.record(ctx.principal, ctx.client_id or "", sent, ctx.now_ms))
         return body
 
     if replica_id >= 0:

@@ -13,11 +13,15 @@ from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.services import Clock
 from kafkalite.net.server import NO_RESPONSE, KafkaConnection
 from kafkalite.protocol import codec
+from kafkalite.broker.quotas import BrokerQuotas
+
+#: what a handler's context needs for client quotas: none are configured, so none apply
+NO_QUOTAS = dict(quotas=BrokerQuotas(), principal="ANONYMOUS", client_id=None, throttle=lambda ms: None)
 
 registry.load_handlers()
 
 #: ApiVersions needs no service; the dispatcher itself times and counts every request.
-SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics())
+SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics(), quotas=NO_QUOTAS["quotas"])
 
 
 def connect(dispatcher) -> tuple[KafkaConnection, StringTransport]:

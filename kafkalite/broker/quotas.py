@@ -1,0 +1,171 @@
+"""Client quotas on one broker: the three quota managers and their ZooKeeper source.
+
+:class:`BrokerQuotas` is the service handlers use (``ctx.quotas``): ``produce`` (bytes of Produce
+requests, ``producer_byte_rate``), ``fetch`` (bytes of record data in consumer Fetch responses,
+``consumer_byte_rate``) and ``request`` (handler time in percent of one thread,
+``request_percentage``), each Kafka's windowed rate per quota entity.
+
+:class:`QuotaConfigSync` fills them as Kafka 2.x brokers do: at start every ``/config/clients/<c>``,
+``/config/users/<u>`` and ``/config/users/<u>/clients/<c>`` (names URL-encoded as Kafka's
+``Sanitizer`` does; ``<default>`` as is) is read, then ``/config/changes`` is watched and each new
+``config_change_<seq>`` notification for a ``clients`` or ``users`` entity re-reads that entity.
+Without SASL every client is the user ``ANONYMOUS``, so user quotas apply through
+``/config/users/<default>`` (or ``/config/users/ANONYMOUS``), as in Kafka.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import quote, unquote
+
+from twisted.internet import defer
+
+from kafkalite.coordination.interfaces import Watch, ZooKeeper
+from kafkalite.quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE,
+                             ClientQuotaManager, QuotaEntities, QuotaEntity, RateConfig)
+from zk_schema import paths
+from zk_schema.config import ConfigEntityChangeNotification, ConfigEntityZNode
+from zk_schema.errors import ZkDataError
+
+log = logging.getLogger(__name__)
+
+#: the principal of every connection without SASL (Kafka's KafkaPrincipal.ANONYMOUS)
+ANONYMOUS = "ANONYMOUS"
+
+
+def sanitize(name: str) -> str:
+    """A user or client id as a znode name (Kafka's ``Sanitizer``: URL encoding, ``*`` too)."""
+    return name if name == DEFAULT else quote(name, safe="").replace("*", "%2A")
+
+
+def desanitize(name: str) -> str:
+    return name if name == DEFAULT else unquote(name)
+
+
+def entity_path(entity: QuotaEntity) -> str:
+    """``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>`` (sanitized)."""
+    if entity.user is None:
+        assert entity.client_id is not None
+        return f"clients/{sanitize(entity.client_id)}"
+    if entity.client_id is None:
+        return f"users/{sanitize(entity.user)}"
+    return f"users/{sanitize(entity.user)}/clients/{sanitize(entity.client_id)}"
+
+
+def parse_entity_path(path: str) -> QuotaEntity | None:
+    """The inverse of :func:`entity_path`; None for a path that is not a quota entity."""
+    parts = path.split("/")
+    if len(parts) == 2 and parts[0] == "clients":
+        return QuotaEntity(None, desanitize(parts[1]))
+    if len(parts) == 2 and parts[0] == "users":
+        return QuotaEntity(desanitize(parts[1]), None)
+    if len(parts) == 4 and parts[0] == "users" and parts[2] == "clients":
+        return QuotaEntity(desanitize(parts[1]), desanitize(parts[3]))
+    return None
+
+
+def quota_values(config: dict[str, str], where: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in QUOTA_KEYS:
+        if key in config:
+            try:
+                out[key] = float(config[key])
+            except ValueError:
+                log.warning("%s: ignoring %s=%r (not a number)", where, key, config[key])
+    return out
+
+
+class BrokerQuotas:
+    """The broker's client quota managers (one rate per quota entity and type)."""
+
+    def __init__(self, rate: RateConfig | None = None) -> None:
+        self.entities = QuotaEntities()
+        rate = rate or RateConfig()
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.entities, rate)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.entities, rate)
+        self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.entities, rate)
+
+
+class QuotaConfigSync:
+    """Keeps :attr:`BrokerQuotas.entities` equal to ZooKeeper's client and user configs."""
+
+    def __init__(self, zk: ZooKeeper, quotas: BrokerQuotas) -> None:
+        self.zk = zk
+        self.quotas = quotas
+        self.last_seen = -1                 # the highest notification sequence already applied
+        self.primed = False                 # the watch's first call (the state load_all read) seen
+        self.watch: Watch | None = None
+
+    @defer.inlineCallbacks
+    def start(self) -> Any:
+        yield self.zk.ensure_path(paths.CONFIG_CHANGES)
+        yield self.load_all()
+        self.watch = yield self.zk.watch_children(paths.CONFIG_CHANGES, self._changes)
+
+    @defer.inlineCallbacks
+    def load_all(self) -> Any:
+        """Read every quota entity (the broker's start, and after a session was lost)."""
+        found: list[QuotaEntity] = []
+        for client in (yield self._children(f"{paths.CONFIG}/clients")):
+            found.append(QuotaEntity(None, desanitize(client)))
+        for user in (yield self._children(f"{paths.CONFIG}/users")):
+            found.append(QuotaEntity(desanitize(user), None))
+            for client in (yield self._children(f"{paths.CONFIG}/users/{user}/clients")):
+                found.append(QuotaEntity(desanitize(user), desanitize(client)))
+        for entity in found:
+            yield self.reload(entity)
+
+    @defer.inlineCallbacks
+    def _children(self, path: str) -> Any:
+        stat = yield self.zk.exists(path)
+        if stat is None:
+            return []
+        try:
+            children = yield self.zk.get_children(path)
+        except Exception:  # noqa: BLE001 - deleted between exists and get_children: no children
+            return []
+        return children
+
+    @defer.inlineCallbacks
+    def reload(self, entity: QuotaEntity) -> Any:
+        path = entity_path(entity)
+        data, _ = yield self.zk.get_or_none(f"{paths.CONFIG}/{path}")
+        config: dict[str, str] = {}
+        if data is not None:
+            try:
+                config = dict(ConfigEntityZNode.decode(data).config)
+            except ZkDataError as exc:
+                log.warning("ignoring unreadable quota config %s: %s", path, exc)
+        values = quota_values(config, path)
+        self.quotas.entities.set(entity, values)
+        log.info("client quotas of %s: %s", path, values or "none")
+
+    def _changes(self, children: list[str]) -> None:
+        seqs = sorted((int(c[len(ConfigEntityChangeNotification.PREFIX):]), c) for c in children
+                      if c.startswith(ConfigEntityChangeNotification.PREFIX)
+                      and c[len(ConfigEntityChangeNotification.PREFIX):].isdigit())
+        if not self.primed:
+            # the first call: load_all has just read every entity these notifications name
+            self.primed = True
+            self.last_seen = seqs[-1][0] if seqs else -1
+            return
+        new = [(seq, name) for seq, name in seqs if seq > self.last_seen]
+        if new:
+            self.last_seen = new[-1][0]
+            self._apply(new).addErrback(lambda f: log.error("applying quota config changes failed: %s",
+                                                            f.getErrorMessage()))
+
+    @defer.inlineCallbacks
+    def _apply(self, notifications: list[tuple[int, str]]) -> Any:
+        for _seq, name in notifications:
+            data, _ = yield self.zk.get_or_none(f"{paths.CONFIG_CHANGES}/{name}")
+            if data is None:
+                continue
+            try:
+                change = ConfigEntityChangeNotification.decode(data)
+            except ZkDataError as exc:
+                log.warning("ignoring unreadable config change %s: %s", name, exc)
+                continue
+            entity = parse_entity_path(change.entity_path)
+            if entity is not None:
+                yield self.reload(entity)
