@@ -21,6 +21,7 @@ from urllib.parse import quote, unquote
 from twisted.internet import defer
 
 from kafkalite.coordination.interfaces import Watch, ZooKeeper
+from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE,
                              ClientQuotaManager, QuotaEntities, QuotaEntity, RateConfig)
 from zk_schema import paths
@@ -75,6 +76,11 @@ def quota_values(config: dict[str, str], where: str) -> dict[str, float]:
     return out
 
 
+def format_quota(key: str, value: float) -> str:
+    """The znode value as Kafka writes it: byte rates are longs, request_percentage a double."""
+    return str(float(value)) if key == REQUEST_PERCENTAGE else str(int(value))
+
+
 class BrokerQuotas:
     """The broker's client quota managers (one rate per quota entity and type)."""
 
@@ -84,14 +90,18 @@ class BrokerQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.entities, rate)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.entities, rate)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, self.entities, rate)
+        #: the ZooKeeper side (set by the broker; None in tests without ZooKeeper)
+        self.store: "QuotaConfigSync | None" = None
 
 
 class QuotaConfigSync:
     """Keeps :attr:`BrokerQuotas.entities` equal to ZooKeeper's client and user configs."""
 
-    def __init__(self, zk: ZooKeeper, quotas: BrokerQuotas) -> None:
-        self.zk = zk
+    def __init__(self, kafka_zk: "KafkaZkClient", quotas: BrokerQuotas) -> None:
+        self.kafka_zk = kafka_zk
+        self.zk: ZooKeeper = kafka_zk.zk
         self.quotas = quotas
+        quotas.store = self
         self.last_seen = -1                 # the highest notification sequence already applied
         self.primed = False                 # the watch's first call (the state load_all read) seen
         self.watch: Watch | None = None
@@ -104,7 +114,38 @@ class QuotaConfigSync:
 
     @defer.inlineCallbacks
     def load_all(self) -> Any:
-        """Read every quota entity (the broker's start, and after a session was lost)."""
+        """Read every quota entity (the broker's start)."""
+        for entity in (yield self.entities()):
+            yield self.reload(entity)
+
+    @defer.inlineCallbacks
+    def read_all(self) -> Any:
+        """Fires {entity: its quota values} for every entity in ZooKeeper with a quota
+        (DescribeClientQuotas answers from ZooKeeper, as Kafka's ZooKeeper-mode brokers do)."""
+        out: dict[QuotaEntity, dict[str, float]] = {}
+        for entity in (yield self.entities()):
+            path = entity_path(entity)
+            data, _ = yield self.zk.get_or_none(f"{paths.CONFIG}/{path}")
+            if data is None:
+                continue
+            try:
+                values = quota_values(dict(ConfigEntityZNode.decode(data).config), path)
+            except ZkDataError:
+                continue
+            if values:
+                out[entity] = values
+        return out
+
+    @defer.inlineCallbacks
+    def read_one(self, entity: QuotaEntity) -> Any:
+        """Fires the entity's quota values in ZooKeeper ({} if none)."""
+        path = entity_path(entity)
+        config = yield self.kafka_zk.get_entity_config(path)
+        return quota_values(config, path)
+
+    @defer.inlineCallbacks
+    def entities(self) -> Any:
+        """Fires every client and user entity that has a config znode."""
         found: list[QuotaEntity] = []
         for client in (yield self._children(f"{paths.CONFIG}/clients")):
             found.append(QuotaEntity(None, desanitize(client)))
@@ -112,8 +153,7 @@ class QuotaConfigSync:
             found.append(QuotaEntity(desanitize(user), None))
             for client in (yield self._children(f"{paths.CONFIG}/users/{user}/clients")):
                 found.append(QuotaEntity(desanitize(user), desanitize(client)))
-        for entity in found:
-            yield self.reload(entity)
+        return found
 
     @defer.inlineCallbacks
     def _children(self, path: str) -> Any:
@@ -139,6 +179,19 @@ class QuotaConfigSync:
         values = quota_values(config, path)
         self.quotas.entities.set(entity, values)
         log.info("client quotas of %s: %s", path, values or "none")
+
+    def write(self, entity: QuotaEntity, quotas: dict[str, float]) -> defer.Deferred:
+        """Set an entity's quota keys to ``quotas`` (other keys of its znode, e.g. SCRAM
+        credentials, are kept) and notify every broker; the broker applies it when the
+        notification arrives, like every other broker."""
+        path = entity_path(entity)
+
+        def merge(current: dict[str, str]) -> defer.Deferred:
+            config = {k: v for k, v in current.items() if k not in QUOTA_KEYS}
+            for key, value in quotas.items():
+                config[key] = format_quota(key, value)
+            return self.kafka_zk.set_entity_config(path, config)
+        return self.kafka_zk.get_entity_config(path).addCallback(merge)
 
     def _changes(self, children: list[str]) -> None:
         seqs = sorted((int(c[len(ConfigEntityChangeNotification.PREFIX):]), c) for c in children

@@ -120,7 +120,7 @@ class KafkaBroker:
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000))
-        self.quota_sync = QuotaConfigSync(self.kafka_zk.zk, self.quotas)
+        self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
         self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,

@@ -24,6 +24,8 @@ DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
 ELECT_LEADERS = 43
 DELETE_RECORDS = 21
 DESCRIBE_LOG_DIRS = 35
+DESCRIBE_CLIENT_QUOTAS, ALTER_CLIENT_QUOTAS = 48, 49
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2        # DescribeClientQuotas' MatchType
 PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
@@ -236,6 +238,32 @@ class Admin:
                              p["offset_lag"], p["is_future_key"])
                  for t in r["topics"] for p in t["partitions"]]) for r in resp["results"]]
         return out
+
+    # -- client quotas -----------------------------------------------------------------------
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], strict: bool = False
+                               ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """DescribeClientQuotas: ``components`` are (entity type ``user``/``client-id``, match
+        type, name); per matching entity its parts ({type: name, None = the default}) and quotas."""
+        body = {"components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+                "strict": strict}
+        resp = self.client._with_retries(partial(self.client.send, None, DESCRIBE_CLIENT_QUOTAS, body),
+                                         "DescribeClientQuotas")
+        check(resp["error_code"], "DescribeClientQuotas", resp.get("error_message"))
+        return [({e["entity_type"]: e["entity_name"] for e in entry["entity"]},
+                 {v["key"]: v["value"] for v in entry["values"]}) for entry in resp["entries"] or ()]
+
+    def alter_client_quotas(self, entity: Mapping[str, str | None], ops: Mapping[str, float | None], *,
+                            validate_only: bool = False) -> None:
+        """AlterClientQuotas for one entity ({type: name, None = the default}): each key set to
+        its value, or removed for None."""
+        body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                             "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                                     for k, v in ops.items()]}],
+                "validate_only": validate_only}
+        resp = self.client._with_retries(partial(self.client.send, None, ALTER_CLIENT_QUOTAS, body),
+                                         "AlterClientQuotas")
+        for entry in resp["entries"]:
+            check(entry["error_code"], "AlterClientQuotas", entry.get("error_message"))
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

@@ -55,6 +55,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     42: (0, 1),     # DeleteGroups
     43: (1, 2),     # ElectLeaders (v1: ElectionType)
     44: (0, 0),     # IncrementalAlterConfigs (v1 is flexible)
+    48: (0, 0),     # DescribeClientQuotas (v1 is flexible)
+    49: (0, 0),     # AlterClientQuotas (v1 is flexible)
 }
 
 

@@ -27,7 +27,7 @@ from kafkalite.coordination.ops import (CheckOp, ConditionalSetResult, CreateOp,
 from kafkalite.coordination.registration import EphemeralRegistry, broker_id_in_use
 from kafkalite.metadata.state import LeaderAndIsr
 from zk_schema import (PERSISTENT_PATHS, BrokerRegistration, ClusterIdZNode,
-                       ConfigEntityChangeNotification, DeleteTopicsZNode, LogDirEventNotification,
+                       ConfigEntityChangeNotification, ConfigEntityZNode, DeleteTopicsZNode, LogDirEventNotification,
                        PRODUCER_ID_BLOCK_SIZE, TopicConfigZNode, TopicPartitionsZNode,
                        TopicPartitionStateZNode, TopicPartitionZNode, TopicZNode, ZkDataError,
                        collides_with, new_topic_id, paths, sequence_number, validate_topic_name)
@@ -298,6 +298,22 @@ class KafkaZkClient:
                                   TopicConfigZNode(dict(config)).encode())
         created = yield self.zk.create(ConfigEntityChangeNotification.path_prefix(),
                                        ConfigEntityChangeNotification.for_topic(topic).encode(),
+                                       sequence=True, makepath=True)
+        return created
+
+    @defer.inlineCallbacks
+    def get_entity_config(self, entity_path: str) -> Any:
+        """Fires ``/config/<entity_path>``'s config ({} if none), e.g. ``clients/c`` or ``users/u/clients/c``."""
+        data, _ = yield self.zk.get_or_none(f"{paths.CONFIG}/{entity_path}")
+        return {} if data is None else dict(ConfigEntityZNode.decode(data).config)
+
+    @defer.inlineCallbacks
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> Any:
+        """Replace ``/config/<entity_path>`` and notify every broker (``/config/changes``), as
+        Kafka's ``AdminZkClient.changeConfigs`` does for clients and users."""
+        yield self._set_or_create(f"{paths.CONFIG}/{entity_path}", ConfigEntityZNode(dict(config)).encode())
+        created = yield self.zk.create(ConfigEntityChangeNotification.path_prefix(),
+                                       ConfigEntityChangeNotification(entity_path).encode(),
                                        sequence=True, makepath=True)
         return created
 

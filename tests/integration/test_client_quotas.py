@@ -1,8 +1,13 @@
-"""Client quotas on a broker process (Kafka 2.x): a producer_byte_rate in /config/clients/<id>,
-announced through /config/changes as Kafka's ZooKeeper-era kafka-configs writes it, throttles that
-client to its quota and tells it so in throttle_time_ms, while another client is unaffected."""
+"""Client quotas on broker processes (Kafka 2.x): a producer_byte_rate set with kafkalite-configs
+(AlterClientQuotas; the broker writes /config/clients/<id> and a /config/changes notification)
+throttles that client to its quota and tells it so in throttle_time_ms, while another client is
+unaffected; the tool describes, alters and deletes client and user quotas like kafka-configs.sh,
+and a change written straight to ZooKeeper (Kafka 2.x's --zookeeper path) reaches the broker too."""
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -35,6 +40,11 @@ def set_client_quota(cluster, client_id: str, config: dict[str, str]) -> None:
               ConfigEntityChangeNotification(f"clients/{client_id}").encode(), sequence=True, makepath=True)
 
 
+def configs(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kafkalite.cli.configs", "--bootstrap-server", bootstrap, *args],
+                          text=True, capture_output=True, timeout=60)
+
+
 def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) -> None:
     """A producer (client.id greedy) that could send far more is held to within 20 % of its
     200 kB/s producer_byte_rate over 22 s (two quota windows), librdkafka reports throttle times > 0
@@ -44,7 +54,9 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     broker = cluster.brokers[0]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
-    set_client_quota(cluster, "greedy", {"producer_byte_rate": str(QUOTA)})
+    out = configs(cluster.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "greedy",
+                  "--add-config", f"producer_byte_rate={QUOTA}")
+    assert out.returncode == 0 and out.stdout.strip() == "Completed updating config for client greedy.", out
     wait_for(lambda: "client quotas of clients/greedy" in broker.log_path.read_text(), 30,
              "the broker to apply the quota")
 
@@ -100,3 +112,47 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     assert throttles["polite"] == [] or max(throttles["polite"]) == 0
     assert len(polite_latency) >= 100
     assert max(polite_latency) < 1.0
+
+
+def test_configs_tool_alters_and_describes_client_and_user_quotas(cluster_factory) -> None:
+    """kafkalite-configs writes the znodes Kafka writes (/config/clients/<c>, /config/users/<default>,
+    /config/users/<u>/clients/<c>, values as Kafka formats them) and describes them back with
+    Kafka's lines; --delete-config removes a key; a quota written straight to ZooKeeper (with its
+    notification) reaches the broker; an unknown key and a fractional byte rate are refused in
+    one line."""
+    cluster = cluster_factory(1)
+    bs, zk, root = cluster.bootstrap, cluster.zk, cluster.chroot
+    assert configs(bs, "--alter", "--entity-type", "clients", "--entity-name", "app-1",
+                   "--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048").returncode == 0
+    done = configs(bs, "--alter", "--entity-type", "users", "--entity-default", "--add-config", "request_percentage=50")
+    assert done.stdout.strip() == "Completed updating default config for users in the cluster.", done
+    assert configs(bs, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                   "--entity-name", "app-2", "--add-config", "producer_byte_rate=4096").returncode == 0
+    assert json.loads(zk.get(root + "/config/clients/app-1")[0]) == {
+        "version": 1, "config": {"producer_byte_rate": "1024", "consumer_byte_rate": "2048"}}
+    assert json.loads(zk.get(root + "/config/users/<default>")[0])["config"] == {"request_percentage": "50.0"}
+    assert json.loads(zk.get(root + "/config/users/alice/clients/app-2")[0])["config"] == {"producer_byte_rate": "4096"}
+
+    described = configs(bs, "--describe", "--entity-type", "clients", "--entity-name", "app-1")
+    assert described.stdout.strip() == ("Quota configs for client-id 'app-1' are consumer_byte_rate=2048.0, "
+                                        "producer_byte_rate=1024.0"), described
+    users = configs(bs, "--describe", "--entity-type", "users").stdout.strip().splitlines()
+    assert users == ["Quota configs for the default user-principal are request_percentage=50.0"]
+    pair = configs(bs, "--describe", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients")
+    assert pair.stdout.strip() == ("Quota configs for user-principal 'alice', client-id 'app-2' are "
+                                   "producer_byte_rate=4096.0"), pair
+
+    assert configs(bs, "--alter", "--entity-type", "clients", "--entity-name", "app-1",
+                   "--delete-config", "consumer_byte_rate").returncode == 0
+    assert json.loads(zk.get(root + "/config/clients/app-1")[0])["config"] == {"producer_byte_rate": "1024"}
+
+    set_client_quota(cluster, "from-zk", {"consumer_byte_rate": "777"})
+    wait_for(lambda: "client quotas of clients/from-zk" in cluster.brokers[0].log_path.read_text(), 30,
+             "the broker to read the ZooKeeper-written quota")
+    assert "consumer_byte_rate=777.0" in configs(bs, "--describe", "--entity-type", "clients",
+                                                 "--entity-name", "from-zk").stdout
+
+    for bad, message in ((["--add-config", "bytes_per_hour=5"], "Invalid configuration key bytes_per_hour"),
+                         (["--add-config", "producer_byte_rate=1.5"], "must be a Long value")):
+        r = configs(bs, "--alter", "--entity-type", "clients", "--entity-name", "app-1", *bad)
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and message in r.stderr, r.stderr
