@@ -110,15 +110,29 @@ class ClientQuotaManager:
         found = self.entities.resolve(self.key, user, client_id)
         return None if found is None else found[1]
 
+    def unrecord(self, user: str, client_id: str, value: float, now_ms: int) -> None:
+        """Take back a recorded value (Kafka's ``unrecordQuotaSensor``: a throttled fetch whose
+        records were not sent)."""
+        found = self.entities.resolve(self.key, user, client_id)
+        if found is None:
+            return
+        rate = self.rates.get(self._tags(found[0], user, client_id))
+        if rate is not None:
+            rate.record(-value, now_ms)
+
+    @staticmethod
+    def _tags(entity: QuotaEntity, user: str, client_id: str) -> tuple[str, str]:
+        # the matched entity's parts name the sensor: a named entity is shared by its clients,
+        # a <default> part stands for each actual user / client id
+        return (user if entity.user is not None else "", client_id if entity.client_id is not None else "")
+
     def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Record ``value`` for this client; the throttle time in ms (0 within its quota)."""
         found = self.entities.resolve(self.key, user, client_id)
         if found is None:
             return 0
         entity, bound = found
-        # the matched entity's parts name the sensor: a named entity is shared by its clients,
-        # a <default> part stands for each actual user / client id
-        tags = (user if entity.user is not None else "", client_id if entity.client_id is not None else "")
+        tags = self._tags(entity, user, client_id)
         rate = self.rates.get(tags)
         if rate is None:
             rate = self.rates[tags] = Rate(self.config)

@@ -83,21 +83,27 @@ def handle_fetch(ctx: RequestContext, req: dict[str, Any]) -> Any:
             ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
 
     def count(body: dict[str, Any]) -> dict[str, Any]:
-        """The answer's bytes per topic, counted once when it is sent (per partition, no record);
-        a consumer's bytes also count against its consumer_byte_rate (a follower's do not)."""
+        """The answer's bytes per topic, counted once when it is sent (per partition, no record).
+        A consumer's bytes count against its consumer_byte_rate (a follower's do not); a consumer
+        over it gets, as from Kafka 2.x (KIP-219), an answer without records carrying the throttle
+        time, and those bytes are taken back out of its rate: it reads them after the throttle."""
+        if replica_id < 0:
+            size = sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"])
+            who = (ctx.principal, ctx.client_id or "")
+            throttle = ctx.quotas.fetch.record(*who, size, ctx.now_ms)
+            if throttle > 0:
+                ctx.quotas.fetch.unrecord(*who, size, ctx.now_ms)
+                for t in body["responses"]:
+                    for entry in t["partitions"]:
+                        entry["records"] = b""
+                ctx.throttle(throttle)
         metrics = ctx.metrics
-        sent = 0
         for t in body["responses"]:
             for entry in t["partitions"]:
                 if entry["error_code"]:
                     metrics.fetch_failed(t["topic"])
                 else:
                     metrics.fetched(t["topic"], len(entry["records"]), replica_id >= 0)
-                    sent += len(entry["records"])
-        if replica_id >= 0:
-            ctx.throttle_exempt = True
-        else:
-            ctx.throttle(ctx.quotas.fetch.record(ctx.principal, ctx.client_id or "", sent, ctx.now_ms))
         return body
 
     if replica_id >= 0:
