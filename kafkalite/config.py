@@ -270,6 +270,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("replica.fetch.backoff.ms", "int", 1000, "Back-off after a follower fetch error", at_least(0)),
     ConfigKey("replica.socket.timeout.ms", "int", 30000, "Follower fetch socket timeout", at_least(1)),
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed", at_least(1)),
+    ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates", at_least(1)),
+    ConfigKey("quota.window.size.seconds", "int", 1, "Time span of each client quota sample", at_least(1)),
     ConfigKey("controlled.shutdown.enable", "boolean", True, "Move leadership away before stopping"),
     ConfigKey("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts", at_least(0)),
     ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between attempts", at_least(0)),

@@ -17,9 +17,14 @@ from twisted.internet import defer
 
 from kafkalite.coordination.errors import NoNodeError
 from kafkalite.security import scram
-from zk_schema import desanitize, paths
+from zk_schema import desanitize, paths, sanitize
 
 USERS = "users"
+
+
+def user_entity_path(user: str) -> str:
+    """``users/<sanitized user>`` under ``/config``: where Kafka keeps a user's SCRAM credentials."""
+    return f"{USERS}/{sanitize(user)}"
 
 
 def credential_from_salted_password(mechanism: str, salt: bytes, salted_password: bytes,
@@ -42,14 +47,14 @@ class UserCredentials:
     @defer.inlineCallbacks
     def credential(self, mechanism: str, user: str) -> Any:
         """Fires the user's ScramCredential for ``mechanism``, or None."""
-        entity = yield self.kafka_zk.get_entity_config(USERS, user)
+        entity = yield self.kafka_zk.get_entity_config(user_entity_path(user))
         text = entity.get(mechanism)
         return scram.ScramCredential.from_config(text) if text else None
 
     @defer.inlineCallbacks
     def describe(self, user: str) -> Any:
         """Fires [(mechanism, iterations)] of the user's stored SCRAM credentials."""
-        entity = yield self.kafka_zk.get_entity_config(USERS, user)
+        entity = yield self.kafka_zk.get_entity_config(user_entity_path(user))
         out = []
         for mechanism in scram.MECHANISMS:
             if mechanism in entity:
@@ -68,9 +73,9 @@ class UserCredentials:
     @defer.inlineCallbacks
     def alter(self, user: str, upserts: Iterable[tuple[str, scram.ScramCredential]], deletes: Iterable[str]) -> Any:
         """Apply one user's changes in one write (plus the change notification)."""
-        entity = yield self.kafka_zk.get_entity_config(USERS, user)
+        entity = yield self.kafka_zk.get_entity_config(user_entity_path(user))
         for mechanism in deletes:
             entity.pop(mechanism, None)
         for mechanism, credential in upserts:
             entity[mechanism] = credential.to_config()
-        yield self.kafka_zk.set_entity_config(USERS, user, entity)
+        yield self.kafka_zk.set_entity_config(user_entity_path(user), entity)

@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # plain int: compared on every request
+#: inter-broker APIs that no client quota applies to (Kafka exempts cluster actions; follower
+#: fetches are exempted by the Fetch handler, which knows the replica id)
+QUOTA_EXEMPT = {ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA, ApiKey.CONTROLLED_SHUTDOWN}
 
 
 class Dispatcher:
@@ -53,9 +56,12 @@ class Dispatcher:
         if header.client_id is not None:
             conn.client_id = header.client_id
         ctx = RequestContext(self.services, conn, header.api_key, header.api_version,
-                             header.correlation_id, header.client_id, self.listener)
+                             header.correlation_id, header.client_id, self.listener, request_size=len(frame))
         clock, metrics = self.services.clock, self.services.metrics
         started = clock.seconds()
+
+        def encode(body: Any) -> Any:
+            return self._encode(body, ctx, clock.seconds() - started)
 
         def done(passthrough: Any = None) -> Any:
             """Count the request and its latency once, answered or failed."""
@@ -68,12 +74,21 @@ class Dispatcher:
             done()
             raise
         if isinstance(result, defer.Deferred):
-            return result.addCallback(self._encode, ctx).addBoth(done)
+            return result.addCallback(encode).addBoth(done)
         done()
-        return self._encode(result, ctx)
+        return encode(result)
 
     @staticmethod
-    def _encode(body: Any, ctx: RequestContext) -> Any:
+    def _encode(body: Any, ctx: RequestContext, elapsed_s: float) -> Any:
+        """Encode the response; first the request quota (the handler's time, in percent of one
+        thread, as Kafka's ``request_percentage``) and the throttle: the longest throttle goes
+        into ``throttle_time_ms`` and the connection is muted for it (KIP-219)."""
+        if ctx.api_key not in QUOTA_EXEMPT and not ctx.throttle_exempt:
+            ctx.throttle(ctx.quotas.request.record(ctx.quota_user, ctx.client_id or "", elapsed_s * 100.0, ctx.now_ms))
+        if ctx.throttle_ms > 0:
+            ctx.conn.mute(ctx.throttle_ms)      # also after an acks=0 produce, which gets no answer
         if body is NO_RESPONSE:
             return NO_RESPONSE
+        if ctx.throttle_ms > 0 and isinstance(body, dict) and "throttle_time_ms" in body:
+            body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), ctx.throttle_ms)
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)

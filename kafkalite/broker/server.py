@@ -38,7 +38,9 @@ from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
 from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.quota import RateConfig
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
 from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
@@ -128,6 +130,8 @@ class KafkaBroker:
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
+        self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000))
+        self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
         self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
@@ -160,7 +164,7 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials, self.txns)
+                              self.metrics, self.credentials, self.txns, self.quotas)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -179,6 +183,7 @@ class KafkaBroker:
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
+        yield self.quota_sync.start()
         self._start_loops()
         self.groups.start()
         if self.log_manager.offline_dirs:

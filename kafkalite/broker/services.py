@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kafkalite.broker.metrics import BrokerMetrics
     from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
+    from kafkalite.broker.quotas import BrokerQuotas
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
     from kafkalite.config import BrokerConfig
@@ -92,6 +93,7 @@ class BrokerServices:
     metrics: "BrokerMetrics"
     credentials: "UserCredentials"
     txns: "TransactionTopic"
+    quotas: "BrokerQuotas"
 
 
 @dataclass
@@ -105,6 +107,13 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     listener: str
+    #: the request's size in bytes (header and body), what Kafka's produce quota counts
+    request_size: int = 0
+    #: the longest quota throttle (ms) a handler decided on: the dispatcher puts it in the
+    #: response's throttle_time_ms and mutes the connection for it (KIP-219)
+    throttle_ms: int = 0
+    #: a follower's Fetch: replication is not subject to client quotas
+    throttle_exempt: bool = False
 
     @property
     def now_ms(self) -> int:
@@ -163,3 +172,18 @@ class RequestContext:
     def txns(self) -> "TransactionTopic":
         """The transaction coordinator and ``__transaction_state``."""
         return self.services.txns
+
+    @property
+    def quotas(self) -> "BrokerQuotas":
+        return self.services.quotas
+
+    @property
+    def quota_user(self) -> str:
+        """The user quotas are looked up for: the authenticated principal's name (ANONYMOUS
+        without authentication, as Kafka)."""
+        principal = getattr(self.conn, "principal", None)
+        return principal.name if principal is not None else "ANONYMOUS"
+
+    def throttle(self, ms: int) -> None:
+        """Ask for ``ms`` of throttling (the longest asked for wins)."""
+        self.throttle_ms = max(self.throttle_ms, ms)

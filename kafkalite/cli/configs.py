@@ -9,6 +9,12 @@ Users (``--entity-type users``) hold SCRAM credentials, as kafka-configs.sh mana
 ``iterations=N``, at least 4096) salts and hashes the password here, in the tool, and writes
 only ``salt=...,stored_key=...,server_key=...,iterations=N`` to ``/config/users/<user>`` with a
 ``/config/changes`` notification; brokers read the credential at the next authentication.
+
+Client quotas (``--entity-type clients|users``, and both for a user's client, as Kafka:
+``--entity-type users --entity-name u --entity-type clients --entity-name c``; ``--entity-default``
+instead of a name for the ``<default>`` entity) go through DescribeClientQuotas /
+AlterClientQuotas (48/49) with Kafka's keys ``producer_byte_rate``, ``consumer_byte_rate`` and
+``request_percentage``.
 """
 from __future__ import annotations
 
@@ -27,16 +33,20 @@ from .common import ToolError, bootstrap_arg, parser, run
 
 ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
 USERS = "users"
+#: quota entity types of the tool -> those of the protocol
+QUOTA_TYPES = {USERS: "user", "clients": "client-id"}
 
 
 def build_parser():
-    p = parser("kafkalite-configs", "Add, remove or describe configs of topics, brokers and users.")
+    p = parser("kafkalite-configs", "Add, remove or describe configs of topics, brokers, clients and users.")
     bootstrap_arg(p, required=False)
     p.add_argument("--zookeeper", metavar="HOST:PORT[/chroot]",
                    help="ZooKeeper connect string (users' SCRAM credentials, as Kafka 2.x's ConfigCommand)")
-    p.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, USERS]), required=True)
-    p.add_argument("--entity-name")
-    p.add_argument("--entity-default", action="store_true")
+    p.add_argument("--entity-type", choices=sorted({**ENTITY_TYPES, **QUOTA_TYPES}), required=True, action="append",
+                   help="topics, brokers, clients or users (users and clients together: a user's client)")
+    # names and defaults share one list so that their order pairs them with the entity types
+    p.add_argument("--entity-name", dest="entity_names", action="append", default=[])
+    p.add_argument("--entity-default", dest="entity_names", action="append_const", const=None)
     p.add_argument("--topic", help="shorthand for --entity-type topics --entity-name <topic>")
     actions = p.add_mutually_exclusive_group(required=True)
     actions.add_argument("--describe", action="store_true")
@@ -157,12 +167,69 @@ def users_main(a: Any) -> int:
         zk.close()
 
 
+def quota_main(a) -> int:
+    """``--entity-type clients|users``: describe or alter client quotas."""
+    from kafkalite.client.admin import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
+    types = a.entity_type
+    if len(types) != len(set(types)) or any(t not in QUOTA_TYPES for t in types):
+        raise ToolError("--entity-type clients and users may be combined (once each), not with topics or brokers")
+    names = a.entity_names
+    if len(names) > len(types):
+        raise ToolError("more --entity-name/--entity-default than --entity-type options")
+    if a.alter and len(names) != len(types):
+        raise ToolError("--alter needs an --entity-name or --entity-default for every --entity-type")
+    entity = {QUOTA_TYPES[t]: (names[i] if i < len(names) else "") for i, t in enumerate(types)}
+    with Admin(a.bootstrap_server) as admin:
+        if a.describe:
+            components = [(kind, MATCH_ANY if name == "" else MATCH_DEFAULT if name is None else MATCH_EXACT,
+                           name or None) for kind, name in entity.items()]
+            for parts, values in admin.describe_client_quotas(components, strict=True):
+                described = ", ".join(
+                    (f"the default {'user-principal' if k == 'user' else 'client-id'}" if n is None
+                     else f"{'user-principal' if k == 'user' else 'client-id'} '{n}'")
+                    for k, n in sorted(parts.items(), key=lambda kv: kv[0] != "user"))
+                print(f"Quota configs for {described} are "
+                      + ", ".join(f"{k}={v}" for k, v in sorted(values.items())))
+            return 0
+        adds = parse_add_config(a.add_config) if a.add_config else {}
+        deletes = [k.strip() for k in (a.delete_config or "").split(",") if k.strip()]
+        if not adds and not deletes:
+            raise ToolError("--alter needs --add-config and/or --delete-config")
+        ops: dict[str, float | None] = {}
+        for key, text in adds.items():
+            try:
+                ops[key] = float(text)
+            except ValueError:
+                raise ToolError(f"Invalid value {text!r} for quota {key}: not a number") from None
+        for key in deletes:
+            if key in ops:
+                raise ToolError(f"Invalid entity config: {key} is both added and deleted")
+            ops[key] = None
+        admin.alter_client_quotas({k: n for k, n in entity.items()}, ops)
+    if len(types) == 1 and names[0] is None:
+        print(f"Completed updating default config for {types[0]} in the cluster.")
+    else:
+        described = " and ".join(f"{t[:-1]} {n if n is not None else '<default>'}" for t, n in zip(types, names))
+        print(f"Completed updating config for {described}.")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    if a.entity_type == USERS:
+    if a.entity_type == [USERS] and a.zookeeper:
+        if len(a.entity_names) != 1 or a.entity_names[0] is None:
+            raise ToolError("an entity name must be specified with --entity-name")
+        a.entity_name = a.entity_names[0]
         return users_main(a)
     if not a.bootstrap_server:
-        raise ToolError("--bootstrap-server is required for topics and brokers")
+        raise ToolError("--bootstrap-server is required (or --zookeeper for users' SCRAM credentials)")
+    if any(t in QUOTA_TYPES for t in a.entity_type):
+        return quota_main(a)
+    if len(a.entity_type) > 1 or len(a.entity_names) > 1:
+        raise ToolError("topics and brokers take one --entity-type and one entity name")
+    a.entity_type = a.entity_type[0]
+    a.entity_default = a.entity_names == [None]
+    a.entity_name = a.entity_names[0] if a.entity_names and a.entity_names[0] is not None else None
     if a.topic:
         a.entity_type, a.entity_name = "topics", a.topic
     rtype = ENTITY_TYPES[a.entity_type]

@@ -19,6 +19,7 @@ from .errors import ClientError, check
 
 log = logging.getLogger(__name__)
 
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2        # DescribeClientQuotas' MatchType
 PREFERRED, UNCLEAN = 0, 1      # ElectLeaders' ElectionType
 
 TOPIC, BROKER = 2, 4           # ConfigResource types
@@ -52,6 +53,22 @@ class MemberDescription(NamedTuple):
     client_id: str
     host: str
     assignment: list[TopicPartition]
+
+
+class ReplicaInfo(NamedTuple):
+    """One replica in a log dir (DescribeLogDirs): its size in bytes (the segments' log files),
+    how far its log end is behind the high watermark, and whether it is a future replica (being
+    moved into this dir by AlterReplicaLogDirs)."""
+    partition: TopicPartition
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+class LogDirDescription(NamedTuple):
+    path: str
+    error_code: int            # 0, or KAFKA_STORAGE_ERROR for an offline dir
+    replicas: list[ReplicaInfo]
 
 
 class GroupDescription(NamedTuple):
@@ -233,6 +250,61 @@ class Admin:
             return done
 
         return client._with_retries(attempt, "DeleteRecords") if todo else done
+
+    def describe_log_dirs(self, broker_ids: Sequence[int] | None = None,
+                          topics: Sequence[str] | None = None) -> dict[int, list[LogDirDescription]]:
+        """DescribeLogDirs on each broker (None: every broker in the metadata): per broker its log
+        dirs, each with its error (KAFKA_STORAGE_ERROR for an offline dir) and the replicas it holds.
+        ``topics`` narrows the answer to every partition of those topics (an unknown topic simply
+        has none, as in Kafka)."""
+        md = self.client.metadata(list(topics) if topics else None)
+        if broker_ids is None:
+            broker_ids = sorted(md.brokers)
+        unknown = [b for b in broker_ids if b not in md.brokers]
+        if unknown:
+            raise ClientError(f"broker(s) {', '.join(map(str, unknown))} not in the cluster "
+                              f"(brokers: {', '.join(map(str, sorted(md.brokers)))})", ErrorCode.BROKER_NOT_AVAILABLE)
+        wanted: list[dict[str, Any]] | None = None
+        if topics is not None:
+            wanted = [{"topic": t, "partition_index": sorted(md.topics[t].partitions) if t in md.topics else []}
+                      for t in topics]
+        out: dict[int, list[LogDirDescription]] = {}
+        for broker in broker_ids:
+            resp = self.client._with_retries(
+                partial(self.client.send, broker, ApiKey.DESCRIBE_LOG_DIRS, {"topics": wanted}), "DescribeLogDirs")
+            check(resp.get("error_code", 0), f"DescribeLogDirs on broker {broker}")
+            out[broker] = [LogDirDescription(
+                r["log_dir"], r["error_code"],
+                [ReplicaInfo(TopicPartition(t["name"], p["partition_index"]), p["partition_size"],
+                             p["offset_lag"], p["is_future_key"])
+                 for t in r["topics"] for p in t["partitions"]]) for r in resp["results"]]
+        return out
+
+    # -- client quotas -----------------------------------------------------------------------
+    def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], strict: bool = False
+                               ) -> list[tuple[dict[str, str | None], dict[str, float]]]:
+        """DescribeClientQuotas: ``components`` are (entity type ``user``/``client-id``, match
+        type, name); per matching entity its parts ({type: name, None = the default}) and quotas."""
+        body = {"components": [{"entity_type": t, "match_type": m, "match": n} for t, m, n in components],
+                "strict": strict}
+        resp = self.client._with_retries(partial(self.client.send, None, ApiKey.DESCRIBE_CLIENT_QUOTAS, body),
+                                         "DescribeClientQuotas")
+        check(resp["error_code"], "DescribeClientQuotas", resp.get("error_message"))
+        return [({e["entity_type"]: e["entity_name"] for e in entry["entity"]},
+                 {v["key"]: v["value"] for v in entry["values"]}) for entry in resp["entries"] or ()]
+
+    def alter_client_quotas(self, entity: Mapping[str, str | None], ops: Mapping[str, float | None], *,
+                            validate_only: bool = False) -> None:
+        """AlterClientQuotas for one entity ({type: name, None = the default}): each key set to
+        its value, or removed for None."""
+        body = {"entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in entity.items()],
+                             "ops": [{"key": k, "value": 0.0 if v is None else float(v), "remove": v is None}
+                                     for k, v in ops.items()]}],
+                "validate_only": validate_only}
+        resp = self.client._with_retries(partial(self.client.send, None, ApiKey.ALTER_CLIENT_QUOTAS, body),
+                                         "AlterClientQuotas")
+        for entry in resp["entries"]:
+            check(entry["error_code"], "AlterClientQuotas", entry.get("error_message"))
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)

@@ -1,12 +1,13 @@
-"""``kafkalite-cluster up|status|kill|start|add-broker|down``: a local cluster for experiments.
+"""``kafkalite-cluster up|status|kill|start|add-broker|rolling-restart|down``: a local cluster for experiments.
 
 ``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``), N brokers (ids
 101.., as in the Kafka material) and a schema registry (unless ``--no-schema-registry``) detached
 from the terminal, waits until ZooKeeper has a quorum, every broker is registered, a controller
 is elected and the registry answers, and prints the bootstrap servers and the registry's URL. The
 state file in the data directory lets the later commands find the processes; ``kill``/``start``
-take a broker id or ``--zookeeper N``; ``add-broker`` starts one more broker with the next id.
-Every error is one line on stderr (plus a log tail where
+take a broker id or ``--zookeeper N``; ``add-broker`` starts one more broker with the next id;
+``rolling-restart`` restarts the brokers one at a time (controlled shutdown, then back and no
+partition under-replicated before the next). Every error is one line on stderr (plus a log tail where
 one helps) and exit code 1.
 """
 from __future__ import annotations
@@ -196,6 +197,18 @@ def cmd_add_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_rolling_restart(args: argparse.Namespace) -> int:
+    if args.timeout <= 0:
+        raise ClusterError("--timeout must be positive")
+    cluster = LocalCluster.load(args.data_dir)
+    try:
+        order = cluster.rolling_restart(args.timeout, progress=lambda msg: print(msg, flush=True))
+    finally:
+        cluster.close_zk()
+    print(f"rolling restart complete: brokers {', '.join(map(str, order))}; no partition under-replicated")
+    return 0
+
+
 def cmd_down(args: argparse.Namespace) -> int:
     try:
         cluster = LocalCluster.load(args.data_dir)
@@ -250,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--port", type=int, default=0, help="its listener port (default: a free port)")
     a.add_argument("--timeout", type=float, default=90.0)
     a.set_defaults(fn=cmd_add_broker)
+    rr = sub.add_parser("rolling-restart",
+                        help="restart every broker in turn (controlled shutdown), waiting for full ISRs in between")
+    rr.add_argument("--timeout", type=float, default=120.0,
+                    help="seconds each broker may take to stop, to come back and to rejoin every ISR (default 120)")
+    rr.set_defaults(fn=cmd_rolling_restart)
     d = sub.add_parser("down", help="stop everything (idempotent)")
     d.add_argument("--timeout", type=float, default=30.0, help="grace period before SIGKILL")
     d.add_argument("--delete-data", action="store_true", help="also delete the data directory")

@@ -28,9 +28,10 @@ import json
 import logging
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -372,6 +373,79 @@ class LocalCluster:
         rc = b.stop(timeout)
         self.save_state()
         return rc
+
+    def replication_lag(self, broker_id: int | None = None) -> list[PartitionStatus]:
+        """Partitions that are under-replicated in ZooKeeper (ISR shorter than the replica list),
+        plus, with ``broker_id``, those listing it as a replica but not (yet) in their ISR: the
+        partitions a rolling restart must wait for before it stops the next broker."""
+        st = self.status()
+        if not st.zookeeper_alive:
+            raise ClusterError("ZooKeeper has no quorum: cannot tell which partitions are replicated")
+        out = []
+        for p in st.partitions:
+            if p.under_replicated or (broker_id is not None and broker_id in p.replicas
+                                      and broker_id not in p.isr):
+                out.append(p)
+        return out
+
+    def wait_replicated(self, timeout: float, broker_id: int | None = None) -> None:
+        """Wait until no partition is under-replicated (and ``broker_id`` is back in every ISR it
+        belongs to); the error names a few partitions still missing replicas."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lagging = self.replication_lag(broker_id)
+            if not lagging:
+                return
+            if time.monotonic() >= deadline:
+                names = ", ".join(f"{p.topic}-{p.partition} (isr {p.isr} of {p.replicas})" for p in lagging[:3])
+                more = f" and {len(lagging) - 3} more" if len(lagging) > 3 else ""
+                raise ClusterError(f"{len(lagging)} partition(s) still under-replicated after {timeout:.0f} s: "
+                                   f"{names}{more}")
+            time.sleep(0.1)
+
+    def restart_order(self) -> list[BrokerProcess]:
+        """The brokers in id order with the controller last, as Kafka operators roll a cluster:
+        the controller moves once, not once per restarted broker."""
+        cid = self.controller_id()
+        return sorted(self.brokers, key=lambda b: (b.broker_id == cid, b.broker_id))
+
+    def rolling_restart(self, timeout: float = 120.0,
+                        progress: Callable[[str], None] | None = None) -> list[int]:
+        """Restart every broker, one at a time: SIGTERM (the broker's controlled shutdown moves its
+        leaderships away and leaves every ISR), wait for it to exit, start it again, wait until it
+        is registered in this incarnation and no partition is under-replicated, then the next.
+        ``timeout`` bounds each step of each broker. Refuses to start while a broker is down or a
+        partition is under-replicated (a restart would then take a partition below its ISR).
+        Returns the broker ids in the order restarted."""
+        say = progress or (lambda _msg: None)
+        dead = [b.broker_id for b in self.brokers if not b.alive]
+        if dead:
+            raise ClusterError(f"broker(s) {', '.join(map(str, dead))} not running: start them before a rolling restart")
+        if not self.brokers:
+            raise ClusterError("the cluster has no brokers")
+        self.wait_replicated(timeout)
+        done = []
+        for b in self.restart_order():
+            started = time.monotonic()
+            say(f"broker {b.broker_id}: controlled shutdown (SIGTERM, pid {b.pid})")
+            b.terminate()
+            if not b.wait(timeout):
+                raise ClusterError(f"broker {b.broker_id} did not stop within {timeout:.0f} s of SIGTERM "
+                                   f"(pid {b.pid} left running); see {b.log_path}")
+            self.save_state()
+            try:
+                b.launch()
+                self.save_state()
+                b.wait_ready(timeout)
+            except BaseException:
+                self.save_state()
+                raise
+            self.save_state()
+            say(f"broker {b.broker_id}: back on {b.bootstrap} (pid {b.pid}), waiting for its replicas to rejoin the ISRs")
+            self.wait_replicated(timeout, b.broker_id)
+            say(f"broker {b.broker_id}: done in {time.monotonic() - started:.1f} s, no partition under-replicated")
+            done.append(b.broker_id)
+        return done
 
     def down(self, timeout: float = 30.0) -> list[str]:
         """Stop everything (idempotent); returns what was stopped, for the user."""

@@ -302,19 +302,18 @@ class KafkaZkClient:
         return created
 
     @defer.inlineCallbacks
-    def get_entity_config(self, entity_type: str, name: str) -> Any:
-        """Fires ``/config/<entity_type>/<sanitized name>``'s config ({} if none), e.g. a user's
-        SCRAM credentials under ``users``."""
-        data, _ = yield self.zk.get_or_none(ConfigEntityZNode.path(entity_type, sanitize(name)))
+    def get_entity_config(self, entity_path: str) -> Any:
+        """Fires ``/config/<entity_path>``'s config ({} if none), e.g. ``clients/c`` or ``users/u/clients/c``."""
+        data, _ = yield self.zk.get_or_none(f"{paths.CONFIG}/{entity_path}")
         return {} if data is None else dict(ConfigEntityZNode.decode(data).config)
 
     @defer.inlineCallbacks
-    def set_entity_config(self, entity_type: str, name: str, config: Mapping[str, str]) -> Any:
-        """Replace ``/config/<entity_type>/<sanitized name>`` and write the change notification."""
-        entity = sanitize(name)
-        yield self._set_or_create(ConfigEntityZNode.path(entity_type, entity), ConfigEntityZNode(dict(config)).encode())
+    def set_entity_config(self, entity_path: str, config: Mapping[str, str]) -> Any:
+        """Replace ``/config/<entity_path>`` and notify every broker (``/config/changes``), as
+        Kafka's ``AdminZkClient.changeConfigs`` does for clients and users."""
+        yield self._set_or_create(f"{paths.CONFIG}/{entity_path}", ConfigEntityZNode(dict(config)).encode())
         created = yield self.zk.create(ConfigEntityChangeNotification.path_prefix(),
-                                       ConfigEntityChangeNotification(f"{entity_type}/{entity}").encode(),
+                                       ConfigEntityChangeNotification(entity_path).encode(),
                                        sequence=True, makepath=True)
         return created
 

@@ -191,6 +191,10 @@ class KafkaConnection(protocol.Protocol):
         self.principal: principals.KafkaPrincipal | None = principals.ANONYMOUS
         self.authenticator: Any = None            # net.sasl.SaslAuthenticator on SASL listeners
         self.close_after_response = False         # close once the next response is written
+        #: KIP-219 channel muting: nothing is read or dispatched until the throttle time passes
+        self.muted = False
+        self.muted_until = 0.0
+        self._unmute_call: Any = None
 
     # -- Twisted callbacks ---------------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -229,12 +233,16 @@ class KafkaConnection(protocol.Protocol):
             self.queue.extend(frames)
             if len(self.queue) >= self.max_queued and not self.reading_paused:
                 self.reading_paused = True
-                stream_transport(self).pauseProducing()
+                if not self.muted:
+                    stream_transport(self).pauseProducing()
             self._next()
 
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.closed = True
         self.queue.clear()
+        if self._unmute_call is not None and self._unmute_call.active():
+            self._unmute_call.cancel()
+        self._unmute_call = None
         if self.on_close is not None:
             self.on_close(self)
 
@@ -248,6 +256,35 @@ class KafkaConnection(protocol.Protocol):
 
     def stopProducing(self) -> None:
         self.closed = True
+
+    # -- quota throttling (KIP-219) ---------------------------------------------------------------
+    def mute(self, throttle_ms: int) -> None:
+        """Read and dispatch nothing more from this client for ``throttle_ms`` (the response that
+        carries the throttle time still goes out at once): Kafka's channel muting for a client
+        over its quota. A longer throttle extends the mute; a shorter one leaves it."""
+        if throttle_ms <= 0 or self.closed:
+            return
+        clock = self.clock if self.clock is not None else _global_reactor()
+        until = clock.seconds() + throttle_ms / 1000.0
+        if until <= self.muted_until:
+            return
+        self.muted_until = until
+        if self._unmute_call is not None and self._unmute_call.active():
+            self._unmute_call.cancel()
+        if not self.muted:
+            self.muted = True
+            if not self.reading_paused:
+                stream_transport(self).pauseProducing()
+        self._unmute_call = clock.callLater(throttle_ms / 1000.0, self._unmute)
+
+    def _unmute(self) -> None:
+        self._unmute_call = None
+        self.muted = False
+        if self.closed:
+            return
+        if not self.reading_paused:
+            stream_transport(self).resumeProducing()
+        self._next()
 
     # -- pipeline ------------------------------------------------------------------------------
     def lose_connection(self) -> None:
@@ -277,7 +314,7 @@ class KafkaConnection(protocol.Protocol):
             return
         self.draining = True
         try:
-            while not (self.busy or self.closed or self.paused_by_transport) and self.queue:
+            while not (self.busy or self.closed or self.paused_by_transport or self.muted) and self.queue:
                 frame = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < self.max_queued // 2:
                     self.reading_paused = False
@@ -437,3 +474,9 @@ class KafkaServerFactory(protocol.ServerFactory):
     def close_all(self) -> None:
         for conn in list(self.connections):
             conn.lose_connection()
+
+
+def _global_reactor() -> IReactorTime:
+    """The running reactor, for a connection built without a clock (production passes one)."""
+    from twisted.internet import reactor
+    return reactor

@@ -74,6 +74,57 @@ class AddPartitionsToTxnResponse(TypedDict):
     results: list[AddPartitionsToTxnResponseAddPartitionsToTxnTopicResult]
 
 
+class AlterClientQuotasRequestEntityData(TypedDict):
+    """AlterClientQuotasRequest's EntityData struct."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasRequestOpData(TypedDict):
+    """AlterClientQuotasRequest's OpData struct."""
+
+    key: str
+    value: float
+    remove: bool
+
+
+class AlterClientQuotasRequestEntryData(TypedDict):
+    """AlterClientQuotasRequest's EntryData struct."""
+
+    entity: list[AlterClientQuotasRequestEntityData]
+    ops: list[AlterClientQuotasRequestOpData]
+
+
+class AlterClientQuotasRequest(TypedDict):
+    """AlterClientQuotasRequest: the request body, API key 49, versions 0-1."""
+
+    entries: list[AlterClientQuotasRequestEntryData]
+    validate_only: bool
+
+
+class AlterClientQuotasResponseEntityData(TypedDict):
+    """AlterClientQuotasResponse's EntityData struct."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class AlterClientQuotasResponseEntryData(TypedDict):
+    """AlterClientQuotasResponse's EntryData struct."""
+
+    error_code: int
+    error_message: str | None
+    entity: list[AlterClientQuotasResponseEntityData]
+
+
+class AlterClientQuotasResponse(TypedDict):
+    """AlterClientQuotasResponse: the response body, API key 49, versions 0-1."""
+
+    throttle_time_ms: int
+    entries: list[AlterClientQuotasResponseEntryData]
+
+
 class AlterConfigsRequestAlterableConfig(TypedDict):
     """AlterConfigsRequest's AlterableConfig struct."""
 
@@ -482,6 +533,51 @@ class DeleteTopicsResponse(TypedDict):
 
     throttle_time_ms: NotRequired[int]
     responses: list[DeleteTopicsResponseDeletableTopicResult]
+
+
+class DescribeClientQuotasRequestComponentData(TypedDict):
+    """DescribeClientQuotasRequest's ComponentData struct."""
+
+    entity_type: str
+    match_type: int
+    match: str | None
+
+
+class DescribeClientQuotasRequest(TypedDict):
+    """DescribeClientQuotasRequest: the request body, API key 48, versions 0-1."""
+
+    components: list[DescribeClientQuotasRequestComponentData]
+    strict: bool
+
+
+class DescribeClientQuotasResponseEntityData(TypedDict):
+    """DescribeClientQuotasResponse's EntityData struct."""
+
+    entity_type: str
+    entity_name: str | None
+
+
+class DescribeClientQuotasResponseValueData(TypedDict):
+    """DescribeClientQuotasResponse's ValueData struct."""
+
+    key: str
+    value: float
+
+
+class DescribeClientQuotasResponseEntryData(TypedDict):
+    """DescribeClientQuotasResponse's EntryData struct."""
+
+    entity: list[DescribeClientQuotasResponseEntityData]
+    values: list[DescribeClientQuotasResponseValueData]
+
+
+class DescribeClientQuotasResponse(TypedDict):
+    """DescribeClientQuotasResponse: the response body, API key 48, versions 0-1."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    entries: list[DescribeClientQuotasResponseEntryData] | None
 
 
 class DescribeConfigsRequestDescribeConfigsResource(TypedDict):

@@ -34,7 +34,7 @@ LAYERS: list[tuple[str, int]] = [
 ]
 NAMES = {0: "core", 1: "adapters", 2: "broker", 3: "tools"}
 #: Core modules that are pure: no reactor, no sockets, no kazoo.
-PURE = ("kafkalite.protocol", "kafkalite.records", "kafkalite.storage", "kafkalite.metadata",
+PURE = ("kafkalite.protocol", "kafkalite.quota", "kafkalite.records", "kafkalite.storage", "kafkalite.metadata",
         "zk_schema", "kafkalite.controller.decisions", "kafkalite.config", "kafkalite.errors")
 IMPURE_THIRD_PARTY = ("twisted", "kazoo")
 

@@ -25,6 +25,7 @@ NO_SESSION = 0
 
 @api(ApiKey.FETCH, 4, 11)
 def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
+    ctx.throttle_exempt = req["replica_id"] >= 0        # replication is not a client's traffic
     if req.get("session_id", 0) != NO_SESSION:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
                 "session_id": 0, "responses": []}
@@ -93,7 +94,20 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
 
     def count(body: dict[str, Any]) -> dict[str, Any]:
-        """The answer's bytes per topic, counted once when it is sent (per partition, no record)."""
+        """The answer's bytes per topic, counted once when it is sent (per partition, no record).
+        A consumer's bytes count against its consumer_byte_rate (a follower's do not); a consumer
+        over it gets, as from Kafka 2.x (KIP-219), an answer without records carrying the throttle
+        time, and those bytes are taken back out of its rate: it reads them after the throttle."""
+        if replica_id < 0:
+            size = sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"])
+            who = (ctx.quota_user, ctx.client_id or "")
+            throttle = ctx.quotas.fetch.record(*who, size, ctx.now_ms)
+            if throttle > 0:
+                ctx.quotas.fetch.unrecord(*who, size, ctx.now_ms)
+                for t in body["responses"]:
+                    for entry in t["partitions"]:
+                        entry["records"] = b""
+                ctx.throttle(throttle)
         metrics = ctx.metrics
         for t in body["responses"]:
             for entry in t["partitions"]:

@@ -59,6 +59,8 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
 def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     replicas = ctx.replicas
     acks = req["acks"]
+    # producer_byte_rate counts whole requests, as Kafka's produce quota does
+    ctx.throttle(ctx.quotas.produce.record(ctx.quota_user, ctx.client_id or "", ctx.request_size, ctx.now_ms))
     results: list[tuple[str, list[dict[str, Any]]]] = []
     waiting: list[tuple[dict[str, Any], PendingAck]] = []
     failed = False

@@ -10,15 +10,19 @@ from twisted.internet.testing import StringTransport
 from kafkalite.broker import registry
 from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.services import Clock
 from kafkalite.net.server import NO_RESPONSE, KafkaConnection
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
 
+#: what a handler's context needs for client quotas: none are configured, so none apply
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
+
 registry.load_handlers()
 
 #: ApiVersions needs no service; the dispatcher itself times and counts every request.
-SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics())
+SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics(), quotas=NO_QUOTAS["quotas"])
 
 
 def connect(dispatcher) -> tuple[KafkaConnection, StringTransport]:
@@ -135,3 +139,70 @@ def test_many_pipelined_already_fired_answers_do_not_recurse() -> None:
     answered = [struct.unpack(">i", r)[0] for r in responses(transport.value())]
     assert answered == list(range(count))
     assert not conn.busy and not transport.disconnecting
+
+
+class MutesAfterFirst:
+    """Answers every request at once; the first asks for a 500 ms throttle (as a handler over
+    its quota does through the dispatcher)."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+
+    def dispatch(self, frame, conn):
+        corr = codec.read_request_header(frame).correlation_id
+        self.seen.append(corr)
+        if corr == 1:
+            conn.mute(500)
+        return [struct.pack(">ii", 4, corr)]
+
+
+def test_a_muted_connection_answers_then_reads_nothing_until_the_throttle_passed() -> None:
+    """KIP-219: the throttled request's answer leaves at once; the requests already received
+    wait, and the socket is not read (transport paused) until 500 ms later, then they are served."""
+    clock = task.Clock()
+    dispatcher = MutesAfterFirst()
+    conn = KafkaConnection(dispatcher, max_frame_bytes=1 << 20, max_queued=4, clock=clock)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    conn.dataReceived(b"".join(request(18, 0, c) for c in (1, 2)))
+    assert dispatcher.seen == [1]
+    assert [struct.unpack(">i", r)[0] for r in responses(transport.value())] == [1]
+    assert transport.producerState == "paused"
+    clock.advance(0.499)
+    assert dispatcher.seen == [1] and transport.producerState == "paused"
+    clock.advance(0.002)
+    assert dispatcher.seen == [1, 2] and transport.producerState == "producing"
+    assert [struct.unpack(">i", r)[0] for r in responses(transport.value())] == [1, 2]
+
+
+class TickingClock(task.Clock):
+    """Each reading is 10 ms after the previous one: a handler seems to take time."""
+
+    def seconds(self) -> float:
+        self.rightNow += 0.01
+        return self.rightNow
+
+
+def test_dispatcher_puts_the_throttle_in_the_response_and_mutes() -> None:
+    """A client over its request_percentage gets throttle_time_ms > 0 in its answer (ApiVersions
+    v1) and its connection is muted; a client id without a quota on the same broker is not."""
+    from kafkalite.quota import QuotaEntity
+    quotas = BrokerQuotas()
+    quotas.entities.set(QuotaEntity(None, "test"), {"request_percentage": 0.01})
+    clock = TickingClock()
+    services = SimpleNamespace(clock=Clock(clock), metrics=BrokerMetrics(), quotas=quotas)
+    conn = KafkaConnection(Dispatcher(services, "PLAINTEXT"), max_frame_bytes=1 << 20, max_queued=4, clock=clock)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    conn.dataReceived(request(18, 1, 7))
+    [raw] = responses(transport.value())
+    corr, body = codec.decode_response(18, 1, raw)
+    assert corr == 7 and body["throttle_time_ms"] > 0
+    assert conn.muted and transport.producerState == "paused"
+
+    other = KafkaConnection(Dispatcher(services, "PLAINTEXT"), max_frame_bytes=1 << 20, max_queued=4, clock=clock)
+    other_transport = StringTransport()
+    other.makeConnection(other_transport)
+    other.dataReceived(b"".join(bytes(c) for c in codec.encode_request(18, 1, 8, "someone-else", {})))
+    [raw] = responses(other_transport.value())
+    assert codec.decode_response(18, 1, raw)[1]["throttle_time_ms"] == 0 and not other.muted

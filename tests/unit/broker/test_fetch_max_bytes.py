@@ -8,6 +8,10 @@ from typing import Any
 
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.quotas import BrokerQuotas
+
+#: what a handler's context needs for client quotas: none are configured, so none apply
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
 
 
 class Part:
@@ -43,7 +47,7 @@ def fetch(broker: Broker, max_bytes: int) -> list[int]:
            "topics": [{"topic": "t", "partitions": [
                {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": 0,
                 "partition_max_bytes": 1000} for i in range(len(broker.parts))]}]}
-    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0, metrics=BrokerMetrics()), req)
+    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0, metrics=BrokerMetrics(), **NO_QUOTAS), req)
     return [len(p["records"]) for p in body["responses"][0]["partitions"]]
 
 

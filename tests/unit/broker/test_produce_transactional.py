@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.handlers.produce import handle_produce
 from kafkalite.errors import ErrorCode
 from kafkalite.records.batch import validate_batches
 from kafkalite.records.builder import build_batch
+
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
 
 pytestmark = pytest.mark.unit
 
@@ -32,7 +35,8 @@ def produce(txn_id: str | None, *records: Any) -> tuple[list[int], Replicas]:
     replicas = Replicas()
     req = {"transactional_id": txn_id, "acks": 1, "timeout_ms": 1000, "topic_data": [
         {"name": "t", "partition_data": [{"index": i, "records": r} for i, r in enumerate(records)]}]}
-    body = handle_produce(SimpleNamespace(replicas=replicas, api_version=8, metrics=BrokerMetrics()), req)
+    body = handle_produce(SimpleNamespace(replicas=replicas, api_version=8, metrics=BrokerMetrics(), request_size=0,
+                                          now_ms=0, **NO_QUOTAS), req)
     return [p["error_code"] for p in body["responses"][0]["partition_responses"]], replicas
 
 

@@ -12,6 +12,7 @@ import pytest
 from twisted.internet import task
 
 from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.handlers.list_offsets import handle_list_offsets
 from kafkalite.broker.partition import Partition
@@ -23,6 +24,8 @@ from kafkalite.records.batch import read_header, validate_batches
 from kafkalite.records.builder import build_batch
 from kafkalite.records.control import ControlType
 from kafkalite.storage import LogConfig, PartitionLog
+
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +44,7 @@ class Env:
         self.part.become_leader(LeaderAndIsr(ME, 3, (ME,), 1), [ME], 1000)
         self.rm.partitions[("t", 0)] = self.part
         self.ctx = SimpleNamespace(replicas=self.rm, config={"fetch.max.bytes": 1 << 20}, now_ms=1000,
-                                   metrics=BrokerMetrics())
+                                   metrics=BrokerMetrics(), **NO_QUOTAS)
 
     def produce(self, values: list[bytes], pid: int = -1, seq: int = -1, txn: bool = False) -> int:
         raw = build_batch([(1000, None, v, ()) for v in values], producer_id=pid,
