@@ -101,7 +101,7 @@ def test_broker_0_leads_follows_fails_over_and_rejoins(zookeeper: Any, tmp_path:
         cluster.start()
         assert cluster.wait_for_controller(30) == 0
         assert metadata_controller(cluster.broker(2).bootstrap) == 0
-        wait_for(lambda: all(len(wire.request(b.bootstrap, 3, 8, {"topics": [], "allow_auto_topic_creation": False})
+        wait_for(lambda: all(len(wire.request(b.bootstrap, 3, 8, wire.metadata_body([]))
                                  ["brokers"]) == 3 for b in cluster.brokers), 30, "every broker seen by every broker")
         topic = "id-zero-rf3"
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})

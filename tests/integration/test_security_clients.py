@@ -387,7 +387,9 @@ def test_garbage_on_secured_listeners_closes_only_that_connection(secure: Any) -
     port = listener_port(broker, "SASL_SSL")
     frames = [b"".join(bytes(c) for c in codec.encode_request(17, 1, 1, "raw", {"mechanism": "GSSAPI"})),
               struct.pack(">i", 12) + os.urandom(12),
-              b"".join(bytes(c) for c in codec.encode_request(3, 9, 1, "raw", {"topics": [], "allow_auto_topic_creation": False}))]
+              b"".join(bytes(c) for c in codec.encode_request(3, 9, 1, "raw", {"topics": [], "allow_auto_topic_creation": False,
+                                                                                     "include_cluster_authorized_operations": False,
+                                                                                     "include_topic_authorized_operations": False}))]
     for frame in frames:
         with socket.create_connection(("127.0.0.1", port)) as raw, context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
             tls.sendall(frame)
