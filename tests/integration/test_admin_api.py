@@ -302,6 +302,11 @@ EXPECTED_API_TABLE = {
     21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
     # transactions (issue 14), last non-flexible versions; WriteTxnMarkers is inter-broker
     24: (0, 2), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2),
+    45: (0, 0), 46: (0, 0),   # Alter/ListPartitionReassignments (issue 16)
+    48: (0, 1), 49: (0, 1),   # Describe/AlterClientQuotas (issue 16)
+    # SASL and SCRAM credentials (issue 17): SaslHandshake 0-1, SaslAuthenticate 0-2 (served on any
+    # listener; before login only on SASL ones), Describe/AlterUserScramCredentials 0
+    17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
 }
 # Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
 # FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).
@@ -313,8 +318,7 @@ GROUP_API_TABLE = {8: (2, 7), 9: (1, 5), 10: (0, 3), 11: (0, 5), 12: (0, 3), 13:
 def test_api_versions_table(broker, version: int) -> None:
     """ApiVersions v0-3 answers 0 and advertises exactly the kafka-protocol.md §6 range for each
     API this broker implements (Produce 0-8, Fetch 4-11, ...); any other key it lists must be a
-    §6 group API at its §6 range, and nothing else (no SASL) is advertised but the transaction
-    APIs of issue 14."""
+    §6 group API at its §6 range, and nothing else is advertised."""
     body = {"client_software_name": "kafkalite-tests", "client_software_version": "1.0"}
     r = request(broker.bootstrap, ApiKey.API_VERSIONS, version, body)
     assert r["error_code"] == 0

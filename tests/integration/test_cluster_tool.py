@@ -304,8 +304,10 @@ def test_add_broker_then_move_a_partition_onto_it(data_dir: Path, tmp_path: Path
     assert state["brokers"][2]["overrides"] == state["brokers"][0]["overrides"]
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic("grow-me", 1, 2)])["grow-me"].result(30)
+    # on the two original brokers only (a plain RF=2 topic may already place a replica on 103)
+    admin.create_topics([NewTopic("grow-me", 1, replica_assignment=[[101, 102]])])["grow-me"].result(30)
     before = admin.list_topics("grow-me", timeout=10).topics["grow-me"].partitions[0].replicas
+    assert 103 not in before
     target = [103, before[0]]
     plan = tmp_path / "plan.json"
     plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "grow-me", "partition": 0,
