@@ -239,13 +239,15 @@ class RegistryResource(resource.Resource):
         request.finish()
 
     def _forward(self, request: server.Request, call: Call) -> defer.Deferred:
+        body = b""
+        if request.method in (b"POST", b"PUT"):
+            # A bad body is refused (422/415) before anything else, as Confluent's JAX-RS layer
+            # does, so a client sees the same answer during an election as after it.
+            call.body()
+            body = call.raw
         primary = self.registry.primary_url
         if primary is None or self.forwarder is None or request.getHeader(FORWARDED_HEADER):
             raise errors.unknown_leader()       # (a forwarded request is never forwarded again)
-        body = b""
-        if request.method in (b"POST", b"PUT"):
-            call.body()                         # bad bodies are refused here, not by the primary
-            body = call.raw
         return self.forwarder.forward(primary, request, body)
 
     # -- handlers: reads return values; writes return ``state -> (answer, records)`` ---------

@@ -45,6 +45,7 @@ def writer(log_dir: str, ack_path: str, seed: int) -> None:
     plog.high_watermark = plog.log_end_offset
     clock = [2_000_000 + seed * 100_000]
     cleaner = LogCleaner(lm, clock=lambda: clock[0])
+    drop_torn_ack_line(Path(ack_path))
     ack = os.open(ack_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     n = 0
     while True:
@@ -64,6 +65,17 @@ def writer(log_dir: str, ack_path: str, seed: int) -> None:
             os.write(ack, lines.encode())
             clock[0] += 1
         cleaner.clean_once()
+
+
+def drop_torn_ack_line(path: Path) -> None:
+    """A kill can land inside ``os.write`` of the ack lines (a short write): cut the file back to its
+    last complete line, so the next writer's lines do not run on from a torn one (a torn line was
+    never an acknowledgement)."""
+    if path.exists():
+        data = path.read_bytes()
+        keep = data.rfind(b"\n") + 1
+        if keep != len(data):
+            os.truncate(path, keep)
 
 
 def read_acks(path: Path) -> dict[bytes, tuple[int, bytes | None]]:

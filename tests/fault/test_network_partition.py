@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.fault.cluster_support import full_isr, leaders, metadata_agrees, zk_states
 from tests.support.brokers import BrokerProcess, Cluster
@@ -63,6 +63,42 @@ def netns_unavailable() -> str | None:
     return None
 
 
+def allow_bridged_traffic() -> list[str] | None:
+    """Where br_netfilter hands bridged frames to iptables and the FORWARD chain drops them (a
+    host that once ran Docker has policy DROP), brokers in two namespaces could not reach each
+    other: accept frames between ports of the test bridge. Returns the rule to delete, or None."""
+    rule = ["FORWARD", "-i", f"{PFX}-br0", "-o", f"{PFX}-br0", "-j", "ACCEPT"]
+    try:
+        made = subprocess.run(["iptables", "-I", *rule], capture_output=True, text=True)
+    except FileNotFoundError:
+        return None
+    return rule if made.returncode == 0 else None
+
+
+PROBE_LISTEN = ("import socket; s = socket.socket(); s.bind((__import__('sys').argv[1], 0)); s.listen(); "
+                "print(s.getsockname()[1], flush=True); s.settimeout(15); c, _ = s.accept(); c.sendall(b'ok')")
+PROBE_CONNECT = ("import socket, sys; c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5); "
+                 "print(c.recv(2).decode())")
+
+
+def namespaces_unreachable() -> str | None:
+    """A TCP connection from namespace 1 to a listener in namespace 2, as brokers make them."""
+    listener = subprocess.Popen(["ip", "netns", "exec", f"{PFX}-b2", sys.executable, "-c", PROBE_LISTEN,
+                                 f"{NET}.12"], stdout=subprocess.PIPE, text=True)
+    try:
+        port = (listener.stdout.readline() if listener.stdout else "").strip()
+        if not port:
+            return "could not listen inside a network namespace"
+        dial = subprocess.run(["ip", "netns", "exec", f"{PFX}-b1", sys.executable, "-c", PROBE_CONNECT,
+                               f"{NET}.12", port], capture_output=True, text=True, timeout=30)
+        if dial.stdout.strip() != "ok":
+            return f"namespaces on the test bridge cannot reach each other: {dial.stderr.strip()[-300:]}"
+        return None
+    finally:
+        listener.kill()
+        listener.wait()
+
+
 class NamespacedBroker(BrokerProcess):
     """Broker ``i`` inside namespace ``kcl-b<i>``, listening on 10.214.0.1<i>."""
 
@@ -100,6 +136,15 @@ def _log_bytes(broker: BrokerProcess) -> bytes:
     return b"".join(p.read_bytes() for p in (broker.dir / "data" / f"{TOPIC}-0").glob("*.log"))
 
 
+def _knows_cluster(broker: BrokerProcess) -> bool:
+    """The broker's own metadata names all three brokers and a controller."""
+    try:
+        md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return len(md.brokers) == 3 and md.controller_id in (1, 2, 3)
+
+
 def _produce(bootstrap: str, values: list[bytes]) -> None:
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
     for v in values:
@@ -114,8 +159,12 @@ def test_partitioned_leader_truncates_divergent_tail(tmp_path) -> None:
         pytest.skip(reason)
     netns_down(3)                      # leftovers of an interrupted run
     netns_up(3)
+    rule = allow_bridged_traffic()
     zk = cluster = None
     try:
+        blocked = namespaces_unreachable()
+        if blocked:
+            pytest.skip(blocked)
         # on every root-namespace address (the bridge too), so namespaced brokers reach it
         zk = ZooKeeperServer(tmp_path / "zk", listen_address="0.0.0.0").start()
         cluster = Cluster(zk, tmp_path / "cluster", 0)
@@ -124,7 +173,9 @@ def test_partitioned_leader_truncates_divergent_tail(tmp_path) -> None:
         cluster.brokers = [NamespacedBroker(cluster, i, dict(overrides)) for i in (1, 2, 3)]
         cluster.start()
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-        admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(30)
+        # every broker's metadata names all three and the controller: the controller reached them
+        wait_for(lambda: all(_knows_cluster(b) for b in cluster.brokers), 60, "metadata naming all brokers")
+        admin.create_topics([NewTopic(TOPIC, 1, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
         wait_for(lambda: len(zk_states(cluster, TOPIC)) == 1 and full_isr(cluster, TOPIC, 3), 30, "leader")
         before = [f"before-{i}".encode() for i in range(100)]
         _produce(cluster.bootstrap, before)
@@ -167,4 +218,6 @@ def test_partitioned_leader_truncates_divergent_tail(tmp_path) -> None:
             cluster.stop()
         if zk is not None:
             zk.stop()
+        if rule is not None:
+            subprocess.run(["iptables", "-D", *rule], capture_output=True)
         netns_down(3)

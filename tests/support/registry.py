@@ -28,7 +28,9 @@ def registry_factory(tmp_path: Path) -> Iterator[Any]:
         props = {**TEST_REGISTRY_DEFAULTS, **{k.replace("_", "."): v for k, v in overrides.items()}}
         proc = SchemaRegistryProcess(tmp_path, bootstrap, overrides=props, name=f"registry-{len(made)}")
         made.append(proc)
-        return proc.start()
+        proc.start()
+        proc.wait_ready(need_primary=True)      # writes before the election answer 50004
+        return proc
 
     yield make
     for proc in made:
