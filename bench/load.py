@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import os
-import struct
 import threading
 import time
 from typing import Any, Callable
@@ -130,52 +129,6 @@ def paced(rate: float, duration: float, send: Callable[[int], None], poll: Calla
             sent += 1
         poll()
         time.sleep(max(0.0, (sent / rate) - (time.perf_counter() - start)))
-
-
-def end_to_end_latency(system: System, topic: str, partitions: int, rate: float, duration: float,
-                       acks: int | str = "all") -> list[float]:
-    """Produce at ``rate`` records/s for ``duration`` s while a consumer thread reads them; each
-    value carries its send time (perf_counter_ns), so latency = receive time - send time, in ms."""
-    latencies: list[float] = []
-    ready = threading.Event()
-    done = threading.Event()
-    consumer_error: list[BaseException] = []
-
-    def read() -> None:
-        c = Consumer(system.client_conf(**COMMON_CONSUMER, **{"group.id": "bench-latency"}))
-        try:
-            c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-            c.consume(num_messages=1, timeout=1.0)      # connects and starts fetching
-            ready.set()
-            now = time.perf_counter_ns
-            while not done.is_set():
-                for m in c.consume(num_messages=1000, timeout=0.1):
-                    if m.error() is None:
-                        latencies.append((now() - struct.unpack_from(">q", m.value())[0]) / 1e6)
-        except BaseException as exc:   # surfaced by the caller
-            consumer_error.append(exc)
-            ready.set()
-        finally:
-            c.close()
-
-    t = threading.Thread(target=read, daemon=True)
-    t.start()
-    ready.wait(30)
-    p = Producer(system.client_conf(**LATENCY_PRODUCER, acks=acks))
-    pad = os.urandom(VALUE_SIZE - 8)
-    clock = time.perf_counter_ns
-    sent = paced(rate, duration, lambda i: p.produce(topic, struct.pack(">q", clock()) + pad), lambda: p.poll(0))
-    p.flush(60)
-    deadline = time.monotonic() + 60
-    while len(latencies) < sent and time.monotonic() < deadline and not consumer_error:
-        time.sleep(0.05)
-    done.set()
-    t.join(30)
-    if consumer_error:
-        raise consumer_error[0]
-    if len(latencies) < sent:
-        raise RuntimeError(f"{system.name}: latency consumer got {len(latencies)}/{sent} records")
-    return latencies
 
 
 def percentile(sorted_values: list[float], q: float) -> float:

@@ -152,7 +152,7 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
             if "memory" in chosen:
                 scenarios.memory(system, results, "after scenario 3")
             if "latency" in chosen:
-                scenarios.latency(system, results, sizes)
+                scenarios.latency(system, results, sizes, system.workdir / "latency")
             if "failover" in chosen:
                 if profiler:
                     profiler.detach()       # py-spy would die with the killed broker anyway
@@ -185,7 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")
     ap.add_argument("--records", type=int, help="records per produce/consume run (default 1,000,000)")
-    ap.add_argument("--latency-seconds", type=float, help="duration of one latency run (default 30)")
+    ap.add_argument("--latency-seconds", type=float, help="duration of one latency run (default 20)")
+    ap.add_argument("--latency-rates", help="comma-separated records/s (default 1000,10000,50000)")
+    ap.add_argument("--latency-warmup", type=float, help="seconds of warm-up before scenario 4 (default 60)")
     ap.add_argument("--growth-gb", type=float, help="GB produced in scenario 5 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
@@ -198,10 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (1 if args.quick else 5)
     sizes = Sizes.quick(runs) if args.quick else Sizes(runs=runs, failover_runs=runs)
     for attr, value in (("records", args.records), ("latency_seconds", args.latency_seconds),
-                        ("growth_gb", args.growth_gb), ("failover_runs", args.failover_runs)):
+                        ("growth_gb", args.growth_gb), ("failover_runs", args.failover_runs),
+                        ("latency_warmup_seconds", args.latency_warmup)):
         if value is not None:
             setattr(sizes, attr, value)
 
+    if args.latency_rates:
+        try:
+            sizes.latency_rates = tuple(float(r) for r in args.latency_rates.split(","))
+        except ValueError:
+            raise SystemExit(f"--latency-rates: numbers separated by commas, not {args.latency_rates!r}") from None
     results = Results(RESULTS)
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-", dir="/tmp"))
     zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)

@@ -9,8 +9,9 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-from bench import load
+from bench import latency_probe, load
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -22,8 +23,9 @@ class Sizes:
     """Record counts and durations; ``--quick`` shrinks them for development runs."""
     records: int = 1_000_000
     runs: int = 5
-    latency_rate: float = 10_000
-    latency_seconds: float = 30.0
+    latency_rates: tuple[float, ...] = (1_000, 10_000, 50_000)
+    latency_seconds: float = 20.0
+    latency_warmup_seconds: float = 60.0
     growth_gb: float = 5.0
     growth_chunks: int = 5
     failover_rate: float = 2_000
@@ -31,7 +33,8 @@ class Sizes:
 
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
-        return cls(records=200_000, runs=runs, latency_seconds=5.0, growth_gb=0.2, failover_runs=runs)
+        return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
+                   latency_warmup_seconds=2.0, growth_gb=0.2, failover_runs=runs)
 
 
 def rss_kib(pid: int) -> int:
@@ -133,21 +136,66 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
 # ------------------------------------------------------------------------------ 4: latency
 
 
-def latency(system: System, results: Results, sizes: Sizes) -> None:
-    """Scenario 4: produce-to-consume latency at a fixed rate, acks=all, RF 3 (fresh topic per run)."""
-    per_run: dict[str, list[float]] = {"p50": [], "p99": [], "p99.9": [], "max": []}
-    for _ in range(sizes.runs):
-        topic = _topic("s4-latency")
+def latency(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+    """Scenario 4: end-to-end and produce-to-ack latency on RF 3 (6 partitions, min.insync.replicas
+    2), producer and consumer in processes of their own, per-record receive times
+    (:mod:`bench.latency_probe`); each rate of ``sizes.latency_rates`` with acks=1 and acks=all, a
+    fresh topic per run. A warm-up run at the highest rate comes first and is not counted (Kafka's
+    JVM compiles its hot paths in the first minute). The last run of each combination is drawn
+    over time into ``<results>/<stamp>-latency-<system>.png``."""
+    producer_conf = system.client_conf(**load.LATENCY_PRODUCER)
+    consumer_conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-latency"})
+    top = max(sizes.latency_rates)
+    if sizes.latency_warmup_seconds > 0:
+        topic = _topic("s4-warmup")
         system.create_topic(topic, 6, 3, REPLICATED)
-        lat = sorted(load.end_to_end_latency(system, topic, 6, sizes.latency_rate, sizes.latency_seconds))
-        per_run["p50"].append(load.percentile(lat, 50))
-        per_run["p99"].append(load.percentile(lat, 99))
-        per_run["p99.9"].append(load.percentile(lat, 99.9))
-        per_run["max"].append(lat[-1])
-    for name, values in per_run.items():
-        results.add(Row("4 end-to-end latency", f"{name}, {sizes.latency_rate:,.0f} rec/s x "
-                        f"{sizes.latency_seconds:g} s, acks=all RF3", system.name, "ms", values,
-                        higher_is_better=False))
+        latency_probe.run({**producer_conf, "acks": "all"}, consumer_conf, topic, 6, top,
+                          sizes.latency_warmup_seconds, workdir / "warmup")
+    traces: dict[str, latency_probe.LatencySamples] = {}
+    for rate in sizes.latency_rates:
+        for acks in ("1", "all"):
+            per_run: dict[str, list[float]] = {}
+            for run in range(sizes.runs):
+                topic = _topic("s4-latency")
+                system.create_topic(topic, 6, 3, REPLICATED)
+                samples = latency_probe.run({**producer_conf, "acks": acks}, consumer_conf, topic, 6, rate,
+                                            sizes.latency_seconds, workdir / f"{rate:g}-{acks}-{run}")
+                for kind, values in (("end-to-end", samples.end_to_end), ("produce-to-ack", samples.ack)):
+                    ordered = sorted(values)
+                    for q in (50.0, 99.0, 99.9):
+                        per_run.setdefault(f"{kind} p{q:g}", []).append(load.percentile(ordered, q))
+                    per_run.setdefault(f"{kind} max", []).append(ordered[-1])
+                traces[f"{rate:,.0f} rec/s, acks={acks}"] = samples
+            for name, values in per_run.items():
+                results.add(Row("4 latency", f"{name}, {rate:,.0f} rec/s x {sizes.latency_seconds:g} s, "
+                                f"acks={acks} RF3", system.name, "ms", values, higher_is_better=False))
+    plot_latency_over_time(traces, results.out_dir / f"{results.stamp}-latency-{system.name.split()[0]}.png",
+                           system.name)
+
+
+def plot_latency_over_time(traces: dict[str, latency_probe.LatencySamples], path: Path, title: str) -> None:
+    """One panel per rate/acks: each record's end-to-end latency against its receive time."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    if not traces:
+        return
+    fig, axes = plt.subplots(len(traces), 1, figsize=(9, 2.2 * len(traces)), squeeze=False)
+    for ax, (label, samples) in zip(axes.flat, traces.items()):
+        ax.plot(samples.at, samples.end_to_end, ",", alpha=0.6)
+        ax.set_yscale("log")
+        ax.set_title(f"{title}: {label}", fontsize=8)
+        ax.set_ylabel("ms", fontsize=7)
+        ax.tick_params(labelsize=7)
+    axes.flat[-1].set_xlabel("seconds since the first send", fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    print(f"latency over time: {path}", flush=True)
 
 
 # ------------------------------------------------------------------------------ 7: failover
