@@ -5,7 +5,8 @@ confluent-kafka load, on one machine, in one run (issue 9).
 
 Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache limit),
 ``produce`` (1), ``consume`` (2), ``replicated`` (3), ``latency`` (4), ``growth`` (5),
-``memory`` (6), ``failover`` (7), or ``all``.
+``memory`` (6), ``failover`` (7), ``broker-ceiling`` (8: pre-encoded Produce requests
+from several processes, bench/ceiling_load.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -40,8 +41,9 @@ from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover"]
-ONE_BROKER = {"produce", "consume", "growth"}
+NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
+         "broker-ceiling"]
+ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover"}
 
 
@@ -56,7 +58,7 @@ def parse_scenarios(items: list[str]) -> list[str]:
             elif part in NAMES:
                 chosen.add(part)
             else:
-                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-7")
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-8")
     return [n for n in NAMES if n in chosen]
 
 
@@ -134,6 +136,8 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
                     scenarios.consume_one_broker(system, results, sizes, topics[n], n)
             if "growth" in chosen:
                 scenarios.log_growth(system, results, sizes)
+            if "broker-ceiling" in chosen:
+                scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling")
         finally:
             if profiler:
                 profiler.detach()
@@ -180,7 +184,7 @@ def _interrupt(*_: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-7")
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-8")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import latency_probe, load
+from bench import ceiling_load, latency_probe, load
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -26,6 +26,9 @@ class Sizes:
     latency_rates: tuple[float, ...] = (1_000, 10_000, 50_000)
     latency_seconds: float = 20.0
     latency_warmup_seconds: float = 60.0
+    ceiling_seconds: float = 10.0
+    ceiling_connections: int = 4
+    ceiling_window: int = 4
     growth_gb: float = 5.0
     growth_chunks: int = 5
     failover_rate: float = 2_000
@@ -34,7 +37,7 @@ class Sizes:
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
-                   latency_warmup_seconds=2.0, growth_gb=0.2, failover_runs=runs)
+                   latency_warmup_seconds=2.0, ceiling_seconds=3.0, growth_gb=0.2, failover_runs=runs)
 
 
 def rss_kib(pid: int) -> int:
@@ -47,6 +50,36 @@ def rss_kib(pid: int) -> int:
 
 def _topic(prefix: str) -> str:
     return f"{prefix}-{time.time_ns() % 10**12}"
+
+
+# ------------------------------------------------------------------------------ 8: broker ceiling
+
+
+def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+    """Scenario 8: the broker's own produce ceiling, acks=1, 6 partitions on 1 broker, with 100 B
+    and 1 KB records: pre-encoded Produce requests of about 500 KB pipelined over
+    ``sizes.ceiling_connections`` connections from as many processes (bench/ceiling_load.py), so
+    the client is not what is measured. Compare with scenario 0 (the machine's own limit)."""
+    broker = system.brokers[0]
+    host, port = broker.bootstrap.rsplit(":", 1)
+    for record_size in (100, 1024):
+        records_per_request = 500_000 // record_size
+        rates, mbs = [], []
+        for run in range(sizes.runs):
+            topic = _topic(f"s8-{record_size}b")
+            system.create_topic(topic, 6, 1)
+            got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
+                                   records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
+                                   sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
+            stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            if stored != got.records:
+                raise RuntimeError(f"{system.name}: {topic} holds {stored} records, {got.records} acknowledged")
+            rates.append(got.records_per_s)
+            mbs.append(got.mb_per_s)
+        metric = (f"{record_size} B records, acks=1, {sizes.ceiling_connections} connections x "
+                  f"{sizes.ceiling_window} in flight")
+        results.add(Row("8 broker ceiling, 1 broker", f"{metric}, records/s", system.name, "records/s", rates))
+        results.add(Row("8 broker ceiling, 1 broker", f"{metric}, payload MB/s", system.name, "MB/s", mbs))
 
 
 # ------------------------------------------------------------------------------ 1, 2: one broker

@@ -30,6 +30,8 @@ _rdkafka_log.propagate = False
 
 class System:
     name: str
+    #: the Produce version the raw-request load generator sends (bench/ceiling_load.py)
+    raw_produce_version: int = 7
 
     def __init__(self, zookeeper: Any, workdir: Path) -> None:
         self.zookeeper = zookeeper
@@ -126,6 +128,7 @@ class Kafkalite(System):
 
 class Kafka09(System):
     name = KAFKA
+    raw_produce_version = 1      # v0 message sets: the newest 0.9 understands
 
     def __init__(self, zookeeper: Any, workdir: Path) -> None:
         super().__init__(zookeeper, workdir)
