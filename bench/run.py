@@ -6,7 +6,8 @@ confluent-kafka load, on one machine, in one run (issue 9).
 Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache limit),
 ``produce`` (1), ``consume`` (2), ``replicated`` (3), ``latency`` (4), ``growth`` (5),
 ``memory`` (6), ``failover`` (7), ``broker-ceiling`` (8: pre-encoded Produce requests
-from several processes, bench/ceiling_load.py), or ``all``.
+from several processes, bench/ceiling_load.py), ``clients`` (9: thousands of producers and
+consumers in groups, bench/many_clients.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -42,9 +43,9 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
-         "broker-ceiling"]
+         "broker-ceiling", "clients"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling"}
-THREE_BROKERS = {"replicated", "latency", "memory", "failover"}
+THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients"}
 
 
 def parse_scenarios(items: list[str]) -> list[str]:
@@ -58,7 +59,7 @@ def parse_scenarios(items: list[str]) -> list[str]:
             elif part in NAMES:
                 chosen.add(part)
             else:
-                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-8")
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-9")
     return [n for n in NAMES if n in chosen]
 
 
@@ -157,6 +158,8 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
                 scenarios.memory(system, results, "after scenario 3")
             if "latency" in chosen:
                 scenarios.latency(system, results, sizes, system.workdir / "latency")
+            if "clients" in chosen:
+                scenarios.many_clients(system, results, sizes, system.workdir / "clients")
             if "failover" in chosen:
                 if profiler:
                     profiler.detach()       # py-spy would die with the killed broker anyway
@@ -184,7 +187,7 @@ def _interrupt(*_: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-8")
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-9")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")
@@ -193,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rates", help="comma-separated records/s (default 1000,10000,50000)")
     ap.add_argument("--latency-warmup", type=float, help="seconds of warm-up before scenario 4 (default 60)")
     ap.add_argument("--growth-gb", type=float, help="GB produced in scenario 5 (default 5)")
+    ap.add_argument("--clients", help="comma-separated client counts for scenario 9 (default 1000,2000)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
     ap.add_argument("--publish", action="store_true", help="also write bench/RESULTS.md and bench/RESULTS.png")
@@ -214,6 +218,11 @@ def main(argv: list[str] | None = None) -> int:
             sizes.latency_rates = tuple(float(r) for r in args.latency_rates.split(","))
         except ValueError:
             raise SystemExit(f"--latency-rates: numbers separated by commas, not {args.latency_rates!r}") from None
+    if args.clients:
+        try:
+            sizes.client_counts = tuple(int(n) for n in args.clients.split(","))
+        except ValueError:
+            raise SystemExit(f"--clients: whole numbers separated by commas, not {args.clients!r}") from None
     results = Results(RESULTS)
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-", dir="/tmp"))
     zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import ceiling_load, latency_probe, load
+from bench import many_clients as many_clients_load
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -29,6 +30,9 @@ class Sizes:
     ceiling_seconds: float = 10.0
     ceiling_connections: int = 4
     ceiling_window: int = 4
+    client_counts: tuple[int, ...] = (1_000, 2_000)
+    clients_seconds: float = 60.0
+    client_workers: int = 4
     growth_gb: float = 5.0
     growth_chunks: int = 5
     failover_rate: float = 2_000
@@ -37,7 +41,8 @@ class Sizes:
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
-                   latency_warmup_seconds=2.0, ceiling_seconds=3.0, growth_gb=0.2, failover_runs=runs)
+                   latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
+                   growth_gb=0.2, failover_runs=runs)
 
 
 def rss_kib(pid: int) -> int:
@@ -80,6 +85,36 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
                   f"{sizes.ceiling_window} in flight")
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, records/s", system.name, "records/s", rates))
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, payload MB/s", system.name, "MB/s", mbs))
+
+
+# ------------------------------------------------------------------------------ 9: many clients
+
+
+def many_clients(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+    """Scenario 9: for each count N of ``sizes.client_counts``, N producers (10 keyed records/s
+    each, acks=1) and N consumers in N/10 groups on one 30-partition RF 3 topic, for
+    ``sizes.clients_seconds`` once every group is stable (bench/many_clients.py)."""
+    brokers = {b.broker_id: (b.bootstrap.rsplit(":", 1)[0], int(b.bootstrap.rsplit(":", 1)[1]), b.pid)
+               for b in system.brokers}
+    bootstrap = ",".join(b.bootstrap for b in system.brokers)
+    for n in sizes.client_counts:
+        topic = _topic(f"s9-{n}")
+        system.create_topic(topic, 30, 3, REPLICATED)
+        got = many_clients_load.run(bootstrap, brokers, topic, 30, n, n, max(1, n // 10), 10.0,
+                                    sizes.clients_seconds, sizes.client_workers, 1, workdir / f"{n}")
+        label = f"{n:,} producers x 10 rec/s + {n:,} consumers in {max(1, n // 10)} groups"
+        ack, e2e = sorted(got.ack_ms), sorted(got.end_to_end_ms)
+        for metric, unit, value in (
+                ("all groups stable after", "s", got.stable_seconds),
+                ("produce-to-ack p99", "ms", load.percentile(ack, 99)),
+                ("end-to-end p99", "ms", load.percentile(e2e, 99)),
+                ("worst ApiVersions round trip", "ms", got.worst_api_versions_ms),
+                ("broker CPU, mean of 3", "%", sum(got.broker_cpu_percent.values()) / len(brokers)),
+                ("broker RSS, largest", "MiB", max(got.broker_rss_mib.values())),
+                ("client errors", "count", float(got.errors))):
+            results.add(Row("9 many clients, 3 brokers", f"{label}: {metric}", system.name, unit, [value],
+                            higher_is_better=False,
+                            note=f"{len(ack):,} acks, {len(e2e):,} records received"))
 
 
 # ------------------------------------------------------------------------------ 1, 2: one broker
