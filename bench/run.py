@@ -7,7 +7,8 @@ Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache 
 ``produce`` (1), ``consume`` (2), ``replicated`` (3), ``latency`` (4), ``growth`` (5),
 ``memory`` (6), ``failover`` (7), ``broker-ceiling`` (8: pre-encoded Produce requests
 from several processes, bench/ceiling_load.py), ``clients`` (9: thousands of producers and
-consumers in groups, bench/many_clients.py), or ``all``.
+consumers in groups, bench/many_clients.py), ``partitions`` (10: 10,000 and 30,000 RF 3
+partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -43,7 +44,7 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
-         "broker-ceiling", "clients"]
+         "broker-ceiling", "clients", "partitions", "recovery"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients"}
 
@@ -59,7 +60,7 @@ def parse_scenarios(items: list[str]) -> list[str]:
             elif part in NAMES:
                 chosen.add(part)
             else:
-                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-9")
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-11")
     return [n for n in NAMES if n in chosen]
 
 
@@ -121,6 +122,18 @@ class Profiler:
 
 def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes,
                profiler: Profiler | None) -> None:
+    run_small_clusters(system, chosen, results, sizes, profiler)
+    # scenarios 10 and 11 start clusters of their own (the state they build would slow the rest)
+    if "partitions" in chosen:
+        print(f"== {system.name}: many partitions", flush=True)
+        scenarios.many_partitions(system, results, sizes)
+    if "recovery" in chosen:
+        print(f"== {system.name}: crash recovery", flush=True)
+        scenarios.crash_recovery(system, results, sizes)
+
+
+def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
+                       profiler: Profiler | None) -> None:
     if ONE_BROKER & set(chosen):
         print(f"== {system.name}: 1 broker", flush=True)
         system.start(1)
@@ -187,7 +200,7 @@ def _interrupt(*_: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-9")
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-11")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")
@@ -197,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-warmup", type=float, help="seconds of warm-up before scenario 4 (default 60)")
     ap.add_argument("--growth-gb", type=float, help="GB produced in scenario 5 (default 5)")
     ap.add_argument("--clients", help="comma-separated client counts for scenario 9 (default 1000,2000)")
+    ap.add_argument("--partitions", help="comma-separated partition counts for scenario 10 (default 10000,30000)")
+    ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
     ap.add_argument("--publish", action="store_true", help="also write bench/RESULTS.md and bench/RESULTS.png")
@@ -209,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes.quick(runs) if args.quick else Sizes(runs=runs, failover_runs=runs)
     for attr, value in (("records", args.records), ("latency_seconds", args.latency_seconds),
                         ("growth_gb", args.growth_gb), ("failover_runs", args.failover_runs),
-                        ("latency_warmup_seconds", args.latency_warmup)):
+                        ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb)):
         if value is not None:
             setattr(sizes, attr, value)
 
@@ -223,6 +238,11 @@ def main(argv: list[str] | None = None) -> int:
             sizes.client_counts = tuple(int(n) for n in args.clients.split(","))
         except ValueError:
             raise SystemExit(f"--clients: whole numbers separated by commas, not {args.clients!r}") from None
+    if args.partitions:
+        try:
+            sizes.partition_counts = tuple(int(n) for n in args.partitions.split(","))
+        except ValueError:
+            raise SystemExit(f"--partitions: whole numbers separated by commas, not {args.partitions!r}") from None
     results = Results(RESULTS)
     tmp = Path(tempfile.mkdtemp(prefix="kafkalite-bench-", dir="/tmp"))
     zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)

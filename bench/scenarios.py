@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench import ceiling_load, latency_probe, load
+from bench import ceiling_load, latency_probe, load, partitions
 from bench import many_clients as many_clients_load
 from bench.report import Results, Row
 from bench.systems import System
@@ -33,6 +33,9 @@ class Sizes:
     client_counts: tuple[int, ...] = (1_000, 2_000)
     clients_seconds: float = 60.0
     client_workers: int = 4
+    partition_counts: tuple[int, ...] = (10_000, 30_000)
+    idle_seconds: float = 20.0
+    recovery_gb: float = 5.0
     growth_gb: float = 5.0
     growth_chunks: int = 5
     failover_rate: float = 2_000
@@ -42,6 +45,7 @@ class Sizes:
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
                    latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
+                   partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2,
                    growth_gb=0.2, failover_runs=runs)
 
 
@@ -115,6 +119,47 @@ def many_clients(system: System, results: Results, sizes: Sizes, workdir: Path) 
             results.add(Row("9 many clients, 3 brokers", f"{label}: {metric}", system.name, unit, [value],
                             higher_is_better=False,
                             note=f"{len(ack):,} acks, {len(e2e):,} records received"))
+
+
+# ------------------------------------------------------------------------------ 10, 11: own clusters
+
+
+def many_partitions(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 10: for each count of ``sizes.partition_counts``, a fresh 3-broker cluster with
+    that many RF 3 partitions (bench/partitions.py)."""
+    for count in sizes.partition_counts:
+        system.start(3)
+        try:
+            f = partitions.many_partitions(system, count, 1000, sizes.idle_seconds)
+        finally:
+            system.stop()
+        label = f"{count:,} partitions RF3"
+        for metric, unit, value in (
+                ("create, until every ISR is full", "s", f.create_s),
+                ("one Metadata request for all", "s", f.metadata_s),
+                ("idle CPU per broker, mean", "%", sum(f.idle_cpu_percent.values()) / 3),
+                ("RSS per broker, largest", "MiB", max(f.rss_mib.values())),
+                ("kill -9 of a leader of a third: leaders moved", "s", f.failover_s),
+                ("its restart: registered", "s", f.restart_registered_s),
+                ("its restart: every ISR full", "s", f.restart_full_isr_s),
+                ("controlled shutdown (SIGTERM to exit)", "s", f.controlled_shutdown_s)):
+            results.add(Row("10 many partitions, 3 brokers", f"{label}: {metric}", system.name, unit, [value],
+                            higher_is_better=False))
+
+
+def crash_recovery(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 11: kill -9 a broker holding ``sizes.recovery_gb`` GB of unflushed log; seconds
+    per GB until it is registered again and until it is back in every ISR."""
+    system.start(3)
+    try:
+        held, registered, in_isr = partitions.crash_recovery(system, sizes.recovery_gb)
+    finally:
+        system.stop()
+    note = f"{held:.2f} GB of log on the killed broker"
+    results.add(Row("11 crash recovery", "kill -9 to registered, per GB", system.name, "s/GB",
+                    [registered / held], higher_is_better=False, note=note))
+    results.add(Row("11 crash recovery", "kill -9 to back in every ISR, per GB", system.name, "s/GB",
+                    [in_isr / held], higher_is_better=False, note=note))
 
 
 # ------------------------------------------------------------------------------ 1, 2: one broker
