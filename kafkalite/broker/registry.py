@@ -1,9 +1,10 @@
 """Which APIs this broker serves, at which versions, and the handler of each.
 
 Each handler module registers itself with :func:`api`; ApiVersions is computed from this table,
-never kept by hand. ``advertise_min`` lets an API advertise versions it refuses: Produce v0-2 are
-advertised only because librdkafka < 2.11.1 turns off gzip/snappy/lz4 unless Produce's minimum
-is 0 (kafka-protocol.md §5.3, KAFKA-18659); a request at such a version closes the connection.
+never kept by hand. ``advertise_min`` lets an API advertise versions below the ones it serves
+(a request at such a version closes the connection); no API needs it today. (Produce once did:
+librdkafka < 2.11.1 turns off gzip/snappy/lz4 unless Produce's minimum is 0, KAFKA-18659; Produce
+v0-2 are now served.)
 """
 from __future__ import annotations
 

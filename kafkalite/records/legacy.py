@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 from kafkalite.errors import CorruptRecordError
 from kafkalite.records.batch import CONTROL_MASK, BatchInfo, BytesLike, scan_valid_prefix
@@ -100,7 +100,8 @@ def read_message_set(buf: BytesLike, *, max_decompressed: int = DEFAULT_MAX_DECO
     return magics.pop(), (compressed.pop() if compressed else NONE), out
 
 
-def _iter_messages(mv: memoryview, what: str):  # type: ignore[no-untyped-def]
+def _iter_messages(mv: memoryview, what: str) -> Iterator[tuple[int, int, int, int, bytes | None, bytes | None]]:
+    """(offset, magic, attributes, timestamp, key, value) of each whole, CRC-valid message."""
     pos, end = 0, len(mv)
     while pos < end:
         if end - pos < _ENTRY.size:
@@ -148,6 +149,17 @@ def to_batch(messages: list[LegacyMessage], codec: int) -> bytearray:
     for m in messages:
         builder.append(m.timestamp, m.key, m.value, ())
     return builder.build()
+
+
+def upconvert(buf: BytesLike, *, max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> bytearray:
+    """A Produce v0-2 partition's message set as the one v2 batch the log stores."""
+    _magic, codec, messages = read_message_set(buf, max_decompressed=max_decompressed)
+    return to_batch(messages, codec)
+
+
+def fetch_magic(fetch_version: int) -> int:
+    """The message format a Fetch version's reader understands: v0-1 magic 0, v2-3 magic 1."""
+    return 0 if fetch_version <= 1 else 1
 
 
 # --------------------------------------------------------------------------- writing (Fetch v0-3)

@@ -294,7 +294,7 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
 
 
 EXPECTED_API_TABLE = {
-    0: (0, 8), 1: (4, 11), 2: (1, 5), 3: (0, 8), 18: (0, 3), 19: (2, 4), 20: (1, 3),
+    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 3), 19: (2, 4), 20: (1, 3),
     7: (1, 3),  # ControlledShutdown: inter-broker, advertised as Kafka 2.x brokers do
     22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)

@@ -6,7 +6,9 @@ aborted transactions overlapping the returned batches; every response carries th
 Every requested partition appears in the response (kafka-python rejects a sessionless response
 whose partition set differs from its request). The first non-empty partition always returns at
 least one whole batch even above the byte limits (KIP-74), or a consumer would stall on a large
-batch. When less than MinBytes is available the request waits in the purgatory, woken by appends
+batch. Fetch v0-3 come from clients that read message format v0 (Fetch v0-1) or v1 (v2-3): their
+records are converted down on the way out, zstd ones answer UNSUPPORTED_COMPRESSION_TYPE, as
+Kafka 2.x does. When less than MinBytes is available the request waits in the purgatory, woken by appends
 and high-watermark moves on its partitions, until MaxWaitMs.
 """
 from __future__ import annotations
@@ -19,11 +21,12 @@ from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FetchRequest
+from kafkalite.records.legacy import UnsupportedForMagic, cut_to_size, down_convert, fetch_magic
 
 NO_SESSION = 0
 
 
-@api(ApiKey.FETCH, 4, 11)
+@api(ApiKey.FETCH, 0, 11)
 def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     ctx.throttle_exempt = req["replica_id"] >= 0        # replication is not a client's traffic
     if req.get("session_id", 0) != NO_SESSION:
@@ -33,6 +36,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     isolation = req.get("isolation_level", 0)
     read_committed = replica_id < 0 and isolation == READ_COMMITTED
     wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
+    # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way out
+    legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version <= 3 and replica_id < 0 else None
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
@@ -62,8 +67,14 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                     entry["aborted_transactions"] = [{"producer_id": t.producer_id, "first_offset": t.first_offset}
                                                      for t in aborted or ()]
                 if res is not None and len(res.records):
-                    entry["records"] = res.records
-                    total += len(res.records)
+                    records: Any = res.records
+                    if legacy_magic is not None:
+                        records = cut_to_size(down_convert(records, legacy_magic, fetch_offset=p["fetch_offset"]), limit)
+                    entry["records"] = records
+                    total += len(records)
+            except UnsupportedForMagic:
+                entry["error_code"] = int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
+                had_error = True
             except FetchOutOfRangeError as exc:
                 entry["error_code"] = int(exc.code)
                 entry["log_start_offset"] = exc.log_start_offset     # a follower restarts its log there

@@ -2,9 +2,11 @@
 
 read_committed requests (isolation_level 1, v2+) see the log up to the last stable offset, as
 Kafka's ``fetchOffsetForTimestamp`` does: latest is the LSO and a timestamp lookup finds nothing
-at or above it; read_uncommitted ones see it up to the high watermark."""
+at or above it; read_uncommitted ones see it up to the high watermark. v0 (clients before Kafka
+0.10.1) asks for up to N offsets before a time and gets segment boundaries (legacy_offsets)."""
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from kafkalite.broker.partition import READ_COMMITTED
@@ -18,9 +20,44 @@ LATEST = -1
 EARLIEST = -2
 
 
-@api(ApiKey.LIST_OFFSETS, 1, 5)
+def legacy_offsets(part: Any, timestamp: int, max_num: int) -> list[int]:
+    """ListOffsets v0 (Kafka's ``legacyFetchOffsetsBefore``): offsets from the segment bases and
+    the log end, descending, at most ``max_num``, starting at the last one whose segment was
+    modified at or before ``timestamp`` (LATEST: the log end, EARLIEST: the first segment);
+    offsets above the high watermark are replaced by it, as a consumer may read no further."""
+    log = part.log
+    segments = log.segments
+    points = [(max(seg.base_offset, log.log_start_offset), _modified_ms(seg)) for seg in segments]
+    if segments and segments[-1].size > 0:
+        points.append((log.log_end_offset, 1 << 62))
+    if timestamp == LATEST:
+        start = len(points) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(points) - 1
+        while start >= 0 and points[start][1] > timestamp:
+            start -= 1
+    offsets = sorted((points[i][0] for i in range(start, max(start - max(max_num, 0), -1), -1)), reverse=True)
+    hw = part.high_watermark
+    if any(o > hw for o in offsets):
+        offsets = [hw] + [o for o in offsets if o <= hw]
+    return offsets[:max(max_num, 0)]
+
+
+def _modified_ms(segment: Any) -> int:
+    # One stat of a segment file, for v0 clients only: metadata, no data I/O (Kafka uses the mtime too).
+    try:
+        return int(os.stat(segment.log_path).st_mtime * 1000)
+    except OSError:
+        return 0
+
+
+@api(ApiKey.LIST_OFFSETS, 0, 5)
 def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     rm = ctx.replicas
+    if ctx.api_version == 0:
+        return _handle_v0(ctx, req)
     committed = req.get("isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req["topics"]:
@@ -41,6 +78,22 @@ def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[st
                     if found is not None and found[0] < fetchable:
                         entry["offset"], entry["timestamp"] = found[0], found[1]
                 entry["leader_epoch"] = part.leader_epoch
+            except KafkaError as exc:
+                entry["error_code"] = int(exc.code)
+            parts.append(entry)
+        topics.append({"name": t["name"], "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+def _handle_v0(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
+    topics = []
+    for t in req["topics"]:
+        parts = []
+        for p in t["partitions"]:
+            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": []}
+            try:
+                part = ctx.replicas.leader(t["name"], p["partition_index"], -1)
+                entry["old_style_offsets"] = legacy_offsets(part, p["timestamp"], p["max_num_offsets"])
             except KafkaError as exc:
                 entry["error_code"] = int(exc.code)
             parts.append(entry)

@@ -6,6 +6,10 @@ acks=-1 waits (``ReplicaManager.await_replication``) until the high watermark co
 TimeoutMs expires, and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 ``min.insync.replicas`` meanwhile.
 
+Produce v0-2 carry message format v0/v1 (Kafka before 0.11): each partition's message set is
+converted to one v2 batch before the append (records/legacy.py), as Kafka's LogValidator
+converts them for a topic on message format v2; a bad set answers CORRUPT_MESSAGE.
+
 Transactional batches need the request's transactional id (else the whole request answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's KafkaApis); like Kafka 2.8 the broker does
 not check that the partition was added to the transaction (that is KIP-890, Kafka 3.6): the
@@ -20,12 +24,13 @@ from typing import Any
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ProduceRequest
 from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK
 from kafkalite.records.crc import crc32c
+from kafkalite.records.legacy import upconvert
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +60,7 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
             "record_errors": [], "error_message": message}
 
 
-@api(ApiKey.PRODUCE, 3, 8, advertise_min=0)
+@api(ApiKey.PRODUCE, 0, 8)
 def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     replicas = ctx.replicas
     acks = req["acks"]
@@ -64,7 +69,8 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     results: list[tuple[str, list[dict[str, Any]]]] = []
     waiting: list[tuple[dict[str, Any], PendingAck]] = []
     failed = False
-    untagged_txn = req["transactional_id"] is None and any(
+    legacy = ctx.api_version < 3          # message format v0/v1: converted to a v2 batch first
+    untagged_txn = not legacy and req["transactional_id"] is None and any(
         _has_transactional_batch(pd["records"]) for t in req["topic_data"] for pd in t["partition_data"])
     for topic in req["topic_data"]:
         name = topic["name"]
@@ -80,8 +86,18 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
                                       message="transactional records without a transactional id"))
                 failed = True
                 continue
+            records = pd["records"]
+            if legacy and records is not None:
+                try:
+                    records = upconvert(records if isinstance(records, (bytes, bytearray, memoryview))
+                                        else b"".join(records))
+                except CorruptRecordError as exc:
+                    failed = True
+                    entries.append(_entry(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc)))
+                    ctx.metrics.produce_failed(name)
+                    continue
             try:
-                part, res = replicas.append(name, index, pd["records"], acks, ctx.api_version)
+                part, res = replicas.append(name, index, records, acks, ctx.api_version)
             except KafkaError as exc:
                 failed = True
                 log.debug("produce to %s-%d refused: %s", name, index, exc)

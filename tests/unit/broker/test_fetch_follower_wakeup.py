@@ -96,7 +96,7 @@ def records_of(body: dict[str, Any]) -> bytes:
 def test_follower_fetch_sees_append_caused_by_its_own_offset_update() -> None:
     clock = task.Clock()
     leader = Leader(clock)
-    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), **NO_QUOTAS)
+    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), api_version=11, **NO_QUOTAS)
     result = handle_fetch(ctx, follower_fetch(0))
     if isinstance(result, defer.Deferred):
         answered: list[Any] = []
@@ -113,7 +113,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
     clock = task.Clock()
     leader = Leader(clock)
     leader.log = b"old"                          # no append triggered by this fetch's bookkeeping
-    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), **NO_QUOTAS)
+    ctx = SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), api_version=11, **NO_QUOTAS)
     d = handle_fetch(ctx, follower_fetch(3))
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
@@ -125,7 +125,7 @@ def test_follower_fetch_at_log_end_still_long_polls_and_wakes_on_append() -> Non
 
 
 def parked(leader: Leader, req: dict[str, Any]) -> list[Any]:
-    d = handle_fetch(SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), **NO_QUOTAS), req)
+    d = handle_fetch(SimpleNamespace(replicas=leader, config={"fetch.max.bytes": 57671680}, now_ms=0, metrics=BrokerMetrics(), api_version=11, **NO_QUOTAS), req)
     assert isinstance(d, defer.Deferred)
     answered: list[Any] = []
     d.addCallback(answered.append)

@@ -47,7 +47,7 @@ def fetch(broker: Broker, max_bytes: int) -> list[int]:
            "topics": [{"topic": "t", "partitions": [
                {"partition": i, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": 0,
                 "partition_max_bytes": 1000} for i in range(len(broker.parts))]}]}
-    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0, metrics=BrokerMetrics(), **NO_QUOTAS), req)
+    body = handle_fetch(SimpleNamespace(replicas=broker, config=broker.config, now_ms=0, metrics=BrokerMetrics(), api_version=11, **NO_QUOTAS), req)
     return [len(p["records"]) for p in body["responses"][0]["partitions"]]
 
 

@@ -44,7 +44,7 @@ class Env:
         self.part.become_leader(LeaderAndIsr(ME, 3, (ME,), 1), [ME], 1000)
         self.rm.partitions[("t", 0)] = self.part
         self.ctx = SimpleNamespace(replicas=self.rm, config={"fetch.max.bytes": 1 << 20}, now_ms=1000,
-                                   metrics=BrokerMetrics(), **NO_QUOTAS)
+                                   metrics=BrokerMetrics(), api_version=11, **NO_QUOTAS)
 
     def produce(self, values: list[bytes], pid: int = -1, seq: int = -1, txn: bool = False) -> int:
         raw = build_batch([(1000, None, v, ()) for v in values], producer_id=pid,
