@@ -38,6 +38,7 @@ from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
@@ -119,18 +120,24 @@ class KafkaBroker:
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
+        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id,
+                                                      self._dynamic_config_changed)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
         self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
         self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
+        self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
+                                   RateConfig(config["replication.quota.window.num"],
+                                              config["replication.quota.window.size.seconds"] * 1000))
+        self._apply_replication_rates()
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
-                                              functools.partial(net_client.connect, security=self.inter_broker_security))
+                                              functools.partial(net_client.connect, security=self.inter_broker_security),
+                                              quota=self.quotas.replication.follower)
         self.replica_manager.fetchers = self.fetchers
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
-        self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000))
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
         self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
@@ -164,7 +171,8 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials, self.txns, self.quotas)
+                              self.metrics, self.credentials, self.txns, self.quotas,
+                              dynamic_config=self.dynamic_config)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -175,6 +183,7 @@ class KafkaBroker:
         if self.broker_id < 0:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
+        yield self.dynamic_config.start()
         advertised = self._listen()
         self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
@@ -475,15 +484,41 @@ class KafkaBroker:
             for key in self.replica_manager.hosted(change.topic):
                 if self.broker_id not in assignment.get(key[1], ()):
                     self.replica_manager.remove_replica(key[0], key[1])
+            self._update_throttled_replicas(change.topic)
         elif change.kind == "topic-removed":
             self.topic_configs.forget(change.topic)
+            self.quotas.replication.remove_topic(change.topic)
             self.replica_manager.remove_topic(change.topic, delete=True)
         elif change.kind == "config":
             self.replica_manager.update_config(change.topic)
+            self._update_throttled_replicas(change.topic)
         elif change.kind == "controller":
             self.controller.on_controller_changed()
         self.purgatory.check(METADATA_CHANGED)
         self.controller.reconcile()
+
+    def _update_throttled_replicas(self, topic: str) -> None:
+        """A topic's ``*.replication.throttled.replicas`` as this broker's throttled partitions."""
+        if topic not in self.metadata.topics:
+            return
+        effective = self.topic_configs.effective(topic)
+        self.quotas.replication.update_topic(topic, effective["leader.replication.throttled.replicas"],
+                                             effective["follower.replication.throttled.replicas"], self.broker_id)
+
+    def _apply_replication_rates(self) -> None:
+        self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
+        self.quotas.replication.follower.update_bound(self.config["follower.replication.throttled.rate"])
+
+    def _dynamic_config_changed(self, changed: set[str]) -> None:
+        """Apply dynamic broker configs that changed: throttle rates at once; topic defaults (the
+        ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
+        every topic's effective config and handing the new log config to its partitions."""
+        self._apply_replication_rates()
+        self.topic_configs.clear()
+        self.log_manager.default_config = self.topic_configs.log_config(None)
+        for topic in list(self.metadata.topics):
+            self.replica_manager.update_config(topic)
+        self.purgatory.check(METADATA_CHANGED)
 
     def _apply_state(self, topic: str, partition: int) -> None:
         info = self.metadata.topics.get(topic)

@@ -8,8 +8,15 @@ kafka-reassign-partitions.sh with ``--bootstrap-server`` (the KIP-455 APIs).
 * ``--execute --reassignment-json-file F``: prints the current assignment to save for a rollback,
   then starts the reassignments (AlterPartitionReassignments); refuses while other reassignments
   are in progress unless ``--additional``.
+* ``--execute ... --throttle RATE``: first throttles the copy as Kafka 2.x's tool does: every
+  moving partition's current replicas go into its topic's ``leader.replication.throttled.replicas``
+  and its new replicas into ``follower.replication.throttled.replicas``, and every broker involved
+  (old and new replicas) gets ``leader.replication.throttled.rate`` /
+  ``follower.replication.throttled.rate`` = RATE bytes/s (dynamic broker configs).
 * ``--verify --reassignment-json-file F``: per partition, complete / still in progress / not
-  reassigning but with another replica set.
+  reassigning but with another replica set; once every one is complete it removes the throttles
+  (the rates from every broker, the replica lists from the plan's topics) unless
+  ``--preserve-throttles``.
 * ``--cancel --reassignment-json-file F``: cancels the listed partitions' reassignments
   (their original replicas are restored).
 * ``--list``: the reassignments in progress.
@@ -17,7 +24,7 @@ kafka-reassign-partitions.sh with ``--bootstrap-server`` (the KIP-455 APIs).
 JSON formats are Kafka's: ``{"version":1,"topics":[{"topic":"t"}]}`` for the topics to move;
 ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3],"log_dirs":["any",...]}]}``
 for plans (``log_dirs`` other than "any" are refused: moving replicas between a broker's log dirs
-is not supported). Replication throttles (``--throttle``) are not implemented.
+is not supported).
 """
 from __future__ import annotations
 
@@ -26,9 +33,11 @@ import random
 from typing import Any
 
 from kafkalite.client import Admin, ClientError, KafkaClient
+from kafkalite.client.admin import BROKER, DELETE, SET, TOPIC
 from kafkalite.client.cluster import TopicPartition
 from kafkalite.controller.assignment import assign_replicas, assign_replicas_for_brokers
 from kafkalite.errors import KafkaError
+from kafkalite.quota.replication import format_throttled_replicas
 
 from .common import ToolError, bootstrap_arg, parser, run
 
@@ -53,6 +62,10 @@ def build_parser():
     p.add_argument("--additional", action="store_true",
                    help="with --execute: start even though other reassignments are in progress")
     p.add_argument("--disable-rack-aware", action="store_true", help="with --generate: ignore broker racks")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
+                   help="with --execute: replication throttle for the moves (bytes/s); --verify removes it")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="with --verify: keep the throttles even when the reassignment is complete")
     p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="request timeout (default 10000)")
     return p
 
@@ -162,7 +175,55 @@ def generate(client: KafkaClient, topics: list[str], broker_list: list[int], rac
     return current, proposed
 
 
-def execute(admin: Admin, plan: Plan, additional: bool, timeout_ms: int) -> None:
+LEADER_REPLICAS = "leader.replication.throttled.replicas"
+FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
+LEADER_RATE = "leader.replication.throttled.rate"
+FOLLOWER_RATE = "follower.replication.throttled.rate"
+
+
+def throttled_replicas(plan: Plan, current: Plan) -> dict[str, tuple[str, str]]:
+    """Per topic, (leader list, follower list) for the partitions that move (Kafka's
+    calculateLeaderThrottles / calculateFollowerThrottles: every current replica sends, every new
+    one receives)."""
+    leaders: dict[str, set[tuple[int, int]]] = {}
+    followers: dict[str, set[tuple[int, int]]] = {}
+    for tp, target in plan.items():
+        now = current[tp]
+        if list(target) == list(now):
+            continue
+        leaders.setdefault(tp.topic, set()).update((tp.partition, b) for b in now)
+        followers.setdefault(tp.topic, set()).update((tp.partition, b) for b in target if b not in now)
+    return {t: (format_throttled_replicas(leaders[t]), format_throttled_replicas(followers.get(t, ())))
+            for t in sorted(leaders)}
+
+
+def set_throttles(admin: Admin, plan: Plan, current: Plan, rate: int) -> None:
+    """The topic-level replica lists on the moving topics, the rates on every broker involved."""
+    for topic, (leader, follower) in throttled_replicas(plan, current).items():
+        admin.incremental_alter_configs(TOPIC, topic, [(LEADER_REPLICAS, SET, leader),
+                                                       (FOLLOWER_REPLICAS, SET, follower)])
+    brokers = sorted({b for tp in plan if plan[tp] != current[tp] for b in (*plan[tp], *current[tp])})
+    for broker in brokers:
+        admin.incremental_alter_configs(BROKER, str(broker), [(LEADER_RATE, SET, str(rate)),
+                                                              (FOLLOWER_RATE, SET, str(rate))])
+    print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+          "throttle is removed.")
+    print(f"The inter-broker throttle limit was set to {rate} B/s")
+
+
+def clear_throttles(admin: Admin, topics: list[str]) -> None:
+    """Kafka's clearAllThrottles: the rates from every broker of the cluster, the lists from the topics."""
+    brokers = sorted(admin.client.metadata([]).brokers)
+    for broker in brokers:
+        admin.incremental_alter_configs(BROKER, str(broker), [(LEADER_RATE, DELETE, None), (FOLLOWER_RATE, DELETE, None)])
+    print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
+          f"{','.join(map(str, brokers))}")
+    for topic in topics:
+        admin.incremental_alter_configs(TOPIC, topic, [(LEADER_REPLICAS, DELETE, None), (FOLLOWER_REPLICAS, DELETE, None)])
+    print(f"Clearing topic-level throttles on topic{'s' if len(topics) > 1 else ''} {','.join(topics)}")
+
+
+def execute(admin: Admin, plan: Plan, additional: bool, timeout_ms: int, throttle: int = -1) -> None:
     if not additional and admin.list_partition_reassignments(timeout_ms=timeout_ms):
         raise ToolError("Cannot execute because there is an existing partition assignment. Use --additional to "
                         "override this and create a new partition assignment in addition to the existing one.")
@@ -173,6 +234,8 @@ def execute(admin: Admin, plan: Plan, additional: bool, timeout_ms: int) -> None
     print("Current partition replica assignment\n")
     print(plan_json({tp: current[tp] for tp in plan}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
+    if throttle >= 0:
+        set_throttles(admin, plan, current, throttle)
     results = admin.alter_partition_reassignments(dict(plan), timeout_ms=timeout_ms)
     failed = {tp: err for tp, err in results.items() if err is not None}
     if failed:
@@ -261,9 +324,10 @@ def main(argv: list[str]) -> int:
     plan = read_plan(args.reassignment_json_file)
     with Admin(args.bootstrap_server, request_timeout_ms=args.timeout) as admin:
         if args.execute:
-            execute(admin, plan, args.additional, args.timeout)
+            execute(admin, plan, args.additional, args.timeout, args.throttle)
         elif args.verify:
-            verify(admin, plan, args.timeout)
+            if verify(admin, plan, args.timeout) and not args.preserve_throttles:
+                clear_throttles(admin, sorted({tp.topic for tp in plan}))
         else:
             cancel(admin, plan, args.timeout)
     return 0
