@@ -238,9 +238,9 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size", at_least(4), True),
     ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact", _POLICIES, True),
     ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics"),
-    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0)),
-    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0)),
-    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1)),
+    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0), True),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0), True),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1), True),
     ConfigKey("log.cleaner.io.buffer.size", "int", 524288, "Kafka's cleaner I/O buffers; cleaned batches are written in 1 MiB chunks",
               at_least(0), ignored=True),
     ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", between(0, 1), True),
@@ -809,6 +809,12 @@ class BrokerConfig:
             rows.append(ConfigValue(name, self[name], synonyms[0][2], tuple(synonyms),
                                     key.kind, key.documentation, key.kind == "password"))
         return rows
+
+    def describe_dynamic_default(self) -> list[ConfigValue]:
+        """The cluster default entity's own configs (DescribeConfigs of broker "")."""
+        return [ConfigValue(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER, ((name, value, SOURCE_DYNAMIC_DEFAULT_BROKER),),
+                            BROKER_KEYS[name].kind, BROKER_KEYS[name].documentation)
+                for name, value in self.dynamic_default.items()]
 
 
 def parse_dynamic(config: Mapping[str, str], where: str) -> dict[str, Any]:

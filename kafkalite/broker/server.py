@@ -97,6 +97,7 @@ class KafkaBroker:
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
+        self.cleaner_loops: list[task.LoopingCall] = []
         if config["log.cleaner.enable"] and config["log.cleaner.threads"] > 0:
             # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
             # the reactor (the logs' owner thread) through blockingCallFromThread
@@ -281,13 +282,34 @@ class KafkaBroker:
               lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
-        if self.cleaner is not None:
-            cleaner = self.cleaner
-            for i in range(self.config["log.cleaner.threads"]):
-                every(max(self.config["log.cleaner.backoff.ms"], 1), partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
+        self._start_cleaner_threads()
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
+
+    def _start_cleaner_threads(self) -> None:
+        """``log.cleaner.threads`` periodic cleaner passes (again after a dynamic change of the
+        threads, back-off or dedupe buffer: Kafka's LogCleaner.reconfigure restarts its threads;
+        a pass already running finishes, its successor waits for it)."""
+        for loop in self.cleaner_loops:
+            if loop.running:
+                loop.stop()
+        self.cleaner_loops = []
+        count = self.config["log.cleaner.threads"]
+        if not self.config["log.cleaner.enable"] or count <= 0 or self.stopping:
+            return
+        if self.cleaner is None:
+            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
+                                      threads=count, clock=self.clock.now_ms,
+                                      owner_call=lambda fn: threads.blockingCallFromThread(self.reactor, fn))
+        cleaner = self.cleaner
+        cleaner.map_memory = self.config["log.cleaner.dedupe.buffer.size"] // count
+        for i in range(count):
+            loop = task.LoopingCall(partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
+            loop.clock = self.reactor
+            loop.start(max(self.config["log.cleaner.backoff.ms"], 1) / 1000.0, now=False).addErrback(
+                lambda f: log.error("periodic task failed: %s", f.value))
+            self.cleaner_loops.append(loop)
 
     def _off_reactor(self, name: str, work: Callable[[], Any]) -> defer.Deferred | None:
         """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
@@ -393,7 +415,7 @@ class KafkaBroker:
                 log.exception("controlled shutdown failed")
         if self.cleaner is not None:
             self.cleaner.shutdown()         # a running pass stops at its next batch
-        for loop in self.loops:
+        for loop in self.loops + self.cleaner_loops:
             if loop.running:
                 loop.stop()
         for port in self.ports:
@@ -514,6 +536,8 @@ class KafkaBroker:
         ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
         every topic's effective config and handing the new log config to its partitions."""
         self._apply_replication_rates()
+        if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
+            self._start_cleaner_threads()
         self.topic_configs.clear()
         self.log_manager.default_config = self.topic_configs.log_config(None)
         for topic in list(self.metadata.topics):

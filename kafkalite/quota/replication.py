@@ -52,14 +52,14 @@ class ReplicationQuota:
 
     def __init__(self, config: RateConfig, bound: float = UNBOUNDED) -> None:
         self.config = config
-        self.bound = float(bound)
+        self.bound = bound
         self.rate = Rate(config)
         #: topic -> its throttled partitions on this broker (ALL for every one)
         self.throttled: dict[str, frozenset[int] | str] = {}
 
     def update_bound(self, bound: float) -> None:
         """A new rate (bytes/s) from the dynamic broker config; the samples stay."""
-        self.bound = float(bound)
+        self.bound = bound
 
     def mark_throttled(self, topic: str, partitions: frozenset[int] | str) -> None:
         if partitions == ALL or partitions:

@@ -5,7 +5,7 @@ from typing import Any
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
-from kafkalite.config import BROKER_KEYS, SOURCE_DYNAMIC_DEFAULT_BROKER, TYPE_CODES, ConfigValue, render
+from kafkalite.config import BROKER_KEYS, TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import DescribeConfigsRequest
@@ -41,10 +41,8 @@ def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) ->
                 out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
                     f"Unexpected broker id, expected {ctx.broker_id} or empty string, but received {name}"
             else:
-                described = ctx.config.describe_broker()
-                if name == "":
-                    # the cluster default entity: only its dynamic configs (Kafka's ZooKeeper mode)
-                    described = [r for r in described if r.source == SOURCE_DYNAMIC_DEFAULT_BROKER]
+                # the cluster default entity: only its dynamic configs (Kafka's ZooKeeper mode)
+                described = ctx.config.describe_dynamic_default() if name == "" else ctx.config.describe_broker()
                 rows = [(r, not BROKER_KEYS[r.name].dynamic) for r in described]
         else:
             out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
