@@ -289,6 +289,71 @@ def list_ongoing(admin: Admin, timeout_ms: int) -> None:
               f"adding: {','.join(map(str, r.adding))}. removing: {','.join(map(str, r.removing))}.")
 
 
+def decommission_plan(current: Plan, broker: int, live: list[int]) -> Plan:
+    """Every partition with a replica on ``broker`` gets it replaced by the live broker that holds
+    the fewest replicas and none of this partition's (ties: the lowest id); the replica keeps its
+    position, so a preferred leader on ``broker`` hands over to its replacement. Raises ToolError
+    when some partition has no broker left to go to."""
+    others = sorted(b for b in live if b != broker)
+    load = {b: 0 for b in others}
+    for replicas in current.values():
+        for b in replicas:
+            if b in load:
+                load[b] += 1
+    plan: Plan = {}
+    for tp, replicas in sorted(current.items()):
+        if broker not in replicas:
+            continue
+        free = [b for b in others if b not in replicas]
+        if not free:
+            raise ToolError(f"cannot move {tp.topic}-{tp.partition} off broker {broker}: its replication factor is "
+                            f"{len(replicas)} and only {len(others)} other broker(s) are live")
+        target = min(free, key=lambda b: (load[b], b))
+        load[target] += 1
+        plan[tp] = [target if b == broker else b for b in replicas]
+    return plan
+
+
+def drain(admin: Admin, broker: int, timeout_s: float, throttle: int = -1,
+          say: Any = print, poll_s: float = 0.5) -> Plan:
+    """Move every replica off ``broker`` (AlterPartitionReassignments), throttled at ``throttle``
+    bytes/s if >= 0, wait until every move is complete, then clear the throttles. Returns the plan."""
+    import time
+
+    meta = admin.client.metadata(None)
+    if broker not in meta.brokers:
+        raise ToolError(f"broker {broker} is not registered")
+    topics = sorted(meta.topics)
+    current = current_assignment(admin.client, topics) if topics else {}
+    plan = decommission_plan(current, broker, sorted(meta.brokers))
+    if not plan:
+        say(f"broker {broker} holds no replicas")
+        return plan
+    if admin.list_partition_reassignments():
+        raise ToolError("other reassignments are in progress: wait for them (kafkalite-reassign-partitions --list)")
+    say(f"moving {len(plan)} replica(s) off broker {broker}: {_names(plan)}")
+    if throttle >= 0:
+        set_throttles(admin, plan, current, throttle)
+    results = admin.alter_partition_reassignments(dict(plan))
+    failed = {tp: err for tp, err in results.items() if err is not None}
+    if failed:
+        raise ToolError(f"could not start the reassignment of {_names(failed)}: {next(iter(failed.values()))}")
+    deadline = time.monotonic() + timeout_s
+    moved_topics = sorted({tp.topic for tp in plan})
+    while True:
+        ongoing = admin.list_partition_reassignments(list(plan))
+        now = current_assignment(admin.client, moved_topics)
+        if not ongoing and all(now.get(tp) == r for tp, r in plan.items()):
+            break
+        if time.monotonic() > deadline:
+            raise ToolError(f"the reassignment off broker {broker} did not complete within {timeout_s:.0f} s "
+                            f"(still moving: {_names(ongoing) or 'none'}); it goes on in the background")
+        time.sleep(poll_s)
+    if throttle >= 0:
+        clear_throttles(admin, moved_topics)
+    return plan
+
+
 def _broker_list(raw: str | None) -> list[int]:
     if not raw:
         raise ToolError("--generate needs --broker-list")
