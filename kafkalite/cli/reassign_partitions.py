@@ -197,7 +197,7 @@ def throttled_replicas(plan: Plan, current: Plan) -> dict[str, tuple[str, str]]:
             for t in sorted(leaders)}
 
 
-def set_throttles(admin: Admin, plan: Plan, current: Plan, rate: int) -> None:
+def set_throttles(admin: Admin, plan: Plan, current: Plan, rate: int, warn: bool = True) -> None:
     """The topic-level replica lists on the moving topics, the rates on every broker involved."""
     for topic, (leader, follower) in throttled_replicas(plan, current).items():
         admin.incremental_alter_configs(TOPIC, topic, [(LEADER_REPLICAS, SET, leader),
@@ -206,8 +206,9 @@ def set_throttles(admin: Admin, plan: Plan, current: Plan, rate: int) -> None:
     for broker in brokers:
         admin.incremental_alter_configs(BROKER, str(broker), [(LEADER_RATE, SET, str(rate)),
                                                               (FOLLOWER_RATE, SET, str(rate))])
-    print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
-          "throttle is removed.")
+    if warn:
+        print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+              "throttle is removed.")
     print(f"The inter-broker throttle limit was set to {rate} B/s")
 
 
@@ -333,7 +334,7 @@ def drain(admin: Admin, broker: int, timeout_s: float, throttle: int = -1,
         raise ToolError("other reassignments are in progress: wait for them (kafkalite-reassign-partitions --list)")
     say(f"moving {len(plan)} replica(s) off broker {broker}: {_names(plan)}")
     if throttle >= 0:
-        set_throttles(admin, plan, current, throttle)
+        set_throttles(admin, plan, current, throttle, warn=False)     # cleared below, when done
     results = admin.alter_partition_reassignments(dict(plan))
     failed = {tp: err for tp, err in results.items() if err is not None}
     if failed:
