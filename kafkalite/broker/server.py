@@ -39,6 +39,7 @@ from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+from kafkalite.broker.log_dir_mover import LogDirMover
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
@@ -135,6 +136,8 @@ class KafkaBroker:
                                               functools.partial(net_client.connect, security=self.inter_broker_security),
                                               quota=self.quotas.replication.follower)
         self.replica_manager.fetchers = self.fetchers
+        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, reactor, self.clock,
+                                         config["replica.fetch.max.bytes"])
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
@@ -283,6 +286,7 @@ class KafkaBroker:
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
         self._start_cleaner_threads()
+        self.log_dir_mover.start()
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
@@ -418,6 +422,7 @@ class KafkaBroker:
         for loop in self.loops + self.cleaner_loops:
             if loop.running:
                 loop.stop()
+        self.log_dir_mover.stop()
         for port in self.ports:
             yield port.stopListening()
         if self.metrics_port is not None:

@@ -23,8 +23,10 @@ kafka-reassign-partitions.sh with ``--bootstrap-server`` (the KIP-455 APIs).
 
 JSON formats are Kafka's: ``{"version":1,"topics":[{"topic":"t"}]}`` for the topics to move;
 ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2,3],"log_dirs":["any",...]}]}``
-for plans (``log_dirs`` other than "any" are refused: moving replicas between a broker's log dirs
-is not supported).
+for plans. A ``log_dirs`` entry other than "any" is the absolute log dir the replica on that broker
+must live in: ``--execute`` sends AlterReplicaLogDirs to each such broker after starting the
+reassignment (retrying while the replica does not exist yet, up to ``--timeout``), and
+``--verify`` reports each such replica's move (DescribeLogDirs), as Kafka 2.8's tool does.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ from kafkalite.client import Admin, ClientError, KafkaClient
 from kafkalite.client.admin import BROKER, DELETE, SET, TOPIC
 from kafkalite.client.cluster import TopicPartition
 from kafkalite.controller.assignment import assign_replicas, assign_replicas_for_brokers
-from kafkalite.errors import KafkaError
+from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.quota.replication import format_throttled_replicas
 
 from .common import ToolError, bootstrap_arg, parser, run
@@ -118,12 +120,85 @@ def read_plan(path: str) -> Plan:
             if not isinstance(dirs, list) or len(dirs) != len(replicas):
                 raise ToolError(f"Size of replicas list {replicas} is different from size of log dirs list "
                                 f"{dirs} for partition {tp.topic}-{tp.partition}")
-            if any(d != "any" for d in dirs):
-                raise ToolError(f"{tp.topic}-{tp.partition}: log_dirs other than \"any\" are not supported")
+            if not all(isinstance(d, str) and (d == "any" or d.startswith("/")) for d in dirs):
+                raise ToolError(f"{tp.topic}-{tp.partition}: each of log_dirs must be \"any\" or an absolute path")
         plan[tp] = replicas
     if not plan:
         raise ToolError("Partition reassignment list cannot be empty")
     return plan
+
+
+Replica = tuple[TopicPartition, int]
+
+
+def read_log_dirs(path: str) -> dict[Replica, str]:
+    """(partition, broker) -> log dir for every ``log_dirs`` entry that is not "any" (after read_plan)."""
+    out: dict[Replica, str] = {}
+    for e in _load(path)["partitions"]:
+        for broker, d in zip(e["replicas"], e.get("log_dirs") or []):
+            if d != "any":
+                out[(TopicPartition(e["topic"], e["partition"]), broker)] = d
+    return out
+
+
+def _replica_names(replicas: Any) -> str:
+    return ",".join(f"{tp.topic}-{tp.partition}-{b}" for tp, b in sorted(replicas))
+
+
+def move_log_dirs(admin: Admin, moves: dict[Replica, str], timeout_ms: int) -> None:
+    """Kafka 2.8's executeMoves: AlterReplicaLogDirs per broker until every replica accepted (a
+    replica not created yet answers REPLICA_NOT_AVAILABLE: asked again until ``timeout_ms``)."""
+    import time
+
+    pending = dict(moves)
+    deadline = time.monotonic() + timeout_ms / 1000.0
+    while pending:
+        started: list[Replica] = []
+        for broker in sorted({b for _, b in pending}):
+            mine = {tp: d for (tp, b), d in pending.items() if b == broker}
+            for tp, code in admin.alter_replica_log_dirs(broker, mine).items():
+                if code == 0:
+                    started.append((tp, broker))
+                elif code != ErrorCode.REPLICA_NOT_AVAILABLE:
+                    raise ToolError(f"Failed to move replica {tp.topic}-{tp.partition}-{broker} to "
+                                    f"{mine[tp]}: {ErrorCode(code).name}")
+        for replica in started:
+            pending.pop(replica)
+        if started:
+            print(f"Successfully started log directory move{'s' if len(started) > 1 else ''} for: "
+                  f"{_replica_names(started)}")
+        if pending:
+            if time.monotonic() > deadline:
+                raise ToolError(f"Timed out before log directory moves could be started for: {_replica_names(pending)}")
+            time.sleep(0.2)
+
+
+def verify_log_dirs(admin: Admin, moves: dict[Replica, str]) -> bool:
+    """Each replica's log dir move: done, in progress (a future replica there) or not started."""
+    where: dict[Replica, tuple[str, bool]] = {}
+    for broker in sorted({b for _, b in moves}):
+        for d in admin.describe_log_dirs([broker]).get(broker, []):
+            for r in d.replicas:
+                key = (r.partition, broker)
+                if r.is_future:
+                    where[key] = (d.path, True)
+                elif key not in where or not where[key][1]:
+                    where.setdefault(key, (d.path, False))
+    print("\nStatus of log directory movement:")
+    done = True
+    for (tp, b), wanted in sorted(moves.items()):
+        name = f"{tp.topic}-{tp.partition}-{b}"
+        path, future = where.get((tp, b), (None, False))
+        if path == wanted and not future:
+            print(f"Reassignment of replica {name} completed successfully.")
+        elif future:
+            print(f"Reassignment of replica {name} is still in progress.")
+            done = False
+        else:
+            print(f"Partition {tp.topic}-{tp.partition} on broker {b} is not being moved from log dir {path} "
+                  f"to {wanted}.")
+            done = False
+    return done
 
 
 def plan_json(plan: Plan) -> str:
@@ -389,10 +464,16 @@ def main(argv: list[str]) -> int:
         raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")
     plan = read_plan(args.reassignment_json_file)
     with Admin(args.bootstrap_server, request_timeout_ms=args.timeout) as admin:
+        moves = read_log_dirs(args.reassignment_json_file)
         if args.execute:
             execute(admin, plan, args.additional, args.timeout, args.throttle)
+            if moves:
+                move_log_dirs(admin, moves, args.timeout)
         elif args.verify:
-            if verify(admin, plan, args.timeout) and not args.preserve_throttles:
+            complete = verify(admin, plan, args.timeout)
+            if moves:
+                complete = verify_log_dirs(admin, moves) and complete
+            if complete and not args.preserve_throttles:
                 clear_throttles(admin, sorted({tp.topic for tp in plan}))
         else:
             cancel(admin, plan, args.timeout)
