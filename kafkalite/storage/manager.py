@@ -119,11 +119,12 @@ class LogManager:
                     if not self.failures.is_offline(d):
                         raise                          # not an I/O error: a configuration error
             self.handle_dir_failures()
+            self._resume_futures()
             if not self.online_dirs:
                 raise KafkaStorageError("no log dir is usable: " + "; ".join(
                     f"{d}: {self.failures.reason(d)}" for d in self.log_dirs))
         except BaseException:
-            for plog in self._logs.values():
+            for plog in list(self._logs.values()) + list(self._futures.values()):
                 plog.close_handles()
             self._release_locks()
             raise
@@ -170,10 +171,16 @@ class LogManager:
                 remove_tree(path)
                 continue
             if name.endswith(FUTURE_DIR_SUFFIX):
-                # a move between log dirs that a restart interrupted: the copy is dropped (the
-                # current replica is intact); AlterReplicaLogDirs starts it again
-                log.warning("removing unfinished future replica %s: repeat its AlterReplicaLogDirs", path)
-                remove_tree(path)
+                # a move between log dirs that a restart interrupted: the copy resumes (Kafka
+                # loads future logs too); _resume_futures drops one without a current log
+                fkey = parse_dir_name(name)
+                if fkey in self._futures:
+                    log.warning("removing a second future replica of %s-%d: %s", fkey[0], fkey[1], path)
+                    remove_tree(path)
+                    continue
+                self._futures[fkey] = PartitionLog.open(
+                    path, self._topic_config(fkey[0]), now, clean_shutdown=clean, failures=self.failures,
+                    background=self._run_background)
                 continue
             try:
                 key = parse_dir_name(name)
@@ -193,6 +200,19 @@ class LogManager:
             os.unlink(marker)
         log.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._dir_of.values() if v == d), d,
                  "clean" if clean else "unclean")
+
+    def _resume_futures(self) -> None:
+        """Future replicas found at start go on copying if their partition's current log is
+        online in another dir; the others are deleted."""
+        for (topic, partition), future in list(self._futures.items()):
+            current = self._logs.get((topic, partition))
+            if current is None or self._dir_of.get((topic, partition)) == future.log_dir \
+                    or self.failures.is_offline(future.log_dir):
+                log.warning("dropping the future replica %s: no current log to copy", future.directory)
+                self.abort_future(topic, partition)
+            else:
+                log.info("resuming the move of %s-%d to %s at offset %d", topic, partition, future.log_dir,
+                         future.log_end_offset)
 
     def _run_background(self, job: Callable[[], None]) -> None:
         self.background(job)
