@@ -8,7 +8,9 @@ partition (offsets, epochs and producer state as in a follower's append) and fol
 log's start (retention, DeleteRecords); when the future replica's end equals the current log's end,
 the swap happens in the same reactor turn, so no append can slip in between, and the partition
 serves from the new directory. The file reads and writes of a step block the reactor the way a
-produce's append does (page cache; bounded per step).
+produce's append does (page cache; bounded per step). ``replica.alter.log.dirs.io.max.bytes.per.second``
+throttles the copy: while its windowed rate is exceeded no partition copies (Kafka's
+ReplicaAlterLogDirsThread with its quota), the bytes copied are recorded.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Any
 from twisted.internet import task
 
 from kafkalite.errors import KafkaError
+from kafkalite.quota.replication import ReplicationQuota
 from kafkalite.records.batch import scan_valid_prefix
 
 log = logging.getLogger(__name__)
@@ -28,8 +31,10 @@ STEP_S = 0.02
 class LogDirMover:
     """Copies every future replica of a LogManager forward; swaps the caught-up ones."""
 
-    def __init__(self, replicas: Any, logs: Any, reactor: Any, clock: Any, chunk_bytes: int) -> None:
+    def __init__(self, replicas: Any, logs: Any, reactor: Any, clock: Any, chunk_bytes: int,
+                 quota: ReplicationQuota | None = None) -> None:
         self.replicas = replicas
+        self.quota = quota
         self.logs = logs
         self.reactor = reactor
         self.clock = clock
@@ -64,7 +69,8 @@ class LogDirMover:
             future.truncate_fully_and_start_at(current.log_start_offset, now)
         elif current.log_start_offset > future.log_start_offset:
             future.delete_records_before(min(current.log_start_offset, future.log_end_offset), now)
-        if future.log_end_offset < current.log_end_offset:
+        throttled = self.quota is not None and self.quota.is_quota_exceeded(now)
+        if future.log_end_offset < current.log_end_offset and not throttled:
             res = current.read(future.log_end_offset, self.chunk_bytes, max_offset=current.log_end_offset,
                                min_one_batch=True)
             records = res.records
@@ -73,6 +79,8 @@ class LogDirMover:
                 if infos:
                     future.append(records[:end] if end < len(records) else records, infos, leader_epoch=-1,
                                   now_ms=now, assign_offsets=False)
+                    if self.quota is not None:
+                        self.quota.record(end, now)
         future.high_watermark = min(current.high_watermark, future.log_end_offset)
         if future.log_end_offset == current.log_end_offset:
             new = self.logs.replace_current_with_future(topic, index)

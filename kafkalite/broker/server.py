@@ -137,7 +137,7 @@ class KafkaBroker:
                                               quota=self.quotas.replication.follower)
         self.replica_manager.fetchers = self.fetchers
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, reactor, self.clock,
-                                         config["replica.fetch.max.bytes"])
+                                         config["replica.fetch.max.bytes"], self.quotas.replication.alter_log_dirs)
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
@@ -535,6 +535,8 @@ class KafkaBroker:
     def _apply_replication_rates(self) -> None:
         self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
         self.quotas.replication.follower.update_bound(self.config["follower.replication.throttled.rate"])
+        self.quotas.replication.alter_log_dirs.update_bound(
+            self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
     def _dynamic_config_changed(self, changed: set[str]) -> None:
         """Apply dynamic broker configs that changed: throttle rates at once; topic defaults (the

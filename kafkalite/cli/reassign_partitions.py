@@ -66,6 +66,8 @@ def build_parser():
     p.add_argument("--disable-rack-aware", action="store_true", help="with --generate: ignore broker racks")
     p.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
                    help="with --execute: replication throttle for the moves (bytes/s); --verify removes it")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="BYTES/S",
+                   help="with --execute: throttle of moves between a broker's log dirs (bytes/s); --verify removes it")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="with --verify: keep the throttles even when the reassignment is complete")
     p.add_argument("--timeout", type=int, default=10000, metavar="MS", help="request timeout (default 10000)")
@@ -254,6 +256,7 @@ LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
 def throttled_replicas(plan: Plan, current: Plan) -> dict[str, tuple[str, str]]:
@@ -291,7 +294,8 @@ def clear_throttles(admin: Admin, topics: list[str]) -> None:
     """Kafka's clearAllThrottles: the rates from every broker of the cluster, the lists from the topics."""
     brokers = sorted(admin.client.metadata([]).brokers)
     for broker in brokers:
-        admin.incremental_alter_configs(BROKER, str(broker), [(LEADER_RATE, DELETE, None), (FOLLOWER_RATE, DELETE, None)])
+        admin.incremental_alter_configs(BROKER, str(broker), [
+            (LEADER_RATE, DELETE, None), (FOLLOWER_RATE, DELETE, None), (LOG_DIRS_RATE, DELETE, None)])
     print(f"Clearing broker-level throttles on broker{'s' if len(brokers) > 1 else ''} "
           f"{','.join(map(str, brokers))}")
     for topic in topics:
@@ -468,6 +472,12 @@ def main(argv: list[str]) -> int:
         if args.execute:
             execute(admin, plan, args.additional, args.timeout, args.throttle)
             if moves:
+                if args.replica_alter_log_dirs_throttle >= 0:
+                    for broker in sorted({b for _, b in moves}):
+                        admin.incremental_alter_configs(BROKER, str(broker), [
+                            (LOG_DIRS_RATE, SET, str(args.replica_alter_log_dirs_throttle))])
+                    print(f"The replica-alter-dir throttle limit was set to "
+                          f"{args.replica_alter_log_dirs_throttle} B/s")
                 move_log_dirs(admin, moves, args.timeout)
         elif args.verify:
             complete = verify(admin, plan, args.timeout)

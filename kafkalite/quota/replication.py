@@ -94,6 +94,9 @@ class ReplicationQuotas:
     def __init__(self, config: RateConfig, leader_rate: float = UNBOUNDED, follower_rate: float = UNBOUNDED) -> None:
         self.leader = ReplicationQuota(config, leader_rate)
         self.follower = ReplicationQuota(config, follower_rate)
+        #: copying future replicas between this broker's log dirs (every one is throttled, as
+        #: Kafka's ReplicaAlterLogDirsThread does with replica.alter.log.dirs.io.max.bytes.per.second)
+        self.alter_log_dirs = ReplicationQuota(config)
 
     def update_topic(self, topic: str, leader_value: str | None, follower_value: str | None, broker_id: int) -> None:
         """A topic's throttled replica lists changed (or were first read)."""

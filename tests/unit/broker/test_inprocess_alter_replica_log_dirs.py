@@ -87,3 +87,25 @@ def test_unknown_dirs_and_replicas_not_here_yet(inprocess_cluster_factory: Any) 
     cluster.pump_until(lambda: logs.dir_of(TOPIC, 0) is not None and cluster.replicated(TOPIC, 0),
                        what="broker 2's new replica")
     assert logs.dir_of(TOPIC, 0) == wanted
+
+
+def test_the_copy_obeys_replica_alter_log_dirs_io_max_bytes_per_second(inprocess_cluster_factory: Any) -> None:
+    """With the dynamic broker config at 10000 B/s and 64 KiB per step, the copy of ~0.8 MB takes
+    at least the time Kafka's windowed rate allows (at most 11 x rate + one step per 10 s of
+    simulated time), where it completes within one step unthrottled."""
+    cluster = inprocess_cluster_factory(3, log_dirs_per_broker=2, overrides={"replica.fetch.max.bytes": "65536"})
+    cluster.create_topic(TOPIC, assignment={0: [0, 1, 2]})
+    produce(cluster, 30, "a")
+    broker = cluster.brokers[1]
+    body = {"resources": [{"resource_type": 4, "resource_name": "1", "configs": [
+        {"name": "replica.alter.log.dirs.io.max.bytes.per.second", "config_operation": 0, "value": "10000"}]}],
+            "validate_only": False}
+    assert cluster.client(1).request(44, 0, body)["responses"][0]["error_code"] == 0
+    cluster.pump_until(lambda: broker.quotas.replication.alter_log_dirs.bound == 10000, what="the rate applied")
+    logs = broker.log_manager
+    size = logs.get(TOPIC, 0).size
+    target = next(d for d in logs.log_dirs if d != logs.dir_of(TOPIC, 0))
+    assert alter(cluster, 1, {target: [(TOPIC, 0)]}) == {(TOPIC, 0): ErrorCode.NONE}
+    took = cluster.pump_until(lambda: logs.dir_of(TOPIC, 0) == target, budget_s=600, what="the throttled move")
+    windows = -(-size // (11 * 10000 + 65536)) - 1
+    assert size > 700_000 and took >= 10 * windows >= 30, f"{size} bytes moved in {took:.1f} simulated s"
