@@ -238,9 +238,9 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.index.size.max.bytes", "int", 10485760, "Maximum offset index size", at_least(4), True),
     ConfigKey("log.cleanup.policy", "list", ["delete"], "delete and/or compact", _POLICIES, True),
     ConfigKey("log.cleaner.enable", "boolean", True, "Run the log cleaner for compacted topics"),
-    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0)),
-    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0)),
-    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1)),
+    ConfigKey("log.cleaner.threads", "int", 1, "Cleaner threads", at_least(0), True),
+    ConfigKey("log.cleaner.backoff.ms", "long", 15000, "Sleep when there is nothing to clean", at_least(0), True),
+    ConfigKey("log.cleaner.dedupe.buffer.size", "long", 134217728, "Memory for the cleaners' key -> offset maps (24 bytes per key)", at_least(1), True),
     ConfigKey("log.cleaner.io.buffer.size", "int", 524288, "Kafka's cleaner I/O buffers; cleaned batches are written in 1 MiB chunks",
               at_least(0), ignored=True),
     ConfigKey("log.cleaner.min.cleanable.ratio", "double", 0.5, "Dirty ratio that triggers cleaning", between(0, 1), True),
@@ -272,6 +272,17 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("replica.high.watermark.checkpoint.interval.ms", "long", 5000, "How often high watermarks are checkpointed", at_least(1)),
     ConfigKey("quota.window.num", "int", 11, "Samples kept for client quota rates", at_least(1)),
     ConfigKey("quota.window.size.seconds", "int", 1, "Time span of each client quota sample", at_least(1)),
+    ConfigKey("leader.replication.throttled.rate", "long", LONG_MAX,
+              "Bytes/s a leader sends to the replicas in leader.replication.throttled.replicas", at_least(0), True),
+    ConfigKey("follower.replication.throttled.rate", "long", LONG_MAX,
+              "Bytes/s a follower fetches for the replicas in follower.replication.throttled.replicas",
+              at_least(0), True),
+    ConfigKey("replica.alter.log.dirs.io.max.bytes.per.second", "long", LONG_MAX,
+              "Bytes/s the copying of future replicas between log dirs (AlterReplicaLogDirs) may move",
+              at_least(1), True),
+    ConfigKey("replication.quota.window.num", "int", 11, "Samples kept for replication quota rates", at_least(1)),
+    ConfigKey("replication.quota.window.size.seconds", "int", 1, "Time span of each replication quota sample",
+              at_least(1)),
     ConfigKey("controlled.shutdown.enable", "boolean", True, "Move leadership away before stopping"),
     ConfigKey("controlled.shutdown.max.retries", "int", 3, "Controlled shutdown attempts", at_least(0)),
     ConfigKey("controlled.shutdown.retry.backoff.ms", "long", 5000, "Wait between attempts", at_least(0)),
@@ -337,7 +348,19 @@ def _minutes(v: Any) -> Any:
     return v * 60000 if v is not None and v >= 0 else v
 
 
+def _throttled_replicas(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator: ``*`` or ``partition:broker`` pairs, comma-separated."""
+    text = (value or "").strip()
+    if text in ("", "*"):
+        return
+    if not all(re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", item) for item in text.split(",")):
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: must be the literal '*' or a list "
+                          "of replicas in the format [PartitionId]:[BrokerId],[PartitionId]:[BrokerId],...")
+
+
 SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT_BROKER = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
@@ -431,9 +454,11 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
              "Down-convert for old consumers; Fetch is served from v4, which reads batches as stored",
              ignored=True, fallback=True),
     TopicKey("follower.replication.throttled.replicas", "string", (),
-             "Replicas throttled on the follower side; there are no replication quotas", ignored=True, fallback=""),
+             "partition:broker pairs (or *) whose follower fetches count against follower.replication.throttled.rate",
+             _throttled_replicas, fallback=""),
     TopicKey("leader.replication.throttled.replicas", "string", (),
-             "Replicas throttled on the leader side; there are no replication quotas", ignored=True, fallback=""),
+             "partition:broker pairs (or *) whose leader sends count against leader.replication.throttled.rate",
+             _throttled_replicas, fallback=""),
 )}
 
 #: Broker synonyms in another unit than their topic key (Kafka's hours/minutes -> ms).
@@ -442,17 +467,21 @@ _SYNONYM_UNITS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def _resolve_topic(key: TopicKey, explicit: Mapping[str, Any]) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
+def _resolve_topic(key: TopicKey, explicit: Mapping[str, Any] | list[tuple[Mapping[str, Any], int]]
+                   ) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
     """(value, source, synonyms) of a topic key with no override, given the broker properties
-    set explicitly: the first explicit synonym, else the first synonym with a default, else the
-    key's fallback (Kafka's resolution)."""
+    set explicitly (one mapping of static ones, or layers of (properties, source) in precedence
+    order: dynamic per-broker, dynamic cluster default, static): the first synonym some layer
+    sets, else the first synonym with a default, else the key's fallback (Kafka's resolution)."""
+    layers = [(explicit, SOURCE_STATIC_BROKER)] if isinstance(explicit, Mapping) else explicit
     synonyms = []
     chosen: tuple[Any, int] | None = None
     for syn in key.synonyms:
-        if explicit.get(syn) is not None:
-            synonyms.append((syn, explicit[syn], SOURCE_STATIC_BROKER))
-            if chosen is None:
-                chosen = (_SYNONYM_UNITS.get(syn, _same)(explicit[syn]), SOURCE_STATIC_BROKER)
+        for props, source in layers:
+            if props.get(syn) is not None:
+                synonyms.append((syn, props[syn], source))
+                if chosen is None:
+                    chosen = (_SYNONYM_UNITS.get(syn, _same)(props[syn]), source)
     for syn in key.synonyms:
         d = BROKER_KEYS[syn].default
         if d is not None:
@@ -551,6 +580,10 @@ class BrokerConfig:
 
     #: ``listener.name.<listener>.[<mechanism>.]<property>`` -> typed value (see LISTENER_KEYS)
     prefixed: dict[str, Any] = field(default_factory=dict)
+    #: dynamic broker configs from ZooKeeper (``/config/brokers/<id>`` and ``/config/brokers/<default>``),
+    #: typed; they win over ``values`` in that order (Kafka's DynamicBrokerConfig)
+    dynamic_broker: dict[str, Any] = field(default_factory=dict)
+    dynamic_default: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> "BrokerConfig":
@@ -650,7 +683,25 @@ class BrokerConfig:
                                   "the broker's own username and password")
 
     def __getitem__(self, name: str) -> Any:
+        if name in self.dynamic_broker:
+            return self.dynamic_broker[name]
+        if name in self.dynamic_default:
+            return self.dynamic_default[name]
         return self.values[name]
+
+    def set_dynamic(self, broker: Mapping[str, str], default: Mapping[str, str]) -> set[str]:
+        """Replace the dynamic layers with these ZooKeeper configs (strings as stored); fires
+        nothing, returns the names whose effective value changed. A key that is unknown, not
+        dynamic or invalid is skipped with a warning, as Kafka skips it."""
+        before = {n: self[n] for n in set(self.dynamic_broker) | set(self.dynamic_default)
+                  | set(broker) | set(default) if n in BROKER_KEYS}
+        self.dynamic_broker = parse_dynamic(broker, "this broker's dynamic config")
+        self.dynamic_default = parse_dynamic(default, "the cluster-wide dynamic config")
+        return {n for n, v in before.items() if self[n] != v}
+
+    def _layers(self) -> list[tuple[Mapping[str, Any], int]]:
+        return [(self.dynamic_broker, SOURCE_DYNAMIC_BROKER), (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                ({n: self.values[n] for n in self.explicit}, SOURCE_STATIC_BROKER)]
 
     def _check(self) -> None:
         if not self["zookeeper.connect"]:
@@ -722,7 +773,7 @@ class BrokerConfig:
     # -- topic defaults ------------------------------------------------------------------------
     def topic_default(self, name: str) -> tuple[Any, int, tuple[tuple[str, Any, int], ...]]:
         """(value, source, synonyms) of a topic key with no override, resolved as Kafka does."""
-        return _resolve_topic(TOPIC_KEYS[name], {n: self.values[n] for n in self.explicit})
+        return _resolve_topic(TOPIC_KEYS[name], self._layers())
 
     def topic_config(self, overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
         """Every topic key's effective typed value: override, else the broker's default. An
@@ -750,12 +801,38 @@ class BrokerConfig:
         return rows
 
     def describe_broker(self) -> list[ConfigValue]:
+        """Every broker key with its effective value, source and synonyms (dynamic per-broker,
+        dynamic default, static, default: Kafka's order)."""
         rows = []
+        layers = self._layers()
         for name, key in BROKER_KEYS.items():
-            source = SOURCE_STATIC_BROKER if name in self.explicit else SOURCE_DEFAULT
-            rows.append(ConfigValue(name, self.values[name], source, ((name, self.values[name], source),),
+            synonyms = [(name, props[name], src) for props, src in layers if name in props]
+            if key.default is not None or not synonyms:
+                synonyms.append((name, key.default, SOURCE_DEFAULT))
+            rows.append(ConfigValue(name, self[name], synonyms[0][2], tuple(synonyms),
                                     key.kind, key.documentation, key.kind == "password"))
         return rows
+
+    def describe_dynamic_default(self) -> list[ConfigValue]:
+        """The cluster default entity's own configs (DescribeConfigs of broker "")."""
+        return [ConfigValue(name, value, SOURCE_DYNAMIC_DEFAULT_BROKER, ((name, value, SOURCE_DYNAMIC_DEFAULT_BROKER),),
+                            BROKER_KEYS[name].kind, BROKER_KEYS[name].documentation)
+                for name, value in self.dynamic_default.items()]
+
+
+def parse_dynamic(config: Mapping[str, str], where: str) -> dict[str, Any]:
+    """Typed values of the dynamic keys in a ``/config/brokers/...`` config; others are skipped."""
+    out: dict[str, Any] = {}
+    for name, raw in config.items():
+        key = BROKER_KEYS.get(name)
+        if key is None or not key.dynamic:
+            log.warning("%s: ignoring %s (not a dynamic broker config)", where, name)
+            continue
+        try:
+            out[name] = key.parse(raw)
+        except ConfigError as exc:
+            log.warning("%s: ignoring %s", where, exc)
+    return out
 
 
 def _protocol_map(text: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ from twisted.internet import defer
 
 from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
+from kafkalite.quota.replication import ReplicationQuotas
 from kafkalite.quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE,
                              ClientQuotaManager, QuotaEntities, QuotaEntity, RateConfig)
 from zk_schema import paths
@@ -84,8 +85,10 @@ def format_quota(key: str, value: float) -> str:
 class BrokerQuotas:
     """The broker's client quota managers (one rate per quota entity and type)."""
 
-    def __init__(self, rate: RateConfig | None = None) -> None:
+    def __init__(self, rate: RateConfig | None = None, replication: RateConfig | None = None) -> None:
         self.entities = QuotaEntities()
+        #: the replication throttles (leader and follower; rates from the dynamic broker configs)
+        self.replication = ReplicationQuotas(replication or RateConfig())
         rate = rate or RateConfig()
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, self.entities, rate)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, self.entities, rate)

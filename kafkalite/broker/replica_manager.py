@@ -9,6 +9,7 @@ writes and, later, transaction markers.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -165,9 +166,38 @@ class ReplicaManager:
                 lag = max(0, plog.high_watermark - plog.log_end_offset) if plog is not None else 0
                 by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
                                                        "offset_lag": lag, "is_future_key": False})
+            for (topic, index), size in self.logs.future_sizes(info.path).items():
+                if topics is not None and index not in topics.get(topic, ()):
+                    continue
+                plog = self.logs.get(topic, index)
+                future = self.logs.future(topic, index)
+                lag = max(0, plog.log_end_offset - future.log_end_offset) if plog is not None and future else 0
+                by_topic.setdefault(topic, []).append({"partition_index": index, "partition_size": size,
+                                                       "offset_lag": lag, "is_future_key": True})
             results.append({"error_code": int(info.error), "log_dir": info.path,
                             "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())]})
         return results
+
+    def alter_log_dir(self, topic: str, index: int, log_dir: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition, with Kafka 2.8's answers: LOG_DIR_NOT_FOUND for a
+        dir that is not configured, KAFKA_STORAGE_ERROR for an offline one or an offline replica,
+        REPLICA_NOT_AVAILABLE when the replica is not here yet (it will be created in ``log_dir``),
+        else NONE with a future replica copying there (or none needed: already there)."""
+        d = os.path.abspath(log_dir)
+        if d not in [os.path.abspath(x) for x in self.logs.log_dirs]:
+            return ErrorCode.LOG_DIR_NOT_FOUND
+        if d in self.logs.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.logs.is_offline(topic, index):
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.get(topic, index) is None or self.logs.get(topic, index) is None:
+            self.logs.set_preferred_dir(topic, index, d)
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        try:
+            self.logs.create_future(topic, index, d)
+        except KafkaStorageError:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
 
     def _notify_role(self, part: Partition) -> None:
         for listener in self.role_listeners:

@@ -38,6 +38,8 @@ from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+from kafkalite.broker.log_dir_mover import LogDirMover
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
@@ -96,6 +98,7 @@ class KafkaBroker:
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
         self.cleaner: LogCleaner | None = None
+        self.cleaner_loops: list[task.LoopingCall] = []
         if config["log.cleaner.enable"] and config["log.cleaner.threads"] > 0:
             # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
             # the reactor (the logs' owner thread) through blockingCallFromThread
@@ -119,18 +122,26 @@ class KafkaBroker:
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
+        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id,
+                                                      self._dynamic_config_changed)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
         self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
         self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
+        self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
+                                   RateConfig(config["replication.quota.window.num"],
+                                              config["replication.quota.window.size.seconds"] * 1000))
+        self._apply_replication_rates()
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
-                                              functools.partial(net_client.connect, security=self.inter_broker_security))
+                                              functools.partial(net_client.connect, security=self.inter_broker_security),
+                                              quota=self.quotas.replication.follower)
         self.replica_manager.fetchers = self.fetchers
+        self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, reactor, self.clock,
+                                         config["replica.fetch.max.bytes"], self.quotas.replication.alter_log_dirs)
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
-        self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000))
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
         self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
@@ -164,7 +175,8 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials, self.txns, self.quotas)
+                              self.metrics, self.credentials, self.txns, self.quotas,
+                              dynamic_config=self.dynamic_config)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -175,6 +187,7 @@ class KafkaBroker:
         if self.broker_id < 0:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
+        yield self.dynamic_config.start()
         advertised = self._listen()
         self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
@@ -272,13 +285,35 @@ class KafkaBroker:
               lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
         every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
-        if self.cleaner is not None:
-            cleaner = self.cleaner
-            for i in range(self.config["log.cleaner.threads"]):
-                every(max(self.config["log.cleaner.backoff.ms"], 1), partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
+        self._start_cleaner_threads()
+        self.log_dir_mover.start()
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
             every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
+
+    def _start_cleaner_threads(self) -> None:
+        """``log.cleaner.threads`` periodic cleaner passes (again after a dynamic change of the
+        threads, back-off or dedupe buffer: Kafka's LogCleaner.reconfigure restarts its threads;
+        a pass already running finishes, its successor waits for it)."""
+        for loop in self.cleaner_loops:
+            if loop.running:
+                loop.stop()
+        self.cleaner_loops = []
+        count = self.config["log.cleaner.threads"]
+        if not self.config["log.cleaner.enable"] or count <= 0 or self.stopping:
+            return
+        if self.cleaner is None:
+            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
+                                      threads=count, clock=self.clock.now_ms,
+                                      owner_call=lambda fn: threads.blockingCallFromThread(self.reactor, fn))
+        cleaner = self.cleaner
+        cleaner.map_memory = self.config["log.cleaner.dedupe.buffer.size"] // count
+        for i in range(count):
+            loop = task.LoopingCall(partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
+            loop.clock = self.reactor
+            loop.start(max(self.config["log.cleaner.backoff.ms"], 1) / 1000.0, now=False).addErrback(
+                lambda f: log.error("periodic task failed: %s", f.value))
+            self.cleaner_loops.append(loop)
 
     def _off_reactor(self, name: str, work: Callable[[], Any]) -> defer.Deferred | None:
         """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
@@ -384,9 +419,10 @@ class KafkaBroker:
                 log.exception("controlled shutdown failed")
         if self.cleaner is not None:
             self.cleaner.shutdown()         # a running pass stops at its next batch
-        for loop in self.loops:
+        for loop in self.loops + self.cleaner_loops:
             if loop.running:
                 loop.stop()
+        self.log_dir_mover.stop()
         for port in self.ports:
             yield port.stopListening()
         if self.metrics_port is not None:
@@ -475,15 +511,45 @@ class KafkaBroker:
             for key in self.replica_manager.hosted(change.topic):
                 if self.broker_id not in assignment.get(key[1], ()):
                     self.replica_manager.remove_replica(key[0], key[1])
+            self._update_throttled_replicas(change.topic)
         elif change.kind == "topic-removed":
             self.topic_configs.forget(change.topic)
+            self.quotas.replication.remove_topic(change.topic)
             self.replica_manager.remove_topic(change.topic, delete=True)
         elif change.kind == "config":
             self.replica_manager.update_config(change.topic)
+            self._update_throttled_replicas(change.topic)
         elif change.kind == "controller":
             self.controller.on_controller_changed()
         self.purgatory.check(METADATA_CHANGED)
         self.controller.reconcile()
+
+    def _update_throttled_replicas(self, topic: str) -> None:
+        """A topic's ``*.replication.throttled.replicas`` as this broker's throttled partitions."""
+        if topic not in self.metadata.topics:
+            return
+        effective = self.topic_configs.effective(topic)
+        self.quotas.replication.update_topic(topic, effective["leader.replication.throttled.replicas"],
+                                             effective["follower.replication.throttled.replicas"], self.broker_id)
+
+    def _apply_replication_rates(self) -> None:
+        self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
+        self.quotas.replication.follower.update_bound(self.config["follower.replication.throttled.rate"])
+        self.quotas.replication.alter_log_dirs.update_bound(
+            self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
+
+    def _dynamic_config_changed(self, changed: set[str]) -> None:
+        """Apply dynamic broker configs that changed: throttle rates at once; topic defaults (the
+        ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
+        every topic's effective config and handing the new log config to its partitions."""
+        self._apply_replication_rates()
+        if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
+            self._start_cleaner_threads()
+        self.topic_configs.clear()
+        self.log_manager.default_config = self.topic_configs.log_config(None)
+        for topic in list(self.metadata.topics):
+            self.replica_manager.update_config(topic)
+        self.purgatory.check(METADATA_CHANGED)
 
     def _apply_state(self, topic: str, partition: int) -> None:
         info = self.metadata.topics.get(topic)

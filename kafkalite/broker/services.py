@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from kafkalite.broker.metrics import BrokerMetrics
     from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
+    from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
     from kafkalite.broker.quotas import BrokerQuotas
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
@@ -94,6 +95,8 @@ class BrokerServices:
     credentials: "UserCredentials"
     txns: "TransactionTopic"
     quotas: "BrokerQuotas"
+    #: ``/config/brokers/...`` (dynamic broker configs); None without ZooKeeper (unit tests)
+    dynamic_config: "DynamicBrokerConfigSync | None" = None
 
 
 @dataclass
@@ -176,6 +179,10 @@ class RequestContext:
     @property
     def quotas(self) -> "BrokerQuotas":
         return self.services.quotas
+
+    @property
+    def dynamic_config(self) -> "DynamicBrokerConfigSync | None":
+        return self.services.dynamic_config
 
     @property
     def quota_user(self) -> str:

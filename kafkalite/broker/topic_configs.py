@@ -40,3 +40,7 @@ class TopicConfigs:
 
     def forget(self, topic: str) -> None:
         self._cache.pop(topic, None)
+
+    def clear(self) -> None:
+        """The broker's defaults changed (dynamic broker configs): recompute every topic."""
+        self._cache.clear()

@@ -248,7 +248,8 @@ def main(argv: list[str]) -> int:
         if rtype == TOPIC and name not in admin.client.metadata([name]).topics:
             raise ToolError(f"Topic '{name}' does not exist as expected")
         if a.describe:
-            configs = admin.describe_configs(rtype, name or str(min(admin.client.metadata([]).brokers)))
+            # the cluster default ("") describes its own dynamic configs (any broker answers)
+            configs = admin.describe_configs(rtype, name)
             if a.all:
                 title = f"All configs for {singular} {name} are:"
                 entries = list(configs.values())
@@ -279,7 +280,8 @@ def main(argv: list[str]) -> int:
             if exc.code != ErrorCode.UNSUPPORTED_VERSION:
                 raise
             current: dict[str, str] = {k: e.value or "" for k, e in admin.describe_configs(rtype, name).items()
-                                       if e.source == "DYNAMIC_TOPIC_CONFIG"}
+                                       if e.source == {TOPIC: "DYNAMIC_TOPIC_CONFIG", BROKER: "DYNAMIC_BROKER_CONFIG"
+                                                       if name else "DYNAMIC_DEFAULT_BROKER_CONFIG"}[rtype]}
             current.update(adds)
             for k in deletes:
                 current.pop(k, None)

@@ -280,6 +280,20 @@ class Admin:
                  for t in r["topics"] for p in t["partitions"]]) for r in resp["results"]]
         return out
 
+    def alter_replica_log_dirs(self, broker: int, moves: Mapping[TopicPartition, str]) -> dict[TopicPartition, int]:
+        """AlterReplicaLogDirs on ``broker``: move each replica to the given log dir; the error
+        code per partition (REPLICA_NOT_AVAILABLE: the replica is not there yet, it will be
+        created in that dir)."""
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for tp, d in moves.items():
+            by_dir.setdefault(d, {}).setdefault(tp.topic, []).append(tp.partition)
+        body = {"dirs": [{"path": d, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                         for d, topics in by_dir.items()]}
+        resp = self.client._with_retries(
+            partial(self.client.send, broker, ApiKey.ALTER_REPLICA_LOG_DIRS, body), "AlterReplicaLogDirs")
+        return {TopicPartition(t["topic_name"], p["partition_index"]): p["error_code"]
+                for t in resp["results"] for p in t["partitions"]}
+
     # -- client quotas -----------------------------------------------------------------------
     def describe_client_quotas(self, components: Sequence[tuple[str, int, str | None]], strict: bool = False
                                ) -> list[tuple[dict[str, str | None], dict[str, float]]]:

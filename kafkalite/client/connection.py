@@ -57,6 +57,7 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 1),             # v2 is flexible
+    ApiKey.ALTER_REPLICA_LOG_DIRS: (0, 1),        # v2 is flexible
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 is flexible
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 0),        # v1 is flexible
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 0),           # v1 is flexible

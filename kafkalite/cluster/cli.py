@@ -1,4 +1,4 @@
-"""``kafkalite-cluster up|status|kill|start|add-broker|rolling-restart|down``: a local cluster for experiments.
+"""``kafkalite-cluster up|status|kill|start|add-broker|decommission|rolling-restart|down``: a local cluster for experiments.
 
 ``up`` starts ZooKeeper (one server, or an ensemble with ``--zookeepers 3``), N brokers (ids
 101.., as in the Kafka material) and a schema registry (unless ``--no-schema-registry``) detached
@@ -6,6 +6,8 @@ from the terminal, waits until ZooKeeper has a quorum, every broker is registere
 is elected and the registry answers, and prints the bootstrap servers and the registry's URL. The
 state file in the data directory lets the later commands find the processes; ``kill``/``start``
 take a broker id or ``--zookeeper N``; ``add-broker`` starts one more broker with the next id;
+``decommission ID`` moves every replica off that broker with a reassignment (optionally throttled),
+waits until it is complete and says the broker may be stopped;
 ``rolling-restart`` restarts the brokers one at a time (controlled shutdown, then back and no
 partition under-replicated before the next). Every error is one line on stderr (plus a log tail where
 one helps) and exit code 1.
@@ -197,6 +199,30 @@ def cmd_add_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_decommission(args: argparse.Namespace) -> int:
+    from kafkalite.cli.common import ToolError
+    from kafkalite.cli.reassign_partitions import drain
+    from kafkalite.client import Admin, ClientError
+
+    cluster = LocalCluster.load(args.data_dir)
+    try:
+        cluster.broker(args.broker)
+    except ClusterError:
+        raise ClusterError(f"broker {args.broker} is not part of this cluster") from None
+    try:
+        with Admin(cluster.bootstrap) as admin:
+            plan = drain(admin, args.broker, args.timeout, args.throttle, say=lambda m: print(m, flush=True))
+    except (ToolError, ClientError) as exc:
+        raise ClusterError(str(exc)) from None
+    finally:
+        cluster.close_zk()
+    if plan:
+        print(f"moved {len(plan)} replica(s) off broker {args.broker}")
+    print(f"broker {args.broker} holds no partitions: it may be stopped "
+          f"(kafkalite-cluster --data-dir {args.data_dir} kill {args.broker})")
+    return 0
+
+
 def cmd_rolling_restart(args: argparse.Namespace) -> int:
     if args.timeout <= 0:
         raise ClusterError("--timeout must be positive")
@@ -263,6 +289,12 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--port", type=int, default=0, help="its listener port (default: a free port)")
     a.add_argument("--timeout", type=float, default=90.0)
     a.set_defaults(fn=cmd_add_broker)
+    dc = sub.add_parser("decommission", help="move every replica off a broker (a reassignment), then say it may stop")
+    dc.add_argument("broker", type=int, help="broker id")
+    dc.add_argument("--throttle", type=int, default=-1, metavar="BYTES/S",
+                    help="replication throttle for the moves (removed when they are complete)")
+    dc.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for the moves (default 600)")
+    dc.set_defaults(fn=cmd_decommission)
     rr = sub.add_parser("rolling-restart",
                         help="restart every broker in turn (controlled shutdown), waiting for full ISRs in between")
     rr.add_argument("--timeout", type=float, default=120.0,

@@ -208,6 +208,47 @@ class AlterPartitionReassignmentsResponse(TypedDict):
     responses: list[AlterPartitionReassignmentsResponseReassignableTopicResponse]
 
 
+class AlterReplicaLogDirsRequestAlterReplicaLogDirTopic(TypedDict):
+    """AlterReplicaLogDirsRequest's AlterReplicaLogDirTopic struct."""
+
+    name: str
+    partitions: list[int]
+
+
+class AlterReplicaLogDirsRequestAlterReplicaLogDir(TypedDict):
+    """AlterReplicaLogDirsRequest's AlterReplicaLogDir struct."""
+
+    path: str
+    topics: list[AlterReplicaLogDirsRequestAlterReplicaLogDirTopic]
+
+
+class AlterReplicaLogDirsRequest(TypedDict):
+    """AlterReplicaLogDirsRequest: the request body, API key 34, versions 0-2."""
+
+    dirs: list[AlterReplicaLogDirsRequestAlterReplicaLogDir]
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult(TypedDict):
+    """AlterReplicaLogDirsResponse's AlterReplicaLogDirPartitionResult struct."""
+
+    partition_index: int
+    error_code: int
+
+
+class AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult(TypedDict):
+    """AlterReplicaLogDirsResponse's AlterReplicaLogDirTopicResult struct."""
+
+    topic_name: str
+    partitions: list[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]
+
+
+class AlterReplicaLogDirsResponse(TypedDict):
+    """AlterReplicaLogDirsResponse: the response body, API key 34, versions 0-2."""
+
+    throttle_time_ms: int
+    results: list[AlterReplicaLogDirsResponseAlterReplicaLogDirTopicResult]
+
+
 class AlterUserScramCredentialsRequestScramCredentialDeletion(TypedDict):
     """AlterUserScramCredentialsRequest's ScramCredentialDeletion struct."""
 

@@ -16,6 +16,12 @@ own (``PartitionFetchState.delay``) while the others keep fetching at once. The 
 backs off only when a request itself fails (connection, timeout) or nothing is fetchable, and
 then only until the earliest delayed partition is due or a new partition arrives.
 
+Replication throttles (Kafka 2.x, KIP-73): a partition this broker follows that is listed in its
+topic's ``follower.replication.throttled.replicas`` and not yet in sync (behind the leader's high
+watermark at the last answer) is left out of the Fetch while ``follower.replication.throttled.rate``
+is exceeded, and the bytes fetched for throttled partitions are recorded in that rate. A round
+where every ready partition is held back waits one back-off, as Kafka's empty fetch does.
+
 Each round truncates the partitions that need it, then fetches, on one connection (Kafka's
 order). A partition added while a Fetch is parked at the leader therefore waits for that long
 poll (``replica.fetch.wait.max.ms``) before its OffsetForLeaderEpoch goes out. Sending that on a
@@ -36,6 +42,7 @@ from kafkalite.group.hashing import java_string_hash, kafka_abs
 from kafkalite.net import client
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FetchRequest, FetchRequestFetchPartition
+from kafkalite.quota.replication import ReplicationQuota
 from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.storage import PartitionLog
 
@@ -80,6 +87,13 @@ class FollowedPartition:
     needs_truncation: bool = True
     #: Reactor time before which this partition is neither fetched nor truncated (Kafka's DelayedItem).
     delayed_until: float = 0.0
+    #: the leader's high watermark minus our log end at the last answer (None: no answer yet)
+    lag: int | None = None
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's PartitionFetchState.isReplicaInSync (a throttle never holds it back)."""
+        return self.lag is not None and self.lag <= 0
 
     def is_delayed(self, now: float) -> bool:
         return now < self.delayed_until
@@ -122,8 +136,10 @@ class _Sleep:
 class ReplicaFetcher:
     def __init__(self, broker_id: int, leader_id: int, reactor: Any, config: Any,
                  endpoint_of: Callable[[int], tuple[str, int] | None],
-                 connect: Callable[..., defer.Deferred] = client.connect, fetcher_id: int = 0) -> None:
+                 connect: Callable[..., defer.Deferred] = client.connect, fetcher_id: int = 0,
+                 quota: ReplicationQuota | None = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota
         self.leader_id = leader_id
         self.fetcher_id = fetcher_id
         self.reactor = reactor
@@ -188,6 +204,14 @@ class ReplicaFetcher:
         """Is ``f`` still the state we follow ``key`` with (not removed or re-added meanwhile)?"""
         return self.running and self.partitions.get(key) is f
 
+    def unthrottled(self, ready: dict[Key, FollowedPartition]) -> dict[Key, FollowedPartition]:
+        """``ready`` without the partitions the follower throttle holds back now."""
+        quota = self.quota
+        if quota is None or not quota.throttled:
+            return ready
+        now_ms = int(self.now() * 1000)
+        return {k: f for k, f in ready.items() if not quota.should_throttle(k[0], k[1], f.in_sync, now_ms)}
+
     # -- the loop --------------------------------------------------------------------------------
     @defer.inlineCallbacks
     def _run(self) -> Any:
@@ -208,9 +232,12 @@ class ReplicaFetcher:
                                                        self.config["replica.socket.timeout.ms"] / 1000.0)
                     if truncating and self.running:
                         yield self._truncate(truncating)
-                    followed = self.ready(FollowedPartition.ready_for_fetch)
+                    ready = self.ready(FollowedPartition.ready_for_fetch)
+                    followed = self.unthrottled(ready)
                     if followed and self.running:
                         yield self._fetch(followed)
+                    elif ready and not truncating and self.running:
+                        yield self.sleep(self.backoff)     # all held back by the throttle
                 except Exception as exc:  # connection refused/lost, timeouts: the request failed
                     if not self.running:
                         break
@@ -348,11 +375,14 @@ class ReplicaFetcher:
             return False
         records = p["records"]
         if records is not None and len(records):
+            if self.quota is not None and self.quota.is_throttled(part.topic, part.index):
+                self.quota.record(len(records), now)
             infos, end = scan_valid_prefix(records)
             if infos:
                 plog.append(records[:end] if end < len(records) else records, infos,
                             leader_epoch=part.leader_epoch, now_ms=now, assign_offsets=False)
         part.high_watermark = min(p["high_watermark"], plog.log_end_offset)
+        f.lag = max(0, p["high_watermark"] - plog.log_end_offset)
         # DeleteRecords on the leader: adopt its log start, as far as our high watermark allows
         # (Kafka's follower maybeIncrementLogStartOffset)
         start = min(p["log_start_offset"], part.high_watermark)
@@ -366,8 +396,10 @@ class ReplicaFetcherManager:
 
     def __init__(self, broker_id: int, reactor: Any, config: Any,
                  endpoint_of: Callable[[int], tuple[str, int] | None],
-                 connect: Callable[..., defer.Deferred] = client.connect) -> None:
+                 connect: Callable[..., defer.Deferred] = client.connect,
+                 quota: ReplicationQuota | None = None) -> None:
         self.broker_id = broker_id
+        self.quota = quota
         self.reactor = reactor
         self.config = config
         self.endpoint_of = endpoint_of
@@ -388,7 +420,8 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(key)
         if fetcher is None:
             fetcher = self.fetchers[key] = ReplicaFetcher(self.broker_id, leader_id, self.reactor, self.config,
-                                                          self.endpoint_of, self.connect, fetcher_id=key[1])
+                                                          self.endpoint_of, self.connect, fetcher_id=key[1],
+                                                          quota=self.quota)
         self.leader_of[part.key] = key
         fetcher.add(part)
 

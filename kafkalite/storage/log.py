@@ -153,8 +153,21 @@ def _storage_op(fn: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Con
     return op
 
 
+FUTURE_DIR_SUFFIX = "-future"
+_FUTURE_DIR = re.compile(r"^(.+)\.[0-9a-f]{32}" + FUTURE_DIR_SUFFIX + "$")
+
+
+def future_dir_name(topic: str, partition: int, unique: str) -> str:
+    """Kafka's ``<topic>-<partition>.<uuid>-future``: a replica being moved into this log dir."""
+    return f"{topic}-{partition}.{unique}{FUTURE_DIR_SUFFIX}"
+
+
 def parse_dir_name(name: str) -> tuple[str, int]:
-    """``<topic>-<partition>`` -> (topic, partition), splitting on the last '-'; ValueError if not."""
+    """``<topic>-<partition>`` (or a future replica's ``<topic>-<partition>.<uuid>-future``) ->
+    (topic, partition), splitting on the last '-'; ValueError if not."""
+    future = _FUTURE_DIR.match(name)
+    if future is not None:
+        name = future.group(1)
     topic, sep, part = name.rpartition("-")
     if not sep or not TOPIC_RE.match(topic) or topic in (".", "..") or not part.isdigit():
         raise ValueError(f"{name!r} is not a <topic>-<partition> directory name")

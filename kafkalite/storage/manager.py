@@ -35,6 +35,7 @@ import fcntl
 import logging
 import os
 import time
+import uuid
 from typing import Callable, NamedTuple
 
 from kafkalite.config import BROKER_KEYS
@@ -42,7 +43,8 @@ from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.failure import Background, FailureListener, LogDirFailureChannel, run_inline
-from kafkalite.storage.log import DELETE_DIR_SUFFIX, TOPIC_RE, PartitionLog, parse_dir_name, remove_tree
+from kafkalite.storage.log import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, TOPIC_RE, PartitionLog, future_dir_name,
+                                   parse_dir_name, remove_tree)
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,10 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self._logs: dict[_Key, PartitionLog] = {}      # online logs
         self._dir_of: dict[_Key, str] = {}             # every known partition, online or not
+        #: future replicas (AlterReplicaLogDirs): the copy of a partition being moved to another dir
+        self._futures: dict[_Key, PartitionLog] = {}
+        #: where a partition not here yet is to be created (AlterReplicaLogDirs before the replica)
+        self._preferred: dict[_Key, str] = {}
         self._locks: dict[str, int] = {}
         self._handled_offline: set[str] = set()
         self._closed = False
@@ -113,11 +119,12 @@ class LogManager:
                     if not self.failures.is_offline(d):
                         raise                          # not an I/O error: a configuration error
             self.handle_dir_failures()
+            self._resume_futures()
             if not self.online_dirs:
                 raise KafkaStorageError("no log dir is usable: " + "; ".join(
                     f"{d}: {self.failures.reason(d)}" for d in self.log_dirs))
         except BaseException:
-            for plog in self._logs.values():
+            for plog in list(self._logs.values()) + list(self._futures.values()):
                 plog.close_handles()
             self._release_locks()
             raise
@@ -163,6 +170,18 @@ class LogManager:
                 log.info("removing deleted log %s", path)
                 remove_tree(path)
                 continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                # a move between log dirs that a restart interrupted: the copy resumes (Kafka
+                # loads future logs too); _resume_futures drops one without a current log
+                fkey = parse_dir_name(name)
+                if fkey in self._futures:
+                    log.warning("removing a second future replica of %s-%d: %s", fkey[0], fkey[1], path)
+                    remove_tree(path)
+                    continue
+                self._futures[fkey] = PartitionLog.open(
+                    path, self._topic_config(fkey[0]), now, clean_shutdown=clean, failures=self.failures,
+                    background=self._run_background)
+                continue
             try:
                 key = parse_dir_name(name)
             except ValueError:
@@ -181,6 +200,19 @@ class LogManager:
             os.unlink(marker)
         log.info("loaded %d logs from %s (%s shutdown)", sum(1 for v in self._dir_of.values() if v == d), d,
                  "clean" if clean else "unclean")
+
+    def _resume_futures(self) -> None:
+        """Future replicas found at start go on copying if their partition's current log is
+        online in another dir; the others are deleted."""
+        for (topic, partition), future in list(self._futures.items()):
+            current = self._logs.get((topic, partition))
+            if current is None or self._dir_of.get((topic, partition)) == future.log_dir \
+                    or self.failures.is_offline(future.log_dir):
+                log.warning("dropping the future replica %s: no current log to copy", future.directory)
+                self.abort_future(topic, partition)
+            else:
+                log.info("resuming the move of %s-%d to %s at offset %d", topic, partition, future.log_dir,
+                         future.log_end_offset)
 
     def _run_background(self, job: Callable[[], None]) -> None:
         self.background(job)
@@ -246,6 +278,96 @@ class LogManager:
         return [LogDirInfo(d, ErrorCode.KAFKA_STORAGE_ERROR, {}) if self.failures.is_offline(d)
                 else LogDirInfo(d, ErrorCode.NONE, self.dir_sizes(d)) for d in self.log_dirs]
 
+    def future_sizes(self, log_dir: str) -> dict[_Key, int]:
+        """Bytes per future replica in ``log_dir`` (DescribeLogDirs' ``is_future_key`` entries)."""
+        d = os.path.abspath(log_dir)
+        if self.failures.is_offline(d):
+            return {}
+        return {k: p.size for k, p in sorted(self._futures.items()) if p.log_dir == d}
+
+    # --- moving replicas between log dirs (AlterReplicaLogDirs) --------------------------------------
+
+    def set_preferred_dir(self, topic: str, partition: int, log_dir: str) -> None:
+        """Create the partition in ``log_dir`` when it comes (Kafka's maybeUpdatePreferredLogDir)."""
+        self._preferred[(topic, partition)] = os.path.abspath(log_dir)
+
+    def future(self, topic: str, partition: int) -> PartitionLog | None:
+        return self._futures.get((topic, partition))
+
+    def futures(self) -> dict[_Key, PartitionLog]:
+        return dict(self._futures)
+
+    def create_future(self, topic: str, partition: int, log_dir: str) -> PartitionLog | None:
+        """Start moving the partition's log to ``log_dir``: an empty future log
+        ``<topic>-<partition>.<uuid>-future`` there, starting at the current log's start (the
+        caller copies the data, then :meth:`replace_current_with_future`). None when the log is
+        already in ``log_dir`` (a move elsewhere in progress is cancelled); the existing future
+        when one is already moving there. KafkaStorageError if ``log_dir`` is offline or the
+        partition is not here. Synchronous: a new log is a mkdir and three empty files."""
+        key = (topic, partition)
+        d = os.path.abspath(log_dir)
+        self.failures.check_online(d, f"move {topic}-{partition} to {d}")
+        current = self.get(topic, partition)
+        if current is None:
+            raise KafkaStorageError(f"{topic}-{partition} has no online log here")
+        existing = self._futures.get(key)
+        if existing is not None and existing.log_dir == d:
+            return existing
+        self.abort_future(topic, partition)
+        if self._dir_of.get(key) == d:
+            return None
+        path = os.path.join(d, future_dir_name(topic, partition, uuid.uuid4().hex))
+        future = PartitionLog.open(path, current.config, self._clock(), log_start_offset=current.log_start_offset,
+                                   clean_shutdown=True, failures=self.failures, background=self._run_background)
+        self._futures[key] = future
+        log.info("moving %s-%d from %s to %s (future replica %s)", topic, partition, self._dir_of.get(key), d, path)
+        return future
+
+    def abort_future(self, topic: str, partition: int) -> bool:
+        """Drop the partition's future replica (a move cancelled or superseded); False if none."""
+        future = self._futures.pop((topic, partition), None)
+        if future is None:
+            return False
+        try:
+            future.delete()
+        except KafkaStorageError as e:
+            log.error("deleting the future replica of %s-%d: %s", topic, partition, e)
+        return True
+
+    def replace_current_with_future(self, topic: str, partition: int) -> PartitionLog:
+        """The future replica has caught up: it becomes the partition's log (Kafka's
+        replaceCurrentWithFutureLog). The current log is deleted (renamed now, removed in the
+        background), the future directory renamed to ``<topic>-<partition>`` and reopened there.
+        The caller holds off appends meanwhile (the broker runs this on the reactor)."""
+        key = (topic, partition)
+        future = self._futures.get(key)
+        current = self._logs.get(key)
+        if future is None or current is None:
+            raise KafkaStorageError(f"{topic}-{partition}: no move in progress")
+        if future.log_end_offset != current.log_end_offset:
+            raise ValueError(f"{topic}-{partition}: the future replica ends at {future.log_end_offset}, "
+                             f"the current one at {current.log_end_offset}")
+        d = future.log_dir
+        target = os.path.join(d, f"{topic}-{partition}")
+        hw, start, end, config = current.high_watermark, current.log_start_offset, current.log_end_offset, current.config
+        future.flush()
+        future.close()
+        del self._futures[key]
+        self._logs.pop(key, None)
+        current.delete()
+        try:
+            os.replace(future.directory, target)
+        except OSError as e:
+            self._dir_of.pop(key, None)
+            raise self.failures.fail(d, f"renaming the future replica of {topic}-{partition}", e) from e
+        self._dir_of[key] = d
+        plog = PartitionLog.open(target, config, self._clock(), recovery_point=end, log_start_offset=start,
+                                 high_watermark=hw, clean_shutdown=True, failures=self.failures,
+                                 background=self._run_background)
+        self._logs[key] = plog
+        log.info("%s-%d now lives in %s", topic, partition, d)
+        return plog
+
     # --- logs --------------------------------------------------------------------------------------
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -289,6 +411,9 @@ class LogManager:
             if d in counts:
                 counts[d] += 1
         d = min(online, key=lambda x: counts[x])
+        preferred = self._preferred.pop(key, None)
+        if preferred in online:
+            d = preferred
         self._dir_of[key] = d            # even if opening fails: the partition is then offline with its dir
         plog = PartitionLog.open(os.path.join(d, f"{topic}-{partition}"), config or self._topic_config(topic),
                                  self._clock(), clean_shutdown=True, failures=self.failures,
@@ -303,6 +428,8 @@ class LogManager:
         disk. Never raises for a disk error (it is reported); False if the partition is unknown."""
         self.handle_dir_failures()
         key = (topic, partition)
+        self.abort_future(topic, partition)
+        self._preferred.pop(key, None)
         d = self._dir_of.pop(key, None)
         plog = self._logs.pop(key, None)
         if d is None:
@@ -389,7 +516,7 @@ class LogManager:
         if self._closed:
             return
         self.handle_dir_failures()
-        for plog in list(self._logs.values()):
+        for plog in list(self._logs.values()) + list(self._futures.values()):
             try:
                 plog.flush()
                 plog.close()

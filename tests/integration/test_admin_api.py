@@ -299,6 +299,7 @@ EXPECTED_API_TABLE = {
     22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
     35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
+    34: (0, 2),   # AlterReplicaLogDirs (issue 16): Kafka 2.8's range, v2 flexible
     21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
     # transactions (issue 14), last non-flexible versions; WriteTxnMarkers is inter-broker
     24: (0, 2), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2),

@@ -89,7 +89,7 @@ def test_incremental_operations_and_validation(cluster3):
             admin.incremental_alter_configs(TOPIC, "missing-topic-x", [("retention.ms", SET, "1")])
         assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         with pytest.raises(ClientError) as info:
-            admin.incremental_alter_configs(BROKER, "1", [("log.retention.ms", SET, "1")])
+            admin.incremental_alter_configs(BROKER, "1", [("log.dirs", SET, "/elsewhere")])   # not dynamic
         assert info.value.code == ErrorCode.INVALID_REQUEST
 
 

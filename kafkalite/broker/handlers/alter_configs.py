@@ -8,8 +8,12 @@ its partitions, so ``retention.ms`` and friends apply without a restart.
 
 AlterConfigs replaces the whole set of a topic's overrides; IncrementalAlterConfigs applies
 SET / DELETE / APPEND / SUBTRACT per key on top of the current overrides, read from ZooKeeper
-(not the metadata cache, which may lag a just-completed change). kafkalite has no dynamic broker
-configs: a BROKER resource is refused the way Kafka refuses a key that is not dynamic.
+(not the metadata cache, which may lag a just-completed change).
+
+A BROKER resource (dynamic broker configs, KIP-226) names this broker's id (``/config/brokers/<id>``)
+or "" (``/config/brokers/<default>``, any broker may write it); only the keys Kafka marks dynamic
+are accepted (others: INVALID_REQUEST "Cannot update these configs dynamically", as Kafka), values
+are checked with the broker table, and the write notifies every broker (broker/dynamic_config.py).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from twisted.internet import defer
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
-from kafkalite.config import TOPIC_KEYS, ConfigError, validate_topic_overrides
+from kafkalite.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, validate_topic_overrides
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import AlterConfigsRequest, IncrementalAlterConfigsRequest
@@ -38,7 +42,8 @@ class _Refused(Exception):
         self.code = code
 
 
-def _incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str, str]:
+def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
+                 table: Mapping[str, Any] = TOPIC_KEYS) -> dict[str, str]:
     """Apply IncrementalAlterConfigs operations to a copy of ``current`` (Kafka's AdminManager rules)."""
     out = dict(current)
     seen: set[str] = set()
@@ -47,7 +52,7 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]]) -> dict[str
         if name in seen:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {name}")
         seen.add(name)
-        key = TOPIC_KEYS.get(name)
+        key = table.get(name)
         if key is None:
             raise _Refused(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
         if kind == SET:
@@ -85,10 +90,8 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
         responses.append(entry)
         try:
             if kind == BROKER:
-                keys = sorted(c["name"] for c in res["configs"])
-                raise _Refused(ErrorCode.INVALID_REQUEST,
-                               f"Cannot update these configs dynamically: {', '.join(keys)} "
-                               "(kafkalite broker configs are static: set them in server.properties)")
+                yield _alter_broker(ctx, name, res["configs"], incremental, req.get("validate_only", False))
+                continue
             if kind != TOPIC:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             if name not in ctx.metadata.topics:
@@ -114,6 +117,35 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
             log.error("altering configs of %s failed: %r", name, exc)
             entry["error_code"], entry["error_message"] = int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+@defer.inlineCallbacks
+def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]], incremental: bool,
+                  validate_only: bool) -> Any:
+    """Kafka's AdminManager for a BROKER resource in ZooKeeper mode."""
+    if name and name != str(ctx.broker_id):
+        raise _Refused(ErrorCode.INVALID_REQUEST,
+                       f"Unexpected broker id, expected {ctx.broker_id} or empty string, but received {name}")
+    store = ctx.dynamic_config
+    if store is None:
+        raise _Refused(ErrorCode.INVALID_REQUEST, "dynamic broker configs need ZooKeeper")
+    static = sorted({c["name"] for c in configs
+                     if c["name"] not in BROKER_KEYS or not BROKER_KEYS[c["name"]].dynamic})
+    if static:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(static)}")
+    if incremental:
+        current = yield store.read(name)
+        new = _incremental(current, configs, BROKER_KEYS)
+    else:
+        new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
+    for key, value in new.items():
+        try:
+            BROKER_KEYS[key].parse(value)
+        except ConfigError as exc:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
+    if not validate_only:
+        yield store.write(name, new)
+        log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker", new)
 
 
 @api(ApiKey.ALTER_CONFIGS, 0, 1)

@@ -5,7 +5,7 @@ from typing import Any
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
-from kafkalite.config import TYPE_CODES, ConfigValue, render
+from kafkalite.config import BROKER_KEYS, TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import DescribeConfigsRequest
@@ -41,7 +41,9 @@ def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) ->
                 out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
                     f"Unexpected broker id, expected {ctx.broker_id} or empty string, but received {name}"
             else:
-                rows = [(r, True) for r in ctx.config.describe_broker()]
+                # the cluster default entity: only its dynamic configs (Kafka's ZooKeeper mode)
+                described = ctx.config.describe_dynamic_default() if name == "" else ctx.config.describe_broker()
+                rows = [(r, not BROKER_KEYS[r.name].dynamic) for r in described]
         else:
             out["error_code"], out["error_message"] = int(ErrorCode.INVALID_REQUEST), \
                 f"Unsupported resource type {kind}"

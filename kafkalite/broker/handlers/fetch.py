@@ -10,6 +10,12 @@ batch. Fetch v0-3 come from clients that read message format v0 (Fetch v0-1) or 
 records are converted down on the way out, zstd ones answer UNSUPPORTED_COMPRESSION_TYPE, as
 Kafka 2.x does. When less than MinBytes is available the request waits in the purgatory, woken by appends
 and high-watermark moves on its partitions, until MaxWaitMs.
+
+A follower's Fetch obeys the leader's replication throttle (Kafka 2.x, KIP-73): a partition in
+``leader.replication.throttled.replicas`` for this broker whose fetching replica is not in the ISR
+is answered without records while ``leader.replication.throttled.rate`` is exceeded (and does not
+count towards MinBytes, so the fetch waits instead of spinning); the bytes sent for throttled
+partitions are recorded in that rate.
 """
 from __future__ import annotations
 
@@ -38,6 +44,12 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
     # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way out
     legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version <= 3 and replica_id < 0 else None
+    leader_quota = ctx.quotas.replication.leader if replica_id >= 0 else None
+
+    def held_back(topic: str, index: int, part: Any) -> bool:
+        """Kafka's shouldLeaderThrottle: a throttled, out-of-sync replica while the rate is exceeded."""
+        return (leader_quota is not None and leader_quota.is_throttled(topic, index)
+                and leader_quota.should_throttle(topic, index, replica_id in part.isr, ctx.now_ms))
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
@@ -55,9 +67,14 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                      "records": b""}
             try:
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
+                first = total == 0
+                if leader_quota is not None and topic in leader_quota.throttled and held_back(
+                        topic, p["partition"], ctx.replicas.leader(topic, p["partition"],
+                                                                   p.get("current_leader_epoch", -1))):
+                    limit, first = 0, False       # offsets still checked, no records
                 part, res = ctx.replicas.read(
                     topic, p["partition"], p["fetch_offset"], limit, replica_id, isolation,
-                    p.get("current_leader_epoch", -1), min_one_batch=(total == 0))
+                    p.get("current_leader_epoch", -1), min_one_batch=first)
                 entry["high_watermark"] = part.high_watermark
                 entry["last_stable_offset"] = part.last_stable_offset
                 entry["log_start_offset"] = part.log_start_offset
@@ -119,6 +136,9 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                     for entry in t["partitions"]:
                         entry["records"] = b""
                 ctx.throttle(throttle)
+        elif leader_quota is not None and leader_quota.throttled:
+            leader_quota.record(sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"]
+                                    if leader_quota.is_throttled(t["topic"], entry["partition_index"])), ctx.now_ms)
         metrics = ctx.metrics
         for t in body["responses"]:
             for entry in t["partitions"]:
@@ -151,7 +171,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             offset = p["fetch_offset"]
             if offset > part.log_end_offset or offset < part.log_start_offset:
                 return True                   # OFFSET_OUT_OF_RANGE (truncated or deleted meanwhile)
-            if offset < part.fetch_upper_bound(replica_id, isolation):
+            if offset < part.fetch_upper_bound(replica_id, isolation) and not held_back(topic, p["partition"], part):
                 available = True
         if not available:
             return False

@@ -39,8 +39,10 @@ def test_plan_round_trips_in_kafkas_format(tmp_path: Path) -> None:
     ({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 1]}]}, "Duplicate replica"),
     ({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1]},
                                    {"topic": "t", "partition": 0, "replicas": [2]}]}, "Duplicate reassignment"),
-    ({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d", "any"]}]},
-     "not supported"),
+    ({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["d", "any"]}]},
+     "must be \"any\" or an absolute path"),
+    ({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2], "log_dirs": ["/d"]}]},
+     "different from size of log dirs"),
     ({"version": 1, "partitions": [{"topic": "t", "partition": "0", "replicas": [1]}]}, "invalid partition entry"),
     ({"version": 2, "partitions": []}, "expected"),
 ])
