@@ -177,3 +177,67 @@ def test_console_consumer_isolation_level(broker) -> None:
         r = consume("--consumer-property", "isolation.level=serializable")
         assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1 and "isolation.level" in r.stderr
         p.abort_transaction(30)
+
+
+def test_kafkalite_transactions_tool(broker) -> None:
+    """kafkalite-transactions: ``list`` names an open transaction Ongoing and a finished one
+    CompleteCommit with its coordinator and producer id; ``describe`` shows the open one's epoch,
+    timeout, start time and partitions; ``describe-producers`` shows the partition's producers with
+    the open transaction's first offset and the coordinator epoch of the finished one's marker;
+    unknown ids, topics and partitions are one-line errors."""
+    import subprocess
+    import sys
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kafkalite.cli.transactions", "--bootstrap-server",
+                               broker.bootstrap, *args], capture_output=True, text=True, timeout=60)
+
+    topic, done_id, open_id = unique("tt"), unique("done"), unique("open")
+    create(broker.bootstrap, topic, 2)
+    with Producer(broker.bootstrap, transactional_id=done_id) as done, \
+            Producer(broker.bootstrap, transactional_id=open_id, transaction_timeout_ms=120000) as hanging:
+        done.init_transactions()
+        done.begin_transaction()
+        done.send(topic, b"a", partition=0)
+        done.commit_transaction(30)
+        hanging.init_transactions()
+        hanging.begin_transaction()
+        hanging.send(topic, b"b", partition=0)
+        hanging.send(topic, b"c", partition=1)
+        hanging.flush(10)
+        first_open = None
+
+        r = tool("list")
+        assert r.returncode == 0, r.stderr
+        lines = [line.split("\t") for line in r.stdout.splitlines()]
+        assert lines[0] == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+        rows = {row[0]: row[1:] for row in lines[1:]}
+        assert rows[open_id] == [str(broker.broker_id), str(hanging.producer_id), "Ongoing"]
+        assert rows[done_id] == [str(broker.broker_id), str(done.producer_id), "CompleteCommit"]
+
+        r = tool("describe", "--transactional-id", open_id)
+        assert r.returncode == 0, r.stderr
+        header, row = [line.split("\t") for line in r.stdout.splitlines()]
+        d = dict(zip(header, row))
+        assert d["TransactionalId"] == open_id and d["TransactionState"] == "Ongoing"
+        assert (d["ProducerId"], d["ProducerEpoch"]) == (str(hanging.producer_id), str(hanging.producer_epoch))
+        assert d["TransactionTimeoutMs"] == "120000" and int(d["TransactionDurationMs"]) >= 0
+        assert d["TopicPartitions"] == f"{topic}-0,{topic}-1"
+
+        r = tool("describe-producers", "--topic", topic, "--partition", "0")
+        assert r.returncode == 0, r.stderr
+        lines = [line.split("\t") for line in r.stdout.splitlines()]
+        assert lines[0] == ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence", "LastTimestamp",
+                            "CurrentTransactionStartOffset"]
+        prod = {int(row[0]): row for row in lines[1:]}
+        first_open = 2                  # offsets: 0 = done's record, 1 = its COMMIT marker, 2 = "b"
+        assert prod[hanging.producer_id][1:4] == [str(hanging.producer_epoch), "-1", "0"]
+        assert prod[hanging.producer_id][5] == str(first_open)
+        assert prod[done.producer_id][5] == "-1" and int(prod[done.producer_id][2]) >= 0
+
+        for args, needle in ((("describe", "--transactional-id", "nobody"), "not found"),
+                             (("describe-producers", "--topic", "no-such-topic", "--partition", "0"), "no-such-topic"),
+                             (("describe-producers", "--topic", topic, "--partition", "9"), "partition 9")):
+            r = tool(*args)
+            assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and needle in r.stderr, r.stderr
+        hanging.abort_transaction(30)
