@@ -5,7 +5,8 @@ confluent-kafka load, on one machine, in one run (issue 9).
 
 Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache limit),
 ``produce`` (1), ``consume`` (2), ``replicated`` (3), ``latency`` (4), ``growth`` (5),
-``memory`` (6), ``failover`` (7), or ``all``.
+``memory`` (6), ``failover`` (7), ``transactions`` (8, kafkalite only: transactions of 1,000
+records vs plain acks=all produce, RF 3), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -40,9 +41,9 @@ from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover"]
+NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover", "transactions"]
 ONE_BROKER = {"produce", "consume", "growth"}
-THREE_BROKERS = {"replicated", "latency", "memory", "failover"}
+THREE_BROKERS = {"replicated", "latency", "memory", "failover", "transactions"}
 
 
 def parse_scenarios(items: list[str]) -> list[str]:
@@ -56,7 +57,7 @@ def parse_scenarios(items: list[str]) -> list[str]:
             elif part in NAMES:
                 chosen.add(part)
             else:
-                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-7")
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-{len(NAMES) - 1}")
     return [n for n in NAMES if n in chosen]
 
 
@@ -153,6 +154,8 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
                 scenarios.memory(system, results, "after scenario 3")
             if "latency" in chosen:
                 scenarios.latency(system, results, sizes)
+            if "transactions" in chosen and isinstance(system, Kafkalite):
+                scenarios.transactions(system, results, sizes)
             if "failover" in chosen:
                 if profiler:
                     profiler.detach()       # py-spy would die with the killed broker anyway
@@ -180,7 +183,7 @@ def _interrupt(*_: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-7")
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-{len(NAMES) - 1}")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")
