@@ -65,6 +65,50 @@ def produce(system: System, topic: str, count: int, acks: int | str = 1, value_s
     return secs
 
 
+def produce_transactional(system: System, topic: str, count: int, txn_records: int = 1000,
+                          value_size: int = VALUE_SIZE) -> float:
+    """Produce ``count`` records in transactions of ``txn_records`` (one transactional producer,
+    acks=all as transactions require, the throughput settings of :func:`produce`); seconds from
+    init_transactions' end to the last commit_transaction (which flushes)."""
+    errors: list[str] = []
+    p = Producer(system.client_conf(**THROUGHPUT_PRODUCER, acks="all", error_cb=lambda e: errors.append(str(e)),
+                                    **{"transactional.id": f"bench-{topic}", "transaction.timeout.ms": 60000}))
+    p.init_transactions(60)
+    value = os.urandom(value_size)
+    send, poll = p.produce, p.poll
+    start = time.perf_counter()
+    done = 0
+    while done < count:
+        n = min(txn_records, count - done)
+        p.begin_transaction()
+        for _ in range(n):
+            try:
+                send(topic, value)
+            except BufferError:
+                poll(0.001)
+                send(topic, value)
+        p.commit_transaction(120)
+        done += n
+    secs = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"{system.name}: transactional producer errors: {errors[:5]}")
+    return secs
+
+
+def last_stable_offsets(system: System, topic: str, partitions: int) -> tuple[int, int]:
+    """(sum of high watermarks, sum of read_committed end offsets) of ``topic``."""
+    out = []
+    for isolation in ("read_uncommitted", "read_committed"):
+        c = Consumer(system.client_conf(**{"group.id": "bench-lso", "enable.auto.commit": False,
+                                           "isolation.level": isolation}))
+        try:
+            out.append(sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=30, cached=False)[1]
+                           for p in range(partitions)))
+        finally:
+            c.close()
+    return out[0], out[1]
+
+
 def high_watermark_sum(system: System, topic: str, partitions: int) -> int:
     c = Consumer(system.client_conf(**{"group.id": "bench-watermarks", "enable.auto.commit": False}))
     try:

@@ -8,7 +8,8 @@ Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache 
 ``memory`` (6), ``failover`` (7), ``broker-ceiling`` (8: pre-encoded Produce requests
 from several processes, bench/ceiling_load.py), ``clients`` (9: thousands of producers and
 consumers in groups, bench/many_clients.py), ``partitions`` (10: 10,000 and 30,000 RF 3
-partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), or ``all``.
+partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), ``transactions`` (12,
+kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -44,9 +45,9 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
-         "broker-ceiling", "clients", "partitions", "recovery"]
+         "broker-ceiling", "clients", "partitions", "recovery", "transactions"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling"}
-THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients"}
+THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
 
 def parse_scenarios(items: list[str]) -> list[str]:
@@ -60,7 +61,7 @@ def parse_scenarios(items: list[str]) -> list[str]:
             elif part in NAMES:
                 chosen.add(part)
             else:
-                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-11")
+                raise SystemExit(f"unknown scenario {part!r}; choose from {', '.join(NAMES)}, all, or 0-{len(NAMES) - 1}")
     return [n for n in NAMES if n in chosen]
 
 
@@ -173,6 +174,8 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
                 scenarios.latency(system, results, sizes, system.workdir / "latency")
             if "clients" in chosen:
                 scenarios.many_clients(system, results, sizes, system.workdir / "clients")
+            if "transactions" in chosen and isinstance(system, Kafkalite):
+                scenarios.transactions(system, results, sizes)
             if "failover" in chosen:
                 if profiler:
                     profiler.detach()       # py-spy would die with the killed broker anyway
@@ -200,7 +203,7 @@ def _interrupt(*_: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
-    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-11")
+    ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-{len(NAMES) - 1}")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
     ap.add_argument("--runs", type=int, default=None, help="runs per figure (default 5; --quick: 1)")
     ap.add_argument("--quick", action="store_true", help="small sizes for development (not for figures)")

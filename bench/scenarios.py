@@ -246,6 +246,41 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
                             "records/s", rates))
 
 
+# ------------------------------------------------------------------------------ 8: transactions
+
+
+def transactions(system: System, results: Results, sizes: Sizes, txn_records: int = 1000) -> None:
+    """Scenario 8 (kafkalite only; Kafka 0.9 has no transactions): the scenario 3 cluster and topic
+    settings, acks=all; plain produce, then one transactional producer committing transactions of
+    ``txn_records`` records. Prints the transactional / plain ratio."""
+    rates: dict[str, list[float]] = {"plain": [], "txn": []}
+    for run in range(sizes.runs):
+        for kind in ("plain", "txn"):
+            topic = _topic(f"s8-{kind}")
+            system.create_topic(topic, 6, 3, REPLICATED)
+            if kind == "plain":
+                secs = load.produce(system, topic, sizes.records, acks="all")
+                got = load.wait_high_watermark_sum(system, topic, 6, sizes.records)
+                if got != sizes.records:
+                    raise RuntimeError(f"{system.name}: {topic} holds {got} records, not {sizes.records}")
+            else:
+                secs = load.produce_transactional(system, topic, sizes.records, txn_records)
+                hw, lso = load.last_stable_offsets(system, topic, 6)
+                # each transaction adds one COMMIT marker per partition it wrote
+                if lso != hw or hw < sizes.records:
+                    raise RuntimeError(f"{system.name}: {topic} high watermarks {hw}, LSOs {lso}, "
+                                       f"{sizes.records} records committed")
+            rates[kind].append(sizes.records / secs)
+    results.add(Row("8 transactional produce, 3 brokers RF3", "6 partitions, min.insync=2, acks=all, plain",
+                    system.name, "records/s", rates["plain"]))
+    results.add(Row("8 transactional produce, 3 brokers RF3",
+                    f"6 partitions, min.insync=2, acks=all, {txn_records:,} records/transaction",
+                    system.name, "records/s", rates["txn"]))
+    plain, txn = sorted(rates["plain"]), sorted(rates["txn"])
+    ratio = txn[len(txn) // 2] / plain[len(plain) // 2]
+    print(f"    {system.name}: transactional / plain acks=all throughput (medians): {ratio:.2f}", flush=True)
+
+
 # ------------------------------------------------------------------------------ 4: latency
 
 

@@ -31,9 +31,24 @@ def build_parser():
                    help="print.key, print.timestamp, print.partition, print.offset, print.value, "
                         "key.separator, line.separator")
     p.add_argument("--consumer-property", action="append", metavar="PROP=VALUE")
-    p.add_argument("--isolation-level", default="read_uncommitted", choices=("read_uncommitted", "read_committed"))
+    p.add_argument("--isolation-level", choices=ISOLATION_LEVELS,
+                   help="read_committed reads only below the last stable offset and skips aborted "
+                        "transactions (default: the consumer property isolation.level, else read_uncommitted)")
     p.add_argument("--skip-message-on-error", action="store_true")
     return p
+
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+def isolation_level(option: str | None, cprops: dict[str, str]) -> str:
+    """``--isolation-level`` wins over ``--consumer-property isolation.level=...`` (Kafka's
+    ConsoleConsumer merges the option over the properties the same way)."""
+    level = option if option is not None else cprops.get("isolation.level", "read_uncommitted")
+    if level not in ISOLATION_LEVELS:
+        raise ToolError(f"Invalid value {level} for configuration isolation.level: String must be one of: "
+                        + ", ".join(ISOLATION_LEVELS))
+    return level
 
 
 def _flag(props: dict[str, str], key: str, default: bool = False) -> bool:
@@ -73,12 +88,13 @@ def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str]
                             "'latest', or a non-negative long.") from None
         if offset < 0:
             raise ToolError(f"The provided offset value '{a.offset}' is incorrect.")
+    isolation = isolation_level(a.isolation_level, cprops)
     reset = "earliest" if a.from_beginning else cprops.get("auto.offset.reset", "latest")
     group = a.group or cprops.get("group.id")
     if group is None and a.partition is None:
         group = f"console-consumer-{uuid.uuid4().int % 100000}"
     consumer = Consumer(a.bootstrap_server, group_id=group, auto_offset_reset=reset,
-                        isolation_level=a.isolation_level, client_id=client_id,
+                        isolation_level=isolation, client_id=client_id,
                         enable_auto_commit=cprops.get("enable.auto.commit", "true").lower() == "true")
     out = sys.stdout.buffer
     count = 0

@@ -12,6 +12,16 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """What send_offsets_to_transaction needs of a consumer (Java's ConsumerGroupMetadata):
+    TxnOffsetCommit v3 fences a zombie consumer by generation and member."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+
+
 @dataclass(frozen=True)
 class PartitionMetadata:
     partition: int

@@ -47,7 +47,11 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 4),
     ApiKey.DELETE_TOPICS: (1, 3),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 1),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),               # v2+ flexible; bodies always carry v3's producer id/epoch
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 3),              # v3: the consumer's generation, member and instance
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
     ApiKey.DESCRIBE_CONFIGS: (1, 3),
     ApiKey.ALTER_CONFIGS: (0, 1),

@@ -16,7 +16,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.records import iter_batches
 from kafkalite.records.control import AbortedTransactionFilter
 
-from .cluster import TopicPartition
+from .cluster import ConsumerGroupMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError
 from .group import GroupMember
@@ -99,6 +99,12 @@ class Consumer:
     @property
     def member_id(self) -> str:
         return self._member.member_id if self._member else ""
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member for Producer.send_offsets_to_transaction."""
+        if self.group_id is None:
+            raise ClientError("the consumer has no group.id")
+        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id)
 
     # -- positions ----------------------------------------------------------------------------
     def seek(self, tp: TopicPartition, offset: int) -> None:

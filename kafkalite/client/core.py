@@ -69,6 +69,7 @@ class KafkaClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._cluster = ClusterMetadata({}, -1, None, {})
         self._coordinators: dict[str, int] = {}
+        self._txn_coordinators: dict[str, int] = {}     # transactional id -> coordinator (key type 1)
         self._closed = False
         self._stale = False
         # Bootstrap: the first Metadata answer tells the real broker ids and addresses.
@@ -338,14 +339,20 @@ class KafkaClient:
         return self._with_retries(attempt, "Fetch", deadline=time.monotonic() + timeout) if todo else result
 
     # -- group coordinator ----------------------------------------------------------------------
-    def find_coordinator(self, group_id: str, *, refresh: bool = False) -> int:
-        """Broker id of ``group_id``'s coordinator (cached until it moves)."""
-        if not refresh and group_id in self._coordinators:
-            return self._coordinators[group_id]
+    def _coordinator_cache(self, key_type: int) -> dict[str, int]:
+        return self._coordinators if key_type == 0 else self._txn_coordinators
+
+    def find_coordinator(self, group_id: str, *, refresh: bool = False, key_type: int = 0) -> int:
+        """Broker id of ``group_id``'s coordinator (cached until it moves); ``key_type`` 1: the
+        transaction coordinator of transactional id ``group_id``."""
+        cache = self._coordinator_cache(key_type)
+        if not refresh and group_id in cache:
+            return cache[group_id]
+        what = "group" if key_type == 0 else "transactional id"
 
         def attempt() -> int:
-            resp = self.send(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": 0})
-            check(resp["error_code"], f"FindCoordinator for group {group_id!r}", resp.get("error_message"))
+            resp = self.send(None, ApiKey.FIND_COORDINATOR, {"key": group_id, "key_type": key_type})
+            check(resp["error_code"], f"FindCoordinator for {what} {group_id!r}", resp.get("error_message"))
             node = resp["node_id"]
             with self._lock:
                 if node not in self._cluster.brokers:
@@ -353,29 +360,36 @@ class KafkaClient:
                     brokers[node] = (resp["host"], resp["port"], None)
                     c = self._cluster
                     self._cluster = ClusterMetadata(brokers, c.controller_id, c.cluster_id, c.topics)
-                self._coordinators[group_id] = node
+                cache[group_id] = node
             return node
         return self._with_retries(attempt, f"FindCoordinator {group_id!r}")
 
     def send_to_coordinator(self, group_id: str, api_key: ApiKey, body: Mapping[str, Any], error_of: Callable[[dict], int],
-                            what: str) -> dict:
+                            what: str, *, key_type: int = 0, retriable: frozenset[int] = frozenset()) -> dict:
         """Send to the group's coordinator, re-finding it on NOT_COORDINATOR / COORDINATOR_*.
 
         ``error_of`` extracts the error code that decides about retrying; any other error is left
-        in the returned body for the caller.
+        in the returned body for the caller. ``key_type`` 1 sends to a transaction coordinator;
+        codes in ``retriable`` (e.g. CONCURRENT_TRANSACTIONS) are retried too.
         """
+        cache = self._coordinator_cache(key_type)
+
         def attempt() -> dict:
-            node = self.find_coordinator(group_id)
+            node = self.find_coordinator(group_id, key_type=key_type)
             try:
                 resp = self.send(node, api_key, body)
             except ConnectionFailed:
-                self._coordinators.pop(group_id, None)
+                cache.pop(group_id, None)
                 raise
             err = error_of(resp)
             if err in _COORDINATOR_MOVED or err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
                 if err in _COORDINATOR_MOVED:
-                    self._coordinators.pop(group_id, None)
+                    cache.pop(group_id, None)
                 raise ClientError.from_code(err, what)
+            if err and err in retriable:
+                e = ClientError.from_code(err, what)
+                e.retriable = True
+                raise e
             return resp
         return self._with_retries(attempt, what)
 

@@ -7,6 +7,17 @@ every ready partition of that broker, and one request in flight per broker (so p
 order holds, also across retries). Retriable errors (leader moved, not enough replicas, ...)
 put the batch back at the head of its partition queue, unchanged: with idempotence it keeps
 its producer id, epoch and sequence, so the broker detects a duplicate.
+
+Transactions (KIP-98, as Java's TransactionManager): with ``transactional_id`` the producer is
+idempotent with acks=all; :meth:`init_transactions` finds the transaction coordinator
+(FindCoordinator key type 1) and gets the id's producer id and epoch (fencing older producers of
+the id); between :meth:`begin_transaction` and :meth:`commit_transaction` /
+:meth:`abort_transaction` every batch is transactional, and the sender adds each partition to
+the transaction (AddPartitionsToTxn) before its first batch goes out.
+:meth:`send_offsets_to_transaction` adds a consumer group's offsets (AddOffsetsToTxn, then
+TxnOffsetCommit to the group coordinator, with the consumer's generation and member from v3).
+A failed send makes the transaction abortable only; a fenced producer (PRODUCER_FENCED /
+INVALID_PRODUCER_EPOCH) is fatal: every later transactional call raises.
 """
 from __future__ import annotations
 
@@ -24,7 +35,7 @@ from kafkalite.protocol.messages_typed import ProduceRequest
 from kafkalite.records import BatchBuilder
 from kafkalite.records.compression import Codec, codec_by_name
 
-from .cluster import TopicPartition
+from .cluster import ConsumerGroupMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, ConnectionFailed
 from .partitioner import StickyPartitioner, partition_for_key
@@ -34,6 +45,11 @@ log = logging.getLogger(__name__)
 _RETRY_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
                              ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION,
                              ErrorCode.KAFKA_STORAGE_ERROR})
+
+
+_TXN_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS})
+_FENCED = frozenset({ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
+                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED})
 
 
 class RecordMetadata(NamedTuple):
@@ -74,14 +90,21 @@ class Producer:
     """Kafka-style producer; options take Java's names in snake case (``linger_ms``, ``batch_size``...)."""
 
     def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
-                 acks: Any = 1, linger_ms: int = 0, batch_size: int = 16384, compression_type: str = "none",
+                 acks: Any = None, linger_ms: int = 0, batch_size: int = 16384, compression_type: str = "none",
                  enable_idempotence: bool = False, max_request_size: int = 1048576,
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000, retry_backoff_ms: int = 100,
                  buffer_memory: int = 33554432, allow_auto_create_topics: bool = True,
-                 client_id: str = "kafkalite-producer", metadata_max_age_ms: int = 300000) -> None:
-        self.acks = _acks(acks)
+                 client_id: str = "kafkalite-producer", metadata_max_age_ms: int = 300000,
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000) -> None:
+        """``acks`` defaults to 1, or all when idempotent or transactional (Java's rule)."""
+        if transactional_id is not None:
+            if not transactional_id:
+                raise ClientError("transactional.id must not be empty")
+            enable_idempotence = True
+        self.acks = _acks(acks if acks is not None else ("all" if enable_idempotence else 1))
         if enable_idempotence and self.acks != -1:
-            raise ClientError("enable.idempotence requires acks=all")
+            raise ClientError("enable.idempotence requires acks=all" if transactional_id is None
+                              else "a transactional producer requires acks=all")
         try:
             self.codec = Codec.NONE if compression_type in (None, "", "none") else codec_by_name(compression_type)
         except (ValueError, KeyError):
@@ -102,7 +125,13 @@ class Producer:
         self.idempotent = enable_idempotence
         self.producer_id, self.producer_epoch = -1, -1
         self._sequences: dict[TopicPartition, int] = {}
-        if enable_idempotence:
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._txn_state = "uninitialized"         # ready, in_transaction, abortable, fatal
+        self._txn_error: ClientError | None = None
+        self._txn_partitions: set[TopicPartition] = set()
+        self._txn_started = False                  # partitions or offsets added to the transaction
+        if enable_idempotence and transactional_id is None:
             self._init_producer_id()
         self._partitions: dict[str, tuple[float, int, list[int]]] = {}   # topic -> (fetched, count, available)
         self._sticky = StickyPartitioner()
@@ -119,12 +148,160 @@ class Producer:
     # -- idempotence ------------------------------------------------------------------------
     def _init_producer_id(self) -> None:
         def attempt() -> dict:
-            resp = self.client.send(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000})
+            resp = self.client.send(None, ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000,
+                                                                     "producer_id": -1, "producer_epoch": -1})
             if resp["error_code"]:
                 raise ClientError.from_code(resp["error_code"], "InitProducerId")
             return resp
         resp = self.client._with_retries(attempt, "InitProducerId")
         self.producer_id, self.producer_epoch = resp["producer_id"], resp["producer_epoch"]
+
+    # -- transactions -----------------------------------------------------------------------
+    def _txn_call(self, api_key: ApiKey, body: dict[str, Any], error_of: Callable[[dict], int], what: str) -> dict:
+        """A request to the transaction coordinator, retried on coordinator moves and
+        CONCURRENT_TRANSACTIONS; a fencing error makes the producer fatal."""
+        assert self.transactional_id is not None
+        try:
+            resp = self.client.send_to_coordinator(self.transactional_id, api_key, body, error_of, what, key_type=1,
+                                                   retriable=_TXN_RETRIABLE)
+        except ClientError as exc:
+            if exc.code in _FENCED:
+                self._txn_state = "fatal"
+                self._txn_error = exc
+            raise
+        err = error_of(resp)
+        if err:
+            failure = ClientError.from_code(err, what)
+            if err in _FENCED:
+                self._txn_state = "fatal"
+                self._txn_error = failure
+            raise failure
+        return resp
+
+    def _require(self, *states: str) -> None:
+        if self.transactional_id is None:
+            raise ClientError("not a transactional producer (no transactional_id)")
+        if self._txn_state == "fatal":
+            raise ClientError(f"the producer can no longer be used: {self._txn_error}",
+                              self._txn_error.code if self._txn_error else None)
+        if self._txn_state not in states:
+            raise ClientError(f"invalid transaction state {self._txn_state} (expected {' or '.join(states)})",
+                              ErrorCode.INVALID_TXN_STATE)
+
+    def init_transactions(self) -> None:
+        """Get the transactional id's producer id and epoch (InitProducerId), fencing any older
+        producer of the id and completing (aborting) the transaction it left open."""
+        self._require("uninitialized", "ready")
+        resp = self._txn_call(ApiKey.INIT_PRODUCER_ID, {
+            "transactional_id": self.transactional_id, "transaction_timeout_ms": self.transaction_timeout_ms,
+            "producer_id": -1, "producer_epoch": -1}, lambda r: r["error_code"], "InitProducerId")
+        with self._cond:
+            self.producer_id, self.producer_epoch = resp["producer_id"], resp["producer_epoch"]
+            self._sequences.clear()
+        self._txn_state = "ready"
+
+    def begin_transaction(self) -> None:
+        self._require("ready")
+        self._txn_partitions = set()
+        self._txn_started = False
+        self._txn_error = None
+        self._txn_state = "in_transaction"
+
+    def send_offsets_to_transaction(self, offsets: dict[TopicPartition, int],
+                                    group: "str | ConsumerGroupMetadata") -> None:
+        """Commit ``offsets`` (the next offsets to consume) for the consumer group within this
+        transaction: visible to the group once the transaction commits."""
+        self._require("in_transaction")
+        meta = group if isinstance(group, ConsumerGroupMetadata) else ConsumerGroupMetadata(group)
+        assert self.transactional_id is not None
+        self._txn_call(ApiKey.ADD_OFFSETS_TO_TXN, {
+            "transactional_id": self.transactional_id, "producer_id": self.producer_id,
+            "producer_epoch": self.producer_epoch, "group_id": meta.group_id},
+            lambda r: r["error_code"], f"AddOffsetsToTxn for group {meta.group_id!r}")
+        self._txn_started = True
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, offset in offsets.items():
+            by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "committed_offset": offset,
+                                                      "committed_leader_epoch": -1, "committed_metadata": ""})
+        body = {"transactional_id": self.transactional_id, "group_id": meta.group_id,
+                "producer_id": self.producer_id, "producer_epoch": self.producer_epoch,
+                "generation_id": meta.generation_id, "member_id": meta.member_id,
+                "group_instance_id": meta.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def err_of(resp: dict) -> int:
+            return next((p["error_code"] for t in resp["topics"] for p in t["partitions"] if p["error_code"]), 0)
+        what = f"TxnOffsetCommit for group {meta.group_id!r}"
+        try:
+            resp = self.client.send_to_coordinator(meta.group_id, ApiKey.TXN_OFFSET_COMMIT, body, err_of, what,
+                                                   retriable=_TXN_RETRIABLE)
+        except ClientError as exc:
+            self._abortable(exc)
+            raise
+        if err_of(resp):
+            failure = ClientError.from_code(err_of(resp), what)
+            self._abortable(failure)
+            raise failure
+
+    def _abortable(self, exc: ClientError) -> None:
+        if exc.code in _FENCED:
+            self._txn_state = "fatal"
+        elif self._txn_state == "in_transaction":
+            self._txn_state = "abortable"
+        if self._txn_error is None or exc.code in _FENCED:
+            self._txn_error = exc
+
+    def commit_transaction(self, timeout: float | None = None) -> None:
+        """Flush, then EndTxn(commit). A failed send in this transaction raises here and leaves
+        the transaction to be aborted."""
+        self._require("in_transaction", "abortable")
+        try:
+            self.flush(timeout)
+        except ClientError as exc:
+            self._abortable(exc)
+        if self._txn_state != "in_transaction":
+            raise ClientError(f"the transaction cannot commit, abort it: {self._txn_error}",
+                              self._txn_error.code if self._txn_error else None)
+        self._end_txn(True)
+
+    def abort_transaction(self, timeout: float | None = None) -> None:
+        """Wait for the batches in flight (their records are aborted too), then EndTxn(abort)."""
+        self._require("in_transaction", "abortable")
+        try:
+            self.flush(timeout)
+        except ClientError:
+            pass                       # failed or not: the transaction is aborted either way
+        self._end_txn(False)
+
+    def _end_txn(self, commit: bool) -> None:
+        if self._txn_started or self._txn_partitions:
+            assert self.transactional_id is not None
+            self._txn_call(ApiKey.END_TXN, {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                                            "producer_epoch": self.producer_epoch, "committed": commit},
+                           lambda r: r["error_code"], "EndTxn")
+        self._txn_partitions = set()
+        self._txn_started = False
+        self._txn_error = None
+        self._txn_state = "ready"
+
+    def _add_partitions(self, tps: list[TopicPartition]) -> ClientError | None:
+        """Sender thread: AddPartitionsToTxn for partitions this transaction has not written yet."""
+        assert self.transactional_id is not None
+        by_topic: dict[str, list[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"transactional_id": self.transactional_id, "producer_id": self.producer_id,
+                "producer_epoch": self.producer_epoch,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def err_of(resp: dict) -> int:
+            return next((p["error_code"] for t in resp["results"] for p in t["results"] if p["error_code"]), 0)
+        try:
+            self._txn_call(ApiKey.ADD_PARTITIONS_TO_TXN, body, err_of, "AddPartitionsToTxn")
+        except ClientError as exc:
+            return exc
+        self._txn_partitions.update(tps)
+        return None
 
     # -- partitions -------------------------------------------------------------------------
     def partitions_for(self, topic: str) -> tuple[int, list[int]]:
@@ -158,6 +335,11 @@ class Producer:
         """Queue one record; the future resolves to its RecordMetadata or raises ClientError."""
         if self._closed:
             raise ClientError("producer is closed")
+        if self.transactional_id is not None:
+            self._require("in_transaction", "abortable")
+            if self._txn_state == "abortable":
+                raise ClientError(f"the transaction must be aborted: {self._txn_error}",
+                                  self._txn_error.code if self._txn_error else None)
         count, available = self.partitions_for(topic)
         if partition is None:
             p = partition_for_key(key, count) if key is not None else self._sticky.partition(topic, available, count)
@@ -200,7 +382,8 @@ class Producer:
                 # retried in order, so this batch starts where the previous one ended.
                 seq = self._sequences.get(tp, 0) if self.idempotent else -1
                 builder = BatchBuilder(compression=self.codec, producer_id=self.producer_id,
-                                       producer_epoch=self.producer_epoch, base_sequence=seq)
+                                       producer_epoch=self.producer_epoch, base_sequence=seq,
+                                       transactional=self.transactional_id is not None)
                 batch = _Batch(tp, builder, time.monotonic())
                 q.append(batch)
                 self._cond.notify_all()     # the sender recomputes when its next linger expires
@@ -296,6 +479,14 @@ class Producer:
             b.data = b.builder.build()
 
     def _send_batches(self, batches: list[_Batch]) -> None:
+        if self.transactional_id is not None:
+            new = sorted({b.tp for b in batches} - self._txn_partitions)
+            failed = self._add_partitions(new) if new else None
+            if failed is not None:
+                for b in batches:
+                    if b.tp in new:
+                        self._fail(b, failed)
+                batches = [b for b in batches if b.tp not in new]
         by_node: dict[int, list[_Batch]] = {}
         for b in batches:
             self._build(b)
@@ -310,7 +501,7 @@ class Producer:
             topics: dict[str, list] = {}
             for b in group:
                 topics.setdefault(b.tp.topic, []).append({"index": b.tp.partition, "records": b.data})
-            body: ProduceRequest = {"transactional_id": None, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
+            body: ProduceRequest = {"transactional_id": self.transactional_id, "acks": self.acks, "timeout_ms": self.request_timeout_ms,
                                     "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()]}
             try:
                 conn = self.client.connection(node)
@@ -385,6 +576,8 @@ class Producer:
                                           log_append_time if log_append_time >= 0 else ts, klen, vlen))
 
     def _fail(self, b: _Batch, exc: ClientError) -> None:
+        if self.transactional_id is not None:
+            self._abortable(exc)
         self._finish(b)
         for fut, *_ in b.futures:
             if not fut.done():

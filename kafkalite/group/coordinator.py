@@ -667,10 +667,13 @@ class GroupCoordinator:
         return self._append(group.group_id, entries).addCallback(written)
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                           offsets: dict[TopicPartition, OffsetAndMetadata]) -> defer.Deferred:
+                           offsets: dict[TopicPartition, OffsetAndMetadata], *, member_id: str = "",
+                           instance_id: str | None = None, generation: int = -1) -> defer.Deferred:
         """TxnOffsetCommit: write the offsets as a transactional batch of the producer (acks=all);
         they stay pending (OffsetFetch does not see them) until the transaction's COMMIT marker
-        reaches the offsets partition. Fires with {tp: ErrorCode}."""
+        reaches the offsets partition. Fires with {tp: ErrorCode}. v3 (KIP-447) names the
+        consumer's generation, member and instance: checked as Kafka 2.8's validateOffsetCommit
+        does, so a zombie consumer's producer cannot commit for a group that moved on."""
         err = self.coordinator_error(group_id)
         if err is not None:
             return defer.succeed({tp: err for tp in offsets})
@@ -679,6 +682,12 @@ class GroupCoordinator:
             group = self._add_group(group_id)      # Kafka creates the group for a transactional commit
         if group.is_(S.DEAD):
             return defer.succeed({tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets})
+        if generation >= 0 or member_id or instance_id is not None:
+            fenced = _txn_member_error(group, member_id, instance_id)
+            if fenced is None and generation != group.generation:
+                fenced = ErrorCode.ILLEGAL_GENERATION
+            if fenced is not None:
+                return defer.succeed({tp: fenced for tp in offsets})
         result: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -859,3 +868,15 @@ class GroupCoordinator:
         group.join_timer = group.sync_timer = None
         for member in group.members.values():
             self._cancel(member.heartbeat_timer)
+
+
+def _txn_member_error(group: Group, member_id: str, instance_id: str | None) -> ErrorCode | None:
+    """Kafka 2.8's validateCurrentMember for a transactional commit: a static instance must map
+    to ``member_id`` (else FENCED_INSTANCE_ID; unknown: UNKNOWN_MEMBER_ID); a dynamic member
+    must be in the group."""
+    if instance_id is not None:
+        current = group.static_members.get(instance_id)
+        if current is None:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return ErrorCode.FENCED_INSTANCE_ID if current != member_id else None
+    return None if member_id in group.members else ErrorCode.UNKNOWN_MEMBER_ID

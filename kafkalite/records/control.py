@@ -92,7 +92,7 @@ class AbortedTransactionFilter:
             while pending and pending[0][1] <= info.last_offset:
                 self._aborting.add(pending.pop(0)[0])
             if info.is_control:
-                if info.producer_id in self._aborting and \
+                if info.producer_id in self._aborting and info.records_count and \
                         read_end_txn_marker(buf, info).control_type == ControlType.ABORT:
                     self._aborting.discard(info.producer_id)
                 return True

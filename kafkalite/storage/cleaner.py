@@ -4,9 +4,10 @@ A pass over one log:
 
 1. **Choose.** Per compacted log, the *dirty* section starts at the cleaner's checkpoint (the end of
    the previous pass; ``cleaner-offset-checkpoint`` in each log dir) and ends at the first
-   *uncleanable* segment: the active segment, the segment holding the high watermark, or the first
-   dirty segment younger than ``min.compaction.lag.ms``; only whole inactive segments are ever
-   cleaned. The log with the highest dirty ratio (dirty bytes / total bytes of the cleanable range)
+   *uncleanable* segment: the active segment, the segment holding the high watermark, the segment
+   holding the first unstable offset (an open or unreplicated transaction: Kafka never cleans past
+   it), or the first dirty segment younger than ``min.compaction.lag.ms``; only whole inactive
+   segments are ever cleaned. The log with the highest dirty ratio (dirty bytes / total bytes of the cleanable range)
    above ``min.cleanable.dirty.ratio`` goes first; a log whose first dirty record is older than
    ``max.compaction.lag.ms`` goes regardless of its ratio, and so (kafkalite's addition, so that a
    quiet log does not keep expired tombstones for ever) does a log whose earliest tombstone delete
@@ -14,7 +15,9 @@ A pass over one log:
 2. **Map.** The dirty section's records are decoded and key -> latest offset is kept in an
    :class:`OffsetMap` bounded by ``log.cleaner.dedupe.buffer.size`` (24 bytes per entry as Kafka's
    ``SkimpyOffsetMap`` counts them); if it fills up, the pass ends after the last mapped batch and
-   the next pass continues from there.
+   the next pass continues from there. Records of aborted transactions (the ``.txnindex``
+   entries overlapping the range) are not mapped: they are discarded below, so an aborted record
+   can never supersede a committed one.
 3. **Clean.** Every inactive segment below that end, clean and dirty ones, is rewritten batch by
    batch into ``<base>.log.cleaned`` files, grouping consecutive segments while the group stays
    within ``segment.bytes``, the index size and int32 relative offsets (``groupSegmentsBySize``).
@@ -29,6 +32,17 @@ A pass over one log:
    offset of a producer that still has state: it stays as an empty 61-byte header, as Kafka keeps
    it (``BatchRetention.RETAIN_EMPTY``) so that the producer's sequence survives compaction.
    Offsets never change, so the log end offset does not either.
+
+   Transactions (Kafka's ``CleanedTransactionMetadata``): walking the batches in order with the
+   aborted transactions overlapping the group, every batch of an aborted transaction is
+   discarded whole (an empty header if it is its producer's last data batch). A COMMIT/ABORT
+   marker is kept while this pass saw any batch of its transaction (its data still exists, so
+   replaying the log must still see the transaction end; a kept ABORT marker keeps its
+   ``.txnindex`` entry in the cleaned segment). Once a pass sees none, the marker gets a
+   delete horizon like a tombstone (now + ``delete.retention.ms``, attribute bit 6, so
+   consumers that read its transaction's data before have time to see it end) and a pass after
+   that drops it, unless it is the last entry of a live producer whose epoch it carries (then
+   it stays as an empty header; the producer state loader reads that as the epoch alone).
 4. **Swap.** Each cleaned segment is fsynced, then handed to the log's owner thread
    (``owner_call``), which swaps it in with :meth:`PartitionLog.replace_segments` (``.cleaned`` ->
    ``.swap``, old segments -> ``.deleted``, ``.swap`` -> final names; the loader completes or undoes
@@ -59,12 +73,14 @@ from kafkalite.records.batch import (
     BatchInfo, read_header,
 )
 from kafkalite.records.builder import BatchBuilder
+from kafkalite.records.control import ControlType, read_end_txn_marker
 from kafkalite.records.crc import crc32c
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.loader import CLEANED_SUFFIX
 from kafkalite.storage.log import CleaningView, PartitionLog, SegmentStats
 from kafkalite.storage.segment import MAX_RELATIVE_OFFSET, LogSegment, iter_headers
+from kafkalite.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from kafkalite.storage.manager import LogManager
@@ -105,6 +121,55 @@ class OffsetMap:
 
     def __len__(self) -> int:
         return len(self._map)
+
+
+class CleanedTxnMetadata:
+    """The transactions a walk over batches (in offset order) is inside of: Kafka's
+    ``CleanedTransactionMetadata``. ``aborted`` are the ``.txnindex`` entries overlapping the
+    walked range; an aborted transaction becomes current when the walk reaches its first offset
+    and ends at its ABORT marker."""
+
+    def __init__(self, aborted: list[AbortedTxn]) -> None:
+        self._pending = sorted(aborted, key=lambda t: t.first_offset, reverse=True)   # pop() = smallest
+        self._aborted: dict[int, tuple[AbortedTxn, bool]] = {}    # pid -> (entry, any batch seen)
+        self._committed: set[int] = set()                          # pids with transactional data seen
+        self.kept_aborted: list[AbortedTxn] = []                   # index entries of kept ABORT markers
+
+    def _reach(self, offset: int) -> None:
+        pending = self._pending
+        while pending and pending[-1].first_offset <= offset:
+            txn = pending.pop()
+            self._aborted.setdefault(txn.producer_id, (txn, False))
+
+    def on_data_batch(self, info: BatchInfo) -> bool:
+        """True when the batch belongs to an aborted transaction (all its records go)."""
+        self._reach(info.last_offset)
+        if not info.attributes & TRANSACTIONAL_MASK:
+            return False
+        current = self._aborted.get(info.producer_id)
+        if current is not None:
+            self._aborted[info.producer_id] = (current[0], True)
+            return True
+        self._committed.add(info.producer_id)
+        return False
+
+    def on_control_batch(self, data: bytes | bytearray | memoryview, info: BatchInfo) -> bool:
+        """True when the marker's transaction has no batch left in the walked range, so the
+        marker may go (after its delete horizon)."""
+        self._reach(info.last_offset)
+        if not info.records_count:
+            return True                           # emptied by an earlier pass: nothing to end
+        pid = info.producer_id
+        if read_end_txn_marker(data, info).control_type == ControlType.ABORT:
+            current = self._aborted.pop(pid, None)
+            if current is not None and current[1]:
+                self.kept_aborted.append(current[0])
+                return False
+            return True
+        if pid in self._committed:
+            self._committed.discard(pid)
+            return False
+        return True
 
 
 class LogToClean(NamedTuple):
@@ -212,8 +277,9 @@ class LogCleaner:
         first_dirty = self._first_dirty(key, view)
         uncleanable = view.active_base_offset
         lag_limit = now_ms - config.min_compaction_lag_ms
+        unstable = view.first_unstable_offset
         for st in view.stats:
-            if st.next_offset > view.high_watermark or (
+            if st.next_offset > view.high_watermark or (unstable is not None and st.next_offset > unstable) or (
                     config.min_compaction_lag_ms > 0 and st.next_offset > first_dirty and st.largest_timestamp > lag_limit):
                 uncleanable = st.base_offset
                 break
@@ -293,7 +359,8 @@ class LogCleaner:
             segs = [(seg, fd, st) for seg, fd, st in zip(view.segments, view.fds, view.stats) if st.base_offset < upper]
             result = CleanResult(plog.topic, plog.partition, first_dirty, first_dirty, segments_before=len(segs))
             offset_map = OffsetMap(self.map_memory)
-            end = self._build_offset_map(segs, first_dirty, upper, offset_map, result)
+            end = self._build_offset_map(segs, first_dirty, upper, offset_map, result,
+                                         CleanedTxnMetadata(plog.collect_aborted_txns(first_dirty, upper)))
             result.end_offset = end
             to_clean = [(seg, fd, st) for seg, fd, st in segs if st.base_offset < end]
             horizons: list[int] = []
@@ -330,8 +397,9 @@ class LogCleaner:
                 os.close(fd)
 
     def _build_offset_map(self, segs: list[tuple[LogSegment, int, SegmentStats]], first_dirty: int, upper: int,
-                          offset_map: OffsetMap, result: CleanResult) -> int:
-        """Map the dirty records; returns the end of the mapped range (a batch boundary)."""
+                          offset_map: OffsetMap, result: CleanResult, txns: CleanedTxnMetadata) -> int:
+        """Map the dirty records, except aborted ones; returns the end of the mapped range (a
+        batch boundary)."""
         end = first_dirty
         for _, fd, st in segs:
             if st.next_offset <= first_dirty:
@@ -342,7 +410,12 @@ class LogCleaner:
                 self._check_abort()
                 if offset_map.full and end > first_dirty:
                     return end
-                if not info.attributes & CONTROL_MASK and info.records_count:
+                if info.attributes & CONTROL_MASK:
+                    if info.records_count:
+                        txns.on_control_batch(os.pread(fd, info.size, info.position), info._replace(position=0))
+                elif txns.on_data_batch(info):
+                    pass                          # aborted: discarded when cleaned, never the latest
+                elif info.records_count:
                     data = os.pread(fd, info.size, info.position)
                     for rec in decode_batch(data, info._replace(position=0)):
                         if rec.key is not None and rec.offset >= first_dirty:
@@ -356,6 +429,9 @@ class LogCleaner:
         """Write the retained batches of ``group`` into one fsynced ``.cleaned`` segment."""
         config = view.config
         out = LogSegment.create(plog.directory, group[0][2].base_offset, config, now, suffix=CLEANED_SUFFIX)
+        # the aborted transactions overlapping the group, from every segment's index at or after
+        # it (a marker may lie in a later segment than its data)
+        txns = CleanedTxnMetadata(plog.collect_aborted_txns(group[0][2].base_offset, group[-1][2].next_offset))
         try:
             buf = bytearray()
             for _, fd, st in group:
@@ -363,7 +439,7 @@ class LogCleaner:
                     self._check_abort()
                     data = os.pread(fd, info.size, info.position)
                     result.bytes_read += info.size
-                    kept = self._filter_batch(data, info._replace(position=0), offset_map, view, now, result)
+                    kept = self._filter_batch(data, info._replace(position=0), offset_map, view, now, result, txns)
                     if kept is None:
                         continue
                     if kept[1] is not None:
@@ -374,11 +450,10 @@ class LogCleaner:
                         buf = bytearray()
             if buf:
                 self._write(out, buf)
-            # the markers are kept (control batches pass through), so their aborted-transaction
-            # entries move with them: read_committed readers still learn which data to skip
-            for seg, _, _ in group:
-                for txn in list(seg.txn_index.entries):
-                    out.txn_index.append(txn)
+            # an ABORT marker kept because its transaction's data is still here keeps its index
+            # entry: read_committed readers still learn which data to skip
+            for txn in txns.kept_aborted:
+                out.txn_index.append(txn)
             out.on_become_inactive()
             for fd in out.fds():
                 os.fsync(fd)
@@ -404,15 +479,17 @@ class LogCleaner:
         seg.append(memoryview(buf), infos, 0)
 
     def _filter_batch(self, data: bytes, info: BatchInfo, offset_map: OffsetMap, view: CleaningView, now: int,
-                      result: CleanResult) -> tuple[bytes | bytearray, int | None] | None:
+                      result: CleanResult, txns: CleanedTxnMetadata) -> tuple[bytes | bytearray, int | None] | None:
         """The batch as it leaves the cleaner (original bytes, rebuilt, or an empty header) and
-        its delete horizon if it keeps a tombstone; None to drop it."""
+        its delete horizon if it keeps a tombstone or a marker that may go; None to drop it."""
         has_horizon = bool(info.attributes & DELETE_HORIZON_MASK)
         horizon = info.base_timestamp if has_horizon else None
         if info.attributes & CONTROL_MASK:
-            return data, None                     # transaction markers: kept (their txn index entries too)
+            return self._filter_marker(data, info, view, now, result, txns.on_control_batch(data, info), horizon)
         records = decode_batch(data, info)
         result.records_read += len(records)
+        if txns.on_data_batch(info):
+            return self._emptied(info, view, result)   # an aborted transaction's batch: every record goes
         retain_deletes = horizon is None or now < horizon
         kept = []
         tombstones = False
@@ -429,10 +506,7 @@ class LogCleaner:
             kept.append(rec)
         result.records_retained += len(kept)
         if not kept:
-            if info.producer_id >= 0 and view.producer_last_offsets.get(info.producer_id) == info.last_offset:
-                result.batches_emptied += 1
-                return _empty_batch(info), None
-            return None
+            return self._emptied(info, view, result)
         if tombstones and horizon is None:
             horizon = now + view.config.delete_retention_ms
         elif len(kept) == len(records):
@@ -447,6 +521,37 @@ class LogCleaner:
         for rec in kept:
             builder.append(rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset - base)
         return builder.build(last_offset_delta=info.last_offset_delta), horizon if tombstones else None
+
+    @staticmethod
+    def _emptied(info: BatchInfo, view: CleaningView, result: CleanResult) -> tuple[bytearray, None] | None:
+        """A data batch without records left: dropped, unless it holds its producer's last
+        sequence (Kafka's RETAIN_EMPTY), then an empty header."""
+        if info.producer_id >= 0 and view.producer_last_offsets.get(info.producer_id) == info.last_offset:
+            result.batches_emptied += 1
+            return _empty_batch(info), None
+        return None
+
+    @staticmethod
+    def _filter_marker(data: bytes, info: BatchInfo, view: CleaningView, now: int, result: CleanResult,
+                       can_discard: bool, horizon: int | None) -> tuple[bytes | bytearray, int | None] | None:
+        """A COMMIT/ABORT control batch: kept while its transaction has data (``can_discard``
+        False); then given a delete horizon, and dropped by a pass after it, unless it is the
+        last entry of a live producer (it carries the epoch that fences zombies): an empty header."""
+        if not can_discard:
+            return data, None
+        pid = info.producer_id
+        last_entry = view.producer_last_offsets.get(pid, 0) < 0 and view.producer_epochs.get(pid) == info.producer_epoch
+        if not info.records_count:                # an empty header an earlier pass kept for its producer
+            return (data, None) if last_entry else None
+        if horizon is None:
+            horizon = now + view.config.delete_retention_ms
+            return _with_horizon(data, info, horizon), horizon
+        if now < horizon:
+            return data, horizon
+        if last_entry:
+            result.batches_emptied += 1
+            return _empty_batch(info), None
+        return None
 
     def _write_checkpoint(self, log_dir: str | None) -> None:
         """Rewrite ``log_dir``'s cleaner-offset-checkpoint (a cleaner thread; fsynced)."""
@@ -482,6 +587,19 @@ def _group_segments(segs: list[tuple[LogSegment, int, SegmentStats]], config: An
             i += 1
         groups.append(group)
     return groups
+
+
+def _with_horizon(data: bytes, info: BatchInfo, horizon: int) -> bytearray:
+    """The control batch rebuilt with a KIP-534 delete horizon (attribute bit 6, baseTimestamp =
+    the horizon), its records, offsets and producer fields unchanged."""
+    builder = BatchBuilder(
+        producer_id=info.producer_id, producer_epoch=info.producer_epoch, base_sequence=info.base_sequence,
+        transactional=bool(info.attributes & TRANSACTIONAL_MASK), control=True,
+        log_append_time=info.max_timestamp if info.attributes & TIMESTAMP_TYPE_MASK else None,
+        base_offset=info.base_offset, partition_leader_epoch=info.partition_leader_epoch, delete_horizon_ms=horizon)
+    for rec in decode_batch(data, info):
+        builder.append(rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset - info.base_offset)
+    return builder.build(last_offset_delta=info.last_offset_delta)
 
 
 def _empty_batch(info: BatchInfo) -> bytearray:

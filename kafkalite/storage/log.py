@@ -131,9 +131,11 @@ class CleaningView(NamedTuple):
     log_end_offset: int
     high_watermark: int
     generation: int
-    producer_last_offsets: dict[int, int]   # producer id -> offset of its last data batch
+    producer_last_offsets: dict[int, int]   # producer id -> offset of its last data batch (-1: none)
     lowest_truncation: int | None
     config: LogConfig
+    producer_epochs: dict[int, int]         # producer id -> its current epoch (a marker may be its last entry)
+    first_unstable_offset: int | None       # the cleaner never cleans a segment reaching it
 
 
 def _storage_op(fn: Callable[Concatenate[PartitionLog, _P], _R]) -> Callable[Concatenate[PartitionLog, _P], _R]:
@@ -312,7 +314,7 @@ class PartitionLog:
         if rebuild_txn_index_from is not None:
             for seg in self._segments:
                 seg.txn_index_reset = False
-        producers.truncate_head(self.log_start_offset)
+        producers.truncate_head(self.log_start_offset, keep_without_data=True)
         producers.on_high_watermark(self._high_watermark)
         if replayed:
             producers.take_snapshot(end)
@@ -738,10 +740,12 @@ class PartitionLog:
             stats = [SegmentStats(seg.base_offset, seg.next_offset, seg.size, seg.largest_timestamp,
                                   seg.first_batch_timestamp if seg.first_batch_timestamp >= 0 else seg.created_ms,
                                   len(seg.index), len(seg.time_index)) for seg in segs]
-            last_data = {pid: e.last_data_offset for pid, e in self.producers.producers.items()}
+            producers = self.producers.producers
+            last_data = {pid: e.last_data_offset for pid, e in producers.items()}
+            epochs = {pid: e.epoch for pid, e in producers.items()}
             return CleaningView(segs, fds, stats, self._segments[-1].base_offset, self.log_start_offset,
                                 self._next_offset, self.high_watermark, self._generation, last_data, truncated,
-                                self.config)
+                                self.config, epochs, self.producers.first_unstable_offset())
 
     @_storage_op
     def replace_segments(self, old: list[LogSegment], new: LogSegment, generation: int, now_ms: int) -> bool:

@@ -237,6 +237,12 @@ class ProducerStateManager:
             if entry is None:
                 entry = producers[pid] = ProducerStateEntry(pid, info.producer_epoch)
             if info.is_control:
+                if not info.records_count:
+                    # a marker the cleaner emptied (its transaction's data is gone) kept only as
+                    # the producer's last entry: it carries the epoch, nothing else to replay
+                    entry.set_epoch(info.producer_epoch)
+                    entry.last_timestamp = info.max_timestamp
+                    continue
                 if markers is None:
                     raise ValueError("a control batch needs a marker reader")
                 completed.append(self._end_txn(entry, info, markers(info)))
@@ -279,9 +285,12 @@ class ProducerStateManager:
         if unrep and unrep[0].last_offset < high_watermark:
             self.unreplicated = [t for t in unrep if t.last_offset >= high_watermark]
 
-    def truncate_head(self, log_start_offset: int) -> None:
-        """Forget producers whose last batch lies below the log start (their data is gone)."""
-        gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset]
+    def truncate_head(self, log_start_offset: int, *, keep_without_data: bool = False) -> None:
+        """Forget producers whose last batch lies below the log start (their data is gone).
+        ``keep_without_data`` (loading): a producer known only from a marker that bumped its
+        epoch has no batch, and keeps it, as Kafka's load path does (the fencing epoch)."""
+        gone = [pid for pid, e in self.producers.items() if e.last_data_offset < log_start_offset
+                and not (keep_without_data and not e.batches)]
         for pid in gone:
             del self.producers[pid]
             self.ongoing.pop(pid, None)

@@ -296,13 +296,14 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
 EXPECTED_API_TABLE = {
     0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 3), 19: (2, 4), 20: (1, 3),
     7: (1, 3),  # ControlledShutdown: inter-broker, advertised as Kafka 2.x brokers do
-    22: (0, 1), 23: (2, 3), 32: (1, 3), 37: (0, 1),
+    23: (2, 3), 32: (1, 3), 37: (0, 1),
     33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
     35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
     34: (0, 2),   # AlterReplicaLogDirs (issue 16): Kafka 2.8's range, v2 flexible
     21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
-    # transactions (issue 14), last non-flexible versions; WriteTxnMarkers is inter-broker
-    24: (0, 2), 25: (0, 2), 26: (0, 2), 27: (0, 0), 28: (0, 2),
+    # transactions (issue 14): Kafka 2.8's ranges (KIP-360 InitProducerId v3-4, TxnOffsetCommit v3
+    # with generation/member, flexible v2+/v3+/v1+); WriteTxnMarkers is inter-broker
+    22: (0, 4), 24: (0, 3), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3),
     45: (0, 0), 46: (0, 0),   # Alter/ListPartitionReassignments (issue 16)
     48: (0, 1), 49: (0, 1),   # Describe/AlterClientQuotas (issue 16)
     # SASL and SCRAM credentials (issue 17): SaslHandshake 0-1, SaslAuthenticate 0-2 (served on any

@@ -306,3 +306,55 @@ def test_kafkalite_client_read_committed_skips_aborted_transactions(broker: Any)
     assert lite("read_committed", 1 << 20) == wanted
     assert lite("read_committed", 100) == wanted            # one batch per fetch
     assert len(lite("read_uncommitted", 1 << 20)) == 35
+
+
+def _requests_by_version(metrics_url: str) -> dict[tuple[str, int], float]:
+    """(API name, version) -> requests served, from the broker's Prometheus /metrics."""
+    import re
+    import urllib.request
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    out: dict[tuple[str, int], float] = {}
+    for m in re.finditer(r'^kafka_network_requestmetrics_requests_total\{request="(\w+)",version="(\d+)"\} (\S+)$',
+                         text, re.M):
+        out[(m.group(1), int(m.group(2)))] = float(m.group(3))
+    return out
+
+
+def test_librdkafka_uses_the_kafka_2_8_transaction_api_versions(cluster_factory: Any) -> None:
+    """With Kafka 2.8's ranges advertised, librdkafka's transactional producer and
+    send_offsets_to_transaction run on the flexible versions (InitProducerId v4 with KIP-360's
+    producer id/epoch, TxnOffsetCommit v3 with the consumer's generation and member), and a
+    committed transaction with offsets is visible to read_committed and to OffsetFetch."""
+    cluster = cluster_factory(1, metrics=True)
+    (b,) = cluster.brokers
+    topic, group = "v28-out", "v28-group"
+    create_topic(cluster.bootstrap, topic, 1)
+    create_topic(cluster.bootstrap, "v28-in", 1)
+    feed = Producer({"bootstrap.servers": cluster.bootstrap})
+    for i in range(3):
+        feed.produce("v28-in", value=b"in%d" % i, partition=0)
+    assert feed.flush(30) == 0
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    consumer.subscribe(["v28-in"])
+    got: list[Any] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 3 and time.monotonic() < deadline:
+        got.extend(m for m in consumer.consume(10, 1.0) if not m.error())
+    assert len(got) == 3
+    p = producer(cluster.bootstrap, "v28-tx")
+    p.begin_transaction()
+    for m in got:
+        p.produce(topic, value=m.value().upper(), partition=0)
+    p.send_offsets_to_transaction(consumer.position(consumer.assignment()), consumer.consumer_group_metadata(), 30)
+    p.commit_transaction(30)
+    assert sorted(read_all(cluster.bootstrap, topic, "read_committed", 3, partitions=1)) == [b"IN0", b"IN1", b"IN2"]
+    wait_for(lambda: [tp.offset for tp in consumer.committed([TopicPartition("v28-in", 0)], 30)] == [3], 30,
+             "the transaction's offsets committed")
+    consumer.close()
+    served = _requests_by_version(b.metrics_url)
+    for api, version in (("InitProducerId", 4), ("TxnOffsetCommit", 3)):
+        assert served.get((api, version), 0) >= 1, f"{api} v{version} not used: {sorted(served)}"
+    for api in ("AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn"):
+        assert any(n for (name, _), n in served.items() if name == api), f"{api} not served: {sorted(served)}"
+    del p, feed

@@ -1,4 +1,4 @@
-"""AddOffsetsToTxn (key 25, v0-2): a transaction will commit offsets for a consumer group.
+"""AddOffsetsToTxn (key 25, v0-3 as Kafka 2.8, v3 flexible): a transaction will commit offsets for a consumer group.
 
 The coordinator adds the group's ``__consumer_offsets`` partition to the transaction (so the
 COMMIT/ABORT marker reaches it), as Kafka does; PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH
@@ -18,7 +18,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 
 
-@api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 2)
+@api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
 @defer.inlineCallbacks
 def handle_add_offsets_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
     partition = ctx.groups.coordinator.partition_of(req["group_id"])

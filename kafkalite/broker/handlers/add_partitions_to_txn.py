@@ -1,4 +1,4 @@
-"""AddPartitionsToTxn (key 24, v0-2: the last non-flexible): the partitions a transactional producer is about to write.
+"""AddPartitionsToTxn (key 24, v0-3 as Kafka 2.8, v3 flexible): the partitions a transactional producer is about to write.
 
 As Kafka 2.8: partitions of unknown topics answer UNKNOWN_TOPIC_OR_PARTITION and the others
 OPERATION_NOT_ATTEMPTED, without touching the transaction; otherwise every partition gets the
@@ -21,7 +21,7 @@ def fenced_code(code: ErrorCode, version: int, since: int = 2) -> ErrorCode:
     return ErrorCode.INVALID_PRODUCER_EPOCH if code == ErrorCode.PRODUCER_FENCED and version < since else code
 
 
-@api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 2)
+@api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 @defer.inlineCallbacks
 def handle_add_partitions_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
     wanted = [(t["name"], p) for t in req["topics"] for p in t["partitions"]]

@@ -1,4 +1,4 @@
-"""EndTxn (key 26, v0-2): commit or abort the producer's transaction.
+"""EndTxn (key 26, v0-3 as Kafka 2.8, v3 flexible): commit or abort the producer's transaction.
 
 Answered once PrepareCommit/PrepareAbort is in ``__transaction_state``; the coordinator then
 writes the markers and the Complete state. Kafka 2.8's codes (txn/coordinator.py);
@@ -17,7 +17,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 
 
-@api(ApiKey.END_TXN, 0, 2)
+@api(ApiKey.END_TXN, 0, 3)
 @defer.inlineCallbacks
 def handle_end_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
     code = yield ctx.txns.coordinator.end_txn(req["transactional_id"], req["producer_id"], req["producer_epoch"],

@@ -5,9 +5,11 @@ the transaction coordinator's answer (``kafkalite.txn.coordinator``): NOT_COORDI
 COORDINATOR_LOAD_IN_PROGRESS when the id's ``__transaction_state`` partition is not loaded here,
 INVALID_TRANSACTION_TIMEOUT above ``transaction.max.timeout.ms``, an epoch bump that fences the
 previous producer, CONCURRENT_TRANSACTIONS while its open transaction is being aborted.
-Advertised 0-1, the last non-flexible versions (kafka-protocol.md §6's rule); v3+ would carry the
-producer's current id and epoch (KIP-360, which the coordinator implements) and v4+ answer
-PRODUCER_FENCED, which older versions get as INVALID_PRODUCER_EPOCH (as Kafka 2.8).
+Versions 0-4 as Kafka 2.8: v2+ flexible; v3+ carry the producer's current id and epoch (KIP-360:
+a known producer bumps its own epoch after an error instead of being fenced; both or neither
+must be -1, else INVALID_REQUEST); v4+ answer PRODUCER_FENCED, which older versions get as
+INVALID_PRODUCER_EPOCH. Without a transactional id the id and epoch are ignored and a fresh
+producer id is handed out (2.8's idempotent path).
 """
 from __future__ import annotations
 
@@ -26,12 +28,14 @@ def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
 
 
-@api(ApiKey.INIT_PRODUCER_ID, 0, 1)
+@api(ApiKey.INIT_PRODUCER_ID, 0, 4)
 @defer.inlineCallbacks
 def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     txn_id = req["transactional_id"]
     if txn_id is not None:
         expected = (req.get("producer_id", -1), req.get("producer_epoch", -1)) if ctx.api_version >= 3 else (-1, -1)
+        if (expected[0] == -1) != (expected[1] == -1):
+            return _answer(ErrorCode.INVALID_REQUEST)
         result = yield ctx.txns.coordinator.init_producer_id(txn_id, req["transaction_timeout_ms"], *expected)
         code = result.error
         if code == ErrorCode.PRODUCER_FENCED and ctx.api_version < 4:

@@ -1,11 +1,13 @@
-"""TxnOffsetCommit (key 28, v0-2: the last non-flexible): a transactional producer commits a
+"""TxnOffsetCommit (key 28, v0-3 as Kafka 2.8, v3 flexible): a transactional producer commits a
 consumer group's offsets inside its transaction (``send_offsets_to_transaction``).
 
 The group coordinator writes them to ``__consumer_offsets`` as a transactional batch of the
 producer and keeps them pending: OffsetFetch sees them only once the transaction's COMMIT marker
 reaches the group's offsets partition (an ABORT drops them). v0-2 carry no generation or member,
-so Kafka 2.8 checks none. Unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION; a fenced producer
-epoch INVALID_PRODUCER_EPOCH (PRODUCER_FENCED is v3+).
+so Kafka 2.8 checks none; v3 (KIP-447) carries the consumer's generation id, member id and group
+instance id, checked against the group (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+FENCED_INSTANCE_ID). Unknown partitions answer UNKNOWN_TOPIC_OR_PARTITION; a fenced producer
+epoch INVALID_PRODUCER_EPOCH before v3, PRODUCER_FENCED from v3.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from kafkalite.group.state import OffsetAndMetadata
 from kafkalite.protocol.api_keys import ApiKey
 
 
-@api(ApiKey.TXN_OFFSET_COMMIT, 0, 2)
+@api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 @defer.inlineCallbacks
 def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
     v = ctx.api_version
@@ -40,8 +42,12 @@ def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
                                             p["committed_metadata"] or "", now)
     results: dict[tuple[str, int], ErrorCode] = {}
     if offsets:
+        member: dict[str, Any] = {}
+        if v >= 3:
+            member = {"member_id": req["member_id"], "instance_id": req["group_instance_id"],
+                      "generation": req["generation_id"]}
         results = yield ctx.groups.coordinator.commit_txn_offsets(req["group_id"], req["producer_id"],
-                                                                  req["producer_epoch"], offsets)
+                                                                  req["producer_epoch"], offsets, **member)
     merged = {**errors, **{tp: fenced_code(ErrorCode(c), v, since=3) for tp, c in results.items()}}
     topics: dict[str, list[dict[str, Any]]] = {}
     for t, p in order:

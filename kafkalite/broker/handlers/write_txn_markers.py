@@ -1,4 +1,4 @@
-"""WriteTxnMarkers (key 27, v0): a transaction coordinator asks this leader to end a transaction.
+"""WriteTxnMarkers (key 27, v0-1 as Kafka 2.8, v1 flexible): a transaction coordinator asks this leader to end a transaction.
 
 Each marker is appended as a control batch to each named partition this broker leads
 (``broker/txn_markers.write_markers_as_leader``: acks=all, ``request.timeout.ms``), with Kafka's
@@ -18,7 +18,7 @@ from kafkalite.broker.txn_markers import write_markers_as_leader
 from kafkalite.protocol.api_keys import ApiKey
 
 
-@api(ApiKey.WRITE_TXN_MARKERS, 0, 0)
+@api(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 @defer.inlineCallbacks
 def handle_write_txn_markers(ctx: RequestContext, req: dict[str, Any]) -> Any:
     results = []

@@ -24,7 +24,8 @@ class FakeStore:
         self.log: list[tuple[int, bytes, bytes | None]] = []
         self.fail: ErrorCode | None = None
 
-    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]],
+               producer: tuple[int, int] | None = None) -> defer.Deferred:
         if self.fail is not None:
             return defer.succeed(self.fail)
         self.log.extend((partition, k, v) for k, v in entries)
@@ -314,3 +315,34 @@ def test_static_member_rejoin_keeps_generation() -> None:
 
 def test_new_member_join_timeout_constant() -> None:
     assert NEW_MEMBER_JOIN_TIMEOUT_MS == 300_000
+
+
+def test_txn_offset_commit_v3_checks_generation_member_and_instance() -> None:
+    """TxnOffsetCommit v3 (KIP-447) as Kafka 2.8's validateOffsetCommit: the current member and
+    generation commit; an older generation is ILLEGAL_GENERATION, an unknown member
+    UNKNOWN_MEMBER_ID, a replaced static instance FENCED_INSTANCE_ID; without member and
+    generation (v0-2) nothing is checked; a group the request creates has no such member."""
+    coord, clock, store = make()
+    (member,) = stable_group(coord, clock, 1)
+    gen = coord.groups["g"].generation
+    tp = ("in", 0)
+
+    def commit(group: str = "g", **kw: Any) -> ErrorCode:
+        return result(coord.commit_txn_offsets(group, 7, 0, {tp: OffsetAndMetadata(1)}, **kw))[tp]
+
+    assert commit(member_id=member, generation=gen) == ErrorCode.NONE
+    assert commit(member_id=member, generation=gen - 1) == ErrorCode.ILLEGAL_GENERATION
+    assert commit(member_id="consumer-zombie", generation=gen) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit(member_id=member, generation=gen, instance_id="host-unknown") == ErrorCode.UNKNOWN_MEMBER_ID
+    assert commit() == ErrorCode.NONE
+    assert commit("fresh", member_id="", generation=0) == ErrorCode.UNKNOWN_MEMBER_ID
+
+    first = result(join(coord, group="s", instance="host-1"))
+    assert first is None
+    clock.advance(0)
+    old_id = coord.groups["s"].static_members["host-1"]
+    result(coord.sync_group("s", 1, old_id, None, {old_id: b"a"}))
+    again = result(join(coord, group="s", instance="host-1"))  # restarted: a new member id
+    new_id = again["member_id"]
+    assert commit("s", member_id=old_id, generation=1, instance_id="host-1") == ErrorCode.FENCED_INSTANCE_ID
+    assert commit("s", member_id=new_id, generation=1, instance_id="host-1") == ErrorCode.NONE
