@@ -98,7 +98,7 @@ def many_clients(system: System, results: Results, sizes: Sizes, workdir: Path) 
     """Scenario 9: for each count N of ``sizes.client_counts``, N producers (10 keyed records/s
     each, acks=1) and N consumers in N/10 groups on one 30-partition RF 3 topic, for
     ``sizes.clients_seconds`` once every group is stable (bench/many_clients.py)."""
-    brokers = {b.broker_id: (b.bootstrap.rsplit(":", 1)[0], int(b.bootstrap.rsplit(":", 1)[1]), b.pid)
+    brokers = {b.broker_id: (b.bootstrap.rsplit(":", 1)[0], int(b.bootstrap.rsplit(":", 1)[1]), b.pid or 0)
                for b in system.brokers}
     bootstrap = ",".join(b.bootstrap for b in system.brokers)
     for n in sizes.client_counts:
