@@ -27,6 +27,8 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.procs import wait_all
+
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCE = 0
 # where the int32 correlation id sits in a request frame: size (4), api key (2), api version (2)
@@ -156,15 +158,7 @@ def run(host: str, port: int, api_version: int, topic: str, partitions: int, rec
         out.unlink(missing_ok=True)
         procs.append(subprocess.Popen([sys.executable, "-m", "bench.ceiling_load", host, str(port), str(frames_path),
                                        str(window), str(seconds), str(out)], env=env, cwd=ROOT))
-    try:
-        codes = [p.wait(seconds + 120) for p in procs]
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    if any(codes):
-        raise RuntimeError(f"ceiling generators exited with {codes}")
+    wait_all(procs, seconds + 120, "ceiling generators")
     got = [json.loads(o.read_text()) for o in outs]
     requests = sum(g["requests"] for g in got)
     elapsed = max(g["seconds"] for g in got)

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.procs import kill_all, wait_all
+
 ROOT = Path(__file__).resolve().parent.parent
 STEADY = "steady"
 VALUE_SIZE = 100
@@ -221,17 +223,13 @@ def run(bootstrap: str, brokers: dict[int, tuple[str, int, int]], topic: str, pa
                     raise RuntimeError(f"a client worker failed before its groups were stable (exit {p.wait(30)})")
             cpu0 = {b: cpu_seconds(pid) for b, (_, _, pid) in brokers.items()}
             t0 = time.monotonic()
-            codes = [p.wait(seconds + 300) for p in procs]
-            elapsed = time.monotonic() - t0
-            cpu = {b: 100 * (cpu_seconds(pid) - cpu0[b]) / elapsed for b, (_, _, pid) in brokers.items()}
-            rss = {b: rss_mib(pid) for b, (_, _, pid) in brokers.items()}
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
-    if any(codes):
-        raise RuntimeError(f"client workers exited with {codes}")
+        except BaseException:
+            kill_all(procs)
+            raise
+        wait_all(procs, seconds + 300, "client workers")
+        elapsed = time.monotonic() - t0
+        cpu = {b: 100 * (cpu_seconds(pid) - cpu0[b]) / elapsed for b, (_, _, pid) in brokers.items()}
+        rss = {b: rss_mib(pid) for b, (_, _, pid) in brokers.items()}
     got = [json.loads(o.read_text()) for o in outs]
     return ManyClientsResult(
         stable_seconds=max(g["stable_seconds"] for g in got),
