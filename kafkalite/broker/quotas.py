@@ -19,13 +19,14 @@ from typing import Any
 
 from twisted.internet import defer
 
-from kafkalite.coordination.interfaces import Watch, ZooKeeper
+from kafkalite.broker.config_changes import ConfigChangeWatcher
+from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.quota.replication import ReplicationQuotas
 from kafkalite.quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE,
                              ClientQuotaManager, QuotaEntities, QuotaEntity, RateConfig)
 from zk_schema import paths
-from zk_schema.config import ConfigEntityChangeNotification, ConfigEntityZNode
+from zk_schema.config import ConfigEntityZNode
 from zk_schema.config import desanitize as entity_name, sanitize as znode_name
 from zk_schema.errors import ZkDataError
 
@@ -97,23 +98,22 @@ class BrokerQuotas:
         self.store: "QuotaConfigSync | None" = None
 
 
-class QuotaConfigSync:
+class QuotaConfigSync(ConfigChangeWatcher):
     """Keeps :attr:`BrokerQuotas.entities` equal to ZooKeeper's client and user configs."""
+
+    what = "quota config"
 
     def __init__(self, kafka_zk: "KafkaZkClient", quotas: BrokerQuotas) -> None:
         self.kafka_zk = kafka_zk
         self.zk: ZooKeeper = kafka_zk.zk
         self.quotas = quotas
         quotas.store = self
-        self.last_seen = -1                 # the highest notification sequence already applied
-        self.primed = False                 # the watch's first call (the state load_all read) seen
-        self.watch: Watch | None = None
+        super().__init__()
 
     @defer.inlineCallbacks
     def start(self) -> Any:
-        yield self.zk.ensure_path(paths.CONFIG_CHANGES)
         yield self.load_all()
-        self.watch = yield self.zk.watch_children(paths.CONFIG_CHANGES, self._changes)
+        yield self.watch_changes()
 
     @defer.inlineCallbacks
     def load_all(self) -> Any:
@@ -196,32 +196,6 @@ class QuotaConfigSync:
             return self.kafka_zk.set_entity_config(path, config)
         return self.kafka_zk.get_entity_config(path).addCallback(merge)
 
-    def _changes(self, children: list[str]) -> None:
-        seqs = sorted((int(c[len(ConfigEntityChangeNotification.PREFIX):]), c) for c in children
-                      if c.startswith(ConfigEntityChangeNotification.PREFIX)
-                      and c[len(ConfigEntityChangeNotification.PREFIX):].isdigit())
-        if not self.primed:
-            # the first call: load_all has just read every entity these notifications name
-            self.primed = True
-            self.last_seen = seqs[-1][0] if seqs else -1
-            return
-        new = [(seq, name) for seq, name in seqs if seq > self.last_seen]
-        if new:
-            self.last_seen = new[-1][0]
-            self._apply(new).addErrback(lambda f: log.error("applying quota config changes failed: %s",
-                                                            f.getErrorMessage()))
-
-    @defer.inlineCallbacks
-    def _apply(self, notifications: list[tuple[int, str]]) -> Any:
-        for _seq, name in notifications:
-            data, _ = yield self.zk.get_or_none(f"{paths.CONFIG_CHANGES}/{name}")
-            if data is None:
-                continue
-            try:
-                change = ConfigEntityChangeNotification.decode(data)
-            except ZkDataError as exc:
-                log.warning("ignoring unreadable config change %s: %s", name, exc)
-                continue
-            entity = parse_entity_path(change.entity_path)
-            if entity is not None:
-                yield self.reload(entity)
+    def on_entity_change(self, path: str) -> Any:
+        entity = parse_entity_path(path)
+        return self.reload(entity) if entity is not None else None
