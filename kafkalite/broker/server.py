@@ -38,7 +38,9 @@ from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.authorizer import AclAuthorizer
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
+from kafkalite.coordination.acls import AclZkStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
@@ -119,6 +121,10 @@ class KafkaBroker:
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
+        # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
+        self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
+                                         allow_if_no_acl=config["allow.everyone.if.no.acl.found"])
+                           if config["authorizer.class.name"] else None)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
         self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
@@ -164,7 +170,7 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials, self.txns, self.quotas)
+                              self.metrics, self.credentials, self.txns, self.quotas, self.authorizer)
 
     # -- start / stop ------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -172,6 +178,8 @@ class KafkaBroker:
         yield self.kafka_zk.start()
         yield self.kafka_zk.create_persistent_paths()
         yield self.kafka_zk.ensure_cluster_id()
+        if self.authorizer is not None:
+            yield self.authorizer.start()       # ACLs loaded before the first request is served
         if self.broker_id < 0:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
@@ -377,6 +385,8 @@ class KafkaBroker:
             return
         self.stopping = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.authorizer is not None:
+            self.authorizer.stop()
         if self.config["controlled.shutdown.enable"] and self.sync.loaded:
             try:
                 yield self._controlled_shutdown()
