@@ -1,0 +1,168 @@
+"""ACLs end to end: two brokers with Kafka's AclAuthorizer, brokers talking SASL_SSL as the super
+user ``admin``, clients on confluent-kafka (librdkafka) over SASL_SSL with SCRAM-SHA-512.
+
+Shows: ACLs made with librdkafka's CreateAcls apply on both brokers; a principal with Read on
+topic A and group G reads A in that group but cannot read B (TOPIC_AUTHORIZATION_FAILED), cannot
+create topics and does not see B in its metadata; a prefixed Write ACL lets it produce to matching
+topics until a Deny on one of them wins; the super user passes everything; and a PLAINTEXT client
+(User:ANONYMOUS) sending ControlledShutdown or a follower Fetch is refused while leaders and ISRs
+stay as they were."""
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, AclPermissionType, AdminClient,
+                                   NewTopic, ResourcePatternType, ResourceType)
+
+from kafkalite.cli import configs as configs_tool
+from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
+from tests.fault.cluster_support import full_isr, zk_states
+from tests.support import wire
+from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port, make_pki, secure_overrides
+from tests.support.waiting import wait_for
+
+AUTHORIZER = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+              "super.users": f"User:{ADMIN_USER}", "auto.create.topics.enable": "true",
+              "offsets.topic.replication.factor": "2"}
+ALICE, ALICE_PASSWORD = "alice", "alice-secret"
+
+
+def add_user(cluster: Any, user: str, password: str) -> None:
+    assert configs_tool.main(["--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users",
+                              "--entity-name", user, "--add-config", f"SCRAM-SHA-512=[password={password}]"]) == 0
+
+
+def conf(cluster: Any, pki: Any, user: str, password: str) -> dict[str, Any]:
+    servers = ",".join(f"127.0.0.1:{listener_port(b, 'SASL_SSL')}" for b in cluster.brokers if b.alive)
+    return {"bootstrap.servers": servers, "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": user, "sasl.password": password, "ssl.ca.location": str(pki.ca)}
+
+
+def acl(name: str, op: int, pattern: int = ResourcePatternType.LITERAL, kind: int = ResourceType.TOPIC,
+        permission: int = AclPermissionType.ALLOW) -> AclBinding:
+    return AclBinding(kind, name, pattern, f"User:{ALICE}", "*", op, permission)
+
+
+def create_acls(admin: AdminClient, bindings: list[AclBinding]) -> None:
+    for f in admin.create_acls(bindings, request_timeout=30).values():
+        f.result(30)
+
+
+def produce(c: dict[str, Any], topic: str, values: list[bytes]) -> list[Any]:
+    """Produce and flush; the delivery errors (None for a delivered record)."""
+    errors: list[Any] = []
+    p = Producer({**c, "acks": "all", "message.timeout.ms": 15000, "enable.idempotence": False})
+    for v in values:
+        p.produce(topic, value=v, on_delivery=lambda err, msg: errors.append(err))
+    p.flush(30)
+    return errors
+
+
+@pytest.fixture
+def secured(cluster_factory: Any, tmp_path: Path) -> tuple[Any, Any, AdminClient]:
+    pki = make_pki(tmp_path / "pki")
+    cluster = cluster_factory(2, {**secure_overrides(pki, inter_broker="SASL_SSL"), **AUTHORIZER})
+    add_user(cluster, ADMIN_USER, ADMIN_PASSWORD)
+    add_user(cluster, ALICE, ALICE_PASSWORD)
+    admin = AdminClient(conf(cluster, pki, ADMIN_USER, ADMIN_PASSWORD))
+    return cluster, pki, admin
+
+
+def test_read_only_principal_prefixes_deny_and_super_user(secured: tuple[Any, Any, AdminClient]) -> None:
+    cluster, pki, admin = secured
+    tag = uuid.uuid4().hex[:6]
+    a, b, etl = f"A-{tag}", f"B-{tag}", f"etl-{tag}"
+    group = f"G-{tag}"
+    for f in admin.create_topics([NewTopic(t, 1, 2) for t in (a, b, etl)], operation_timeout=30).values():
+        f.result(30)
+    wait_for(lambda: all(full_isr(cluster, t, 2) for t in (a, b, etl)), 60, "topics replicated (brokers as admin)")
+    admin_conf = conf(cluster, pki, ADMIN_USER, ADMIN_PASSWORD)
+    assert produce(admin_conf, a, [b"a1", b"a2", b"a3"]) == [None] * 3        # the super user passes
+    assert produce(admin_conf, b, [b"b1"]) == [None]
+    create_acls(admin, [acl(a, AclOperation.READ), acl(group, AclOperation.READ, kind=ResourceType.GROUP)])
+    described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{ALICE}",
+                                                     None, AclOperation.ANY, AclPermissionType.ANY),
+                                    request_timeout=30).result(30)
+    assert {(x.name, x.operation) for x in described} == {(a, AclOperation.READ), (group, AclOperation.READ)}
+
+    alice = conf(cluster, pki, ALICE, ALICE_PASSWORD)
+    # Metadata: A visible, B hidden
+    topics = AdminClient(alice).list_topics(timeout=30).topics
+    assert a in topics and b not in topics and etl not in topics
+    # reads A with group G
+    consumer = Consumer({**alice, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([a])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(got) < 3 and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    assert got == [b"a1", b"a2", b"a3"]
+    committed = consumer.commit(asynchronous=False)
+    assert committed is not None and committed[0].error is None and committed[0].offset == 3
+    consumer.close()
+    # cannot read B
+    reader = Consumer({**alice, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    reader.assign([TopicPartition(b, 0, 0)])
+    errors: list[int] = []
+    deadline = time.monotonic() + 30
+    while not errors and time.monotonic() < deadline:
+        m = reader.poll(1.0)
+        if m is not None and m.error() is not None:
+            errors.append(m.error().code())
+    reader.close()
+    assert errors and errors[0] == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # cannot create topics (CreateTopics, or auto-creation through Metadata)
+    with pytest.raises(KafkaException) as refused:
+        AdminClient(alice).create_topics([NewTopic(f"new-{tag}", 1, 1)], operation_timeout=30)[f"new-{tag}"].result(30)
+    assert refused.value.args[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    r = wire.request(f"127.0.0.1:{listener_port(cluster.brokers[0], 'PLAINTEXT')}", ApiKey.METADATA, 8,
+                     wire.metadata_body([f"auto-{tag}"], allow_auto_topic_creation=True))
+    assert r["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED      # ANONYMOUS: no Create
+    assert cluster.zk.exists(f"{cluster.chroot}/brokers/topics/new-{tag}") is None
+    assert cluster.zk.exists(f"{cluster.chroot}/brokers/topics/auto-{tag}") is None
+
+    # prefixed Write: alice produces to etl-*, not to A; a Deny on the topic then wins
+    create_acls(admin, [acl("etl-", AclOperation.WRITE, ResourcePatternType.PREFIXED)])
+    assert produce(alice, etl, [b"e1"]) == [None]
+    denied = produce(alice, a, [b"nope"])
+    assert denied and denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    create_acls(admin, [acl(etl, AclOperation.WRITE, permission=AclPermissionType.DENY)])
+    denied = produce(alice, etl, [b"e2"])
+    assert denied and denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert produce(admin_conf, etl, [b"e3"]) == [None]          # the super user still passes
+    # alice may not manage ACLs
+    with pytest.raises(KafkaException) as refused:
+        create_acls(AdminClient(alice), [acl(b, AclOperation.READ)])
+    assert refused.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_a_client_cannot_send_inter_broker_requests(secured: tuple[Any, Any, AdminClient]) -> None:
+    cluster, pki, admin = secured
+    topic = f"t-{uuid.uuid4().hex[:6]}"
+    admin.create_topics([NewTopic(topic, 2, 2)], operation_timeout=30)[topic].result(30)
+    wait_for(lambda: full_isr(cluster, topic, 2), 60, "both partitions replicated")
+    before = {p: (s["leader"], s["leader_epoch"], sorted(s["isr"])) for p, s in zk_states(cluster, topic).items()}
+    leader = cluster.broker(before[0][0])
+    plaintext = f"127.0.0.1:{listener_port(leader, 'PLAINTEXT')}"
+    epoch = cluster.zk.get(f"{cluster.chroot}/brokers/ids/{leader.broker_id}")[1].czxid
+    r = wire.request(plaintext, ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": leader.broker_id, "broker_epoch": epoch})
+    assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    follower = next(x.broker_id for x in cluster.brokers if x.broker_id != leader.broker_id)
+    fetch = {"replica_id": follower, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                 {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+                  "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}
+    r = wire.request(plaintext, ApiKey.FETCH, 11, fetch)
+    assert r["responses"][0]["partitions"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    time.sleep(3)     # what a granted controlled shutdown would have moved by now (it takes well under 1 s)
+    after = {p: (s["leader"], s["leader_epoch"], sorted(s["isr"])) for p, s in zk_states(cluster, topic).items()}
+    assert after == before
+    assert all(b.alive for b in cluster.brokers)
