@@ -167,3 +167,67 @@ def test_a_client_cannot_send_inter_broker_requests(secured: tuple[Any, Any, Adm
     after = {p: (s["leader"], s["leader_epoch"], sorted(s["isr"])) for p, s in zk_states(cluster, topic).items()}
     assert after == before
     assert all(b.alive for b in cluster.brokers)
+
+
+def test_kafkalite_acls_tool_over_sasl_ssl(secured: tuple[Any, Any, AdminClient], tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """kafkalite-acls --bootstrap-server with a --command-config of SASL_SSL + SCRAM properties adds
+    (with --producer, --consumer and a prefixed pattern), lists and removes ACLs, as kafka-acls.sh
+    prints them; what it added is what librdkafka's DescribeAcls sees; a wrong password or a
+    non-admin user ends with one line and exit code 1."""
+    from kafkalite.cli import acls as tool
+    from kafkalite.cli.common import run
+
+    cluster, pki, admin = secured
+    server = f"127.0.0.1:{listener_port(cluster.brokers[0], 'SASL_SSL')}"
+    props = tmp_path / "admin.properties"
+    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
+                     f'    username="{ADMIN_USER}" password="{ADMIN_PASSWORD}";\n'
+                     f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
+    base = ["--bootstrap-server", server, "--command-config", str(props)]
+    assert tool.main([*base, "--add", "--allow-principal", "User:alice", "--producer", "--consumer",
+                      "--topic", "orders", "--group", "billing", "--idempotent"]) == 0
+    assert tool.main([*base, "--add", "--deny-principal", "User:mallory", "--deny-host", "10.9.9.9",
+                      "--operation", "Read", "--operation", "Describe", "--topic", "etl-",
+                      "--resource-pattern-type", "prefixed"]) == 0
+    out = capsys.readouterr().out
+    assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`: " in out
+    assert " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW) " in out
+    seen = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
+                                                AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(30)
+    assert {(x.restype, x.name, x.resource_pattern_type, x.principal, x.host, x.operation, x.permission_type)
+            for x in seen} == {
+        *((ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*", op, AclPermissionType.ALLOW)
+          for op in (AclOperation.WRITE, AclOperation.DESCRIBE, AclOperation.CREATE, AclOperation.READ)),
+        (ResourceType.GROUP, "billing", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ,
+         AclPermissionType.ALLOW),
+        (ResourceType.BROKER, "kafka-cluster", ResourcePatternType.LITERAL, "User:alice", "*",
+         AclOperation.IDEMPOTENT_WRITE, AclPermissionType.ALLOW),
+        *((ResourceType.TOPIC, "etl-", ResourcePatternType.PREFIXED, "User:mallory", "10.9.9.9", op,
+           AclPermissionType.DENY) for op in (AclOperation.READ, AclOperation.DESCRIBE)),
+    }
+    assert tool.main([*base, "--list", "--topic", "etl-", "--resource-pattern-type", "prefixed"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=etl-, patternType=PREFIXED)`: ")
+    assert out.count("permissionType=DENY") == 2 and "orders" not in out
+    assert tool.main([*base, "--remove", "--force", "--allow-principal", "User:alice", "--operation", "Write",
+                      "--topic", "orders"]) == 0
+    assert tool.main([*base, "--list", "--topic", "orders"]) == 0
+    out = capsys.readouterr().out
+    assert "operation=WRITE" not in out and "operation=READ" in out
+    assert tool.main([*base, "--remove", "--force", "--topic", "orders"]) == 0      # every ACL of the topic
+    assert tool.main([*base, "--list", "--topic", "orders"]) == 0
+    assert "orders" not in capsys.readouterr().out.split("Current ACLs", 1)[-1]
+    # refusals: one line, exit code 1
+    bad = tmp_path / "bad.properties"
+    bad.write_text(props.read_text().replace(ADMIN_PASSWORD, "wrong"))
+    for argv in (["--bootstrap-server", server, "--command-config", str(bad), "--list"],
+                 [*base, "--add", "--topic", "x"],
+                 [*base, "--add", "--allow-principal", "alice", "--topic", "x"],
+                 [*base, "--add", "--allow-principal", "User:a", "--operation", "ClusterAction", "--topic", "x"]):
+        with pytest.raises(SystemExit) as exited:
+            run(tool.main, argv)
+        assert exited.value.code == 1
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("Error: ") and "\n" not in err, err
