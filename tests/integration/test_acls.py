@@ -231,3 +231,62 @@ def test_kafkalite_acls_tool_over_sasl_ssl(secured: tuple[Any, Any, AdminClient]
         assert exited.value.code == 1
         err = capsys.readouterr().err.strip()
         assert err.startswith("Error: ") and "\n" not in err, err
+
+
+def readme_acl_blocks() -> tuple[str, list[list[str]], list[str]]:
+    """README's Security/ACLs quickstart: the admin.properties text, each kafkalite-acls command
+    (argv, continuation lines joined) and the --list output it shows."""
+    import re
+    import shlex
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = text.split("### ACLs", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
+    props = next(body for kind, body in blocks if kind == "properties" and "security.protocol" in body)
+    script = next(body for kind, body in blocks if kind == "bash").replace("\\\n", " ")
+    commands = [shlex.split(line)[1:] for line in script.splitlines() if line.startswith("kafkalite-acls ")]
+    shown = [line[len("#   "):] for line in script.splitlines() if line.startswith("#   ")]
+    return props, commands, shown
+
+
+def test_the_readme_acl_quickstart_works(secured: tuple[Any, Any, AdminClient], tmp_path: Path,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's ACL commands, run as written (only the address and the CA path changed), give
+    alice what they say: she consumes orders in group billing, produces to etl-*, not to
+    etl-audit; --list prints what the README shows."""
+    from kafkalite.cli import acls as tool
+
+    cluster, pki, admin = secured
+    props, commands, shown = readme_acl_blocks()
+    assert len(commands) == 5 and shown
+    server = f"127.0.0.1:{listener_port(cluster.brokers[0], 'SASL_SSL')}"
+    path = tmp_path / "admin.properties"
+    path.write_text(props.replace("/etc/kafkalite/ca.pem", str(pki.ca)))
+    for f in admin.create_topics([NewTopic(t, 1, 2) for t in ("orders", "etl-1", "etl-audit")],
+                                 operation_timeout=30).values():
+        f.result(30)
+    assert produce(conf(cluster, pki, ADMIN_USER, ADMIN_PASSWORD), "orders", [b"o1"]) == [None]
+    alice = conf(cluster, pki, ALICE, ALICE_PASSWORD)
+    for argv in commands[:-1]:
+        capsys.readouterr()
+        argv = [server if a == "127.0.0.1:9093" else str(path) if a == "admin.properties" else a for a in argv]
+        assert tool.main(argv) == 0, argv
+    listed = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert listed == [line.strip() for line in shown]
+    consumer = Consumer({**alice, "group.id": "billing", "auto.offset.reset": "earliest"})
+    consumer.subscribe(["orders"])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while not got and time.monotonic() < deadline:
+        m = consumer.poll(1.0)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    consumer.close()
+    assert got == [b"o1"]
+    assert produce(alice, "etl-1", [b"e"]) == [None]
+    denied = produce(alice, "etl-audit", [b"e"])
+    assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    last = [server if a == "127.0.0.1:9093" else str(path) if a == "admin.properties" else a for a in commands[-1]]
+    assert tool.main(last) == 0
+    denied = produce(alice, "etl-1", [b"e"])
+    assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
