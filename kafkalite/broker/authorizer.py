@@ -26,13 +26,17 @@ from zk_schema import acls as zacl
 log = logging.getLogger(__name__)
 
 MAX_UPDATE_RETRIES = 10
+#: notifications older than this are deleted by the brokers that process changes (Kafka: 15 min)
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 class AclAuthorizer:
     """``authorize`` is synchronous over the cache; writes fire when ZooKeeper confirmed them."""
 
-    def __init__(self, store: AclZkStore, *, super_users: str | None, allow_if_no_acl: bool) -> None:
+    def __init__(self, store: AclZkStore, *, super_users: str | None, allow_if_no_acl: bool,
+                 now_ms: Callable[[], int]) -> None:
         self.store = store
+        self.now_ms = now_ms
         self.super_users = parse_super_users(super_users)
         self.allow_if_no_acl = allow_if_no_acl
         self.cache: dict[ResourcePattern, VersionedAcls] = {}
@@ -78,7 +82,9 @@ class AclAuthorizer:
         new = [name for seq, name in seqs if seq > self.last_seen[pattern_type]]
         if new:
             self.last_seen[pattern_type] = seqs[-1][0]
-            self._apply(pattern_type, new).addErrback(
+            self._apply(pattern_type, new).addCallback(
+                lambda _: self.store.purge_changes(pattern_type, [name for _seq, name in seqs],
+                                                   self.now_ms() - CHANGE_EXPIRATION_MS)).addErrback(
                 lambda f: log.error("applying ACL changes failed: %s", f.getErrorMessage()))
 
     @defer.inlineCallbacks

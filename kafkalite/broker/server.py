@@ -123,7 +123,8 @@ class KafkaBroker:
         self.credentials = UserCredentials(self.kafka_zk)
         # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
         self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
-                                         allow_if_no_acl=config["allow.everyone.if.no.acl.found"])
+                                         allow_if_no_acl=config["allow.everyone.if.no.acl.found"],
+                                         now_ms=self.clock.now_ms)
                            if config["authorizer.class.name"] else None)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line

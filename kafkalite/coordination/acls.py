@@ -100,6 +100,19 @@ class AclZkStore:
         return self.zk.watch_children(zacl.change_root(pattern_type), lambda names: callback(pattern_type, names))
 
     @defer.inlineCallbacks
+    def purge_changes(self, pattern_type: PatternType, names: list[str], before_ms: int) -> Any:
+        """Delete the notifications created before ``before_ms`` (Kafka's
+        ZkNodeChangeNotificationListener purges those older than 15 minutes)."""
+        root = zacl.change_root(pattern_type)
+        for name in names:
+            stat = yield self.zk.exists(f"{root}/{name}")
+            if stat is not None and stat.ctime < before_ms:
+                try:
+                    yield self.zk.delete(f"{root}/{name}")
+                except NoNodeError:
+                    pass              # another broker purged it first
+
+    @defer.inlineCallbacks
     def read_change(self, pattern_type: PatternType, name: str) -> Any:
         """Fires the ResourcePattern a notification names, or None (gone or unreadable)."""
         data, stat = yield self.zk.get_or_none(f"{zacl.change_root(pattern_type)}/{name}")

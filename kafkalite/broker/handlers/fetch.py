@@ -38,6 +38,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     # refused; a consumer's needs Read on each topic
     if replica_id >= 0:
         denied = set() if ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else {t for t, _ in wanted}
+        ctx.throttle_exempt = not denied        # a refused "follower" is a client, with its quotas
     else:
         denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
 

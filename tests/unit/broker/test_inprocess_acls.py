@@ -239,3 +239,16 @@ def test_without_an_authorizer_the_acl_apis_answer_security_disabled(
     assert md["cluster_authorized_operations"] == sum(1 << op for op in (Op.CREATE, Op.CLUSTER_ACTION, Op.DESCRIBE_CONFIGS,
                                                                          Op.ALTER_CONFIGS, Op.IDEMPOTENT_WRITE, Op.ALTER,
                                                                          Op.DESCRIBE))
+
+
+def test_old_change_notifications_are_purged(secured: tuple[InProcessCluster, Acls]) -> None:
+    """Notifications older than 15 minutes are deleted when the next change is processed (Kafka's
+    change expiration), so /kafka-acl-changes does not grow without end; newer ones stay."""
+    cluster, acls = secured
+    children = lambda: cluster.wait(acls.session.get_children("/kafka-acl-changes"))  # noqa: E731
+    old = set(children())
+    assert old                                              # the fixture's changes
+    cluster.advance(16 * 60, step_s=1.0)
+    acls.set(RP(RT.TOPIC, "A", PT.LITERAL), allow(Op.READ))
+    cluster.pump_until(lambda: not (set(children()) & old), what="the old notifications purged")
+    assert len(children()) == 1
