@@ -22,7 +22,7 @@ from confluent_kafka.admin import (AclBinding, AclBindingFilter, AclOperation, A
 from kafkalite.cli import configs as configs_tool
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
-from tests.fault.cluster_support import full_isr, zk_states
+from tests.fault.cluster_support import controller_id, full_isr, zk_states
 from tests.support import wire
 from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port, make_pki, secure_overrides
 from tests.support.waiting import wait_for
@@ -158,7 +158,9 @@ def test_a_client_cannot_send_inter_broker_requests(secured: tuple[Any, Any, Adm
     leader = cluster.broker(before[0][0])
     plaintext = f"127.0.0.1:{listener_port(leader, 'PLAINTEXT')}"
     epoch = cluster.zk.get(f"{cluster.chroot}/brokers/ids/{leader.broker_id}")[1].czxid
-    r = wire.request(plaintext, ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": leader.broker_id, "broker_epoch": epoch})
+    # sent to the controller, which would grant it to the broker itself
+    at_controller = f"127.0.0.1:{listener_port(cluster.broker(controller_id(cluster)), 'PLAINTEXT')}"
+    r = wire.request(at_controller, ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": leader.broker_id, "broker_epoch": epoch})
     assert r["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
     follower = next(x.broker_id for x in cluster.brokers if x.broker_id != leader.broker_id)
     fetch = {"replica_id": follower, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
