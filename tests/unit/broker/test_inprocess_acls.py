@@ -86,6 +86,10 @@ def test_acl_roots_exist_and_nothing_is_allowed_without_acls(secured: tuple[InPr
     assert named == {"A": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "nope": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
     r = c.request(ApiKey.PRODUCE, 8, produce_body("A", {0: records([b"x"])}, acks=1))
     assert r["responses"][0]["partition_responses"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    init = {"transactional_id": None, "transaction_timeout_ms": 60000}
+    assert c.request(ApiKey.INIT_PRODUCER_ID, 1, init)["error_code"] == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    tx = c.request(ApiKey.INIT_PRODUCER_ID, 1, {**init, "transactional_id": "tx"})
+    assert tx["error_code"] == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
     r = c.request(ApiKey.DESCRIBE_ACLS, 2, {"resource_type_filter": 1, "resource_name_filter": None,
                                            "pattern_type_filter": 1, "principal_filter": None, "host_filter": None,
                                            "operation": 1, "permission_type": 1})
@@ -95,7 +99,8 @@ def test_acl_roots_exist_and_nothing_is_allowed_without_acls(secured: tuple[InPr
 def test_read_on_one_topic_and_group(secured: tuple[InProcessCluster, Acls]) -> None:
     """Read on topic A and group G: the client fetches A and commits to G, but B is hidden from
     Metadata, refused for Fetch and Produce, and creating a topic (CreateTopics or auto-creation)
-    is refused; a group other than G is refused."""
+    is refused; a group other than G is refused; KIP-430 operations are the ACLs' (Read implies
+    Describe) when asked for and -2^31 otherwise."""
     cluster, acls = secured
     acls.set(RP(RT.TOPIC, "A", PT.LITERAL), allow(Op.READ))
     acls.set(RP(RT.GROUP, "G", PT.LITERAL), allow(Op.READ))
@@ -137,6 +142,10 @@ def test_read_on_one_topic_and_group(secured: tuple[InProcessCluster, Acls]) -> 
     assert codes == {"A": 0, "B": ErrorCode.TOPIC_AUTHORIZATION_FAILED}
     r = c.request(ApiKey.OFFSET_COMMIT, 7, {**commit, "group_id": "H"})
     assert {t["partitions"][0]["error_code"] for t in r["topics"]} == {ErrorCode.GROUP_AUTHORIZATION_FAILED}
+    described = c.request(ApiKey.DESCRIBE_GROUPS, 4, {"groups": ["G", "H"], "include_authorized_operations": True})
+    by_id = {g["group_id"]: g for g in described["groups"]}
+    assert by_id["G"]["error_code"] == 0 and by_id["G"]["authorized_operations"] == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    assert by_id["H"]["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
     join = {"group_id": "H", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",
             "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
     assert c.request(ApiKey.JOIN_GROUP, 5, join)["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
@@ -149,6 +158,9 @@ def test_prefixed_acls_and_deny_beats_allow(secured: tuple[InProcessCluster, Acl
     acls.set(RP(RT.TOPIC, "etl-", PT.PREFIXED), allow(Op.WRITE))
     c = cluster.client(0)
     assert [t["name"] for t in metadata(c, None)["topics"]] == ["etl-1"]      # Write implies Describe
+    # an idempotent producer with Write on some topic may get a producer id (Kafka 2.8)
+    init = c.request(ApiKey.INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 60000})
+    assert init["error_code"] == 0 and init["producer_id"] >= 0
     ok = c.request(ApiKey.PRODUCE, 8, produce_body("etl-1", {0: records([b"x"])}, acks=1))
     assert ok["responses"][0]["partition_responses"][0]["error_code"] == 0
     acls.set(RP(RT.TOPIC, "etl-1", PT.LITERAL), deny(Op.WRITE, "User:*"))
