@@ -65,6 +65,33 @@ def produce(c: dict[str, Any], topic: str, values: list[bytes]) -> list[Any]:
     return errors
 
 
+def acls_of(cluster: Any, pki: Any, broker: Any) -> set[tuple[Any, ...]]:
+    """Every ACL one broker's cache holds (DescribeAcls v2 to that broker, as the super user)."""
+    from kafkalite.client.connection import BrokerConnection
+    from kafkalite.client.security import ClientSecurity
+
+    security = ClientSecurity("SASL_SSL", "SCRAM-SHA-512", ADMIN_USER, ADMIN_PASSWORD, str(pki.ca))
+    conn = BrokerConnection("127.0.0.1", listener_port(broker, "SASL_SSL"), node_id=broker.broker_id,
+                            client_id="acl-test", connect_timeout=10, request_timeout=10, security=security)
+    try:
+        r = conn.request(ApiKey.DESCRIBE_ACLS, {"resource_type_filter": 1, "resource_name_filter": None,
+                                                "pattern_type_filter": 1, "principal_filter": None,
+                                                "host_filter": None, "operation": 1, "permission_type": 1}, version=2)
+    finally:
+        conn.close()
+    assert r["error_code"] == 0
+    return {(x["resource_type"], x["resource_name"], x["pattern_type"], a["principal"], a["host"], a["operation"],
+             a["permission_type"]) for x in r["resources"] for a in x["acls"]}
+
+
+def propagated(cluster: Any, pki: Any) -> None:
+    """Wait until every broker holds the same ACLs: the broker that made a change holds it at
+    once, the others once its change notification reached them (Kafka's ACLs are eventually
+    consistent across brokers the same way)."""
+    wait_for(lambda: len({frozenset(acls_of(cluster, pki, b)) for b in cluster.brokers if b.alive}) == 1, 30,
+             "every broker applying the ACL change notifications")
+
+
 @pytest.fixture
 def secured(cluster_factory: Any, tmp_path: Path) -> tuple[Any, Any, AdminClient]:
     pki = make_pki(tmp_path / "pki")
@@ -89,6 +116,7 @@ def test_read_only_principal_prefixes_deny_and_super_user(secured: tuple[Any, An
     assert produce(admin_conf, a, [b"a1", b"a2", b"a3"]) == [None] * 3        # the super user passes
     assert produce(admin_conf, b, [b"b1"]) == [None]
     create_acls(admin, [acl(a, AclOperation.READ), acl(group, AclOperation.READ, kind=ResourceType.GROUP)])
+    propagated(cluster, pki)
     described = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, f"User:{ALICE}",
                                                      None, AclOperation.ANY, AclPermissionType.ANY),
                                     request_timeout=30).result(30)
@@ -135,10 +163,12 @@ def test_read_only_principal_prefixes_deny_and_super_user(secured: tuple[Any, An
 
     # prefixed Write: alice produces to etl-*, not to A; a Deny on the topic then wins
     create_acls(admin, [acl("etl-", AclOperation.WRITE, ResourcePatternType.PREFIXED)])
+    propagated(cluster, pki)
     assert produce(alice, etl, [b"e1"]) == [None]
     denied = produce(alice, a, [b"nope"])
     assert denied and denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     create_acls(admin, [acl(etl, AclOperation.WRITE, permission=AclPermissionType.DENY)])
+    propagated(cluster, pki)
     denied = produce(alice, etl, [b"e2"])
     assert denied and denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     assert produce(admin_conf, etl, [b"e3"]) == [None]          # the super user still passes
@@ -212,6 +242,7 @@ def test_kafkalite_acls_tool_over_sasl_ssl(secured: tuple[Any, Any, AdminClient]
                       "--operation", "Read", "--operation", "Describe", "--topic", "etl-",
                       "--resource-pattern-type", "prefixed"]) == 0
     out = capsys.readouterr().out
+    propagated(cluster, pki)
     assert "Adding ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`: " in out
     assert " \t(principal=User:alice, host=*, operation=WRITE, permissionType=ALLOW) " in out
     seen = admin.describe_acls(AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None,
@@ -294,6 +325,7 @@ def test_the_readme_acl_quickstart_works(secured: tuple[Any, Any, AdminClient], 
         argv = [server if a == "127.0.0.1:9093" else str(path) if a == "admin.properties" else a for a in argv]
         assert tool.main(argv) == 0, argv
     listed = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip()]
+    propagated(cluster, pki)
     assert listed == [line.strip() for line in shown]
     # the README's kcat line as alice, told to stop after the one record (-c 1 -e)
     argv = [server if a == "127.0.0.1:9093" else a.replace("/etc/kafkalite/ca.pem", str(pki.ca)) for a in kcat]
@@ -305,5 +337,6 @@ def test_the_readme_acl_quickstart_works(secured: tuple[Any, Any, AdminClient], 
     assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     last = [server if a == "127.0.0.1:9093" else str(path) if a == "admin.properties" else a for a in commands[-1]]
     assert tool.main(last) == 0
+    propagated(cluster, pki)
     denied = produce(alice, "etl-1", [b"e"])
     assert denied[0] is not None and denied[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
