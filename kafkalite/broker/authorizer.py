@@ -147,7 +147,7 @@ class AclAuthorizer:
         for pattern, indexes in by_pattern.items():
             added = frozenset(bindings[i].entry for i in indexes)
             try:
-                yield self._update(pattern, lambda cur, added=added: cur | added)   # type: ignore[misc] # default binds the loop value
+                yield self._update(pattern, added.union)
             except Exception as exc:  # noqa: BLE001 - ZooKeeper failed: every binding of this pattern reports it
                 for i in indexes:
                     results[i] = f"Failed to update ACLs for {pattern}: {exc}"
