@@ -112,6 +112,8 @@ def _keys(*keys: ConfigKey) -> dict[str, ConfigKey]:
 
 
 _POLICIES = one_of("delete", "compact")
+#: the authorizer.class.name values that select the ACL authorizer (Kafka 2.x names)
+AUTHORIZER_CLASSES = ("kafka.security.authorizer.AclAuthorizer", "kafka.security.auth.SimpleAclAuthorizer")
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: Properties a listener may override as ``listener.name.<listener>.<property>`` (Kafka's
@@ -172,6 +174,15 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               "KIP-368: an authenticated SASL session lasts this long (told to the client in SaslAuthenticate); "
               "the client re-authenticates on the same connection or the next request closes it; 0: forever",
               at_least(0)),
+    # authorization (Kafka's AclAuthorizer, ACLs in ZooKeeper)
+    ConfigKey("authorizer.class.name", "string", "",
+              "The authorizer: '' (none: every principal may do everything, the ACL APIs answer SECURITY_DISABLED) "
+              "or kafka.security.authorizer.AclAuthorizer (kafka.security.auth.SimpleAclAuthorizer, its old name): "
+              "Kafka's ACLs in /kafka-acl and /kafka-acl-extended", one_of("", *AUTHORIZER_CLASSES)),
+    ConfigKey("super.users", "string", None,
+              "Principals the authorizer lets do everything, separated by semicolons (User:admin;User:broker)"),
+    ConfigKey("allow.everyone.if.no.acl.found", "boolean", False,
+              "With an authorizer: a resource no ACL applies to is open to everyone (true) or to super users only"),
     ConfigKey("metrics.port", "int", 0,
               "kafkalite's own: HTTP port of this broker's Prometheus text at /metrics and JSON health at "
               "/health (Twisted Web); 0 turns both off. Kafka itself has JMX, scraped through the JMX "

@@ -40,7 +40,9 @@ from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.log_dir_mover import LogDirMover
+from kafkalite.broker.authorizer import AclAuthorizer
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
+from kafkalite.coordination.acls import AclZkStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
@@ -124,6 +126,11 @@ class KafkaBroker:
         self.credentials = UserCredentials(self.kafka_zk)
         self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id,
                                                       self._dynamic_config_changed)
+        # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
+        self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
+                                         allow_if_no_acl=config["allow.everyone.if.no.acl.found"],
+                                         now_ms=self.clock.now_ms)
+                           if config["authorizer.class.name"] else None)
         # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
         # runs, so a bad key store or JAAS entry stops start-up with one line
         self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
@@ -175,7 +182,7 @@ class KafkaBroker:
         """What handlers get (built once the broker id is known)."""
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
-                              self.metrics, self.credentials, self.txns, self.quotas,
+                              self.metrics, self.credentials, self.txns, self.quotas, self.authorizer,
                               dynamic_config=self.dynamic_config)
 
     # -- start / stop ------------------------------------------------------------------------------
@@ -184,6 +191,8 @@ class KafkaBroker:
         yield self.kafka_zk.start()
         yield self.kafka_zk.create_persistent_paths()
         yield self.kafka_zk.ensure_cluster_id()
+        if self.authorizer is not None:
+            yield self.authorizer.start()       # ACLs loaded before the first request is served
         if self.broker_id < 0:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
@@ -412,6 +421,8 @@ class KafkaBroker:
             return
         self.stopping = True
         log.info("broker %d shutting down", self.broker_id)
+        if self.authorizer is not None:
+            self.authorizer.stop()
         if self.config["controlled.shutdown.enable"] and self.sync.loaded:
             try:
                 yield self._controlled_shutdown()

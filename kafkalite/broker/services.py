@@ -20,8 +20,11 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
 from twisted.internet import defer, threads
 from twisted.internet.interfaces import IReactorTime
 
+from kafkalite.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
+
 if TYPE_CHECKING:
     from kafkalite.broker.admin import TopicAdmin
+    from kafkalite.broker.authorizer import AclAuthorizer
     from kafkalite.broker.metrics import BrokerMetrics
     from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
@@ -95,6 +98,8 @@ class BrokerServices:
     credentials: "UserCredentials"
     txns: "TransactionTopic"
     quotas: "BrokerQuotas"
+    #: Kafka's AclAuthorizer when ``authorizer.class.name`` is set; None: everything is allowed
+    authorizer: "AclAuthorizer | None" = None
     #: ``/config/brokers/...`` (dynamic broker configs); None without ZooKeeper (unit tests)
     dynamic_config: "DynamicBrokerConfigSync | None" = None
 
@@ -190,6 +195,43 @@ class RequestContext:
         without authentication, as Kafka)."""
         principal = getattr(self.conn, "principal", None)
         return principal.name if principal is not None else "ANONYMOUS"
+
+    @property
+    def authorizer(self) -> "AclAuthorizer | None":
+        return self.services.authorizer
+
+    def authorize(self, operation: Operation, resource_type: ResourceType, name: str = CLUSTER_NAME) -> bool:
+        """May this request's principal, from its host, do ``operation`` on the resource? (Kafka's
+        ``AuthHelper.authorize``; always yes without an authorizer.) The one check every handler uses."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        principal = getattr(self.conn, "principal", None)
+        return authorizer.authorize(str(principal) if principal is not None else "User:ANONYMOUS",
+                                    getattr(self.conn, "peer_host", "?"), operation, resource_type, name)
+
+    def authorize_by_resource_type(self, operation: Operation, resource_type: ResourceType) -> bool:
+        """May this principal do ``operation`` on some resource of the type? (yes without an authorizer)"""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            return True
+        principal = getattr(self.conn, "principal", None)
+        return authorizer.matcher.authorize_by_resource_type(
+            str(principal) if principal is not None else "User:ANONYMOUS", getattr(self.conn, "peer_host", "?"),
+            operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str = CLUSTER_NAME) -> int:
+        """KIP-430's bit field of the operations this principal may do on the resource (every
+        supported operation without an authorizer, as Kafka's AuthHelper)."""
+        authorizer = self.services.authorizer
+        if authorizer is None:
+            bits = 0
+            for op in SUPPORTED_OPERATIONS.get(resource_type, ()):
+                bits |= 1 << int(op)
+            return bits
+        principal = getattr(self.conn, "principal", None)
+        return authorizer.authorized_operations(str(principal) if principal is not None else "User:ANONYMOUS",
+                                                getattr(self.conn, "peer_host", "?"), resource_type, name)
 
     def throttle(self, ms: int) -> None:
         """Ask for ``ms`` of throttling (the longest asked for wins)."""

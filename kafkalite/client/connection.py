@@ -21,6 +21,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.errors import ProtocolError
 
 from .errors import ClientError, ConnectionFailed
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ CLIENT_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 is flexible
     ApiKey.DESCRIBE_CLIENT_QUOTAS: (0, 0),        # v1 is flexible
     ApiKey.ALTER_CLIENT_QUOTAS: (0, 0),           # v1 is flexible
+    ApiKey.DESCRIBE_ACLS: (1, 2),                 # v1: pattern types (KIP-290)
+    ApiKey.CREATE_ACLS: (1, 2),
+    ApiKey.DELETE_ACLS: (1, 2),
 }
 
 
@@ -78,7 +82,7 @@ class BrokerConnection:
     """
 
     def __init__(self, host: str, port: int, *, node_id: int, client_id: str,
-                 connect_timeout: float, request_timeout: float) -> None:
+                 connect_timeout: float, request_timeout: float, security: "ClientSecurity | None" = None) -> None:
         self.host, self.port, self.node_id = host, port, node_id
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -93,7 +97,13 @@ class BrokerConnection:
             raise ConnectionFailed(f"cannot connect to broker {host}:{port}: {exc.strerror or exc}") from None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            if security is not None and security.tls:
+                self.sock.settimeout(connect_timeout)
+                self.sock = security.wrap(self.sock, host)
             self._negotiate(time.monotonic() + connect_timeout + request_timeout)
+            if security is not None and security.sasl:
+                security.authenticate(lambda api, v, body: self.request(api, body, version=v),
+                                      f"broker {host}:{port}")
         except BaseException:
             self.close()
             raise

@@ -20,6 +20,7 @@ from kafkalite.protocol.messages_typed import FetchRequest, MetadataRequest
 
 from .cluster import ClusterMetadata, TopicPartition, from_response
 from .connection import BrokerConnection, parse_bootstrap
+from .security import ClientSecurity
 from .errors import ClientError, ConnectionFailed, check
 
 log = logging.getLogger(__name__)
@@ -57,7 +58,7 @@ class KafkaClient:
 
     def __init__(self, bootstrap_servers: str | list[str] | None, *, client_id: str = "kafkalite",
                  request_timeout_ms: int = 30000, retry_backoff_ms: int = 100,
-                 retries: int = 5, connect_timeout_ms: int = 10000) -> None:
+                 retries: int = 5, connect_timeout_ms: int = 10000, security: ClientSecurity | None = None) -> None:
         # None (a Producer/Consumer/Admin given neither servers nor a client) is ClientError, not a TypeError
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
@@ -65,6 +66,7 @@ class KafkaClient:
         self.retry_backoff = retry_backoff_ms / 1000.0
         self.retries = retries
         self.connect_timeout = connect_timeout_ms / 1000.0
+        self.security = security          # TLS and SASL (a --command-config's properties)
         self._lock = threading.RLock()
         self._conns: dict[int, BrokerConnection] = {}
         self._cluster = ClusterMetadata({}, -1, None, {})
@@ -108,7 +110,8 @@ class KafkaClient:
                 raise ClientError(f"broker {node_id} is not in the cluster metadata",
                                   ErrorCode.BROKER_NOT_AVAILABLE, retriable=True)
             conn = BrokerConnection(addr[0], addr[1], node_id=node_id, client_id=self.client_id,
-                                    connect_timeout=self.connect_timeout, request_timeout=self.request_timeout)
+                                    connect_timeout=self.connect_timeout, request_timeout=self.request_timeout,
+                                    security=self.security)
             self._conns[node_id] = conn
             return conn
 
@@ -128,7 +131,7 @@ class KafkaClient:
                 try:
                     conn = BrokerConnection(host, port, node_id=-1 - i, client_id=self.client_id,
                                             connect_timeout=self.connect_timeout,
-                                            request_timeout=self.request_timeout)
+                                            request_timeout=self.request_timeout, security=self.security)
                 except ClientError as exc:
                     errors.append(str(exc))
                     continue

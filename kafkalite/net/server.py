@@ -182,6 +182,7 @@ class KafkaConnection(protocol.Protocol):
         self.closed = False
         self.on_close = on_close
         self.peer = "?"
+        self.peer_host = "?"
         self.client_id: str | None = None
         self.socket_options = socket_options
         self.clock = clock
@@ -200,6 +201,7 @@ class KafkaConnection(protocol.Protocol):
     def connectionMade(self) -> None:
         addr = stream_transport(self).getPeer()
         self.peer = f"{getattr(addr, 'host', '?')}:{getattr(addr, 'port', '?')}"
+        self.peer_host = str(getattr(addr, "host", "?"))   # the host ACLs match
         if self.socket_options is not None:
             get_handle = getattr(tcp_transport(self.transport), "getHandle", None)
             if get_handle is not None:

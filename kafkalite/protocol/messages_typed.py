@@ -383,6 +383,38 @@ class ControlledShutdownResponse(TypedDict):
     remaining_partitions: list[ControlledShutdownResponseRemainingPartition]
 
 
+class CreateAclsRequestAclCreation(TypedDict):
+    """CreateAclsRequest's AclCreation struct."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(TypedDict):
+    """CreateAclsRequest: the request body, API key 30, versions 0-2."""
+
+    creations: list[CreateAclsRequestAclCreation]
+
+
+class CreateAclsResponseAclCreationResult(TypedDict):
+    """CreateAclsResponse's AclCreationResult struct."""
+
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict):
+    """CreateAclsResponse: the response body, API key 30, versions 0-2."""
+
+    throttle_time_ms: int
+    results: list[CreateAclsResponseAclCreationResult]
+
+
 class CreatePartitionsRequestCreatePartitionsAssignment(TypedDict):
     """CreatePartitionsRequest's CreatePartitionsAssignment struct."""
 
@@ -482,6 +514,53 @@ class CreateTopicsResponse(TypedDict):
     topics: list[CreateTopicsResponseCreatableTopicResult]
 
 
+class DeleteAclsRequestDeleteAclsFilter(TypedDict):
+    """DeleteAclsRequest's DeleteAclsFilter struct."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(TypedDict):
+    """DeleteAclsRequest: the request body, API key 31, versions 0-2."""
+
+    filters: list[DeleteAclsRequestDeleteAclsFilter]
+
+
+class DeleteAclsResponseDeleteAclsMatchingAcl(TypedDict):
+    """DeleteAclsResponse's DeleteAclsMatchingAcl struct."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsResponseDeleteAclsFilterResult(TypedDict):
+    """DeleteAclsResponse's DeleteAclsFilterResult struct."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsResponseDeleteAclsMatchingAcl]
+
+
+class DeleteAclsResponse(TypedDict):
+    """DeleteAclsResponse: the response body, API key 31, versions 0-2."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponseDeleteAclsFilterResult]
+
+
 class DeleteGroupsRequest(TypedDict):
     """DeleteGroupsRequest: the request body, API key 42, versions 0-2."""
 
@@ -574,6 +653,45 @@ class DeleteTopicsResponse(TypedDict):
 
     throttle_time_ms: NotRequired[int]
     responses: list[DeleteTopicsResponseDeletableTopicResult]
+
+
+class DescribeAclsRequest(TypedDict):
+    """DescribeAclsRequest: the request body, API key 29, versions 0-2."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: NotRequired[int]
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseAclDescription(TypedDict):
+    """DescribeAclsResponse's AclDescription struct."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseDescribeAclsResource(TypedDict):
+    """DescribeAclsResponse's DescribeAclsResource struct."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: NotRequired[int]
+    acls: list[DescribeAclsResponseAclDescription]
+
+
+class DescribeAclsResponse(TypedDict):
+    """DescribeAclsResponse: the response body, API key 29, versions 0-2."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponseDescribeAclsResource]
 
 
 class DescribeClientQuotasRequestComponentData(TypedDict):

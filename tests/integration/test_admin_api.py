@@ -309,6 +309,7 @@ EXPECTED_API_TABLE = {
     # SASL and SCRAM credentials (issue 17): SaslHandshake 0-1, SaslAuthenticate 0-2 (served on any
     # listener; before login only on SASL ones), Describe/AlterUserScramCredentials 0
     17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+    29: (0, 2), 30: (0, 2), 31: (0, 2),   # Describe/Create/DeleteAcls (issue 17): Kafka 2.8's, v2 flexible
 }
 # Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
 # FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).

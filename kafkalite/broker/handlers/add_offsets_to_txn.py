@@ -15,12 +15,17 @@ from kafkalite.broker.offsets_topic import OFFSETS_TOPIC
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
 @defer.inlineCallbacks
 def handle_add_offsets_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
+    if not ctx.authorize(Operation.READ, ResourceType.GROUP, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     partition = ctx.groups.coordinator.partition_of(req["group_id"])
     code = yield ctx.txns.coordinator.add_partitions(req["transactional_id"], req["producer_id"],
                                                     req["producer_epoch"], [(OFFSETS_TOPIC, partition)])

@@ -13,6 +13,7 @@ from twisted.internet import defer
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
@@ -26,9 +27,13 @@ def fenced_code(code: ErrorCode, version: int, since: int = 2) -> ErrorCode:
 def handle_add_partitions_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
     wanted = [(t["name"], p) for t in req["topics"] for p in t["partitions"]]
     unknown = {tp for tp in wanted if not ctx.metadata.partition_exists(*tp)}
-    if unknown:
-        codes = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED
-                 for tp in wanted}
+    # Kafka: Write on the transactional id, then Write on each topic
+    denied = {tp for tp in wanted if not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, tp[0])}
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]):
+        codes = {tp: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED for tp in wanted}
+    elif unknown or denied:
+        codes = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED if tp in denied else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                 if tp in unknown else ErrorCode.OPERATION_NOT_ATTEMPTED for tp in wanted}
     else:
         code = yield ctx.txns.coordinator.add_partitions(req["transactional_id"], req["producer_id"],
                                                         req["producer_epoch"], wanted)

@@ -27,6 +27,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, validate_topic_overrides
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import AlterConfigsRequest, IncrementalAlterConfigsRequest
 
@@ -37,9 +38,10 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 class _Refused(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
+        super().__init__(message or "")
         self.code = code
+        self.message = message
 
 
 def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
@@ -89,6 +91,10 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
         entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
         responses.append(entry)
         try:
+            if kind == BROKER and not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.CLUSTER):
+                raise _Refused(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None)
+            if kind == TOPIC and not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
+                raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
             if kind == BROKER:
                 yield _alter_broker(ctx, name, res["configs"], incremental, req.get("validate_only", False))
                 continue
@@ -112,7 +118,7 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
                 yield ctx.topics.set_topic_overrides(name, new)
                 log.info("topic %s config overrides now %s", name, new)
         except _Refused as exc:
-            entry["error_code"], entry["error_message"] = int(exc.code), str(exc)
+            entry["error_code"], entry["error_message"] = int(exc.code), exc.message
         except Exception as exc:  # noqa: BLE001 - ZooKeeper trouble: one resource fails, not the request
             log.error("altering configs of %s failed: %r", name, exc)
             entry["error_code"], entry["error_message"] = int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc)

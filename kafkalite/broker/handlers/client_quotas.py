@@ -21,6 +21,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.quota import DEFAULT, QUOTA_KEYS, REQUEST_PERCENTAGE, QuotaEntity
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 USER, CLIENT_ID = "user", "client-id"
@@ -72,6 +73,9 @@ def handle_describe_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> A
     def refused(message: str) -> dict[str, Any]:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": message,
                 "entries": None}
+    if not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": "Cluster authorization failed.", "entries": None}
 
     components: dict[str, dict[str, Any]] = {}
     for c in req["components"]:
@@ -120,6 +124,10 @@ def _validate(ops: list[dict[str, Any]]) -> dict[str, float | None]:
 def handle_alter_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> Any:
     store = ctx.quotas.store
     results = []
+    if not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "entries": [
+            {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "error_message": "Cluster authorization failed.",
+             "entity": e["entity"]} for e in req["entries"]]}
     for entry in req["entries"]:
         result = {"error_code": 0, "error_message": None, "entity": entry["entity"]}
         results.append(result)

@@ -14,6 +14,8 @@ from twisted.internet import defer
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
+from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ControlledShutdownRequest
 
@@ -21,6 +23,8 @@ from kafkalite.protocol.messages_typed import ControlledShutdownRequest
 @api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
 @defer.inlineCallbacks
 def handle_controlled_shutdown(ctx: RequestContext, req: ControlledShutdownRequest) -> Any:
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):    # only brokers may ask
+        return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "remaining_partitions": []}
     code, remaining = yield ctx.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
     return {"error_code": int(code),
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

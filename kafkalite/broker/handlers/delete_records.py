@@ -16,6 +16,7 @@ from kafkalite.broker.partition import Partition
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 log = logging.getLogger(__name__)
@@ -27,9 +28,13 @@ def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> Any:
     waiting: list[tuple[dict[str, Any], tuple[Partition, int]]] = []
     for t in req["topics"]:
         entries: list[dict[str, Any]] = []
+        may_delete = ctx.authorize(Operation.DELETE, ResourceType.TOPIC, t["name"])     # as Kafka
         for p in t["partitions"]:
             entry = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
             entries.append(entry)
+            if not may_delete:
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             try:
                 waiting.append((entry, ctx.replicas.delete_records(t["name"], p["partition_index"], p["offset"])))
             except KafkaError as exc:

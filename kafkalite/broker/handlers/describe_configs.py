@@ -7,6 +7,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import BROKER_KEYS, TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import DescribeConfigsRequest
 
@@ -29,7 +30,11 @@ def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) ->
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
         out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
-        if kind == TOPIC:
+        if kind == TOPIC and not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
+            out["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        elif kind == BROKER and not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
+            out["error_code"] = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+        elif kind == TOPIC:
             info = ctx.metadata.topics.get(name)
             if info is None:
                 out["error_code"], out["error_message"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), \

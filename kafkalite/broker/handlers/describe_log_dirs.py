@@ -13,11 +13,14 @@ from typing import Any
 
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
 @api(ApiKey.DESCRIBE_LOG_DIRS, 0, 2)
 def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "results": []}        # Kafka: nothing, without an error (v0-2)
     wanted = req["topics"]
     topics = None if wanted is None else {t["topic"]: set(t["partition_index"]) for t in wanted}
     return {"throttle_time_ms": 0, "results": ctx.replicas.describe_log_dirs(topics)}

@@ -19,6 +19,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.controller.decisions import PREFERRED, UNCLEAN, ElectionResult
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import METADATA_CHANGED
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
@@ -41,6 +42,10 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
         wanted = [(t, p) for t, info in sorted(ctx.metadata.topics.items()) for p in sorted(info.assignment)]
     else:
         wanted = list(dict.fromkeys((tp["topic"], p) for tp in req["topic_partitions"] for p in tp["partition_id"]))
+    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
+        denied: dict[tuple[str, int], ElectionResult] = {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1)
+                                                        for k in wanted}
+        return _response(ctx.api_version, denied, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     if election_type not in (PREFERRED, UNCLEAN):
         bad: dict[tuple[str, int], ElectionResult] = {
             k: (ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}", -1) for k in wanted}

@@ -14,12 +14,15 @@ from kafkalite.broker.handlers.add_partitions_to_txn import fenced_code
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
 @api(ApiKey.END_TXN, 0, 3)
 @defer.inlineCallbacks
 def handle_end_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     code = yield ctx.txns.coordinator.end_txn(req["transactional_id"], req["producer_id"], req["producer_epoch"],
                                              bool(req["committed"]))
     return {"throttle_time_ms": 0, "error_code": int(fenced_code(ErrorCode(code), ctx.api_version))}

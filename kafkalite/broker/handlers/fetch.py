@@ -25,6 +25,7 @@ from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FetchRequest
 from kafkalite.records.legacy import UnsupportedForMagic, cut_to_size, down_convert, fetch_magic
@@ -50,6 +51,13 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         """Kafka's shouldLeaderThrottle: a throttled, out-of-sync replica while the rate is exceeded."""
         return (leader_quota is not None and leader_quota.is_throttled(topic, index)
                 and leader_quota.should_throttle(topic, index, replica_id in part.isr, ctx.now_ms))
+    # Kafka: a follower's fetch (replica id >= 0) needs ClusterAction, or every partition is
+    # refused; a consumer's needs Read on each topic
+    if replica_id >= 0:
+        denied = set() if ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else {t for t, _ in wanted}
+        ctx.throttle_exempt = not denied        # a refused "follower" is a client, with its quotas
+    else:
+        denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
@@ -66,6 +74,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                      # so a consumer never saw e.g. OFFSET_OUT_OF_RANGE and never reset
                      "records": b""}
             try:
+                if topic in denied:
+                    raise KafkaError(f"not authorized to read {topic}", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
                 first = total == 0
                 if leader_quota is not None and topic in leader_quota.throttled and held_back(
@@ -115,6 +125,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         fetch would be watched only after their purgatory check, and sleep its whole max_wait_ms
         with data waiting (replication stalled ~500 ms per round under a steady acks=all load)."""
         for topic, p in wanted:
+            if topic in denied:
+                continue
             try:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
             except KafkaError:

@@ -13,6 +13,7 @@ from typing import Any
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FindCoordinatorRequest
 
@@ -29,6 +30,10 @@ def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) ->
     key_type = req.get("key_type", GROUP_KEY) if ctx.api_version >= 1 else GROUP_KEY
     if key_type not in (GROUP_KEY, TXN_KEY):
         return _error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if key_type == GROUP_KEY and not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, req["key"]):
+        return _error(ErrorCode.GROUP_AUTHORIZATION_FAILED, "Group authorization failed.")
+    if key_type == TXN_KEY and not ctx.authorize(Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, req["key"]):
+        return _error(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "Transactional Id authorization failed.")
     service = ctx.groups if key_type == GROUP_KEY else ctx.txns
     what = "offsets" if key_type == GROUP_KEY else "transaction state"
     if not service.exists():

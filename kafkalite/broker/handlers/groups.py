@@ -13,6 +13,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.security.acl import AUTHORIZED_OPERATIONS_OMITTED, Operation, ResourceType
 from kafkalite.protocol.messages_typed import (DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest,
                                                JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
                                                SyncGroupRequest)
@@ -20,6 +21,11 @@ from kafkalite.protocol.messages_typed import (DeleteGroupsRequest, DescribeGrou
 
 def _coordinator(ctx: RequestContext) -> Any:
     return ctx.groups.coordinator
+
+
+def _may_read(ctx: RequestContext, group_id: str) -> bool:
+    """Kafka: a member's requests (join, sync, heartbeat, leave) need Read on the group."""
+    return ctx.authorize(Operation.READ, ResourceType.GROUP, group_id)
 
 
 def _client_host(ctx: RequestContext) -> str:
@@ -30,6 +36,9 @@ def _client_host(ctx: RequestContext) -> str:
 @api(ApiKey.JOIN_GROUP, 0, 5)
 def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     v = ctx.api_version
+    if not _may_read(ctx, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "generation_id": -1,
+                "protocol_type": None, "protocol_name": "", "leader": "", "member_id": "", "members": []}
     session = req["session_timeout_ms"]
     rebalance = req["rebalance_timeout_ms"] if v >= 1 else session
     d = _coordinator(ctx).join_group(
@@ -47,6 +56,9 @@ def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
 @api(ApiKey.SYNC_GROUP, 0, 3)
 def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
     v = ctx.api_version
+    if not _may_read(ctx, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "assignment": b"",
+                "protocol_type": None, "protocol_name": None}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
     d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
                                      req.get("group_instance_id") if v >= 3 else None, assignments,
@@ -57,6 +69,8 @@ def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
 
 @api(ApiKey.HEARTBEAT, 0, 3)
 def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
+    if not _may_read(ctx, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     error = _coordinator(ctx).heartbeat(req["group_id"], req["member_id"],
                                         req.get("group_instance_id") if ctx.api_version >= 3 else None,
                                         req["generation_id"])
@@ -65,6 +79,8 @@ def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, An
 
 @api(ApiKey.LEAVE_GROUP, 0, 3)
 def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
+    if not _may_read(ctx, req["group_id"]):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "members": []}
     if ctx.api_version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
     else:
@@ -81,12 +97,26 @@ def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str,
 @api(ApiKey.DESCRIBE_GROUPS, 0, 4)
 def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
-    return {"throttle_time_ms": 0, "groups": [coordinator.describe_group(g) for g in req["groups"]]}
+    want_ops = ctx.api_version >= 3 and req.get("include_authorized_operations", False)
+    groups = []
+    for g in req["groups"]:
+        if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g):
+            groups.append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "group_id": g, "group_state": "",
+                           "protocol_type": "", "protocol_data": "", "members": [],
+                           "authorized_operations": AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        described = coordinator.describe_group(g)
+        if want_ops and not described["error_code"]:
+            described["authorized_operations"] = ctx.authorized_operations(ResourceType.GROUP, g)
+        groups.append(described)
+    return {"throttle_time_ms": 0, "groups": groups}
 
 
 @api(ApiKey.LIST_GROUPS, 0, 2)
 def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
     error, groups = _coordinator(ctx).list_groups()
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):     # else only groups it may describe
+        groups = [g for g in groups if ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     return {"throttle_time_ms": 0, "error_code": int(error),
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                         "group_type": "classic"} for g in groups]}
@@ -94,6 +124,13 @@ def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str,
 
 @api(ApiKey.DELETE_GROUPS, 0, 1)
 def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
-    d = _coordinator(ctx).delete_groups(list(req["groups_names"]))
-    return d.addCallback(lambda results: {"throttle_time_ms": 0, "results": [
-        {"group_id": g, "error_code": int(e)} for g, e in results.items()]})
+    names = list(req["groups_names"])
+    denied = [g for g in names if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, g)]
+    allowed = [g for g in names if g not in denied]
+
+    def response(results: dict[str, Any]) -> dict[str, Any]:
+        return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)} for g, e in results.items()]
+                + [{"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)} for g in denied]}
+    if not allowed:
+        return response({})
+    return _coordinator(ctx).delete_groups(allowed).addCallback(response)

@@ -20,6 +20,7 @@ from twisted.internet import defer
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import InitProducerIdRequest
 
@@ -32,6 +33,13 @@ def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
 @defer.inlineCallbacks
 def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     txn_id = req["transactional_id"]
+    # Kafka 2.8: a transactional producer needs Write on its id; an idempotent one IdempotentWrite
+    # on the cluster, or Write on some topic
+    if txn_id is not None and not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id):
+        return _answer(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if txn_id is None and not ctx.authorize(Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER) \
+            and not ctx.authorize_by_resource_type(Operation.WRITE, ResourceType.TOPIC):
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is not None:
         expected = (req.get("producer_id", -1), req.get("producer_epoch", -1)) if ctx.api_version >= 3 else (-1, -1)
         if (expected[0] == -1) != (expected[1] == -1):

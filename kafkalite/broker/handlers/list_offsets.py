@@ -13,6 +13,7 @@ from kafkalite.broker.partition import READ_COMMITTED
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ListOffsetsRequest
 
@@ -62,9 +63,14 @@ def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[st
     topics = []
     for t in req["topics"]:
         parts = []
+        may_describe = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])     # as Kafka
         for p in t["partitions"]:
             entry = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
                      "offset": -1, "leader_epoch": -1}
+            if not may_describe:
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                parts.append(entry)
+                continue
             try:
                 part = rm.leader(t["name"], p["partition_index"], p.get("current_leader_epoch", -1))
                 ts = p["timestamp"]

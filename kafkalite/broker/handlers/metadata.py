@@ -16,6 +16,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import MetadataRequest
+from kafkalite.security.acl import Operation, ResourceType
 from zk_schema.topic_names import is_valid_topic_name
 
 log = logging.getLogger(__name__)
@@ -52,12 +53,26 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
         names = [t["name"] for t in requested if t["name"] is not None]  # null only from v10 (topic ids)
+    all_topics = requested is None or (ctx.api_version == 0 and not requested)
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
+    want_topic_ops = ctx.api_version >= 8 and req.get("include_topic_authorized_operations", False)
+    # Kafka's Metadata authorization: a topic the principal may not Describe is left out of an
+    # all-topics answer and is TOPIC_AUTHORIZATION_FAILED when named (existing or not); creating a
+    # missing one needs Create on the cluster or on the topic
+    create_on_cluster = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER)
     topics = []
     for name in names:
         entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED}
+        if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if not all_topics:
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                entry["is_internal"] = False
+                topics.append(entry)
+            continue
         info = cache.topics.get(name)
+        if want_topic_ops:
+            entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, name)
         if info is not None and not info.deleting and not info.assignment:
             # known only by its config znode so far (written first): being created, retriable
             entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
@@ -66,7 +81,9 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
             if all(p["error_code"] == ErrorCode.LEADER_NOT_AVAILABLE for p in entry["partitions"]):
                 entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
         else:
-            if not is_valid_topic_name(name):
+            if allow_create and not create_on_cluster and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, name):
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            elif not is_valid_topic_name(name):
                 entry["error_code"] = int(ErrorCode.INVALID_TOPIC_EXCEPTION)
             elif allow_create and name not in INTERNAL_TOPICS:
                 ctx.topics.auto_create(name)
@@ -82,6 +99,10 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
         ep = b.endpoint(ctx.listener)
         if ep is not None:
             brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
+    cluster_ops = NOT_PROVIDED        # KIP-430: only when asked for (v8+)
+    if ctx.api_version >= 8 and req.get("include_cluster_authorized_operations", False):
+        cluster_ops = (ctx.authorized_operations(ResourceType.CLUSTER)
+                       if ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER) else 0)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,
             "controller_id": cache.controller_id, "topics": topics,
-            "cluster_authorized_operations": NOT_PROVIDED}
+            "cluster_authorized_operations": cluster_ops}

@@ -14,6 +14,7 @@ from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetFetchRequest
 
 
@@ -26,10 +27,17 @@ def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
+    # Kafka: Read on the group, else every partition is GROUP_AUTHORIZATION_FAILED; Read on each topic
+    group_denied = not ctx.authorize(Operation.READ, ResourceType.GROUP, req["group_id"])
     for topic in req["topics"]:
+        topic_denied = not group_denied and not ctx.authorize(Operation.READ, ResourceType.TOPIC, topic["name"])
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
             order.append(tp)
+            if group_denied or topic_denied:
+                errors[tp] = (ErrorCode.GROUP_AUTHORIZATION_FAILED if group_denied
+                              else ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                continue
             if not cache.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -55,8 +63,21 @@ def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
 def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
     v = ctx.api_version
     requested = req["topics"]
-    wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, req["group_id"]):
+        if v >= 2:
+            return {"throttle_time_ms": 0, "topics": [], "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": [{"name": t["name"], "partitions": [
+            {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+             "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)} for p in t["partition_indexes"]]}
+            for t in requested or []]}
+    # Kafka: topics the principal may not Describe are TOPIC_AUTHORIZATION_FAILED when named and
+    # left out of an all-partitions answer
+    denied = {t["name"] for t in requested or [] if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])}
+    wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]
+                                              if t["name"] not in denied]
     error, found = ctx.groups.coordinator.fetch_offsets(req["group_id"], wanted)
+    if requested is None:
+        found = {tp: om for tp, om in found.items() if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
     if error and v >= 2:
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(error)}
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -65,5 +86,10 @@ def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[st
             "partition_index": p, "committed_offset": om.offset if om else -1,
             "committed_leader_epoch": om.leader_epoch if om else -1, "metadata": om.metadata if om else "",
             "error_code": int(error)})
+    for rt in requested or []:
+        if rt["name"] in denied:
+            topics.setdefault(rt["name"], []).extend({
+                "partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1, "metadata": "",
+                "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)} for p in rt["partition_indexes"])
     return {"throttle_time_ms": 0, "error_code": 0,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

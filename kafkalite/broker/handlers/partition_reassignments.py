@@ -18,6 +18,7 @@ from twisted.internet import defer
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
@@ -26,8 +27,15 @@ def _not_controller(body: dict[str, Any]) -> dict[str, Any]:
             "error_message": "This is not the correct controller for this cluster.", **body}
 
 
+def _cluster_denied(body: dict[str, Any]) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+            "error_message": "Cluster authorization failed.", **body}
+
+
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
 def handle_alter_partition_reassignments(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
+        return _cluster_denied({"responses": []})
     controller = ctx.controller
     if not controller.active:
         return _not_controller({"responses": []})
@@ -59,6 +67,8 @@ def handle_alter_partition_reassignments(ctx: RequestContext, req: dict[str, Any
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
 def handle_list_partition_reassignments(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return _cluster_denied({"topics": []})
     controller = ctx.controller
     if not controller.active:
         return _not_controller({"topics": []})

@@ -26,6 +26,7 @@ from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ProduceRequest
 from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK
@@ -70,11 +71,20 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     waiting: list[tuple[dict[str, Any], PendingAck]] = []
     failed = False
     legacy = ctx.api_version < 3          # message format v0/v1: converted to a v2 batch first
-    untagged_txn = not legacy and req["transactional_id"] is None and any(
+    has_txn = not legacy and any(
         _has_transactional_batch(pd["records"]) for t in req["topic_data"] for pd in t["partition_data"])
+    untagged_txn = req["transactional_id"] is None and has_txn
+    # Kafka: transactional records need Write on the transactional id, every topic Write on it
+    txn_denied = (has_txn and req["transactional_id"] is not None
+                  and not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]))
     for topic in req["topic_data"]:
         name = topic["name"]
         entries = []
+        if txn_denied or not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, name):
+            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            results.append((name, [_entry(pd["index"], code) for pd in topic["partition_data"]]))
+            failed = True
+            continue
         for pd in topic["partition_data"]:
             index = pd["index"]
             if acks not in (0, 1, -1):

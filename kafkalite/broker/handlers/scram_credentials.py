@@ -20,6 +20,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.security import scram
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 BY_ID = {v: k for k, v in scram.MECHANISM_IDS.items()}
@@ -30,6 +31,9 @@ BY_ID = {v: k for k, v in scram.MECHANISM_IDS.items()}
 def handle_describe_user_scram_credentials(ctx: RequestContext, req: dict[str, Any]) -> Any:
     requested = [u["name"] for u in (req.get("users") or [])]
     results = []
+    if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "error_message": "Cluster authorization failed.", "results": []}
     if not requested:
         names = yield ctx.credentials.users()
         for name in sorted(names):
@@ -64,6 +68,10 @@ def _user_error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
 @api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 @defer.inlineCallbacks
 def handle_alter_user_scram_credentials(ctx: RequestContext, req: dict[str, Any]) -> Any:
+    if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
+        names = dict.fromkeys([d["name"] for d in req.get("deletions") or []] + [u["name"] for u in req.get("upsertions") or []])
+        return {"throttle_time_ms": 0, "results": [{"user": n, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                                                    "error_message": "Cluster authorization failed."} for n in names]}
     changes: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
     for d in req.get("deletions") or []:
         changes[d["name"]].append(("delete", d))

@@ -17,6 +17,7 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
 
@@ -55,12 +56,15 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
 def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     admin = ctx.topics
     counts = Counter(t["name"] for t in req["topics"])
+    create_on_cluster = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER)     # else Create on each topic
     results, jobs = [], []
     sizes: dict[str, int] = {}
     for t in req["topics"]:
         entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
+        if refusal is None and not create_on_cluster and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t["name"]):
+            refusal = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "Authorization failed."
         if refusal is not None:
             entry["error_code"], entry["error_message"] = refusal
             continue
@@ -105,8 +109,12 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
             entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
         elif not ctx.config["delete.topic.enable"]:
             entry["error_code"] = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST)
+        elif not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
+            entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)    # existence not disclosed
         elif name not in ctx.metadata.topics:
             entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        elif not ctx.authorize(Operation.DELETE, ResourceType.TOPIC, name):
+            entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         elif name in INTERNAL_TOPICS:
             entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
         else:
@@ -134,6 +142,8 @@ def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) 
         entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
+        if refusal is None and not ctx.authorize(Operation.ALTER, ResourceType.TOPIC, t["name"]):
+            refusal = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), "The topic authorization is failed."
         if refusal is not None:
             entry["error_code"], entry["error_message"] = refusal
             continue

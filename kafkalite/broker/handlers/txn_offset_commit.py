@@ -20,6 +20,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
@@ -31,10 +32,19 @@ def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
     order: list[tuple[str, int]] = []
+    # Kafka: Write on the transactional id, Read on the group, Read on each topic
+    refused = (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+               if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"])
+               else ErrorCode.GROUP_AUTHORIZATION_FAILED
+               if not ctx.authorize(Operation.READ, ResourceType.GROUP, req["group_id"]) else None)
     for topic in req["topics"]:
+        topic_denied = not ctx.authorize(Operation.READ, ResourceType.TOPIC, topic["name"])
         for p in topic["partitions"]:
             tp = (topic["name"], p["partition_index"])
             order.append(tp)
+            if refused is not None or topic_denied:
+                errors[tp] = refused if refused is not None else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not ctx.metadata.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -15,6 +15,8 @@ from twisted.internet import defer
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.txn_markers import write_markers_as_leader
+from kafkalite.errors import ErrorCode
+from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
 
@@ -22,6 +24,11 @@ from kafkalite.protocol.api_keys import ApiKey
 @defer.inlineCallbacks
 def handle_write_txn_markers(ctx: RequestContext, req: dict[str, Any]) -> Any:
     results = []
+    if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):    # only brokers send markers
+        return {"markers": [{"producer_id": m["producer_id"], "topics": [
+            {"name": t["name"], "partitions": [{"partition_index": p, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
+                                               for p in t["partition_indexes"]]} for t in m["topics"]]}
+            for m in req["markers"]]}
     for marker in req["markers"]:
         tps = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
         codes = yield write_markers_as_leader(ctx.replicas, marker["producer_id"], marker["producer_epoch"],

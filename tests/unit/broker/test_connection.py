@@ -17,12 +17,13 @@ from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
 
 #: what a handler's context needs for client quotas: none are configured, so none apply
-NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
+                 authorize=lambda *action: True)  # no authorizer: everything allowed
 
 registry.load_handlers()
 
 #: ApiVersions needs no service; the dispatcher itself times and counts every request.
-SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics(), quotas=NO_QUOTAS["quotas"])
+SERVICES = SimpleNamespace(clock=Clock(task.Clock()), metrics=BrokerMetrics(), quotas=NO_QUOTAS["quotas"], authorizer=None)
 
 
 def connect(dispatcher) -> tuple[KafkaConnection, StringTransport]:
@@ -190,7 +191,7 @@ def test_dispatcher_puts_the_throttle_in_the_response_and_mutes() -> None:
     quotas = BrokerQuotas()
     quotas.entities.set(QuotaEntity(None, "test"), {"request_percentage": 0.01})
     clock = TickingClock()
-    services = SimpleNamespace(clock=Clock(clock), metrics=BrokerMetrics(), quotas=quotas)
+    services = SimpleNamespace(clock=Clock(clock), metrics=BrokerMetrics(), quotas=quotas, authorizer=None)
     conn = KafkaConnection(Dispatcher(services, "PLAINTEXT"), max_frame_bytes=1 << 20, max_queued=4, clock=clock)
     transport = StringTransport()
     conn.makeConnection(transport)

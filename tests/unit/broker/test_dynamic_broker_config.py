@@ -48,7 +48,8 @@ def broker(server: MemoryZooKeeperServer, clock: MemoryReactorClock, broker_id: 
     changes: list[set[str]] = []
     sync = DynamicBrokerConfigSync(zk, config, lambda: broker_id, changes.append)
     result(clock, sync.start())
-    ctx = SimpleNamespace(broker_id=broker_id, config=config, dynamic_config=sync, metadata=SimpleNamespace(topics={}))
+    ctx = SimpleNamespace(broker_id=broker_id, config=config, dynamic_config=sync, metadata=SimpleNamespace(topics={}),
+                          authorize=lambda *action: True)      # no authorizer: everything allowed
     return ctx, changes
 
 

@@ -112,7 +112,7 @@ def test_describe_log_dirs_reports_the_failed_dir(node: Node) -> None:
     n = node
     n.append_acks_all(1)
     failed = n.fail_dir_of(0)
-    ctx: Any = type("Ctx", (), {"replicas": n.rm})()
+    ctx: Any = type("Ctx", (), {"replicas": n.rm, "authorize": lambda self, *action: True})()   # no authorizer
     resp = handle_describe_log_dirs(ctx, {"topics": None})
     by_dir = {r["log_dir"]: r for r in resp["results"]}
     assert set(by_dir) == set(n.logs.log_dirs)

@@ -15,7 +15,8 @@ from kafkalite.errors import ErrorCode
 from kafkalite.records.batch import validate_batches
 from kafkalite.records.builder import build_batch
 
-NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None)
+NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
+                 authorize=lambda *action: True)  # no authorizer: everything allowed
 
 pytestmark = pytest.mark.unit
 

@@ -63,7 +63,9 @@ def ctx(version: int, txn_code: ErrorCode = ErrorCode.NONE, group_code: ErrorCod
                            txns=SimpleNamespace(coordinator=Txns(txn_code)),
                            groups=SimpleNamespace(coordinator=Groups(group_code)),
                            metadata=SimpleNamespace(partition_exists=lambda t, p: t == "out"),
-                           config={"request.timeout.ms": 1000}, replicas=None)
+                           config={"request.timeout.ms": 1000}, replicas=None,
+                           authorize=lambda *action: True,     # no authorizer: everything allowed
+                           authorize_by_resource_type=lambda *action: True)
 
 
 def through_wire(key: ApiKey, version: int, body: dict[str, Any], handler: Any, context: Any) -> dict[str, Any]:
