@@ -101,6 +101,17 @@ def test_api_versions_lists_the_registry() -> None:
     assert corr == 9 and body["error_code"] == 0
     assert table[0] == (0, 8) and table[1] == (4, 11) and table[3] == (0, 8)
     assert table == {k: (lo, hi) for k, lo, hi in registry.advertised()}
+    assert conn.client_software == ("t", "1")
+
+
+def test_api_versions_v3_bad_software_name_is_invalid_request() -> None:
+    """KIP-511: a client software name outside [a-zA-Z0-9.-] gets INVALID_REQUEST (42) and is
+    not recorded on the connection."""
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 4, {"client_software_name": "bad name!",
+                                                            "client_software_version": "1"}))
+    _, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
+    assert body["error_code"] == 42 and conn.client_software is None
 
 
 def test_unknown_key_and_refused_versions_close_the_connection() -> None:
