@@ -249,8 +249,8 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Compact records older than this", at_least(1), True),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime", _TS_TYPES, True),
     ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX,
-              "Largest CreateTime distance from broker time; record timestamps are not checked against it",
-              at_least(0), True, ignored=True),
+              "Largest distance of a CreateTime record timestamp from broker time; a produce beyond it "
+              "answers INVALID_TIMESTAMP naming the records", at_least(0), True),
     ConfigKey("log.message.format.version", "string", "2.8-IV1", "Stored message format; always record batch v2 (magic 2)",
               ignored=True),
     ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1", "Inter-broker protocol level; brokers speak 2.8's",
@@ -403,8 +403,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
     TopicKey("max.message.bytes", "int", ("message.max.bytes",), "Largest record batch", at_least(0),
              field="max_message_bytes"),
     TopicKey("message.timestamp.difference.max.ms", "long", ("log.message.timestamp.difference.max.ms",),
-             "Largest CreateTime distance from broker time; record timestamps are not checked against it",
-             at_least(0), ignored=True),
+             "Largest distance of a CreateTime record timestamp from broker time; a produce beyond it "
+             "answers INVALID_TIMESTAMP naming the records", at_least(0)),
     TopicKey("message.timestamp.type", "string", ("log.message.timestamp.type",), "CreateTime or LogAppendTime",
              _TS_TYPES, field="message_timestamp_type"),
     TopicKey("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",),

@@ -157,6 +157,16 @@ class InvalidTimestampError(KafkaError):
     code = ErrorCode.INVALID_TIMESTAMP
 
 
+class RecordValidationError(KafkaError):
+    """Records of a batch refused one by one (KIP-467): ``record_errors`` holds (index of the
+    record in its batch, why) for Produce v8+'s ``record_errors``; the code is INVALID_RECORD,
+    or INVALID_TIMESTAMP when a timestamp was among the reasons, as Kafka's LogValidator."""
+
+    def __init__(self, message: str, code: ErrorCode, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message, code)
+        self.record_errors = record_errors
+
+
 class UnsupportedCompressionError(KafkaError):
     code = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
 

@@ -725,6 +725,13 @@ class GroupCoordinator:
             return ErrorCode.NONE, dict(stored)
         return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
 
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with a transactional offset commit whose marker has not arrived (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for offsets in group.pending_txn_offsets.values() for tp in offsets}
+
     def expire_offsets(self, now_ms: int | None = None) -> defer.Deferred:
         """Remove offsets past retention (KIP-211 rules) and groups left with nothing; writes
         tombstones. Fires with the number of offsets removed."""

@@ -1,5 +1,10 @@
 """The classic group protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
-DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+DescribeGroups (15), ListGroups (16), DeleteGroups (42), at Kafka 2.8's versions.
+
+Version notes: JoinGroup v6, SyncGroup v4, Heartbeat v4, LeaveGroup v4, DescribeGroups v5,
+ListGroups v3 and DeleteGroups v2 are the flexible ones (KIP-482: nothing new but tagged
+fields); JoinGroup v7 answers ``protocol_type``; SyncGroup v5 sends ``protocol_type``/``name``,
+checked against the group's (INCONSISTENT_GROUP_PROTOCOL); ListGroups v4 filters by state.
 
 Each handler translates wire fields to the coordinator (``kafkalite.group.coordinator``) and its
 answer back; JoinGroup and SyncGroup return Deferreds that fire when the rebalance gets there
@@ -27,7 +32,7 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + host                 # Kafka's InetAddress.toString form
 
 
-@api(ApiKey.JOIN_GROUP, 0, 5)
+@api(ApiKey.JOIN_GROUP, 0, 7)
 def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     v = ctx.api_version
     session = req["session_timeout_ms"]
@@ -44,18 +49,19 @@ def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     return d.addCallback(response)
 
 
-@api(ApiKey.SYNC_GROUP, 0, 3)
+@api(ApiKey.SYNC_GROUP, 0, 5)
 def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
     v = ctx.api_version
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
     d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
                                      req.get("group_instance_id") if v >= 3 else None, assignments,
-                                     req.get("protocol_type"), req.get("protocol_name"))
+                                     req.get("protocol_type") if v >= 5 else None,
+                                     req.get("protocol_name") if v >= 5 else None)
     return d.addCallback(lambda r: {"throttle_time_ms": 0, "error_code": r[0], "assignment": r[1],
                                     "protocol_type": r[2], "protocol_name": r[3]})
 
 
-@api(ApiKey.HEARTBEAT, 0, 3)
+@api(ApiKey.HEARTBEAT, 0, 4)
 def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
     error = _coordinator(ctx).heartbeat(req["group_id"], req["member_id"],
                                         req.get("group_instance_id") if ctx.api_version >= 3 else None,
@@ -63,7 +69,7 @@ def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, An
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
-@api(ApiKey.LEAVE_GROUP, 0, 3)
+@api(ApiKey.LEAVE_GROUP, 0, 4)
 def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
     if ctx.api_version >= 3:
         leaving = [(m["member_id"], m["group_instance_id"]) for m in req["members"]]
@@ -78,21 +84,24 @@ def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str,
     return {"throttle_time_ms": 0, "error_code": int(error), "members": members if not error else []}
 
 
-@api(ApiKey.DESCRIBE_GROUPS, 0, 4)
+@api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     return {"throttle_time_ms": 0, "groups": [coordinator.describe_group(g) for g in req["groups"]]}
 
 
-@api(ApiKey.LIST_GROUPS, 0, 2)
+@api(ApiKey.LIST_GROUPS, 0, 4)
 def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
-    error, groups = _coordinator(ctx).list_groups()
+    """v4 (KIP-518): ``states_filter`` keeps the groups in one of the named states (Kafka's
+    names, case as Kafka writes them; empty = all) and every entry carries its state."""
+    states = set(req.get("states_filter") or ()) if ctx.api_version >= 4 else set()
+    error, groups = _coordinator(ctx).list_groups(states or None)
     return {"throttle_time_ms": 0, "error_code": int(error),
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state.value,
                         "group_type": "classic"} for g in groups]}
 
 
-@api(ApiKey.DELETE_GROUPS, 0, 1)
+@api(ApiKey.DELETE_GROUPS, 0, 2)
 def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
     d = _coordinator(ctx).delete_groups(list(req["groups_names"]))
     return d.addCallback(lambda results: {"throttle_time_ms": 0, "results": [

@@ -18,7 +18,7 @@ LATEST = -1
 EARLIEST = -2
 
 
-@api(ApiKey.LIST_OFFSETS, 1, 5)
+@api(ApiKey.LIST_OFFSETS, 1, 6)
 def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     rm = ctx.replicas
     committed = req.get("isolation_level", 0) == READ_COMMITTED

@@ -4,10 +4,15 @@ Unknown topics are auto-created when both the request (v4+, implicitly true befo
 broker (``auto.create.topics.enable``) allow it; the answer for such a topic is
 LEADER_NOT_AVAILABLE with no partitions until the controller has elected leaders, and clients
 retry. Broker addresses are those of the listener the request arrived on.
+
+Version notes (Kafka 2.8): v9 is flexible; v10 answers each topic's id (KIP-516: the
+``topic_id`` of ``/brokers/topics/<t>``, written at creation; the zero Uuid for a topic created
+without one); v11 drops the cluster's authorized operations.
 """
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import Any
 
 from kafkalite.broker.services import RequestContext
@@ -16,10 +21,22 @@ from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import MetadataRequest
+from kafkalite.protocol.schema import ZERO_UUID
 from zk_schema.topic_names import is_valid_topic_name
+from zk_schema.uuids import decode_uuid
 
 log = logging.getLogger(__name__)
 NOT_PROVIDED = -2147483648
+
+
+def _topic_uuid(text: str) -> uuid.UUID:
+    """The topic znode's ``topic_id`` (Kafka's base64 text) as the wire's Uuid; a malformed one
+    (written by some other tool) is answered as no id rather than failing the whole request."""
+    try:
+        return decode_uuid(text)
+    except ValueError:
+        log.warning("ignoring malformed topic id %r", text)
+        return ZERO_UUID
 
 
 def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
@@ -44,21 +61,28 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     return out
 
 
-@api(ApiKey.METADATA, 0, 8)
+@api(ApiKey.METADATA, 0, 11)
 def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     cache = ctx.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
-        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v10 (topic ids)
+        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v12 (topic ids)
+    # v10-v11 carry a topic id per requested topic, but Kafka 2.8 looks topics up by name only
+    # and refuses a request naming one by id (INVALID_REQUEST), as it does
+    by_id = {t["name"] for t in requested or () if t.get("topic_id", ZERO_UUID) != ZERO_UUID}
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     topics = []
     for name in names:
         entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-                 "topic_authorized_operations": NOT_PROVIDED}
+                 "topic_authorized_operations": NOT_PROVIDED, "topic_id": ZERO_UUID}
         info = cache.topics.get(name)
-        if info is not None and not info.deleting and not info.assignment:
+        if info is not None and info.topic_id and not info.deleting:
+            entry["topic_id"] = _topic_uuid(info.topic_id)
+        if name in by_id:
+            entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
+        elif info is not None and not info.deleting and not info.assignment:
             # known only by its config znode so far (written first): being created, retriable
             entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
         elif info is not None and not info.deleting:

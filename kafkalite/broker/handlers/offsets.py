@@ -3,7 +3,10 @@
 Commits are checked against the group's generation and member (stale generations get
 ILLEGAL_GENERATION) and answered only after the records are replicated in ``__consumer_offsets``.
 The metadata string round-trips (null is stored as ""). OffsetFetch with ``topics`` null (v2+)
-returns every partition the group has an offset for.
+returns every partition the group has an offset for. OffsetCommit v8 and OffsetFetch v6 are
+the flexible versions; OffsetFetch v7 (KIP-447) ``require_stable``: a partition with a
+transactional offset commit still pending (no marker yet) answers UNSTABLE_OFFSET_COMMIT with
+offset -1, so the consumer retries instead of reading a stale position.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetFetchRequest
 
 
-@api(ApiKey.OFFSET_COMMIT, 2, 7)
+@api(ApiKey.OFFSET_COMMIT, 2, 8)
 def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     v = ctx.api_version
     now = ctx.now_ms
@@ -51,19 +54,26 @@ def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     return d.addCallback(response)
 
 
-@api(ApiKey.OFFSET_FETCH, 1, 5)
+@api(ApiKey.OFFSET_FETCH, 1, 7)
 def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
     v = ctx.api_version
     requested = req["topics"]
     wanted = None if requested is None else [(t["name"], p) for t in requested for p in t["partition_indexes"]]
-    error, found = ctx.groups.coordinator.fetch_offsets(req["group_id"], wanted)
+    coordinator = ctx.groups.coordinator
+    error, found = coordinator.fetch_offsets(req["group_id"], wanted)
+    unstable = coordinator.pending_txn_partitions(req["group_id"]) if v >= 7 and req.get("require_stable") else set()
     if error and v >= 2:
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(error)}
     topics: dict[str, list[dict[str, Any]]] = {}
-    for (t, p), om in (found.items() if not error else ((tp, None) for tp in wanted or [])):
+    rows = dict(found) if not error else {tp: None for tp in wanted or []}
+    for tp in unstable:
+        if wanted is None or tp in rows:
+            rows[tp] = None
+    for (t, p), om in rows.items():
+        code = ErrorCode.UNSTABLE_OFFSET_COMMIT if (t, p) in unstable else error
         topics.setdefault(t, []).append({
             "partition_index": p, "committed_offset": om.offset if om else -1,
             "committed_leader_epoch": om.leader_epoch if om else -1, "metadata": om.metadata if om else "",
-            "error_code": int(error)})
+            "error_code": int(code)})
     return {"throttle_time_ms": 0, "error_code": 0,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

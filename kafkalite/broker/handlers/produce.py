@@ -11,6 +11,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's KafkaApis); like Kafka 2.8
 not check that the partition was added to the transaction (that is KIP-890, Kafka 3.6): the
 partition's producer state fences old epochs and refuses a plain batch during an open
 transaction (INVALID_TXN_STATE).
+
+Produce v8 (KIP-467) names the refused records: a batch with records a compacted topic or the
+timestamp rule refuses answers INVALID_RECORD / INVALID_TIMESTAMP with ``record_errors`` (each
+record's index in its batch and why) and ``error_message``. v9 is the flexible version.
 """
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ from typing import Any
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.errors import ErrorCode, KafkaError, RecordValidationError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ProduceRequest
@@ -49,13 +53,14 @@ def _has_transactional_batch(records: Any) -> bool:
 
 
 def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, log_start: int = -1,
-           message: str | None = None) -> dict[str, Any]:
+           message: str | None = None, record_errors: list[tuple[int, str]] | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
-            "record_errors": [], "error_message": message}
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
+            "error_message": message}
 
 
-@api(ApiKey.PRODUCE, 3, 8, advertise_min=0)
+@api(ApiKey.PRODUCE, 3, 9, advertise_min=0)
 def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     replicas = ctx.replicas
     acks = req["acks"]
@@ -85,7 +90,8 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
             except KafkaError as exc:
                 failed = True
                 log.debug("produce to %s-%d refused: %s", name, index, exc)
-                entries.append(_entry(index, exc.code, message=str(exc)))
+                entries.append(_entry(index, exc.code, message=str(exc),
+                                      record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None))
                 ctx.metrics.produce_failed(name)
                 continue
             if not res.duplicate:          # per partition: its bytes, and the offsets it was given

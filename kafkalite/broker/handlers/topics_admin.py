@@ -4,6 +4,10 @@ Each answers per topic; validation errors never stop the other topics of the req
 ZooKeeper writes the handler waits up to the request's timeout for the metadata to show the
 result (leaders elected, topic gone); past it the answer is REQUEST_TIMED_OUT while the change
 still completes, as in Kafka.
+
+Version notes (Kafka 2.8): CreateTopics v5, DeleteTopics v4 and CreatePartitions v2 are the
+flexible versions; CreateTopics v5+ answers each topic's partitions, replication factor and
+configs (also with validate_only); DeleteTopics v5 answers an error message.
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from twisted.internet import defer
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.config import render
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
@@ -50,15 +55,18 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
             entry["error_code"], entry["error_message"] = _error(exc)
 
 
-@api(ApiKey.CREATE_TOPICS, 2, 4)
+@api(ApiKey.CREATE_TOPICS, 2, 6)
 @defer.inlineCallbacks
 def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     admin = ctx.topics
     counts = Counter(t["name"] for t in req["topics"])
     results, jobs = [], []
     sizes: dict[str, int] = {}
+    described = ctx.api_version >= 5
     for t in req["topics"]:
         entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+        if described:       # Kafka's defaults for a topic that is not created
+            entry.update(num_partitions=-1, replication_factor=-1, configs=None)
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is not None:
@@ -71,6 +79,8 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
         except KafkaError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
             continue
+        if described:
+            entry.update(_created_topic(ctx, assignment, overrides))
         if not req["validate_only"]:
             jobs.append((entry, admin.create_topic(t["name"], assignment, overrides)))
             sizes[t["name"]] = len(assignment)
@@ -91,10 +101,25 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
                 if e["error_code"] == 0 and not ready(e["name"]):
                     e["error_code"], e["error_message"] = int(ErrorCode.REQUEST_TIMED_OUT), \
                         "Leaders were not elected within the timeout; the topic is still being created."
+    for e in results:
+        if e["error_code"] not in (0, ErrorCode.REQUEST_TIMED_OUT) and described:
+            e.update(num_partitions=-1, replication_factor=-1, configs=None)
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@api(ApiKey.DELETE_TOPICS, 1, 3)
+def _created_topic(ctx: RequestContext, assignment: dict[int, list[int]],
+                   overrides: dict[str, str]) -> dict[str, Any]:
+    """CreateTopics v5+ (KIP-525): what the topic is (or, with validate_only, would be) created
+    with: its partition count, replication factor and every topic config with its source, so
+    a client needs no DescribeConfigs round trip. Sensitive values are null, as DescribeConfigs."""
+    rf = len(next(iter(assignment.values()))) if assignment else -1
+    rows = ctx.config.describe_topic(overrides)
+    return {"num_partitions": len(assignment), "replication_factor": rf, "configs": [
+        {"name": r.name, "value": None if r.sensitive else render(r.value), "read_only": False,
+         "config_source": r.source, "is_sensitive": r.sensitive} for r in rows]}
+
+
+@api(ApiKey.DELETE_TOPICS, 1, 5)
 @defer.inlineCallbacks
 def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
     results, jobs = [], []
@@ -121,11 +146,13 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
                 if e["error_code"] == 0 and e["name"] in ctx.metadata.topics:
                     e["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
     for e in results:
-        e.pop("error_message", None)
+        message = e.pop("error_message", None)
+        if ctx.api_version >= 5:        # v5 carries the error's message
+            e["error_message"] = message if e["error_code"] else None
     return {"throttle_time_ms": 0, "responses": results}
 
 
-@api(ApiKey.CREATE_PARTITIONS, 0, 1)
+@api(ApiKey.CREATE_PARTITIONS, 0, 3)
 @defer.inlineCallbacks
 def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
     counts = Counter(t["name"] for t in req["topics"])

@@ -99,7 +99,7 @@ def test_api_versions_lists_the_registry() -> None:
     corr, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert corr == 9 and body["error_code"] == 0
-    assert table[0] == (0, 8) and table[1] == (4, 11) and table[3] == (0, 8)
+    assert table[0] == (0, 9) and table[1] == (4, 12) and table[3] == (0, 11)
     assert table == {k: (lo, hi) for k, lo, hi in registry.advertised()}
     assert conn.client_software == ("t", "1")
 
