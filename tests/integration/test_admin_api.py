@@ -308,12 +308,13 @@ EXPECTED_API_TABLE = {
     # SASL and SCRAM credentials (issue 17): SaslHandshake 0-1, SaslAuthenticate 0-2 (served on any
     # listener; before login only on SASL ones), Describe/AlterUserScramCredentials 0
     17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
+    60: (0, 0),   # DescribeCluster (issue 15, KIP-700)
 }
 # Group APIs at Kafka 2.8's ranges (issue 15): OffsetCommit 2-8, OffsetFetch 1-7, FindCoordinator
 # 0-3, JoinGroup 0-7, Heartbeat 0-4, LeaveGroup 0-4, SyncGroup 0-5, DescribeGroups 0-5,
-# ListGroups 0-4 (KIP-518 states), DeleteGroups 0-2.
+# ListGroups 0-4 (KIP-518 states), DeleteGroups 0-2, OffsetDelete 0.
 GROUP_API_TABLE = {8: (2, 8), 9: (1, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4),
-                   14: (0, 5), 15: (0, 5), 16: (0, 4), 42: (0, 2)}
+                   14: (0, 5), 15: (0, 5), 16: (0, 4), 42: (0, 2), 47: (0, 0)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])

@@ -1,4 +1,4 @@
-"""OffsetCommit (key 8) and OffsetFetch (key 9): committed offsets of a group.
+"""OffsetCommit (key 8), OffsetFetch (key 9) and OffsetDelete (key 47): committed offsets of a group.
 
 Commits are checked against the group's generation and member (stale generations get
 ILLEGAL_GENERATION) and answered only after the records are replicated in ``__consumer_offsets``.
@@ -17,7 +17,7 @@ from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetFetchRequest
+from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
 
 
 @api(ApiKey.OFFSET_COMMIT, 2, 8)
@@ -77,3 +77,25 @@ def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[st
             "error_code": int(code)})
     return {"throttle_time_ms": 0, "error_code": 0,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+
+@api(ApiKey.OFFSET_DELETE, 0, 0)
+def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
+    """KIP-496: drop a group's committed offsets of some partitions (the coordinator's rules:
+    ``GroupCoordinator.delete_offsets``). Partitions of unknown topics answer
+    UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator; a group-level error answers
+    alone, with no topics, as Kafka's error response."""
+    order = [(t["name"], p["partition_index"]) for t in req["topics"] for p in t["partitions"]]
+    unknown = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in order if not ctx.metadata.partition_exists(*tp)}
+    known = [tp for tp in order if tp not in unknown]
+
+    def response(outcome: tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]) -> dict[str, Any]:
+        error, results = outcome
+        if error:
+            return {"error_code": int(error), "throttle_time_ms": 0, "topics": []}
+        merged = {**unknown, **results}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for t, p in dict.fromkeys(order):
+            topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged.get((t, p), ErrorCode.NONE))})
+        return {"error_code": 0, "throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return ctx.groups.coordinator.delete_offsets(req["group_id"], known).addCallback(response)

@@ -21,6 +21,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 8, 9, 10
 JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS = 11, 12, 13, 14, 15, 16
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, ALTER_CONFIGS = 19, 20, 32, 33
 DELETE_GROUPS, INCREMENTAL_ALTER_CONFIGS, OFFSET_FOR_LEADER_EPOCH = 42, 44, 23
+OFFSET_DELETE, DESCRIBE_CLUSTER = 47, 60
 TOPIC_RESOURCE = 2
 SOURCE_DYNAMIC_TOPIC, SOURCE_DEFAULT = 1, 5
 
@@ -273,3 +274,85 @@ def test_incremental_append_starts_from_the_effective_value_and_alter_configs_la
          "configs": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]}]})
     assert resp["responses"][0]["error_code"] == 0
     one.pump_until(lambda: describe(client, "policy", "retention.ms") == "2000", what="the last retention.ms")
+
+
+def subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0 (what a consumer sends as its protocol metadata)."""
+    from kafkalite.protocol import codec
+    return b"\x00\x00" + codec.encode_data("ConsumerProtocolSubscription", 0, {"topics": list(topics), "user_data": None})
+
+
+def join_and_sync(client: InProcessClient, group: str, protocol_type: str, metadata: bytes) -> tuple[str, int]:
+    join: dict[str, Any] = {"group_id": group, "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                            "member_id": "", "group_instance_id": None, "protocol_type": protocol_type,
+                            "protocols": [{"name": "range", "metadata": metadata}], "reason": None}
+    first = client.request(JOIN_GROUP, 7, join)
+    joined = client.request(JOIN_GROUP, 7, {**join, "member_id": first["member_id"]})
+    assert joined["error_code"] == 0, joined
+    member, generation = joined["member_id"], joined["generation_id"]
+    synced = client.request(SYNC_GROUP, 5, {"group_id": group, "generation_id": generation, "member_id": member,
+                                            "group_instance_id": None, "protocol_type": protocol_type,
+                                            "protocol_name": "range", "assignments": [{"member_id": member, "assignment": b""}]})
+    assert synced["error_code"] == 0
+    return member, generation
+
+
+def offset_delete(client: InProcessClient, group: str, topics: dict[str, list[int]]) -> dict[str, Any]:
+    return client.request(OFFSET_DELETE, 0, {"group_id": group, "topics": [
+        {"name": t, "partitions": [{"partition_index": p} for p in ps]} for t, ps in topics.items()]})
+
+
+def deleted(resp: dict[str, Any]) -> dict[tuple[str, int], int]:
+    assert resp["error_code"] == 0, resp
+    return {(t["name"], p["partition_index"]): p["error_code"] for t in resp["topics"] for p in t["partitions"]}
+
+
+def test_offset_delete_follows_kafka_2_8_rules(one: InProcessCluster) -> None:
+    """OffsetDelete (KIP-496): in a Stable consumer group the offsets of a subscribed topic stay
+    (GROUP_SUBSCRIBED_TO_TOPIC) and the others go; an unknown topic is UNKNOWN_TOPIC_OR_PARTITION;
+    a non-consumer group with members is NON_EMPTY_GROUP; once the group is Empty the rest go and
+    the group, left with nothing, is gone (Dead: GROUP_ID_NOT_FOUND)."""
+    group = "deleter"
+    client = coordinator_client(one, group)
+    one.create_topic("subscribed", 1, 1)
+    one.create_topic("abandoned", 1, 1)
+    member, generation = join_and_sync(client, group, "consumer", subscription("subscribed"))
+    commit = client.request(OFFSET_COMMIT, 8, {
+        "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member, "group_instance_id": None,
+        "topics": [{"name": t, "partitions": [{"partition_index": 0, "committed_offset": 5, "committed_leader_epoch": -1,
+                                               "committed_metadata": ""}]} for t in ("subscribed", "abandoned")]})
+    assert [p["error_code"] for t in commit["topics"] for p in t["partitions"]] == [0, 0]
+
+    resp = offset_delete(client, group, {"subscribed": [0], "abandoned": [0], "nowhere": [0]})
+    assert deleted(resp) == {("subscribed", 0): ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC, ("abandoned", 0): 0,
+                             ("nowhere", 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    fetched = client.request(OFFSET_FETCH, 7, {"group_id": group, "require_stable": False, "topics": None})
+    assert {(t["name"], p["partition_index"]) for t in fetched["topics"] for p in t["partitions"]} == {("subscribed", 0)}
+
+    assert offset_delete(client, "no-such-group", {"subscribed": [0]}) == {
+        "error_code": ErrorCode.GROUP_ID_NOT_FOUND, "throttle_time_ms": 0, "topics": []}
+    connect = coordinator_client(one, "workers")
+    join_and_sync(connect, "workers", "connect", b"\x00")
+    assert offset_delete(connect, "workers", {"abandoned": [0]})["error_code"] == ErrorCode.NON_EMPTY_GROUP
+
+    client.request(LEAVE_GROUP, 4, {"group_id": group, "members": [{"member_id": member, "group_instance_id": None,
+                                                                    "reason": None}]})
+    one.pump_until(lambda: list_groups(client, ["Empty"]).get(group) == "Empty", what="the group empty")
+    assert deleted(offset_delete(client, group, {"subscribed": [0]})) == {("subscribed", 0): 0}
+    assert group not in list_groups(client, [])
+    assert offset_delete(client, group, {"subscribed": [0]})["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_describe_cluster_names_the_cluster_controller_and_brokers(inprocess_cluster_factory) -> None:
+    """DescribeCluster v0 (KIP-700) answers what Metadata says of the cluster: the same cluster id,
+    controller and broker addresses (those of the listener asked)."""
+    cluster = inprocess_cluster_factory(2)
+    client = cluster.client(0)
+    resp = client.request(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
+    meta = metadata(client, [])
+    assert resp["error_code"] == 0 and resp["error_message"] is None
+    assert resp["cluster_id"] == meta["cluster_id"] and resp["cluster_id"]
+    assert resp["controller_id"] == meta["controller_id"] == cluster.controller().broker_id
+    assert sorted((b["broker_id"], b["host"], b["port"]) for b in resp["brokers"]) == \
+        sorted((b["node_id"], b["host"], b["port"]) for b in meta["brokers"])
+    assert {b["broker_id"] for b in resp["brokers"]} == set(cluster.brokers)
