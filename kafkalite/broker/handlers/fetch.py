@@ -39,7 +39,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     isolation = req.get("isolation_level", 0)
     read_committed = replica_id < 0 and isolation == READ_COMMITTED
     wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
-    # only v12+ requests carry the field (decoded requests hold their version's fields only)
+    # only v12+ requests carry the field; below v12 it decodes as its default, -1
     check_epochs = any(p.get("last_fetched_epoch", -1) >= 0 for _, p in wanted)
 
     def diverging(topic: str, p: Mapping[str, Any]) -> dict[str, int] | None:

@@ -122,6 +122,22 @@ def test_unknown_key_and_refused_versions_close_the_connection() -> None:
         assert transport.value() == b"" and conn.closed
 
 
+def test_flexible_request_with_a_lying_tagged_field_closes_only_its_connection() -> None:
+    """A Metadata v11 request whose tag section announces a field longer than the frame closes
+    that connection (a malformed request, as Kafka does) and raises nothing; a well-formed
+    flexible request on another connection is answered."""
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    good = request(ApiKey.METADATA, 11, 1, body)
+    assert good.endswith(b"\x00")
+    bad_body = good[4:-1] + b"\x01\x07\x40xx"           # tag 7, size 64, 2 bytes left
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(struct.pack(">i", len(bad_body)) + bad_body)
+    assert conn.closed and transport.value() == b""
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 2, {"client_software_name": "t", "client_software_version": "1"}))
+    assert not conn.closed and responses(transport.value())
+
+
 def test_oversize_or_negative_frame_closes() -> None:
     for size in (-1, (1 << 20) + 1):
         conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
