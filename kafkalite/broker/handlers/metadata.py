@@ -69,8 +69,8 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
         names = [t["name"] for t in requested if t["name"] is not None]  # null only from v12 (topic ids)
-    # v10-v11 carry a topic id per requested topic, but Kafka 2.8 looks topics up by name only
-    # and refuses a request naming one by id (INVALID_REQUEST), as it does
+    # v10-v11 carry a topic id per requested topic, but topics are looked up by name only until
+    # v12: a topic named with a non-zero id answers INVALID_REQUEST (Kafka 2.8 refuses those)
     by_id = {t["name"] for t in requested or () if t.get("topic_id", ZERO_UUID) != ZERO_UUID}
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     topics = []
