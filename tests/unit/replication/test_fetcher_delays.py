@@ -306,3 +306,22 @@ def test_a_partition_whose_log_dir_failed_is_delayed_alone(setup) -> None:
     answer_epochs(req)
     fetch = leader.take(ApiKey.FETCH)
     assert partitions_in(fetch) == [1] and fetch.conn is req.conn and not req.conn.closed
+
+
+def test_a_diverging_epoch_in_a_fetch_answer_truncates_and_refetches_from_there(setup) -> None:
+    """KIP-320: the follower's Fetch v12 names the epoch of its last batch; an answer carrying
+    ``diverging_epoch`` (epoch 0 ends at 7 on the leader) cuts the log to 7 and the next Fetch
+    starts there, with no OffsetForLeaderEpoch round in between."""
+    clock, leader, fetcher = setup
+    part = partition(0, end=10)
+    fetcher.add(part)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))        # the leader's epoch ends at 10
+    req = leader.take(ApiKey.FETCH)
+    sent = req.body["topics"][0]["partitions"][0]
+    assert (sent["fetch_offset"], sent["last_fetched_epoch"]) == (10, 0)
+    req.d.callback({"error_code": ErrorCode.NONE, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": ErrorCode.NONE, "high_watermark": 10, "log_start_offset": 0,
+         "records": None, "diverging_epoch": {"epoch": 0, "end_offset": 7}}]}]})
+    assert part.log.log_end_offset == 7 and part.high_watermark == 7
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    assert leader.take(ApiKey.FETCH).body["topics"][0]["partitions"][0]["fetch_offset"] == 7
