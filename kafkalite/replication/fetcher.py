@@ -28,6 +28,7 @@ leader epoch from ZooKeeper a moment before the leader does, so the early reques
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
@@ -44,8 +45,18 @@ from kafkalite.storage import PartitionLog
 log = logging.getLogger(__name__)
 
 #: Fetch v12 (Kafka 2.7+'s inter-broker level, KIP-320): the follower sends the epoch of its last
-#: fetched batch and the leader answers ``diverging_epoch`` when its log went another way.
+#: fetched batch and the leader answers ``diverging_epoch`` when its log went another way. Below
+#: ``inter.broker.protocol.version`` 2.7 followers use v11, which every kafkalite leader serves.
 FETCH_VERSION = 12
+FETCH_VERSION_BEFORE_2_7 = 11
+
+
+def fetch_version(inter_broker_protocol: str) -> int:
+    """The Fetch version followers use at this inter-broker level (Kafka's rule: 2.7-IV1+ -> v12)."""
+    m = re.match(r"(\d+)\.(\d+)", inter_broker_protocol)
+    if m is None or (int(m.group(1)), int(m.group(2))) >= (2, 7):
+        return FETCH_VERSION
+    return FETCH_VERSION_BEFORE_2_7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 Key = tuple[str, int]
@@ -135,6 +146,7 @@ class ReplicaFetcher:
         self.endpoint_of = endpoint_of
         self.connect = connect
         self.backoff = config["replica.fetch.backoff.ms"] / 1000.0
+        self.fetch_version = fetch_version(config["inter.broker.protocol.version"])
         self.partitions: dict[Key, FollowedPartition] = {}
         self.conn: client.KafkaClientProtocol | None = None
         self.running = False
@@ -313,7 +325,7 @@ class ReplicaFetcher:
             "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout)
+        resp = yield self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
         self.handle_fetch_response(followed, sent, resp)
 
     def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],
