@@ -105,6 +105,7 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNKNOWN_TOPIC_ID = 100            # KIP-516 (Kafka 2.8); 94-99 are KRaft's and feature flags
 
 
 #: Codes the Java client retries on its own (``RetriableException`` subclasses).

@@ -295,7 +295,7 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
 
 EXPECTED_API_TABLE = {
     # Kafka 2.8's client-facing maxima, flexible versions included (issue 15)
-    0: (0, 9), 1: (4, 12), 2: (1, 6), 3: (0, 11), 18: (0, 3), 19: (2, 6), 20: (1, 5),
+    0: (0, 9), 1: (4, 12), 2: (1, 6), 3: (0, 11), 18: (0, 3), 19: (2, 7), 20: (1, 6),
     7: (1, 3),  # ControlledShutdown: inter-broker, advertised as Kafka 2.x brokers do
     22: (0, 1), 23: (2, 4), 32: (1, 4), 37: (0, 3),
     33: (0, 2), 44: (0, 1),   # AlterConfigs, IncrementalAlterConfigs

@@ -12,7 +12,6 @@ without one); v11 drops the cluster's authorized operations.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 from kafkalite.broker.services import RequestContext
@@ -23,20 +22,9 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import MetadataRequest
 from kafkalite.protocol.schema import ZERO_UUID
 from zk_schema.topic_names import is_valid_topic_name
-from zk_schema.uuids import decode_uuid
 
 log = logging.getLogger(__name__)
 NOT_PROVIDED = -2147483648
-
-
-def _topic_uuid(text: str) -> uuid.UUID:
-    """The topic znode's ``topic_id`` (Kafka's base64 text) as the wire's Uuid; a malformed one
-    (written by some other tool) is answered as no id rather than failing the whole request."""
-    try:
-        return decode_uuid(text)
-    except ValueError:
-        log.warning("ignoring malformed topic id %r", text)
-        return ZERO_UUID
 
 
 def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
@@ -78,8 +66,8 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
         entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED, "topic_id": ZERO_UUID}
         info = cache.topics.get(name)
-        if info is not None and info.topic_id and not info.deleting:
-            entry["topic_id"] = _topic_uuid(info.topic_id)
+        if info is not None and not info.deleting:
+            entry["topic_id"] = info.topic_uuid
         if name in by_id:
             entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
         elif info is not None and not info.deleting and not info.assignment:

@@ -7,7 +7,8 @@ still completes, as in Kafka.
 
 Version notes (Kafka 2.8): CreateTopics v5, DeleteTopics v4 and CreatePartitions v2 are the
 flexible versions; CreateTopics v5+ answers each topic's partitions, replication factor and
-configs (also with validate_only); DeleteTopics v5 answers an error message.
+configs (also with validate_only), v7 its topic id (KIP-516); DeleteTopics v5 answers an error
+message, v6 deletes topics named by id (UNKNOWN_TOPIC_ID for an id no topic has).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from kafkalite.config import render
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from kafkalite.protocol.schema import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,7 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
             entry["error_code"], entry["error_message"] = _error(exc)
 
 
-@api(ApiKey.CREATE_TOPICS, 2, 6)
+@api(ApiKey.CREATE_TOPICS, 2, 7)
 @defer.inlineCallbacks
 def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     admin = ctx.topics
@@ -104,6 +106,10 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     for e in results:
         if e["error_code"] not in (0, ErrorCode.REQUEST_TIMED_OUT) and described:
             e.update(num_partitions=-1, replication_factor=-1, configs=None)
+        # v7 (KIP-516): the new topic's id, as written to its znode; none for validate_only
+        info = ctx.metadata.topics.get(e["name"])
+        e["topic_id"] = info.topic_uuid if info is not None and e["error_code"] == 0 and not req["validate_only"] \
+            else ZERO_UUID
     return {"throttle_time_ms": 0, "topics": results}
 
 
@@ -119,14 +125,23 @@ def _created_topic(ctx: RequestContext, assignment: dict[int, list[int]],
          "config_source": r.source, "is_sensitive": r.sensitive} for r in rows]}
 
 
-@api(ApiKey.DELETE_TOPICS, 1, 5)
+@api(ApiKey.DELETE_TOPICS, 1, 6)
 @defer.inlineCallbacks
 def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
     results, jobs = [], []
-    for name in req["topic_names"]:
-        entry = {"name": name, "error_code": 0}
+    named: list[tuple[str | None, Any, ErrorCode | None]]
+    if ctx.api_version >= 6:
+        named = _delete_targets(ctx, req)
+    else:
+        named = [(name, ZERO_UUID, None) for name in req["topic_names"]]
+    for name, topic_id, refusal in named:
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
         results.append(entry)
-        if not ctx.controller.active:
+        if refusal is not None:
+            entry["error_code"] = int(refusal)
+        elif name is None:
+            entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif not ctx.controller.active:
             entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
         elif not ctx.config["delete.topic.enable"]:
             entry["error_code"] = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST)
@@ -137,7 +152,7 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
         else:
             jobs.append((entry, ctx.topics.delete_topic(name)))
     yield _run_all(jobs)
-    queued = [e["name"] for e, _ in jobs if e["error_code"] == 0]
+    queued = [str(e["name"]) for e, _ in jobs if e["error_code"] == 0]
     if queued:
         gone = lambda: all(n not in ctx.metadata.topics for n in queued)  # noqa: E731
         ok = yield ctx.topics.wait_until(gone, req["timeout_ms"])
@@ -150,6 +165,20 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
         if ctx.api_version >= 5:        # v5 carries the error's message
             e["error_message"] = message if e["error_code"] else None
     return {"throttle_time_ms": 0, "responses": results}
+
+
+def _delete_targets(ctx: RequestContext, req: DeleteTopicsRequest) -> list[tuple[str | None, Any, ErrorCode | None]]:
+    """DeleteTopics v6 (KIP-516): each topic by name or by id, as (name or None when the id is
+    unknown, the id as sent, a refusal). Naming both a topic and an id refuses the whole
+    request with INVALID_REQUEST, as Kafka 2.8's error response."""
+    topics = req["topics"]
+    both = any(t["name"] is not None and t["topic_id"] != ZERO_UUID for t in topics)
+    by_id = {info.topic_uuid: name for name, info in ctx.metadata.topics.items() if info.topic_id}
+    out: list[tuple[str | None, Any, ErrorCode | None]] = []
+    for t in topics:
+        name = t["name"] if t["topic_id"] == ZERO_UUID else by_id.get(t["topic_id"])
+        out.append((name, t["topic_id"], ErrorCode.INVALID_REQUEST if both else None))
+    return out
 
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)

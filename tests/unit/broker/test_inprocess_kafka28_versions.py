@@ -6,6 +6,7 @@ new version adds and a handler forgot fails here too.
 """
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
@@ -83,6 +84,29 @@ def test_delete_topics_v5_answers_an_error_message_only_on_error(one: InProcessC
     resp = one.client(0).request(DELETE_TOPICS, 5, {"topic_names": ["doomed", "never-was"], "timeout_ms": 5000})
     got = {r["name"]: (r["error_code"], r["error_message"]) for r in resp["responses"]}
     assert got == {"doomed": (0, None), "never-was": (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)}
+
+
+def test_create_topics_v7_and_delete_topics_v6_speak_topic_ids(one: InProcessCluster) -> None:
+    """KIP-516: CreateTopics v7 answers the id written to the topic znode; DeleteTopics v6 deletes
+    by id, answers UNKNOWN_TOPIC_ID for an id no topic has, and refuses a request naming a topic
+    by name and id at once (INVALID_REQUEST for every topic, nothing deleted)."""
+    client = one.client(0)
+    resp = client.request(CREATE_TOPICS, 7, {"topics": [
+        {"name": n, "num_partitions": 1, "replication_factor": 1, "assignments": [], "configs": []}
+        for n in ("by-id", "by-name")], "timeout_ms": 5000, "validate_only": False})
+    ids = {t["name"]: t["topic_id"] for t in resp["topics"]}
+    assert [t["error_code"] for t in resp["topics"]] == [0, 0]
+    assert ids["by-id"] == decode_uuid(one.brokers[0].metadata.topics["by-id"].topic_id) != ZERO_UUID
+    stray = uuid.UUID(int=12345)
+    refused = client.request(DELETE_TOPICS, 6, {"timeout_ms": 5000, "topics": [
+        {"name": "by-name", "topic_id": ids["by-name"]}, {"name": None, "topic_id": ids["by-id"]}]})
+    assert [r["error_code"] for r in refused["responses"]] == [ErrorCode.INVALID_REQUEST] * 2
+    resp = client.request(DELETE_TOPICS, 6, {"timeout_ms": 5000, "topics": [
+        {"name": None, "topic_id": ids["by-id"]}, {"name": None, "topic_id": stray},
+        {"name": "by-name", "topic_id": ZERO_UUID}]})
+    got = [(r["name"], r["topic_id"], r["error_code"]) for r in resp["responses"]]
+    assert got == [("by-id", ids["by-id"], 0), (None, stray, ErrorCode.UNKNOWN_TOPIC_ID), ("by-name", ZERO_UUID, 0)]
+    assert not {"by-id", "by-name"} & set(one.brokers[0].metadata.topics)
 
 
 def produce(client: InProcessClient, topic: str, batch: bytes, version: int = 9) -> dict[str, Any]:
