@@ -63,8 +63,8 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
         elif kind == DELETE:
             out.pop(name, None)
         elif kind in (APPEND, SUBTRACT):
-            if key.kind != "list":
-                raise _Refused(ErrorCode.INVALID_CONFIG,
+            if key.kind != "list":       # Kafka's AdminManager: InvalidRequestException
+                raise _Refused(ErrorCode.INVALID_REQUEST,
                                f"Config value append is not allowed for config key: {name}" if kind == APPEND else
                                f"Config value subtract is not allowed for config key: {name}")
             start = out[name] if name in out else effective_default(name)

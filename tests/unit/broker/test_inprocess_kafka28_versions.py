@@ -290,9 +290,14 @@ def test_incremental_append_starts_from_the_effective_value_and_alter_configs_la
         return resp["responses"][0]["error_code"]
 
     assert incremental(2, "compact") == 0
+    assert incremental(2, "compact") == 0            # already there: not listed twice
     one.pump_until(lambda: describe(client, "policy", "cleanup.policy") == "delete,compact", what="the appended policy")
     assert incremental(3, "delete,compact") == 0
     one.pump_until(lambda: describe(client, "policy", "cleanup.policy") == "", what="the emptied policy")
+    resp = client.request(INCREMENTAL_ALTER_CONFIGS, 1, {"validate_only": False, "resources": [
+        {"resource_type": TOPIC_RESOURCE, "resource_name": "policy",
+         "configs": [{"name": "retention.ms", "config_operation": 2, "value": "5"}]}]})
+    assert resp["responses"][0]["error_code"] == ErrorCode.INVALID_REQUEST     # not a list: Kafka's refusal
     resp = client.request(ALTER_CONFIGS, 2, {"validate_only": False, "resources": [
         {"resource_type": TOPIC_RESOURCE, "resource_name": "policy",
          "configs": [{"name": "retention.ms", "value": "1000"}, {"name": "retention.ms", "value": "2000"}]}]})
