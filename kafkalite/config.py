@@ -70,6 +70,12 @@ def one_of(*choices: str) -> Callable[[str, Any], None]:
     return check
 
 
+def _kafka_version(name: str, value: Any) -> None:
+    """A Kafka release level such as 2.6, 2.8-IV1 or 2.7.1."""
+    if value is not None and not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", str(value)):
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: a Kafka version such as 2.8-IV1")
+
+
 def between(low: float, high: float) -> Callable[[str, Any], None]:
     def check(name: str, value: Any) -> None:
         if value is not None and not low <= value <= high:
@@ -260,12 +266,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.cleaner.max.compaction.lag.ms", "long", LONG_MAX, "Compact records older than this", at_least(1), True),
     ConfigKey("log.message.timestamp.type", "string", "CreateTime", "CreateTime or LogAppendTime", _TS_TYPES, True),
     ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX,
-              "Largest CreateTime distance from broker time; record timestamps are not checked against it",
-              at_least(0), True, ignored=True),
+              "Largest distance of a CreateTime record timestamp from broker time; a produce beyond it "
+              "answers INVALID_TIMESTAMP naming the records", at_least(0), True),
     ConfigKey("log.message.format.version", "string", "2.8-IV1", "Stored message format; always record batch v2 (magic 2)",
               ignored=True),
-    ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1", "Inter-broker protocol level; brokers speak 2.8's",
-              ignored=True),
+    ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1",
+              "Inter-broker protocol level: from 2.7 followers fetch with Fetch v12 and truncate on its diverging "
+              "epoch (KIP-320); set an older level (e.g. 2.6) while rolling from a kafkalite that serves Fetch v11",
+              _kafka_version),
     ConfigKey("log.preallocate", "boolean", False, "Preallocate segment files; segments grow as they are written",
               ignored=True),
     ConfigKey("compression.type", "string", "producer",
@@ -437,8 +445,8 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
     TopicKey("max.message.bytes", "int", ("message.max.bytes",), "Largest record batch", at_least(0),
              field="max_message_bytes"),
     TopicKey("message.timestamp.difference.max.ms", "long", ("log.message.timestamp.difference.max.ms",),
-             "Largest CreateTime distance from broker time; record timestamps are not checked against it",
-             at_least(0), ignored=True),
+             "Largest distance of a CreateTime record timestamp from broker time; a produce beyond it "
+             "answers INVALID_TIMESTAMP naming the records", at_least(0)),
     TopicKey("message.timestamp.type", "string", ("log.message.timestamp.type",), "CreateTime or LogAppendTime",
              _TS_TYPES, field="message_timestamp_type"),
     TopicKey("min.cleanable.dirty.ratio", "double", ("log.cleaner.min.cleanable.ratio",),

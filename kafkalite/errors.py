@@ -105,6 +105,7 @@ class ErrorCode(IntEnum):
     RESOURCE_NOT_FOUND = 91
     DUPLICATE_RESOURCE = 92
     UNACCEPTABLE_CREDENTIAL = 93
+    UNKNOWN_TOPIC_ID = 100            # KIP-516 (Kafka 2.8); 94-99 are KRaft's and feature flags
 
 
 #: Codes the Java client retries on its own (``RetriableException`` subclasses).
@@ -155,6 +156,16 @@ class InvalidRecordError(KafkaError):
 
 class InvalidTimestampError(KafkaError):
     code = ErrorCode.INVALID_TIMESTAMP
+
+
+class RecordValidationError(KafkaError):
+    """Records of a batch refused one by one (KIP-467): ``record_errors`` holds (index of the
+    record in its batch, why) for Produce v8+'s ``record_errors``; the code is INVALID_RECORD,
+    or INVALID_TIMESTAMP when a timestamp was among the reasons, as Kafka's LogValidator."""
+
+    def __init__(self, message: str, code: ErrorCode, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message, code)
+        self.record_errors = record_errors
 
 
 class UnsupportedCompressionError(KafkaError):

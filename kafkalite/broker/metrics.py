@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -147,6 +147,8 @@ class MetricsSources:
     metadata: "MetadataCache"
     groups: Callable[[], "GroupCoordinator"]
     logs: "LogManager"
+    #: (listener, (client software name, version) or None) of every open client connection
+    connections: Callable[[], Iterable[tuple[str, tuple[str, str] | None]]] = lambda: ()
 
 
 def _counter(name: str, doc: str, label: str | None, table: dict[str, int]) -> CounterMetricFamily:
@@ -173,6 +175,21 @@ class BrokerCollector(Collector):
         yield from self._controller()
         yield from self._logs()
         yield from self._groups()
+        yield from self._connections()
+
+    def _connections(self) -> Iterator[Metric]:
+        """Kafka's socket-server ``connections`` gauge per listener and client software (KIP-511:
+        what ApiVersions v3 named; "unknown" before that or for older clients)."""
+        counts: dict[tuple[str, str, str], int] = {}
+        for listener, software in self.s.connections():
+            name, version = software or ("unknown", "unknown")
+            counts[(listener, name, version)] = counts.get((listener, name, version), 0) + 1
+        fam = GaugeMetricFamily("kafka_server_socket_server_metrics_connections",
+                                "Open connections per listener and client software (KIP-511)",
+                                labels=["listener", "client_software_name", "client_software_version"])
+        for labels in sorted(counts):
+            fam.add_metric(list(labels), counts[labels])
+        yield fam
 
     def _topic_meters(self) -> Iterator[Metric]:
         m = self.s.metrics

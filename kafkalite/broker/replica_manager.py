@@ -19,8 +19,8 @@ from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Isr
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import BrokerConfig
-from kafkalite.errors import ErrorCode, InvalidRecordError, KafkaError, KafkaStorageError
+from kafkalite.config import LONG_MAX, BrokerConfig
+from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError, RecordValidationError
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
 from kafkalite.records.batch import BatchInfo, validate_batches
 from kafkalite.records.control import ControlType
@@ -286,8 +286,10 @@ class ReplicaManager:
         infos = validate_batches(records, max_batch_bytes=cfg["max.message.bytes"])
         if produce_version < 7 and any(i.compression == ZSTD for i in infos):
             raise KafkaError("zstd needs Produce v7 or later", ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
-        if "compact" in cfg["cleanup.policy"]:
-            _require_keys(records, infos, topic, index)
+        compacted = "compact" in cfg["cleanup.policy"]
+        max_diff = cfg["message.timestamp.difference.max.ms"] if cfg["message.timestamp.type"] == "CreateTime" else LONG_MAX
+        if compacted or max_diff < LONG_MAX:
+            _validate_records(records, infos, topic, index, compacted, max_diff, self.clock.now_ms())
         result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"],
                                        client=not internal)
         return part, result
@@ -378,11 +380,25 @@ class ReplicaManager:
         return part, res
 
 
-def _require_keys(records: Any, infos: list[BatchInfo], topic: str, index: int) -> None:
-    """Kafka's LogValidator: a compacted topic refuses records without a key (INVALID_RECORD).
-    Only compacted topics pay for decoding their records; the CRCs were checked just before."""
+def _validate_records(records: Any, infos: list[BatchInfo], topic: str, index: int, compacted: bool,
+                      max_timestamp_diff: int, now_ms: int) -> None:
+    """Kafka's LogValidator record checks: a compacted topic refuses records without a key, and
+    a CreateTime topic records whose timestamp is more than ``message.timestamp.difference.max.ms``
+    away from now. Every bad record of the first bad batch is named (KIP-467), by its index in
+    the batch. Only topics with such a rule pay for decoding; the CRCs were checked just before."""
     for info in infos:
-        for rec in decode_batch(records, info, verify_crc=False):
-            if rec.key is None:
-                raise InvalidRecordError(
-                    f"Compacted topic cannot accept message without key in topic partition {topic}-{index}.")
+        errors: list[tuple[int, str]] = []
+        bad_timestamp = False
+        for i, rec in enumerate(decode_batch(records, info, verify_crc=False)):
+            if compacted and rec.key is None:
+                errors.append((i, f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."))
+            if max_timestamp_diff < LONG_MAX and rec.timestamp >= 0 and abs(rec.timestamp - now_ms) > max_timestamp_diff:
+                bad_timestamp = True
+                errors.append((i, f"Timestamp {rec.timestamp} of message with offset {rec.offset} is out of range. "
+                                  f"The timestamp should be within [{now_ms - max_timestamp_diff}, "
+                                  f"{now_ms + max_timestamp_diff}]"))
+        if bad_timestamp:
+            raise RecordValidationError("One or more records have been rejected due to invalid timestamp",
+                                        ErrorCode.INVALID_TIMESTAMP, errors)
+        if errors:
+            raise RecordValidationError("One or more records have been rejected", ErrorCode.INVALID_RECORD, errors)

@@ -734,6 +734,13 @@ class GroupCoordinator:
             return ErrorCode.NONE, dict(stored)
         return ErrorCode.NONE, {tp: stored.get(tp) for tp in partitions}
 
+    def pending_txn_partitions(self, group_id: str) -> set[TopicPartition]:
+        """Partitions with a transactional offset commit whose marker has not arrived (KIP-447)."""
+        group = self.groups.get(group_id)
+        if group is None:
+            return set()
+        return {tp for offsets in group.pending_txn_offsets.values() for tp in offsets}
+
     def expire_offsets(self, now_ms: int | None = None) -> defer.Deferred:
         """Remove offsets past retention (KIP-211 rules) and groups left with nothing; writes
         tombstones. Fires with the number of offsets removed."""
@@ -829,6 +836,65 @@ class GroupCoordinator:
                 writes.append(self._append(group_id, entries).addCallback(written))
         d = defer.gatherResults(writes, consumeErrors=True) if writes else defer.succeed(None)
         return d.addCallback(lambda _: {g: results[g] for g in group_ids})
+
+    def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> defer.Deferred:
+        """OffsetDelete (KIP-496), Kafka 2.8's rules: fires with (group error, {partition: error}).
+        An Empty group loses the offsets; a consumer group that is not Empty loses those of
+        topics no member subscribes to, the others answer GROUP_SUBSCRIBED_TO_TOPIC; any other
+        group with members is NON_EMPTY_GROUP. Tombstones go to ``__consumer_offsets``; an Empty
+        group left with no offset becomes Dead (and gets its own tombstone)."""
+        if not group_id:
+            return defer.succeed((ErrorCode.INVALID_GROUP_ID, {}))
+        err = self.coordinator_error(group_id)
+        if err is not None:
+            return defer.succeed((err, {}))
+        group = self.groups.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return defer.succeed((ErrorCode.GROUP_ID_NOT_FOUND, {}))
+        results: dict[TopicPartition, ErrorCode] = {}
+        if group.is_(S.EMPTY):
+            eligible = list(partitions)
+        elif group.protocol_type == "consumer":
+            subscribed = self._subscribed_topics(group)
+            eligible = []
+            for tp in partitions:
+                if subscribed is not None and tp[0] in subscribed:
+                    results[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                else:
+                    eligible.append(tp)
+        else:
+            return defer.succeed((ErrorCode.NON_EMPTY_GROUP, {}))
+        removed = [tp for tp in eligible if group.offsets.pop(tp, None) is not None]
+        for tp in eligible:
+            results[tp] = ErrorCode.NONE
+        entries: list[tuple[bytes, bytes | None]] = [(records.offset_key(group_id, t, p), None) for t, p in removed]
+        if group.is_(S.EMPTY) and not group.offsets and not group.members:
+            entries.append((records.group_key(group_id), None))
+            self._drop_group(group)
+            log.info("group %s removed: its last offsets were deleted", group_id)
+        if not entries:
+            return defer.succeed((ErrorCode.NONE, results))
+
+        def written(error: ErrorCode) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
+            if error:
+                return ErrorCode(error), {}
+            return ErrorCode.NONE, results
+        return self._append(group_id, entries).addCallback(written)
+
+    @staticmethod
+    def _subscribed_topics(group: Group) -> set[str] | None:
+        """The topics the members subscribe to under the group's protocol; None when unknown
+        (no protocol chosen yet, or a subscription that does not parse), as Kafka's
+        ``subscribedTopics`` (unknown: no topic counts as subscribed)."""
+        if group.protocol_name is None:
+            return None
+        topics: set[str] = set()
+        for m in group.members.values():
+            got = records.subscribed_topics(m.metadata_for(group.protocol_name))
+            if got is None:
+                return None
+            topics |= got
+        return topics
 
     # -- storage ---------------------------------------------------------------------------------
     def _store_group(self, group: Group, assignments: dict[str, bytes]) -> defer.Deferred:

@@ -7,9 +7,13 @@ waiting for leaders, DeleteTopics waiting for the topic to vanish) watch the pur
 """
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass, field
 
 from kafkalite.metadata.state import LeaderAndIsr
+from zk_schema.uuids import decode_uuid
+
+ZERO_UUID = uuid.UUID(int=0)
 
 METADATA_CHANGED = "metadata-changed"
 
@@ -36,6 +40,17 @@ class TopicInfo:
     adding_replicas: dict[int, list[int]] = field(default_factory=dict)
     removing_replicas: dict[int, list[int]] = field(default_factory=dict)
     zk_version: int = -1                       # of /brokers/topics/<t>, for the controller's writes
+
+    @property
+    def topic_uuid(self) -> uuid.UUID:
+        """``topic_id`` (Kafka's base64 text, KIP-516) as the wire's Uuid; the zero Uuid when the
+        topic has none or another tool wrote a malformed one."""
+        if self.topic_id:
+            try:
+                return decode_uuid(self.topic_id)
+            except ValueError:
+                pass
+        return ZERO_UUID
 
 
 @dataclass

@@ -184,6 +184,8 @@ class KafkaConnection(protocol.Protocol):
         self.peer = "?"
         self.peer_host = "?"
         self.client_id: str | None = None
+        # KIP-511: what ApiVersions v3+ said the client is (name, version); None until then
+        self.client_software: tuple[str, str] | None = None
         self.socket_options = socket_options
         self.clock = clock
         self.last_active = clock.seconds() if clock is not None else 0.0

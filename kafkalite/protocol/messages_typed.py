@@ -739,6 +739,33 @@ class DescribeClientQuotasResponse(TypedDict):
     entries: list[DescribeClientQuotasResponseEntryData] | None
 
 
+class DescribeClusterRequest(TypedDict):
+    """DescribeClusterRequest: the request body, API key 60, versions 0-0."""
+
+    include_cluster_authorized_operations: bool
+
+
+class DescribeClusterResponseDescribeClusterBroker(TypedDict):
+    """DescribeClusterResponse's DescribeClusterBroker struct."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class DescribeClusterResponse(TypedDict):
+    """DescribeClusterResponse: the response body, API key 60, versions 0-0."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    cluster_id: str
+    controller_id: int
+    brokers: list[DescribeClusterResponseDescribeClusterBroker]
+    cluster_authorized_operations: int
+
+
 class DescribeConfigsRequestDescribeConfigsResource(TypedDict):
     """DescribeConfigsRequest's DescribeConfigsResource struct."""
 
@@ -1533,6 +1560,48 @@ class OffsetCommitValue(TypedDict):
     metadata: str
     commit_timestamp: int
     expire_timestamp: NotRequired[int]
+
+
+class OffsetDeleteRequestOffsetDeleteRequestPartition(TypedDict):
+    """OffsetDeleteRequest's OffsetDeleteRequestPartition struct."""
+
+    partition_index: int
+
+
+class OffsetDeleteRequestOffsetDeleteRequestTopic(TypedDict):
+    """OffsetDeleteRequest's OffsetDeleteRequestTopic struct."""
+
+    name: str
+    partitions: list[OffsetDeleteRequestOffsetDeleteRequestPartition]
+
+
+class OffsetDeleteRequest(TypedDict):
+    """OffsetDeleteRequest: the request body, API key 47, versions 0-0."""
+
+    group_id: str
+    topics: list[OffsetDeleteRequestOffsetDeleteRequestTopic]
+
+
+class OffsetDeleteResponseOffsetDeleteResponsePartition(TypedDict):
+    """OffsetDeleteResponse's OffsetDeleteResponsePartition struct."""
+
+    partition_index: int
+    error_code: int
+
+
+class OffsetDeleteResponseOffsetDeleteResponseTopic(TypedDict):
+    """OffsetDeleteResponse's OffsetDeleteResponseTopic struct."""
+
+    name: str
+    partitions: list[OffsetDeleteResponseOffsetDeleteResponsePartition]
+
+
+class OffsetDeleteResponse(TypedDict):
+    """OffsetDeleteResponse: the response body, API key 47, versions 0-0."""
+
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseOffsetDeleteResponseTopic]
 
 
 class OffsetFetchRequestOffsetFetchRequestTopic(TypedDict):

@@ -7,6 +7,8 @@ AbstractFetcherManager.getFetcherId, so a mixed cluster spreads them alike. A pa
 that just became a follower first asks its leader where its latest epoch ends
 (OffsetForLeaderEpoch, KIP-101) and truncates any divergent tail, so a replica that was leader
 and wrote records nobody else has drops them instead of serving them; only then does it fetch.
+Each Fetch (v12) also names the epoch of the follower's last batch, and a ``diverging_epoch``
+in the answer truncates the same way (KIP-320), for a divergence found while fetching.
 Appends keep the leader's offsets and epochs (the storage's follower path). The follower's high
 watermark is the leader's, capped by its own log end.
 
@@ -32,6 +34,7 @@ leader epoch from ZooKeeper a moment before the leader does, so the early reques
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
@@ -48,7 +51,19 @@ from kafkalite.storage import PartitionLog
 
 log = logging.getLogger(__name__)
 
-FETCH_VERSION = 11
+#: Fetch v12 (Kafka 2.7+'s inter-broker level, KIP-320): the follower sends the epoch of its last
+#: fetched batch and the leader answers ``diverging_epoch`` when its log went another way. Below
+#: ``inter.broker.protocol.version`` 2.7 followers use v11, which every kafkalite leader serves.
+FETCH_VERSION = 12
+FETCH_VERSION_BEFORE_2_7 = 11
+
+
+def fetch_version(inter_broker_protocol: str) -> int:
+    """The Fetch version followers use at this inter-broker level (Kafka's rule: 2.7-IV1+ -> v12)."""
+    m = re.match(r"(\d+)\.(\d+)", inter_broker_protocol)
+    if m is None or (int(m.group(1)), int(m.group(2))) >= (2, 7):
+        return FETCH_VERSION
+    return FETCH_VERSION_BEFORE_2_7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 
 Key = tuple[str, int]
@@ -147,6 +162,7 @@ class ReplicaFetcher:
         self.endpoint_of = endpoint_of
         self.connect = connect
         self.backoff = config["replica.fetch.backoff.ms"] / 1000.0
+        self.fetch_version = fetch_version(config["inter.broker.protocol.version"])
         self.partitions: dict[Key, FollowedPartition] = {}
         self.conn: client.KafkaClientProtocol | None = None
         self.running = False
@@ -288,18 +304,8 @@ class ReplicaFetcher:
                              self.backoff * 1000)
                     failed.append(f)
                     continue
-                plog = f.part.log
                 try:
-                    if p["end_offset"] < 0:
-                        target = f.part.high_watermark        # leader knows no epoch: Kafka's fallback
-                    else:
-                        _, ours = plog.end_offset_for_epoch(p["leader_epoch"])
-                        target = min(p["end_offset"], ours if ours >= 0 else plog.log_end_offset)
-                    if target < plog.log_end_offset:
-                        log.info("%s-%d: truncating divergent tail from %d to %d (leader %d epoch %d)", t["topic"],
-                                 p["partition"], plog.log_end_offset, target, self.leader_id, p["leader_epoch"])
-                        plog.truncate_to(target)
-                        f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
+                    self._truncate_to_leader(f, p["leader_epoch"], p["end_offset"])
                 except KafkaStorageError as exc:
                     # its log dir failed: the broker stops following it (on the reactor, soon);
                     # the fetcher's other partitions go on
@@ -308,6 +314,23 @@ class ReplicaFetcher:
                     continue
                 f.needs_truncation = False
         self.delay(failed)
+
+    def _truncate_to_leader(self, f: FollowedPartition, leader_epoch: int, end_offset: int) -> None:
+        """Cut our log where the leader says ``leader_epoch`` ends (an OffsetForLeaderEpoch
+        answer, or a Fetch v12 ``diverging_epoch``): at that end, or at our own end of that epoch
+        if it is earlier; with no epoch known to the leader, at our high watermark (Kafka's
+        fallback)."""
+        plog = f.part.log
+        if end_offset < 0:
+            target = f.part.high_watermark
+        else:
+            _, ours = plog.end_offset_for_epoch(leader_epoch)
+            target = min(end_offset, ours if ours >= 0 else plog.log_end_offset)
+        if target < plog.log_end_offset:
+            log.info("%s-%d: truncating divergent tail from %d to %d (leader %d epoch %d)", f.part.topic,
+                     f.part.index, plog.log_end_offset, target, self.leader_id, leader_epoch)
+            plog.truncate_to(target)
+            f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
 
     @defer.inlineCallbacks
     def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
@@ -319,6 +342,7 @@ class ReplicaFetcher:
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
+                "last_fetched_epoch": f.part.log.epochs.latest_epoch,
                 "partition_max_bytes": cfg["replica.fetch.max.bytes"]})
         body: FetchRequest = {
             "replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
@@ -328,7 +352,7 @@ class ReplicaFetcher:
             "forgotten_topics_data": [], "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(ApiKey.FETCH, FETCH_VERSION, body, timeout)
+        resp = yield self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
         self.handle_fetch_response(followed, sent, resp)
 
     def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],
@@ -373,6 +397,12 @@ class ReplicaFetcher:
         if code != ErrorCode.NONE:
             log.debug("%s-%d: fetch from leader %d: %s", part.topic, part.index, self.leader_id, ErrorCode(code).name)
             return False
+        diverged = p.get("diverging_epoch")
+        if diverged is not None and (diverged["epoch"] >= 0 or diverged["end_offset"] >= 0):
+            # KIP-320: our last fetched epoch ends earlier in the leader's log; cut there and
+            # fetch again from the new end (no records come with this answer)
+            self._truncate_to_leader(f, diverged["epoch"], diverged["end_offset"])
+            return True
         records = p["records"]
         if records is not None and len(records):
             if self.quota is not None and self.quota.is_throttled(part.topic, part.index):

@@ -294,10 +294,12 @@ def test_init_producer_id_distinct_across_calls_and_connections(broker) -> None:
 
 
 EXPECTED_API_TABLE = {
-    0: (0, 8), 1: (0, 11), 2: (0, 5), 3: (0, 8), 18: (0, 3), 19: (2, 4), 20: (1, 3),
+    # Kafka 2.8's client-facing maxima, flexible versions included (issue 15); Produce v0-2, Fetch
+    # v0-3 and ListOffsets v0 serve clients of message formats v0/v1
+    0: (0, 9), 1: (0, 12), 2: (0, 6), 3: (0, 11), 18: (0, 3), 19: (2, 7), 20: (1, 6),
     7: (1, 3),  # ControlledShutdown: inter-broker, advertised as Kafka 2.x brokers do
-    23: (2, 3), 32: (1, 3), 37: (0, 1),
-    33: (0, 1), 44: (0, 0),   # AlterConfigs, IncrementalAlterConfigs (issue 6; last non-flexible versions)
+    23: (2, 4), 32: (1, 4), 37: (0, 3),
+    33: (0, 2), 44: (0, 1),   # AlterConfigs, IncrementalAlterConfigs
     35: (0, 2),   # DescribeLogDirs (issue 13): the controller asks a broker after its log-dir event
     34: (0, 2),   # AlterReplicaLogDirs (issue 16): Kafka 2.8's range, v2 flexible
     21: (0, 2), 43: (0, 2),   # DeleteRecords, ElectLeaders (issue 16): Kafka 2.8's ranges, v2 flexible
@@ -310,17 +312,19 @@ EXPECTED_API_TABLE = {
     # listener; before login only on SASL ones), Describe/AlterUserScramCredentials 0
     17: (0, 1), 36: (0, 2), 50: (0, 0), 51: (0, 0),
     29: (0, 2), 30: (0, 2), 31: (0, 2),   # Describe/Create/DeleteAcls (issue 17): Kafka 2.8's, v2 flexible
+    60: (0, 0),   # DescribeCluster (issue 15, KIP-700)
 }
-# Group APIs of kafka-protocol.md §6, advertised only once implemented (registry rule), except
-# FindCoordinator 0-3 (flexible v3) and LeaveGroup 0-3 (batch leave of static members, KIP-345).
-GROUP_API_TABLE = {8: (2, 7), 9: (1, 5), 10: (0, 3), 11: (0, 5), 12: (0, 3), 13: (0, 3),
-                   14: (0, 3), 15: (0, 4), 16: (0, 2), 42: (0, 1)}
+# Group APIs at Kafka 2.8's ranges (issue 15): OffsetCommit 2-8, OffsetFetch 1-7, FindCoordinator
+# 0-3, JoinGroup 0-7, Heartbeat 0-4, LeaveGroup 0-4, SyncGroup 0-5, DescribeGroups 0-5,
+# ListGroups 0-4 (KIP-518 states), DeleteGroups 0-2, OffsetDelete 0.
+GROUP_API_TABLE = {8: (2, 8), 9: (1, 7), 10: (0, 3), 11: (0, 7), 12: (0, 4), 13: (0, 4),
+                   14: (0, 5), 15: (0, 5), 16: (0, 4), 42: (0, 2), 47: (0, 0)}
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 def test_api_versions_table(broker, version: int) -> None:
     """ApiVersions v0-3 answers 0 and advertises exactly the kafka-protocol.md §6 range for each
-    API this broker implements (Produce 0-8, Fetch 4-11, ...); any other key it lists must be a
+    API this broker implements (Produce 0-9, Fetch 4-12, ...); any other key it lists must be a
     §6 group API at its §6 range, and nothing else is advertised."""
     body = {"client_software_name": "kafkalite-tests", "client_software_version": "1.0"}
     r = request(broker.bootstrap, ApiKey.API_VERSIONS, version, body)

@@ -76,7 +76,7 @@ def test_incremental_operations_and_validation(cluster3):
         assert json.loads(cluster3.zk_get(f"/config/topics/{topic}"))["config"] == {"cleanup.policy": "compact"}
         for ops, code in [([("retention.ms", SET, "soon")], ErrorCode.INVALID_CONFIG),
                           ([("no.such.key", SET, "1")], ErrorCode.INVALID_CONFIG),
-                          ([("retention.ms", APPEND, "1")], ErrorCode.INVALID_CONFIG)]:
+                          ([("retention.ms", APPEND, "1")], ErrorCode.INVALID_REQUEST)]:
             with pytest.raises(ClientError) as info:
                 admin.incremental_alter_configs(TOPIC, topic, ops)
             assert info.value.code == code

@@ -6,9 +6,11 @@ new overrides are validated with the same table CreateTopics uses, then written 
 Every broker watches each topic's config znode (``metadata_sync``) and hands the new log config to
 its partitions, so ``retention.ms`` and friends apply without a restart.
 
-AlterConfigs replaces the whole set of a topic's overrides; IncrementalAlterConfigs applies
-SET / DELETE / APPEND / SUBTRACT per key on top of the current overrides, read from ZooKeeper
-(not the metadata cache, which may lag a just-completed change).
+AlterConfigs replaces the whole set of a topic's overrides (a key named twice: the last wins);
+IncrementalAlterConfigs applies SET / DELETE / APPEND / SUBTRACT per key on top of the current
+overrides, read from ZooKeeper (not the metadata cache, which may lag a just-completed change);
+APPEND / SUBTRACT start from the effective value. AlterConfigs v2 and IncrementalAlterConfigs
+v1 are the flexible versions (Kafka 2.8).
 
 A BROKER resource (dynamic broker configs, KIP-226) names this broker's id (``/config/brokers/<id>``)
 or "" (``/config/brokers/<default>``, any broker may write it); only the keys Kafka marks dynamic
@@ -18,14 +20,14 @@ are checked with the broker table, and the write notifies every broker (broker/d
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from twisted.internet import defer
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
-from kafkalite.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, validate_topic_overrides
+from kafkalite.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, render, validate_topic_overrides
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
@@ -45,8 +47,12 @@ class _Refused(Exception):
 
 
 def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
-                 table: Mapping[str, Any] = TOPIC_KEYS) -> dict[str, str]:
-    """Apply IncrementalAlterConfigs operations to a copy of ``current`` (Kafka's AdminManager rules)."""
+                 effective_default: Callable[[str], str], table: Mapping[str, Any] = TOPIC_KEYS) -> dict[str, str]:
+    """Apply IncrementalAlterConfigs operations to a copy of ``current`` (Kafka's AdminManager
+    rules). APPEND and SUBTRACT start from the effective value: the override if there is one,
+    else ``effective_default(name)`` (the broker's default for a topic key, the broker's current
+    value for a broker key), so APPEND ``compact`` to a topic with the default ``delete`` gives
+    ``delete,compact``."""
     out = dict(current)
     seen: set[str] = set()
     for op in ops:
@@ -64,20 +70,19 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
         elif kind == DELETE:
             out.pop(name, None)
         elif kind in (APPEND, SUBTRACT):
-            if key.kind != "list":
-                raise _Refused(ErrorCode.INVALID_CONFIG,
+            if key.kind != "list":       # Kafka's AdminManager: InvalidRequestException
+                raise _Refused(ErrorCode.INVALID_REQUEST,
                                f"Config value append is not allowed for config key: {name}" if kind == APPEND else
                                f"Config value subtract is not allowed for config key: {name}")
-            items = [v for v in out.get(name, "").split(",") if v]
+            start = out[name] if name in out else effective_default(name)
+            items = [v.strip() for v in start.split(",") if v.strip()]
             given = [v.strip() for v in (value or "").split(",") if v.strip()]
             if kind == APPEND:
                 items += [v for v in given if v not in items]
             else:
                 items = [v for v in items if v not in given]
-            if items:
-                out[name] = ",".join(items)
-            else:
-                out.pop(name, None)
+            # an empty list is a value of its own (not "back to the default", which may not be empty)
+            out[name] = ",".join(items)
         else:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind} for {name}")
     return out
@@ -104,11 +109,10 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
                 raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
             if incremental:
                 current = yield ctx.topics.topic_overrides(name)
-                new = _incremental(current, res["configs"])
+                new = _incremental(current, res["configs"],
+                                   lambda key: render(ctx.config.topic_default(key)[0]) or "")
             else:
-                names = [c["name"] for c in res["configs"]]
-                if len(set(names)) != len(names):
-                    raise _Refused(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+                # a key named twice: the last one wins, as Kafka 2.x's AlterConfigs (a Properties)
                 new = {c["name"]: c["value"] for c in res["configs"]}
             try:
                 new = validate_topic_overrides(new)
@@ -141,7 +145,7 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(static)}")
     if incremental:
         current = yield store.read(name)
-        new = _incremental(current, configs, BROKER_KEYS)
+        new = _incremental(current, configs, lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
     else:
         new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
     for key, value in new.items():
@@ -154,11 +158,11 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
         log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker", new)
 
 
-@api(ApiKey.ALTER_CONFIGS, 0, 1)
+@api(ApiKey.ALTER_CONFIGS, 0, 2)
 def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> Any:
     return _alter(ctx, req, incremental=False)
 
 
-@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 0)
+@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
 def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
     return _alter(ctx, req, incremental=True)

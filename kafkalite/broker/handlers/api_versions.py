@@ -1,6 +1,12 @@
-"""ApiVersions (key 18): the served table, computed from the handler registry."""
+"""ApiVersions (key 18): the served table, computed from the handler registry.
+
+KIP-511: v3 names the client software; a valid name and version are kept on the connection
+(``KafkaConnection.client_software``) and logged at debug. A version above ours never reaches
+this handler: the dispatcher answers it with the v0-format UNSUPPORTED_VERSION listing.
+"""
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any
 
@@ -9,6 +15,8 @@ from kafkalite.broker.registry import advertised, api
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ApiVersionsRequest
+
+log = logging.getLogger(__name__)
 
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
@@ -21,4 +29,8 @@ def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> dict[st
         name, version = req.get("client_software_name", ""), req.get("client_software_version", "")
         if not (_SOFTWARE.match(name or "") and _SOFTWARE.match(version or "")):
             error = ErrorCode.INVALID_REQUEST
+        else:
+            # KIP-511: kept per connection (Kafka tags its connection metrics with it)
+            ctx.conn.client_software = (name, version)
+            log.debug("connection %s (client id %r) is %s %s", ctx.conn.peer, ctx.client_id, name, version)
     return {"error_code": int(error), "api_keys": keys, "throttle_time_ms": 0}

@@ -22,7 +22,7 @@ def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dic
             "config_type": TYPE_CODES.get(row.kind, 0), "documentation": row.doc if docs else None}
 
 
-@api(ApiKey.DESCRIBE_CONFIGS, 1, 3)
+@api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
 def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, Any]:
     synonyms = req.get("include_synonyms", False)
     docs = req.get("include_documentation", False)

@@ -16,9 +16,15 @@ A follower's Fetch obeys the leader's replication throttle (Kafka 2.x, KIP-73): 
 is answered without records while ``leader.replication.throttled.rate`` is exceeded (and does not
 count towards MinBytes, so the fetch waits instead of spinning); the bytes sent for throttled
 partitions are recorded in that rate.
+
+Fetch v12 is flexible and carries each partition's ``last_fetched_epoch``: a fetcher whose log
+diverged from the leader's gets ``diverging_epoch`` (KIP-320, see ``diverging``). Fetch
+sessions (KIP-227) are not kept: a request naming a session gets FETCH_SESSION_ID_NOT_FOUND and
+clients fall back to full fetches.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError
@@ -33,7 +39,7 @@ from kafkalite.records.legacy import UnsupportedForMagic, cut_to_size, down_conv
 NO_SESSION = 0
 
 
-@api(ApiKey.FETCH, 0, 11)
+@api(ApiKey.FETCH, 0, 12)
 def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     ctx.throttle_exempt = req["replica_id"] >= 0        # replication is not a client's traffic
     if req.get("session_id", 0) != NO_SESSION:
@@ -58,6 +64,27 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         ctx.throttle_exempt = not denied        # a refused "follower" is a client, with its quotas
     else:
         denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
+    # only v12+ requests carry the field; below v12 it decodes as its default, -1
+    check_epochs = any(p.get("last_fetched_epoch", -1) >= 0 for _, p in wanted)
+
+    def diverging(topic: str, p: Mapping[str, Any]) -> dict[str, int] | None:
+        """Fetch v12 (KIP-320 for followers, Kafka's Partition.readRecords): the fetcher's
+        ``last_fetched_epoch`` ended earlier in this leader's log than its fetch offset (or the
+        leader knows only older epochs): answer where that epoch ends, with no records, and the
+        fetcher truncates there instead of asking OffsetForLeaderEpoch. Raises the partition's
+        error (not leader, fenced epoch) like a read would, and OFFSET_OUT_OF_RANGE for an epoch
+        the leader cannot place (above all it knows), as Kafka 2.8's Partition.readRecords."""
+        last = p.get("last_fetched_epoch", -1)
+        if not check_epochs or last < 0:
+            return None
+        part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+        epoch, end = part.log.end_offset_for_epoch(last)
+        if epoch < 0 or end < 0:
+            raise FetchOutOfRangeError(f"Could not determine the end offset of the last fetched epoch {last}",
+                                       part.log_start_offset, part.high_watermark)
+        if end < p["fetch_offset"] or epoch < last:
+            return {"epoch": epoch, "end_offset": end}
+        return None
 
     def read_all() -> tuple[dict[str, Any], int, bool]:
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
@@ -65,6 +92,12 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         had_error = False
         responses: list[dict[str, Any]] = []
         by_topic: dict[str, list[dict[str, Any]]] = {}
+
+        def add(topic: str, entry: dict[str, Any]) -> None:
+            if topic not in by_topic:
+                by_topic[topic] = []
+                responses.append({"topic": topic, "partitions": by_topic[topic]})
+            by_topic[topic].append(entry)
         for topic, p in wanted:
             entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -76,6 +109,14 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             try:
                 if topic in denied:
                     raise KafkaError(f"not authorized to read {topic}", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                diverged = diverging(topic, p)
+                if diverged is not None:
+                    part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                    entry.update(diverging_epoch=diverged, high_watermark=part.high_watermark,
+                                 last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset)
+                    had_error = True          # answer at once, as Kafka's DelayedFetch does
+                    add(topic, entry)
+                    continue
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
                 first = total == 0
                 if leader_quota is not None and topic in leader_quota.throttled and held_back(
@@ -110,10 +151,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             except KafkaError as exc:
                 entry["error_code"] = int(exc.code)
                 had_error = True
-            if topic not in by_topic:
-                by_topic[topic] = []
-                responses.append({"topic": topic, "partitions": by_topic[topic]})
-            by_topic[topic].append(entry)
+            add(topic, entry)
         body = {"throttle_time_ms": 0, "error_code": 0, "session_id": NO_SESSION, "responses": responses}
         return body, total, had_error
 
@@ -129,6 +167,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 continue
             try:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                if diverging(topic, p) is not None:
+                    continue                  # its fetch offset is past the common prefix: not progress
             except KafkaError:
                 continue                      # read_all reports it in the partition's entry
             ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
@@ -178,6 +218,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         for topic, p in wanted:
             try:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                if diverging(topic, p) is not None:
+                    return True
             except KafkaError:
                 return True                   # answered with the partition's error
             offset = p["fetch_offset"]

@@ -1,5 +1,10 @@
 """The classic group protocol: JoinGroup (11), SyncGroup (14), Heartbeat (12), LeaveGroup (13),
-DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+DescribeGroups (15), ListGroups (16), DeleteGroups (42), at Kafka 2.8's versions.
+
+Version notes: JoinGroup v6, SyncGroup v4, Heartbeat v4, LeaveGroup v4, DescribeGroups v5,
+ListGroups v3 and DeleteGroups v2 are the flexible ones (KIP-482: nothing new but tagged
+fields); JoinGroup v7 answers ``protocol_type``; SyncGroup v5 sends ``protocol_type``/``name``,
+checked against the group's (INCONSISTENT_GROUP_PROTOCOL); ListGroups v4 filters by state.
 
 Each handler translates wire fields to the coordinator (``kafkalite.group.coordinator``) and its
 answer back; JoinGroup and SyncGroup return Deferreds that fire when the rebalance gets there
@@ -33,7 +38,7 @@ def _client_host(ctx: RequestContext) -> str:
     return "/" + host                 # Kafka's InetAddress.toString form
 
 
-@api(ApiKey.JOIN_GROUP, 0, 5)
+@api(ApiKey.JOIN_GROUP, 0, 7)
 def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     v = ctx.api_version
     if not _may_read(ctx, req["group_id"]):
@@ -53,7 +58,7 @@ def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     return d.addCallback(response)
 
 
-@api(ApiKey.SYNC_GROUP, 0, 3)
+@api(ApiKey.SYNC_GROUP, 0, 5)
 def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
     v = ctx.api_version
     if not _may_read(ctx, req["group_id"]):
@@ -62,12 +67,13 @@ def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
     d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
                                      req.get("group_instance_id") if v >= 3 else None, assignments,
-                                     req.get("protocol_type"), req.get("protocol_name"))
+                                     req.get("protocol_type") if v >= 5 else None,
+                                     req.get("protocol_name") if v >= 5 else None)
     return d.addCallback(lambda r: {"throttle_time_ms": 0, "error_code": r[0], "assignment": r[1],
                                     "protocol_type": r[2], "protocol_name": r[3]})
 
 
-@api(ApiKey.HEARTBEAT, 0, 3)
+@api(ApiKey.HEARTBEAT, 0, 4)
 def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
@@ -77,7 +83,7 @@ def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, An
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
-@api(ApiKey.LEAVE_GROUP, 0, 3)
+@api(ApiKey.LEAVE_GROUP, 0, 4)
 def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "members": []}
@@ -94,7 +100,7 @@ def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str,
     return {"throttle_time_ms": 0, "error_code": int(error), "members": members if not error else []}
 
 
-@api(ApiKey.DESCRIBE_GROUPS, 0, 4)
+@api(ApiKey.DESCRIBE_GROUPS, 0, 5)
 def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
     coordinator = _coordinator(ctx)
     want_ops = ctx.api_version >= 3 and req.get("include_authorized_operations", False)
@@ -112,9 +118,12 @@ def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> d
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-@api(ApiKey.LIST_GROUPS, 0, 2)
+@api(ApiKey.LIST_GROUPS, 0, 4)
 def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
-    error, groups = _coordinator(ctx).list_groups()
+    """v4 (KIP-518): ``states_filter`` keeps the groups in one of the named states (Kafka's
+    names, case as Kafka writes them; empty = all) and every entry carries its state."""
+    states = set(req.get("states_filter") or ()) if ctx.api_version >= 4 else set()
+    error, groups = _coordinator(ctx).list_groups(states or None)
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):     # else only groups it may describe
         groups = [g for g in groups if ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
     return {"throttle_time_ms": 0, "error_code": int(error),
@@ -122,7 +131,7 @@ def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str,
                         "group_type": "classic"} for g in groups]}
 
 
-@api(ApiKey.DELETE_GROUPS, 0, 1)
+@api(ApiKey.DELETE_GROUPS, 0, 2)
 def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
     names = list(req["groups_names"])
     denied = [g for g in names if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, g)]

@@ -54,7 +54,7 @@ def _modified_ms(segment: Any) -> int:
         return 0
 
 
-@api(ApiKey.LIST_OFFSETS, 0, 5)
+@api(ApiKey.LIST_OFFSETS, 0, 6)
 def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     rm = ctx.replicas
     if ctx.api_version == 0:
@@ -95,8 +95,13 @@ def _handle_v0(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
     topics = []
     for t in req["topics"]:
         parts = []
+        may_describe = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
         for p in t["partitions"]:
             entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": []}
+            if not may_describe:
+                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                parts.append(entry)
+                continue
             try:
                 part = ctx.replicas.leader(t["name"], p["partition_index"], -1)
                 entry["old_style_offsets"] = legacy_offsets(part, p["timestamp"], p["max_num_offsets"])

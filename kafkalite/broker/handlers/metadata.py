@@ -4,6 +4,10 @@ Unknown topics are auto-created when both the request (v4+, implicitly true befo
 broker (``auto.create.topics.enable``) allow it; the answer for such a topic is
 LEADER_NOT_AVAILABLE with no partitions until the controller has elected leaders, and clients
 retry. Broker addresses are those of the listener the request arrived on.
+
+Version notes (Kafka 2.8): v9 is flexible; v10 answers each topic's id (KIP-516: the
+``topic_id`` of ``/brokers/topics/<t>``, written at creation; the zero Uuid for a topic created
+without one); v11 drops the cluster's authorized operations.
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import MetadataRequest
 from kafkalite.security.acl import Operation, ResourceType
+from kafkalite.protocol.schema import ZERO_UUID
 from zk_schema.topic_names import is_valid_topic_name
 
 log = logging.getLogger(__name__)
@@ -45,15 +50,18 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
     return out
 
 
-@api(ApiKey.METADATA, 0, 8)
+@api(ApiKey.METADATA, 0, 11)
 def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
     cache = ctx.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
         names = sorted(n for n, t in cache.topics.items() if not t.deleting and t.assignment)
     else:
-        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v10 (topic ids)
+        names = [t["name"] for t in requested if t["name"] is not None]  # null only from v12 (topic ids)
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
+    # v10-v11 carry a topic id per requested topic, but topics are looked up by name only until
+    # v12: a topic named with a non-zero id answers INVALID_REQUEST (Kafka 2.8 refuses those)
+    by_id = {t["name"] for t in requested or () if t.get("topic_id", ZERO_UUID) != ZERO_UUID}
     allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
     want_topic_ops = ctx.api_version >= 8 and req.get("include_topic_authorized_operations", False)
     # Kafka's Metadata authorization: a topic the principal may not Describe is left out of an
@@ -63,7 +71,7 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
     topics = []
     for name in names:
         entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
-                 "topic_authorized_operations": NOT_PROVIDED}
+                 "topic_authorized_operations": NOT_PROVIDED, "topic_id": ZERO_UUID}
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not all_topics:
                 entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -73,7 +81,11 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
         info = cache.topics.get(name)
         if want_topic_ops:
             entry["topic_authorized_operations"] = ctx.authorized_operations(ResourceType.TOPIC, name)
-        if info is not None and not info.deleting and not info.assignment:
+        if info is not None and not info.deleting:
+            entry["topic_id"] = info.topic_uuid
+        if name in by_id:
+            entry["error_code"] = int(ErrorCode.INVALID_REQUEST)
+        elif info is not None and not info.deleting and not info.assignment:
             # known only by its config znode so far (written first): being created, retriable
             entry["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
         elif info is not None and not info.deleting:

@@ -16,7 +16,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import OffsetForLeaderEpochRequest
 
 
-@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 3)
+@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
 def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> dict[str, Any]:
     rm = ctx.replicas
     topics = []

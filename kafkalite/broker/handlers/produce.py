@@ -15,6 +15,10 @@ TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's KafkaApis); like Kafka 2.8
 not check that the partition was added to the transaction (that is KIP-890, Kafka 3.6): the
 partition's producer state fences old epochs and refuses a plain batch during an open
 transaction (INVALID_TXN_STATE).
+
+Produce v8 (KIP-467) names the refused records: a batch with records a compacted topic or the
+timestamp rule refuses answers INVALID_RECORD / INVALID_TIMESTAMP with ``record_errors`` (each
+record's index in its batch and why) and ``error_message``. v9 is the flexible version.
 """
 from __future__ import annotations
 
@@ -24,7 +28,7 @@ from typing import Any
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import PendingAck
 from kafkalite.broker.services import RequestContext
-from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError
+from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
@@ -55,13 +59,14 @@ def _has_transactional_batch(records: Any) -> bool:
 
 
 def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, log_start: int = -1,
-           message: str | None = None) -> dict[str, Any]:
+           message: str | None = None, record_errors: list[tuple[int, str]] | None = None) -> dict[str, Any]:
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
-            "record_errors": [], "error_message": message}
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
+            "error_message": message}
 
 
-@api(ApiKey.PRODUCE, 0, 8)
+@api(ApiKey.PRODUCE, 0, 9)
 def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
     replicas = ctx.replicas
     acks = req["acks"]
@@ -111,7 +116,8 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
             except KafkaError as exc:
                 failed = True
                 log.debug("produce to %s-%d refused: %s", name, index, exc)
-                entries.append(_entry(index, exc.code, message=str(exc)))
+                entries.append(_entry(index, exc.code, message=str(exc),
+                                      record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None))
                 ctx.metrics.produce_failed(name)
                 continue
             if not res.duplicate:          # per partition: its bytes, and the offsets it was given

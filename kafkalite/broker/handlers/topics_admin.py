@@ -4,6 +4,11 @@ Each answers per topic; validation errors never stop the other topics of the req
 ZooKeeper writes the handler waits up to the request's timeout for the metadata to show the
 result (leaders elected, topic gone); past it the answer is REQUEST_TIMED_OUT while the change
 still completes, as in Kafka.
+
+Version notes (Kafka 2.8): CreateTopics v5, DeleteTopics v4 and CreatePartitions v2 are the
+flexible versions; CreateTopics v5+ answers each topic's partitions, replication factor and
+configs (also with validate_only), v7 its topic id (KIP-516); DeleteTopics v5 answers an error
+message, v6 deletes topics named by id (UNKNOWN_TOPIC_ID for an id no topic has).
 """
 from __future__ import annotations
 
@@ -16,10 +21,12 @@ from twisted.internet import defer
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
+from kafkalite.config import render
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from kafkalite.protocol.schema import ZERO_UUID
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +58,7 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
             entry["error_code"], entry["error_message"] = _error(exc)
 
 
-@api(ApiKey.CREATE_TOPICS, 2, 4)
+@api(ApiKey.CREATE_TOPICS, 2, 7)
 @defer.inlineCallbacks
 def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     admin = ctx.topics
@@ -59,8 +66,11 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     create_on_cluster = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER)     # else Create on each topic
     results, jobs = [], []
     sizes: dict[str, int] = {}
+    described = ctx.api_version >= 5
     for t in req["topics"]:
         entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+        if described:       # Kafka's defaults for a topic that is not created
+            entry.update(num_partitions=-1, replication_factor=-1, configs=None)
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is None and not create_on_cluster and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t["name"]):
@@ -75,6 +85,8 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
         except KafkaError as exc:
             entry["error_code"], entry["error_message"] = _error(exc)
             continue
+        if described:
+            entry.update(_created_topic(ctx, assignment, overrides))
         if not req["validate_only"]:
             jobs.append((entry, admin.create_topic(t["name"], assignment, overrides)))
             sizes[t["name"]] = len(assignment)
@@ -95,17 +107,45 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
                 if e["error_code"] == 0 and not ready(e["name"]):
                     e["error_code"], e["error_message"] = int(ErrorCode.REQUEST_TIMED_OUT), \
                         "Leaders were not elected within the timeout; the topic is still being created."
+    for e in results:
+        if e["error_code"] not in (0, ErrorCode.REQUEST_TIMED_OUT) and described:
+            e.update(num_partitions=-1, replication_factor=-1, configs=None)
+        # v7 (KIP-516): the new topic's id, as written to its znode; none for validate_only
+        info = ctx.metadata.topics.get(e["name"])
+        e["topic_id"] = info.topic_uuid if info is not None and e["error_code"] == 0 and not req["validate_only"] \
+            else ZERO_UUID
     return {"throttle_time_ms": 0, "topics": results}
 
 
-@api(ApiKey.DELETE_TOPICS, 1, 3)
+def _created_topic(ctx: RequestContext, assignment: dict[int, list[int]],
+                   overrides: dict[str, str]) -> dict[str, Any]:
+    """CreateTopics v5+ (KIP-525): what the topic is (or, with validate_only, would be) created
+    with: its partition count, replication factor and every topic config with its source, so
+    a client needs no DescribeConfigs round trip. Sensitive values are null, as DescribeConfigs."""
+    rf = len(next(iter(assignment.values()))) if assignment else -1
+    rows = ctx.config.describe_topic(overrides)
+    return {"num_partitions": len(assignment), "replication_factor": rf, "configs": [
+        {"name": r.name, "value": None if r.sensitive else render(r.value), "read_only": False,
+         "config_source": r.source, "is_sensitive": r.sensitive} for r in rows]}
+
+
+@api(ApiKey.DELETE_TOPICS, 1, 6)
 @defer.inlineCallbacks
 def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
     results, jobs = [], []
-    for name in req["topic_names"]:
-        entry = {"name": name, "error_code": 0}
+    named: list[tuple[str | None, Any, ErrorCode | None]]
+    if ctx.api_version >= 6:
+        named = _delete_targets(ctx, req)
+    else:
+        named = [(name, ZERO_UUID, None) for name in req["topic_names"]]
+    for name, topic_id, refusal in named:
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
         results.append(entry)
-        if not ctx.controller.active:
+        if refusal is not None:
+            entry["error_code"] = int(refusal)
+        elif name is None:
+            entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_ID)
+        elif not ctx.controller.active:
             entry["error_code"] = int(ErrorCode.NOT_CONTROLLER)
         elif not ctx.config["delete.topic.enable"]:
             entry["error_code"] = int(ErrorCode.TOPIC_DELETION_DISABLED if ctx.api_version >= 3 else ErrorCode.INVALID_REQUEST)
@@ -120,7 +160,7 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
         else:
             jobs.append((entry, ctx.topics.delete_topic(name)))
     yield _run_all(jobs)
-    queued = [e["name"] for e, _ in jobs if e["error_code"] == 0]
+    queued = [str(e["name"]) for e, _ in jobs if e["error_code"] == 0]
     if queued:
         gone = lambda: all(n not in ctx.metadata.topics for n in queued)  # noqa: E731
         ok = yield ctx.topics.wait_until(gone, req["timeout_ms"])
@@ -129,11 +169,27 @@ def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
                 if e["error_code"] == 0 and e["name"] in ctx.metadata.topics:
                     e["error_code"] = int(ErrorCode.REQUEST_TIMED_OUT)
     for e in results:
-        e.pop("error_message", None)
+        message = e.pop("error_message", None)
+        if ctx.api_version >= 5:        # v5 carries the error's message
+            e["error_message"] = message if e["error_code"] else None
     return {"throttle_time_ms": 0, "responses": results}
 
 
-@api(ApiKey.CREATE_PARTITIONS, 0, 1)
+def _delete_targets(ctx: RequestContext, req: DeleteTopicsRequest) -> list[tuple[str | None, Any, ErrorCode | None]]:
+    """DeleteTopics v6 (KIP-516): each topic by name or by id, as (name or None when the id is
+    unknown, the id as sent, a refusal). Naming both a topic and an id refuses the whole
+    request with INVALID_REQUEST, as Kafka 2.8's error response."""
+    topics = req["topics"]
+    both = any(t["name"] is not None and t["topic_id"] != ZERO_UUID for t in topics)
+    by_id = {info.topic_uuid: name for name, info in ctx.metadata.topics.items() if info.topic_id}
+    out: list[tuple[str | None, Any, ErrorCode | None]] = []
+    for t in topics:
+        name = t["name"] if t["topic_id"] == ZERO_UUID else by_id.get(t["topic_id"])
+        out.append((name, t["topic_id"], ErrorCode.INVALID_REQUEST if both else None))
+    return out
+
+
+@api(ApiKey.CREATE_PARTITIONS, 0, 3)
 @defer.inlineCallbacks
 def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
     counts = Counter(t["name"] for t in req["topics"])

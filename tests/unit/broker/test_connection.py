@@ -100,8 +100,19 @@ def test_api_versions_lists_the_registry() -> None:
     corr, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
     table = {k["api_key"]: (k["min_version"], k["max_version"]) for k in body["api_keys"]}
     assert corr == 9 and body["error_code"] == 0
-    assert table[0] == (0, 8) and table[1] == (0, 11) and table[3] == (0, 8)
+    assert table[0] == (0, 9) and table[1] == (0, 12) and table[3] == (0, 11)
     assert table == {k: (lo, hi) for k, lo, hi in registry.advertised()}
+    assert conn.client_software == ("t", "1")
+
+
+def test_api_versions_v3_bad_software_name_is_invalid_request() -> None:
+    """KIP-511: a client software name outside [a-zA-Z0-9.-] gets INVALID_REQUEST (42) and is
+    not recorded on the connection."""
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 4, {"client_software_name": "bad name!",
+                                                            "client_software_version": "1"}))
+    _, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
+    assert body["error_code"] == 42 and conn.client_software is None
 
 
 def test_unknown_key_and_refused_versions_close_the_connection() -> None:
@@ -110,6 +121,22 @@ def test_unknown_key_and_refused_versions_close_the_connection() -> None:
         conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
         conn.dataReceived(frame)
         assert transport.value() == b"" and conn.closed
+
+
+def test_flexible_request_with_a_lying_tagged_field_closes_only_its_connection() -> None:
+    """A Metadata v11 request whose tag section announces a field longer than the frame closes
+    that connection (a malformed request, as Kafka does) and raises nothing; a well-formed
+    flexible request on another connection is answered."""
+    body = {"topics": [], "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    good = request(ApiKey.METADATA, 11, 1, body)
+    assert good.endswith(b"\x00")
+    bad_body = good[4:-1] + b"\x01\x07\x40xx"           # tag 7, size 64, 2 bytes left
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(struct.pack(">i", len(bad_body)) + bad_body)
+    assert conn.closed and transport.value() == b""
+    conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
+    conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 2, {"client_software_name": "t", "client_software_version": "1"}))
+    assert not conn.closed and responses(transport.value())
 
 
 def test_oversize_or_negative_frame_closes() -> None:

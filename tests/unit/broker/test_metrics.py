@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -188,3 +189,15 @@ def test_health_is_503_until_registered_and_lists_offline_dirs(broker: KafkaBrok
     code, body = _get(http, b"metrics")
     assert code == 200 and b"kafka_server_replicamanager_underreplicatedpartitions" in body
     assert _get(http, b"elsewhere")[0] == 404
+
+
+def test_connections_are_counted_per_listener_and_client_software(broker: KafkaBroker) -> None:
+    """KIP-511: the socket-server connections gauge groups open connections by listener and the
+    software their ApiVersions v3 named ("unknown" for a client that did not say)."""
+    conns = [SimpleNamespace(client_software=("librdkafka", "2.16.0")),
+             SimpleNamespace(client_software=("librdkafka", "2.16.0")), SimpleNamespace(client_software=None)]
+    broker.factories.append(SimpleNamespace(listener="PLAINTEXT", connections=conns))
+    s = scrape(broker)
+    name = "kafka_server_socket_server_metrics_connections"
+    assert value(s, name, listener="PLAINTEXT", client_software_name="librdkafka", client_software_version="2.16.0") == 2
+    assert value(s, name, listener="PLAINTEXT", client_software_name="unknown", client_software_version="unknown") == 1

@@ -39,7 +39,8 @@ CONFIG = {"replica.lag.time.max.ms": 30000, "request.timeout.ms": 5000,
 class TopicConfigs:
     def effective(self, topic: str) -> dict[str, Any]:
         return {"max.message.bytes": 1 << 20, "cleanup.policy": "compact" if topic == TXN_TOPIC else "delete",
-                "min.insync.replicas": 1}
+                "min.insync.replicas": 1, "message.timestamp.type": "CreateTime",
+                "message.timestamp.difference.max.ms": 2**63 - 1}
 
 
 class HeldRunner:

@@ -105,6 +105,53 @@ def test_huge_tag_count_and_size() -> None:
         codec.read_request_header(base + b"\x01\x05\xff\xff\xff\x07abc")
 
 
+def _fetch_v12_frame(tags: bytes = b"\x00") -> bytes:
+    """A Fetch v12 (flexible) request frame whose top-level tag section is replaced by ``tags``."""
+    body = {"cluster_id": None, "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 100,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                      "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                      "partition_max_bytes": 100}]}]}
+    raw = _body_frame(ApiKey.FETCH, 12, body)
+    assert raw.endswith(b"\x00")          # no tagged field set: an empty top-level tag section
+    return raw[:-1] + tags
+
+
+def test_tagged_field_lying_about_its_length_is_typed() -> None:
+    """A tagged field whose size runs past the frame, or whose value runs past its own size
+    (cluster_id, tag 0: a 4-byte string in a 1-byte field), is TruncatedError."""
+    with pytest.raises(TruncatedError):
+        codec.decode_request(bytearray(_fetch_v12_frame(b"\x01\x00\x32ab")))
+    with pytest.raises(ProtocolError):
+        codec.decode_request(bytearray(_fetch_v12_frame(b"\x01\x00\x01\x05abcd")))
+    with pytest.raises(TruncatedError):      # more tags announced than bytes left
+        codec.decode_request(bytearray(_fetch_v12_frame(b"\x7f\x00")))
+
+
+def test_unknown_tags_are_skipped_and_known_ones_read() -> None:
+    """KIP-482: a tag the version does not define is skipped (a newer client may send it); a known
+    one (cluster_id) is read from its bounded field."""
+    _, plain = codec.decode_request(bytearray(_fetch_v12_frame()))
+    _, unknown = codec.decode_request(bytearray(_fetch_v12_frame(b"\x02\x05\x03xyz\x63\x00")))
+    assert unknown == plain
+    _, known = codec.decode_request(bytearray(_fetch_v12_frame(b"\x01\x00\x04\x04abc")))
+    assert known["cluster_id"] == "abc" and {**known, "cluster_id": None} == plain
+
+
+def test_huge_compact_array_fails_before_allocating() -> None:
+    """A Metadata v11 (flexible) topics array claiming 2**32-2 entries with 4 bytes left fails
+    fast with TruncatedError, allocating almost nothing."""
+    frame = struct.pack(">hhih", 3, 11, 1, -1) + b"\x00" + b"\xff\xff\xff\xff\x0f" + b"abcd"
+    tracemalloc.start()
+    start = time.perf_counter()
+    with pytest.raises(TruncatedError):
+        codec.decode_request(frame)
+    _cur, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert time.perf_counter() - start < 0.5
+    assert peak < 1_000_000
+
+
 def test_unknown_api_and_versions() -> None:
     """Unknown key -> UnknownApiError carrying key and correlation id; a version outside the
     tables -> UnsupportedVersionError when the body is decoded (header still readable)."""
@@ -194,6 +241,9 @@ def _mutate(raw: bytes, kind: int, pos: int, value: int, junk: bytes) -> bytes:
         return raw[:p] + b"\xff" * (value % 12) + junk + raw[p:]
     if kind == 5:    # overwrite with random bytes
         return raw[:p] + junk + raw[p + len(junk):]
+    if kind == 6:    # a tag section (flexible versions) with a lying size, an unknown tag, or junk
+        fake = bytes([1 + value % 3, value % 5, (value >> 3) % 200]) + junk
+        return raw[:p] + fake + raw[p + (value >> 11) % 3:]
     return junk + raw[p:]   # random prefix: garbage headers
 
 
@@ -203,10 +253,11 @@ def _mutate(raw: bytes, kind: int, pos: int, value: int, junk: bytes) -> bytes:
 def test_fuzz_mutated_frames(seed: int) -> None:
     """Any mutation of a valid request/response frame decodes or raises ProtocolError;
     100,000 cases (bit flips, truncation, length/count corruption, varint garbage,
-    random bytes). One drawn integer fixes frame, mutation kind, position, value and junk
+    random bytes, fake tag sections: the corpus holds every message at its lowest, middle and
+    highest version, so the flexible ones' compact lengths and tag sections are hit). One drawn integer fixes frame, mutation kind, position, value and junk
     bytes, which keeps Hypothesis' per-case cost low enough for 100k cases."""
     item = seed % len(CORPUS)
-    kind = (seed >> 8) % 7
+    kind = (seed >> 8) % 8
     pos = (seed >> 12) & 0xFFFFF
     value = (seed >> 32) & 0xFFFF
     junk = (seed >> 16).to_bytes(6, "big")[: (seed >> 48) % 7]

@@ -15,10 +15,11 @@ from twisted.internet import defer, task
 from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.net.client import ConnectionLost
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.replication.fetcher import ReplicaFetcher
+from kafkalite.replication.fetcher import ReplicaFetcher, fetch_version
 
 BACKOFF_MS = 1000
-CONFIG = {"replica.fetch.backoff.ms": BACKOFF_MS, "replica.socket.timeout.ms": 30000,
+CONFIG = {"inter.broker.protocol.version": "2.8-IV1",
+          "replica.fetch.backoff.ms": BACKOFF_MS, "replica.socket.timeout.ms": 30000,
           "replica.fetch.wait.max.ms": 500, "replica.fetch.min.bytes": 1,
           "replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20}
 BACKOFF = BACKOFF_MS / 1000
@@ -306,3 +307,32 @@ def test_a_partition_whose_log_dir_failed_is_delayed_alone(setup) -> None:
     answer_epochs(req)
     fetch = leader.take(ApiKey.FETCH)
     assert partitions_in(fetch) == [1] and fetch.conn is req.conn and not req.conn.closed
+
+
+def test_a_diverging_epoch_in_a_fetch_answer_truncates_and_refetches_from_there(setup) -> None:
+    """KIP-320: the follower's Fetch v12 names the epoch of its last batch; an answer carrying
+    ``diverging_epoch`` (epoch 0 ends at 7 on the leader) cuts the log to 7 and the next Fetch
+    starts there, with no OffsetForLeaderEpoch round in between."""
+    clock, leader, fetcher = setup
+    part = partition(0, end=10)
+    fetcher.add(part)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))        # the leader's epoch ends at 10
+    req = leader.take(ApiKey.FETCH)
+    sent = req.body["topics"][0]["partitions"][0]
+    assert (sent["fetch_offset"], sent["last_fetched_epoch"]) == (10, 0)
+    req.d.callback({"error_code": ErrorCode.NONE, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": ErrorCode.NONE, "high_watermark": 10, "log_start_offset": 0,
+         "records": None, "diverging_epoch": {"epoch": 0, "end_offset": 7}}]}]})
+    assert part.log.log_end_offset == 7 and part.high_watermark == 7
+    assert not leader.outstanding(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    assert leader.take(ApiKey.FETCH).body["topics"][0]["partitions"][0]["fetch_offset"] == 7
+
+
+def test_the_inter_broker_level_picks_the_followers_fetch_version() -> None:
+    """Kafka's rule: from inter.broker.protocol.version 2.7 followers fetch with v12 (diverging
+    epoch); below it with v11, so a rolling upgrade from a leader serving Fetch v11 keeps
+    replicating until the level is raised."""
+    assert [fetch_version(v) for v in ("2.6", "2.6-IV0", "2.7-IV1", "2.8-IV1", "3.0")] == [11, 11, 12, 12, 12]
+    old = ReplicaFetcher(1, 2, task.Clock(), {**CONFIG, "inter.broker.protocol.version": "2.6"},
+                         lambda broker: ("127.0.0.1", 9))
+    assert old.fetch_version == 11

@@ -11,7 +11,8 @@ from twisted.internet import defer, task
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager, fetcher_id
 
-CONFIG = {"replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": 30000, "replica.fetch.wait.max.ms": 500,
+CONFIG = {"inter.broker.protocol.version": "2.8-IV1",
+          "replica.fetch.backoff.ms": 1000, "replica.socket.timeout.ms": 30000, "replica.fetch.wait.max.ms": 500,
           "replica.fetch.min.bytes": 1, "replica.fetch.max.bytes": 1 << 20, "replica.fetch.response.max.bytes": 10 << 20}
 
 
