@@ -117,6 +117,41 @@ def producer_main(conf: dict[str, Any], topic: str, rate: float, count: int, out
     return 0
 
 
+def greedy_main(conf: dict[str, Any], topic: str, seconds: float, out: str) -> int:
+    """A producer writing as fast as its client allows for ``seconds`` (the noisy neighbour of
+    the quota scenario); writes its acknowledged records per second and value bytes."""
+    from confluent_kafka import Producer
+
+    acked = [0]
+
+    def delivered(err: Any, _msg: Any) -> None:
+        if err is None:
+            acked[0] += 1
+
+    p = Producer({**conf, "on_delivery": delivered})
+    value = os.urandom(VALUE_SIZE)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(1000):
+            try:
+                p.produce(topic, value)
+            except BufferError:
+                p.poll(0.001)
+        p.poll(0)
+    p.flush(120)
+    elapsed = time.perf_counter() - start
+    Path(out).write_text(json.dumps({"records_per_s": acked[0] / elapsed, "value_bytes": VALUE_SIZE}))
+    return 0
+
+
+def start_greedy(conf: dict[str, Any], topic: str, seconds: float, out: Path) -> subprocess.Popen:
+    """:func:`greedy_main` in a process of its own (the caller waits for it)."""
+    conf = {k: v for k, v in conf.items() if isinstance(v, (str, int, float, bool))}
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.Popen([sys.executable, "-m", "bench.latency_probe", "greedy", json.dumps(conf), topic,
+                             str(seconds), str(out)], env=env, cwd=ROOT)
+
+
 def _read_doubles(path: Path) -> list[float]:
     values = array.array("d")
     with open(path, "rb") as f:
@@ -168,7 +203,9 @@ def main(argv: list[str]) -> int:
         return consumer_main(conf, topic, int(argv[3]), int(argv[4]), argv[5], float(argv[6]))
     if role == "producer":
         return producer_main(conf, topic, float(argv[3]), int(argv[4]), argv[5])
-    raise SystemExit(f"unknown role {role!r}: consumer or producer")
+    if role == "greedy":
+        return greedy_main(conf, topic, float(argv[3]), argv[4])
+    raise SystemExit(f"unknown role {role!r}: consumer, producer or greedy")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ Scenarios (names or numbers): ``ceiling`` (0, the machine's loopback/page-cache 
 from several processes, bench/ceiling_load.py), ``clients`` (9: thousands of producers and
 consumers in groups, bench/many_clients.py), ``partitions`` (10: 10,000 and 30,000 RF 3
 partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), ``transactions`` (12,
-kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), or ``all``.
+kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), ``quotas``
+(13, kafkalite only: a well-behaved producer's latency next to a greedy one, with and without a
+quota on it), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -45,8 +47,8 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
-         "broker-ceiling", "clients", "partitions", "recovery", "transactions"]
-ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling"}
+         "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas"]
+ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
 
@@ -153,6 +155,8 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
                 scenarios.log_growth(system, results, sizes)
             if "broker-ceiling" in chosen:
                 scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling")
+            if "quotas" in chosen and isinstance(system, Kafkalite):
+                scenarios.quotas(system, results, sizes, system.workdir / "quotas")
         finally:
             if profiler:
                 profiler.detach()

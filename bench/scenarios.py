@@ -2,6 +2,7 @@
 already started; each returns nothing and adds :class:`bench.report.Row` s to ``Results``."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -36,6 +37,8 @@ class Sizes:
     partition_counts: tuple[int, ...] = (10_000, 30_000)
     idle_seconds: float = 20.0
     recovery_gb: float = 5.0
+    quota_seconds: float = 20.0
+    quota_bytes_per_s: float = 1_048_576
     growth_gb: float = 5.0
     growth_chunks: int = 5
     failover_rate: float = 2_000
@@ -45,7 +48,7 @@ class Sizes:
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
                    latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
-                   partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2,
+                   partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2, quota_seconds=4.0,
                    growth_gb=0.2, failover_runs=runs)
 
 
@@ -162,6 +165,52 @@ def crash_recovery(system: System, results: Results, sizes: Sizes) -> None:
                     [in_isr / held], higher_is_better=False, note=note))
 
 
+# ------------------------------------------------------------------------------ 13: quotas
+
+
+def quotas(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+    """Scenario 13 (kafkalite; issue 16's noisy neighbour): a well-behaved producer (1,000
+    records/s, acks=1, client.id ``polite``) measured alone, next to a greedy producer writing
+    flat out to another topic (client.id ``greedy``), and next to the same greedy producer held
+    to ``producer_byte_rate`` (``sizes.quota_bytes_per_s``, set with AlterClientQuotas on its client
+    id). Reported per phase: the polite producer's produce-to-ack p50/p99 and end-to-end p99, and
+    the greedy one's rate."""
+    from kafkalite.client import Admin
+
+    polite = system.client_conf(**load.LATENCY_PRODUCER, **{"client.id": "polite"})
+    consumer_conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-quotas"})
+    greedy_conf = system.client_conf(**load.THROUGHPUT_PRODUCER, **{"client.id": "greedy", "acks": "1"})
+    bootstrap = ",".join(b.bootstrap for b in system.brokers)
+    for phase in ("alone", "next to a greedy producer", "next to the greedy producer under a quota"):
+        if phase.endswith("quota"):
+            with Admin(bootstrap) as admin:
+                admin.alter_client_quotas({"client-id": "greedy"}, {"producer_byte_rate": sizes.quota_bytes_per_s})
+        topic, noisy = _topic("s13-polite"), _topic("s13-greedy")
+        system.create_topic(topic, 1, 1)
+        system.create_topic(noisy, 1, 1)
+        out = workdir / f"{len(phase)}-greedy.json"
+        greedy = None if phase == "alone" else latency_probe.start_greedy(
+            greedy_conf, noisy, sizes.quota_seconds + 4, out)
+        try:
+            if greedy is not None:
+                time.sleep(2.0)             # the greedy producer is at full speed before measuring
+            samples = latency_probe.run({**polite, "acks": "1"}, consumer_conf, topic, 1, 1000,
+                                        sizes.quota_seconds, workdir / f"{len(phase)}")
+        finally:
+            if greedy is not None:
+                greedy.wait(sizes.quota_seconds + 180)
+        ack, e2e = sorted(samples.ack), sorted(samples.end_to_end)
+        note = ""
+        if greedy is not None and greedy.returncode == 0:
+            rate = json.loads(out.read_text())["records_per_s"]
+            note = f"greedy producer: {rate:,.0f} records/s ({rate * load.VALUE_SIZE / 1e6:.1f} MB/s of values)"
+        for metric, value in (("produce-to-ack p50", load.percentile(ack, 50)),
+                              ("produce-to-ack p99", load.percentile(ack, 99)),
+                              ("end-to-end p99", load.percentile(e2e, 99))):
+            results.add(Row("13 noisy neighbour, 1 broker", f"polite producer {metric}, {phase}", system.name,
+                            "ms", [value], higher_is_better=False, note=note))
+
+
 # ------------------------------------------------------------------------------ 1, 2: one broker
 
 
@@ -220,7 +269,7 @@ def log_growth(system: System, results: Results, sizes: Sizes) -> None:
 
 def memory(system: System, results: Results, when: str) -> None:
     """Scenario 6: resident memory of every broker process (one value per broker)."""
-    values = [rss_kib(b.pid) / 1024 for b in system.brokers]
+    values = [rss_kib(b.pid or 0) / 1024 for b in system.brokers]
     results.add(Row("6 broker memory (RSS)", f"{len(values)} brokers, {when}", system.name, "MiB", values,
                     higher_is_better=False, note="one value per broker process"))
 
