@@ -62,8 +62,9 @@ def last_committed_batch(bootstrap: str, progress_topic: str, query: str) -> int
             for m in msgs:
                 if m.error() is not None:
                     raise RuntimeError(f"reading {progress_topic}: {m.error()}")
-                if m.key() == query.encode():
-                    last = max(last, int(m.value()))
+                value = m.value()
+                if m.key() == query.encode() and value is not None:
+                    last = max(last, int(value))
             wait = 1.0
     finally:
         c.close()
