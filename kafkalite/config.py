@@ -203,7 +203,7 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("zookeeper.connect", "string", None, "ZooKeeper host:port list with an optional /chroot"),
     ConfigKey("zookeeper.session.timeout.ms", "int", 18000, "ZooKeeper session timeout", at_least(1)),
     ConfigKey("zookeeper.connection.timeout.ms", "int", None, "Wait this long for ZooKeeper at start; defaults to the session timeout"),
-    ConfigKey("zookeeper.set.acl", "boolean", False, "Set secure ACLs (not supported: must stay false)"),
+    ConfigKey("zookeeper.set.acl", "boolean", False, "Create znodes with secure ACLs: the broker's ZooKeeper identity may change them, others only read (credentials and broker configs: not even that). Needs the ZooKeeper login of a JAAS Client section named in KAFKA_OPTS (-Djava.security.auth.login.config=...), used with ZooKeeper's digest scheme"),
     ConfigKey("num.partitions", "int", 1, "Partitions of an auto-created topic", at_least(1)),
     ConfigKey("default.replication.factor", "int", 1, "Replication factor of an auto-created topic", at_least(1)),
     ConfigKey("auto.create.topics.enable", "boolean", True, "Create unknown topics on Metadata requests"),
@@ -725,8 +725,6 @@ class BrokerConfig:
     def _check(self) -> None:
         if not self["zookeeper.connect"]:
             raise ConfigError("Missing required configuration 'zookeeper.connect'")
-        if self["zookeeper.set.acl"]:
-            raise ConfigError("zookeeper.set.acl=true is not supported by kafkalite")
         listeners = self.listeners
         if not listeners:
             raise ConfigError("Configuration 'listeners' names no listener")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import socket
 import time
 from functools import partial
@@ -48,7 +49,8 @@ from kafkalite.quota import RateConfig
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
 from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import BrokerConfig, Endpoint
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint
+from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.client import SessionState
@@ -66,6 +68,20 @@ from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 
 log = logging.getLogger(__name__)
+
+
+def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
+    """The broker's ZooKeeper login, as a Kafka broker finds it: the JAAS Client section of the
+    file KAFKA_OPTS names (read once at start). ``zookeeper.set.acl=true`` without one is a
+    configuration error (an unauthenticated session cannot create creator-only znodes)."""
+    try:
+        login = jaas.zookeeper_login(os.environ.get("KAFKA_OPTS"))
+    except jaas.JaasError as exc:
+        raise ConfigError(str(exc)) from None
+    if set_acl and login is None:
+        raise ConfigError("zookeeper.set.acl=true needs a ZooKeeper login: a JAAS file with a Client section "
+                          "(username, password) named in KAFKA_OPTS by -Djava.security.auth.login.config=")
+    return login
 
 
 class KafkaBroker:
@@ -110,7 +126,8 @@ class KafkaBroker:
         self.kafka_zk = zk or KafkaZkClient(config["zookeeper.connect"],
                                             session_timeout_ms=config.zookeeper_session_timeout_ms,
                                             connect_timeout_ms=config["zookeeper.connection.timeout.ms"],
-                                            reactor=reactor)
+                                            reactor=reactor, secure=config["zookeeper.set.acl"],
+                                            digest_auth=zookeeper_credentials(config["zookeeper.set.acl"]))
         self.replica_manager = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
                                               self.topic_configs, self.clock, self.metadata, self.kafka_zk)
         self.topics = TopicAdmin(config, self.metadata, self.kafka_zk, self.purgatory)

@@ -70,3 +70,15 @@ def run(main: Callable[[list[str]], int | None], argv: list[str] | None = None) 
 def bootstrap_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", required=required,
                    help="the broker(s) to connect to")
+
+
+def zookeeper_login() -> tuple[str, str] | None:
+    """The ZooKeeper login of Kafka's tools: the JAAS Client section of the file KAFKA_OPTS names
+    (``-Djava.security.auth.login.config=...``); with one, znodes are created with secure ACLs."""
+    import os
+
+    from kafkalite.security import jaas
+    try:
+        return jaas.zookeeper_login(os.environ.get("KAFKA_OPTS"))
+    except jaas.JaasError as exc:
+        raise ToolError(str(exc)) from None

@@ -27,9 +27,10 @@ from kafkalite.client import Admin, ClientError
 from kafkalite.client.admin import BROKER, DELETE, SET, TOPIC
 from kafkalite.errors import ErrorCode
 from kafkalite.security import scram
+from kafkalite.coordination.client import secure_acls
 from zk_schema import ConfigEntityChangeNotification, ConfigEntityZNode, sanitize
 
-from .common import ToolError, bootstrap_arg, parser, run
+from .common import ToolError, bootstrap_arg, parser, run, zookeeper_login
 
 ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
 USERS = "users"
@@ -125,12 +126,14 @@ def alter_user_zookeeper(zk: Any, user: str, adds: dict[str, str], deletes: list
             raise ToolError(f"Invalid config(s): {name} does not exist for user {user}")
         del current[name]
     encoded = ConfigEntityZNode(current).encode()
+    secure = bool(getattr(zk, "auth_data", None))      # logged in: secure ACLs, as Kafka's tools
     try:
         zk.set(path, encoded)
     except NoNodeError:
-        zk.create(path, encoded, makepath=True)
-    zk.create(ConfigEntityChangeNotification.path_prefix(),
-              ConfigEntityChangeNotification(f"users/{sanitize(user)}").encode(), sequence=True, makepath=True)
+        zk.create(path, encoded, makepath=True, acl=secure_acls(path) if secure else None)
+    notification = ConfigEntityChangeNotification.path_prefix()
+    zk.create(notification, ConfigEntityChangeNotification(f"users/{sanitize(user)}").encode(), sequence=True,
+              makepath=True, acl=secure_acls(notification) if secure else None)
     return current
 
 
@@ -139,7 +142,9 @@ def users_main(a: Any) -> int:
         raise ToolError("--entity-type users needs --zookeeper (SCRAM credentials are written to ZooKeeper)")
     if a.entity_name is None:
         raise ToolError("an entity name must be specified with --entity-name")
-    zk = KazooClient(hosts=a.zookeeper, timeout=10)
+    login = zookeeper_login()          # as Kafka's tools: a JAAS Client section means secure znodes
+    zk = KazooClient(hosts=a.zookeeper, timeout=10,
+                     auth_data=[("digest", f"{login[0]}:{login[1]}")] if login else None)
     try:
         zk.start(15)
     except Exception as exc:

@@ -14,7 +14,7 @@ from kafkalite.client import Admin, ClientError, NewTopic
 from kafkalite.client.admin import TOPIC
 from kafkalite.errors import ErrorCode
 
-from .common import ToolError, bootstrap_arg, parser, properties, run
+from .common import ToolError, bootstrap_arg, parser, properties, run, zookeeper_login
 
 
 def build_parser():
@@ -174,10 +174,12 @@ def with_zookeeper(a) -> int:
     from zk_schema import TopicZNode
 
     result: dict[str, Any] = {"code": 0, "error": None}
+    login = zookeeper_login()          # as Kafka's tools: a JAAS Client section means secure znodes
 
     @defer.inlineCallbacks
     def main(reactor: Any) -> Any:
-        zk = KafkaZkClient(a.zookeeper, session_timeout_ms=10000, connect_timeout_ms=10000, reactor=reactor)
+        zk = KafkaZkClient(a.zookeeper, session_timeout_ms=10000, connect_timeout_ms=10000, reactor=reactor,
+                           secure=login is not None, digest_auth=login)
         try:
             yield zk.start()
         except Exception as exc:  # noqa: BLE001 - reported as one line

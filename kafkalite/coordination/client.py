@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 from twisted.internet import defer
 
 from kafkalite.coordination import reactor_bridge
@@ -39,18 +40,40 @@ _CONNECTION = {KazooState.CONNECTED: SessionState.CONNECTED,
                KazooState.LOST: SessionState.LOST}
 
 
+#: Kafka's sensitive roots (ZkData.sensitiveRootPaths): with secure ACLs only their creator may
+#: even read them (SCRAM credentials, dynamic broker configs with passwords, delegation tokens).
+SENSITIVE_ROOTS = ("/config/users", "/config/brokers", "/delegation_token")
+
+
+def secure_acls(path: str) -> list[ACL]:
+    """Kafka's ZkData.defaultAcls for ``zookeeper.set.acl=true``: the authenticated creator may
+    do everything, everybody may read, except under the sensitive roots (creator only)."""
+    if any(path == root or path.startswith(root + "/") for root in SENSITIVE_ROOTS):
+        return list(CREATOR_ALL_ACL)
+    return list(CREATOR_ALL_ACL) + list(READ_ACL_UNSAFE)
+
+
 class ZooKeeperClient(DeferredSession):
-    """A kazoo session with a Deferred API for the reactor thread."""
+    """A kazoo session with a Deferred API for the reactor thread.
+
+    ``digest_auth`` (username, password) authenticates the session (ZooKeeper's digest scheme;
+    Kafka logs in with SASL DIGEST-MD5 from the same JAAS Client section); ``secure`` creates every
+    znode with :func:`secure_acls` (``zookeeper.set.acl``), which needs an authenticated session."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
-                 connect_timeout_ms: int | None = None, reactor: Any = None) -> None:
+                 connect_timeout_ms: int | None = None, reactor: Any = None, *,
+                 secure: bool = False, digest_auth: tuple[str, str] | None = None) -> None:
         cs = parse_connect_string(connect)
         super().__init__(reactor or reactor_bridge.default_reactor(), session_timeout_ms,
                          cs.chroot)
+        if secure and digest_auth is None:
+            raise ValueError("secure ZooKeeper ACLs need an authenticated session (digest_auth)")
         self.hosts = cs.hosts
         self.connect_timeout_ms = connect_timeout_ms or session_timeout_ms
+        self.secure = secure
+        self._auth = [("digest", f"{digest_auth[0]}:{digest_auth[1]}")] if digest_auth else None
         self._zk = KazooClient(hosts=str(cs), timeout=session_timeout_ms / 1000.0,
-                               connection_retry=dict(CONNECTION_RETRY))
+                               connection_retry=dict(CONNECTION_RETRY), auth_data=self._auth)
         self._zk.add_listener(self._kazoo_state_listener)
 
     # ---- lifecycle -------------------------------------------------------------------------
@@ -80,10 +103,10 @@ class ZooKeeperClient(DeferredSession):
 
     def _create_chroot(self) -> None:  # pool thread
         bootstrap = KazooClient(hosts=self.hosts, timeout=self.session_timeout_ms / 1000.0,
-                                connection_retry=dict(CONNECTION_RETRY))
+                                connection_retry=dict(CONNECTION_RETRY), auth_data=self._auth)
         try:
             bootstrap.start(timeout=self.connect_timeout_ms / 1000.0)
-            bootstrap.ensure_path(self.chroot)
+            bootstrap.ensure_path(self.chroot or "/", acl=secure_acls("/") if self.secure else None)
         finally:
             bootstrap.stop()
             bootstrap.close()
@@ -110,7 +133,8 @@ class ZooKeeperClient(DeferredSession):
 
     def _create(self, path: str, data: bytes, ephemeral: bool, sequence: bool,
                 makepath: bool) -> defer.Deferred[Any]:
-        return self._async(self._zk.create_async(path, data, ephemeral=ephemeral,
+        acl = secure_acls(path) if self.secure else None
+        return self._async(self._zk.create_async(path, data, acl=acl, ephemeral=ephemeral,
                                                  sequence=sequence, makepath=makepath), path)
 
     def _get(self, path: str) -> defer.Deferred[Any]:
@@ -134,7 +158,8 @@ class ZooKeeperClient(DeferredSession):
         tx = self._zk.transaction()
         for op in ops:
             if isinstance(op, CreateOp):
-                tx.create(op.path, op.data, ephemeral=op.ephemeral, sequence=op.sequence)
+                tx.create(op.path, op.data, acl=secure_acls(op.path) if self.secure else None,
+                          ephemeral=op.ephemeral, sequence=op.sequence)
             elif isinstance(op, SetDataOp):
                 tx.set_data(op.path, op.data, op.version)
             elif isinstance(op, CheckOp):

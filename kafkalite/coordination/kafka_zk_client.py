@@ -49,15 +49,18 @@ class KafkaZkClient:
 
     def __init__(self, connect: str | None = None, session_timeout_ms: int = 18000,
                  connect_timeout_ms: int | None = None, reactor: Any = None,
-                 registration_grace_ms: int = 3000, *, zk: ZooKeeper | None = None) -> None:
+                 registration_grace_ms: int = 3000, *, zk: ZooKeeper | None = None,
+                 secure: bool = False, digest_auth: tuple[str, str] | None = None) -> None:
         """Either ``connect`` (a kazoo session is made from it and the other arguments) or
-        ``zk``, an existing session not yet started (its own timeout and reactor apply)."""
+        ``zk``, an existing session not yet started (its own timeout and reactor apply).
+        ``secure``/``digest_auth``: ``zookeeper.set.acl`` and the ZooKeeper login (ZooKeeperClient)."""
         if zk is None:
             if connect is None:
                 raise TypeError("KafkaZkClient needs zookeeper.connect or an existing session (zk=)")
             # imported here so a KafkaZkClient over the in-memory ZooKeeper never loads kazoo
             from kafkalite.coordination.client import ZooKeeperClient
-            zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor)
+            zk = ZooKeeperClient(connect, session_timeout_ms, connect_timeout_ms, reactor,
+                                 secure=secure, digest_auth=digest_auth)
         elif connect is not None:
             raise TypeError("KafkaZkClient takes zookeeper.connect or zk=, not both")
         self.zk: ZooKeeper = zk

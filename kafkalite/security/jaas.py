@@ -82,3 +82,37 @@ def parse(text: str) -> JaasEntry:
     if i + 1 != len(toks):
         raise JaasError("sasl.jaas.config must contain exactly one login module")
     return JaasEntry(module, flag, options)
+
+
+#: The JVM option a Kafka broker's KAFKA_OPTS names its JAAS file with.
+LOGIN_CONFIG_OPTION = "-Djava.security.auth.login.config="
+
+
+def file_section(text: str, name: str) -> JaasEntry | None:
+    """The login module entry of section ``name`` (``Client``, ``KafkaServer``) of a JAAS file,
+    or None when the file has no such section. A section holds one entry here."""
+    m = re.search(r"(?:^|[\s;}])" + re.escape(name) + r"\s*\{(.*?)\}\s*;", text, re.S)
+    if m is None:
+        return None
+    return parse(m.group(1))
+
+
+def zookeeper_login(kafka_opts: str | None) -> tuple[str, str] | None:
+    """(username, password) of the ``Client`` section of the JAAS file that ``KAFKA_OPTS`` names
+    with ``-Djava.security.auth.login.config=<file>``: how a Kafka broker (and Kafka's tools) log
+    in to ZooKeeper. None when KAFKA_OPTS names no file or the file has no Client section."""
+    path = next((opt[len(LOGIN_CONFIG_OPTION):] for opt in (kafka_opts or "").split()
+                 if opt.startswith(LOGIN_CONFIG_OPTION)), None)
+    if not path:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise JaasError(f"cannot read the JAAS file {path}: {exc.strerror or exc}") from None
+    entry = file_section(text, "Client")
+    if entry is None:
+        return None
+    if not entry.username or entry.password is None:
+        raise JaasError(f"{path}: the Client section needs username and password")
+    return entry.username, entry.password

@@ -31,7 +31,7 @@ class FakeZk:
             raise NoNodeError(path)
         self.nodes[path] = data
 
-    def create(self, path: str, data: bytes, makepath: bool = False, sequence: bool = False) -> str:
+    def create(self, path: str, data: bytes, makepath: bool = False, sequence: bool = False, acl: Any = None) -> str:
         if sequence:
             path = f"{path}{self.seq:010d}"
             self.seq += 1
