@@ -448,3 +448,56 @@ def test_v0_unframed_sasl_exchange_on_the_wire(secure: Any) -> None:
             sock.sendall(b"".join(bytes(c) for c in codec.encode_request(3, 0, 2, "v0", {"topics": []})))
             _, metadata = codec.decode_response(3, 0, read_frame(sock))
             assert [b["node_id"] for b in metadata["brokers"]] == [broker.broker_id]
+
+
+def test_malformed_handshakes_and_tokens_keep_memory_flat(secure: Any) -> None:
+    """Hundreds of garbled TLS ClientHellos and of SASL exchanges with random tokens after a real
+    TLS handshake: every connection is closed and the broker's resident memory stays flat (after a
+    warm-up round, 250 more bad connections add less than 8 MiB)."""
+    import os
+    import socket
+    import ssl as pyssl
+
+    from kafkalite.protocol import codec
+
+    broker, pki = secure
+    context = pyssl.create_default_context(cafile=str(pki.ca))
+    sasl_port, ssl_port = listener_port(broker, "SASL_SSL"), listener_port(broker, "SSL")
+    handshake = b"".join(bytes(c) for c in codec.encode_request(17, 1, 1, "raw", {"mechanism": "SCRAM-SHA-512"}))
+
+    def rss_kib() -> int:
+        with open(f"/proc/{broker.pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    def round_of(n: int) -> None:
+        for i in range(n):
+            if i % 2:
+                with socket.create_connection(("127.0.0.1", ssl_port)) as sock:
+                    sock.sendall(b"\x16\x03\x01\x00\x64\x01\x00\x00\x60\x03\x03" + os.urandom(95 + i % 200))
+                    sock.settimeout(10)
+                    try:
+                        while sock.recv(65536):
+                            pass
+                    except (ConnectionResetError, socket.timeout):
+                        pass
+            else:
+                with socket.create_connection(("127.0.0.1", sasl_port)) as raw, \
+                        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                    tls.sendall(handshake)
+                    token = os.urandom(16 + i % 500)
+                    tls.sendall(b"".join(bytes(c) for c in codec.encode_request(36, 1, 2, "raw", {"auth_bytes": token})))
+                    tls.settimeout(10)
+                    try:
+                        while tls.recv(65536):
+                            pass
+                    except (ConnectionResetError, pyssl.SSLError, socket.timeout):
+                        pass
+
+    round_of(100)                      # warm-up: allocator pools, TLS contexts, caches
+    before = rss_kib()
+    round_of(250)
+    growth = rss_kib() - before
+    print(f"security fuzz: RSS {before} KiB -> +{growth} KiB after 250 bad connections")
+    assert growth < 8 * 1024, f"broker RSS grew {growth} KiB over 250 bad connections"
+    assert metadata_error(sasl_conf(broker, pki)) is None
+    assert "Traceback" not in broker.log_path.read_text()
