@@ -11,7 +11,8 @@ consumers in groups, bench/many_clients.py), ``partitions`` (10: 10,000 and 30,0
 partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), ``transactions`` (12,
 kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), ``quotas``
 (13, kafkalite only: a well-behaved producer's latency next to a greedy one, with and without a
-quota on it), or ``all``.
+quota on it), ``security`` (14, kafkalite only: produce and consume over PLAINTEXT and SASL_SSL),
+or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -47,7 +48,8 @@ from tests.support.zookeeper import ZooKeeperServer
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
-         "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas"]
+         "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
+         "security"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
@@ -133,6 +135,9 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
     if "recovery" in chosen:
         print(f"== {system.name}: crash recovery", flush=True)
         scenarios.crash_recovery(system, results, sizes)
+    if "security" in chosen and isinstance(system, Kafkalite):
+        print(f"== {system.name}: PLAINTEXT and SASL_SSL", flush=True)
+        scenarios.security(system.zookeeper, system.workdir / "security", results, sizes)
 
 
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,

@@ -11,6 +11,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bench import ceiling_load, latency_probe, load, partitions
 from bench import many_clients as many_clients_load
@@ -209,6 +210,40 @@ def quotas(system: System, results: Results, sizes: Sizes, workdir: Path) -> Non
                               ("end-to-end p99", load.percentile(e2e, 99))):
             results.add(Row("13 noisy neighbour, 1 broker", f"polite producer {metric}, {phase}", system.name,
                             "ms", [value], higher_is_better=False, note=note))
+
+
+# ------------------------------------------------------------------------------ 14: security
+
+
+def security(zookeeper: Any, workdir: Path, results: Results, sizes: Sizes) -> None:
+    """Scenario 14 (kafkalite; issue 17): scenarios 1 and 2 (1 broker, 1 partition) over PLAINTEXT
+    and over SASL_SSL with SCRAM-SHA-512 on the same broker, the SCRAM user written the way
+    kafkalite-configs writes it."""
+    from bench.systems import SecureKafkalite
+    from kafkalite.cli import configs as configs_tool
+    from tests.support.security import ADMIN_PASSWORD, ADMIN_USER
+
+    system = SecureKafkalite(zookeeper, workdir)
+    cluster = system.start(1)
+    try:
+        if configs_tool.main(["--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users",
+                              "--entity-name", ADMIN_USER, "--add-config",
+                              f"SCRAM-SHA-512=[password={ADMIN_PASSWORD}]"]) != 0:
+            raise RuntimeError("could not write the SCRAM user")
+        for protocol in ("PLAINTEXT", "SASL_SSL"):
+            system.protocol = protocol
+            produced, consumed = [], []
+            for _ in range(sizes.runs):
+                topic = _topic(f"s14-{protocol.lower()}")
+                system.create_topic(topic, 1, 1)
+                produced.append(sizes.records / load.produce(system, topic, sizes.records, acks=1))
+                consumed.append(sizes.records / load.consume(system, topic, 1, sizes.records))
+            results.add(Row("14 security, 1 broker", f"produce, 1 partition, acks=1, {protocol}", system.name,
+                            "records/s", produced))
+            results.add(Row("14 security, 1 broker", f"consume, 1 partition, {protocol}", system.name,
+                            "records/s", consumed))
+    finally:
+        system.stop()
 
 
 # ------------------------------------------------------------------------------ 1, 2: one broker

@@ -145,3 +145,32 @@ class Kafka09(System):
         assert self.cluster is not None
         kafka09.create_topic_in_zookeeper(self.cluster, topic, partitions, replication, configs)
         self.wait_topic(topic, partitions, replication)
+
+
+class SecureKafkalite(Kafkalite):
+    """kafkalite with PLAINTEXT, SSL and SASL_SSL listeners (the test PKI, SCRAM users); clients
+    use ``protocol`` (PLAINTEXT or SASL_SSL with SCRAM-SHA-512), so the same load runs over both."""
+
+    name = KAFKALITE
+
+    def __init__(self, zookeeper: Any, workdir: Path) -> None:
+        super().__init__(zookeeper, workdir)
+        from tests.support.security import make_pki
+        self.pki = make_pki(workdir / "pki")
+        self.protocol = "PLAINTEXT"
+
+    def _make_broker(self, cluster: Cluster, broker_id: int) -> BrokerProcess:
+        from bench.broker import BenchBroker
+        from tests.support.security import secure_overrides
+        return BenchBroker(cluster, broker_id, secure_overrides(self.pki))
+
+    def client_conf(self, **extra: Any) -> dict[str, Any]:
+        conf = super().client_conf(**extra)
+        if self.protocol == "SASL_SSL":
+            from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port
+            conf.update({"bootstrap.servers": ",".join(f"127.0.0.1:{listener_port(b, 'SASL_SSL')}"
+                                                       for b in self.brokers if b.alive),
+                         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+                         "sasl.username": ADMIN_USER, "sasl.password": ADMIN_PASSWORD,
+                         "ssl.ca.location": str(self.pki.ca)})
+        return conf
