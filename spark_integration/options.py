@@ -81,7 +81,7 @@ class SourceOptions:
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
     group_id: str | None = None
-    isolation_level: int = 1                     # 1 read_committed: ends at the LSO (= HW without transactions)
+    isolation_level: int = 0                     # 0 read_uncommitted (Spark's default); 1 read_committed: ends at the LSO
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
     client_id: str = "kafkalite-spark"
@@ -173,7 +173,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         raise ValueError(f"Invalid value '{ts_strategy}' for option 'startingOffsetsByTimestampStrategy', "
                          "must be 'error' or 'latest'")
 
-    isolation = opts.get("kafka.isolation.level", "read_committed").strip().lower()
+    isolation = opts.get("kafka.isolation.level", "read_uncommitted").strip().lower()     # Spark's default
     if isolation not in ("read_committed", "read_uncommitted"):
         raise ValueError(f"Invalid value '{isolation}' for option 'kafka.isolation.level', "
                          "must be 'read_committed' or 'read_uncommitted'")
