@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from kafkalite.client.errors import ClientError
 from kafkalite.client.security import ClientSecurity
+from kafkalite.config import parse_properties_text
 
 
 class ToolError(Exception):
@@ -81,7 +82,8 @@ def bootstrap_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
 
 
 def read_properties(path: str | None, option: str = "--command-config") -> dict[str, str]:
-    """A Java properties file (key=value or key: value lines, # and ! comments, \\ continuations)."""
+    """A Java properties file, parsed as Kafka's tools load one (``kafkalite.config``'s parser:
+    ``key=value``, ``key: value`` or ``key value``, # and ! comments, \\ continuations)."""
     if not path:
         return {}
     try:
@@ -89,21 +91,7 @@ def read_properties(path: str | None, option: str = "--command-config") -> dict[
             text = f.read()
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolError(f"cannot read {option} {path}: {getattr(exc, 'strerror', None) or exc}") from None
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise ToolError(f"invalid line in {option} {path}: {raw!r} (expected key=value)")
-        out[line[:cut].strip()] = line[cut + 1:].strip()
-    return out
+    return parse_properties_text(text)
 
 
 def is_security_key(key: str) -> bool:

@@ -2,7 +2,8 @@
 processes with their security properties: ``kafkalite-topics --create``/``--list`` and
 ``kafkalite-consumer-groups --list`` with ``--command-config`` (JAAS form), the console producer
 with ``--producer.config`` and the console consumer with security keys as ``--consumer-property``
-items (librdkafka's names) round-trip records through a group; a wrong password ends a tool with
+items (librdkafka's names) round-trip records through a group, the perf tools run with
+``--producer.config``/``--consumer.config``; a wrong password ends a tool with
 one ``Error:`` line naming the failed authentication, no traceback and exit code 1."""
 from __future__ import annotations
 
@@ -74,13 +75,23 @@ def test_tools_over_sasl_ssl_and_a_wrong_password(secure: Any) -> None:
              str(producer_conf), "--property", "parse.key=true", stdin="\n".join(lines) + "\n")
     assert r.returncode == 0, r.stderr
 
-    security_items = [f"security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512", f"sasl.username={USER}",
+    security_items = ["security.protocol=SASL_SSL", "sasl.mechanism=SCRAM-SHA-512", f"sasl.username={USER}",
                       f"sasl.password={PASSWORD}", f"ssl.ca.location={pki.ca}"]
     r = tool("console_consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--group", group,
              "--from-beginning", "--max-messages", "50", "--timeout-ms", "20000", "--property", "print.key=true",
              *[a for item in security_items for a in ("--consumer-property", item)])
     assert r.returncode == 0, r.stderr
     assert sorted(r.stdout.splitlines()) == sorted(lines)
+
+    r = tool("producer_perf", "--topic", topic, "--num-records", "200", "--record-size", "20", "--throughput", "-1",
+             "--producer-props", f"bootstrap.servers={bootstrap}", "--producer.config", str(producer_conf))
+    assert r.returncode == 0 and "200 records sent" in r.stdout, r.stderr
+    consumer_conf = base / "consumer.properties"
+    consumer_conf.write_text("\n".join(security_items) + "\n")
+    r = tool("consumer_perf", "--bootstrap-server", bootstrap, "--topic", topic, "--messages", "250",
+             "--consumer.config", str(consumer_conf), "--hide-header")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().split(",")[4].strip() == "250", r.stdout       # data.consumed.in.nMsg
 
     r = tool("consumer_groups", "--bootstrap-server", bootstrap, "--command-config", admin_conf, "--list")
     assert r.returncode == 0 and group in r.stdout.split(), r.stderr

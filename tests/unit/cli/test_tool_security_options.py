@@ -76,10 +76,22 @@ def test_bad_security_values_are_one_line_tool_errors(props: dict[str, str], mes
 def test_unreadable_or_malformed_files_are_tool_errors(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match=r"cannot read --producer.config .*missing"):
         client_properties(str(tmp_path / "missing"), None, "producer")
-    bad = tmp_path / "bad.properties"
-    bad.write_text("security.protocol=SSL\njust-a-word\n")
-    with pytest.raises(ToolError, match=r"invalid line in --consumer.config .*'just-a-word'"):
-        client_properties(str(bad), None, "consumer")
+    binary = tmp_path / "binary.properties"
+    binary.write_bytes(b"security.protocol=\xff\xfe\n")
+    with pytest.raises(ToolError, match=r"cannot read --consumer.config .*binary.properties"):
+        client_properties(str(binary), None, "consumer")
+
+
+def test_java_properties_forms(tmp_path: Path) -> None:
+    """The file is read as Java's Properties.load reads it (Kafka's tools use it): '=', ':' or
+    whitespace separators, comments, continuation lines inside a JAAS entry."""
+    f = tmp_path / "consumer.properties"
+    f.write_text("# consumer\n! also a comment\nsecurity.protocol SASL_PLAINTEXT\nsasl.mechanism: PLAIN\n"
+                 "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+                 '    username="carol" password="c=1";\ngroup.id = g1\n')
+    sec, rest = client_properties(str(f), None, "consumer")
+    assert (sec.protocol, sec.mechanism, sec.username, sec.password) == ("SASL_PLAINTEXT", "PLAIN", "carol", "c=1")
+    assert rest == {"group.id": "g1"}
 
 
 def test_file_then_items_and_security_split_from_the_rest(tmp_path: Path) -> None:
