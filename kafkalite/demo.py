@@ -550,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     data_dir = Path(args.data_dir).resolve()
+    CLIENT_SECURITY.clear()              # a second main() in one process starts from PLAINTEXT
     t_start = time.monotonic()
     cluster: LocalCluster | None = None
     try:
