@@ -17,6 +17,14 @@
 
 Without Java or PySpark (or with ``--no-spark``) the same statistics come from a plain consumer
 over the same range, decoding the Avro values itself. The demo says which it did.
+
+``--secure`` runs the same job over SASL_SSL with SCRAM-SHA-512: a throwaway CA and broker
+certificate are made under the data directory, the brokers' and the demo user's SCRAM credentials
+are written to ZooKeeper with ``kafkalite-configs --zookeeper`` before the brokers start (Kafka's
+way), the brokers talk SASL_SSL among themselves, and every client of the job (admin, producers,
+consumer group, Spark reader) connects to the SASL_SSL listener with the properties also written to
+``client.properties`` for the tools. The PLAINTEXT listener stays for the launcher's readiness
+check and the schema registry's store.
 """
 from __future__ import annotations
 
@@ -27,6 +35,7 @@ import logging
 import math
 import os
 import random
+import secrets
 import shutil
 import sys
 import threading
@@ -39,6 +48,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
+from kafkalite.cluster.processes import free_port
 from kafkalite.registry.client import RegisteredSchema, RegistryClient, RegistryClientError
 from kafkalite.registry.serde import SerdeError, decode, encode, parse_avro
 
@@ -61,12 +71,15 @@ GROUP = "truck-trackers"
 
 
 CLIENT_LOG = logging.getLogger("kafkalite.demo.clients")
+#: the clients' security properties (Kafka's names); empty = PLAINTEXT, filled by ``--secure``
+CLIENT_SECURITY: dict[str, str] = {}
 
 
 def client_conf(**conf: Any) -> dict[str, Any]:
     """librdkafka's own log lines (disconnects while a broker is down, ...) go to clients.log in
-    the data directory instead of cluttering the demo's progress."""
-    return {**conf, "logger": CLIENT_LOG}
+    the data directory instead of cluttering the demo's progress; with ``--secure`` every client
+    gets the SASL_SSL properties."""
+    return {**conf, **CLIENT_SECURITY, "logger": CLIENT_LOG}
 
 
 def log_clients_to(path: Path) -> None:
@@ -141,7 +154,107 @@ class PositionCodec:
         return decode(value, self._lookup)[2]
 
 
-# ------------------------------------------------------------------------------ run state
+# ------------------------------------------------------------------------------ --secure
+
+BROKER_USER = "admin"          # the brokers' own identity on the SASL_SSL inter-broker listener
+DEMO_USER = "trucks"           # the demo's clients
+MECHANISM = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True)
+class SecureSetup:
+    """The throwaway PKI and SCRAM passwords of one ``--secure`` run (nothing secret is kept
+    beyond the data directory)."""
+
+    ca: Path
+    broker_pem: Path                 # key (encrypted with key_password) + certificate chain
+    key_password: str
+    admin_password: str              # BROKER_USER's SCRAM password
+    demo_password: str               # DEMO_USER's
+    client_properties: Path
+
+    def client_security(self) -> dict[str, str]:
+        """The demo clients' properties (librdkafka's and kafkalite's tools' names)."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": DEMO_USER,
+                "sasl.password": self.demo_password, "ssl.ca.location": str(self.ca)}
+
+    def broker_overrides(self) -> dict[str, str]:
+        """Every broker: a SASL_SSL listener (SCRAM-SHA-512) that the brokers also use among
+        themselves as BROKER_USER, next to the launcher's PLAINTEXT one."""
+        jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="{BROKER_USER}" password="{self.admin_password}";')
+        return {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.broker_pem),
+                "ssl.key.password": self.key_password, "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": str(self.ca), "sasl.enabled.mechanisms": MECHANISM,
+                "sasl.mechanism.inter.broker.protocol": MECHANISM,
+                "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": jaas,
+                "inter.broker.listener.name": "SASL_SSL"}
+
+    def write_credentials(self, zk_connect: str) -> None:
+        """The SCRAM credentials of BROKER_USER and DEMO_USER in ``/config/users`` (salted, as
+        Kafka stores them), written like ``kafka-configs --zookeeper`` before the brokers start."""
+        import contextlib
+        import io
+
+        from kafkalite.cli import configs as configs_tool
+        from kafkalite.cli.common import ToolError
+
+        for user, password in ((BROKER_USER, self.admin_password), (DEMO_USER, self.demo_password)):
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):      # its "Completed updating ..." line
+                    code = configs_tool.main(["--zookeeper", zk_connect, "--alter", "--entity-type", "users",
+                                              "--entity-name", user, "--add-config",
+                                              f"{MECHANISM}=[password={password}]"])
+            except ToolError as exc:
+                raise ClusterError(f"could not write the SCRAM credential of {user}: {exc}") from None
+            if code:
+                raise ClusterError(f"could not write the SCRAM credential of {user} to ZooKeeper")
+
+
+def make_secure_setup(directory: Path) -> SecureSetup:
+    """A fresh CA and a broker certificate for 127.0.0.1/localhost (cryptography, as the
+    project's TLS tests make theirs), random passwords, and ``client.properties`` for the tools."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "kafkalite-demo"),
+                          x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    def cert(subject: x509.Name, key: Any, issuer: x509.Name, issuer_key: Any, ca: bool) -> x509.Certificate:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        b = (x509.CertificateBuilder().subject_name(subject).issuer_name(issuer).public_key(key.public_key())
+             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+             .not_valid_after(now + datetime.timedelta(days=30))
+             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            b = b.add_extension(x509.SubjectAlternativeName(
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        return b.sign(issuer_key, hashes.SHA256())
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key, broker_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca_name = name("kafkalite-demo-ca")
+    ca = cert(ca_name, ca_key, ca_name, ca_key, ca=True)
+    broker = cert(name("kafkalite-demo-broker"), broker_key, ca_name, ca_key, ca=False)
+    key_password = secrets.token_urlsafe(12)
+    pem = serialization.Encoding.PEM
+    ca_path, broker_path = directory / "ca.pem", directory / "broker.pem"
+    ca_path.write_bytes(ca.public_bytes(pem))
+    broker_path.write_bytes(broker_key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                     serialization.BestAvailableEncryption(key_password.encode()))
+                            + broker.public_bytes(pem) + ca.public_bytes(pem))
+    broker_path.chmod(0o600)
+    setup = SecureSetup(ca_path, broker_path, key_password, secrets.token_urlsafe(12), secrets.token_urlsafe(12),
+                        directory.parent / "client.properties")
+    setup.client_properties.write_text("".join(f"{k}={v}\n" for k, v in setup.client_security().items()))
+    setup.client_properties.chmod(0o600)
+    return setup
 
 
 @dataclass
@@ -350,11 +463,13 @@ def spark_unavailable() -> str | None:
     return None
 
 
-def spark_statistics(bootstrap: str, registry_url: str, ranges: dict[int, int], work_dir: Path) -> list[dict[str, Any]]:
+def spark_statistics(bootstrap: str, registry_url: str, ranges: dict[int, int], work_dir: Path,
+                     security: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """The PySpark reader (``format("kafkalite")``) reads exactly the committed range
     (``endingOffsets`` = the group's committed offsets) in a local[2] Spark, the Avro values decoded
     into typed columns with the subject's latest schema; per-truck statistics are computed by
-    Spark SQL, distance with a window over each truck's positions in time order."""
+    Spark SQL, distance with a window over each truck's positions in time order. ``security``
+    (client properties) is given to the source as Spark's ``kafka.``-prefixed options."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     root = str(Path(__file__).resolve().parent.parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
@@ -375,6 +490,7 @@ def spark_statistics(bootstrap: str, registry_url: str, ranges: dict[int, int], 
         register(spark)
         ending = json.dumps({TOPIC: {str(p): o for p, o in ranges.items()}})
         df = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
+              .options(**{f"kafka.{k}": v for k, v in (security or {}).items()})
               .option("subscribe", TOPIC).option("startingOffsets", "earliest")
               .option("endingOffsets", ending)
               .option("schemaRegistryUrl", registry_url).option("valueAvroSubject", SUBJECT).load())
@@ -429,18 +545,34 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-kill", action="store_true", help="do not kill a broker half-way")
     ap.add_argument("--keep-running", action="store_true", help="leave the cluster running at the end")
     ap.add_argument("--no-spark", action="store_true", help="statistics from a plain consumer instead of Spark")
+    ap.add_argument("--secure", action="store_true",
+                    help="run the job over SASL_SSL with SCRAM-SHA-512 (throwaway CA, credentials in ZooKeeper)")
     args = ap.parse_args(argv)
 
     data_dir = Path(args.data_dir).resolve()
+    CLIENT_SECURITY.clear()              # a second main() in one process starts from PLAINTEXT
     t_start = time.monotonic()
     cluster: LocalCluster | None = None
     try:
         fresh_data_dir(data_dir)
         say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103 and a schema registry as local "
             f"processes under {data_dir} ...")
-        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True).up()
+        secure = make_secure_setup(data_dir / "pki") if args.secure else None
+        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True,
+                               overrides=secure.broker_overrides() if secure else None)
+        secure_ports: dict[int, int] = {}
+        if secure is not None:
+            for b in cluster.brokers:       # fixed ports: a restarted broker keeps its address
+                secure_ports[b.broker_id] = free_port()
+                b.overrides["listeners"] = (f"PLAINTEXT://127.0.0.1:{b.configured_port},"
+                                            f"SASL_SSL://127.0.0.1:{secure_ports[b.broker_id]}")
+            say("--secure: SASL_SSL listeners with SCRAM-SHA-512, a throwaway CA in pki/, SCRAM users "
+                f"{BROKER_USER!r} (brokers) and {DEMO_USER!r} (the demo's clients) written to ZooKeeper first")
+            CLIENT_SECURITY.update(secure.client_security())
+        cluster.up(before_brokers=(lambda: secure.write_credentials(cluster.zk_connect)) if secure else None)
         log_clients_to(data_dir / "clients.log")
-        bootstrap = cluster.bootstrap
+        bootstrap = (",".join(f"127.0.0.1:{p}" for p in secure_ports.values()) if secure_ports
+                     else cluster.bootstrap)
         assert cluster.ensemble is not None and cluster.registry is not None
         say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
             f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}, "
@@ -545,7 +677,7 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     if used_spark:
         say("PySpark: the kafkalite data source reads the committed range in a local[2] Spark session ...")
         t0 = time.monotonic()
-        rows = spark_statistics(bootstrap, cluster.registry.url, ranges, cluster.dir)
+        rows = spark_statistics(bootstrap, cluster.registry.url, ranges, cluster.dir, CLIENT_SECURITY)
         say(f"Spark read {sum(r['reports'] for r in rows)} positions of {len(rows)} trucks "
             f"in {time.monotonic() - t0:.1f} s (JVM start included)")
     else:
@@ -579,6 +711,10 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         rel = str(data_dir)
     print("\n================================ summary ================================")
     print(f"cluster              ZooKeeper ensemble of {ZOOKEEPERS} ({cluster.zk_connect}) + brokers 101-103 ({bootstrap})")
+    if CLIENT_SECURITY:
+        print(f"security             SASL_SSL with {MECHANISM} as {DEMO_USER!r} for every client of the job, "
+              f"brokers among themselves as {BROKER_USER!r}; CA {rel}/pki/ca.pem, tools: "
+              f"--command-config {rel}/client.properties")
     print(f"topic                {TOPIC}: {PARTITIONS} partitions, replication factor 3, min.insync.replicas 2")
     print(f"schema registry      {cluster.registry.url}: {SUBJECT} version {codec.version} (schema id "
           f"{codec.schema_id}), every value registry-framed Avro")
@@ -603,6 +739,9 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     print("                     bash scripts/cluster --data-dir " + rel + " status   # also each ZooKeeper server's mode")
     print("                     bash scripts/cluster --data-dir " + rel + " kill --zookeeper 1   # the ensemble keeps a quorum")
     print("                     kcat -b <bootstrap printed by up> -L")
+    if CLIENT_SECURITY:
+        print(f"                     kafkalite-topics --bootstrap-server {bootstrap} "
+              f"--command-config {rel}/client.properties --list")
     print(f"                     kafkalite-avro-console-consumer --bootstrap-server <bootstrap> --topic {TOPIC} "
           "--from-beginning --max-messages 5 --property schema.registry.url=<registry printed by up>")
     print("                     bash scripts/cluster --data-dir " + rel + " down")

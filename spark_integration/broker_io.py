@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Iterator
 import pyarrow as pa
 
 from kafkalite.client import KafkaClient, TopicPartition
+from kafkalite.client.security import PLAINTEXT, ClientSecurity
 from kafkalite.errors import ErrorCode
 from spark_integration.arrow_records import arrow_schema, convert
 from spark_integration.options import SourceOptions
@@ -45,12 +46,14 @@ class ReadSettings:
     poll_timeout_ms: int
     #: the reader schemas of Avro-decoded columns (resolved at load), none for raw bytes
     avro: tuple["ReaderSchema", ...] = ()
+    #: TLS and SASL (the kafka.security.protocol/sasl.*/ssl.* options)
+    security: ClientSecurity = PLAINTEXT
 
     @classmethod
     def of(cls, opts: SourceOptions, avro: tuple["ReaderSchema", ...] = ()) -> "ReadSettings":
         return cls(opts.bootstrap_servers, opts.client_id, opts.include_headers, opts.fail_on_data_loss,
                    opts.isolation_level, opts.max_partition_fetch_bytes, opts.request_timeout_ms,
-                   opts.poll_timeout_ms, tuple(avro))
+                   opts.poll_timeout_ms, tuple(avro), opts.security)
 
     def output_schema(self) -> pa.Schema:
         """The Arrow schema of the batches :func:`read_range` yields (Spark's, Avro columns typed)."""
@@ -68,10 +71,12 @@ _clients_pid = os.getpid()
 _clients_lock = threading.Lock()
 
 
-def cached_client(bootstrap: str, client_id: str, request_timeout_ms: int) -> KafkaClient:
-    """One client per process and settings (a forked worker never reuses its parent's sockets)."""
+def cached_client(bootstrap: str, client_id: str, request_timeout_ms: int,
+                  security: ClientSecurity = PLAINTEXT) -> KafkaClient:
+    """One client per process and settings (a forked worker never reuses its parent's sockets);
+    the security settings are part of the key, so two users never share an authenticated client."""
     global _clients_pid
-    key = (bootstrap, client_id, request_timeout_ms)
+    key = (bootstrap, client_id, request_timeout_ms, security)
     with _clients_lock:
         if _clients_pid != os.getpid():
             _clients.clear()
@@ -79,13 +84,14 @@ def cached_client(bootstrap: str, client_id: str, request_timeout_ms: int) -> Ka
         client = _clients.get(key)
         if client is None:
             client = _clients[key] = KafkaClient(bootstrap, client_id=client_id,
-                                                 request_timeout_ms=request_timeout_ms)
+                                                 request_timeout_ms=request_timeout_ms, security=security)
         return client
 
 
-def drop_client(bootstrap: str, client_id: str, request_timeout_ms: int) -> None:
+def drop_client(bootstrap: str, client_id: str, request_timeout_ms: int,
+                security: ClientSecurity = PLAINTEXT) -> None:
     with _clients_lock:
-        client = _clients.pop((bootstrap, client_id, request_timeout_ms), None)
+        client = _clients.pop((bootstrap, client_id, request_timeout_ms, security), None)
     if client is not None:
         client.close()
 
@@ -96,7 +102,7 @@ class Planner:
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self.client = KafkaClient(opts.bootstrap_servers, client_id=opts.client_id,
-                                  request_timeout_ms=opts.request_timeout_ms)
+                                  request_timeout_ms=opts.request_timeout_ms, security=opts.security)
 
     def close(self) -> None:
         self.client.close()
@@ -169,7 +175,8 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
     """
     if end <= start:
         return
-    client = cached_client(settings.bootstrap_servers, settings.client_id, settings.request_timeout_ms)
+    client = cached_client(settings.bootstrap_servers, settings.client_id, settings.request_timeout_ms,
+                           settings.security)
     decode = None
     if settings.avro:
         # the raw-bytes path stays as it was; Avro columns are decoded per fetched batch

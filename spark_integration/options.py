@@ -15,6 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from kafkalite.client.errors import ClientError
+from kafkalite.client.security import PLAINTEXT, ClientSecurity
+
 #: Offsets JSON sentinels, as in Spark's Kafka source (and Kafka's ListOffsets).
 EARLIEST = -2
 LATEST = -1
@@ -89,6 +92,7 @@ class SourceOptions:
     retry_interval_ms: int = 10
     poll_timeout_ms: int = 120000
     client_config: tuple[tuple[str, str], ...] = field(default=())   # every kafka.* option, prefix stripped
+    security: ClientSecurity = PLAINTEXT         # kafka.security.protocol, kafka.sasl.*, kafka.ssl.*
     schema_registry_url: str | None = None
     key_avro: AvroSubject | None = None
     value_avro: AvroSubject | None = None
@@ -185,6 +189,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         raise ValueError("Option 'groupId' must not be empty")
 
     client_config = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith("kafka.")))
+    security = security_from_options(opts)
     registry_url, key_avro, value_avro = _avro_options(opts)
     return SourceOptions(
         bootstrap_servers=bootstrap, strategy=strategy, assign=assign, subscribe=subscribe, pattern=pattern,
@@ -200,9 +205,21 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         fetch_retries=_non_negative_int(opts, "fetchoffset.numretries", "fetchOffset.numRetries", 3),
         retry_interval_ms=_non_negative_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10),
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120000,
-        client_config=client_config,
+        client_config=client_config, security=security,
         schema_registry_url=registry_url, key_avro=key_avro, value_avro=value_avro,
     )
+
+
+def security_from_options(options: Mapping[str, Any]) -> ClientSecurity:
+    """The client's TLS/SASL from Spark-style ``kafka.``-prefixed options (``kafka.security.protocol``,
+    ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config`` or ``kafka.sasl.username``/``kafka.sasl.password``,
+    ``kafka.ssl.ca.location`` or ``kafka.ssl.truststore.location``...); a bad value is ValueError."""
+    props = {str(k).lower()[len("kafka."):]: ("" if v is None else str(v)) for k, v in options.items()
+             if str(k).lower().startswith("kafka.")}
+    try:
+        return ClientSecurity.from_properties(props)
+    except ClientError as exc:
+        raise ValueError(f"Invalid Kafka security options: {exc}") from None
 
 
 def _avro_options(opts: Mapping[str, str]) -> tuple[str | None, AvroSubject | None, AvroSubject | None]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from pyspark.sql.datasource import (
     DataSource, DataSourceReader, DataSourceStreamReader, InputPartition,
@@ -30,7 +30,7 @@ from pyspark.sql.types import (
 
 from kafkalite.client import KafkaClient, TopicPartition
 from spark_integration.broker_io import Planner, ReadSettings, read_range
-from spark_integration.options import SourceOptions, parse_options
+from spark_integration.options import SourceOptions, parse_options, security_from_options
 from spark_integration.planning import (
     PlannedRange, offsets_from_json, offsets_json, plan_ranges, rate_limit, resolve_spec, offset_queries,
     apply_committed, split_ranges,
@@ -289,12 +289,15 @@ def ranges_of(df_or_plan: Any) -> tuple[dict, list[PlannedRange]]:
 
 
 def commit_ranges(spark: Any, df_or_plan: Any, *, group_id: str | None = None,
-                  bootstrap_servers: str | None = None) -> dict[tuple[str, int], int]:
+                  bootstrap_servers: str | None = None,
+                  options: Mapping[str, Any] | None = None) -> dict[tuple[str, int], int]:
     """Commit the end offset of every range a ``groupId`` read planned, through OffsetCommit.
 
     Call it after the job's output is safely written: the next read of the group starts where
     this one ended. Returns ``{(topic, partition): committed offset}``. ``spark`` is accepted for
     symmetry with Spark APIs (the commit itself happens on the driver, not in a Spark job).
+    ``options`` takes the read's ``kafka.security.protocol``/``kafka.sasl.*``/``kafka.ssl.*`` options
+    (the plan stored with the DataFrame never carries credentials).
     """
     del spark
     plan, ranges = ranges_of(df_or_plan)
@@ -302,7 +305,8 @@ def commit_ranges(spark: Any, df_or_plan: Any, *, group_id: str | None = None,
     if not group:
         raise ValueError("commit_ranges: no group id (read with the 'groupId' option or pass group_id=)")
     offsets = {TopicPartition(r.topic, r.partition): r.end for r in ranges}
-    with KafkaClient(bootstrap_servers or plan["bootstrap"], client_id="kafkalite-spark") as client:
+    security = security_from_options(options or {})
+    with KafkaClient(bootstrap_servers or plan["bootstrap"], client_id="kafkalite-spark", security=security) as client:
         client.offset_commit(group, offsets)
     log.info("committed %d partitions for group %s", len(offsets), group)
     return {(tp.topic, tp.partition): o for tp, o in offsets.items()}

@@ -18,16 +18,14 @@ import sys
 from functools import partial
 from typing import Any, Iterable
 
-from kafkalite.client import ClientError
 from kafkalite.client.core import KafkaClient
 from kafkalite.client.errors import check
-from kafkalite.client.security import ClientSecurity
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.security.acl import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AccessControlEntry, AclBinding,
                                     AclBindingFilter, Operation, PatternType, Permission, ResourcePattern,
                                     ResourceType, group_by_pattern)
 
-from .common import ToolError, bootstrap_arg, parser, run
+from .common import ToolError, bootstrap_arg, command_config_security, parser, run
 
 OPERATIONS = {op.pascal.lower(): op for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY)}
 
@@ -39,7 +37,6 @@ def build_parser() -> Any:
     action.add_argument("--add", action="store_true", help="add ACLs")
     action.add_argument("--remove", action="store_true", help="remove ACLs")
     action.add_argument("--list", action="store_true", help="list ACLs")
-    p.add_argument("--command-config", metavar="FILE", help="client properties (security.protocol, sasl.*, ssl.*)")
     p.add_argument("--allow-principal", action="append", default=[], metavar="TYPE:NAME")
     p.add_argument("--deny-principal", action="append", default=[], metavar="TYPE:NAME")
     p.add_argument("--allow-host", action="append", default=[], metavar="HOST", help="default: * when a principal is given")
@@ -58,31 +55,6 @@ def build_parser() -> Any:
     p.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
     p.add_argument("--force", action="store_true", help="--remove without asking")
     return p
-
-
-def read_properties(path: str | None) -> dict[str, str]:
-    """A Java properties file (key=value or key: value lines, # and ! comments, \\ continuations)."""
-    if not path:
-        return {}
-    try:
-        text = open(path, encoding="utf-8").read()
-    except OSError as exc:
-        raise ToolError(f"cannot read --command-config {path}: {exc.strerror or exc}") from None
-    out: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = pending + raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\"):
-            pending = line[:-1]
-            continue
-        cut = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if cut <= 0:
-            raise ToolError(f"invalid line in {path}: {raw!r} (expected key=value)")
-        out[line[:cut].strip()] = line[cut + 1:].strip()
-    return out
 
 
 def pattern_type(text: str, for_add: bool) -> PatternType:
@@ -207,10 +179,7 @@ def show(title: str, pattern: ResourcePattern, acl_entries: Iterable[AccessContr
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        security = ClientSecurity.from_properties(read_properties(args.command_config))
-    except ClientError as exc:
-        raise ToolError(str(exc)) from None
+    security = command_config_security(args)
     if args.add:
         wanted = bindings_to_add(args)
     with KafkaClient(args.bootstrap_server, client_id="kafkalite-acls", security=security) as client:

@@ -15,7 +15,7 @@ from kafkalite.client import ConsumerRecord
 from kafkalite.registry.client import RegisteredSchema, RegistryClient, RegistryClientError
 from kafkalite.registry.serde import SerdeError, decode, parse_avro, to_json
 
-from .common import ToolError, properties, run
+from .common import ToolError, client_properties, properties, run
 from .console_consumer import build_parser as consumer_parser, consume
 
 
@@ -29,6 +29,7 @@ def build_parser():
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
     props = properties(a.property, "--property")
+    security, cprops = client_properties(a.consumer_config, a.consumer_property, "consumer")
     if "schema.registry.url" not in props:
         raise ToolError("--property schema.registry.url=<url> is required")
     try:
@@ -76,8 +77,7 @@ def main(argv: list[str]) -> int:
                 value += f"{id_sep}{value_id}".encode()
         return key, value
 
-    return consume(a, props, properties(a.consumer_property, "--consumer-property"), render,
-                   client_id="avro-console-consumer")
+    return consume(a, props, cprops, render, client_id="avro-console-consumer", security=security)
 
 
 def console() -> None:

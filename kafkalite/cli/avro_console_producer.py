@@ -17,7 +17,7 @@ from kafkalite.client import ClientError, Producer
 from kafkalite.registry.client import RegistryClient, RegistryClientError
 from kafkalite.registry.serde import SerdeError, encode, from_json, parse_avro
 
-from .common import ToolError, parser, properties, run
+from .common import ToolError, client_config_arg, client_properties, parser, properties, run
 from .console_producer import producer_options
 
 
@@ -31,6 +31,7 @@ def build_parser():
                         "key.schema / key.schema.file / key.schema.id, parse.key, key.separator, auto.register, "
                         "use.latest.version, ignore.error")
     p.add_argument("--producer-property", action="append", metavar="PROP=VALUE")
+    client_config_arg(p, "producer")
     p.add_argument("--sync", action="store_true", help="send each record synchronously")
     return p
 
@@ -87,8 +88,9 @@ def main(argv: list[str]) -> int:
     sep = props.get("key.separator", "\t")
     ignore_error = props.get("ignore.error", "false").lower() == "true"
     opts: dict[str, Any] = {"acks": "1", "linger_ms": 0}
-    opts.update(producer_options(properties(a.producer_property, "--producer-property")))
-    producer = Producer(a.bootstrap_server, client_id="avro-console-producer", **opts)
+    security, pprops = client_properties(a.producer_config, a.producer_property, "producer")
+    opts.update(producer_options(pprops))
+    producer = Producer(a.bootstrap_server, client_id="avro-console-producer", security=security, **opts)
     failures: list[BaseException] = []
 
     def on_done(fut) -> None:

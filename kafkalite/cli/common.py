@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
-from typing import Callable, NoReturn, Sequence
+from typing import Any, Callable, Mapping, NoReturn, Sequence
+
+from kafkalite.client.errors import ClientError
+from kafkalite.client.security import ClientSecurity
+from kafkalite.config import parse_properties_text
 
 
 class ToolError(Exception):
@@ -43,8 +48,6 @@ def properties(items: Sequence[str] | None, what: str) -> dict[str, str]:
 
 def run(main: Callable[[list[str]], int | None], argv: list[str] | None = None) -> NoReturn:
     """Run a tool's ``main`` with the project's error policy and exit with its code."""
-    from kafkalite.client import ClientError
-
     args = sys.argv[1:] if argv is None else argv
     verbose = "--verbose" in args
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
@@ -67,16 +70,78 @@ def run(main: Callable[[list[str]], int | None], argv: list[str] | None = None) 
     sys.exit(code)
 
 
+SECURITY_HELP = ("security.protocol, sasl.mechanism, sasl.jaas.config or sasl.username/sasl.password, "
+                 "ssl.truststore.location or ssl.ca.location")
+
+
 def bootstrap_arg(p: argparse.ArgumentParser, required: bool = True) -> None:
+    """``--bootstrap-server`` and the admin tools' ``--command-config`` (the client's security)."""
     p.add_argument("--bootstrap-server", metavar="HOST:PORT[,...]", required=required,
                    help="the broker(s) to connect to")
+    p.add_argument("--command-config", metavar="FILE", help=f"client properties file ({SECURITY_HELP})")
+
+
+def read_properties(path: str | None, option: str = "--command-config") -> dict[str, str]:
+    """A Java properties file, parsed as Kafka's tools load one (``kafkalite.config``'s parser:
+    ``key=value``, ``key: value`` or ``key value``, # and ! comments, \\ continuations)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ToolError(f"cannot read {option} {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return parse_properties_text(text)
+
+
+def is_security_key(key: str) -> bool:
+    """The client properties that configure TLS and SASL (Kafka's and librdkafka's names)."""
+    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
+
+
+def split_security(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """``props`` as (security properties, the rest): producer/consumer tools take both in one file."""
+    sec = {k: v for k, v in props.items() if is_security_key(k)}
+    return sec, {k: v for k, v in props.items() if not is_security_key(k)}
+
+
+def client_security(props: Mapping[str, str]) -> ClientSecurity:
+    """ClientSecurity from client properties; bad values and missing PEM files are one-line ToolErrors."""
+    try:
+        security = ClientSecurity.from_properties(props)
+    except ClientError as exc:
+        raise ToolError(str(exc)) from None
+    for what, path in (("CA file", security.ca_location), ("certificate", security.certificate_location),
+                       ("key", security.key_location)):
+        if security.tls and path and not os.path.isfile(path):
+            raise ToolError(f"TLS {what} {path} does not exist")
+    return security
+
+
+def command_config_security(args: Any) -> ClientSecurity:
+    """The admin tools' ``--command-config FILE`` as ClientSecurity (PLAINTEXT without one)."""
+    return client_security(read_properties(getattr(args, "command_config", None)))
+
+
+def client_config_arg(p: argparse.ArgumentParser, role: str) -> None:
+    """``--producer.config FILE`` / ``--consumer.config FILE``: client properties, security included."""
+    p.add_argument(f"--{role}.config", dest=f"{role}_config", metavar="FILE",
+                   help=f"{role} properties file; also the client's security ({SECURITY_HELP})")
+
+
+def client_properties(config_file: str | None, items: Sequence[str] | None, role: str,
+                      option: str | None = None) -> tuple[ClientSecurity, dict[str, str]]:
+    """A producer's or consumer's properties as Kafka's tools merge them: the ``--<role>.config``
+    file, then ``--<role>-property`` items over it; returns (security, the other properties)."""
+    props = {**read_properties(config_file, f"--{role}.config"),
+             **properties(items, option or f"--{role}-property")}
+    security, rest = split_security(props)
+    return client_security(security), rest
 
 
 def zookeeper_login() -> tuple[str, str] | None:
     """The ZooKeeper login of Kafka's tools: the JAAS Client section of the file KAFKA_OPTS names
     (``-Djava.security.auth.login.config=...``); with one, znodes are created with secure ACLs."""
-    import os
-
     from kafkalite.security import jaas
     try:
         return jaas.zookeeper_login(os.environ.get("KAFKA_OPTS"))

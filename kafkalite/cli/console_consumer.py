@@ -13,8 +13,9 @@ import uuid
 from typing import Callable
 
 from kafkalite.client import Consumer, ConsumerRecord, TopicPartition
+from kafkalite.client.security import ClientSecurity
 
-from .common import ToolError, parser, properties, run
+from .common import ToolError, client_config_arg, client_properties, parser, properties, run
 
 
 def build_parser():
@@ -30,7 +31,9 @@ def build_parser():
     p.add_argument("--property", action="append", metavar="PROP=VALUE",
                    help="print.key, print.timestamp, print.partition, print.offset, print.value, "
                         "key.separator, line.separator")
-    p.add_argument("--consumer-property", action="append", metavar="PROP=VALUE")
+    p.add_argument("--consumer-property", action="append", metavar="PROP=VALUE",
+                   help="consumer settings with Kafka's names, e.g. group.id=g, security.protocol=SASL_SSL")
+    client_config_arg(p, "consumer")
     p.add_argument("--isolation-level", choices=ISOLATION_LEVELS,
                    help="read_committed reads only below the last stable offset and skips aborted "
                         "transactions (default: the consumer property isolation.level, else read_uncommitted)")
@@ -65,12 +68,14 @@ Render = Callable[[ConsumerRecord], "tuple[bytes | None, bytes | None] | None"]
 
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    return consume(a, properties(a.property, "--property"), properties(a.consumer_property, "--consumer-property"))
+    security, cprops = client_properties(a.consumer_config, a.consumer_property, "consumer")
+    return consume(a, properties(a.property, "--property"), cprops, security=security)
 
 
 def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str], render: Render | None = None,
-            client_id: str = "console-consumer") -> int:
-    """The consumer loop shared by the console consumers; ``render`` formats key and value."""
+            client_id: str = "console-consumer", security: ClientSecurity | None = None) -> int:
+    """The consumer loop shared by the console consumers; ``render`` formats key and value,
+    ``security`` is the client's TLS/SASL (from the consumer properties)."""
     print_key, print_ts = _flag(props, "print.key"), _flag(props, "print.timestamp")
     print_part, print_off = _flag(props, "print.partition"), _flag(props, "print.offset")
     print_value = _flag(props, "print.value", True)
@@ -94,7 +99,7 @@ def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str]
     if group is None and a.partition is None:
         group = f"console-consumer-{uuid.uuid4().int % 100000}"
     consumer = Consumer(a.bootstrap_server, group_id=group, auto_offset_reset=reset,
-                        isolation_level=isolation, client_id=client_id,
+                        isolation_level=isolation, client_id=client_id, security=security,
                         enable_auto_commit=cprops.get("enable.auto.commit", "true").lower() == "true")
     out = sys.stdout.buffer
     count = 0

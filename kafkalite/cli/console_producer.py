@@ -6,7 +6,7 @@ from typing import Any
 
 from kafkalite.client import ClientError, Producer
 
-from .common import ToolError, parser, properties, run
+from .common import ToolError, client_config_arg, client_properties, parser, properties, run
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -18,7 +18,8 @@ def build_parser():
     p.add_argument("--property", action="append", metavar="PROP=VALUE",
                    help="parse.key=true, key.separator=<sep> (default tab), ignore.error=true")
     p.add_argument("--producer-property", action="append", metavar="PROP=VALUE",
-                   help="producer settings with Kafka's names, e.g. acks=all, linger.ms=5")
+                   help="producer settings with Kafka's names, e.g. acks=all, linger.ms=5, security.protocol=SASL_SSL")
+    client_config_arg(p, "producer")
     p.add_argument("--compression-codec", nargs="?", const="gzip", choices=CODECS)
     p.add_argument("--request-required-acks", default=None)
     p.add_argument("--sync", action="store_true", help="send each record synchronously")
@@ -66,8 +67,9 @@ def main(argv: list[str]) -> int:
     opts: dict[str, Any] = {"acks": "1", "linger_ms": 0 if a.sync else a.timeout, "compression_type": a.compression_codec or "none"}
     if a.request_required_acks is not None:
         opts["acks"] = a.request_required_acks
-    opts.update(producer_options(properties(a.producer_property, "--producer-property")))
-    producer = Producer(a.bootstrap_server, client_id="console-producer", **opts)
+    security, pprops = client_properties(a.producer_config, a.producer_property, "producer")
+    opts.update(producer_options(pprops))
+    producer = Producer(a.bootstrap_server, client_id="console-producer", security=security, **opts)
     failures: list[BaseException] = []
 
     def on_done(fut) -> None:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from kafkalite.client import Consumer
 
-from .common import ToolError, parser, properties, run
+from .common import ToolError, client_config_arg, client_properties, parser, run
 
 HEADER = ("start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
           "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec")
@@ -33,6 +33,7 @@ def build_parser():
     p.add_argument("--hide-header", action="store_true")
     p.add_argument("--date-format", default="%Y-%m-%d %H:%M:%S:%f")
     p.add_argument("--consumer-property", action="append", metavar="PROP=VALUE")
+    client_config_arg(p, "consumer")
     p.add_argument("--threads", type=int, default=1, help="accepted for compatibility; one thread is used")
     p.add_argument("--print-metrics", action="store_true")
     return p
@@ -47,9 +48,10 @@ def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
     if a.messages < 1:
         raise ToolError("--messages must be positive")
-    properties(a.consumer_property, "--consumer-property")
+    security, _ = client_properties(a.consumer_config, a.consumer_property, "consumer")
     consumer = Consumer(a.bootstrap_server, group_id=a.group, auto_offset_reset="latest" if a.from_latest else "earliest",
-                        max_partition_fetch_bytes=a.fetch_size, client_id="perf-consumer", max_poll_records=10000)
+                        max_partition_fetch_bytes=a.fetch_size, client_id="perf-consumer", max_poll_records=10000,
+                        security=security)
     consumer.client.partitions_for(a.topic)
     if not a.hide_header:
         print(("time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms, "

@@ -13,7 +13,7 @@ import json
 from kafkalite.client import Admin
 from kafkalite.client.cluster import TopicPartition
 
-from .common import ToolError, bootstrap_arg, parser, run
+from .common import ToolError, bootstrap_arg, command_config_security, parser, run
 
 
 def build_parser():
@@ -21,7 +21,6 @@ def build_parser():
     bootstrap_arg(p)
     p.add_argument("--offset-json-file", required=True, metavar="FILE",
                    help='JSON {"partitions": [{"topic": "t", "partition": 0, "offset": 42}], "version": 1}')
-    p.add_argument("--command-config", metavar="FILE", help="client properties (accepted; none are needed)")
     return p
 
 
@@ -57,7 +56,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     offsets = read_offsets(args.offset_json_file)
     print("Executing records delete operation")
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, security=command_config_security(args)) as admin:
         results = admin.delete_records(offsets)
     print("Records delete operation completed:")
     failed = 0

@@ -19,7 +19,7 @@ from typing import Any
 from kafkalite.client import Admin
 from kafkalite.errors import ErrorCode
 
-from .common import ToolError, bootstrap_arg, parser, run
+from .common import ToolError, bootstrap_arg, command_config_security, parser, run
 
 #: error code -> the exception class Kafka's AdminClient raises for it (what kafka-log-dirs.sh prints)
 EXCEPTION_NAMES = {
@@ -37,7 +37,6 @@ def build_parser():
                    help="brokers to query (default: every broker in the cluster)")
     p.add_argument("--topic-list", metavar="TOPIC[,TOPIC...]", default="",
                    help="topics whose replicas are listed (default: every topic)")
-    p.add_argument("--command-config", metavar="FILE", help="client properties (accepted; none are needed)")
     return p
 
 
@@ -66,7 +65,7 @@ def main(argv: list[str]) -> int:
     brokers = broker_ids(args.broker_list)
     topics = [t.strip() for t in args.topic_list.split(",") if t.strip()] or None
     print("Querying brokers for log directories information")
-    with Admin(args.bootstrap_server, client_id="kafkalite-log-dirs") as admin:
+    with Admin(args.bootstrap_server, security=command_config_security(args), client_id="kafkalite-log-dirs") as admin:
         described = admin.describe_log_dirs(brokers, topics)
     print(f"Received log directory information from brokers {','.join(map(str, described))}")
     doc: dict[str, Any] = {"version": 1, "brokers": [{

@@ -13,7 +13,7 @@ import time
 
 from kafkalite.client import Producer
 
-from .common import ToolError, parser, properties, run
+from .common import ToolError, client_config_arg, client_properties, parser, run
 from .console_producer import producer_options
 
 REPORT_INTERVAL = 5.0
@@ -29,7 +29,7 @@ def build_parser():
     p.add_argument("--throughput", type=float, required=True, help="max records/sec, -1 for no limit")
     p.add_argument("--producer-props", nargs="+", metavar="PROP=VALUE",
                    help="bootstrap.servers=... and other producer properties")
-    p.add_argument("--producer.config", dest="producer_config")
+    client_config_arg(p, "producer")
     p.add_argument("--bootstrap-server", help="alternative to bootstrap.servers in --producer-props")
     p.add_argument("--print-metrics", action="store_true")
     return p
@@ -93,13 +93,7 @@ class Stats:
 
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    props = properties(a.producer_props, "--producer-props")
-    if a.producer_config:
-        from kafkalite.config import parse_properties_text
-        try:
-            props = {**parse_properties_text(open(a.producer_config).read()), **props}
-        except OSError as exc:
-            raise ToolError(f"cannot read --producer.config {a.producer_config}: {exc.strerror}") from None
+    security, props = client_properties(a.producer_config, a.producer_props, "producer", "--producer-props")
     bootstrap = a.bootstrap_server or props.get("bootstrap.servers")
     if not bootstrap:
         raise ToolError("bootstrap.servers must be given in --producer-props (or --bootstrap-server)")
@@ -119,7 +113,7 @@ def main(argv: list[str]) -> int:
         rng = random.Random()
         payloads = [bytes(rng.randrange(65, 91) for _ in range(a.record_size))]
     opts = {"acks": "1", **producer_options(props)}
-    producer = Producer(bootstrap, client_id="producer-performance", **opts)
+    producer = Producer(bootstrap, client_id="producer-performance", security=security, **opts)
     stats = Stats(a.num_records)
     interval = 1.0 / a.throughput if a.throughput > 0 else 0.0
     start = time.monotonic()

@@ -31,7 +31,7 @@ from kafkalite.records.record import decode_batch
 from kafkalite.txn.records import decode as decode_txn_record
 from kafkalite.txn.state import TransactionMetadata, TxnState
 
-from .common import ToolError, bootstrap_arg, parser, run
+from .common import ToolError, bootstrap_arg, command_config_security, parser, run
 
 TXN_TOPIC = "__transaction_state"
 EARLIEST, LATEST = -2, -1
@@ -41,7 +41,6 @@ FETCH_BYTES = 1 << 20
 def build_parser() -> argparse.ArgumentParser:
     p = parser("kafkalite-transactions", "List and describe transactions and the producers of a partition.")
     bootstrap_arg(p)
-    p.add_argument("--command-config", metavar="FILE", help="client properties (accepted; none are needed)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     sub.add_parser("list", help="list transactional ids, their coordinator, producer id and state")
@@ -164,7 +163,7 @@ def cmd_describe_producers(client: KafkaClient, topic: str, partition: int) -> l
 
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    with KafkaClient(a.bootstrap_server, client_id="kafkalite-transactions") as client:
+    with KafkaClient(a.bootstrap_server, security=command_config_security(a), client_id="kafkalite-transactions") as client:
         if a.command == "list":
             rows = cmd_list(client)
         elif a.command == "describe":

@@ -16,6 +16,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from .cluster import TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, check
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +91,12 @@ class PartitionReassignment(NamedTuple):
 
 class Admin:
     def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
-                 request_timeout_ms: int = 30000, client_id: str = "kafkalite-admin") -> None:
+                 request_timeout_ms: int = 30000, client_id: str = "kafkalite-admin",
+                 security: ClientSecurity | None = None) -> None:
+        """``security`` (TLS, SASL) is used when the Admin makes its own KafkaClient."""
         self._own = client is None
         self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
-                                            request_timeout_ms=request_timeout_ms)
+                                            request_timeout_ms=request_timeout_ms, security=security)
         self.timeout_ms = request_timeout_ms
 
     def close(self) -> None:

@@ -20,6 +20,7 @@ from .cluster import ConsumerGroupMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError
 from .group import GroupMember
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +45,16 @@ class Consumer:
                  fetch_min_bytes: int = 1, max_partition_fetch_bytes: int = 1048576, isolation_level: str = "read_uncommitted",
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"), request_timeout_ms: int = 30000,
-                 client_id: str = "kafkalite-consumer", check_crcs: bool = True) -> None:
+                 client_id: str = "kafkalite-consumer", check_crcs: bool = True,
+                 security: ClientSecurity | None = None) -> None:
+        """``security`` (TLS, SASL) is used when the consumer makes its own KafkaClient."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ClientError(f"invalid auto.offset.reset {auto_offset_reset!r} (earliest, latest, none)")
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise ClientError(f"invalid isolation.level {isolation_level!r}")
         self._own = client is None
-        self.client = client or KafkaClient(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms)
+        self.client = client or KafkaClient(bootstrap_servers, client_id=client_id, request_timeout_ms=request_timeout_ms,
+                                            security=security)
         self.group_id = group_id
         self.auto_offset_reset = auto_offset_reset
         self.enable_auto_commit = enable_auto_commit and group_id is not None

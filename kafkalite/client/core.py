@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: Errors after which the cached metadata is stale (leader moved, topic appeared, ...).
+#: Authentication failures: fatal, as in Kafka's clients (retrying a wrong password only delays
+#: the error and counts against the broker's failed-authentication limit).
+_AUTH_FAILURES = frozenset({ErrorCode.SASL_AUTHENTICATION_FAILED, ErrorCode.UNSUPPORTED_SASL_MECHANISM,
+                            ErrorCode.ILLEGAL_SASL_STATE})
 _STALE_METADATA = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
     ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH, ErrorCode.NOT_CONTROLLER,
@@ -126,6 +130,8 @@ class KafkaClient:
                 try:
                     return self.connection(node_id)
                 except ClientError as exc:
+                    if exc.code in _AUTH_FAILURES:
+                        raise
                     errors.append(str(exc))
             for i, (host, port) in enumerate(self.bootstrap):
                 try:
@@ -133,6 +139,8 @@ class KafkaClient:
                                             connect_timeout=self.connect_timeout,
                                             request_timeout=self.request_timeout, security=self.security)
                 except ClientError as exc:
+                    if exc.code in _AUTH_FAILURES:
+                        raise
                     errors.append(str(exc))
                     continue
                 self._conns[conn.node_id] = conn

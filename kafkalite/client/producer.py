@@ -39,6 +39,7 @@ from .cluster import ConsumerGroupMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, ConnectionFailed
 from .partitioner import StickyPartitioner, partition_for_key
+from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +96,10 @@ class Producer:
                  request_timeout_ms: int = 30000, delivery_timeout_ms: int = 120000, retry_backoff_ms: int = 100,
                  buffer_memory: int = 33554432, allow_auto_create_topics: bool = True,
                  client_id: str = "kafkalite-producer", metadata_max_age_ms: int = 300000,
-                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000) -> None:
-        """``acks`` defaults to 1, or all when idempotent or transactional (Java's rule)."""
+                 transactional_id: str | None = None, transaction_timeout_ms: int = 60000,
+                 security: ClientSecurity | None = None) -> None:
+        """``acks`` defaults to 1, or all when idempotent or transactional (Java's rule); ``security``
+        (TLS, SASL) is used when the producer makes its own KafkaClient."""
         if transactional_id is not None:
             if not transactional_id:
                 raise ClientError("transactional.id must not be empty")
@@ -121,7 +124,8 @@ class Producer:
         self.metadata_max_age = metadata_max_age_ms / 1000.0
         self._own_client = client is None
         self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
-                                            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms)
+                                            request_timeout_ms=request_timeout_ms, retry_backoff_ms=retry_backoff_ms,
+                                            security=security)
         self.idempotent = enable_idempotence
         self.producer_id, self.producer_epoch = -1, -1
         self._sequences: dict[TopicPartition, int] = {}

@@ -247,15 +247,19 @@ class LocalCluster:
             self._zk = None
 
     # -- lifecycle ------------------------------------------------------------------------
-    def up(self, timeout: float = 90.0) -> "LocalCluster":
+    def up(self, timeout: float = 90.0, before_brokers: Callable[[], None] | None = None) -> "LocalCluster":
         """Start ZooKeeper (if ours) and every broker; wait for registration and a controller.
-        On any failure everything started is stopped again before the error propagates."""
+        ``before_brokers`` runs once ZooKeeper serves (e.g. to write the brokers' own SCRAM
+        credentials, as Kafka's docs do before a SASL cluster starts). On any failure everything
+        started is stopped again before the error propagates."""
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
         if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive):
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
             self.start_zookeeper(timeout)
+            if before_brokers is not None:
+                before_brokers()
             for b in self.brokers:         # launch all, then wait: start-ups overlap
                 b.launch()
             self.save_state()

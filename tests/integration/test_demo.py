@@ -38,3 +38,34 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
     assert "primary is now" in (data_dir / "schema-registry" / "schema-registry.log").read_text()
     assert processes_using(data_dir) == []
+
+
+def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
+    """``--secure``: the same job over SASL_SSL with SCRAM-SHA-512 (brokers replicating over it
+    too, so the kill and the catch-up go through it); the clients' bootstrap list is the brokers'
+    SASL_SSL listeners, and client.properties lets a tool in with the demo user."""
+    data_dir = tmp_path / "demo"
+    r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir), "--secure",
+                        "--trucks", "8", "--ticks", "40", "--tick-ms", "50", "--no-spark", "--keep-running"],
+                       capture_output=True, text=True, timeout=400)
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        out = r.stdout
+        assert "records produced     320 of 320 acknowledged" in out and "committed 320" in out
+        assert re.search(r"restarted broker 10[123]: \d+ under-replicated partitions -> 0", out), out
+        assert "security             SASL_SSL with SCRAM-SHA-512 as 'trucks'" in out
+        bootstrap = re.search(r"\+ brokers 101-103 \((\S+)\)", out)
+        assert bootstrap, out
+        logs = {b: (data_dir / f"broker-{b}" / "server.log").read_text() for b in (101, 102, 103)}
+        sasl_ports = {m for text in logs.values() for m in re.findall(r"SASL_SSL://127\.0\.0\.1:(\d+)", text)}
+        assert {hp.rsplit(":", 1)[1] for hp in bootstrap.group(1).split(",")} == sasl_ports
+        assert "result               OK" in out
+        props = data_dir / "client.properties"
+        listed = subprocess.run([sys.executable, "-m", "kafkalite.cli.topics", "--bootstrap-server",
+                                 bootstrap.group(1), "--command-config", str(props), "--list"],
+                                capture_output=True, text=True, timeout=60)
+        assert listed.returncode == 0 and "trucks_gps" in listed.stdout.split(), listed.stderr
+    finally:
+        subprocess.run([sys.executable, "-m", "kafkalite.cluster", "--data-dir", str(data_dir), "down"],
+                       capture_output=True, timeout=120)
+    assert processes_using(data_dir) == []

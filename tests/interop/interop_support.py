@@ -261,5 +261,11 @@ def librdkafka_codec_check(broker: Any, topic: str, codec: str) -> None:
     """Assert the batches on disk use ``codec``. librdkafka (kcat and confluent-kafka alike) turns
     its LZ4 feature on only if the broker advertises FindCoordinator (its proxy for "Kafka >=
     0.10"); kafkalite serves it, so lz4 must arrive as lz4 (FINDINGS.md F1, resolved)."""
+    want = CODEC_IDS[codec]
+    batches = stored_batches(broker, topic)
     on_disk = codecs_on_disk(broker, topic)
-    assert set(on_disk) == {CODEC_IDS[codec]}, on_disk
+    # librdkafka sends a batch uncompressed when compressing it does not make it smaller
+    # (rdkafka_msgset_writer.c): only a batch of a record or two can be like that, and only a few
+    stray = [b for b in batches if b.codec != want]
+    assert all(b.codec == 0 and b.count <= 2 for b in stray), on_disk
+    assert on_disk.get(want, 0) >= 0.99 * sum(on_disk.values()), on_disk

@@ -97,6 +97,54 @@ def test_schema_validates_at_load_and_data_source_pickles():
     assert pickle.loads(pickle.dumps(part)) == part
 
 
+def test_security_options_reach_the_clients(monkeypatch):
+    """Spark's kafka.-prefixed security options (any case; JAAS or sasl.username/password) become
+    the source's ClientSecurity, travel pickled to the workers in ReadSettings, and key the cached
+    worker clients, so two users never share an authenticated connection; bad values fail at load."""
+    from kafkalite.client.security import ClientSecurity
+    from spark_integration import broker_io
+
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            'username="alice" password="Secret";')
+    opts = parse_options(CaseInsensitiveDict({**BS, "subscribe": "t", "KAFKA.SECURITY.PROTOCOL": "SASL_SSL",
+                                              "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": jaas,
+                                              "kafka.ssl.ca.location": "/ca.pem"}))
+    assert (opts.security.protocol, opts.security.mechanism, opts.security.username, opts.security.password,
+            opts.security.ca_location) == ("SASL_SSL", "SCRAM-SHA-512", "alice", "Secret", "/ca.pem")
+    bob = parse_options({**BS, "subscribe": "t", "kafka.security.protocol": "SASL_PLAINTEXT",
+                         "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "bob",
+                         "kafka.sasl.password": "pw"}).security
+    assert (bob.protocol, bob.username, bob.password, bob.tls) == ("SASL_PLAINTEXT", "bob", "pw", False)
+    assert parse_options({**BS, "subscribe": "t"}).security.protocol == "PLAINTEXT"
+    settings = ReadSettings.of(opts)
+    assert pickle.loads(pickle.dumps(settings)).security == opts.security
+    for bad, message in ((("kafka.security.protocol", "KERBEROS"), "unknown security.protocol 'KERBEROS'"),
+                         (("kafka.sasl.mechanism", "GSSAPI"), "unsupported sasl.mechanism 'GSSAPI'")):
+        base = {**BS, "subscribe": "t", "kafka.security.protocol": "SASL_SSL", "kafka.sasl.username": "u",
+                "kafka.sasl.password": "p", "kafka.sasl.mechanism": "PLAIN"}
+        with pytest.raises(ValueError, match=f"Invalid Kafka security options: {message}"):
+            parse_options({**base, bad[0]: bad[1]})
+
+    made = []
+
+    class FakeClient:
+        def __init__(self, bootstrap, **kwargs):
+            made.append(kwargs["security"])
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(broker_io, "KafkaClient", FakeClient)
+    monkeypatch.setattr(broker_io, "_clients", {})
+    a = broker_io.cached_client("h:1", "c", 1000, opts.security)
+    assert broker_io.cached_client("h:1", "c", 1000, opts.security) is a
+    b = broker_io.cached_client("h:1", "c", 1000, bob)
+    assert b is not a and made == [opts.security, bob]
+    assert broker_io.cached_client("h:1", "c", 1000, ClientSecurity()) not in (a, b)
+    broker_io.drop_client("h:1", "c", 1000, bob)
+    assert broker_io.cached_client("h:1", "c", 1000, bob) is not b
+
+
 # --- planning -----------------------------------------------------------------------------------
 
 TOPICS = {"trucks": [0, 1, 2], "trucks_raw": [0], "other": [0, 1], "__consumer_offsets": [0, 1]}

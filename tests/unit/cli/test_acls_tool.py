@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from kafkalite.cli import acls as tool
-from kafkalite.cli.common import ToolError
+from kafkalite.cli.common import ToolError, read_properties
 from kafkalite.client import ClientError
 from kafkalite.client.security import ClientSecurity
 from kafkalite.security.acl import Operation as Op, PatternType as PT, Permission as Perm, ResourceType as RT
@@ -70,7 +70,7 @@ def test_command_config_properties(tmp_path: Path) -> None:
                  "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n"
                  '   username="admin" password="s3cr=t";\nssl.truststore.location=/ca.pem\n'
                  "ssl.endpoint.identification.algorithm=\n")
-    sec = ClientSecurity.from_properties(tool.read_properties(str(f)))
+    sec = ClientSecurity.from_properties(read_properties(str(f)))
     assert (sec.protocol, sec.mechanism, sec.username, sec.password, sec.ca_location, sec.check_hostname) == \
         ("SASL_SSL", "SCRAM-SHA-256", "admin", "s3cr=t", "/ca.pem", False)
     assert sec.tls and sec.sasl
@@ -84,4 +84,4 @@ def test_command_config_properties(tmp_path: Path) -> None:
         with pytest.raises(ClientError):
             ClientSecurity.from_properties(bad)
     with pytest.raises(ToolError, match="cannot read"):
-        tool.read_properties(str(tmp_path / "missing"))
+        read_properties(str(tmp_path / "missing"))
