@@ -68,28 +68,43 @@ def results(junit: Path) -> list[Result]:
     return out
 
 
-def rdkafka_results(text: str) -> list[Result]:
-    """(test name, outcome, detail) from librdkafka test-runner output (its end-of-run summary).
+RDKAFKA_STARTED = re.compile(r"=+ Running test (\d{4}_\w+) =+")
+RDKAFKA_FAILED = re.compile(r'### Test "(\d{4}_\w+)[^"]*" failed at (.*?): ###')
 
-    PASSED -> pass; FAILED, and RUNNING (the run ended with the test unfinished) -> fail;
-    SKIPPED and NOT_STARTED (local-only or filtered out by the runner) -> skip. The <MAIN> row
-    and the runner's own bookkeeping are left out; a name seen twice keeps its last row.
+
+def rdkafka_results(text: str) -> list[Result]:
+    """(test name, outcome, detail) from one librdkafka test-runner output.
+
+    The end-of-run summary decides: PASSED -> pass; FAILED, and RUNNING (the run ended with the
+    test unfinished) -> fail; SKIPPED and NOT_STARTED (local-only or filtered out) -> skip. A test
+    that started but has no summary row (a failed assertion aborts the runner before its summary)
+    is a fail with its first "### Test ... failed" message. The <MAIN> row is left out.
     """
     out: dict[str, Result] = {}
-    for raw in text.splitlines():
-        m = RDKAFKA_ROW.match(ANSI.sub("", raw).rstrip())
-        if not m:
-            continue
-        name, state, detail = m.group(1), m.group(2), m.group(4).strip()
-        if state == "PASSED":
-            outcome = "pass"
-        elif state in ("FAILED", "RUNNING"):
-            outcome = "fail"
-            detail = detail or ("did not finish" if state == "RUNNING" else "failed")
-        else:
-            outcome = "skip"
-            detail = detail or state.lower().replace("_", " ")
-        out[name] = (name, outcome, detail[:200])
+    lines = [ANSI.sub("", raw).rstrip() for raw in text.splitlines()]
+    first_failure: dict[str, str] = {}
+    started: list[str] = []
+    for i, line in enumerate(lines):
+        if m := RDKAFKA_STARTED.search(line):
+            started.append(m.group(1))
+        elif (m := RDKAFKA_FAILED.search(line)) and m.group(1) not in first_failure:
+            message = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            first_failure[m.group(1)] = f"{m.group(2).split(' at ')[0]}: {message}"
+        elif m := RDKAFKA_ROW.match(line):
+            name, state, detail = m.group(1), m.group(2), m.group(4).strip()
+            if state == "PASSED":
+                outcome = "pass"
+            elif state in ("FAILED", "RUNNING"):
+                outcome = "fail"
+                detail = detail or first_failure.get(name) or ("did not finish" if state == "RUNNING" else "failed")
+            else:
+                outcome = "skip"
+                detail = detail or state.lower().replace("_", " ")
+            out[name] = (name, outcome, detail[:200])
+    for name in started:
+        if name not in out:
+            detail = first_failure.get(name, "no result: the runner ended (crash or timeout) before its summary")
+            out[name] = (name, "fail", detail[:200])
     return list(out.values())
 
 

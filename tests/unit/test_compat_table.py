@@ -69,3 +69,18 @@ def test_main_reads_jsonl_and_junit_and_fails_on_unexcused(tmp_path: Path) -> No
     assert "| `test/integration/test_x.py::test_a` | FAIL | boom |" in out.read_text()
     assert compat_table.main(["--format", "jsonl", str(tmp_path / "k.jsonl"), str(findings), str(out), "t"]) == 0
     assert out.read_text().startswith("# t against kafkalite's schema registry")   # the old invocation
+
+
+def test_librdkafka_aborted_runner_still_reports_its_test() -> None:
+    """A failed assertion aborts test-runner before the summary: the test must still be a fail."""
+    text = ("\x1b[36m[0011_produce_batch   /  0.000s] ================= Running test 0011_produce_batch =================\n"
+            "\x1b[31m### Test \"0011_produce_batch (test_x:629)\" failed at 0011-produce_batch.c:718:test_x() "
+            "at Mon Nov 23 19:40:24 2026: ###\n"
+            "Test assertion failed: \"invalid_record_fail_cnt == 10\": \n"
+            "test-runner: test.c:7702: test_fail0: Assertion `0' failed.\n"
+            "[0012_produce_consume  /  0.000s] ================= Running test 0012_produce_consume =================\n")
+    rows = {name: (outcome, detail) for name, outcome, detail in compat_table.rdkafka_results(text)}
+    assert rows == {
+        "0011_produce_batch": ("fail", '0011-produce_batch.c:718:test_x(): Test assertion failed: "invalid_record_fail_cnt == 10":'),
+        "0012_produce_consume": ("fail", "no result: the runner ended (crash or timeout) before its summary"),
+    }
