@@ -5,7 +5,8 @@
         INPUT... FINDINGS.md OUT.md "suite title"
 
 Inputs: pytest's junit XML (``junit``, the default); the logs of librdkafka's ``test-runner``
-(``rdkafka``: its summary table, one or more log files); or JSON lines ``{"id", "outcome",
+(``rdkafka``: its summary table, one or more log files; a file ``NNNN@<sub-test>.log`` holds one
+sub-test run alone, its rows named ``<test>[<sub-test>]``); or JSON lines ``{"id", "outcome",
 "detail"}`` (``jsonl``, written by ``tests/interop/compat_kafka09.py``).
 
 Each test is ``pass``, ``skip`` (with the runner's reason), ``excused`` (it failed and FINDINGS.md
@@ -123,7 +124,11 @@ def load(fmt: str, inputs: list[Path]) -> list[Result]:
         if fmt == "junit":
             rows += results(path)
         elif fmt == "rdkafka":
-            rows += rdkafka_results(path.read_text(errors="replace"))
+            found = rdkafka_results(path.read_text(errors="replace"))
+            if "@" in path.stem:   # NNNN@<sub-test>.log: one sub-test run alone (SUBTESTS=<sub-test>)
+                sub = path.stem.split("@", 1)[1]
+                found = [(f"{name}[{sub}]", outcome, detail) for name, outcome, detail in found]
+            rows += found
         else:
             rows += jsonl_results(path.read_text())
     return rows

@@ -84,3 +84,13 @@ def test_librdkafka_aborted_runner_still_reports_its_test() -> None:
         "0011_produce_batch": ("fail", '0011-produce_batch.c:718:test_x(): Test assertion failed: "invalid_record_fail_cnt == 10":'),
         "0012_produce_consume": ("fail", "no result: the runner ended (crash or timeout) before its summary"),
     }
+
+
+def test_librdkafka_subtest_logs_get_their_own_rows(tmp_path: Path) -> None:
+    """0081@DescribeConfigs.log (SUBTESTS=DescribeConfigs) is a row of its own beside 0081.log."""
+    row = "|\x1b[32m 0081_admin                               |     PASSED |   3.0s \x1b[0m|\n"
+    (tmp_path / "0081.log").write_text(row.replace("PASSED", "FAILED"))
+    (tmp_path / "0081@DescribeConfigs.log").write_text(row)
+    rows = compat_table.load("rdkafka", sorted(tmp_path.glob("*.log")))
+    assert [(name, outcome) for name, outcome, _ in rows] == [("0081_admin", "fail"),
+                                                              ("0081_admin[DescribeConfigs]", "pass")]
