@@ -32,16 +32,30 @@ RDKAFKA_ROW = re.compile(r"^\|\s*(\d{4}_\w+)\s*\|\s*([A-Z_]+)\s*\|\s*([\d.]+)s\s
 
 def excused_tests(findings: str) -> dict[str, str]:
     """``test id pattern -> reason`` from the excused sections of FINDINGS.md (``*`` is a wildcard)."""
-    out: dict[str, str] = {}
+    bullets: list[str] = []   # each bullet of an excused section, continuation lines joined
     in_section = False
     for line in findings.splitlines():
         if line.startswith("#"):
             in_section = "excused" in line.lower()
-            continue
-        m = re.match(r"- `([^`]+)`[:\s—-]*(.*)", line.strip())
-        if in_section and m:
-            out[m.group(1)] = m.group(2).strip()
+            bullets.append("")
+        elif in_section and line.startswith("- "):
+            bullets.append(line[2:].strip())
+        elif in_section and line.startswith("  ") and bullets and bullets[-1]:
+            bullets[-1] += " " + line.strip()
+        else:
+            bullets.append("")
+    out: dict[str, str] = {}
+    for bullet in filter(None, bullets):
+        # "`a` and `b` — reason": every `pattern` before the reason text is excused by it
+        head = re.match(r"((?:`[^`]+`(?:\s*,\s*|\s+and\s+|\s*))+)[:\s—-]*(.*)", bullet)
+        if head:
+            for pattern in re.findall(r"`([^`]+)`", head.group(1)):
+                out[pattern] = _short(head.group(2).strip())
     return out
+
+
+def _short(reason: str, limit: int = 220) -> str:
+    return reason if len(reason) <= limit else reason[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def reason_for(test_id: str, excused: dict[str, str]) -> str | None:

@@ -94,3 +94,14 @@ def test_librdkafka_subtest_logs_get_their_own_rows(tmp_path: Path) -> None:
     rows = compat_table.load("rdkafka", sorted(tmp_path.glob("*.log")))
     assert [(name, outcome) for name, outcome, _ in rows] == [("0081_admin", "fail"),
                                                               ("0081_admin[DescribeConfigs]", "pass")]
+
+
+def test_findings_bullets_span_lines_and_name_several_tests() -> None:
+    findings = ("### Sweep — excused\n\n"
+                "- `a.py::t1` and\n  `b.py::t1` — issue 15 (KIP-518): the states\n  filter is missing.\n"
+                "- `0011_*` — issue 15.\n\nplain text ends a bullet\n  `not.a.pattern`\n")
+    assert compat_table.excused_tests(findings) == {
+        "a.py::t1": "issue 15 (KIP-518): the states filter is missing.",
+        "b.py::t1": "issue 15 (KIP-518): the states filter is missing.",
+        "0011_*": "issue 15.",
+    }
