@@ -149,9 +149,10 @@ def load(fmt: str, inputs: list[Path]) -> list[Result]:
 
 
 def table(rows: list[Result], excused: dict[str, str], title: str, script: str,
-          note: str = "") -> tuple[str, Counter]:
+          note: str = "") -> tuple[str, Counter[str]]:
     """The Markdown page and the counts per outcome."""
-    lines, counts = [], Counter()
+    lines: list[str] = []
+    counts: Counter[str] = Counter()
     for test_id, outcome, detail in rows:
         if outcome == "fail":
             reason = reason_for(test_id, excused)
