@@ -5,8 +5,8 @@
         INPUT... FINDINGS.md OUT.md "suite title"
 
 Inputs: pytest's junit XML (``junit``, the default); the logs of librdkafka's ``test-runner``
-(``rdkafka``: its summary table, one or more log files; a file ``NNNN@<sub-test>.log`` holds one
-sub-test run alone, its rows named ``<test>[<sub-test>]``); or JSON lines ``{"id", "outcome",
+(``rdkafka``: its summary table, one or more log files; a file ``NNNN@<variant>.log`` holds a
+second run of NNNN, one sub-test alone or another scenario, its rows named ``<test>[<variant>]``); or JSON lines ``{"id", "outcome",
 "detail"}`` (``jsonl``, written by ``tests/interop/compat_kafka09.py``).
 
 Each test is ``pass``, ``skip`` (with the runner's reason), ``excused`` (it failed and FINDINGS.md
@@ -139,9 +139,11 @@ def load(fmt: str, inputs: list[Path]) -> list[Result]:
             rows += results(path)
         elif fmt == "rdkafka":
             found = rdkafka_results(path.read_text(errors="replace"))
-            if "@" in path.stem:   # NNNN@<sub-test>.log: one sub-test run alone (SUBTESTS=<sub-test>)
+            if "@" in path.stem:
+                # NNNN@<variant>.log: a second run of test NNNN (one sub-test alone, or another
+                # scenario); what it skipped has its row from the main run already
                 sub = path.stem.split("@", 1)[1]
-                found = [(f"{name}[{sub}]", outcome, detail) for name, outcome, detail in found]
+                found = [(f"{name}[{sub}]", outcome, detail) for name, outcome, detail in found if outcome != "skip"]
             rows += found
         else:
             rows += jsonl_results(path.read_text())
