@@ -50,6 +50,7 @@ class System:
         self._n += 1
         cluster = Cluster(self.zookeeper, self.workdir / f"cluster-{self._n}", 0)
         cluster.brokers = [self._make_broker(cluster, i) for i in range(1, size + 1)]
+        cluster.check_full_view = not isinstance(self, Kafka09)
         self.cluster = cluster
         cluster.start()
         return cluster
