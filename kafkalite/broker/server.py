@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from twisted.internet import defer, task, threads
 from twisted.internet.interfaces import IReactorCore
+from twisted.python.failure import Failure
 
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
@@ -68,6 +69,10 @@ from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 
 log = logging.getLogger(__name__)
+
+
+class StartupInterrupted(Exception):
+    """:meth:`KafkaBroker.start` stopped early because a shutdown was requested."""
 
 
 def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
@@ -204,8 +209,19 @@ class KafkaBroker:
                               dynamic_config=self.dynamic_config)
 
     # -- start / stop ------------------------------------------------------------------------------
+    def start(self) -> defer.Deferred:
+        """Connect, register, load metadata, start the background loops. A shutdown requested
+        meanwhile (SIGTERM while a big log dir loads) ends it with :class:`StartupInterrupted`:
+        at the next step, or as the failure of the step it cut short (a ZooKeeper read on the
+        session shutdown() closed), so nothing starts after shutdown() has stopped it."""
+        def interrupted(f: Failure) -> Failure:
+            if self.stopping and not f.check(StartupInterrupted):
+                return Failure(StartupInterrupted(f"shutdown requested during start-up ({f.getErrorMessage()})"))
+            return f
+        return self._start().addErrback(interrupted)
+
     @defer.inlineCallbacks
-    def start(self) -> Any:
+    def _start(self) -> Any:
         yield self.kafka_zk.start()
         yield self.kafka_zk.create_persistent_paths()
         yield self.kafka_zk.ensure_cluster_id()
@@ -215,15 +231,18 @@ class KafkaBroker:
             self.broker_id = yield self._generate_broker_id()
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         yield self.dynamic_config.start()
+        self._unless_stopping("listening")
         advertised = self._listen()
         self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.first_broker_epoch = self.broker_epoch
+        self._unless_stopping("loading metadata")
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
         yield self.sync.start()
         yield self.quota_sync.start()
+        self._unless_stopping("starting the background loops")
         self._start_loops()
         self.groups.start()
         if self.log_manager.offline_dirs:
@@ -233,6 +252,10 @@ class KafkaBroker:
         self.txns.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
+
+    def _unless_stopping(self, step: str) -> None:
+        if self.stopping:
+            raise StartupInterrupted(f"shutdown requested before {step}")
 
     @defer.inlineCallbacks
     def _generate_broker_id(self) -> Any:
@@ -613,6 +636,9 @@ def run_broker(config: BrokerConfig) -> int:
         return 1
 
     def failed(f: Any) -> None:
+        if f.check(StartupInterrupted):
+            log.info("%s", f.getErrorMessage())   # SIGTERM while starting: the shutdown goes on
+            return
         log.error("broker start-up failed: %s", f.getErrorMessage())
         exit_code["code"] = 1
         reactor.stop()

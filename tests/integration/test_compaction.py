@@ -233,7 +233,8 @@ def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) 
     final = {group: [1000 * g + commits - 1 + p for p in range(3)] for g, group in enumerate(groups)}
     for group in groups:
         assert committed(group) == final[group]
-    assert b.stop() == 0
+    code = b.stop()
+    assert code == 0, f"broker exited with {code}:\n{b.tail(60)}"
     bytes_before, segments_before = offsets_topic_files(b)
 
     b.overrides["log.cleaner.enable"] = "true"

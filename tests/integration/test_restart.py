@@ -192,5 +192,6 @@ def test_recovery_after_kill_9_with_bulk_log(cluster_factory) -> None:
     print("\n" + json.dumps(r))
     assert r["log_bytes"] >= CI_BULK_BYTES
     assert r["serving_s"] < 60, r
-    assert b.stop() == 0
+    code = b.stop()
+    assert code == 0, f"broker exited with {code}:\n{b.tail(60)}"
     shutil.rmtree(b.dir / "data")   # pytest keeps the last runs' tmp dirs: do not leave 1 GB behind

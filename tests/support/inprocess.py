@@ -159,6 +159,8 @@ class InProcessCluster:
         self.brokers: dict[int, KafkaBroker] = {}
         self.sessions: dict[int, MemoryZooKeeperClient] = {}
         self.clients: list[InProcessClient] = []
+        #: each broker's ``start()`` Deferred (a test may shut a broker down before it fires)
+        self.starts: dict[int, defer.Deferred] = {}
 
     # -- configuration ---------------------------------------------------------------------------
     def log_dirs(self, broker_id: int) -> list[Path]:
@@ -207,8 +209,10 @@ class InProcessCluster:
         return result
 
     # -- brokers --------------------------------------------------------------------------------
-    def start_broker(self, broker_id: int, wait: bool = True) -> KafkaBroker:
-        """Start (or restart, on the same log dirs) broker ``broker_id`` with a new session."""
+    def start_broker(self, broker_id: int, wait: bool = True,
+                     prepare: Callable[[KafkaBroker], None] | None = None) -> KafkaBroker:
+        """Start (or restart, on the same log dirs) broker ``broker_id`` with a new session;
+        ``prepare(broker)`` runs before its ``start()``."""
         assert broker_id not in self.brokers, f"broker {broker_id} is running"
         for d in self.log_dirs(broker_id):
             d.mkdir(parents=True, exist_ok=True)
@@ -217,7 +221,9 @@ class InProcessCluster:
         broker = KafkaBroker(config, self.reactor, zk=KafkaZkClient(zk=session), blocking=self.runner)
         self.brokers[broker_id] = broker
         self.sessions[broker_id] = session
-        started = broker.start()
+        if prepare is not None:
+            prepare(broker)
+        started = self.starts[broker_id] = broker.start()
         if wait:
             self.wait(started, what=f"broker {broker_id}'s start-up")
         return broker
