@@ -16,6 +16,13 @@ transaction are in flight, INVALID_PRODUCER_ID_MAPPING for an unknown id or anot
 PRODUCER_FENCED for an old epoch (INVALID_PRODUCER_EPOCH for EndTxn/AddPartitions before v2,
 chosen by the handler), INVALID_TXN_STATE for an EndTxn that does not fit the state,
 INVALID_TRANSACTION_TIMEOUT above ``transaction.max.timeout.ms``.
+
+One timing differs from Kafka 2.8, never an answer: an AddPartitionsToTxn (or AddOffsetsToTxn)
+that arrives while the previous transaction's markers are still being written waits up to
+:data:`COMPLETION_WAIT_S` for that transaction to complete and is then handled, instead of being
+answered CONCURRENT_TRANSACTIONS at once. A client that begins its next transaction right after a
+commit meets that window every time, and backs off 20 ms (Java, KAFKA-5477) or more (librdkafka)
+per transaction; Kafka 4 retries such requests broker-side for the same reason (KAFKA-18654).
 """
 from __future__ import annotations
 
@@ -32,6 +39,10 @@ from kafkalite.txn.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, I
                                  TopicPartition, TransactionMetadata, TxnState, TxnTransition)
 
 log = logging.getLogger(__name__)
+
+#: How long an AddPartitionsToTxn meeting the previous transaction's markers in flight waits for
+#: its completion before it is answered CONCURRENT_TRANSACTIONS (see the module docstring).
+COMPLETION_WAIT_S = 0.1
 T = TxnState
 
 
@@ -100,6 +111,8 @@ class TransactionCoordinator:
         #: __transaction_state partitions this broker leads: partition -> (status, coordinator epoch)
         self.owned: dict[int, tuple[str, int]] = {}
         self._timers: list[Any] = []
+        #: transactional id -> requests waiting for its Prepare* transaction to complete
+        self._completion_waiters: dict[str, list[defer.Deferred]] = {}
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -126,6 +139,8 @@ class TransactionCoordinator:
             if call.active():
                 call.cancel()
         self._timers = []
+        for txn_id in list(self._completion_waiters):
+            self._wake_completion_waiters(txn_id)
 
     # -- ownership ---------------------------------------------------------------------------------
     def partition_of(self, transactional_id: str) -> int:
@@ -173,6 +188,7 @@ class TransactionCoordinator:
         self.owned.pop(partition, None)
         for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
             del self.txns[txn_id]
+            self._wake_completion_waiters(txn_id)      # they answer NOT_COORDINATOR now
 
     def _epoch_of(self, transactional_id: str) -> int:
         owned = self.owned.get(self.partition_of(transactional_id))
@@ -199,6 +215,8 @@ class TransactionCoordinator:
             meta.complete(transition)
             if transition.state == T.DEAD:
                 del self.txns[txn_id]
+            if transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+                self._wake_completion_waiters(txn_id)
             return ErrorCode.NONE
 
         def failed(f: Any) -> ErrorCode:
@@ -301,13 +319,20 @@ class TransactionCoordinator:
         return None, meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> defer.Deferred:
+                       partitions: Iterable[TopicPartition], wait: bool = True) -> defer.Deferred:
         """AddPartitionsToTxn (and AddOffsetsToTxn with the group's offsets partition): the
-        transaction becomes Ongoing with these partitions; fires with an ErrorCode."""
+        transaction becomes Ongoing with these partitions; fires with an ErrorCode. ``wait``:
+        meeting the previous transaction's completion in flight, wait for it (up to
+        :data:`COMPLETION_WAIT_S`) and try once more."""
         err, meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if err is not None or meta is None:
             return defer.succeed(err)
-        if meta.pending is not None or meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT):
+        completing = meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT)
+        if completing and wait:
+            asked = list(partitions)
+            return self._until_completed(transactional_id).addCallback(
+                lambda _: self.add_partitions(transactional_id, producer_id, producer_epoch, asked, wait=False))
+        if meta.pending is not None or completing:
             return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
         if meta.state in (T.PREPARE_EPOCH_FENCE, T.DEAD):
             return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -319,6 +344,27 @@ class TransactionCoordinator:
         t = meta.transition_to(T.ONGOING, partitions=frozenset(meta.partitions | wanted),
                                txn_start_timestamp=start, txn_last_update_timestamp=now)
         return self._write(meta, t)
+
+    def _until_completed(self, transactional_id: str) -> defer.Deferred:
+        """Fires (with None) when the id's transaction is written Complete, or after
+        :data:`COMPLETION_WAIT_S`, whichever comes first."""
+        d: defer.Deferred = defer.Deferred()
+        waiters = self._completion_waiters.setdefault(transactional_id, [])
+        waiters.append(d)
+
+        def timed_out() -> None:
+            if d in waiters:
+                waiters.remove(d)
+                if not waiters:
+                    self._completion_waiters.pop(transactional_id, None)
+                d.callback(None)
+        timer = self.clock.callLater(COMPLETION_WAIT_S, timed_out)
+        d.addBoth(lambda r: (timer.active() and timer.cancel(), r)[1])
+        return d
+
+    def _wake_completion_waiters(self, transactional_id: str) -> None:
+        for d in self._completion_waiters.pop(transactional_id, []):
+            d.callback(None)
 
     # -- EndTxn ------------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> defer.Deferred:

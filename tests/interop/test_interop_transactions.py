@@ -128,7 +128,7 @@ def test_consume_transform_produce_with_send_offsets_on_three_brokers(cluster_fa
     """A confluent-kafka consume-transform-produce loop on a 3-broker cluster (RF 3, min ISR 2 for
     the data and both internal topics): every transaction produces the upper-cased inputs and
     commits the consumer's positions with send_offsets_to_transaction; every third transaction is
-    aborted and the consumer rewinds to the positions of the last committed transaction. Then a
+    flushed, then aborted, and the consumer rewinds to the positions of the last committed transaction. Then a
     read_committed read of the output has every input exactly once, read_uncommitted also the
     aborted copies, and the group's committed offsets reach the input's end offsets (once the last
     COMMIT marker is in __consumer_offsets: OffsetFetch below v7 does not wait for it)."""
@@ -167,6 +167,9 @@ def test_consume_transform_produce_with_send_offsets_on_three_brokers(cluster_fa
             prod.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 30)
             txns += 1
             if txns % 3 == 0:
+                # sent first: abort_transaction purges records still queued in the client, and
+                # the read_uncommitted count below expects every aborted copy in the log
+                assert prod.flush(30) == 0
                 prod.abort_transaction(30)
                 aborted += len(msgs)
                 for tp in last_committed:

@@ -11,7 +11,7 @@ from twisted.internet import defer, task
 
 from kafkalite.errors import ErrorCode
 from kafkalite.txn import records
-from kafkalite.txn.coordinator import TransactionCoordinator, TxnConfig
+from kafkalite.txn.coordinator import COMPLETION_WAIT_S, TransactionCoordinator, TxnConfig
 from kafkalite.txn.state import (MAX_EPOCH, TRANSITIONS, IllegalStateTransition, TransactionMetadata,
                                  TxnState)
 
@@ -184,7 +184,9 @@ def test_request_errors():
     assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE
     assert result(env.coord.end_txn("tx", r.producer_id, 0, False)) == E.INVALID_TXN_STATE   # PrepareCommit
     assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.CONCURRENT_TRANSACTIONS
-    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 1)])) == E.CONCURRENT_TRANSACTIONS
+    waiting = env.coord.add_partitions("tx", r.producer_id, 0, [("t", 1)])
+    env.clock.advance(COMPLETION_WAIT_S)             # the markers do not come in time
+    assert result(waiting) == E.CONCURRENT_TRANSACTIONS
     env.markers.deliver()
     assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE                 # retry of a commit
     env.coord.unload(0)
@@ -250,3 +252,27 @@ def test_timed_out_transaction_is_aborted_and_idle_ids_expire():
     assert env.coord.describe("tx") is None
     assert env.store.log[0][-1] == (records.txn_key("tx"), None)
     env.coord.stop()
+
+
+def test_add_partitions_meeting_the_previous_commit_waits_for_it_to_complete():
+    """An AddPartitionsToTxn sent right after EndTxn (markers still being written) is not answered
+    CONCURRENT_TRANSACTIONS at once: it waits for the Complete state and then starts the next
+    transaction; if the markers take longer than COMPLETION_WAIT_S it gets CONCURRENT_TRANSACTIONS,
+    as from Kafka, and the client retries."""
+    env = Env()
+    r = init(env)
+    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 0)])) == E.NONE
+    assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE
+    waiting = env.coord.add_partitions("tx", r.producer_id, 0, [("t", 1)])
+    answers: list[Any] = []
+    waiting.addBoth(answers.append)
+    assert not answers                                # PrepareCommit: markers in flight
+    env.clock.advance(COMPLETION_WAIT_S / 2)
+    assert not answers
+    env.markers.deliver()                             # markers written, then CompleteCommit
+    assert answers == [E.NONE]
+    meta = env.coord.txns["tx"]
+    assert meta.state == T.ONGOING and meta.partitions == frozenset({("t", 1)})
+    assert not env.coord._completion_waiters
+    env.clock.advance(COMPLETION_WAIT_S)              # the cancelled timer does not fire again
+    assert answers == [E.NONE]
