@@ -197,7 +197,24 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism among brokers"),
     ConfigKey("sasl.jaas.config", "password", None,
               "JAAS login module entry (PlainLoginModule / ScramLoginModule): the broker's own username/password "
-              "and, for PLAIN, its user_<name>=\"<password>\" users"),
+              "and, for PLAIN, its user_<name>=\"<password>\" users. Dynamic per broker (stored encrypted with "
+              "password.encoder.secret): the PLAIN users apply to the next connections; the broker's own "
+              "inter-broker login keeps the entry it started with", dynamic=True),
+    # Kafka's PasswordEncoder: dynamic password configs are stored encrypted in ZooKeeper
+    ConfigKey("password.encoder.secret", "password", None,
+              "Secret that encrypts dynamic password configs (sasl.jaas.config) in /config/brokers/<id>; "
+              "without it they cannot be set dynamically, as in Kafka"),
+    ConfigKey("password.encoder.old.secret", "password", None,
+              "Previous password.encoder.secret: stored passwords it decodes are still read (kafkalite does not "
+              "re-encode them with the new secret as Kafka does at start-up; altering the config re-encodes it)"),
+    ConfigKey("password.encoder.keyfactory.algorithm", "string", None,
+              "PBKDF2 variant deriving the key: PBKDF2WithHmacSHA512 when unset, or PBKDF2WithHmacSHA256/SHA1"),
+    ConfigKey("password.encoder.cipher.algorithm", "string", "AES/CBC/PKCS5Padding",
+              "Cipher encrypting dynamic passwords: AES/CBC/PKCS5Padding or AES/GCM/NoPadding",
+              one_of("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")),
+    ConfigKey("password.encoder.key.length", "int", 128, "AES key length in bits (128, 192 or 256)",
+              lambda name, value: _check_aes_key_length(name, value)),
+    ConfigKey("password.encoder.iterations", "int", 4096, "PBKDF2 iterations", at_least(1024)),
     # Kerberos (GSSAPI) and OAUTHBEARER login settings: Kafka 2.8 accepts them, also as dynamic
     # per-broker configs (DynamicListenerConfig); kafkalite has neither mechanism
     *(ConfigKey(name, kind, default, f"Kerberos (GSSAPI) is not supported by kafkalite: stored and reported, "
@@ -570,6 +587,11 @@ def _same(v: Any) -> Any:
 TOPIC_DEFAULTS: dict[str, Any] = {name: _resolve_topic(key, {})[0] for name, key in TOPIC_KEYS.items()}
 
 
+def _check_aes_key_length(name: str, value: Any) -> None:
+    if value not in (128, 192, 256):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: must be 128, 192 or 256")
+
+
 def _check_connection_overrides(name: str, value: Any) -> None:
     parse_connection_overrides(value, name)
 
@@ -772,7 +794,7 @@ class BrokerConfig:
         try:
             self.check_reconfiguration(replace(self, dynamic_broker=new_broker, dynamic_default=new_default))
         except ConfigError as exc:
-            log.error("dynamic broker configs %s / default %s ignored: %s", dict(broker), dict(default), exc)
+            log.error("dynamic broker configs %s / default %s ignored: %s", sorted(broker), sorted(default), exc)
             return set()
         self.dynamic_broker, self.dynamic_default = new_broker, new_default
         return {n for n, v in before.items() if self[n] != v}

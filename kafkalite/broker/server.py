@@ -367,8 +367,9 @@ class KafkaBroker:
         log.info("broker %d now advertises %s", self.broker_id, ", ".join(ep.connection_string() for ep in advertised))
 
     def _reconfigure_sasl(self) -> None:
-        """``sasl.enabled.mechanisms`` changed: the SASL listeners offer the new mechanisms (and the
-        PLAIN users of their JAAS entry) to the next connections; open ones keep their session."""
+        """``sasl.enabled.mechanisms`` or ``sasl.jaas.config`` changed: the SASL listeners offer the
+        new mechanisms and the PLAIN users of their JAAS entry to the next connections; open ones
+        keep their session."""
         for name, (_, _, factory) in self.bound.items():
             tls_options, sasl = self._listener_security(name)
             self.listener_security[name] = (tls_options, sasl)
@@ -671,7 +672,7 @@ class KafkaBroker:
         if changed & LISTENER_RECONFIGURABLE and self.bound and not self.stopping:   # before _listen: it binds them
             d = self.listener_changes.run(self._reconfigure_listeners)
             d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
-        if "sasl.enabled.mechanisms" in changed:
+        if changed & {"sasl.enabled.mechanisms", "sasl.jaas.config"}:
             self._reconfigure_sasl()
         if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
             self._start_cleaner_threads()

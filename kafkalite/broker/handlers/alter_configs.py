@@ -146,7 +146,7 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
     if static:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(static)}")
     if incremental:
-        current = yield store.read(name)
+        current = yield store.read_decoded(name)
         new = _incremental(current, configs, lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
     else:
         new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
@@ -155,8 +155,13 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
     except ConfigError as exc:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
     if not validate_only:
-        yield store.write(name, new)
-        log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker", new)
+        try:
+            d = store.write_encoded(name, new)
+        except ConfigError as exc:
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
+        yield d
+        log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker",
+                 {k: "[hidden]" if BROKER_KEYS[k].kind == "password" else v for k, v in new.items()})
 
 
 @api(ApiKey.ALTER_CONFIGS, 0, 2)

@@ -168,3 +168,45 @@ def test_sasl_enabled_mechanisms_apply_to_new_connections(inprocess_cluster_fact
     # a mechanism kafkalite does not serve is refused, as at start-up
     entry = alter(cluster, 0, "0", [("sasl.enabled.mechanisms", SET, "GSSAPI")])
     assert entry["error_code"] == ErrorCode.INVALID_REQUEST and "GSSAPI is not supported" in entry["error_message"]
+
+
+def test_sasl_jaas_config_is_stored_encrypted_and_its_plain_users_apply(inprocess_cluster_factory: Any) -> None:
+    """sasl.jaas.config is a per-broker dynamic password: refused without password.encoder.secret
+    (as Kafka), stored encrypted, described as sensitive, and its PLAIN users authenticate the next
+    connections."""
+    def entry(users: str) -> str:
+        return ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+                f'password="admin-secret" user_admin="admin-secret" {users};')
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                 "sasl.enabled.mechanisms": "PLAIN", "sasl.jaas.config": entry('user_alice="alice-secret"')}
+    plain_only = inprocess_cluster_factory(1, overrides=overrides)
+    refused = alter(plain_only, 0, "0", [("sasl.jaas.config", SET, entry('user_bob="bob-secret"'))])
+    assert refused["error_code"] == ErrorCode.INVALID_REQUEST
+    assert "Password encoder secret not configured" in refused["error_message"]
+    plain_only.shutdown()
+
+    cluster = inprocess_cluster_factory(1, overrides={**overrides, "password.encoder.secret": "enc-secret"})
+
+    def authenticates(user: str, password: str) -> bool:
+        client = connect(cluster, bound_port(cluster, 0, "SASL_PLAINTEXT"))
+        assert client.request(SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"})["error_code"] == 0
+        resp = client.request(36, 1, {"auth_bytes": f"\0{user}\0{password}".encode()})
+        client.close()
+        return resp["error_code"] == 0
+
+    assert authenticates("alice", "alice-secret") and not authenticates("bob", "bob-secret")
+    assert alter(cluster, 0, "0", [("sasl.jaas.config", SET, entry('user_bob="bob-secret"'))])["error_code"] == 0
+    cluster.pump_until(lambda: authenticates("bob", "bob-secret"), what="bob's PLAIN login to be accepted")
+    assert not authenticates("alice", "alice-secret")
+    stored = json.loads(cluster.zk_server.dump(f"{cluster.chroot}/config/brokers/0")[
+        f"{cluster.chroot}/config/brokers/0"])["config"]["sasl.jaas.config"]
+    assert "bob" not in stored and stored.startswith("keyFactoryAlgorithm:PBKDF2WithHmacSHA512,")
+    resp = cluster.client(0).request(DESCRIBE_CONFIGS, 3, {
+        "resources": [{"resource_type": BROKER, "resource_name": "0", "configuration_keys": ["sasl.jaas.config"]}],
+        "include_synonyms": True, "include_documentation": False})
+    row = resp["results"][0]["configs"][0]
+    assert (row["value"], row["config_source"], row["read_only"], row["is_sensitive"]) == (None, 2, False, True)
+    assert [(s["value"], s["source"]) for s in row["synonyms"]] == [(None, 2), (None, 4)]
+    # at the cluster default it is refused (per broker only)
+    refused = alter(cluster, 0, "", [("sasl.jaas.config", SET, entry(""))])
+    assert refused["error_code"] == ErrorCode.INVALID_REQUEST and "broker id must be specified" in refused["error_message"]
