@@ -89,6 +89,10 @@ def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
     return login
 
 
+#: dynamic configs that change what SASL listeners offer (applied to the next connections)
+SASL_RECONFIGURABLE = frozenset(("sasl.enabled.mechanisms", "sasl.jaas.config"))
+
+
 class KafkaBroker:
     """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
 
@@ -278,8 +282,13 @@ class KafkaBroker:
         lc = self.config.listener_config(listener)
         proto = lc.security_protocol
         options = tls.server_options(tls.key_material(lc)) if proto in ("SSL", "SASL_SSL") else None
+        return options, self._sasl_settings(listener)
+
+    def _sasl_settings(self, listener: str) -> SaslSettings | None:
+        """The SASL settings of a SASL listener (None for others), from the current config."""
+        lc = self.config.listener_config(listener)
         sasl = None
-        if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if lc.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanisms = tuple(lc["sasl.enabled.mechanisms"])
             plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
             sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
@@ -287,10 +296,15 @@ class KafkaBroker:
                                 # credential applies to the next connection
                                 self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
                                 self.reactor, lc["connections.max.reauth.ms"])
-        return options, sasl
+        return sasl
 
     def _listen(self) -> list[EndPoint]:
         """Bind every listener; the endpoints to register (see :meth:`_advertised`)."""
+        if set(self.config.dynamic_broker) & (LISTENER_RECONFIGURABLE | SASL_RECONFIGURABLE):
+            # dynamic listener / SASL configs read from ZooKeeper at start: the listeners' security
+            # as they make it (a bad key store or JAAS entry still stops start-up with one line)
+            self.listener_security = {ep.listener: self._listener_security(ep.listener)
+                                      for ep in self.config.listeners}
         for ep in self.config.listeners:
             self._bind(ep)
         if self._needs_canonical_host():
@@ -371,8 +385,8 @@ class KafkaBroker:
         new mechanisms and the PLAIN users of their JAAS entry to the next connections; open ones
         keep their session."""
         for name, (_, _, factory) in self.bound.items():
-            tls_options, sasl = self._listener_security(name)
-            self.listener_security[name] = (tls_options, sasl)
+            sasl = self._sasl_settings(name)
+            self.listener_security[name] = (self.listener_security[name][0], sasl)
             if sasl is not None:
                 factory.sasl = sasl
 
@@ -672,7 +686,7 @@ class KafkaBroker:
         if changed & LISTENER_RECONFIGURABLE and self.bound and not self.stopping:   # before _listen: it binds them
             d = self.listener_changes.run(self._reconfigure_listeners)
             d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
-        if changed & {"sasl.enabled.mechanisms", "sasl.jaas.config"}:
+        if changed & SASL_RECONFIGURABLE and self.bound:
             self._reconfigure_sasl()
         if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
             self._start_cleaner_threads()

@@ -210,3 +210,20 @@ def test_sasl_jaas_config_is_stored_encrypted_and_its_plain_users_apply(inproces
     # at the cluster default it is refused (per broker only)
     refused = alter(cluster, 0, "", [("sasl.jaas.config", SET, entry(""))])
     assert refused["error_code"] == ErrorCode.INVALID_REQUEST and "broker id must be specified" in refused["error_message"]
+
+
+def test_a_restarted_broker_listens_as_its_dynamic_config_says(inprocess_cluster_factory: Any) -> None:
+    """The dynamic listener config in /config/brokers/<id> is read before the broker binds: after a
+    restart it listens on the dynamically added listener and registers it."""
+    cluster = inprocess_cluster_factory(2)
+    assert alter(cluster, 1, "1", [("listeners", SET, "PLAINTEXT://127.0.0.1:0,EXTRA://127.0.0.1:0"),
+                                   ("listener.security.protocol.map", SET, PROTOCOLS + ",EXTRA:PLAINTEXT")]
+                 )["error_code"] == 0
+    cluster.pump_until(lambda: "EXTRA" in cluster.brokers[1].bound, what="broker 1 to bind EXTRA")
+    cluster.stop_broker(1)
+    cluster.start_broker(1)
+    assert set(cluster.brokers[1].bound) == {"PLAINTEXT", "EXTRA"}
+    extra_port = bound_port(cluster, 1, "EXTRA")
+    cluster.pump_until(lambda: f"EXTRA://127.0.0.1:{extra_port}" in registration(cluster, 1)["endpoints"],
+                       what="broker 1 to register EXTRA")
+    assert brokers_in_metadata(connect(cluster, extra_port)) == {1: ("127.0.0.1", extra_port)}
