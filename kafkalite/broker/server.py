@@ -194,6 +194,7 @@ class KafkaBroker:
         #: listener name -> (its configured endpoint, the listening port, its factory)
         self.bound: dict[str, tuple[Endpoint, Any, KafkaServerFactory]] = {}
         self.canonical_host: str | None = None
+        self.request_services: BrokerServices | None = None
         #: dynamic listener changes, applied one after another
         self.listener_changes = defer.DeferredLock()
         listeners = config.listeners
@@ -314,7 +315,9 @@ class KafkaBroker:
     def _bind(self, ep: Endpoint) -> None:
         """Listen on one listener (its TLS / SASL settings from ``listener_security``)."""
         tls_options, sasl = self.listener_security[ep.listener]
-        factory = KafkaServerFactory(Dispatcher(self.services(), ep.listener), self.config["socket.request.max.bytes"],
+        if self.request_services is None:
+            self.request_services = self.services()      # one for every listener, also those added later
+        factory = KafkaServerFactory(Dispatcher(self.request_services, ep.listener), self.config["socket.request.max.bytes"],
                                      self.config["queued.max.requests"], listener=ep.listener,
                                      quotas=self.connection_quotas, socket_options=self.socket_options,
                                      max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
