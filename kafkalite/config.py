@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,24 @@ LISTENER_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.pas
                  "ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.certificates",
                  "ssl.client.auth", "ssl.enabled.protocols", "sasl.enabled.mechanisms",
                  "sasl.jaas.config", "connection.failed.authentication.delay.ms", "connections.max.reauth.ms")
+#: Kafka's per-broker dynamic configs (DynamicBrokerConfig.PerBrokerConfigs: the listener configs,
+#: the SSL and SASL ones of DynamicListenerConfig): /config/brokers/<default> may not set them
+#: ("Cannot update these configs at default cluster level, broker id must be specified").
+PER_BROKER_KEYS = frozenset((
+    "listeners", "advertised.listeners", "listener.security.protocol.map",
+    "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.keymanager.algorithm",
+    "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
+    "ssl.client.auth", "ssl.engine.factory.class", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.certificates",
+    "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds"))
+#: Dynamic configs whose change re-binds listeners and re-writes the broker's registration.
+LISTENER_RECONFIGURABLE = frozenset(("listeners", "advertised.listeners", "listener.security.protocol.map"))
 _LISTENER_PREFIXED = re.compile(r"^listener\.name\.([a-z0-9_]+)\.(?:([a-z0-9-]+)\.(?=sasl\.jaas\.config$))?(.+)$")
 _TS_TYPES = one_of("CreateTime", "LogAppendTime")
 _COMPRESSION = one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
@@ -139,11 +157,16 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("broker.id.generation.enable", "boolean", True, "Generate a broker id when broker.id is -1"),
     ConfigKey("reserved.broker.max.id", "int", 1000, "Generated ids start above this", at_least(0)),
     ConfigKey("broker.rack", "string", None, "Rack of this broker, for rack-aware replica assignment"),
-    ConfigKey("listeners", "list", ["PLAINTEXT://:9092"], "Listener URIs to bind, NAME://host:port"),
-    ConfigKey("advertised.listeners", "list", None, "Listener URIs given to clients; defaults to listeners"),
+    ConfigKey("listeners", "list", ["PLAINTEXT://:9092"],
+              "Listener URIs to bind, NAME://host:port. Dynamic per broker: a new listener is bound, a removed one "
+              "closed with its connections, and /brokers/ids/<id> re-written with the new endpoints", dynamic=True),
+    ConfigKey("advertised.listeners", "list", None,
+              "Listener URIs given to clients; defaults to listeners. Dynamic per broker: /brokers/ids/<id> is "
+              "re-written, so clients and the other brokers see the new endpoints", dynamic=True),
     ConfigKey("listener.security.protocol.map", "string",
               "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"),
+              "Listener name to security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL). Dynamic per broker "
+              "(for new listeners: an existing listener keeps its protocol)", dynamic=True),
     ConfigKey("inter.broker.listener.name", "string", None,
               "Listener brokers use among themselves; defaults to the one of security.inter.broker.protocol"),
     ConfigKey("security.inter.broker.protocol", "string", "PLAINTEXT",
@@ -169,11 +192,55 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
               one_of("TLSv1.2", "TLSv1.3")),
     # SASL
     ConfigKey("sasl.enabled.mechanisms", "list", ["GSSAPI"],
-              "SASL mechanisms offered on SASL listeners; kafkalite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+              "SASL mechanisms offered on SASL listeners; kafkalite serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512. "
+              "Dynamic per broker: applies to the next connections", dynamic=True),
     ConfigKey("sasl.mechanism.inter.broker.protocol", "string", "GSSAPI", "SASL mechanism among brokers"),
     ConfigKey("sasl.jaas.config", "password", None,
               "JAAS login module entry (PlainLoginModule / ScramLoginModule): the broker's own username/password "
-              "and, for PLAIN, its user_<name>=\"<password>\" users"),
+              "and, for PLAIN, its user_<name>=\"<password>\" users. Dynamic per broker (stored encrypted with "
+              "password.encoder.secret): the PLAIN users apply to the next connections; the broker's own "
+              "inter-broker login keeps the entry it started with", dynamic=True),
+    # Kafka's PasswordEncoder: dynamic password configs are stored encrypted in ZooKeeper
+    ConfigKey("password.encoder.secret", "password", None,
+              "Secret that encrypts dynamic password configs (sasl.jaas.config) in /config/brokers/<id>; "
+              "without it they cannot be set dynamically, as in Kafka"),
+    ConfigKey("password.encoder.old.secret", "password", None,
+              "Previous password.encoder.secret: stored passwords it decodes are still read (kafkalite does not "
+              "re-encode them with the new secret as Kafka does at start-up; altering the config re-encodes it)"),
+    ConfigKey("password.encoder.keyfactory.algorithm", "string", None,
+              "PBKDF2 variant deriving the key: PBKDF2WithHmacSHA512 when unset, or PBKDF2WithHmacSHA256/SHA1"),
+    ConfigKey("password.encoder.cipher.algorithm", "string", "AES/CBC/PKCS5Padding",
+              "Cipher encrypting dynamic passwords: AES/CBC/PKCS5Padding or AES/GCM/NoPadding",
+              one_of("AES/CBC/PKCS5Padding", "AES/GCM/NoPadding")),
+    ConfigKey("password.encoder.key.length", "int", 128, "AES key length in bits (128, 192 or 256)",
+              lambda name, value: _check_aes_key_length(name, value)),
+    ConfigKey("password.encoder.iterations", "int", 4096, "PBKDF2 iterations", at_least(1024)),
+    # Kerberos (GSSAPI) and OAUTHBEARER login settings: Kafka 2.8 accepts them, also as dynamic
+    # per-broker configs (DynamicListenerConfig); kafkalite has neither mechanism
+    *(ConfigKey(name, kind, default, f"Kerberos (GSSAPI) is not supported by kafkalite: stored and reported, "
+                f"also as a dynamic per-broker config, as Kafka accepts it. Kafka: {doc}", check, dynamic=True,
+                ignored=True)
+      for name, kind, default, doc, check in (
+          ("sasl.kerberos.service.name", "string", None, "the Kerberos principal name Kafka runs as", None),
+          ("sasl.kerberos.kinit.cmd", "string", "/usr/bin/kinit", "Kerberos kinit command path", None),
+          ("sasl.kerberos.ticket.renew.window.factor", "double", 0.8,
+           "the login thread sleeps until this fraction of the ticket's lifetime", None),
+          ("sasl.kerberos.ticket.renew.jitter", "double", 0.05, "random jitter added to the renewal time", None),
+          ("sasl.kerberos.min.time.before.relogin", "long", 60000,
+           "login thread sleep time between refresh attempts", None),
+          ("sasl.kerberos.principal.to.local.rules", "list", ["DEFAULT"],
+           "rules mapping Kerberos principal names to short names", None))),
+    *(ConfigKey(name, kind, default, f"OAUTHBEARER is not supported by kafkalite: stored and reported, also as a "
+                f"dynamic per-broker config, as Kafka accepts it. Kafka: {doc}", check, dynamic=True, ignored=True)
+      for name, kind, default, doc, check in (
+          ("sasl.login.refresh.window.factor", "double", 0.8,
+           "the login refresh thread sleeps until this fraction of the credential's lifetime", between(0.5, 1.0)),
+          ("sasl.login.refresh.window.jitter", "double", 0.05,
+           "random jitter added to the login refresh thread's sleep", between(0.0, 0.25)),
+          ("sasl.login.refresh.min.period.seconds", "short", 60,
+           "minimum wait before the login refresh thread refreshes a credential", between(0, 900)),
+          ("sasl.login.refresh.buffer.seconds", "short", 300,
+           "buffer time before credential expiration kept when refreshing", between(0, 3600)))),
     ConfigKey("connection.failed.authentication.delay.ms", "int", 100,
               "Delay before the answer to a failed authentication and the close", at_least(0)),
     ConfigKey("connections.max.reauth.ms", "long", 0,
@@ -520,6 +587,11 @@ def _same(v: Any) -> Any:
 TOPIC_DEFAULTS: dict[str, Any] = {name: _resolve_topic(key, {})[0] for name, key in TOPIC_KEYS.items()}
 
 
+def _check_aes_key_length(name: str, value: Any) -> None:
+    if value not in (128, 192, 256):
+        raise ConfigError(f"Invalid value {value} for configuration {name}: must be 128, 192 or 256")
+
+
 def _check_connection_overrides(name: str, value: Any) -> None:
     parse_connection_overrides(value, name)
 
@@ -711,12 +783,58 @@ class BrokerConfig:
     def set_dynamic(self, broker: Mapping[str, str], default: Mapping[str, str]) -> set[str]:
         """Replace the dynamic layers with these ZooKeeper configs (strings as stored); fires
         nothing, returns the names whose effective value changed. A key that is unknown, not
-        dynamic or invalid is skipped with a warning, as Kafka skips it."""
+        dynamic or invalid, or a per-broker key at the cluster default, is skipped with a warning,
+        as Kafka skips it. Configs that together are invalid (e.g. listeners without the
+        inter-broker one, written by another tool) leave the broker's config as it was, as Kafka's
+        updateCurrentConfig keeps its old config then."""
         before = {n: self[n] for n in set(self.dynamic_broker) | set(self.dynamic_default)
                   | set(broker) | set(default) if n in BROKER_KEYS}
-        self.dynamic_broker = parse_dynamic(broker, "this broker's dynamic config")
-        self.dynamic_default = parse_dynamic(default, "the cluster-wide dynamic config")
+        new_broker = parse_dynamic(broker, "this broker's dynamic config")
+        new_default = parse_dynamic(default, "the cluster-wide dynamic config", per_broker=False)
+        try:
+            self.check_reconfiguration(replace(self, dynamic_broker=new_broker, dynamic_default=new_default))
+        except ConfigError as exc:
+            log.error("dynamic broker configs %s / default %s ignored: %s", sorted(broker), sorted(default), exc)
+            return set()
+        self.dynamic_broker, self.dynamic_default = new_broker, new_default
         return {n for n, v in before.items() if self[n] != v}
+
+    def validate_dynamic(self, config: Mapping[str, str], per_broker: bool) -> None:
+        """Kafka's DynamicBrokerConfig.validate for a new ``/config/brokers/<id>`` (``per_broker``)
+        or ``/config/brokers/<default>`` config, given as strings: every key dynamic, no per-broker
+        key at the default, valid values, and the broker config they make valid as a whole and as
+        a change of this one (see :meth:`check_reconfiguration`). Raises ConfigError."""
+        static = sorted(n for n in config if n not in BROKER_KEYS or not BROKER_KEYS[n].dynamic)
+        if static:
+            raise ConfigError(f"Cannot update these configs dynamically: {', '.join(static)}")
+        if not per_broker:
+            only_per_broker = sorted(n for n in config if n in PER_BROKER_KEYS)
+            if only_per_broker:
+                raise ConfigError("Cannot update these configs at default cluster level, broker id must be "
+                                  f"specified: {', '.join(only_per_broker)}")
+        typed = {n: BROKER_KEYS[n].parse(v) for n, v in config.items()}
+        if per_broker:
+            candidate = replace(self, dynamic_broker=typed)
+        else:
+            candidate = replace(self, dynamic_default=typed)
+        self.check_reconfiguration(candidate)
+
+    def check_reconfiguration(self, new: "BrokerConfig") -> None:
+        """Is ``new`` (this config with other dynamic layers) valid, and a change the running broker
+        can make (Kafka's KafkaConfig checks plus DynamicListenerConfig.validateReconfiguration)?
+        Listeners may be added and removed, but every listener needs a security protocol, an
+        existing listener keeps its protocol, the advertised listeners are a subset of the
+        listeners and include the inter-broker listener, which stays the same."""
+        names = [ep.listener for ep in new.listeners]
+        old_protocols, new_protocols = self.security_protocols(), new.security_protocols()
+        for ep in self.listeners:
+            if ep.listener in names and old_protocols.get(ep.listener) != new_protocols.get(ep.listener):
+                raise ConfigError(f"Security protocol cannot be updated for existing listener {ep.listener}")
+        new._check()
+        inter = self.inter_broker_listener
+        if new.inter_broker_listener != inter or inter not in names:
+            raise ConfigError(f"The inter-broker listener {inter} must stay a listener (it cannot be removed or "
+                              "replaced dynamically)")
 
     def _layers(self) -> list[tuple[Mapping[str, Any], int]]:
         return [(self.dynamic_broker, SOURCE_DYNAMIC_BROKER), (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
@@ -749,6 +867,21 @@ class BrokerConfig:
         advertised = self.advertised_listeners
         if any(ep.port <= 0 for ep in advertised if ep.listener in names and self["advertised.listeners"]):
             raise ConfigError("advertised.listeners needs a real port for every listener")
+        # Kafka's KafkaConfig.validateValues: what is registered in /brokers/ids/<id> is exactly
+        # the advertised listeners, so they must be listeners and include the inter-broker one
+        adv_names = [ep.listener for ep in advertised]
+        if len(set(adv_names)) != len(adv_names):
+            raise ConfigError("Each listener name may appear only once in 'advertised.listeners'")
+        if not set(adv_names) <= set(names):
+            raise ConfigError(f"advertised.listeners listener names must be equal to or a subset of the ones defined "
+                              f"in listeners. Found {','.join(adv_names)}. The valid options based on the current "
+                              f"configuration are {','.join(names)}")
+        if self.inter_broker_listener not in adv_names:
+            raise ConfigError(f"inter.broker.listener.name must be a listener name defined in advertised.listeners. "
+                              f"The valid options based on currently configured listeners are {','.join(adv_names)}")
+        if self["advertised.listeners"] and any(ep.host == "0.0.0.0" for ep in advertised):
+            raise ConfigError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. "
+                              "Use a routable IP address.")
 
     def security_protocols(self) -> dict[str, str]:
         """``listener.security.protocol.map`` as {LISTENER: PROTOCOL}."""
@@ -765,7 +898,8 @@ class BrokerConfig:
     @property
     def listeners(self) -> list[Endpoint]:
         uris = self["listeners"]
-        if "listeners" not in self.explicit and ("port" in self.explicit or "host.name" in self.explicit):
+        if "listeners" not in self.explicit and "listeners" not in self.dynamic_broker \
+                and ("port" in self.explicit or "host.name" in self.explicit):
             uris = [f"PLAINTEXT://{self['host.name']}:{self['port']}"]
         return [parse_listener(u) for u in uris]
 
@@ -837,13 +971,17 @@ class BrokerConfig:
                 for name, value in self.dynamic_default.items()]
 
 
-def parse_dynamic(config: Mapping[str, str], where: str) -> dict[str, Any]:
-    """Typed values of the dynamic keys in a ``/config/brokers/...`` config; others are skipped."""
+def parse_dynamic(config: Mapping[str, str], where: str, per_broker: bool = True) -> dict[str, Any]:
+    """Typed values of the dynamic keys in a ``/config/brokers/...`` config; others are skipped,
+    and so are per-broker keys in the cluster default's (``per_broker`` False), as Kafka does."""
     out: dict[str, Any] = {}
     for name, raw in config.items():
         key = BROKER_KEYS.get(name)
         if key is None or not key.dynamic:
             log.warning("%s: ignoring %s (not a dynamic broker config)", where, name)
+            continue
+        if not per_broker and name in PER_BROKER_KEYS:
+            log.warning("%s: ignoring %s (a per-broker config defined at the default cluster level)", where, name)
             continue
         try:
             out[name] = key.parse(raw)

@@ -6,7 +6,9 @@ ones; AlterConfigs / IncrementalAlterConfigs for a BROKER resource write them (`
 ``brokers/<default>``. Every broker reads both at start and re-reads them when such a notification
 arrives; the typed values become :class:`~kafkalite.config.BrokerConfig`'s dynamic layers
 (per-broker over default over ``server.properties``), and the broker's ``on_change`` callback
-applies what changed (replication throttle rates, the topic defaults of ``log.*`` synonyms, ...).
+applies what changed (replication throttle rates, the topic defaults of ``log.*`` synonyms,
+listeners, SASL settings, ...). Password configs (``sasl.jaas.config``) are stored encrypted with
+``password.encoder.secret`` in Kafka's format (kafkalite.security.password_encoder).
 """
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from typing import Any, Callable
 
 from twisted.internet import defer
 
-from kafkalite.config import BrokerConfig
+from kafkalite.config import BROKER_KEYS, BrokerConfig, ConfigError
+from kafkalite.security.password_encoder import PasswordEncoder, PasswordEncoderError
 from kafkalite.broker.config_changes import ConfigChangeWatcher
 from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
@@ -23,6 +26,25 @@ from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 log = logging.getLogger(__name__)
 
 DEFAULT = "<default>"
+
+
+#: dynamic password configs: stored encrypted (Kafka's DynamicBrokerConfig.isPasswordConfig)
+PASSWORD_KEYS = frozenset(n for n, k in BROKER_KEYS.items() if k.dynamic and k.kind == "password")
+
+
+def password_encoder(config: BrokerConfig, old: bool = False) -> PasswordEncoder | None:
+    """The encoder of ``password.encoder.secret`` (``old``: ``password.encoder.old.secret``), None if unset."""
+    secret = config["password.encoder.old.secret"] if old else config["password.encoder.secret"]
+    if not secret:
+        return None
+    return PasswordEncoder(secret, config["password.encoder.keyfactory.algorithm"],
+                           config["password.encoder.cipher.algorithm"], config["password.encoder.key.length"],
+                           config["password.encoder.iterations"])
+
+
+def hide_passwords(config: dict[str, str]) -> dict[str, str]:
+    """For logs: password values replaced by ``[hidden]``."""
+    return {k: "[hidden]" if k in PASSWORD_KEYS else v for k, v in config.items()}
 
 
 def entity_path_of(broker: str) -> str:
@@ -57,12 +79,51 @@ class DynamicBrokerConfigSync(ConfigChangeWatcher):
         """Replace the overrides and notify every broker (Kafka's AdminZkClient.changeBrokerConfig)."""
         return self.kafka_zk.set_entity_config(entity_path_of(broker), config)
 
+    def read_decoded(self, broker: str) -> defer.Deferred:
+        """The stored overrides with their passwords decrypted; one that cannot be decoded (another
+        secret) is left out with an error, as Kafka's fromPersistentProps does."""
+        return self.read(broker).addCallback(self.decode_passwords)
+
+    def write_encoded(self, broker: str, config: dict[str, str]) -> defer.Deferred:
+        """``write`` with the passwords encrypted (Kafka's toPersistentProps); ConfigError (raised
+        at once) without ``password.encoder.secret`` or for a password at the cluster default."""
+        stored = dict(config)
+        names = sorted(PASSWORD_KEYS & set(config))
+        if names:
+            if not broker:
+                raise ConfigError("Password config can be defined only at broker level")
+            encoder = password_encoder(self.config)
+            if encoder is None:
+                raise ConfigError("Password encoder secret not configured")
+            for name in names:
+                # PBKDF2 with a few thousand iterations: milliseconds on the reactor, once per alter
+                stored[name] = encoder.encode(config[name])
+        return self.write(broker, stored)
+
+    def decode_passwords(self, stored: dict[str, str]) -> dict[str, str]:
+        out = dict(stored)
+        names = sorted(PASSWORD_KEYS & set(stored))
+        encoders = [e for e in (password_encoder(self.config), password_encoder(self.config, old=True)) if e]
+        for name in names:
+            for encoder in encoders:
+                try:
+                    out[name] = encoder.decode(stored[name])
+                    break
+                except PasswordEncoderError:
+                    continue
+            else:
+                log.error("dynamic password config %s could not be decoded%s, ignoring it", name,
+                          "" if encoders else " (password.encoder.secret is not set)")
+                del out[name]
+        return out
+
     @defer.inlineCallbacks
     def reload(self) -> Any:
-        mine = yield self.read(str(self.broker_id()))
+        mine = yield self.read_decoded(str(self.broker_id()))
         default = yield self.read("")
         changed = self.config.set_dynamic(mine, default)
-        log.info("dynamic broker configs: broker %s, default %s%s", mine or "none", default or "none",
+        log.info("dynamic broker configs: broker %s, default %s%s", hide_passwords(mine) or "none",
+                 hide_passwords(default) or "none",
                  f"; changed {sorted(changed)}" if changed else "")
         if changed:
             self.on_change(changed)

@@ -50,7 +50,7 @@ from kafkalite.quota import RateConfig
 from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
 from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import BrokerConfig, ConfigError, Endpoint
+from kafkalite.config import LISTENER_RECONFIGURABLE, BrokerConfig, ConfigError, Endpoint
 from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
@@ -87,6 +87,10 @@ def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
         raise ConfigError("zookeeper.set.acl=true needs a ZooKeeper login: a JAAS file with a Client section "
                           "(username, password) named in KAFKA_OPTS by -Djava.security.auth.login.config=")
     return login
+
+
+#: dynamic configs that change what SASL listeners offer (applied to the next connections)
+SASL_RECONFIGURABLE = frozenset(("sasl.enabled.mechanisms", "sasl.jaas.config"))
 
 
 class KafkaBroker:
@@ -187,6 +191,12 @@ class KafkaBroker:
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)
         self.ports: list[Any] = []
         self.factories: list[KafkaServerFactory] = []
+        #: listener name -> (its configured endpoint, the listening port, its factory)
+        self.bound: dict[str, tuple[Endpoint, Any, KafkaServerFactory]] = {}
+        self.canonical_host: str | None = None
+        self.request_services: BrokerServices | None = None
+        #: dynamic listener changes, applied one after another
+        self.listener_changes = defer.DeferredLock()
         listeners = config.listeners
         protected = config.inter_broker_listener if len(listeners) > 1 else None
         # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
@@ -237,6 +247,9 @@ class KafkaBroker:
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.first_broker_epoch = self.broker_epoch
+        if tuple(self._advertised()) != registration.endpoints:
+            # a dynamic listener change landed while we registered
+            yield self.listener_changes.run(self._reconfigure_listeners)
         self._unless_stopping("loading metadata")
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
@@ -270,8 +283,13 @@ class KafkaBroker:
         lc = self.config.listener_config(listener)
         proto = lc.security_protocol
         options = tls.server_options(tls.key_material(lc)) if proto in ("SSL", "SASL_SSL") else None
+        return options, self._sasl_settings(listener)
+
+    def _sasl_settings(self, listener: str) -> SaslSettings | None:
+        """The SASL settings of a SASL listener (None for others), from the current config."""
+        lc = self.config.listener_config(listener)
         sasl = None
-        if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if lc.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanisms = tuple(lc["sasl.enabled.mechanisms"])
             plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
             sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
@@ -279,28 +297,101 @@ class KafkaBroker:
                                 # credential applies to the next connection
                                 self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
                                 self.reactor, lc["connections.max.reauth.ms"])
-        return options, sasl
+        return sasl
 
     def _listen(self) -> list[EndPoint]:
-        advertised: list[EndPoint] = []
-        configured = {ep.listener: ep for ep in self.config.advertised_listeners}
-        services = self.services()
+        """Bind every listener; the endpoints to register (see :meth:`_advertised`)."""
+        if set(self.config.dynamic_broker) & (LISTENER_RECONFIGURABLE | SASL_RECONFIGURABLE):
+            # dynamic listener / SASL configs read from ZooKeeper at start: the listeners' security
+            # as they make it (a bad key store or JAAS entry still stops start-up with one line)
+            self.listener_security = {ep.listener: self._listener_security(ep.listener)
+                                      for ep in self.config.listeners}
         for ep in self.config.listeners:
-            tls_options, sasl = self.listener_security[ep.listener]
-            factory = KafkaServerFactory(Dispatcher(services, ep.listener), self.config["socket.request.max.bytes"],
-                                         self.config["queued.max.requests"], listener=ep.listener,
-                                         quotas=self.connection_quotas, socket_options=self.socket_options,
-                                         max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
-                                         tls_options=tls_options, sasl=sasl)
-            port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
-            self.ports.append(port)
-            self.factories.append(factory)
-            bound = port.getHost().port
-            adv = configured.get(ep.listener, Endpoint(ep.listener, ep.host, bound))
-            host = adv.host or socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
-            advertised.append(EndPoint(ep.listener, host, adv.port or bound,
-                                       self.config.security_protocol(ep.listener)))
+            self._bind(ep)
+        if self._needs_canonical_host():
+            self.canonical_host = socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
+        return self._advertised()
+
+    def _bind(self, ep: Endpoint) -> None:
+        """Listen on one listener (its TLS / SASL settings from ``listener_security``)."""
+        tls_options, sasl = self.listener_security[ep.listener]
+        if self.request_services is None:
+            self.request_services = self.services()      # one for every listener, also those added later
+        factory = KafkaServerFactory(Dispatcher(self.request_services, ep.listener), self.config["socket.request.max.bytes"],
+                                     self.config["queued.max.requests"], listener=ep.listener,
+                                     quotas=self.connection_quotas, socket_options=self.socket_options,
+                                     max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
+                                     tls_options=tls_options, sasl=sasl)
+        port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
+        self.ports.append(port)
+        self.factories.append(factory)
+        self.bound[ep.listener] = (ep, port, factory)
+
+    @defer.inlineCallbacks
+    def _unbind(self, listener: str) -> Any:
+        """Stop listening on ``listener`` and close its connections (Kafka's removeListeners)."""
+        _, port, factory = self.bound.pop(listener)
+        self.ports.remove(port)
+        self.factories.remove(factory)
+        yield port.stopListening()
+        factory.close_all()
+
+    def _needs_canonical_host(self) -> bool:
+        return self.canonical_host is None and any(not ep.host for ep in self.config.advertised_listeners)
+
+    def _advertised(self) -> list[EndPoint]:
+        """What ``/brokers/ids/<id>`` lists, as Kafka's createBrokerInfo: the advertised listeners
+        (``listeners`` when unset) that are bound, a port 0 replaced by the bound one and an empty
+        host by this machine's canonical host name."""
+        advertised: list[EndPoint] = []
+        for adv in self.config.advertised_listeners:
+            bound = self.bound.get(adv.listener)
+            if bound is None:        # its bind failed (logged)
+                continue
+            host = adv.host or self.canonical_host or ""
+            advertised.append(EndPoint(adv.listener, host, adv.port or bound[1].getHost().port,
+                                       self.config.security_protocol(adv.listener)))
         return advertised
+
+    @defer.inlineCallbacks
+    def _reconfigure_listeners(self) -> Any:
+        """Kafka's DynamicListenerConfig.reconfigure after ``listeners`` / ``advertised.listeners`` /
+        ``listener.security.protocol.map`` changed: close the listeners gone (or moved to another
+        host:port), bind the new ones, then re-write ``/brokers/ids/<id>`` (updateBrokerInfo) so
+        clients and the other brokers see the new endpoints."""
+        wanted = {ep.listener: ep for ep in self.config.listeners}
+        for name, (ep, _, _) in list(self.bound.items()):
+            if name not in wanted or (wanted[name].host, wanted[name].port) != (ep.host, ep.port):
+                log.info("closing listener %s (%s)", name, ep.uri())
+                yield self._unbind(name)
+        for name, ep in wanted.items():
+            if name in self.bound:
+                continue
+            try:
+                self.listener_security[name] = self._listener_security(name)
+                self._bind(ep)
+                log.info("listening on new listener %s", ep.uri())
+            except Exception as exc:  # noqa: BLE001 - a port in use or bad key store: the others keep serving
+                log.error("cannot listen on %s: %s", ep.uri(), exc)
+        if self._needs_canonical_host():
+            # getfqdn may block on DNS: off the reactor
+            self.canonical_host = yield self.blocking.run(socket.getfqdn)
+        if self.broker_epoch < 0:
+            return               # not registered yet: start() registers what is bound now
+        advertised = self._advertised()
+        yield self.kafka_zk.update_broker_info(BrokerRegistration(self.broker_id, tuple(advertised),
+                                                                  self.clock.now_ms(), rack=self.config["broker.rack"]))
+        log.info("broker %d now advertises %s", self.broker_id, ", ".join(ep.connection_string() for ep in advertised))
+
+    def _reconfigure_sasl(self) -> None:
+        """``sasl.enabled.mechanisms`` or ``sasl.jaas.config`` changed: the SASL listeners offer the
+        new mechanisms and the PLAIN users of their JAAS entry to the next connections; open ones
+        keep their session."""
+        for name, (_, _, factory) in self.bound.items():
+            sasl = self._sasl_settings(name)
+            self.listener_security[name] = (self.listener_security[name][0], sasl)
+            if sasl is not None:
+                factory.sasl = sasl
 
     def _listen_metrics(self) -> None:
         """``metrics.port`` (0: off): /metrics and /health over HTTP, bound before we register so
@@ -595,6 +686,11 @@ class KafkaBroker:
         ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
         every topic's effective config and handing the new log config to its partitions."""
         self._apply_replication_rates()
+        if changed & LISTENER_RECONFIGURABLE and self.bound and not self.stopping:   # before _listen: it binds them
+            d = self.listener_changes.run(self._reconfigure_listeners)
+            d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
+        if changed & SASL_RECONFIGURABLE and self.bound:
+            self._reconfigure_sasl()
         if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
             self._start_cleaner_threads()
         self.topic_configs.clear()

@@ -110,6 +110,11 @@ class KafkaZkClient:
         d.addCallback(lambda _: self.ephemerals.register(path, registration.encode()))
         return d.addErrback(broker_id_in_use(registration.broker_id))
 
+    def update_broker_info(self, registration: BrokerRegistration) -> defer.Deferred:
+        """Re-write our ``/brokers/ids/<id>`` (Kafka's updateBrokerInfo, after a dynamic listener
+        change): the other brokers' watches see the new endpoints; the broker epoch (czxid) stays."""
+        return self.ephemerals.update(BrokerRegistration.path(registration.broker_id), registration.encode())
+
     def add_reregistration_listener(self, callback: Callable[[str, int], None]) -> None:
         """``callback(path, czxid)`` after an owned ephemeral was re-created in a new session."""
         self.ephemerals.add_recreated_listener(callback)

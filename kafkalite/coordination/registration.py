@@ -73,6 +73,12 @@ class EphemeralRegistry:
             return czxid
         return d.addCallback(remember)
 
+    def update(self, path: str, data: bytes) -> defer.Deferred:
+        """Re-write an owned ephemeral's data (any version: we own it); a re-creation after a
+        session expiry uses the new data. Fires the new Stat."""
+        self._owned[path] = data
+        return self._zk.set(path, data, -1)
+
     def forget(self, path: str) -> None:
         """Stop re-creating ``path`` (e.g. before a deliberate delete)."""
         self._owned.pop(path, None)

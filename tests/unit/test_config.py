@@ -64,3 +64,34 @@ def test_properties_file_syntax(tmp_path) -> None:
     props = load_properties([str(path)], ["broker.id=9"])
     cfg = BrokerConfig.from_properties(props)
     assert cfg.broker_id == 9 and cfg.log_dirs == ["/a", "/b"]
+
+
+def test_dynamic_layers_skip_per_broker_keys_at_the_default_and_invalid_listener_sets() -> None:
+    """ZooKeeper's broker configs may have been written by another tool: a per-broker key in
+    ``<default>`` is ignored (Kafka's "Per-broker configs defined at default cluster level will be
+    ignored"), and listener configs that together are invalid leave the config as it was."""
+    cfg = BrokerConfig.from_properties({"zookeeper.connect": "zk", "listeners": "PLAINTEXT://:9092"})
+    changed = cfg.set_dynamic({}, {"advertised.listeners": "PLAINTEXT://h:1", "message.max.bytes": "1000"})
+    assert changed == {"message.max.bytes"} and cfg["advertised.listeners"] is None
+    # EXTRA has no security protocol: the whole per-broker set is refused, the default layer kept
+    assert cfg.set_dynamic({"listeners": "PLAINTEXT://:9092,EXTRA://:9093", "message.max.bytes": "5"},
+                           {"message.max.bytes": "1000"}) == set()
+    assert [ep.listener for ep in cfg.listeners] == ["PLAINTEXT"] and cfg["message.max.bytes"] == 1000
+    changed = cfg.set_dynamic({"listeners": "PLAINTEXT://:9092,EXTRA://:9093",
+                               "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT"}, {})
+    assert changed == {"listeners", "listener.security.protocol.map", "message.max.bytes"}
+    assert [ep.uri() for ep in cfg.advertised_listeners] == ["PLAINTEXT://:9092", "EXTRA://:9093"]
+
+
+def test_static_advertised_listeners_follow_kafkas_rules() -> None:
+    """As Kafka's KafkaConfig: advertised listeners are listeners, include the inter-broker one and
+    never the 0.0.0.0 meta-address."""
+    base = {"zookeeper.connect": "zk", "listeners": "PLAINTEXT://:9092,EXTRA://:9093",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,EXTRA:PLAINTEXT"}
+    for advertised, message in (("EXTRA://h:1", "inter.broker.listener.name must be a listener name"),
+                                ("PLAINTEXT://h:1,OTHER://h:2", "subset of the ones defined in listeners"),
+                                ("PLAINTEXT://0.0.0.0:1", "nonroutable meta-address 0.0.0.0")):
+        with pytest.raises(ConfigError, match=message):
+            BrokerConfig.from_properties({**base, "advertised.listeners": advertised})
+    assert [ep.listener for ep in BrokerConfig.from_properties(
+        {**base, "advertised.listeners": "PLAINTEXT://h:1"}).advertised_listeners] == ["PLAINTEXT"]

@@ -14,8 +14,10 @@ v1 are the flexible versions (Kafka 2.8).
 
 A BROKER resource (dynamic broker configs, KIP-226) names this broker's id (``/config/brokers/<id>``)
 or "" (``/config/brokers/<default>``, any broker may write it); only the keys Kafka marks dynamic
-are accepted (others: INVALID_REQUEST "Cannot update these configs dynamically", as Kafka), values
-are checked with the broker table, and the write notifies every broker (broker/dynamic_config.py).
+are accepted (others: INVALID_REQUEST "Cannot update these configs dynamically", as Kafka), the
+per-broker ones (listeners, SASL settings) only for a broker id, values are checked with the broker
+table and the whole resulting config as Kafka's DynamicBrokerConfig.validate does
+(``BrokerConfig.validate_dynamic``), and the write notifies every broker (broker/dynamic_config.py).
 """
 from __future__ import annotations
 
@@ -144,18 +146,22 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
     if static:
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(static)}")
     if incremental:
-        current = yield store.read(name)
+        current = yield store.read_decoded(name)
         new = _incremental(current, configs, lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
     else:
         new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
-    for key, value in new.items():
+    try:
+        ctx.config.validate_dynamic(new, per_broker=bool(name))
+    except ConfigError as exc:
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
+    if not validate_only:
         try:
-            BROKER_KEYS[key].parse(value)
+            d = store.write_encoded(name, new)
         except ConfigError as exc:
             raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
-    if not validate_only:
-        yield store.write(name, new)
-        log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker", new)
+        yield d
+        log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker",
+                 {k: "[hidden]" if BROKER_KEYS[k].kind == "password" else v for k, v in new.items()})
 
 
 @api(ApiKey.ALTER_CONFIGS, 0, 2)

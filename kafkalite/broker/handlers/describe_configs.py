@@ -18,7 +18,9 @@ BROKER = 4
 def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dict[str, Any]:
     return {"name": row.name, "value": None if row.sensitive else render(row.value), "read_only": read_only,
             "config_source": row.source, "is_sensitive": row.sensitive,
-            "synonyms": [{"name": n, "value": render(v), "source": s} for n, v, s in row.synonyms] if synonyms else [],
+            # a password's synonyms hide their values too
+            "synonyms": [{"name": n, "value": None if row.sensitive else render(v), "source": s}
+                         for n, v, s in row.synonyms] if synonyms else [],
             "config_type": TYPE_CODES.get(row.kind, 0), "documentation": row.doc if docs else None}
 
 
