@@ -179,7 +179,8 @@ class KafkaBroker:
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager,
-            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections)))
+            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections),
+            fetch_sessions=self.fetch_sessions))
         self.metrics_port: Any = None
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
                                    self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],

@@ -65,3 +65,19 @@ def test_consumer_session_full_then_incremental(inprocess_cluster_factory) -> No
     assert [p["partition"] for _, p in broker.fetch_sessions.get(sid).wanted()] == [1]
     closed = client.request(FETCH, 11, fetch_body(sid, -1, [part(1, 2)]))
     assert closed["session_id"] == 0 and answered(closed) == [1] and broker.fetch_sessions.get(sid) is None
+
+
+def test_fetch_session_metrics_count_sessions_and_partitions(inprocess_cluster_factory) -> None:
+    """The broker's /metrics registry reports the sessions kept and the partitions they cache."""
+    cluster: InProcessCluster = inprocess_cluster_factory(1)
+    cluster.create_topic(TOPIC, 2, 1)
+    leader = cluster.leader_of(TOPIC, 0)
+    broker = cluster.brokers[leader]
+    prefix = "kafka_server_fetchsessioncache_"
+    before = broker.metrics_registry.get_sample_value(prefix + "numincrementalfetchsessions")
+    full = cluster.client(leader).request(FETCH, 11, fetch_body(0, 0, [part(0, 0), part(1, 0)]))
+    assert full["session_id"] != 0
+    reg = broker.metrics_registry
+    assert reg.get_sample_value(prefix + "numincrementalfetchsessions") == before + 1
+    assert reg.get_sample_value(prefix + "numincrementalfetchpartitionscached") >= 2
+    assert reg.get_sample_value(prefix + "incrementalfetchsessionevictionspersec_total") == 0
