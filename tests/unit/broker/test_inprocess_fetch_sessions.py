@@ -81,3 +81,57 @@ def test_fetch_session_metrics_count_sessions_and_partitions(inprocess_cluster_f
     assert reg.get_sample_value(prefix + "numincrementalfetchsessions") == before + 1
     assert reg.get_sample_value(prefix + "numincrementalfetchpartitionscached") >= 2
     assert reg.get_sample_value(prefix + "incrementalfetchsessionevictionspersec_total") == 0
+
+
+def follower_sessions(cluster: InProcessCluster, leader: int) -> list[Any]:
+    cache = cluster.brokers[leader].fetch_sessions
+    return [cache.get(sid) for sid in list(cache._sessions) if cache.get(sid).privileged]
+
+
+def test_followers_replicate_through_sessions_and_recover_from_eviction(inprocess_cluster_factory) -> None:
+    """On 3 brokers, the followers hold privileged sessions on the leader and fetch incrementally;
+    acks=all produces complete; after the leader drops every session (as an eviction would),
+    the followers fall back to full fetches, open new sessions and acks=all completes again."""
+    cluster: InProcessCluster = inprocess_cluster_factory(3)
+    cluster.create_topic(TOPIC, 1, 3)
+    leader = cluster.leader_of(TOPIC, 0)
+    producer = cluster.client(leader, "producer")
+
+    def produce_all(values: list[bytes]) -> None:
+        resp = producer.request(0, 8, produce_body(TOPIC, {0: records(values)}, -1))
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+
+    produce_all([b"a", b"b"])
+    cache = cluster.brokers[leader].fetch_sessions
+    cluster.pump_until(lambda: len(follower_sessions(cluster, leader)) == 2)
+    before = cache.incremental_fetches
+    produce_all([b"c"])
+    assert cache.incremental_fetches > before, "followers should fetch incrementally"
+    old = {s.id for s in follower_sessions(cluster, leader)}
+    for sid in old:
+        cache.remove(sid)
+    produce_all([b"d"])
+    cluster.pump_until(lambda: len(follower_sessions(cluster, leader)) == 2)
+    assert not old & {s.id for s in follower_sessions(cluster, leader)}
+    produce_all([b"e"])
+    cluster.pump_until(lambda: cluster.replicated(TOPIC, 0))
+    for b in cluster.brokers:
+        assert cluster.partition(b, TOPIC, 0).log.log_end_offset == 5
+
+
+def test_follower_session_survives_leader_change(inprocess_cluster_factory) -> None:
+    """After the leader stops, a follower's fetches go to the new leader (new session there) and
+    the remaining replicas stay in step."""
+    cluster: InProcessCluster = inprocess_cluster_factory(3)
+    cluster.create_topic(TOPIC, 1, 3)
+    leader = cluster.leader_of(TOPIC, 0)
+    resp = cluster.client(leader).request(0, 8, produce_body(TOPIC, {0: records([b"a"])}, -1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    cluster.stop_broker(leader)
+    cluster.pump_until(lambda: cluster.leader_of(TOPIC, 0) not in (leader, -1))
+    new_leader = cluster.leader_of(TOPIC, 0)
+    resp = cluster.client(new_leader).request(0, 8, produce_body(TOPIC, {0: records([b"b"])}, 1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    other = next(b for b in cluster.brokers if b != new_leader)
+    cluster.pump_until(lambda: cluster.partition(other, TOPIC, 0).log.log_end_offset == 2)
+    cluster.pump_until(lambda: len(follower_sessions(cluster, new_leader)) == 1)
