@@ -421,6 +421,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("fetch.max.bytes", "int", 57671680,
               "Largest Fetch response: caps the request's max_bytes (a first batch above it still goes out, KIP-74)",
               at_least(1024)),
+    ConfigKey("max.incremental.fetch.session.cache.slots", "int", 1000,
+              "Fetch sessions (KIP-227) a broker keeps; a full fetch finding none free is sessionless", at_least(0)),
+    ConfigKey("min.incremental.fetch.session.eviction.ms", "int", 120000,
+              "A fetch session unused (or, for eviction by a bigger one, existing) this long may be evicted", at_least(0)),
     ConfigKey("metadata.max.age.ms", "long", 300000,
               "A client property, not a Kafka broker one; accepted so shared property files load", ignored=True),
 )

@@ -41,6 +41,7 @@ from kafkalite.group.state import GroupState
 from kafkalite.protocol import codec
 
 if TYPE_CHECKING:
+    from kafkalite.broker.fetch_session import FetchSessionCache
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.controller.controller import Controller
     from kafkalite.group.coordinator import GroupCoordinator
@@ -149,6 +150,8 @@ class MetricsSources:
     logs: "LogManager"
     #: (listener, (client software name, version) or None) of every open client connection
     connections: Callable[[], Iterable[tuple[str, tuple[str, str] | None]]] = lambda: ()
+    #: KIP-227 fetch sessions (None: the broker keeps none)
+    fetch_sessions: "FetchSessionCache | None" = None
 
 
 def _counter(name: str, doc: str, label: str | None, table: dict[str, int]) -> CounterMetricFamily:
@@ -176,6 +179,20 @@ class BrokerCollector(Collector):
         yield from self._logs()
         yield from self._groups()
         yield from self._connections()
+        yield from self._fetch_sessions()
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache metrics (NumIncrementalFetchSessions, ...Partitions Cached,
+        IncrementalFetchSessionEvictionsPerSec as a counter), read at scrape time."""
+        cache = self.s.fetch_sessions
+        if cache is None:
+            return
+        prefix = "kafka_server_fetchsessioncache_"
+        yield _gauge(prefix + "numincrementalfetchsessions", "Fetch sessions kept (KIP-227)", len(cache))
+        yield _gauge(prefix + "numincrementalfetchpartitionscached", "Partitions in all fetch sessions",
+                     cache.num_partitions())
+        yield CounterMetricFamily(prefix + "incrementalfetchsessionevictionspersec",
+                                  "Fetch sessions evicted for a new one", value=cache.evictions)
 
     def _connections(self) -> Iterator[Metric]:
         """Kafka's socket-server ``connections`` gauge per listener and client software (KIP-511:

@@ -33,6 +33,7 @@ from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.dispatcher import Dispatcher
+from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
@@ -175,12 +176,15 @@ class KafkaBroker:
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
+                                                config["min.incremental.fetch.session.eviction.ms"])
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
         self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager,
-            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections)))
+            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections),
+            fetch_sessions=self.fetch_sessions))
         self.metrics_port: Any = None
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
                                    self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],
@@ -216,7 +220,7 @@ class KafkaBroker:
         return BrokerServices(self.broker_id, self.config, self.clock, self.metadata, self.topic_configs,
                               self.replica_manager, self.groups, self.topics, self.producer_ids, self.controller,
                               self.metrics, self.credentials, self.txns, self.quotas, self.authorizer,
-                              dynamic_config=self.dynamic_config)
+                              dynamic_config=self.dynamic_config, fetch_sessions=self.fetch_sessions)
 
     # -- start / stop ------------------------------------------------------------------------------
     def start(self) -> defer.Deferred:

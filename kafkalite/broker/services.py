@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from kafkalite.broker.credentials import UserCredentials
     from kafkalite.broker.producer_ids import ProducerIdManager
     from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+    from kafkalite.broker.fetch_session import FetchSessionCache
     from kafkalite.broker.quotas import BrokerQuotas
     from kafkalite.broker.replica_manager import ReplicaManager
     from kafkalite.broker.topic_configs import TopicConfigs
@@ -102,6 +103,8 @@ class BrokerServices:
     authorizer: "AclAuthorizer | None" = None
     #: ``/config/brokers/...`` (dynamic broker configs); None without ZooKeeper (unit tests)
     dynamic_config: "DynamicBrokerConfigSync | None" = None
+    #: KIP-227 fetch sessions; None: every fetch is sessionless
+    fetch_sessions: "FetchSessionCache | None" = None
 
 
 @dataclass
@@ -184,6 +187,10 @@ class RequestContext:
     @property
     def quotas(self) -> "BrokerQuotas":
         return self.services.quotas
+
+    @property
+    def fetch_sessions(self) -> "FetchSessionCache | None":
+        return self.services.fetch_sessions
 
     @property
     def dynamic_config(self) -> "DynamicBrokerConfigSync | None":

@@ -47,6 +47,7 @@ from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FetchRequest, FetchRequestFetchPartition
 from kafkalite.quota.replication import ReplicationQuota
 from kafkalite.records.batch import scan_valid_prefix
+from kafkalite.replication.fetch_session import FollowerFetchSession
 from kafkalite.storage import PartitionLog
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,8 @@ class ReplicaFetcher:
         self.loop: defer.Deferred | None = None
         self.starting: Any = None           # IDelayedCall that starts the loop
         self.sleep = _Sleep(reactor)
+        #: KIP-227 session with this leader (Fetch v7+; every inter-broker version we speak)
+        self.session: FollowerFetchSession | None = FollowerFetchSession() if self.fetch_version >= 7 else None
 
     # -- membership ------------------------------------------------------------------------------
     def add(self, part: FollowerReplica) -> None:
@@ -335,29 +338,50 @@ class ReplicaFetcher:
     @defer.inlineCallbacks
     def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
         cfg = self.config
-        topics: dict[str, list[FetchRequestFetchPartition]] = {}
+        entries: dict[Key, FetchRequestFetchPartition] = {}
         sent: dict[Key, int] = {}
         for (topic, index), f in followed.items():
             sent[(topic, index)] = f.part.log.log_end_offset
-            topics.setdefault(topic, []).append({
+            entries[(topic, index)] = {
                 "partition": index, "current_leader_epoch": f.part.leader_epoch,
                 "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
                 "last_fetched_epoch": f.part.log.epochs.latest_epoch,
-                "partition_max_bytes": cfg["replica.fetch.max.bytes"]})
+                "partition_max_bytes": cfg["replica.fetch.max.bytes"]}
+        session_id, epoch = 0, -1
+        forgotten: list[Any] = []
+        topics: dict[str, list[Any]]
+        if self.session is not None:
+            # an incremental request names only partitions whose fields changed (KIP-227)
+            session_id, epoch, topics, forgotten = self.session.build(entries)
+        else:
+            topics = {}
+            for (topic, _), entry in entries.items():
+                topics.setdefault(topic, []).append(entry)
         body: FetchRequest = {
             "replica_id": self.broker_id, "max_wait_ms": cfg["replica.fetch.wait.max.ms"],
             "min_bytes": cfg["replica.fetch.min.bytes"], "max_bytes": cfg["replica.fetch.response.max.bytes"],
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": ""}
+            "forgotten_topics_data": forgotten, "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
         assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
+        try:
+            resp = yield self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
+        except Exception:
+            if self.session is not None:
+                self.session.handle_error()     # the leader may have moved the epoch: start over
+            raise
         self.handle_fetch_response(followed, sent, resp)
 
     def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],
                               resp: dict[str, Any]) -> None:
         """Apply what the leader answered; delay exactly the partitions it answered with an error."""
+        if self.session is not None and not self.session.handle_response(resp) \
+                and resp["error_code"] in (ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH):
+            # the leader lost our session (restart, eviction, leader change): the next fetch is full
+            log.info("fetch from leader %d: %s; sending a full fetch", self.leader_id,
+                     ErrorCode(resp["error_code"]).name)
+            return
         if resp["error_code"] != ErrorCode.NONE:
             log.info("fetch from leader %d failed: %s", self.leader_id, ErrorCode(resp["error_code"]).name)
             self.delay(f for k, f in followed.items() if self._current(k, f))

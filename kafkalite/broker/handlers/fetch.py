@@ -18,15 +18,18 @@ count towards MinBytes, so the fetch waits instead of spinning); the bytes sent 
 partitions are recorded in that rate.
 
 Fetch v12 is flexible and carries each partition's ``last_fetched_epoch``: a fetcher whose log
-diverged from the leader's gets ``diverging_epoch`` (KIP-320, see ``diverging``). Fetch
-sessions (KIP-227) are not kept: a request naming a session gets FETCH_SESSION_ID_NOT_FOUND and
-clients fall back to full fetches.
+diverged from the leader's gets ``diverging_epoch`` (KIP-320, see ``diverging``).
+
+Fetch v7+ has sessions (KIP-227, broker/fetch_session.py): a full fetch (epoch 0) opens one when a
+slot is free; an incremental fetch reads all the session's partitions but answers only those with
+news; a wrong session id / epoch is answered with the error alone and the client starts over.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from kafkalite.broker.fetch_session import FetchContext, FetchSessionCache, FetchSessionError
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
@@ -42,13 +45,26 @@ NO_SESSION = 0
 @api(ApiKey.FETCH, 0, 12)
 def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     ctx.throttle_exempt = req["replica_id"] >= 0        # replication is not a client's traffic
-    if req.get("session_id", 0) != NO_SESSION:
-        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
-                "session_id": 0, "responses": []}
     replica_id = req["replica_id"]
     isolation = req.get("isolation_level", 0)
     read_committed = replica_id < 0 and isolation == READ_COMMITTED
-    wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
+    # handler unit tests' fake contexts may have no cache: then every fetch is sessionless
+    sessions: FetchSessionCache | None = getattr(ctx, "fetch_sessions", None) if ctx.api_version >= 7 else None
+    session_ctx: FetchContext | None = None
+    wanted: list[tuple[str, Any]]
+    if sessions is not None:
+        try:
+            session_ctx = sessions.new_context(req.get("session_id", NO_SESSION), req.get("session_epoch", -1),
+                                               req["topics"], req.get("forgotten_topics_data") or [],
+                                               replica_id >= 0, ctx.now_ms)
+        except FetchSessionError as exc:
+            return {"throttle_time_ms": 0, "error_code": int(exc.code), "session_id": NO_SESSION, "responses": []}
+        wanted = session_ctx.wanted
+    elif req.get("session_id", NO_SESSION) != NO_SESSION:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND),
+                "session_id": NO_SESSION, "responses": []}
+    else:
+        wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
     # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way out
     legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version <= 3 and replica_id < 0 else None
     leader_quota = ctx.quotas.replication.leader if replica_id >= 0 else None
@@ -177,7 +193,15 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         """The answer's bytes per topic, counted once when it is sent (per partition, no record).
         A consumer's bytes count against its consumer_byte_rate (a follower's do not); a consumer
         over it gets, as from Kafka 2.x (KIP-219), an answer without records carrying the throttle
-        time, and those bytes are taken back out of its rate: it reads them after the throttle."""
+        time, and those bytes are taken back out of its rate: it reads them after the throttle.
+        In a session, the answer is shaped here, once: an incremental one keeps only partitions
+        with news (updating the session's cached offsets), a full one opens its session."""
+        if session_ctx is not None and sessions is not None:
+            if session_ctx.session is not None:
+                body["responses"] = sessions.incremental_responses(session_ctx.session, body["responses"])
+                body["session_id"] = session_ctx.session.id
+            elif session_ctx.create:
+                body["session_id"] = sessions.create(session_ctx, body["responses"], ctx.now_ms)
         if replica_id < 0:
             size = sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"])
             who = (ctx.quota_user, ctx.client_id or "")

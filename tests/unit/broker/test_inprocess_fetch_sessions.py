@@ -1,0 +1,137 @@
+"""Consumer fetch sessions (KIP-227) on in-process brokers: full fetch opens a session,
+incremental fetches carry only partitions with news, wait in the purgatory and wake on append."""
+from __future__ import annotations
+
+from typing import Any
+
+from tests.support.inprocess import InProcessCluster, produce_body, records
+
+TOPIC = "sess"
+FETCH = 1
+
+
+def part(index: int, offset: int) -> dict[str, Any]:
+    return {"partition": index, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+            "partition_max_bytes": 1 << 20}
+
+
+def fetch_body(session_id: int, epoch: int, parts: list[dict[str, Any]], max_wait_ms: int = 0,
+               forgotten: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1, "max_bytes": 1 << 20,
+            "isolation_level": 0, "session_id": session_id, "session_epoch": epoch,
+            "topics": [{"topic": TOPIC, "partitions": parts}] if parts else [],
+            "forgotten_topics_data": forgotten or [], "rack_id": ""}
+
+
+def answered(resp: dict[str, Any]) -> list[int]:
+    return sorted(p["partition_index"] for t in resp["responses"] for p in t["partitions"])
+
+
+def test_consumer_session_full_then_incremental(inprocess_cluster_factory) -> None:
+    """Epoch 0 opens a session (non-zero id, both partitions answered); an incremental fetch
+    with nothing new waits max_wait_ms and answers no partition; one parked while a produce
+    lands wakes on the append and carries only that partition; a wrong epoch is refused."""
+    cluster: InProcessCluster = inprocess_cluster_factory(1)
+    cluster.create_topic(TOPIC, 2, 1)
+    leader = cluster.leader_of(TOPIC, 0)
+    client = cluster.client(leader)
+    broker = cluster.brokers[leader]
+    full = client.request(FETCH, 11, fetch_body(0, 0, [part(0, 0), part(1, 0)]))
+    sid = full["session_id"]
+    assert full["error_code"] == 0 and sid != 0 and answered(full) == [0, 1]
+    assert broker.fetch_sessions.get(sid) is not None
+
+    idle = client.request(FETCH, 11, fetch_body(sid, 1, [], max_wait_ms=200))
+    assert idle["error_code"] == 0 and idle["session_id"] == sid and answered(idle) == []
+
+    parked = client.send(FETCH, 11, fetch_body(sid, 2, [], max_wait_ms=30000))
+    cluster.advance(0.05)
+    assert not parked.called, "an incremental fetch with nothing new must wait"
+    producer = cluster.client(leader, "producer")
+    resp = producer.request(0, 8, produce_body(TOPIC, {1: records([b"a", b"b"])}, 1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    woke = cluster.wait(parked, 1.0, "the parked incremental fetch")
+    assert answered(woke) == [1]
+    entry = woke["responses"][0]["partitions"][0]
+    assert entry["high_watermark"] == 2 and len(entry["records"]) > 0
+
+    stale = client.request(FETCH, 11, fetch_body(sid, 2, []))
+    assert stale["error_code"] == 71 and stale["session_id"] == 0          # INVALID_FETCH_SESSION_EPOCH
+    unknown = client.request(FETCH, 11, fetch_body(sid + 1, 1, []))
+    assert unknown["error_code"] == 70                                    # FETCH_SESSION_ID_NOT_FOUND
+    # the consumer moved partition 1's offset; forgetting partition 0 leaves only 1 in the session
+    nxt = client.request(FETCH, 11, fetch_body(sid, 3, [part(1, 2)], forgotten=[{"topic": TOPIC, "partitions": [0]}]))
+    assert nxt["error_code"] == 0 and answered(nxt) == []
+    assert [p["partition"] for _, p in broker.fetch_sessions.get(sid).wanted()] == [1]
+    closed = client.request(FETCH, 11, fetch_body(sid, -1, [part(1, 2)]))
+    assert closed["session_id"] == 0 and answered(closed) == [1] and broker.fetch_sessions.get(sid) is None
+
+
+def test_fetch_session_metrics_count_sessions_and_partitions(inprocess_cluster_factory) -> None:
+    """The broker's /metrics registry reports the sessions kept and the partitions they cache."""
+    cluster: InProcessCluster = inprocess_cluster_factory(1)
+    cluster.create_topic(TOPIC, 2, 1)
+    leader = cluster.leader_of(TOPIC, 0)
+    broker = cluster.brokers[leader]
+    prefix = "kafka_server_fetchsessioncache_"
+    before = broker.metrics_registry.get_sample_value(prefix + "numincrementalfetchsessions")
+    full = cluster.client(leader).request(FETCH, 11, fetch_body(0, 0, [part(0, 0), part(1, 0)]))
+    assert full["session_id"] != 0
+    reg = broker.metrics_registry
+    assert reg.get_sample_value(prefix + "numincrementalfetchsessions") == before + 1
+    assert reg.get_sample_value(prefix + "numincrementalfetchpartitionscached") >= 2
+    assert reg.get_sample_value(prefix + "incrementalfetchsessionevictionspersec_total") == 0
+
+
+def follower_sessions(cluster: InProcessCluster, leader: int) -> list[Any]:
+    cache = cluster.brokers[leader].fetch_sessions
+    return [cache.get(sid) for sid in list(cache._sessions) if cache.get(sid).privileged]
+
+
+def test_followers_replicate_through_sessions_and_recover_from_eviction(inprocess_cluster_factory) -> None:
+    """On 3 brokers, the followers hold privileged sessions on the leader and fetch incrementally;
+    acks=all produces complete; after the leader drops every session (as an eviction would),
+    the followers fall back to full fetches, open new sessions and acks=all completes again."""
+    cluster: InProcessCluster = inprocess_cluster_factory(3)
+    cluster.create_topic(TOPIC, 1, 3)
+    leader = cluster.leader_of(TOPIC, 0)
+    producer = cluster.client(leader, "producer")
+
+    def produce_all(values: list[bytes]) -> None:
+        resp = producer.request(0, 8, produce_body(TOPIC, {0: records(values)}, -1))
+        assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+
+    produce_all([b"a", b"b"])
+    cache = cluster.brokers[leader].fetch_sessions
+    cluster.pump_until(lambda: len(follower_sessions(cluster, leader)) == 2)
+    before = cache.incremental_fetches
+    produce_all([b"c"])
+    assert cache.incremental_fetches > before, "followers should fetch incrementally"
+    old = {s.id for s in follower_sessions(cluster, leader)}
+    for sid in old:
+        cache.remove(sid)
+    produce_all([b"d"])
+    cluster.pump_until(lambda: len(follower_sessions(cluster, leader)) == 2)
+    assert not old & {s.id for s in follower_sessions(cluster, leader)}
+    produce_all([b"e"])
+    cluster.pump_until(lambda: cluster.replicated(TOPIC, 0))
+    for b in cluster.brokers:
+        assert cluster.partition(b, TOPIC, 0).log.log_end_offset == 5
+
+
+def test_follower_session_survives_leader_change(inprocess_cluster_factory) -> None:
+    """After the leader stops, a follower's fetches go to the new leader (new session there) and
+    the remaining replicas stay in step."""
+    cluster: InProcessCluster = inprocess_cluster_factory(3)
+    cluster.create_topic(TOPIC, 1, 3)
+    leader = cluster.leader_of(TOPIC, 0)
+    resp = cluster.client(leader).request(0, 8, produce_body(TOPIC, {0: records([b"a"])}, -1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    cluster.stop_broker(leader)
+    cluster.pump_until(lambda: cluster.leader_of(TOPIC, 0) not in (leader, -1))
+    new_leader = cluster.leader_of(TOPIC, 0)
+    resp = cluster.client(new_leader).request(0, 8, produce_body(TOPIC, {0: records([b"b"])}, 1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    other = next(b for b in cluster.brokers if b != new_leader)
+    cluster.pump_until(lambda: cluster.partition(other, TOPIC, 0).log.log_end_offset == 2)
+    cluster.pump_until(lambda: len(follower_sessions(cluster, new_leader)) == 1)
