@@ -48,8 +48,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     replica_id = req["replica_id"]
     isolation = req.get("isolation_level", 0)
     read_committed = replica_id < 0 and isolation == READ_COMMITTED
-    # handler unit tests' fake contexts may have no cache: then every fetch is sessionless
-    sessions: FetchSessionCache | None = getattr(ctx, "fetch_sessions", None) if ctx.api_version >= 7 else None
+    sessions: FetchSessionCache | None = ctx.fetch_sessions if ctx.api_version >= 7 else None
     session_ctx: FetchContext | None = None
     wanted: list[tuple[str, Any]]
     if sessions is not None:

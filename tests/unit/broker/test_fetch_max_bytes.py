@@ -11,7 +11,7 @@ from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.quotas import BrokerQuotas
 
 #: what a handler's context needs for client quotas: none are configured, so none apply
-NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
+NO_QUOTAS = dict(fetch_sessions=None, quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
                  authorize=lambda *action: True)  # no authorizer: everything allowed
 
 

@@ -69,7 +69,7 @@ def setup(rate: int) -> tuple[Replicas, BrokerQuotas, Any]:
     quotas.replication.update_topic("t", "0:1", "", broker_id=1)      # this leader is broker 1
     ctx = SimpleNamespace(replicas=replicas, config={"fetch.max.bytes": 57671680}, now_ms=0, api_version=11,
                           metrics=BrokerMetrics(), quotas=quotas, quota_user="ANONYMOUS", client_id=None,
-                          throttle=lambda ms: None, authorize=lambda *action: True)
+                          throttle=lambda ms: None, authorize=lambda *action: True, fetch_sessions=None)
     return replicas, quotas, ctx
 
 

@@ -25,7 +25,7 @@ from kafkalite.records.builder import build_batch
 from kafkalite.records.control import ControlType
 from kafkalite.storage import LogConfig, PartitionLog
 
-NO_QUOTAS = dict(quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
+NO_QUOTAS = dict(fetch_sessions=None, quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
                  authorize=lambda *action: True)  # no authorizer: everything allowed
 
 pytestmark = pytest.mark.unit
