@@ -142,7 +142,8 @@ class TopicAdmin:
         """Fires True once ``condition()`` holds after a metadata change, False at the timeout.
 
         A timeout of 0 or less means "do not wait": Kafka then answers success at once (the change
-        goes on in the background), and confluent-kafka's admin client sends 0 by default.
+        goes on in the background). librdkafka (confluent-kafka) sends its operation_timeout,
+        which defaults to socket.timeout.ms (60 s); kafka-python sends its own timeout_ms.
         """
         if timeout_ms <= 0 or condition():
             return defer.succeed(True)

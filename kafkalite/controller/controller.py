@@ -47,13 +47,16 @@ from kafkalite.controller import decisions
 from kafkalite.controller.context import ControllerContext
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.election import ControllerFence
-from kafkalite.coordination.errors import (ControllerMovedError, NoNodeError, NodeExistsError,
-                                           ZkVersionConflictError)
+from kafkalite.coordination.errors import (ClientClosedError, ControllerMovedError, NoNodeError,
+                                           NodeExistsError, ZkVersionConflictError)
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import MetadataCache, TopicInfo
 from zk_schema.topics import TopicZNode
 
 log = logging.getLogger(__name__)
+
+#: Seconds before a broker whose election attempt failed (not lost) tries again.
+ELECTION_RETRY_S = 1.0
 
 
 def topic_znode(info: TopicInfo, entries: dict[int, decisions.PartitionAssignment]) -> TopicZNode:
@@ -173,8 +176,14 @@ class Controller:
         self.electing = True
         try:
             result = yield self.kafka_zk.elect_controller(self.broker_id)
+        except ClientClosedError:
+            return                      # this broker is stopping
         except Exception as exc:
-            log.warning("controller election failed: %s", exc)
+            # Nothing else would try again: the /controller watch fires only on a change, and
+            # with every broker's attempt failed alike there is none.
+            log.warning("controller election failed, trying again in %.1f s: %s", ELECTION_RETRY_S, exc)
+            if self.reactor is not None:
+                self.reactor.callLater(ELECTION_RETRY_S, self._elect_if_vacant)
             return
         finally:
             self.electing = False
@@ -185,6 +194,10 @@ class Controller:
             self._start_rebalance_loop()
             self._watch_log_dir_events()
             self.reconcile()
+
+    def _elect_if_vacant(self) -> None:
+        if self.cache.controller_id == -1 and not self.active:
+            self.maybe_elect()
 
     def on_controller_changed(self) -> None:
         if self.cache.controller_id == -1:

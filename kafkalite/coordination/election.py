@@ -67,12 +67,28 @@ def get_controller_id(zk: ZooKeeper) -> Any:
 
 
 @defer.inlineCallbacks
+def _ours(zk: ZooKeeper, broker_id: int) -> Any:
+    """Whether ``/controller`` names ``broker_id`` and was created by this very session.
+
+    That is the case when the election multi was applied but its answer lost (the connection
+    dropped; the re-sent multi then meets NodeExists on its own znode): Kafka's
+    ``checkControllerAndEpoch`` treats it as won. A ``/controller`` naming this broker id but
+    owned by another session is a previous process's, which ZooKeeper drops at its expiry.
+    """
+    data, stat = yield zk.get_or_none(ControllerZNode.PATH)
+    if data is None or ControllerZNode.decode(data).broker_id != broker_id:
+        return False
+    return bool(stat.ephemeralOwner) and int(stat.ephemeralOwner) == zk.session_id
+
+
+@defer.inlineCallbacks
 def elect_controller(zk: ZooKeeper, broker_id: int) -> Any:
     """Try to become controller; fires an :class:`ElectionResult`."""
     current = yield get_controller_id(zk)
     epoch, version = yield read_controller_epoch(zk)
     if current is not None:
-        return ElectionResult(current == broker_id, current, epoch, version)
+        won = yield _ours(zk, broker_id)
+        return ElectionResult(won, current, epoch, version)
     payload = ControllerZNode(broker_id, int(zk.reactor.seconds() * 1000)).encode()
     ops: list[Op] = [CreateOp(ControllerZNode.PATH, payload, ephemeral=True),
                      SetDataOp(ControllerEpochZNode.PATH, ControllerEpochZNode(epoch + 1).encode(),
@@ -84,6 +100,11 @@ def elect_controller(zk: ZooKeeper, broker_id: int) -> Any:
             raise
         winner = yield get_controller_id(zk)
         new_epoch, new_version = yield read_controller_epoch(zk)
+        won = yield _ours(zk, broker_id)
+        if won and new_epoch == epoch + 1:
+            log.info("broker %d elected controller, epoch %d (epoch zkVersion %d; the answer to the "
+                     "election was lost and the re-sent one met our own znode)", broker_id, new_epoch, new_version)
+            return ElectionResult(True, broker_id, new_epoch, new_version)
         log.info("controller election lost to broker %s (epoch %d)", winner, new_epoch)
         return ElectionResult(False, winner, new_epoch, new_version)
     token = int(results[1].version)

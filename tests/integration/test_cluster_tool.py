@@ -187,6 +187,12 @@ def test_produce_consume_failover_on_local_processes(tmp_path: Path) -> None:
     cluster = LocalCluster(tmp_path / "local", size=3).up()
     try:
         produce_consume_failover(cluster.bootstrap, cluster.kill_broker)
+    except BaseException:
+        for b in cluster.brokers:     # what each broker said about the controller and the topic
+            lines = b.log_path.read_text(errors="replace").splitlines()
+            said = [ln for ln in lines if "controller" in ln or "scenario" in ln or "WARNING" in ln or "ERROR" in ln]
+            print(f"--- broker {b.broker_id}:", *said[-40:], sep="\n")
+        raise
     finally:
         cluster.down()
     assert processes_using(tmp_path / "local") == []
