@@ -365,19 +365,25 @@ class ReplicaManager:
              isolation_level: int, current_leader_epoch: int,
              min_one_batch: bool) -> tuple[Partition, ReadResult | None]:
         part = self.leader(topic, index, current_leader_epoch)
+        return part, self.read_from(part, fetch_offset, max_bytes, replica_id, isolation_level, min_one_batch)
+
+    @staticmethod
+    def read_from(part: Partition, fetch_offset: int, max_bytes: int, replica_id: int, isolation_level: int,
+                  min_one_batch: bool) -> ReadResult | None:
+        """:meth:`read` on a partition already looked up (and its leadership checked) by the caller."""
         upper = part.fetch_upper_bound(replica_id, isolation_level)
         if fetch_offset > part.log_end_offset or fetch_offset < part.log_start_offset:
             raise FetchOutOfRangeError(f"offset {fetch_offset} outside [{part.log_start_offset}, {part.log_end_offset}]",
                                        part.log_start_offset, part.high_watermark)
         committed = replica_id < 0 and isolation_level == READ_COMMITTED
         if fetch_offset >= upper:
-            return part, None
+            return None
         res = part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
         if committed and res.last_offset >= 0:
             # the aborted transactions overlapping what is returned (Kafka's upper bound: the
             # offset after the last fetched batch)
             res = res._replace(aborted_transactions=part.log.collect_aborted_txns(fetch_offset, res.last_offset + 1))
-        return part, res
+        return res
 
 
 def _validate_records(records: Any, infos: list[BatchInfo], topic: str, index: int, compacted: bool,

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalite.broker.fetch_session import FetchContext, FetchSessionCache, FetchSessionError
-from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError
+from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Partition
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
@@ -82,17 +82,17 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     # only v12+ requests carry the field; below v12 it decodes as its default, -1
     check_epochs = any(p.get("last_fetched_epoch", -1) >= 0 for _, p in wanted)
 
-    def diverging(topic: str, p: Mapping[str, Any]) -> dict[str, int] | None:
+    def diverging(part: Partition, p: Mapping[str, Any]) -> dict[str, int] | None:
         """Fetch v12 (KIP-320 for followers, Kafka's Partition.readRecords): the fetcher's
         ``last_fetched_epoch`` ended earlier in this leader's log than its fetch offset (or the
         leader knows only older epochs): answer where that epoch ends, with no records, and the
-        fetcher truncates there instead of asking OffsetForLeaderEpoch. Raises the partition's
-        error (not leader, fenced epoch) like a read would, and OFFSET_OUT_OF_RANGE for an epoch
-        the leader cannot place (above all it knows), as Kafka 2.8's Partition.readRecords."""
+        fetcher truncates there instead of asking OffsetForLeaderEpoch. ``part`` comes from the
+        caller's leader lookup (once per partition per pass: a follower's session can hold hundreds
+        of idle partitions). Raises OFFSET_OUT_OF_RANGE for an epoch the leader cannot place (above
+        all it knows), as Kafka 2.8's Partition.readRecords."""
         last = p.get("last_fetched_epoch", -1)
         if not check_epochs or last < 0:
             return None
-        part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
         epoch, end = part.log.end_offset_for_epoch(last)
         if epoch < 0 or end < 0:
             raise FetchOutOfRangeError(f"Could not determine the end offset of the last fetched epoch {last}",
@@ -124,9 +124,9 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             try:
                 if topic in denied:
                     raise KafkaError(f"not authorized to read {topic}", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                diverged = diverging(topic, p)
+                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                diverged = diverging(part, p)
                 if diverged is not None:
-                    part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
                     entry.update(diverging_epoch=diverged, high_watermark=part.high_watermark,
                                  last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset)
                     had_error = True          # answer at once, as Kafka's DelayedFetch does
@@ -134,13 +134,9 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                     continue
                 limit = min(p["partition_max_bytes"], max(budget - total, 0))
                 first = total == 0
-                if leader_quota is not None and topic in leader_quota.throttled and held_back(
-                        topic, p["partition"], ctx.replicas.leader(topic, p["partition"],
-                                                                   p.get("current_leader_epoch", -1))):
+                if leader_quota is not None and topic in leader_quota.throttled and held_back(topic, p["partition"], part):
                     limit, first = 0, False       # offsets still checked, no records
-                part, res = ctx.replicas.read(
-                    topic, p["partition"], p["fetch_offset"], limit, replica_id, isolation,
-                    p.get("current_leader_epoch", -1), min_one_batch=first)
+                res = ctx.replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation, min_one_batch=first)
                 entry["high_watermark"] = part.high_watermark
                 entry["last_stable_offset"] = part.last_stable_offset
                 entry["log_start_offset"] = part.log_start_offset
@@ -182,7 +178,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 continue
             try:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
-                if diverging(topic, p) is not None:
+                if diverging(part, p) is not None:
                     continue                  # its fetch offset is past the common prefix: not progress
             except KafkaError:
                 continue                      # read_all reports it in the partition's entry
@@ -241,7 +237,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         for topic, p in wanted:
             try:
                 part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
-                if diverging(topic, p) is not None:
+                if diverging(part, p) is not None:
                     return True
             except KafkaError:
                 return True                   # answered with the partition's error

@@ -66,12 +66,11 @@ class Leader:
             raise KafkaError("not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return self.part
 
-    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
-             isolation: int, epoch: int, min_one_batch: bool) -> Any:
-        part = self.leader(topic, index, epoch)
+    def read_from(self, part: Any, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int,
+                  min_one_batch: bool) -> Any:
         self.reads.append(fetch_offset)
         upper = part.fetch_upper_bound(replica_id, isolation)
-        return part, SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
+        return SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
 
     def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         self.fetched_at.append(fetch_offset)

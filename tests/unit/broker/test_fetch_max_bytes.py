@@ -33,13 +33,15 @@ class Broker:
         self.config = {"fetch.max.bytes": fetch_max_bytes}
         self.parts = [Part(b"x" * n) for n in sizes]
 
-    def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
-             isolation: int, epoch: int, min_one_batch: bool) -> Any:
-        part = self.parts[index]
+    def leader(self, topic: str, index: int, epoch: int = -1) -> Part:
+        return self.parts[index]
+
+    def read_from(self, part: Part, fetch_offset: int, max_bytes: int, replica_id: int, isolation: int,
+                  min_one_batch: bool) -> Any:
         whole = max_bytes // self.BATCH * self.BATCH
         if whole == 0 and min_one_batch:
             whole = self.BATCH
-        return part, SimpleNamespace(records=part.data[fetch_offset:fetch_offset + whole])
+        return SimpleNamespace(records=part.data[fetch_offset:fetch_offset + whole])
 
 
 def fetch(broker: Broker, max_bytes: int) -> list[int]:

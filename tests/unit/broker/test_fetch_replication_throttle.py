@@ -44,10 +44,10 @@ class Replicas:
     def leader(self, topic: str, index: int, epoch: int = -1) -> Part:
         return self.part
 
-    def read(self, topic: str, index: int, offset: int, max_bytes: int, replica_id: int, isolation: int,
-             epoch: int, min_one_batch: bool) -> Any:
+    def read_from(self, part: Part, offset: int, max_bytes: int, replica_id: int, isolation: int,
+                  min_one_batch: bool) -> Any:
         end = offset + max(max_bytes, 1 if min_one_batch else 0)
-        return self.part, SimpleNamespace(records=self.part.data[offset:min(end, len(self.part.data))])
+        return SimpleNamespace(records=part.data[offset:min(end, len(part.data))])
 
     def record_follower_fetch(self, *args: Any) -> None:
         pass
