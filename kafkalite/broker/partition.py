@@ -187,6 +187,7 @@ class Partition:
         if log_start_offset >= 0 and self.follower_log_starts.get(replica_id) != log_start_offset:
             self.follower_log_starts[replica_id] = log_start_offset
             self.purgatory.check(self.key)            # a DeleteRecords may be waiting for it
+        moved = self.follower_end_offsets[replica_id] != fetch_offset
         self.follower_end_offsets[replica_id] = fetch_offset
         leo = self.log.log_end_offset
         previous = self.follower_last_fetch.get(replica_id)
@@ -195,10 +196,12 @@ class Partition:
         elif previous is not None and fetch_offset >= previous[0]:
             self.follower_caught_up_ms[replica_id] = max(self.follower_caught_up_ms.get(replica_id, 0), previous[1])
         self.follower_last_fetch[replica_id] = (leo, now_ms)
-        grown = self.isr_to_expand(replica_id)
-        if grown is not None:
-            self.write_isr(grown, f"replica {replica_id} caught up")
-        self.maybe_advance_high_watermark()
+        if replica_id not in self.isr:
+            grown = self.isr_to_expand(replica_id)
+            if grown is not None:
+                self.write_isr(grown, f"replica {replica_id} caught up")
+        if moved:        # an unchanged offset cannot move the high watermark (most partitions of a session)
+            self.maybe_advance_high_watermark()
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
         """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW."""

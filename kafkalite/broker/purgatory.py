@@ -16,8 +16,12 @@ from twisted.internet.interfaces import IReactorTime
 class DelayedOperation:
     """Completes its Deferred with ``on_complete(timed_out)`` once ``try_ready()`` is true or time is up."""
 
-    def __init__(self, try_ready: Callable[[], bool], on_complete: Callable[[bool], Any]) -> None:
+    def __init__(self, try_ready: Callable[[], bool], on_complete: Callable[[bool], Any],
+                 try_ready_key: Callable[[Hashable], bool] | None = None) -> None:
         self.try_ready = try_ready
+        #: the same condition re-evaluated for the one key that changed: the operation was not
+        #: ready before, so only that key's part can have made it ready
+        self.try_ready_key = try_ready_key
         self.on_complete = on_complete
         self.deferred: defer.Deferred = defer.Deferred()
         self.done = False
@@ -44,8 +48,12 @@ class Purgatory:
         self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
 
     def watch(self, keys: Iterable[Hashable], timeout_ms: int, try_ready: Callable[[], bool],
-              on_complete: Callable[[bool], Any]) -> defer.Deferred:
-        op = DelayedOperation(try_ready, on_complete)
+              on_complete: Callable[[bool], Any],
+              try_ready_key: Callable[[Hashable], bool] | None = None) -> defer.Deferred:
+        """``try_ready_key(key)``: the condition for one changed key, used by :meth:`check`
+        (a follower's Fetch watches every partition of its session, mostly idle ones; checking
+        them all on each append to one of them was a large part of a leader's CPU)."""
+        op = DelayedOperation(try_ready, on_complete, try_ready_key)
         op.keys = tuple(keys)
         for key in op.keys:
             self.watchers[key].add(op)
@@ -67,7 +75,9 @@ class Purgatory:
         if not ops:
             return
         for op in list(ops):
-            if not op.done and op.try_ready():
+            if op.done:
+                continue
+            if op.try_ready_key(key) if op.try_ready_key is not None else op.try_ready():
                 op.complete(False)
 
     def complete_all(self) -> None:

@@ -235,19 +235,42 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         state["body"] = None
         available = False
         for topic, p in wanted:
-            try:
-                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
-                if diverging(part, p) is not None:
-                    return True
-            except KafkaError:
-                return True                   # answered with the partition's error
-            offset = p["fetch_offset"]
-            if offset > part.log_end_offset or offset < part.log_start_offset:
-                return True                   # OFFSET_OUT_OF_RANGE (truncated or deleted meanwhile)
-            if offset < part.fetch_upper_bound(replica_id, isolation) and not held_back(topic, p["partition"], part):
-                available = True
-        if not available:
-            return False
+            news = partition_news(topic, p)
+            if news is True:
+                return True
+            available = available or news is None
+        return available and enough()
+
+    def partition_news(topic: str, p: Mapping[str, Any]) -> bool | None:
+        """True: answer now (an error, a divergence, an offset out of range); None: records are
+        available; False: nothing new."""
+        try:
+            part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+            if diverging(part, p) is not None:
+                return True
+        except KafkaError:
+            return True                   # answered with the partition's error
+        offset = p["fetch_offset"]
+        if offset > part.log_end_offset or offset < part.log_start_offset:
+            return True                   # OFFSET_OUT_OF_RANGE (truncated or deleted meanwhile)
+        if offset < part.fetch_upper_bound(replica_id, isolation) and not held_back(topic, p["partition"], part):
+            return None
+        return False
+
+    by_key: dict[Any, list[Mapping[str, Any]]] = {}
+    for topic, p in wanted:
+        by_key.setdefault((topic, p["partition"]), []).append(p)
+
+    def ready_key(key: Any) -> bool:
+        """:func:`ready` for the one partition a purgatory check is about: the fetch was not ready
+        before, so another partition cannot have made it so."""
+        state["body"] = None
+        news = [partition_news(key[0], p) for p in by_key.get(key, ())]
+        if True in news:
+            return True
+        return None in news and enough()
+
+    def enough() -> bool:
         if req["min_bytes"] <= 1:
             return True
         fresh, size, err = read_all()
@@ -259,5 +282,4 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             return count(state["body"])
         return count(read_all()[0])
 
-    keys = [(topic, p["partition"]) for topic, p in wanted]
-    return ctx.replicas.purgatory.watch(keys, req["max_wait_ms"], ready, finish)
+    return ctx.replicas.purgatory.watch(list(by_key), req["max_wait_ms"], ready, finish, ready_key)

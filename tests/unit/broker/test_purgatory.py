@@ -63,3 +63,27 @@ def test_ready_between_callers_check_and_watch_completes_at_once() -> None:
     purgatory.watch([("t", 0)], 500, lambda: state["ready"], lambda timed_out: timed_out).addCallback(results.append)
     assert results == [False]
     assert len(purgatory) == 0 and not clock.getDelayedCalls()
+
+
+def test_check_asks_only_about_the_key_that_changed() -> None:
+    """With ``try_ready_key``, a check evaluates the changed key alone (a follower's fetch watches
+    every partition of its session); the full condition runs once, when the watch is placed."""
+    clock = task.Clock()
+    purgatory = Purgatory(clock)
+    asked: list[object] = []
+    full_checks = []
+    results = []
+
+    def full() -> bool:
+        full_checks.append(1)
+        return False
+
+    def one(key: object) -> bool:
+        asked.append(key)
+        return key == "b"
+    purgatory.watch(["a", "b", "c"], 500, full, lambda timed_out: timed_out, one).addCallback(results.append)
+    purgatory.check("a")
+    purgatory.check("c")
+    assert results == [] and asked == ["a", "c"] and len(full_checks) == 1
+    purgatory.check("b")
+    assert results == [False] and asked == ["a", "c", "b"] and len(full_checks) == 1
