@@ -55,3 +55,16 @@ def test_deleting_topics_are_removed_and_not_elected() -> None:
 def test_elect_leader_respects_exclusions() -> None:
     assert elect_leader([1, 2, 3], [1, 2, 3], {1, 2, 3}, False, excluded={1}) == (2, (2, 3))
     assert elect_leader([1, 2], [1], {2}, False) is None
+
+
+def test_pipelined_groups_state_writes_of_distinct_partitions() -> None:
+    """The controller sends runs of partition-state writes together (distinct partitions, bounded),
+    and every other action alone, in the plan's order."""
+    from kafkalite.controller import controller as ctl
+    state = LeaderAndIsr(1, 0, (1, 2), 0)
+    c0, c1 = CreateState("t", 0, state), CreateState("t", 1, state)
+    u0 = UpdateState("t", 0, state, 3, "again")
+    d = DeleteTopic("x")
+    assert list(ctl._pipelined([c0, c1, u0, d, c1])) == [[c0, c1], [u0], [d], [c1]]
+    many = [CreateState("t", p, state) for p in range(ctl.MAX_PIPELINED_WRITES + 1)]
+    assert [len(b) for b in ctl._pipelined(many)] == [ctl.MAX_PIPELINED_WRITES, 1]
