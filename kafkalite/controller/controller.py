@@ -193,6 +193,8 @@ class Controller:
         self._reassign_znode_failed: set[tuple[str, int]] = set()   # its entries that were refused
         #: topic -> (znode version, partitions) this controller wrote, until the watch shows them
         self._topics_written: dict[str, tuple[int, dict[int, decisions.PartitionAssignment]]] = {}
+        #: topic -> (the watch's assignment dict, its znode version, the entries built from them)
+        self._entries_seen: dict[str, tuple[dict[int, list[int]], int, dict[int, decisions.PartitionAssignment]]] = {}
 
     # -- election --------------------------------------------------------------------------------
     @defer.inlineCallbacks
@@ -496,14 +498,22 @@ class Controller:
         return dict(self._topic_znode(topic)[1])
 
     def _topic_znode(self, topic: str) -> tuple[int, dict[int, decisions.PartitionAssignment]]:
+        """Read-only; :meth:`assignment_entries` gives a copy to change."""
         info = self.cache.topics[topic]
         mine = self._topics_written.get(topic)
         if mine is not None and mine[0] > info.zk_version:
             return mine
         self._topics_written.pop(topic, None)
-        return info.zk_version, {p: decisions.PartitionAssignment(tuple(r), tuple(info.adding_replicas.get(p, ())),
-                                                                  tuple(info.removing_replicas.get(p, ())))
-                                 for p, r in info.assignment.items()}
+        # Every round reads every topic's entries: built once per topic znode the watch delivered
+        # (the watch replaces info.assignment with a new dict each time), not once per round.
+        cached = self._entries_seen.get(topic)
+        if cached is not None and cached[0] is info.assignment and cached[1] == info.zk_version:
+            return cached[1], cached[2]
+        entries = {p: decisions.PartitionAssignment(tuple(r), tuple(info.adding_replicas.get(p, ())),
+                                                    tuple(info.removing_replicas.get(p, ())))
+                   for p, r in info.assignment.items()}
+        self._entries_seen[topic] = (info.assignment, info.zk_version, entries)
+        return info.zk_version, entries
 
     @defer.inlineCallbacks
     def _write_topic(self, topic: str, entries: dict[int, decisions.PartitionAssignment]) -> Any:
@@ -628,7 +638,9 @@ class Controller:
 
         touched = {(a.topic, a.partition) for a in planned if not isinstance(a, decisions.DeleteTopic)}
         live = set(self.cache.brokers) | {self.broker_id}
-        assignments = {t: self.assignment_entries(t) for t in self.cache.topics}
+        for gone in set(self._entries_seen) - set(self.cache.topics):
+            del self._entries_seen[gone]
+        assignments = {t: self._topic_znode(t)[1] for t in self.cache.topics}
         steps = decisions.reassignment_actions(live, assignments, self.context.states(self.cache),
                                                self.deleting(), self.fence.epoch, set(self.shutting_down))
         for step in steps:
