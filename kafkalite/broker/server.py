@@ -669,7 +669,10 @@ class KafkaBroker:
         elif change.kind == "controller":
             self.controller.on_controller_changed()
         self.purgatory.check(METADATA_CHANGED)
-        self.controller.reconcile()
+        if change.kind == "state":
+            self.controller.on_state_changed(change.topic, change.partition)
+        else:
+            self.controller.reconcile()
 
     def _update_throttled_replicas(self, topic: str) -> None:
         """A topic's ``*.replication.throttled.replicas`` as this broker's throttled partitions."""

@@ -19,6 +19,11 @@ class ControllerContext:
     def wrote(self, topic: str, partition: int, state: LeaderAndIsr) -> None:
         self._written[(topic, partition)] = state
 
+    def is_own_write(self, key: tuple[str, int], state: LeaderAndIsr) -> bool:
+        """Whether ``state`` (as the watch delivered it) is the one this controller wrote last."""
+        mine = self._written.get(key)
+        return mine is not None and mine.zk_version == state.zk_version
+
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._written if k[0] == topic]:
             del self._written[key]

@@ -648,6 +648,7 @@ class Controller:
                 return
             if (step.topic, step.partition) in touched:
                 continue
+            self.dirty = True        # the next step plans from this one's write
             try:
                 yield self._execute(step)
             except ControllerMovedError:
@@ -688,6 +689,15 @@ class Controller:
         self.reconcile()
 
     # -- reconciliation --------------------------------------------------------------------------
+    def on_state_changed(self, topic: str, partition: int) -> None:
+        """A partition's state znode changed: plan again, unless the change is this controller's
+        own write coming back through the watch (the round after a write plans from it already).
+        A topic of 1,000 partitions otherwise set off a round over every partition for each."""
+        state = self.cache.states.get((topic, partition))
+        if self.active and state is not None and self.context.is_own_write((topic, partition), state):
+            return
+        self.reconcile()
+
     def reconcile(self) -> None:
         """Run plan() and its writes; changes arriving meanwhile trigger one more round."""
         if not self.active:
@@ -740,6 +750,7 @@ class Controller:
             # controller pipelines its ZooKeeper requests: one round trip each in a row made a
             # 1,000-partition topic wait ~30 s for its leaders.
             outcomes = yield defer.DeferredList([self._execute(action) for action in batch], consumeErrors=True)
+            self.dirty = True        # plan once more from what was written (its echo does not trigger a round)
             for action, (ok, result) in zip(batch, outcomes):
                 if not ok and not self._settle_failed_write(action, result.value):
                     return
