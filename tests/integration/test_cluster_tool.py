@@ -332,3 +332,20 @@ def test_add_broker_then_move_a_partition_onto_it(data_dir: Path, tmp_path: Path
     down = tool(data_dir, "down")
     assert down.returncode == 0 and "broker 103" in down.stdout and "broker 104" in down.stdout, down.stdout
     assert processes_using(data_dir) == []
+
+
+def test_launched_processes_get_the_open_files_limit_raised() -> None:
+    """Brokers keep a segment's files open per replica: a process the launcher starts has its
+    soft RLIMIT_NOFILE lifted (to the hard limit at least), even when ours is Debian's 1024."""
+    import resource
+
+    from kafkalite.cluster.processes import raise_open_files_limit
+
+    def low_then_raised() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]),
+                                                    resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        raise_open_files_limit()
+    out = subprocess.run(["bash", "-c", "ulimit -Sn; ulimit -Hn"], preexec_fn=low_then_raised,
+                         capture_output=True, text=True, check=True).stdout.split()
+    soft, hard = int(out[0]), int(out[1])
+    assert soft == hard >= resource.getrlimit(resource.RLIMIT_NOFILE)[1], out
