@@ -455,8 +455,11 @@ class LogCleaner:
             for txn in txns.kept_aborted:
                 out.txn_index.append(txn)
             out.on_become_inactive()
-            for fd in out.fds():
-                os.fsync(fd)
+            for fd in out.sync_handles():
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             result.bytes_written += out.size
             return out
         except BaseException:

@@ -45,22 +45,41 @@ class CorruptIndexError(Exception):
 
 
 class _IndexFile:
-    """Common file handling: an fd, entries already on disk and encoded entries not yet written."""
+    """Common file handling: entries already on disk and encoded entries not yet written.
+
+    No file descriptor is held between uses: the entries live in memory, and the file is only
+    written at roll, flush, truncation and every 4 KiB of new entries, so each of those opens it
+    for the one call. A replica then costs one descriptor (its log file) instead of three, which
+    is what bounds the partitions a broker can hold under ``ulimit -n`` (Kafka gets the same
+    from mmapped indexes whose channels it closes)."""
 
     entry_size = 0
 
     def __init__(self, path: str, max_index_bytes: int) -> None:
         self.path = path
         self.max_entries = max(1, max_index_bytes // self.entry_size)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.closed = False
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o644))   # the file exists from the start, as Kafka's
         self._persisted = 0          # entries in the file
         self._pending = bytearray()  # encoded entries after them
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ValueError(f"{self.path} is closed")
+
+    def _open(self) -> int:
+        self._check_open()
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
     def _read_file(self) -> bytes:
-        size = os.fstat(self.fd).st_size
-        if size % self.entry_size:
-            raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {self.entry_size}")
-        data = os.pread(self.fd, size, 0)
+        fd = self._open()
+        try:
+            size = os.fstat(fd).st_size
+            if size % self.entry_size:
+                raise CorruptIndexError(f"{self.path}: size {size} is not a multiple of {self.entry_size}")
+            data = os.pread(fd, size, 0)
+        finally:
+            os.close(fd)
         if len(data) != size:
             raise CorruptIndexError(f"{self.path}: short read")
         self._persisted = size // self.entry_size
@@ -70,36 +89,45 @@ class _IndexFile:
     def write_pending(self) -> None:
         """Write buffered entries to the file (no fsync)."""
         if self._pending:
-            _pwrite_all(self.fd, self._pending, self._persisted * self.entry_size)
+            fd = self._open()
+            try:
+                _pwrite_all(fd, self._pending, self._persisted * self.entry_size)
+            finally:
+                os.close(fd)
             self._persisted += len(self._pending) // self.entry_size
             self._pending.clear()
+
+    def sync_handle(self) -> int:
+        """A new descriptor of the file, for the caller to fsync and close (a flush does that
+        outside the log's lock). Buffered entries are written first."""
+        self.write_pending()
+        return self._open()
 
     def _truncate_entries(self, n: int) -> None:
         """Keep the first ``n`` entries in the file and pending buffer."""
         if n < self._persisted:
-            os.ftruncate(self.fd, n * self.entry_size)
+            self._check_open()
+            os.truncate(self.path, n * self.entry_size)
             self._persisted = n
             self._pending.clear()
         else:
             del self._pending[(n - self._persisted) * self.entry_size:]
 
     def _reset_file(self) -> None:
-        os.ftruncate(self.fd, 0)
+        self._check_open()
+        os.truncate(self.path, 0)
         self._persisted = 0
         self._pending.clear()
 
     def close(self) -> None:
-        if self.fd >= 0:
+        if not self.closed:
             self.write_pending()
-            os.close(self.fd)
-            self.fd = -1
+            self.closed = True
 
     def close_handle(self) -> None:
-        """Close the file without writing buffered entries (the segment is deleted or its dir failed)."""
-        if self.fd >= 0:
-            self._pending.clear()
-            os.close(self.fd)
-            self.fd = -1
+        """Forget buffered entries without writing them (the segment is deleted or its dir failed)."""
+        self._pending.clear()
+        self.closed = True
 
 
 class OffsetIndex(_IndexFile):

@@ -935,8 +935,7 @@ class PartitionLog:
                     if seg.base_offset >= target:
                         break
                     if seg.next_offset > self.recovery_point:
-                        seg.write_pending()
-                        fds.extend(os.dup(fd) for fd in seg.fds())
+                        fds.extend(seg.sync_handles())
             except BaseException:
                 for fd in fds:
                     os.close(fd)

@@ -384,14 +384,23 @@ class LogSegment:
             self.bytes_since_index_entry = cut
         return removed
 
-    def fds(self) -> list[int]:
-        fds = [self.fd, self.index.fd, self.time_index.fd]
-        if self.txn_index.fd >= 0:
-            fds.append(self.txn_index.fd)
+    def sync_handles(self) -> list[int]:
+        """New descriptors of the segment's files (buffered index entries written first), which
+        the caller fsyncs and closes; taken under the log's lock, synced outside it."""
+        fds = [os.dup(self.fd)]
+        try:
+            fds.append(self.index.sync_handle())
+            fds.append(self.time_index.sync_handle())
+            if self.txn_index.fd >= 0:
+                fds.append(os.dup(self.txn_index.fd))
+        except BaseException:
+            for fd in fds:
+                os.close(fd)
+            raise
         return fds
 
     def close_handles(self) -> None:
-        """Close the three files without writing anything (buffered index entries are dropped):
+        """Close the files without writing anything (buffered index entries are dropped):
         for segments about to be deleted and for logs whose dir failed (Kafka's closeHandlers)."""
         if self.fd < 0:
             return

@@ -174,3 +174,32 @@ def test_log_manager_discovery_checkpoints_and_delete(tmp_path):
     assert mgr.cleanup(10**13) == 1
     assert (mgr.get("my-topic.v2_x", 0).log_start_offset, len(mgr.get("my-topic.v2_x", 0).segments)) == (5, 1)
     mgr.close()
+
+
+def _open_fds() -> set[str]:
+    return {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+            if os.path.exists(f"/proc/self/fd/{fd}")}
+
+
+def test_a_segment_holds_one_file_descriptor_and_indexes_still_survive_reopen(tmp_path):
+    """The open files per replica bound how many partitions fit under ``ulimit -n``: each segment
+    keeps its log file open, its indexes are opened only to be written. Entries written that way
+    are on disk after close and serve lookups after a reopen."""
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=1)
+    plog = open_log(tmp_path, config)
+    for i in range(40):
+        append(plog, batch(3, ts=1000 + i, value=b"x" * 200))
+    segments = len(plog.segments)
+    assert segments >= 5
+    held = {p for p in _open_fds() if p.startswith(plog.directory)}
+    assert {os.path.splitext(p)[1] for p in held} == {".log"}, held
+    assert len(held) == segments
+    plog.flush()
+    before = [s.index.entries() for s in plog.segments]
+    content = read_all(plog)
+    plog.close()
+    reopened = open_log(tmp_path, config)
+    assert [s.index.entries() for s in reopened.segments] == before
+    assert all(len(e) >= 2 for e in before[:-1])
+    assert read_all(reopened) == content and len(content) > 8000
+    reopened.close()

@@ -10,18 +10,10 @@ import pytest
 
 from kafkalite.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from kafkalite.storage import LogConfig, PartitionLog
-from storage_helpers import batch, prepared
+from storage_helpers import batch, crash, prepared
 
 pytestmark = pytest.mark.unit
 
-
-def crash(plog: PartitionLog) -> None:
-    """Drop a log the way kill -9 does: close the raw fds, writing nothing buffered."""
-    for seg in plog._segments:
-        for fd in seg.fds():
-            os.close(fd)
-        seg.fd = seg.index.fd = seg.time_index.fd = -1
-    plog._closed = True
 
 
 class Model:

@@ -10,7 +10,7 @@ from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.storage import LogConfig, LogManager, PartitionLog
 from kafkalite.storage import segment as segment_mod
 from kafkalite.storage.segment import iter_headers
-from storage_helpers import append, batch, open_log, read_all
+from storage_helpers import append, batch, crash, open_log, read_all
 
 pytestmark = pytest.mark.unit
 
@@ -133,14 +133,6 @@ def test_damaged_indexes_are_rebuilt_on_a_clean_open(tmp_path, damage):
     plog.close()
 
 
-def _crash(plog: PartitionLog) -> None:
-    for seg in plog.segments:
-        for fd in seg.fds():
-            os.close(fd)
-        seg.fd = seg.index.fd = seg.time_index.fd = -1
-    plog._closed = True
-
-
 def test_missing_recovery_checkpoint_means_full_recovery(tmp_path):
     """Without recovery-point-offset-checkpoint an unclean start CRC-checks every segment: damage
     in the first segment is found and everything after it is cut."""
@@ -151,7 +143,7 @@ def test_missing_recovery_checkpoint_means_full_recovery(tmp_path):
     plog.flush()
     mgr.checkpoint()
     d = plog.directory
-    _crash(plog)
+    crash(plog)
     mgr._release_locks()
     first = os.path.join(d, log_files(d)[0])
     with open(first, "r+b") as f:          # damage the second batch of the first segment
@@ -164,7 +156,7 @@ def test_missing_recovery_checkpoint_means_full_recovery(tmp_path):
     mgr2 = LogManager([str(tmp_path / "logs")], CONFIG)
     assert mgr2.get("my.topic_x", 0).log_end_offset == 90
     p2 = mgr2.get("my.topic_x", 0)
-    _crash(p2)
+    crash(p2)
     mgr2._release_locks()
     # ... without it, recovery finds the damage
     os.unlink(str(tmp_path / "logs" / "recovery-point-offset-checkpoint"))
@@ -190,7 +182,7 @@ def test_clean_shutdown_marker_skips_the_crc_scan(tmp_path, monkeypatch):
     mgr = LogManager([str(root)], CONFIG)
     assert not (root / ".kafka_cleanshutdown").exists()
     assert calls == [] and mgr.get("t", 1).log_end_offset == 60
-    _crash(mgr.get("t", 1))
+    crash(mgr.get("t", 1))
     mgr._release_locks()
     os.unlink(root / "recovery-point-offset-checkpoint")
     mgr = LogManager([str(root)], CONFIG)

@@ -16,7 +16,7 @@ from kafkalite.records.record import decode_batch
 from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.storage.producer_state import ProducerStateEntry, ProducerStateManager
 from kafkalite.storage.txn_index import AbortedTxn
-from storage_helpers import BIG, open_log
+from storage_helpers import BIG, crash, open_log
 
 pytestmark = pytest.mark.unit
 
@@ -38,14 +38,6 @@ def marker(plog: PartitionLog, pid: int, epoch: int, commit: bool, coordinator_e
                                       producer_epoch=epoch, coordinator_epoch=coordinator_epoch,
                                       leader_epoch=0, now_ms=1000).first_offset
 
-
-def crash(plog: PartitionLog) -> None:
-    """kill -9: close the raw fds, write nothing."""
-    for seg in plog._segments:
-        for fd in seg.fds():
-            os.close(fd)
-        seg.fd = seg.index.fd = seg.time_index.fd = seg.txn_index.fd = -1
-    plog._closed = True
 
 
 def all_entries(plog: PartitionLog) -> list[AbortedTxn]:
