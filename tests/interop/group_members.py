@@ -9,10 +9,11 @@ revoked everywhere before the next generation hands it out.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
 
@@ -76,6 +77,17 @@ class Ownership:
             return dict(self.owner)
 
 
+class _Recent(logging.Handler):
+    """Keeps a member's last librdkafka ``debug=cgrp`` lines, printed when a test fails."""
+
+    def __init__(self, lines: deque[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(f"{time.time():.3f} {record.getMessage()}")
+
+
 class Member(threading.Thread):
     def __init__(self, name: str, bootstrap: str, group: str, topic: str, ownership: Ownership,
                  commit_every: int = 2000, extra: dict[str, Any] | None = None) -> None:
@@ -87,7 +99,8 @@ class Member(threading.Thread):
         self.config = {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
                        "auto.offset.reset": "earliest", "session.timeout.ms": 10000,
                        "heartbeat.interval.ms": 1000, "topic.metadata.refresh.interval.ms": 2000,
-                       "client.id": name, **(extra or {})}
+                       "client.id": name, "debug": "cgrp", "logger": self._client_logger(name),
+                       **(extra or {})}
         self.processed: list[tuple[int, int]] = []
         self.position: dict[int, int] = {}          # next offset to commit per partition
         self.committed: dict[int, int] = {}         # last acknowledged commit per partition
@@ -97,6 +110,15 @@ class Member(threading.Thread):
         self.assigned_at: list[tuple[float, list[int]]] = []
         self.since_commit = 0
         self.pace = 0.0
+
+    def _client_logger(self, name: str) -> logging.Logger:
+        """librdkafka's group log of this member, kept in memory (last 400 lines), not printed."""
+        self.client_log: deque[str] = deque(maxlen=400)
+        logger = logging.getLogger(f"rdkafka.{name}.{id(self)}")
+        logger.propagate = False
+        logger.setLevel(logging.DEBUG)
+        logger.addHandler(_Recent(self.client_log))
+        return logger
 
     def _commit(self, consumer: Consumer, partitions: list[int] | None = None) -> None:
         todo = {p: o for p, o in self.position.items() if (partitions is None or p in partitions)
@@ -156,6 +178,24 @@ class Member(threading.Thread):
         self.stop_flag.set()
         if self.is_alive():
             self.join(60)
+
+
+def failure_report(members: list[Member], cluster: Any, group: str) -> str:
+    """What a failed group test prints: each member's errors and, for a member with errors, its
+    last librdkafka group log lines; then every broker's coordinator lines for ``group``."""
+    out = []
+    for m in members:
+        out.append(f"--- {m.member}: errors {m.errors}")
+        if m.errors:
+            out.extend(m.client_log)
+    for b in cluster.brokers:
+        try:
+            lines = b.log_path.read_text(errors="replace").splitlines()
+        except OSError as exc:
+            lines = [f"(no log: {exc})"]
+        out.append(f"--- broker {b.broker_id}, lines naming {group}")
+        out.extend(line for line in lines if group in line)
+    return "\n".join(out)
 
 
 def processed_total(members: list[Member]) -> int:

@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.interop.group_members import (Member, Ownership, duplicates, processed_total, produce_numbered, report,
-                                         wait_settled)
+from tests.interop.group_members import (Member, Ownership, duplicates, failure_report, processed_total,
+                                         produce_numbered, report, wait_settled)
 from tests.support.brokers import Cluster
 from tests.support.waiting import wait_for
 
@@ -111,7 +111,7 @@ def run_scenario(cluster: Any, ownership: Ownership, members: list[Member], per_
         m.leave(commit=True)
 
     assert ownership.violations == []
-    assert all(not m.errors for m in live), [m.errors for m in live]
+    assert all(not m.errors for m in live), failure_report(live, cluster, "big-group")
     seen = {rec for m in live for rec in m.processed}
     assert seen == {(p, o) for p, n in per_partition.items() for o in range(n)}
     dups = duplicates(live)
