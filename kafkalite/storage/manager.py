@@ -36,6 +36,7 @@ import logging
 import os
 import time
 import uuid
+from collections import Counter
 from typing import Callable, NamedTuple
 
 from kafkalite.config import BROKER_KEYS
@@ -96,6 +97,7 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self._logs: dict[_Key, PartitionLog] = {}      # online logs
         self._dir_of: dict[_Key, str] = {}             # every known partition, online or not
+        self._per_dir: Counter[str] = Counter()        # partitions per dir: where the next new one goes
         #: future replicas (AlterReplicaLogDirs): the copy of a partition being moved to another dir
         self._futures: dict[_Key, PartitionLog] = {}
         #: where a partition not here yet is to be created (AlterReplicaLogDirs before the replica)
@@ -189,7 +191,7 @@ class LogManager:
                 continue
             if key in self._dir_of:
                 raise KafkaStorageError(f"{key[0]}-{key[1]} exists in both {self._dir_of[key]} and {d}")
-            self._dir_of[key] = d
+            self._place(key, d)
             self._logs[key] = PartitionLog.open(
                 path, self._topic_config(key[0]), now, recovery_point=recovery.get(key, 0),
                 log_start_offset=starts.get(key, 0), high_watermark=hws.get(key, 0), clean_shutdown=clean,
@@ -358,9 +360,9 @@ class LogManager:
         try:
             os.replace(future.directory, target)
         except OSError as e:
-            self._dir_of.pop(key, None)
+            self._unplace(key)
             raise self.failures.fail(d, f"renaming the future replica of {topic}-{partition}", e) from e
-        self._dir_of[key] = d
+        self._place(key, d)
         plog = PartitionLog.open(target, config, self._clock(), recovery_point=end, log_start_offset=start,
                                  high_watermark=hw, clean_shutdown=True, failures=self.failures,
                                  background=self._run_background)
@@ -406,21 +408,30 @@ class LogManager:
         online = self.online_dirs
         if not online:
             raise KafkaStorageError(f"cannot create the log of {topic}-{partition}: every log dir is offline")
-        counts = dict.fromkeys(online, 0)
-        for d in self._dir_of.values():
-            if d in counts:
-                counts[d] += 1
-        d = min(online, key=lambda x: counts[x])
+        d = min(online, key=lambda x: self._per_dir[x])      # the online dir with the fewest partitions
         preferred = self._preferred.pop(key, None)
         if preferred in online:
             d = preferred
-        self._dir_of[key] = d            # even if opening fails: the partition is then offline with its dir
+        self._place(key, d)              # even if opening fails: the partition is then offline with its dir
         plog = PartitionLog.open(os.path.join(d, f"{topic}-{partition}"), config or self._topic_config(topic),
                                  self._clock(), clean_shutdown=True, failures=self.failures,
                                  background=self._run_background)
         self._logs[key] = plog
         log.info("created log %s-%d in %s", topic, partition, d)
         return plog
+
+    def _place(self, key: _Key, d: str) -> None:
+        """Record that ``key`` lives in ``d``, keeping the per-dir counts (a count over every
+        partition at each creation made creating N partitions quadratic)."""
+        self._unplace(key)
+        self._dir_of[key] = d
+        self._per_dir[d] += 1
+
+    def _unplace(self, key: _Key) -> str | None:
+        d = self._dir_of.pop(key, None)
+        if d is not None:
+            self._per_dir[d] -= 1
+        return d
 
     def delete(self, topic: str, partition: int) -> bool:
         """Forget the partition and delete its log (PartitionLog.delete: renamed now, removed in
@@ -430,7 +441,7 @@ class LogManager:
         key = (topic, partition)
         self.abort_future(topic, partition)
         self._preferred.pop(key, None)
-        d = self._dir_of.pop(key, None)
+        d = self._unplace(key)
         plog = self._logs.pop(key, None)
         if d is None:
             return False
