@@ -34,6 +34,7 @@ from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.fetch_session import FetchSessionCache
+from kafkalite.broker.heap import HeapKeeper
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
@@ -746,7 +747,15 @@ def run_broker(config: BrokerConfig) -> int:
         exit_code["code"] = 1
         reactor.stop()
 
-    reactor.callWhenRunning(lambda: broker.start().addErrback(failed))
+    # the collector is process-wide: kept here, by the broker's own process, not by KafkaBroker
+    # (in-process test brokers share the test runner's heap)
+    heap = HeapKeeper(reactor)
+
+    def started(_: Any) -> None:
+        heap.start()
+
+    reactor.callWhenRunning(lambda: broker.start().addCallbacks(started, failed))
+    reactor.addSystemEventTrigger("before", "shutdown", heap.stop)
     reactor.addSystemEventTrigger("before", "shutdown", broker.shutdown)
     reactor.run()
     if broker.fatal is not None:
