@@ -5,6 +5,11 @@ sends is converted to v2 batches on the way in (Kafka's LogValidator), and what 
 fetches is converted down to the format its request version implies (Fetch v0-1: magic 0,
 v2-3: magic 1). The log itself only ever holds v2 batches.
 
+A topic whose ``message.format.version`` is below 0.11.0 stores what Kafka's LogValidator would
+convert to magic 0/1 (:func:`to_stored_format`): the batch stays v2 on disk, marked with its
+magic (records/batch.py, attribute bits 8-9), and every consumer's Fetch, of any version, gets it
+as that v0/v1 message set (:func:`convert_for_reader`), as Kafka returns what it stored.
+
 A message set is a sequence of ``offset int64, size int32, message``; a message is ``crc uint32``
 (CRC-32 of everything after it), ``magic int8``, ``attributes int8`` (bits 0-2 the codec, bit 3 the
 timestamp type, v1 only), ``timestamp int64`` (v1 only), ``key bytes``, ``value bytes``. A
@@ -24,8 +29,9 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
-from kafkalite.errors import CorruptRecordError
-from kafkalite.records.batch import CONTROL_MASK, BatchInfo, BytesLike, scan_valid_prefix
+from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, UnsupportedForMessageFormatError
+from kafkalite.records.batch import (CONTROL_MASK, FORMAT_MAGIC_MASK, BatchInfo, BytesLike, mark_stored_magic, read_header,
+                                    scan_valid_prefix)
 from kafkalite.records.builder import BatchBuilder
 from kafkalite.records.compression import DEFAULT_MAX_DECOMPRESSED, LZ4, NONE, ZSTD, compress, decompress
 from kafkalite.records.record import decode_batch
@@ -162,6 +168,92 @@ def fetch_magic(fetch_version: int) -> int:
     return 0 if fetch_version <= 1 else 1
 
 
+# --------------------------------------------------------------------------- topics on format v0/v1
+
+
+def to_stored_format(buf: BytesLike, infos: list[BatchInfo], magic: int, *,
+                     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BytesLike, list[BatchInfo]]:
+    """Validated v2 batches as a topic on message format ``magic`` stores them. Magic 2: as
+    they are, except that a mark a client set itself is cleared (Kafka ignores bits 8-9; they
+    must not make kafkalite serve a batch as v0/v1). Magic 0/1, with Kafka 2.8's answers: idempotent or transactional batches UNSUPPORTED_FOR_MESSAGE_FORMAT
+    (LogValidator.validateBatch); headers, zstd and negative timestamps UNKNOWN_SERVER_ERROR (the
+    IllegalArgumentException of Kafka's MemoryRecordsBuilder reaches the client as that).
+
+    Magic 1 keeps every field of a v2 record but headers, so its batches are only marked, in
+    place (``buf`` must be writable); magic 0 has no timestamps, so its batches are rebuilt with
+    -1 (same codec) into a new buffer. Per batch; records are decoded for the header check only.
+    """
+    if magic == 2:
+        if any(info.attributes & FORMAT_MAGIC_MASK for info in infos):
+            buf = _writable(buf)
+            infos = [mark_stored_magic(buf, info, 2) for info in infos]
+        return buf, infos
+    if magic not in (0, 1):
+        raise ValueError(f"magic {magic} is not 0, 1 or 2")
+    decoded = []
+    for info in infos:
+        if info.is_transactional:
+            raise UnsupportedForMessageFormatError(f"Transactional records cannot be used with magic version {magic}")
+        if info.has_producer_id:
+            raise UnsupportedForMessageFormatError(f"Idempotent records cannot be used with magic version {magic}")
+        if info.compression == ZSTD:
+            raise KafkaError(f"ZStandard compression is not supported for magic {magic}", ErrorCode.UNKNOWN_SERVER_ERROR)
+        records = decode_batch(buf, info, verify_crc=False, max_decompressed=max_decompressed)
+        for r in records:
+            if r.headers:
+                raise KafkaError(f"Magic v{magic} does not support record headers", ErrorCode.UNKNOWN_SERVER_ERROR)
+            if r.timestamp < NO_TIMESTAMP:
+                raise KafkaError(f"Invalid negative timestamp {r.timestamp}", ErrorCode.UNKNOWN_SERVER_ERROR)
+        decoded.append(records)
+    if magic == 1:
+        buf = _writable(buf)
+        return buf, [mark_stored_magic(buf, info, 1) for info in infos]
+    out = bytearray()
+    out_infos = []
+    for info, records in zip(infos, decoded):
+        builder = BatchBuilder(compression=info.compression, stored_magic=0)
+        for r in records:
+            builder.append(NO_TIMESTAMP, r.key, r.value)
+        pos = len(out)
+        out += builder.build()
+        out_infos.append(read_header(out, pos))
+    return out, out_infos
+
+
+def _writable(buf: BytesLike) -> bytearray | memoryview:
+    """``buf``, or a copy when it cannot be patched in place (positions stay the same)."""
+    if isinstance(buf, bytearray) or (isinstance(buf, memoryview) and not buf.readonly):
+        return buf
+    return bytearray(buf)
+
+
+def convert_for_reader(buf: BytesLike, reader_magic: int, *, fetch_offset: int = 0,
+                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> BytesLike:
+    """Stored batches as a consumer that reads up to ``reader_magic`` gets them: each batch in
+    the lower of its stored format (batch.py's mark, else 2) and the reader's, so a v2 reader
+    gets v2 batches as they are and marked ones as the v0/v1 message sets Kafka stored, and an
+    old reader gets everything down-converted as :func:`down_convert` does. Per batch; returns
+    ``buf`` itself when no batch needs converting."""
+    mv = memoryview(buf)
+    infos, end = scan_valid_prefix(mv, 0, verify_crc=False)
+    out: bytearray | None = None
+    copied = 0
+    for info in infos:
+        target = min(info.stored_magic, reader_magic)
+        if target == 2:
+            continue
+        if out is None:
+            out = bytearray()
+        out += mv[copied:info.position]
+        out += down_convert(mv[info.position:info.end], target, fetch_offset=fetch_offset,
+                            max_decompressed=max_decompressed)
+        copied = info.end
+    if out is None:
+        return buf
+    out += mv[copied:end]
+    return bytes(out)
+
+
 # --------------------------------------------------------------------------- writing (Fetch v0-3)
 
 
@@ -235,9 +327,10 @@ def _put_message(out: bytearray, offset: int, magic: int, codec: int, timestamp:
     out += body
 
 
-def cut_to_size(data: bytes, max_bytes: int) -> bytes:
-    """Cut a converted message set to whole messages within ``max_bytes`` (at least one, as a
-    fetch always returns the first message even when it is bigger)."""
+def cut_to_size(data: BytesLike, max_bytes: int) -> BytesLike:
+    """Cut a converted message set (v2 batches among its entries too: they share the offset and
+    size framing) to whole entries within ``max_bytes`` (at least one, as a fetch always returns
+    the first message even when it is bigger)."""
     pos = 0
     while pos + _ENTRY.size <= len(data):
         size = _ENTRY.unpack_from(data, pos)[1]
