@@ -4,7 +4,7 @@ Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (segment.py, eac
 aborted-transaction index, txn_index.py), producer state snapshots (producer_state.py),
 ``leader-epoch-checkpoint`` (leader_epoch.py) and, once a batch marked with a v0/v1 stored
 format (records/batch.py) was appended, the empty file ``message-format-v0-v1``: readers then
-look for marked batches in what they return (:attr:`PartitionLog.holds_old_formats`); a log
+look for marked batches in what they return (:attr:`PartitionLog.holds_old_formats`, carried by each :class:`ReadResult`); a log
 without it never holds one, so its fetches pay nothing. Created before the batch is written,
 kept until the partition is deleted.
 
@@ -112,6 +112,8 @@ class ReadResult(NamedTuple):
     log_end_offset: int
     #: read_committed reads only (set by :meth:`PartitionLog.collect_aborted_txns`'s caller)
     aborted_transactions: list[AbortedTxn] | None = None
+    #: the log holds batches in message format v0/v1 (:attr:`PartitionLog.holds_old_formats`)
+    old_formats: bool = False
 
 
 class SegmentStats(NamedTuple):
@@ -620,7 +622,8 @@ class PartitionLog:
             # one pread, on the calling thread like the append's pwrite: page-cache data for the
             # response being built; a thread hop per fetch would cost more than the read
             data = seg.read(pos, length)
-            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end)
+            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end,
+                              old_formats=self.holds_old_formats)
         return ReadResult(EMPTY, -1, -1, log_start, log_end)
 
     @_storage_op

@@ -150,7 +150,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                                                      for t in aborted or ()]
                 if res is not None and len(res.records):
                     records: Any = res.records
-                    if reader_magic < 2 or (replica_id < 0 and part.log.holds_old_formats):
+                    if reader_magic < 2 or (res.old_formats and replica_id < 0):
                         converted = convert_for_reader(records, reader_magic, fetch_offset=p["fetch_offset"])
                         if converted is not records:
                             records = cut_to_size(converted, limit)

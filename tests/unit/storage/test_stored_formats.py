@@ -28,7 +28,7 @@ def marked(magic: int, records=((1000, None, b"v", ()),)) -> tuple[bytearray, li
 def test_plain_v2_logs_never_get_the_marker(tmp_path) -> None:
     plog = open_log(tmp_path)
     append(plog, batch(3), batch(2))
-    assert not plog.holds_old_formats
+    assert not plog.holds_old_formats and not plog.read(0, 1 << 20).old_formats
     assert not os.path.exists(os.path.join(plog.directory, OLD_FORMATS_MARKER))
 
 
@@ -40,8 +40,10 @@ def test_the_first_marked_batch_leaves_the_marker_and_a_reopened_log_knows(tmp_p
     plog.append(buf, infos, leader_epoch=0, now_ms=1000)
     assert plog.holds_old_formats and os.path.exists(os.path.join(plog.directory, OLD_FORMATS_MARKER))
     assert read_header(read_all(plog, 2)).stored_magic == magic
+    assert plog.read(0, 1 << 20).old_formats               # what the Fetch path looks at
     plog.close()
-    assert open_log(tmp_path).holds_old_formats
+    reopened = open_log(tmp_path)
+    assert reopened.holds_old_formats and reopened.read(0, 1 << 20).old_formats
 
 
 def test_a_follower_copying_a_marked_batch_gets_the_marker_too(tmp_path) -> None:
