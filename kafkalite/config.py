@@ -90,9 +90,17 @@ _VERSION_NAMES: tuple[tuple[str, int], ...] = (
     ("2.3-IV1", 2), ("2.4-IV0", 2), ("2.4-IV1", 2), ("2.5-IV0", 2), ("2.6-IV0", 2), ("2.7-IV0", 2), ("2.7-IV1", 2),
     ("2.7-IV2", 2), ("2.8-IV0", 2), ("2.8-IV1", 2),
 )
-_VERSIONS: dict[str, KafkaVersion] = {}
-for _rank, (_name, _magic) in enumerate(_VERSION_NAMES):
-    _VERSIONS[_name] = _VERSIONS[_name.split("-")[0]] = KafkaVersion(_name, _rank, _magic)   # short name: latest IV
+
+
+def _version_table() -> dict[str, KafkaVersion]:
+    """Full names and short ones ("0.10.0" -> its latest internal version, as Kafka's versionMap)."""
+    table: dict[str, KafkaVersion] = {}
+    for rank, (name, magic) in enumerate(_VERSION_NAMES):
+        table[name] = table[name.split("-")[0]] = KafkaVersion(name, rank, magic)
+    return table
+
+
+_VERSIONS = _version_table()
 
 
 @functools.lru_cache(maxsize=256)
