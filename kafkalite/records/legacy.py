@@ -254,6 +254,52 @@ def convert_for_reader(buf: BytesLike, reader_magic: int, *, fetch_offset: int =
     return bytes(out)
 
 
+def as_v2_batches(buf: BytesLike) -> BytesLike:
+    """A fetched records blob as v2 batches only, for readers of v2 (kafkalite's consumer, the
+    Spark reader): a topic on format v0/v1 answers v0/v1 entries, alone or after v2 batches, and
+    each becomes one uncompressed v2 batch with the same absolute offsets, keys, values,
+    timestamps and timestamp type. ``buf`` itself when the v2 scan reaches its end or stops at
+    anything but a v0/v1 entry (so the all-v2 case costs the scan the reader does anyway); a
+    cut-off tail stays as it is, for the reader to ignore. Bad v0/v1 entries raise
+    CorruptRecordError."""
+    mv = memoryview(buf)
+    _infos, pos = scan_valid_prefix(mv, 0, verify_crc=False)
+    if not old_format_at(mv, pos):
+        return buf
+    total = len(mv)
+    out = bytearray(mv[:pos])
+    while total - pos > _HEAD_V0.size + _ENTRY.size:
+        end = pos + _ENTRY.size + _ENTRY.unpack_from(mv, pos)[1]
+        if end > total:
+            break                                   # a cut-off tail
+        entry = mv[pos:end]
+        out += _entry_as_batch(entry) if entry[_ENTRY.size + 4] in (0, 1) else entry
+        pos = end
+    out += mv[pos:]
+    return bytes(out)
+
+
+def old_format_at(buf: BytesLike, pos: int) -> bool:
+    """Whether a v0/v1 entry (a whole header at least) starts at ``pos``: where a v2 scan stopped,
+    this tells a topic on an older message format from a cut-off or corrupt tail."""
+    return len(buf) - pos > _HEAD_V0.size + _ENTRY.size and buf[pos + _ENTRY.size + 4] in (0, 1)
+
+
+def _entry_as_batch(entry: memoryview) -> bytearray:
+    """One v0/v1 message (or compressed wrapper) as a v2 batch; a v1 wrapper's inner offsets are
+    relative to its own, which is the last one's (KIP-31), v0's are absolute."""
+    magic, codec, messages = read_message_set(entry)
+    offsets = [m.offset for m in messages]
+    if codec != NONE and magic == 1:
+        wrapper = _ENTRY.unpack_from(entry, 0)[0]
+        offsets = [wrapper - offsets[-1] + o for o in offsets]
+    append_time = messages[0].timestamp if messages[0].log_append_time and magic == 1 else None
+    builder = BatchBuilder(base_offset=offsets[0], log_append_time=append_time)
+    for m, offset in zip(messages, offsets):
+        builder.append(m.timestamp, m.key, m.value, (), offset_delta=offset - offsets[0])
+    return builder.build()
+
+
 # --------------------------------------------------------------------------- writing (Fetch v0-3)
 
 

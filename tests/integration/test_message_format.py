@@ -1,7 +1,7 @@
 """message.format.version on a real broker with real clients, as librdkafka's 0092_mixed_msgver
 does it: confluent-kafka produces 30 records (v2), the topic is altered to 0.10.0 with
-IncrementalAlterConfigs, 30 more are produced; confluent-kafka and kafka-python both read all 60
-with their offsets and values, and a raw Fetch v12 decoded with kafkalite's codec shows the second
+IncrementalAlterConfigs, 30 more are produced; confluent-kafka, kafka-python and kafkalite's own
+consumer read all 60 with their offsets and values, and a raw Fetch v12 decoded with kafkalite's codec shows the second
 half as magic 1. An idempotent producer on a 0.10.0 topic is refused with
 UNSUPPORTED_FOR_MESSAGE_FORMAT and nothing is appended."""
 from __future__ import annotations
@@ -95,6 +95,24 @@ def read_kafka_python(bootstrap: str, topic: str, count: int) -> list[tuple[int,
     return got
 
 
+def read_kafkalite(bootstrap: str, topic: str, count: int) -> list[tuple[int, bytes]]:
+    """kafkalite's own consumer (and so the Spark reader's decoding): v2 only, v0/v1 entries
+    converted back (records/legacy.py ``as_v2_batches``)."""
+    from kafkalite.client import Consumer, TopicPartition
+
+    c = Consumer(bootstrap, enable_auto_commit=False)
+    tp = TopicPartition(topic, 0)
+    c.assign([tp])
+    c.seek(tp, 0)
+    got: list[tuple[int, bytes]] = []
+    try:
+        wait_for(lambda: [got.append((r.offset, r.value)) for r in c.poll(500)] is not None and len(got) >= count,
+                 30, "kafkalite's records")
+    finally:
+        c.close(autocommit=False)
+    return got
+
+
 def fetched_magics(bootstrap: str, topic: str) -> list[tuple[int, int]]:
     """(offset, magic) of each entry of a raw Fetch v12 from offset 0: a v2 batch (its base
     offset) or a v0/v1 message (its offset); both keep the magic at byte 16 of the entry."""
@@ -124,6 +142,7 @@ def test_a_topic_altered_to_0_10_0_mid_stream_reads_back_whole_with_both_clients
     expected = [(i, b"value-%d" % i) for i in range(2 * HALF)]
     assert read_confluent(broker.bootstrap, topic, 2 * HALF) == expected
     assert read_kafka_python(broker.bootstrap, topic, 2 * HALF) == expected
+    assert read_kafkalite(broker.bootstrap, topic, 2 * HALF) == expected
     magics = fetched_magics(broker.bootstrap, topic)
     assert {m for o, m in magics if o < HALF} == {2}
     assert [(o, m) for o, m in magics if o >= HALF] == [(o, 1) for o in range(HALF, 2 * HALF)]

@@ -10,7 +10,8 @@ import pytest
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.records import BatchBuilder, Codec, decode_batch, read_header, validate_batches
 from kafkalite.records.batch import FORMAT_MAGIC_MASK, crc_ok, mark_stored_magic, set_log_append_time
-from kafkalite.records.legacy import convert_for_reader, read_message_set, to_stored_format
+from kafkalite.records.legacy import as_v2_batches, convert_for_reader, read_message_set, to_stored_format
+from kafkalite.records.record import iter_batches
 
 pytestmark = pytest.mark.unit
 
@@ -112,3 +113,25 @@ def test_readers_get_the_lower_of_the_stored_and_their_own_format() -> None:
     assert [(m, o, t) for m, o, t, _ in got] == [(0, o, None) for o in range(2, 5)] + [(1, o, T0 + o - 5) for o in range(5, 10)]
     old_reader = kafka_python_read(bytes(convert_for_reader(bytes(v0 + v1), 0)))
     assert {m for m, *_ in old_reader} == {0} and len(old_reader) == 10
+
+
+def test_v2_readers_get_v0_v1_entries_back_as_v2_batches_with_their_offsets() -> None:
+    """kafkalite's consumer and the Spark reader read v2 only: ``as_v2_batches`` turns each v0/v1
+    entry of a fetch (uncompressed, a v1 gzip wrapper with relative inner offsets, v0) into a v2
+    batch with the same offsets, values, timestamps and timestamp type; plain v2 is untouched."""
+    v2 = batch(base_offset=0)
+    v1 = batch(base_offset=5)
+    mark_stored_magic(v1, read_header(v1), 1)
+    v1_gzip = batch(Codec.GZIP, base_offset=10, log_append_time=T0 + 99)
+    mark_stored_magic(v1_gzip, read_header(v1_gzip), 1)
+    v0 = batch(base_offset=15)
+    mark_stored_magic(v0, read_header(v0), 0)
+    plain = bytes(v2)
+    assert as_v2_batches(plain) is plain
+    fetched = bytes(convert_for_reader(bytes(v2 + v1 + v1_gzip + v0), 2))
+    converted = as_v2_batches(fetched + bytes(v2)[:30])            # a cut-off tail stays for the reader
+    assert bytes(converted).endswith(bytes(v2)[:30])
+    got = [(info.is_log_append_time, r.offset, r.timestamp, r.value) for info, rs in iter_batches(converted) for r in rs]
+    assert [(o, v) for _, o, _, v in got] == [(o, ROWS[o % 5][1]) for o in range(20)]
+    assert [(a, t) for a, _, t, _ in got] == ([(False, T0 + i) for i in range(5)] * 2 + [(True, T0 + 99)] * 5
+                                              + [(False, -1)] * 5)
