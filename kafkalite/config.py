@@ -8,10 +8,11 @@ synonyms from the same table.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 log = logging.getLogger(__name__)
 
@@ -70,10 +71,65 @@ def one_of(*choices: str) -> Callable[[str, Any], None]:
     return check
 
 
+class KafkaVersion(NamedTuple):
+    """One of Kafka 2.8's ``ApiVersion`` levels (inter.broker.protocol.version and the message
+    format versions take the same strings): its full name, its rank and the record format
+    (magic) it writes: 0 before 0.10.0, 1 for 0.10.x, 2 from 0.11.0."""
+
+    name: str
+    rank: int
+    record_version: int
+
+
+#: Kafka 2.8's ApiVersion.allVersions in order, with their record versions.
+_VERSION_NAMES: tuple[tuple[str, int], ...] = (
+    ("0.8.0", 0), ("0.8.1", 0), ("0.8.2", 0), ("0.9.0", 0),
+    ("0.10.0-IV0", 1), ("0.10.0-IV1", 1), ("0.10.1-IV0", 1), ("0.10.1-IV1", 1), ("0.10.1-IV2", 1), ("0.10.2-IV0", 1),
+    ("0.11.0-IV0", 2), ("0.11.0-IV1", 2), ("0.11.0-IV2", 2), ("1.0-IV0", 2), ("1.1-IV0", 2), ("2.0-IV0", 2),
+    ("2.0-IV1", 2), ("2.1-IV0", 2), ("2.1-IV1", 2), ("2.1-IV2", 2), ("2.2-IV0", 2), ("2.2-IV1", 2), ("2.3-IV0", 2),
+    ("2.3-IV1", 2), ("2.4-IV0", 2), ("2.4-IV1", 2), ("2.5-IV0", 2), ("2.6-IV0", 2), ("2.7-IV0", 2), ("2.7-IV1", 2),
+    ("2.7-IV2", 2), ("2.8-IV0", 2), ("2.8-IV1", 2),
+)
+
+
+def _version_table() -> dict[str, KafkaVersion]:
+    """Full names and short ones ("0.10.0" -> its latest internal version, as Kafka's versionMap)."""
+    table: dict[str, KafkaVersion] = {}
+    for rank, (name, magic) in enumerate(_VERSION_NAMES):
+        table[name] = table[name.split("-")[0]] = KafkaVersion(name, rank, magic)
+    return table
+
+
+_VERSIONS = _version_table()
+
+
+@functools.lru_cache(maxsize=256)
+def kafka_version(text: str) -> KafkaVersion:
+    """Kafka's ``ApiVersion(versionString)``: "0.10.0", "0.10.0-IV1", "0.10.0.1", "2.8", "2.8-IV1" and
+    "2.8.2" are levels (the first three dot-separated parts count below 1.0, two from 1.0 on; a
+    short name means its latest internal version). Raises ConfigError for anything else."""
+    parts = text.strip().split(".")
+    key = ".".join(parts[:3] if text.strip().startswith("0.") else parts[:2])
+    version = _VERSIONS.get(key)
+    if version is None:
+        raise ConfigError(f"Version `{text}` is not a valid version")
+    return version
+
+
+#: Kafka's ApiVersion.minSupportedFor: the first level of each record version.
+_MIN_LEVEL_FOR_RECORD_VERSION = {0: "0.8.0", 1: "0.10.0", 2: "0.11.0"}
+
+
 def _kafka_version(name: str, value: Any) -> None:
-    """A Kafka release level such as 2.6, 2.8-IV1 or 2.7.1."""
-    if value is not None and not re.fullmatch(r"\d+\.\d+(\.\d+)?(-IV\d+)?", str(value)):
-        raise ConfigError(f"Invalid value {value!r} for configuration {name}: a Kafka version such as 2.8-IV1")
+    """Kafka's ApiVersionValidator: a level :func:`kafka_version` knows."""
+    if value is None:
+        return
+    try:
+        kafka_version(str(value))
+    except ConfigError as exc:
+        raise ConfigError(f"Invalid value {value!r} for configuration {name}: {exc} (valid: "
+                          f"{', '.join(n for n, _ in _VERSION_NAMES)}, or their short forms such as 0.10.0 or 2.8)"
+                          ) from None
 
 
 def between(low: float, high: float) -> Callable[[str, Any], None]:
@@ -335,8 +391,10 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("log.message.timestamp.difference.max.ms", "long", LONG_MAX,
               "Largest distance of a CreateTime record timestamp from broker time; a produce beyond it "
               "answers INVALID_TIMESTAMP naming the records", at_least(0), True),
-    ConfigKey("log.message.format.version", "string", "2.8-IV1", "Stored message format; always record batch v2 (magic 2)",
-              ignored=True),
+    ConfigKey("log.message.format.version", "string", "2.8-IV1",
+              "Message format of appended records for topics without message.format.version: below 0.10.0 "
+              "magic 0, 0.10.x magic 1, from 0.11.0 record batch v2; at most inter.broker.protocol.version's",
+              _kafka_version),
     ConfigKey("inter.broker.protocol.version", "string", "2.8-IV1",
               "Inter-broker protocol level: from 2.7 followers fetch with Fetch v12 and truncate on its diverging "
               "epoch (KIP-320); set an older level (e.g. 2.6) while rolling from a kafkalite that serves Fetch v11",
@@ -539,7 +597,10 @@ TOPIC_KEYS: dict[str, TopicKey] = {k.name: k for k in (
     TopicKey("unclean.leader.election.enable", "boolean", ("unclean.leader.election.enable",),
              "Elect out-of-sync replicas"),
     TopicKey("message.format.version", "string", ("log.message.format.version",),
-             "Stored message format; always record batch v2 (magic 2)", ignored=True),
+             "Message format records are appended in (Kafka's version strings, e.g. 0.10.0): below 0.10.0 magic 0 "
+             "(no timestamps), 0.10.x magic 1, from 0.11.0 v2; v0/v1 refuse idempotent, transactional and header "
+             "records and are fetched as such. A level above inter.broker.protocol.version is ignored (warning)",
+             _kafka_version),
     TopicKey("message.downconversion.enable", "boolean", (),
              "Down-convert for old consumers; Fetch is served from v4, which reads batches as stored",
              ignored=True, fallback=True),
@@ -865,6 +926,13 @@ class BrokerConfig:
                 raise ConfigError("ssl.keystore.password cannot be specified with PEM key stores, only ssl.key.password "
                                   "(as in Kafka)")
         self._check_security(names)
+        # Kafka's KafkaConfig.validateValues: the broker's default format needs an inter-broker
+        # level that knows its record version
+        fmt = kafka_version(self["log.message.format.version"])
+        if fmt.record_version > kafka_version(self["inter.broker.protocol.version"]).record_version:
+            raise ConfigError(f"log.message.format.version {self['log.message.format.version']} can only be used when "
+                              "inter.broker.protocol.version is set to version "
+                              f"{_MIN_LEVEL_FOR_RECORD_VERSION[fmt.record_version]} or higher")
         if self["max.connections.per.ip"] == 0 and not self.max_connections_per_ip_overrides:
             raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides "
                               "is set (as in Kafka)")
@@ -940,8 +1008,22 @@ class BrokerConfig:
             if key is None:
                 log.warning("ignoring unknown topic config %s=%r", name, raw)
                 continue
-            out[name] = key.parse(raw)
+            value = key.parse(raw)
+            if name == "message.format.version" and not self._format_allowed(value):
+                continue
+            out[name] = value
         return out
+
+    def _format_allowed(self, value: str) -> bool:
+        """Kafka's TopicConfigHandler.excludedConfigs: a topic's message.format.version above the
+        inter-broker level is ignored (the broker's default applies), with a warning; Kafka 2.8
+        accepts it at CreateTopics/AlterConfigs, so kafkalite does too."""
+        ibp = self["inter.broker.protocol.version"]
+        if kafka_version(value).rank <= kafka_version(ibp).rank:
+            return True
+        log.warning("topic config message.format.version=%s is ignored: it is not compatible with "
+                    "inter.broker.protocol.version %s", value, ibp)
+        return False
 
     def describe_topic(self, overrides: Mapping[str, str]) -> list[ConfigValue]:
         rows = []

@@ -194,3 +194,9 @@ class UnknownProducerIdError(KafkaError):
 
 class KafkaStorageError(KafkaError):
     code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+class UnsupportedForMessageFormatError(KafkaError):
+    """A request the topic's message format cannot carry (idempotent or transactional records on
+    format v0/v1, a timestamp lookup on v0): Kafka's UnsupportedForMessageFormatException."""
+    code = ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT

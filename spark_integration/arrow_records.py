@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from kafkalite.errors import CorruptRecordError
 from kafkalite.records import decode_batch, decompress, scan_valid_prefix
+from kafkalite.records.legacy import as_v2_batches, old_format_at
 from kafkalite.records.batch import HEADER_SIZE, LOG_OVERHEAD, offset_and_length
 from kafkalite.records.control import AbortedTransactionFilter
 from kafkalite.records.varint import read_varint
@@ -71,6 +72,10 @@ def convert(records: bytes | bytearray | memoryview, *, topic: str, partition: i
     """
     data = records if type(records) is bytes else bytes(records)
     infos, good_end = scan_valid_prefix(memoryview(data))
+    if good_end < len(data) and old_format_at(data, good_end):
+        # v0/v1 entries of a topic on an older message format: as v2 batches, then as usual
+        data = bytes(as_v2_batches(data))
+        infos, good_end = scan_valid_prefix(memoryview(data))
     if good_end < len(data) and not _is_truncated_tail(data, good_end):
         raise CorruptRecordError(f"record batch at byte {good_end} of the fetch for {topic}-{partition} "
                                  "is corrupt (magic, length or CRC)")

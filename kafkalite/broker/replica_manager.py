@@ -19,11 +19,12 @@ from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Isr
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import LONG_MAX, BrokerConfig
+from kafkalite.config import LONG_MAX, BrokerConfig, kafka_version
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError, RecordValidationError
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
 from kafkalite.records.batch import BatchInfo, validate_batches
 from kafkalite.records.control import ControlType
+from kafkalite.records.legacy import to_stored_format
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import AppendResult, LogManager, ReadResult
 
@@ -290,6 +291,11 @@ class ReplicaManager:
         max_diff = cfg["message.timestamp.difference.max.ms"] if cfg["message.timestamp.type"] == "CreateTime" else LONG_MAX
         if compacted or max_diff < LONG_MAX:
             _validate_records(records, infos, topic, index, compacted, max_diff, self.clock.now_ms())
+        if not internal:
+            # message.format.version below 0.11.0: Kafka's LogValidator conversion (records/legacy.py);
+            # the broker's own writes stay v2, whatever the topic says
+            magic = kafka_version(cfg["message.format.version"]).record_version
+            records, infos = to_stored_format(records, infos, magic)
         result = part.append_as_leader(records, infos, self.clock.now_ms(), acks, cfg["min.insync.replicas"],
                                        client=not internal)
         return part, result

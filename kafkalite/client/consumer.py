@@ -14,6 +14,7 @@ from typing import Any, Iterable, NamedTuple
 
 from kafkalite.errors import ErrorCode
 from kafkalite.records import iter_batches
+from kafkalite.records.legacy import as_v2_batches
 from kafkalite.records.control import AbortedTransactionFilter
 
 from .cluster import ConsumerGroupMetadata, TopicPartition
@@ -239,8 +240,9 @@ class Consumer:
             position = requests[tp]
             upper = f.last_stable_offset if self.isolation and f.last_stable_offset >= 0 else f.high_watermark
             aborted = AbortedTransactionFilter(f.aborted_transactions) if self.isolation else None
-            for info, records in iter_batches(f.records, verify_crc=self.check_crcs):
-                if aborted is not None and aborted.skip(f.records, info) and info.next_offset > position:
+            data = as_v2_batches(f.records)       # v0/v1 entries of topics on an older message format
+            for info, records in iter_batches(data, verify_crc=self.check_crcs):
+                if aborted is not None and aborted.skip(data, info) and info.next_offset > position:
                     position = info.next_offset           # an aborted transaction's batch, or a marker
                     continue
                 if info.next_offset <= position:

@@ -7,7 +7,8 @@ On-disk and on-wire layout of one batch (big-endian, 61-byte header, then the re
     12 partitionLeaderEpoch  int32   rewritten by the broker   (not under the CRC)
     16 magic                 int8    2
     17 crc                   uint32  CRC-32C of bytes [21, end)
-    21 attributes            int16   bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control
+    21 attributes            int16   bits 0-2 codec, 3 LogAppendTime, 4 transactional, 5 control,
+                                     6 delete horizon; kafkalite's 8-9: stored format (see below)
     23 lastOffsetDelta       int32
     27 baseTimestamp         int64
     35 maxTimestamp          int64
@@ -16,6 +17,13 @@ On-disk and on-wire layout of one batch (big-endian, 61-byte header, then the re
     53 baseSequence          int32
     57 recordsCount          int32
     61 records ...           (one compressed blob when attributes & 7 != 0)
+
+Bits 8-9 of the attributes, unused by Kafka, hold kafkalite's stored message format: 0 for a
+plain v2 batch, else the magic (0 or 1) plus one of a topic whose ``message.format.version`` was
+below 0.11.0 when the batch was appended. The log keeps v2 batches (indexes, producer state and
+replication read them), and the Fetch path serves a marked batch as the v0/v1 message set Kafka
+would have stored (records/legacy.py). Kafka's readers ignore those bits, so the files stay
+readable by Kafka's tools.
 
 Everything here works per batch: the hot path of the broker (validate, assign offsets, append)
 never decodes a record. Offset assignment rewrites bytes 0-7 and 12-15, which lie outside the CRC,
@@ -42,6 +50,8 @@ TIMESTAMP_TYPE_MASK = 0x08   # set = LogAppendTime
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 DELETE_HORIZON_MASK = 0x40
+FORMAT_MAGIC_SHIFT = 8
+FORMAT_MAGIC_MASK = 0x0300    # stored magic + 1; 0 (or 3) is v2
 
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
@@ -97,6 +107,11 @@ class BatchInfo(NamedTuple):
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def stored_magic(self) -> int:
+        """The message format the batch is served in: 2, or 0/1 when appended under that format."""
+        return stored_magic(self.attributes)
 
     @property
     def has_producer_id(self) -> bool:
@@ -209,16 +224,38 @@ def assign_offsets(buf: bytearray | memoryview, infos: list[BatchInfo], first_of
     return out
 
 
+def stored_magic(attributes: int) -> int:
+    """The stored format of a batch with these attributes (bits 8-9, see the module docstring)."""
+    mark = (attributes & FORMAT_MAGIC_MASK) >> FORMAT_MAGIC_SHIFT
+    return mark - 1 if mark in (1, 2) else 2
+
+
 def set_log_append_time(buf: bytearray | memoryview, info: BatchInfo, now_ms: int) -> BatchInfo:
     """Mark a batch LogAppendTime with ``now_ms`` as its max timestamp; both lie under the CRC,
-    so the CRC is recomputed (Kafka's ``DefaultRecordBatch.setMaxTimestamp``)."""
-    attributes = info.attributes | TIMESTAMP_TYPE_MASK
+    so the CRC is recomputed (Kafka's ``DefaultRecordBatch.setMaxTimestamp``). A batch stored in
+    format v0 is left alone: magic 0 has no timestamps."""
+    if info.stored_magic == 0:
+        return info
+    return _patch_attributes(buf, info, info.attributes | TIMESTAMP_TYPE_MASK, now_ms)
+
+
+def mark_stored_magic(buf: bytearray | memoryview, info: BatchInfo, magic: int) -> BatchInfo:
+    """Record in the batch that it was appended under message format ``magic`` (0 or 1; 2
+    clears the mark): bits 8-9 of the attributes, under the CRC, which is recomputed."""
+    if magic not in (0, 1, 2):
+        raise ValueError(f"magic {magic} is not 0, 1 or 2")
+    attributes = (info.attributes & ~FORMAT_MAGIC_MASK) | ((magic + 1) << FORMAT_MAGIC_SHIFT if magic < 2 else 0)
+    return _patch_attributes(buf, info, attributes, info.max_timestamp)
+
+
+def _patch_attributes(buf: bytearray | memoryview, info: BatchInfo, attributes: int, max_timestamp: int) -> BatchInfo:
+    """Write attributes and maxTimestamp (both under the CRC) and the new CRC."""
     _ATTRS.pack_into(buf, info.position + ATTRIBUTES_OFFSET, attributes)
-    _INT64.pack_into(buf, info.position + MAX_TIMESTAMP_OFFSET, now_ms)
+    _INT64.pack_into(buf, info.position + MAX_TIMESTAMP_OFFSET, max_timestamp)
     mv = buf if isinstance(buf, memoryview) else memoryview(buf)
     crc = crc32c(mv[info.position + ATTRIBUTES_OFFSET:info.end])
     _UINT32.pack_into(buf, info.position + CRC_OFFSET, crc)
-    return info._replace(attributes=attributes, max_timestamp=now_ms, crc=crc)
+    return info._replace(attributes=attributes, max_timestamp=max_timestamp, crc=crc)
 
 
 def offset_and_length(buf: BytesLike, pos: int) -> tuple[int, int]:

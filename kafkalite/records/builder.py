@@ -16,8 +16,8 @@ import struct
 from typing import Iterable, Sequence, TypedDict, Unpack
 
 from kafkalite.records.batch import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, NO_PRODUCER_ID, NO_SEQUENCE,
-    TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, DELETE_HORIZON_MASK, FORMAT_MAGIC_SHIFT, HEADER_SIZE, LOG_OVERHEAD,
+    NO_PRODUCER_ID, NO_SEQUENCE, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
 )
 from kafkalite.records.compression import Codec, compress
 from kafkalite.records.crc import crc32c
@@ -44,6 +44,8 @@ class BatchBuilder:
     idempotent; ``transactional`` and ``control`` set attribute bits 4 and 5.
     ``delete_horizon_ms`` (the log cleaner only, KIP-534) sets attribute bit 6 and makes that
     time the batch's baseTimestamp; record timestamps stay exact (their deltas are taken from it).
+    ``stored_magic`` 0 or 1 marks a batch appended under that message format (batch.py, bits 8-9:
+    the broker's conversion and the cleaner, which keeps the mark of a batch it rebuilds).
     """
 
     __slots__ = ("_buf", "_codec", "_level", "_count", "_base_ts", "_max_ts", "_last_delta", "_built",
@@ -54,8 +56,10 @@ class BatchBuilder:
                  producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1, base_sequence: int = NO_SEQUENCE,
                  transactional: bool = False, control: bool = False, log_append_time: int | None = None,
                  base_offset: int = 0, partition_leader_epoch: int = -1,
-                 delete_horizon_ms: int | None = None) -> None:
+                 delete_horizon_ms: int | None = None, stored_magic: int = 2) -> None:
         codec = Codec(compression)   # ValueError for ids outside 0-4
+        if stored_magic not in (0, 1, 2):
+            raise ValueError(f"stored magic {stored_magic} is not 0, 1 or 2")
         if not -1 <= producer_id <= INT64_MAX:
             raise ValueError(f"producer id {producer_id} out of range")
         if not -1 <= producer_epoch <= 0x7FFF:
@@ -75,7 +79,8 @@ class BatchBuilder:
         self._base_sequence = base_sequence
         self._attributes = (int(codec) | (TIMESTAMP_TYPE_MASK if log_append_time is not None else 0)
                             | (TRANSACTIONAL_MASK if transactional else 0) | (CONTROL_MASK if control else 0)
-                            | (DELETE_HORIZON_MASK if delete_horizon_ms is not None else 0))
+                            | (DELETE_HORIZON_MASK if delete_horizon_ms is not None else 0)
+                            | ((stored_magic + 1) << FORMAT_MAGIC_SHIFT if stored_magic < 2 else 0))
         self._horizon = delete_horizon_ms
         if delete_horizon_ms is not None:
             self._base_ts = delete_horizon_ms

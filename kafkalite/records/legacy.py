@@ -5,6 +5,11 @@ sends is converted to v2 batches on the way in (Kafka's LogValidator), and what 
 fetches is converted down to the format its request version implies (Fetch v0-1: magic 0,
 v2-3: magic 1). The log itself only ever holds v2 batches.
 
+A topic whose ``message.format.version`` is below 0.11.0 stores what Kafka's LogValidator would
+convert to magic 0/1 (:func:`to_stored_format`): the batch stays v2 on disk, marked with its
+magic (records/batch.py, attribute bits 8-9), and every consumer's Fetch, of any version, gets it
+as that v0/v1 message set (:func:`convert_for_reader`), as Kafka returns what it stored.
+
 A message set is a sequence of ``offset int64, size int32, message``; a message is ``crc uint32``
 (CRC-32 of everything after it), ``magic int8``, ``attributes int8`` (bits 0-2 the codec, bit 3 the
 timestamp type, v1 only), ``timestamp int64`` (v1 only), ``key bytes``, ``value bytes``. A
@@ -24,8 +29,9 @@ import struct
 import zlib
 from typing import Iterator, NamedTuple
 
-from kafkalite.errors import CorruptRecordError
-from kafkalite.records.batch import CONTROL_MASK, BatchInfo, BytesLike, scan_valid_prefix
+from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, UnsupportedForMessageFormatError
+from kafkalite.records.batch import (CONTROL_MASK, FORMAT_MAGIC_MASK, BatchInfo, BytesLike, mark_stored_magic, read_header,
+                                    scan_valid_prefix)
 from kafkalite.records.builder import BatchBuilder
 from kafkalite.records.compression import DEFAULT_MAX_DECOMPRESSED, LZ4, NONE, ZSTD, compress, decompress
 from kafkalite.records.record import decode_batch
@@ -162,6 +168,138 @@ def fetch_magic(fetch_version: int) -> int:
     return 0 if fetch_version <= 1 else 1
 
 
+# --------------------------------------------------------------------------- topics on format v0/v1
+
+
+def to_stored_format(buf: BytesLike, infos: list[BatchInfo], magic: int, *,
+                     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> tuple[BytesLike, list[BatchInfo]]:
+    """Validated v2 batches as a topic on message format ``magic`` stores them. Magic 2: as
+    they are, except that a mark a client set itself is cleared (Kafka ignores bits 8-9; they
+    must not make kafkalite serve a batch as v0/v1). Magic 0/1, with Kafka 2.8's answers: idempotent or transactional batches UNSUPPORTED_FOR_MESSAGE_FORMAT
+    (LogValidator.validateBatch); headers, zstd and negative timestamps UNKNOWN_SERVER_ERROR (the
+    IllegalArgumentException of Kafka's MemoryRecordsBuilder reaches the client as that).
+
+    Magic 1 keeps every field of a v2 record but headers, so its batches are only marked, in
+    place (``buf`` must be writable); magic 0 has no timestamps, so its batches are rebuilt with
+    -1 (same codec) into a new buffer. Per batch; records are decoded for the header check only.
+    """
+    if magic == 2:
+        if any(info.attributes & FORMAT_MAGIC_MASK for info in infos):
+            buf = _writable(buf)
+            infos = [mark_stored_magic(buf, info, 2) for info in infos]
+        return buf, infos
+    if magic not in (0, 1):
+        raise ValueError(f"magic {magic} is not 0, 1 or 2")
+    decoded = []
+    for info in infos:
+        if info.is_transactional:
+            raise UnsupportedForMessageFormatError(f"Transactional records cannot be used with magic version {magic}")
+        if info.has_producer_id:
+            raise UnsupportedForMessageFormatError(f"Idempotent records cannot be used with magic version {magic}")
+        if info.compression == ZSTD:
+            raise KafkaError(f"ZStandard compression is not supported for magic {magic}", ErrorCode.UNKNOWN_SERVER_ERROR)
+        records = decode_batch(buf, info, verify_crc=False, max_decompressed=max_decompressed)
+        for r in records:
+            if r.headers:
+                raise KafkaError(f"Magic v{magic} does not support record headers", ErrorCode.UNKNOWN_SERVER_ERROR)
+            if r.timestamp < NO_TIMESTAMP:
+                raise KafkaError(f"Invalid negative timestamp {r.timestamp}", ErrorCode.UNKNOWN_SERVER_ERROR)
+        decoded.append(records)
+    if magic == 1:
+        buf = _writable(buf)
+        return buf, [mark_stored_magic(buf, info, 1) for info in infos]
+    out = bytearray()
+    out_infos = []
+    for info, records in zip(infos, decoded):
+        builder = BatchBuilder(compression=info.compression, stored_magic=0)
+        for r in records:
+            builder.append(NO_TIMESTAMP, r.key, r.value)
+        pos = len(out)
+        out += builder.build()
+        out_infos.append(read_header(out, pos))
+    return out, out_infos
+
+
+def _writable(buf: BytesLike) -> bytearray | memoryview:
+    """``buf``, or a copy when it cannot be patched in place (positions stay the same)."""
+    if isinstance(buf, bytearray) or (isinstance(buf, memoryview) and not buf.readonly):
+        return buf
+    return bytearray(buf)
+
+
+def convert_for_reader(buf: BytesLike, reader_magic: int, *, fetch_offset: int = 0,
+                       max_decompressed: int = DEFAULT_MAX_DECOMPRESSED) -> BytesLike:
+    """Stored batches as a consumer that reads up to ``reader_magic`` gets them: each batch in
+    the lower of its stored format (batch.py's mark, else 2) and the reader's, so a v2 reader
+    gets v2 batches as they are and marked ones as the v0/v1 message sets Kafka stored, and an
+    old reader gets everything down-converted as :func:`down_convert` does. Per batch; returns
+    ``buf`` itself when no batch needs converting."""
+    mv = memoryview(buf)
+    infos, end = scan_valid_prefix(mv, 0, verify_crc=False)
+    out: bytearray | None = None
+    copied = 0
+    for info in infos:
+        target = min(info.stored_magic, reader_magic)
+        if target == 2:
+            continue
+        if out is None:
+            out = bytearray()
+        out += mv[copied:info.position]
+        out += down_convert(mv[info.position:info.end], target, fetch_offset=fetch_offset,
+                            max_decompressed=max_decompressed)
+        copied = info.end
+    if out is None:
+        return buf
+    out += mv[copied:end]
+    return bytes(out)
+
+
+def as_v2_batches(buf: BytesLike) -> BytesLike:
+    """A fetched records blob as v2 batches only, for readers of v2 (kafkalite's consumer, the
+    Spark reader): a topic on format v0/v1 answers v0/v1 entries, alone or after v2 batches, and
+    each becomes one uncompressed v2 batch with the same absolute offsets, keys, values,
+    timestamps and timestamp type. ``buf`` itself when the v2 scan reaches its end or stops at
+    anything but a v0/v1 entry (so the all-v2 case costs the scan the reader does anyway); a
+    cut-off tail stays as it is, for the reader to ignore. Bad v0/v1 entries raise
+    CorruptRecordError."""
+    mv = memoryview(buf)
+    _infos, pos = scan_valid_prefix(mv, 0, verify_crc=False)
+    if not old_format_at(mv, pos):
+        return buf
+    total = len(mv)
+    out = bytearray(mv[:pos])
+    while total - pos > _HEAD_V0.size + _ENTRY.size:
+        end = pos + _ENTRY.size + _ENTRY.unpack_from(mv, pos)[1]
+        if end > total:
+            break                                   # a cut-off tail
+        entry = mv[pos:end]
+        out += _entry_as_batch(entry) if entry[_ENTRY.size + 4] in (0, 1) else entry
+        pos = end
+    out += mv[pos:]
+    return bytes(out)
+
+
+def old_format_at(buf: BytesLike, pos: int) -> bool:
+    """Whether a v0/v1 entry (a whole header at least) starts at ``pos``: where a v2 scan stopped,
+    this tells a topic on an older message format from a cut-off or corrupt tail."""
+    return len(buf) - pos > _HEAD_V0.size + _ENTRY.size and buf[pos + _ENTRY.size + 4] in (0, 1)
+
+
+def _entry_as_batch(entry: memoryview) -> bytearray:
+    """One v0/v1 message (or compressed wrapper) as a v2 batch; a v1 wrapper's inner offsets are
+    relative to its own, which is the last one's (KIP-31), v0's are absolute."""
+    magic, codec, messages = read_message_set(entry)
+    offsets = [m.offset for m in messages]
+    if codec != NONE and magic == 1:
+        wrapper = _ENTRY.unpack_from(entry, 0)[0]
+        offsets = [wrapper - offsets[-1] + o for o in offsets]
+    append_time = messages[0].timestamp if messages[0].log_append_time and magic == 1 else None
+    builder = BatchBuilder(base_offset=offsets[0], log_append_time=append_time)
+    for m, offset in zip(messages, offsets):
+        builder.append(m.timestamp, m.key, m.value, (), offset_delta=offset - offsets[0])
+    return builder.build()
+
+
 # --------------------------------------------------------------------------- writing (Fetch v0-3)
 
 
@@ -235,9 +373,10 @@ def _put_message(out: bytearray, offset: int, magic: int, codec: int, timestamp:
     out += body
 
 
-def cut_to_size(data: bytes, max_bytes: int) -> bytes:
-    """Cut a converted message set to whole messages within ``max_bytes`` (at least one, as a
-    fetch always returns the first message even when it is bigger)."""
+def cut_to_size(data: BytesLike, max_bytes: int) -> BytesLike:
+    """Cut a converted message set (v2 batches among its entries too: they share the offset and
+    size framing) to whole entries within ``max_bytes`` (at least one, as a fetch always returns
+    the first message even when it is bigger)."""
     pos = 0
     while pos + _ENTRY.size <= len(data):
         size = _ENTRY.unpack_from(data, pos)[1]

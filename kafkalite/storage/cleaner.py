@@ -519,7 +519,7 @@ class LogCleaner:
             base_sequence=info.base_sequence, transactional=bool(info.attributes & TRANSACTIONAL_MASK),
             log_append_time=info.max_timestamp if info.attributes & TIMESTAMP_TYPE_MASK else None,
             base_offset=info.base_offset, partition_leader_epoch=info.partition_leader_epoch,
-            delete_horizon_ms=horizon)
+            delete_horizon_ms=horizon, stored_magic=info.stored_magic)
         base = info.base_offset
         for rec in kept:
             builder.append(rec.timestamp, rec.key, rec.value, rec.headers, offset_delta=rec.offset - base)

@@ -1,8 +1,12 @@
 """One topic-partition's log on disk: segments, offsets, idempotence, epochs, retention, flush.
 
 Directory ``<log.dir>/<topic>-<partition>/`` holds the segments (segment.py, each with its
-aborted-transaction index, txn_index.py), producer state snapshots (producer_state.py) and
-``leader-epoch-checkpoint`` (leader_epoch.py).
+aborted-transaction index, txn_index.py), producer state snapshots (producer_state.py),
+``leader-epoch-checkpoint`` (leader_epoch.py) and, once a batch marked with a v0/v1 stored
+format (records/batch.py) was appended, the empty file ``message-format-v0-v1``: readers then
+look for marked batches in what they return (:attr:`PartitionLog.holds_old_formats`, carried by each :class:`ReadResult`); a log
+without it never holds one, so its fetches pay nothing. Created before the batch is written,
+kept until the partition is deleted.
 
 Offsets: ``log_start_offset`` (first readable), ``log_end_offset`` (next to assign),
 ``recovery_point`` (everything below is fsynced), ``high_watermark`` (owned by the caller —
@@ -58,7 +62,8 @@ from typing import Callable, Concatenate, Iterator, NamedTuple, ParamSpec, TypeV
 
 from kafkalite.errors import (KafkaStorageError, MessageTooLargeError, OffsetOutOfRangeError,
                               RecordListTooLargeError)
-from kafkalite.records.batch import BatchInfo, assign_offsets as stamp_offsets, read_header, set_log_append_time
+from kafkalite.records.batch import (FORMAT_MAGIC_MASK, BatchInfo, assign_offsets as stamp_offsets, read_header,
+                                    set_log_append_time)
 from kafkalite.records.control import ControlType, build_end_txn_marker, read_end_txn_marker
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
@@ -75,6 +80,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 EMPTY = memoryview(b"")
+OLD_FORMATS_MARKER = "message-format-v0-v1"
 DELETE_DIR_SUFFIX = "-delete"
 
 _P = ParamSpec("_P")
@@ -106,6 +112,8 @@ class ReadResult(NamedTuple):
     log_end_offset: int
     #: read_committed reads only (set by :meth:`PartitionLog.collect_aborted_txns`'s caller)
     aborted_transactions: list[AbortedTxn] | None = None
+    #: the log holds batches in message format v0/v1 (:attr:`PartitionLog.holds_old_formats`)
+    old_formats: bool = False
 
 
 class SegmentStats(NamedTuple):
@@ -206,6 +214,8 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self._closed = False
         self.lowest_truncation: int | None = None   # for the cleaner's checkpoint (cleaner.py)
+        #: some batch was appended in message format v0/v1 (see the module docstring)
+        self.holds_old_formats = os.path.exists(os.path.join(directory, OLD_FORMATS_MARKER))
 
     # --- opening -----------------------------------------------------------------------------------
 
@@ -483,6 +493,8 @@ class PartitionLog:
                     epochs.assign(info.partition_leader_epoch, info.base_offset)
         # an inline executor may just have found the dir failing: write nothing more there
         self.failures.check_online(self.log_dir, f"append to {self.topic}-{self.partition}")
+        if not self.holds_old_formats and any(info.attributes & FORMAT_MAGIC_MASK for info in infos):
+            self._note_old_formats()
         mv = buf if isinstance(buf, memoryview) else memoryview(buf)
         # the write itself stays here: the offsets it assigns are answered from it (page cache, no fsync)
         seg.append(mv[start:end], infos, start)
@@ -492,6 +504,15 @@ class PartitionLog:
         self._next_offset = last + 1
         return AppendResult(first, last, append_time, max_ts, max_ts_offset, self.log_start_offset,
                             len(infos), total)
+
+    def _note_old_formats(self) -> None:
+        """The first batch in format v0/v1: the marker file goes first (the next flush fsyncs the
+        directory with the data), so a log holding such a batch always has it."""
+        with open(os.path.join(self.directory, OLD_FORMATS_MARKER), "wb"):
+            pass
+        self._dir_dirty = True
+        self.holds_old_formats = True
+        log.info("%s: holds batches in message format v0/v1 from now on", self.directory)
 
     @_storage_op
     def append_end_txn_marker(self, control_type: ControlType, *, producer_id: int, producer_epoch: int,
@@ -601,7 +622,8 @@ class PartitionLog:
             # one pread, on the calling thread like the append's pwrite: page-cache data for the
             # response being built; a thread hop per fetch would cost more than the read
             data = seg.read(pos, length)
-            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end)
+            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end,
+                              old_formats=self.holds_old_formats)
         return ReadResult(EMPTY, -1, -1, log_start, log_end)
 
     @_storage_op

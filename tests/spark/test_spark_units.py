@@ -313,3 +313,20 @@ def test_convert_short_fields_at_the_end_of_the_buffer():
         batch, _ = convert(blob, topic="t", partition=0, start=0, end=9)
         assert batch.column("key").to_pylist() == [None, b"kk"]
         assert batch.column("value").to_pylist() == [b"x" * 30, value]
+
+
+def test_convert_reads_v0_v1_entries_of_a_topic_on_an_older_message_format():
+    """A topic altered to message.format.version 0.10.0 answers v1 messages after its v2 batches
+    (records/legacy.py): the rows come out with their offsets and values, as for v2 data."""
+    from kafkalite.records.batch import mark_stored_magic, read_header
+    from kafkalite.records.legacy import convert_for_reader
+
+    v2 = build_batch([(1000 + i, None, b"v%d" % i, ()) for i in range(3)])
+    v1 = build_batch([(1003 + i, None, b"v%d" % (3 + i), ()) for i in range(3)])
+    assign_offsets(v1, [read_header(v1)], 3, 0)
+    mark_stored_magic(v1, read_header(v1), 1)
+    blob = bytes(convert_for_reader(bytes(v2 + v1), 2))
+    batch, nxt = convert(blob, topic="t", partition=0, start=1, end=100)
+    assert nxt == 6
+    assert batch.column("offset").to_pylist() == [1, 2, 3, 4, 5]
+    assert batch.column("value").to_pylist() == [b"v%d" % i for i in range(1, 6)]

@@ -8,7 +8,9 @@ whose partition set differs from its request). The first non-empty partition alw
 least one whole batch even above the byte limits (KIP-74), or a consumer would stall on a large
 batch. Fetch v0-3 come from clients that read message format v0 (Fetch v0-1) or v1 (v2-3): their
 records are converted down on the way out, zstd ones answer UNSUPPORTED_COMPRESSION_TYPE, as
-Kafka 2.x does. When less than MinBytes is available the request waits in the purgatory, woken by appends
+Kafka 2.x does. Batches appended while the topic's ``message.format.version`` was below 0.11.0
+reach every consumer as the v0/v1 message sets Kafka stores (only logs that hold such a batch are
+looked at, per batch; followers copy them unchanged). When less than MinBytes is available the request waits in the purgatory, woken by appends
 and high-watermark moves on its partitions, until MaxWaitMs.
 
 A follower's Fetch obeys the leader's replication throttle (Kafka 2.x, KIP-73): a partition in
@@ -37,7 +39,7 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import FetchRequest
-from kafkalite.records.legacy import UnsupportedForMagic, cut_to_size, down_convert, fetch_magic
+from kafkalite.records.legacy import UnsupportedForMagic, convert_for_reader, cut_to_size, fetch_magic
 
 NO_SESSION = 0
 
@@ -64,8 +66,9 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 "session_id": NO_SESSION, "responses": []}
     else:
         wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
-    # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way out
-    legacy_magic = fetch_magic(ctx.api_version) if ctx.api_version <= 3 and replica_id < 0 else None
+    # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way out;
+    # any consumer gets batches appended under format v0/v1 in that format (records/legacy.py)
+    reader_magic = fetch_magic(ctx.api_version) if ctx.api_version <= 3 and replica_id < 0 else 2
     leader_quota = ctx.quotas.replication.leader if replica_id >= 0 else None
 
     def held_back(topic: str, index: int, part: Any) -> bool:
@@ -147,8 +150,10 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                                                      for t in aborted or ()]
                 if res is not None and len(res.records):
                     records: Any = res.records
-                    if legacy_magic is not None:
-                        records = cut_to_size(down_convert(records, legacy_magic, fetch_offset=p["fetch_offset"]), limit)
+                    if reader_magic < 2 or (res.old_formats and replica_id < 0):
+                        converted = convert_for_reader(records, reader_magic, fetch_offset=p["fetch_offset"])
+                        if converted is not records:
+                            records = cut_to_size(converted, limit)
                     entry["records"] = records
                     total += len(records)
             except UnsupportedForMagic:

@@ -3,7 +3,9 @@
 read_committed requests (isolation_level 1, v2+) see the log up to the last stable offset, as
 Kafka's ``fetchOffsetForTimestamp`` does: latest is the LSO and a timestamp lookup finds nothing
 at or above it; read_uncommitted ones see it up to the high watermark. v0 (clients before Kafka
-0.10.1) asks for up to N offsets before a time and gets segment boundaries (legacy_offsets)."""
+0.10.1) asks for up to N offsets before a time and gets segment boundaries (legacy_offsets).
+A timestamp lookup (v1+) on a topic whose ``message.format.version`` is below 0.10.0 (magic 0, no
+timestamps) answers UNSUPPORTED_FOR_MESSAGE_FORMAT, as Kafka's fetchOffsetByTimestamp."""
 from __future__ import annotations
 
 import os
@@ -12,7 +14,8 @@ from typing import Any
 from kafkalite.broker.partition import READ_COMMITTED
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.config import kafka_version
+from kafkalite.errors import ErrorCode, KafkaError, UnsupportedForMessageFormatError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ListOffsetsRequest
@@ -80,6 +83,12 @@ def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[st
                 elif ts == EARLIEST:
                     entry["offset"] = part.log_start_offset
                 else:
+                    fmt = ctx.topic_configs.effective(t["name"])["message.format.version"]
+                    if kafka_version(fmt).record_version == 0:
+                        raise UnsupportedForMessageFormatError(
+                            "Cannot search offsets based on timestamp because message format version for partition "
+                            f"{t['name']}-{p['partition_index']} is {fmt} which is earlier than the minimum "
+                            "required version 0.10.0-IV0")
                     found = part.log.offset_for_timestamp(ts)
                     if found is not None and found[0] < fetchable:
                         entry["offset"], entry["timestamp"] = found[0], found[1]

@@ -8,7 +8,10 @@ TimeoutMs expires, and answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shr
 
 Produce v0-2 carry message format v0/v1 (Kafka before 0.11): each partition's message set is
 converted to one v2 batch before the append (records/legacy.py), as Kafka's LogValidator
-converts them for a topic on message format v2; a bad set answers CORRUPT_MESSAGE.
+converts them for a topic on message format v2; a bad set answers CORRUPT_MESSAGE. A topic whose
+``message.format.version`` is below 0.11.0 gets every client's batches in its own format
+(``ReplicaManager.append``, records/legacy.py ``to_stored_format``): idempotent and transactional
+ones answer UNSUPPORTED_FOR_MESSAGE_FORMAT, records with headers UNKNOWN_SERVER_ERROR, as Kafka 2.8.
 
 Transactional batches need the request's transactional id (else the whole request answers
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED, as Kafka 2.8's KafkaApis); like Kafka 2.8 the broker does

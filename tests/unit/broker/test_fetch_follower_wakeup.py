@@ -70,7 +70,7 @@ class Leader:
                   min_one_batch: bool) -> Any:
         self.reads.append(fetch_offset)
         upper = part.fetch_upper_bound(replica_id, isolation)
-        return SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)])
+        return SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)], old_formats=False)
 
     def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         self.fetched_at.append(fetch_offset)

@@ -41,7 +41,7 @@ class Broker:
         whole = max_bytes // self.BATCH * self.BATCH
         if whole == 0 and min_one_batch:
             whole = self.BATCH
-        return SimpleNamespace(records=part.data[fetch_offset:fetch_offset + whole])
+        return SimpleNamespace(records=part.data[fetch_offset:fetch_offset + whole], old_formats=False)
 
 
 def fetch(broker: Broker, max_bytes: int) -> list[int]:

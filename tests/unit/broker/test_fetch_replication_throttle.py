@@ -47,7 +47,7 @@ class Replicas:
     def read_from(self, part: Part, offset: int, max_bytes: int, replica_id: int, isolation: int,
                   min_one_batch: bool) -> Any:
         end = offset + max(max_bytes, 1 if min_one_batch else 0)
-        return SimpleNamespace(records=part.data[offset:min(end, len(part.data))])
+        return SimpleNamespace(records=part.data[offset:min(end, len(part.data))], old_formats=False)
 
     def record_follower_fetch(self, *args: Any) -> None:
         pass
