@@ -70,9 +70,6 @@ class Cluster(LocalCluster):
         for b in self.brokers:
             b.overrides.update((broker_overrides or {}).get(b.broker_id, {}))
 
-    #: False for brokers the project's client cannot ask (the benchmark's Kafka 0.9.0.1 has no ApiVersions)
-    check_full_view = True
-
     def default_overrides(self) -> dict[str, str]:
         return {}           # the brokers bring the tests' defaults (BrokerProcess.properties)
 
@@ -88,26 +85,6 @@ class Cluster(LocalCluster):
             self.stop()
             raise
         return self
-
-    def wait_for_full_view(self, timeout: float = 60.0) -> None:
-        """Until the controller's Metadata names every live broker. Registration alone let a test's
-        first admin request (CreateTopics with RF = cluster size) reach a controller that had not
-        yet seen the last broker: INVALID_REPLICATION_FACTOR, "larger than available brokers"."""
-        live = {b.broker_id for b in self.brokers if b.alive}
-        if len(live) < 2 or not self.check_full_view:
-            return
-        controller = self.broker(self.wait_for_controller(timeout))
-        if not controller.port or controller.port < 0:
-            return                           # no PLAINTEXT listener to ask on
-        from kafkalite.client import KafkaClient
-
-        def sees_all() -> bool:
-            try:
-                with KafkaClient(controller.bootstrap, client_id="test-harness", retries=0) as client:
-                    return live <= set(client.metadata([]).brokers)
-            except Exception:  # noqa: BLE001 - not answering yet: ask again
-                return False
-        processes.wait_until(sees_all, timeout, "the controller's metadata to name every broker", interval=0.1)
 
     def stop(self) -> None:
         self.down(20)
