@@ -257,15 +257,16 @@ def chunks(seq: list[Any], n: int) -> Iterable[list[Any]]:
         yield seq[i:i + size]
 
 
-def librdkafka_codec_check(broker: Any, topic: str, codec: str) -> None:
-    """Assert the batches on disk use ``codec``. librdkafka (kcat and confluent-kafka alike) turns
-    its LZ4 feature on only if the broker advertises FindCoordinator (its proxy for "Kafka >=
-    0.10"); kafkalite serves it, so lz4 must arrive as lz4 (FINDINGS.md F1, resolved)."""
+def client_codec_check(broker: Any, topic: str, codec: str) -> None:
+    """Assert the batches on disk use ``codec``. Every client here (librdkafka's
+    rdkafka_msgset_writer.c, kafka-python's and aiokafka's ``_maybe_compress``) sends a batch
+    uncompressed when compressing it does not make it smaller: only a batch of a record or two can
+    be like that, and only a few. librdkafka (kcat and confluent-kafka alike) turns its LZ4 feature
+    on only if the broker advertises FindCoordinator (its proxy for "Kafka >= 0.10"); kafkalite
+    serves it, so lz4 must arrive as lz4 (FINDINGS.md F1, resolved)."""
     want = CODEC_IDS[codec]
     batches = stored_batches(broker, topic)
     on_disk = codecs_on_disk(broker, topic)
-    # librdkafka sends a batch uncompressed when compressing it does not make it smaller
-    # (rdkafka_msgset_writer.c): only a batch of a record or two can be like that, and only a few
     stray = [b for b in batches if b.codec != want]
     assert all(b.codec == 0 and b.count <= 2 for b in stray), on_disk
     assert on_disk.get(want, 0) >= 0.99 * sum(on_disk.values()), on_disk

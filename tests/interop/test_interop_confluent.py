@@ -11,7 +11,7 @@ from confluent_kafka import (OFFSET_BEGINNING, TIMESTAMP_CREATE_TIME, Consumer, 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.interop_support import (CODECS, Got, check_round_trip, crc32_partition, expected_offset_for_time,
-                                           librdkafka_codec_check, make_records)
+                                           client_codec_check, make_records)
 
 PER_CODEC = 20_000
 PARTITIONS = 3
@@ -105,7 +105,7 @@ def test_confluent_round_trip_per_codec(broker, codec: str) -> None:
             assert [tp.offset for tp in answer] == want, f"partition {p} probes {probes}"
     finally:
         consumer.close()
-    librdkafka_codec_check(broker, topic, codec)
+    client_codec_check(broker, topic, codec)
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])

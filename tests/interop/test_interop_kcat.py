@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.interop_support import (CODECS, check_round_trip, crc32_partition, expected_offset_for_time,
-                                           kcat, kcat_consume, librdkafka_codec_check, make_records)
+                                           kcat, kcat_consume, client_codec_check, make_records)
 
 PER_CODEC = 20_000
 PARTITIONS = 3
@@ -83,7 +83,7 @@ def test_kcat_round_trip_per_codec(broker, codec: str) -> None:
         assert c.returncode == 0 and c.stdout.decode() == str(want), c
         late = kcat("-b", broker.bootstrap, "-Q", "-t", f"{topic}:{p}:{recs_p[-1].ts + 1000}")
         assert late.stdout.decode().split()[-1] == "-1", late
-    librdkafka_codec_check(broker, topic, codec)
+    client_codec_check(broker, topic, codec)
 
 
 @pytest.mark.parametrize("acks", ["0", "1", "all"])
