@@ -10,8 +10,10 @@ batch. Fetch v0-3 come from clients that read message format v0 (Fetch v0-1) or 
 records are converted down on the way out, zstd ones answer UNSUPPORTED_COMPRESSION_TYPE, as
 Kafka 2.x does. Batches appended while the topic's ``message.format.version`` was below 0.11.0
 reach every consumer as the v0/v1 message sets Kafka stores (only logs that hold such a batch are
-looked at, per batch; followers copy them unchanged). When less than MinBytes is available the request waits in the purgatory, woken by appends
-and high-watermark moves on its partitions, until MaxWaitMs.
+looked at, per batch; followers copy them unchanged). When less than MinBytes is available the
+request waits in the purgatory, woken by appends and high-watermark moves on its partitions, until
+MaxWaitMs. A wait that began with nothing to read at all answers by reading again only the
+partitions an event was about (the others cannot have news); Kafka reads them all.
 
 A follower's Fetch obeys the leader's replication throttle (Kafka 2.x, KIP-73): a partition in
 ``leader.replication.throttled.replicas`` for this broker whose fetching replica is not in the ISR
@@ -84,6 +86,19 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
     # only v12+ requests carry the field; below v12 it decodes as its default, -1
     check_epochs = any(p.get("last_fetched_epoch", -1) >= 0 for _, p in wanted)
+    #: wanted index -> its Partition, while the request's first call stack runs (recording a
+    #: follower's offsets, the first read, the purgatory's own try): leadership changes only in a
+    #: later reactor turn, so one lookup serves all three (None afterwards: look up again)
+    phase: dict[str, dict[int, Partition] | None] = {"resolved": {}}
+
+    def leader_of(i: int | None, topic: str, p: Mapping[str, Any]) -> Partition:
+        resolved = phase["resolved"]
+        if resolved is not None and i is not None and i in resolved:
+            return resolved[i]
+        part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+        if resolved is not None and i is not None:
+            resolved[i] = part
+        return part
 
     def diverging(part: Partition, p: Mapping[str, Any]) -> dict[str, int] | None:
         """Fetch v12 (KIP-320 for followers, Kafka's Partition.readRecords): the fetcher's
@@ -104,19 +119,28 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             return {"epoch": epoch, "end_offset": end}
         return None
 
-    def read_all() -> tuple[dict[str, Any], int, bool]:
+    def read_all(reuse: list[dict[str, Any]] | None = None, only: set[Any] | None = None
+                 ) -> tuple[dict[str, Any], int, bool, list[dict[str, Any]]]:
+        """Read every wanted partition: the answer, its record bytes, whether a partition has
+        an error, and the entries in ``wanted`` order. With ``reuse`` (the entries of an earlier
+        read of this request) only the partitions in ``only`` are read again."""
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
         total = 0
         had_error = False
         responses: list[dict[str, Any]] = []
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        entries: list[dict[str, Any]] = []
 
         def add(topic: str, entry: dict[str, Any]) -> None:
             if topic not in by_topic:
                 by_topic[topic] = []
                 responses.append({"topic": topic, "partitions": by_topic[topic]})
             by_topic[topic].append(entry)
-        for topic, p in wanted:
+            entries.append(entry)
+        for i, (topic, p) in enumerate(wanted):
+            if reuse is not None and only is not None and (topic, p["partition"]) not in only:
+                add(topic, reuse[i])
+                continue
             entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                      "preferred_read_replica": -1,
@@ -127,7 +151,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             try:
                 if topic in denied:
                     raise KafkaError(f"not authorized to read {topic}", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                part = leader_of(i, topic, p)
                 diverged = diverging(part, p)
                 if diverged is not None:
                     entry.update(diverging_epoch=diverged, high_watermark=part.high_watermark,
@@ -169,7 +193,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 had_error = True
             add(topic, entry)
         body = {"throttle_time_ms": 0, "error_code": 0, "session_id": NO_SESSION, "responses": responses}
-        return body, total, had_error
+        return body, total, had_error, entries
 
     def note_follower_progress() -> None:
         """A follower's fetch offsets say how far it has copied: record them BEFORE the first read.
@@ -178,11 +202,11 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         very partitions. Reading afterwards sees those appends; reading first would miss them, the
         fetch would be watched only after their purgatory check, and sleep its whole max_wait_ms
         with data waiting (replication stalled ~500 ms per round under a steady acks=all load)."""
-        for topic, p in wanted:
+        for i, (topic, p) in enumerate(wanted):
             if topic in denied:
                 continue
             try:
-                part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+                part = leader_of(i, topic, p)
                 if diverging(part, p) is not None:
                     continue                  # its fetch offset is past the common prefix: not progress
             except KafkaError:
@@ -226,11 +250,21 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
 
     if replica_id >= 0:
         note_follower_progress()
-    body, total, had_error = read_all()
+    body, total, had_error, first_entries = read_all()
     if req["max_wait_ms"] <= 0 or total >= req["min_bytes"] or had_error or not wanted:
         return count(body)
 
-    state: dict[str, Any] = {"body": None}
+    #: "body": the answer a readiness check already read (min_bytes > 1); "full": the purgatory's
+    #: own try found news, which no key names, so the answer reads every partition again
+    state: dict[str, Any] = {"body": None, "full": False}
+    #: the partitions a purgatory check was about while the fetch waited. Kafka reads every
+    #: partition again when a delayed fetch completes; when the first read found nothing (and no
+    #: replication throttle, which a rate and not an event lifts, held records back), a partition
+    #: no check was about still has nothing new (appends, high watermark, log start and role
+    #: changes all check), so the answer reuses its first entry. An idle follower's session holds
+    #: hundreds of partitions; an acks=all append wakes it for one.
+    touched: set[Any] = set()
+    reusable = total == 0 and (leader_quota is None or not leader_quota.throttled)
 
     def ready() -> bool:
         """Kafka's DelayedFetch.tryComplete: offsets only, no read. Called on every append and
@@ -239,18 +273,20 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         with the number of partitions a follower fetches (latency p99 rose with each topic)."""
         state["body"] = None
         available = False
-        for topic, p in wanted:
-            news = partition_news(topic, p)
+        for i, (topic, p) in enumerate(wanted):
+            news = partition_news(topic, p, i)
             if news is True:
+                state["full"] = True
                 return True
             available = available or news is None
+        state["full"] = available
         return available and enough()
 
-    def partition_news(topic: str, p: Mapping[str, Any]) -> bool | None:
+    def partition_news(topic: str, p: Mapping[str, Any], i: int | None = None) -> bool | None:
         """True: answer now (an error, a divergence, an offset out of range); None: records are
-        available; False: nothing new."""
+        available; False: nothing new. ``i``: its index in ``wanted``, for the first stack's lookups."""
         try:
-            part = ctx.replicas.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+            part = leader_of(i, topic, p)
             if diverging(part, p) is not None:
                 return True
         except KafkaError:
@@ -270,6 +306,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         """:func:`ready` for the one partition a purgatory check is about: the fetch was not ready
         before, so another partition cannot have made it so."""
         state["body"] = None
+        touched.add(key)
         news = [partition_news(key[0], p) for p in by_key.get(key, ())]
         if True in news:
             return True
@@ -278,13 +315,17 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     def enough() -> bool:
         if req["min_bytes"] <= 1:
             return True
-        fresh, size, err = read_all()
+        fresh, size, err, _ = read_all()
         state["body"] = fresh
         return size >= req["min_bytes"] or err
 
     def finish(timed_out: bool) -> dict[str, Any]:
         if not timed_out and state["body"] is not None:
             return count(state["body"])
+        if reusable and not state["full"]:
+            return count(read_all(first_entries, touched)[0])
         return count(read_all()[0])
 
-    return ctx.replicas.purgatory.watch(list(by_key), req["max_wait_ms"], ready, finish, ready_key)
+    waiting = ctx.replicas.purgatory.watch(list(by_key), req["max_wait_ms"], ready, finish, ready_key)
+    phase["resolved"] = None            # later checks run in later reactor turns: look up afresh
+    return waiting

@@ -135,3 +135,46 @@ def test_follower_session_survives_leader_change(inprocess_cluster_factory) -> N
     other = next(b for b in cluster.brokers if b != new_leader)
     cluster.pump_until(lambda: cluster.partition(other, TOPIC, 0).log.log_end_offset == 2)
     cluster.pump_until(lambda: len(follower_sessions(cluster, new_leader)) == 1)
+
+
+def test_a_woken_fetch_reads_again_only_the_partitions_that_changed(inprocess_cluster_factory) -> None:
+    """A fetch that found nothing waits; when an append to one of its partitions wakes it, only
+    that partition is read again (the others keep their first, empty entries, which nothing
+    changed), and the answer still carries every requested partition with its offsets. One that
+    times out reads nothing again. Kafka re-reads all; a follower's session holds hundreds."""
+    cluster: InProcessCluster = inprocess_cluster_factory(1)
+    cluster.create_topic(TOPIC, 3, 1)
+    leader = cluster.leader_of(TOPIC, 0)
+    replicas = cluster.brokers[leader].replica_manager
+    reads: list[int] = []
+    real_read = replicas.read_from
+
+    def counting_read(part: Any, *args: Any, **kwargs: Any) -> Any:
+        reads.append(part.index)
+        return real_read(part, *args, **kwargs)
+    replicas.read_from = counting_read           # type: ignore[method-assign]
+    client = cluster.client(leader)
+    sessionless = {"session_id": 0, "session_epoch": -1}
+
+    parked = client.send(FETCH, 11, {**fetch_body(0, -1, [part(0, 0), part(1, 0), part(2, 0)], max_wait_ms=30000),
+                                     **sessionless})
+    cluster.advance(0.05)
+    assert not parked.called and sorted(reads) == [0, 1, 2], "the first read covers every partition"
+    reads.clear()
+    producer = cluster.client(leader, "producer")
+    resp = producer.request(0, 8, produce_body(TOPIC, {1: records([b"x", b"y"])}, 1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0
+    woke = cluster.wait(parked, 1.0, "the parked fetch")
+    assert reads == [1], f"only the appended partition is read again, not {reads}"
+    entries = {p["partition_index"]: p for t in woke["responses"] for p in t["partitions"]}
+    assert sorted(entries) == [0, 1, 2]
+    assert entries[1]["high_watermark"] == 2 and len(entries[1]["records"]) > 0
+    assert all(entries[i]["high_watermark"] == 0 and entries[i]["records"] == b"" and entries[i]["error_code"] == 0
+               for i in (0, 2))
+
+    reads.clear()
+    idle = client.send(FETCH, 11, {**fetch_body(0, -1, [part(0, 0), part(1, 2), part(2, 0)], max_wait_ms=200),
+                                   **sessionless})
+    answer = cluster.wait(idle, 1.0, "the idle fetch's timeout")
+    assert reads == [0, 1, 2], "a fetch that timed out with no change is not read again"
+    assert sorted(p["partition_index"] for t in answer["responses"] for p in t["partitions"]) == [0, 1, 2]
