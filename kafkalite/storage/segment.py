@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
+from bisect import bisect_left
 from typing import Iterator
 
 from kafkalite.records.batch import HEADER_SIZE, BatchInfo, offset_and_length, read_header, scan_valid_prefix
@@ -40,6 +42,8 @@ NO_TIMESTAMP = -1
 HEADER_SCAN_CHUNK = 8192          # one pread covers ~index.interval.bytes of small batches
 RECOVERY_CHUNK = 8 * 1024 * 1024  # CRC-checked recovery reads this much at a time
 MAX_RELATIVE_OFFSET = 2**31 - 1
+#: How many of the last appended batches a segment remembers the place of (16 bytes each)
+TAIL_BATCHES = 64
 
 
 def file_stem(base_offset: int) -> str:
@@ -146,6 +150,12 @@ class LogSegment:
         self.bytes_since_index_entry = 0
         self.truncated_on_load = 0                  # bytes cut by a recovery that load() fell back to
         self.recovered_epochs: list[tuple[int, int]] = []   # (epoch, base offset) where recovery saw it begin
+        #: file positions and last offsets of the last appended batches, contiguous up to ``size``
+        #: (at most TAIL_BATCHES, only while active): a reader at the end of the log (a caught-up
+        #: follower or consumer: nearly every fetch at low rates) finds its batch with one header
+        #: read instead of a header scan from the last index entry
+        self._tail_pos = array("q")
+        self._tail_last = array("q")
 
     # --- opening -----------------------------------------------------------------------------------
 
@@ -215,6 +225,7 @@ class LogSegment:
 
         Returns the number of bytes truncated (0 when the segment was intact).
         """
+        self._forget_tail()
         self.index.reset()
         self.time_index.reset()
         self.txn_index.reset()
@@ -277,6 +288,21 @@ class LogSegment:
         self.size = position + len(data)
         self._index_batches(infos, position - buf_start)
         self.next_offset = infos[-1].next_offset
+        self._remember_tail(infos, position - buf_start)
+
+    def _remember_tail(self, infos: list[BatchInfo], file_delta: int) -> None:
+        tail_pos, tail_last = self._tail_pos, self._tail_last
+        if len(infos) >= TAIL_BATCHES:
+            del tail_pos[:], tail_last[:]
+            infos = infos[-(TAIL_BATCHES // 2):]
+        for info in infos:
+            tail_pos.append(info.position + file_delta)
+            tail_last.append(info.base_offset + info.last_offset_delta)
+        if len(tail_pos) > TAIL_BATCHES:
+            del tail_pos[:TAIL_BATCHES // 2], tail_last[:TAIL_BATCHES // 2]
+
+    def _forget_tail(self) -> None:
+        del self._tail_pos[:], self._tail_last[:]
 
     def should_roll(self, incoming_bytes: int, incoming_max_ts: int, last_offset: int,
                     config: LogConfig, now_ms: int) -> bool:
@@ -299,6 +325,7 @@ class LogSegment:
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.write_pending()
+        self._forget_tail()
 
     def write_pending(self) -> None:
         self.index.write_pending()
@@ -308,6 +335,14 @@ class LogSegment:
 
     def find_batch(self, offset: int) -> BatchInfo | None:
         """Header of the first batch whose last offset >= ``offset`` (index lookup + header scan)."""
+        tail_last = self._tail_last
+        if tail_last and offset > tail_last[0]:
+            # past the first remembered batch: the batch is one of the others, or there is none
+            i = bisect_left(tail_last, offset)
+            if i == len(tail_last):
+                return None
+            position = self._tail_pos[i]
+            return read_header(os.pread(self.fd, HEADER_SIZE, position))._replace(position=position)
         _, start = self.index.lookup(offset)
         for info in iter_headers(self.fd, start, self.size):
             if info.base_offset + info.last_offset_delta >= offset:
@@ -357,6 +392,7 @@ class LogSegment:
         if info is None:
             return 0
         cut = info.position
+        self._forget_tail()
         self.index.truncate_to(info.base_offset)
         self.time_index.truncate_to(info.base_offset)
         self.txn_index.truncate_to(info.base_offset)

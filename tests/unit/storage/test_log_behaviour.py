@@ -203,3 +203,44 @@ def test_a_segment_holds_one_file_descriptor_and_indexes_still_survive_reopen(tm
     assert all(len(e) >= 2 for e in before[:-1])
     assert read_all(reopened) == content and len(content) > 8000
     reopened.close()
+
+
+def test_a_read_at_the_end_of_the_log_finds_its_batch_without_a_header_scan(tmp_path, monkeypatch):
+    """The active segment remembers where its last batches start: every offset finds the same
+    batch as a scan of the whole file does, also after a follower's truncation, an append of more
+    batches than it remembers and a roll; a lookup past the first remembered batch reads one
+    header instead of scanning from the last index entry."""
+    import random
+
+    from kafkalite.storage import segment as segment_module
+
+    plog = open_log(tmp_path, LogConfig(index_interval_bytes=300))
+    rng = random.Random(7)
+
+    def check_every_offset() -> None:
+        for seg in plog.segments:
+            every = list(segment_module.iter_headers(seg.fd, 0, seg.size))
+            for offset in range(seg.base_offset, seg.next_offset + 2):
+                want = next((i for i in every if i.last_offset >= offset), None)
+                assert seg.find_batch(offset) == want, (seg.base_offset, offset)
+
+    for _ in range(40):
+        append(plog, *[batch(rng.randint(1, 4), value=b"x" * rng.randint(1, 80)) for _ in range(rng.randint(1, 3))])
+    check_every_offset()
+    end = plog.log_end_offset
+    real_scan = segment_module.iter_headers
+    monkeypatch.setattr(segment_module, "iter_headers", lambda *a, **k: pytest.fail("header scan at the log end"))
+    seg = plog.segments[-1]
+    assert seg.find_batch(end - 1) is not None and seg.find_batch(end) is None
+    assert plog.read(end - 1, 1 << 20).last_offset == end - 1
+    monkeypatch.setattr(segment_module, "iter_headers", real_scan)
+
+    plog.truncate_to(end - 5)
+    check_every_offset()
+    append(plog, *[batch(1) for _ in range(segment_module.TAIL_BATCHES + 3)])
+    append(plog, batch(2))
+    check_every_offset()
+    plog.roll(now_ms=2000)
+    append(plog, batch(3))
+    check_every_offset()
+    plog.close()
