@@ -93,8 +93,8 @@ def test_api_versions_too_high_gets_v0_error_answer() -> None:
 
 
 def test_api_versions_lists_the_registry() -> None:
-    """The served table comes from the handler registry; Produce is advertised from v0 for
-    librdkafka's compression check but served from v3."""
+    """The served table is the handler registry's, version for version (Produce, Fetch and
+    ListOffsets from v0: old clients' message formats are converted both ways)."""
     conn, transport = connect(Dispatcher(services=SERVICES, listener="PLAINTEXT"))
     conn.dataReceived(request(ApiKey.API_VERSIONS, 3, 9, {"client_software_name": "t", "client_software_version": "1"}))
     corr, body = codec.decode_response(ApiKey.API_VERSIONS, 3, responses(transport.value())[0])
