@@ -46,6 +46,11 @@ class Purgatory:
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
         self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+        #: checks so far per key, and in all: a key whose count has not moved has not changed
+        #: (every append, high-watermark, log-start and role change checks its key), which lets
+        #: a follower's fetch session skip its idle partitions (handlers/fetch.py)
+        self.events: dict[Hashable, int] = {}
+        self.total_events = 0
 
     def watch(self, keys: Iterable[Hashable], timeout_ms: int, try_ready: Callable[[], bool],
               on_complete: Callable[[bool], Any],
@@ -71,6 +76,8 @@ class Purgatory:
         return op.deferred
 
     def check(self, key: Hashable) -> None:
+        self.events[key] = self.events.get(key, 0) + 1
+        self.total_events += 1
         ops = self.watchers.get(key)
         if not ops:
             return
@@ -87,13 +94,21 @@ class Purgatory:
                 op.complete(True)
 
     def _forget(self, result: Any, op: DelayedOperation) -> Any:
+        # a key's set stays when it empties: a follower's fetch watches every partition of its
+        # session each round, and building the sets anew was most of watch()'s cost
+        # (drop_key() removes a partition's for good)
+        watchers = self.watchers
         for key in op.keys:
-            ops = self.watchers.get(key)
+            ops = watchers.get(key)
             if ops is not None:
                 ops.discard(op)
-                if not ops:
-                    del self.watchers[key]
         return result
+
+    def drop_key(self, key: Hashable) -> None:
+        """The partition is gone from this broker: forget its (empty) watcher set."""
+        ops = self.watchers.get(key)
+        if ops is not None and not ops:
+            del self.watchers[key]
 
     def __len__(self) -> int:
         return len({op for ops in self.watchers.values() for op in ops})
