@@ -42,7 +42,8 @@ def next_epoch(epoch: int) -> int:
 class CachedPartition:
     """One partition of a session: the fetcher's last request fields and what we last answered."""
 
-    __slots__ = ("topic", "request", "high_watermark", "log_start_offset", "last_stable_offset")
+    __slots__ = ("topic", "request", "high_watermark", "log_start_offset", "last_stable_offset",
+                 "idle_since", "leader")
 
     def __init__(self, topic: str, request: dict[str, Any]) -> None:
         self.topic = topic
@@ -51,6 +52,12 @@ class CachedPartition:
         self.high_watermark = -1
         self.log_start_offset = -1
         self.last_stable_offset = -1
+        #: a follower's session only: the partition's change count (``Purgatory.events``) when it
+        #: was last answered with nothing left to copy, -1 if it was not. While the count and the
+        #: request stay the same, there is nothing to read or answer (see :meth:`FetchSession.split`)
+        self.idle_since = -1
+        #: the leader's Partition at that answer (the same object while the count stays)
+        self.leader: Any = None
 
     def must_respond(self, entry: Mapping[str, Any], update: bool = True) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: does an incremental answer carry this
@@ -92,6 +99,23 @@ class FetchSession:
         """The partitions to read, in the session's order (the request entries kept)."""
         return [(c.topic, c.request) for c in self.partitions.values()]
 
+    def split(self, events: Mapping[Any, int]
+              ) -> tuple[list[tuple[str, dict[str, Any]]], dict[TopicPartition, CachedPartition]]:
+        """A follower's incremental fetch: the partitions to read (session order), and the idle
+        ones: answered last time with nothing left to copy, not named again since, and unchanged
+        since (their count in ``events`` did not move). An idle partition has nothing to answer;
+        the leader records the follower as caught up on it and watches it, nothing more. Kafka
+        reads every partition of a session each time; a follower's holds every partition the
+        leader leads for it, mostly idle."""
+        wanted: list[tuple[str, dict[str, Any]]] = []
+        idle: dict[TopicPartition, CachedPartition] = {}
+        for key, c in self.partitions.items():
+            if c.idle_since >= 0 and events.get(key, 0) == c.idle_since:
+                idle[key] = c
+            else:
+                wanted.append((c.topic, c.request))
+        return wanted, idle
+
     def update(self, topics: Iterable[Mapping[str, Any]], forgotten: Iterable[Mapping[str, Any]]) -> None:
         """An incremental request: new or changed partitions replace their cached request fields
         (a new one starts with unknown offsets, so the next answer carries it); forgotten ones go."""
@@ -103,6 +127,7 @@ class FetchSession:
                     self.partitions[key] = CachedPartition(t["topic"], p)
                 else:
                     cached.request = p
+                    cached.idle_since = -1
         for t in forgotten:
             for index in t["partitions"]:
                 self.partitions.pop((t["topic"], index), None)

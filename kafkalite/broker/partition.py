@@ -203,6 +203,20 @@ class Partition:
         if moved:        # an unchanged offset cannot move the high watermark (most partitions of a session)
             self.maybe_advance_high_watermark()
 
+    def record_idle_follower_fetch(self, replica_id: int, now_ms: int) -> bool:
+        """:meth:`record_follower_fetch` for an idle partition of a follower's fetch session: the
+        follower asked again for this log's end, as at its last recorded fetch, and nothing was
+        appended since, so it is caught up now. False when the full path must decide (not
+        leading, or the follower is out of the ISR: expansion is decided there)."""
+        end = self.follower_end_offsets.get(replica_id)
+        state = self.state                      # is_leader and isr, inlined: called per idle partition
+        if end is None or self.offline or state is None or state.leader != self.broker_id \
+                or replica_id not in state.isr:
+            return False
+        self.follower_caught_up_ms[replica_id] = now_ms
+        self.follower_last_fetch[replica_id] = (end, now_ms)
+        return True
+
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
         """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW."""
         if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas:

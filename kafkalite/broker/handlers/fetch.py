@@ -27,13 +27,17 @@ diverged from the leader's gets ``diverging_epoch`` (KIP-320, see ``diverging``)
 Fetch v7+ has sessions (KIP-227, broker/fetch_session.py): a full fetch (epoch 0) opens one when a
 slot is free; an incremental fetch reads all the session's partitions but answers only those with
 news; a wrong session id / epoch is answered with the error alone and the client starts over.
+A follower's incremental fetch goes further than Kafka's: it does not read the session's idle
+partitions (answered last time with nothing left to copy, named by no request and checked by no
+purgatory event since), only records the follower caught up on them and watches them; an event on
+one wakes the fetch, which then reads and answers it too.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from kafkalite.broker.fetch_session import FetchContext, FetchSessionCache, FetchSessionError
+from kafkalite.broker.fetch_session import CachedPartition, FetchContext, FetchSessionCache, FetchSessionError
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Partition
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
@@ -44,6 +48,18 @@ from kafkalite.protocol.messages_typed import FetchRequest
 from kafkalite.records.legacy import UnsupportedForMagic, convert_for_reader, cut_to_size, fetch_magic
 
 NO_SESSION = 0
+
+
+class _Read(NamedTuple):
+    """One read of a request's partitions."""
+
+    body: dict[str, Any]
+    total: int                      #: record bytes
+    had_error: bool
+    entries: list[dict[str, Any]]   #: in ``wanted`` order
+    #: in ``wanted`` order: (key, change count, leader Partition) of a partition of a follower's
+    #: session left with nothing to copy, (key, -1, None) otherwise (FetchSession.split)
+    marks: list[tuple[Any, int, Any]]
 
 
 @api(ApiKey.FETCH, 0, 12)
@@ -85,7 +101,22 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     else:
         denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
     # only v12+ requests carry the field; below v12 it decodes as its default, -1
-    check_epochs = any(p.get("last_fetched_epoch", -1) >= 0 for _, p in wanted)
+    check_epochs = ctx.api_version >= 12
+    session = session_ctx.session if session_ctx is not None else None
+    #: a follower's incremental fetch skips its session's idle partitions (FetchSession.split);
+    #: not under a replication throttle, which a rate lifts, not an event
+    tracked = (session is not None and replica_id >= 0 and not denied
+               and (leader_quota is None or not leader_quota.throttled))
+    idle: dict[Any, CachedPartition] = {}
+    events: Mapping[Any, int] = ctx.replicas.purgatory.events if tracked else {}
+    events_at_start = ctx.replicas.purgatory.total_events if tracked else 0
+    if session is not None and tracked:
+        wanted, idle = session.split(events)
+        now_ms = ctx.now_ms
+        lapsed = [key for key, cached in idle.items() if not cached.leader.record_idle_follower_fetch(replica_id, now_ms)]
+        for key in lapsed:                    # the full path decides (ISR expansion, lost leadership)
+            cached = idle.pop(key)
+            wanted.append((cached.topic, cached.request))
     #: wanted index -> its Partition, while the request's first call stack runs (recording a
     #: follower's offsets, the first read, the purgatory's own try): leadership changes only in a
     #: later reactor turn, so one lookup serves all three (None afterwards: look up again)
@@ -119,27 +150,27 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             return {"epoch": epoch, "end_offset": end}
         return None
 
-    def read_all(reuse: list[dict[str, Any]] | None = None, only: set[Any] | None = None
-                 ) -> tuple[dict[str, Any], int, bool, list[dict[str, Any]]]:
-        """Read every wanted partition: the answer, its record bytes, whether a partition has
-        an error, and the entries in ``wanted`` order. With ``reuse`` (the entries of an earlier
-        read of this request) only the partitions in ``only`` are read again."""
+    def read_all(reuse: _Read | None = None, only: set[Any] | None = None) -> _Read:
+        """Read every wanted partition. With ``reuse`` (an earlier read of this request) only
+        the partitions in ``only`` are read again."""
         budget = min(req["max_bytes"], ctx.config["fetch.max.bytes"])   # Kafka caps it broker-side
         total = 0
         had_error = False
         responses: list[dict[str, Any]] = []
         by_topic: dict[str, list[dict[str, Any]]] = {}
         entries: list[dict[str, Any]] = []
+        marks: list[tuple[Any, int, Any]] = []
 
-        def add(topic: str, entry: dict[str, Any]) -> None:
+        def add(topic: str, entry: dict[str, Any], mark: tuple[Any, int, Any] | None = None) -> None:
             if topic not in by_topic:
                 by_topic[topic] = []
                 responses.append({"topic": topic, "partitions": by_topic[topic]})
             by_topic[topic].append(entry)
             entries.append(entry)
+            marks.append(mark or ((topic, entry["partition_index"]), -1, None))
         for i, (topic, p) in enumerate(wanted):
             if reuse is not None and only is not None and (topic, p["partition"]) not in only:
-                add(topic, reuse[i])
+                add(topic, reuse.entries[i], reuse.marks[i])
                 continue
             entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
@@ -180,6 +211,11 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                             records = cut_to_size(converted, limit)
                     entry["records"] = records
                     total += len(records)
+                elif tracked and p["fetch_offset"] >= part.fetch_upper_bound(replica_id, isolation) \
+                        and replica_id in part.isr:
+                    key = (topic, p["partition"])
+                    add(topic, entry, (key, events.get(key, 0), part))
+                    continue
             except UnsupportedForMagic:
                 entry["error_code"] = int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE)
                 had_error = True
@@ -193,7 +229,7 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 had_error = True
             add(topic, entry)
         body = {"throttle_time_ms": 0, "error_code": 0, "session_id": NO_SESSION, "responses": responses}
-        return body, total, had_error, entries
+        return _Read(body, total, had_error, entries, marks)
 
     def note_follower_progress() -> None:
         """A follower's fetch offsets say how far it has copied: record them BEFORE the first read.
@@ -213,17 +249,23 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 continue                      # read_all reports it in the partition's entry
             ctx.replicas.record_follower_fetch(part, replica_id, p["fetch_offset"], p.get("log_start_offset", -1))
 
-    def count(body: dict[str, Any]) -> dict[str, Any]:
+    def count(read: _Read) -> dict[str, Any]:
         """The answer's bytes per topic, counted once when it is sent (per partition, no record).
         A consumer's bytes count against its consumer_byte_rate (a follower's do not); a consumer
         over it gets, as from Kafka 2.x (KIP-219), an answer without records carrying the throttle
         time, and those bytes are taken back out of its rate: it reads them after the throttle.
         In a session, the answer is shaped here, once: an incremental one keeps only partitions
         with news (updating the session's cached offsets), a full one opens its session."""
+        body = read.body
         if session_ctx is not None and sessions is not None:
-            if session_ctx.session is not None:
-                body["responses"] = sessions.incremental_responses(session_ctx.session, body["responses"])
-                body["session_id"] = session_ctx.session.id
+            if session is not None:
+                body["responses"] = sessions.incremental_responses(session, body["responses"])
+                body["session_id"] = session.id
+                if tracked:
+                    for key, changes, leader in read.marks:
+                        cached = session.partitions.get(key)
+                        if cached is not None:
+                            cached.idle_since, cached.leader = changes, leader
             elif session_ctx.create:
                 body["session_id"] = sessions.create(session_ctx, body["responses"], ctx.now_ms)
         if replica_id < 0:
@@ -250,13 +292,13 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
 
     if replica_id >= 0:
         note_follower_progress()
-    body, total, had_error, first_entries = read_all()
-    if req["max_wait_ms"] <= 0 or total >= req["min_bytes"] or had_error or not wanted:
-        return count(body)
+    first = read_all()
+    if req["max_wait_ms"] <= 0 or first.total >= req["min_bytes"] or first.had_error or not (wanted or idle):
+        return count(first)
 
-    #: "body": the answer a readiness check already read (min_bytes > 1); "full": the purgatory's
+    #: "read": the answer a readiness check already read (min_bytes > 1); "full": the purgatory's
     #: own try found news, which no key names, so the answer reads every partition again
-    state: dict[str, Any] = {"body": None, "full": False}
+    state: dict[str, Any] = {"read": None, "full": False}
     #: the partitions a purgatory check was about while the fetch waited. Kafka reads every
     #: partition again when a delayed fetch completes; when the first read found nothing (and no
     #: replication throttle, which a rate and not an event lifts, held records back), a partition
@@ -264,14 +306,26 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     #: changes all check), so the answer reuses its first entry. An idle follower's session holds
     #: hundreds of partitions; an acks=all append wakes it for one.
     touched: set[Any] = set()
-    reusable = total == 0 and (leader_quota is None or not leader_quota.throttled)
+    reusable = first.total == 0 and (leader_quota is None or not leader_quota.throttled)
+
+    def wake_idle(key: Any) -> None:
+        """An idle partition of a follower's session changed: read and answer it too."""
+        cached = idle.pop(key, None)
+        if cached is not None:
+            wanted.append((cached.topic, cached.request))
+            touched.add(key)
 
     def ready() -> bool:
         """Kafka's DelayedFetch.tryComplete: offsets only, no read. Called on every append and
         high-watermark move of a watched partition; reading (and building a response for) every
         partition of the request each time was most of a leader's CPU under acks=all, and grew
         with the number of partitions a follower fetches (latency p99 rose with each topic)."""
-        state["body"] = None
+        state["read"] = None
+        if idle and ctx.replicas.purgatory.total_events != events_at_start:
+            # this request's own stack changed some partition (recording the follower's offsets
+            # moved a high watermark, an acks=all producer appended at once): idle ones included
+            for key in [k for k, c in idle.items() if events.get(k, 0) != c.idle_since]:
+                wake_idle(key)
         available = False
         for i, (topic, p) in enumerate(wanted):
             news = partition_news(topic, p, i)
@@ -301,12 +355,15 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     by_key: dict[Any, list[Mapping[str, Any]]] = {}
     for topic, p in wanted:
         by_key.setdefault((topic, p["partition"]), []).append(p)
+    for key, cached in idle.items():
+        by_key[key] = [cached.request]
 
     def ready_key(key: Any) -> bool:
         """:func:`ready` for the one partition a purgatory check is about: the fetch was not ready
         before, so another partition cannot have made it so."""
-        state["body"] = None
+        state["read"] = None
         touched.add(key)
+        wake_idle(key)
         news = [partition_news(key[0], p) for p in by_key.get(key, ())]
         if True in news:
             return True
@@ -315,16 +372,16 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
     def enough() -> bool:
         if req["min_bytes"] <= 1:
             return True
-        fresh, size, err, _ = read_all()
-        state["body"] = fresh
-        return size >= req["min_bytes"] or err
+        fresh = read_all()
+        state["read"] = fresh
+        return fresh.total >= req["min_bytes"] or fresh.had_error
 
     def finish(timed_out: bool) -> dict[str, Any]:
-        if not timed_out and state["body"] is not None:
-            return count(state["body"])
+        if not timed_out and state["read"] is not None:
+            return count(state["read"])
         if reusable and not state["full"]:
-            return count(read_all(first_entries, touched)[0])
-        return count(read_all()[0])
+            return count(read_all(first, touched))
+        return count(read_all())
 
     waiting = ctx.replicas.purgatory.watch(list(by_key), req["max_wait_ms"], ready, finish, ready_key)
     phase["resolved"] = None            # later checks run in later reactor turns: look up afresh

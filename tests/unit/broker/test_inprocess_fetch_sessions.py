@@ -178,3 +178,42 @@ def test_a_woken_fetch_reads_again_only_the_partitions_that_changed(inprocess_cl
     answer = cluster.wait(idle, 1.0, "the idle fetch's timeout")
     assert reads == [0, 1, 2], "a fetch that timed out with no change is not read again"
     assert sorted(p["partition_index"] for t in answer["responses"] for p in t["partitions"]) == [0, 1, 2]
+
+
+def test_a_followers_session_skips_its_idle_partitions(inprocess_cluster_factory) -> None:
+    """A follower's incremental fetch reads only the partitions that changed: the idle ones (last
+    answered with nothing to copy, not changed since) are neither read nor answered, yet the
+    follower stays in their ISRs past replica.lag.time.max.ms, an append to one of them wakes
+    the waiting fetch and reaches the follower, and so does the high watermark that follows."""
+    cluster: InProcessCluster = inprocess_cluster_factory(2)
+    cluster.create_topic(TOPIC, assignment={p: [0, 1] for p in range(4)})
+    replicas = cluster.brokers[0].replica_manager
+    reads: list[int] = []
+    real_read = replicas.read_from
+
+    def counting_read(part: Any, offset: int, limit: int, replica_id: int, *args: Any, **kwargs: Any) -> Any:
+        if replica_id >= 0:
+            reads.append(part.index)
+        return real_read(part, offset, limit, replica_id, *args, **kwargs)
+    replicas.read_from = counting_read           # type: ignore[method-assign]
+    cluster.pump_until(lambda: len(follower_sessions(cluster, 0)) == 1)
+    cluster.advance(3.0)                         # a few idle rounds: every partition answered once
+    reads.clear()
+    lag_max_s = cluster.brokers[0].config["replica.lag.time.max.ms"] / 1000
+    cluster.advance(lag_max_s + 2.0)
+    assert reads == [], f"idle partitions were read again: {sorted(set(reads))}"
+    assert all(cluster.replicated(TOPIC, p) for p in range(4)), "the follower fell out of an idle partition's ISR"
+    # it is caught up as of its latest fetch: an append now does not find it lagging for long
+    # (isr_to_shrink drops a follower behind the log end whose caught-up time is too old)
+    wait_ms = cluster.brokers[0].config["replica.fetch.wait.max.ms"]
+    now_ms = replicas.clock.now_ms()
+    assert all(now_ms - cluster.partition(0, TOPIC, p).follower_caught_up_ms[1] <= 2 * wait_ms for p in range(4))
+
+    resp = cluster.client(0, "producer").request(0, 8, produce_body(TOPIC, {2: records([b"x"])}, -1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+    follower = cluster.partition(1, TOPIC, 2)
+    cluster.pump_until(lambda: follower.log.log_end_offset == 1 and follower.high_watermark == 1,
+                       what="the record and the high watermark on the follower")
+    cluster.advance(2.0)
+    assert set(reads) == {2}, f"only the appended partition is read, not {sorted(set(reads))}"
+    assert follower_sessions(cluster, 0)[0].partitions[(TOPIC, 2)].idle_since >= 0, "idle again once copied"
