@@ -38,7 +38,9 @@ class FollowerFetchSession:
         forgotten: dict[str, list[int]] = {}
         full = self.epoch == INITIAL_EPOCH
         for key, entry in wanted.items():
-            if full or self.partitions.get(key) != entry:
+            # the fetcher reuses an unchanged entry object: identity first, then contents
+            sent = self.partitions.get(key)
+            if full or (sent is not entry and sent != entry):
                 topics.setdefault(key[0], []).append(entry)
         if not full:
             for key in self.partitions:

@@ -105,6 +105,11 @@ class FollowedPartition:
     delayed_until: float = 0.0
     #: the leader's high watermark minus our log end at the last answer (None: no answer yet)
     lag: int | None = None
+    #: the request entry last built, and the log state it was built from: rebuilt only when
+    #: that state moved, so an idle partition costs one tuple compare per round and the
+    #: session's comparison with what the leader holds is an identity test
+    request: FetchRequestFetchPartition | None = None
+    request_state: tuple[int, int, int, int] | None = None
 
     @property
     def in_sync(self) -> bool:
@@ -340,13 +345,18 @@ class ReplicaFetcher:
         cfg = self.config
         entries: dict[Key, FetchRequestFetchPartition] = {}
         sent: dict[Key, int] = {}
-        for (topic, index), f in followed.items():
-            sent[(topic, index)] = f.part.log.log_end_offset
-            entries[(topic, index)] = {
-                "partition": index, "current_leader_epoch": f.part.leader_epoch,
-                "fetch_offset": f.part.log.log_end_offset, "log_start_offset": f.part.log.log_start_offset,
-                "last_fetched_epoch": f.part.log.epochs.latest_epoch,
-                "partition_max_bytes": cfg["replica.fetch.max.bytes"]}
+        max_bytes = cfg["replica.fetch.max.bytes"]
+        for key, f in followed.items():
+            plog = f.part.log
+            state = (plog.log_end_offset, plog.log_start_offset, plog.epochs.latest_epoch, f.part.leader_epoch)
+            request = f.request
+            if request is None or state != f.request_state or request["partition_max_bytes"] != max_bytes:
+                request = f.request = {
+                    "partition": key[1], "current_leader_epoch": state[3], "fetch_offset": state[0],
+                    "log_start_offset": state[1], "last_fetched_epoch": state[2], "partition_max_bytes": max_bytes}
+                f.request_state = state
+            sent[key] = state[0]
+            entries[key] = request
         session_id, epoch = 0, -1
         forgotten: list[Any] = []
         topics: dict[str, list[Any]]

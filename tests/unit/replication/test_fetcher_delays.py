@@ -336,3 +336,28 @@ def test_the_inter_broker_level_picks_the_followers_fetch_version() -> None:
     old = ReplicaFetcher(1, 2, task.Clock(), {**CONFIG, "inter.broker.protocol.version": "2.6"},
                          lambda broker: ("127.0.0.1", 9))
     assert old.fetch_version == 11
+
+
+def test_an_incremental_fetch_names_exactly_the_partitions_whose_log_moved(setup) -> None:
+    """The fetcher keeps each partition's request entry until its log end, log start or epochs
+    move: in a session, an unchanged partition is left out, a moved one is sent with its new
+    fields (a log start moved by retention alone included)."""
+    clock, leader, fetcher = setup
+    parts = [partition(i) for i in range(3)]
+    for p in parts:
+        fetcher.add(p)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    full = leader.take(ApiKey.FETCH)
+    assert partitions_in(full) == [0, 1, 2] and full.body["session_epoch"] == 0
+    full.d.callback({"error_code": ErrorCode.NONE, "session_id": 7, "responses": []})
+    nothing = leader.take(ApiKey.FETCH)
+    assert nothing.body["session_id"] == 7 and partitions_in(nothing) == []
+    parts[1].log.log_start_offset = 4
+    parts[2].log.log_end_offset = 12
+    answer_fetch(nothing)
+    moved = leader.take(ApiKey.FETCH)
+    assert partitions_in(moved) == [1, 2]
+    sent = {p["partition"]: p for t in moved.body["topics"] for p in t["partitions"]}
+    assert (sent[1]["log_start_offset"], sent[1]["fetch_offset"]) == (4, 10) and sent[2]["fetch_offset"] == 12
+    answer_fetch(moved)
+    assert partitions_in(leader.take(ApiKey.FETCH)) == []
