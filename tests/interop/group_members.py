@@ -17,7 +17,7 @@ from collections import Counter, defaultdict, deque
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, size: int = 100) -> dict[int, int]:
@@ -107,6 +107,7 @@ class Member(threading.Thread):
         self.stop_flag = threading.Event()
         self.vanish = False                         # leave without committing on revoke
         self.errors: list[str] = []
+        self.late_commit_errors: list[str] = []     # commits refused after our own LeaveGroup
         self.assigned_at: list[tuple[float, list[int]]] = []
         self.since_commit = 0
         self.pace = 0.0
@@ -129,6 +130,11 @@ class Member(threading.Thread):
             result = consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in todo.items()],
                                      asynchronous=False)
         except KafkaException as exc:
+            if self.stop_flag.is_set() and exc.args[0].code() == KafkaError.UNKNOWN_MEMBER_ID:
+                # close() during a rebalance: librdkafka sends its LeaveGroup before the revoke
+                # callback's commit, which the coordinator then refuses (Kafka 2.8 does the same)
+                self.late_commit_errors.append(str(exc))
+                return
             self.errors.append(f"commit: {exc}")
             return
         for tp in result or []:
