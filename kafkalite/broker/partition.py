@@ -72,6 +72,10 @@ class Partition:
     #: for DeleteRecords' low watermark.
     follower_log_starts: dict[int, int] = field(default_factory=dict)
     isr_write_pending: bool = False
+    #: Leader only: replicas an ISR write of ours is adding, until ZooKeeper has it (Kafka's
+    #: "maximal ISR", KIP-497): the high watermark waits for them as for ISR members, since the
+    #: controller may elect one as soon as the write lands
+    isr_joining: frozenset[int] = frozenset()
     #: The replica's log dir failed: it neither leads nor follows any more (until restart).
     offline: bool = False
     #: Told (old ISR, new ISR) after each ISR write of ours succeeded (the IsrShrinks/IsrExpands meters).
@@ -138,6 +142,7 @@ class Partition:
             self.follower_last_fetch = {}
             self.follower_log_starts = {r: -1 for r in replicas if r != self.broker_id}
             self.isr_write_pending = False
+            self.isr_joining = frozenset()
             # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
             # epoch learns where that epoch ended here (KIP-101).
             # (memory now, the checkpoint file in the storage's background executor)
@@ -251,10 +256,12 @@ class Partition:
             return
         before = self.state
         self.isr_write_pending = True
+        self.isr_joining = frozenset(isr) - frozenset(before.isr)
         d = self.isr_writer.update_leader_and_isr(self.topic, self.index, before.with_isr(isr))
 
         def written(state: LeaderAndIsr) -> None:
             self.isr_write_pending = False
+            self.isr_joining = frozenset()
             if self.state is before:
                 self.state = state
                 log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, list(before.isr), list(isr), why)
@@ -262,14 +269,18 @@ class Partition:
                     self.isr_listener(before.isr, state.isr)
                 self.maybe_advance_high_watermark()
                 self.purgatory.check(self.key)       # acks=all waiters re-check min.insync.replicas
+            else:
+                self.maybe_advance_high_watermark()  # a newer state came first; the joiners no longer count
 
         def failed(f: object) -> None:
             self.isr_write_pending = False
+            self.isr_joining = frozenset()
             exc = getattr(f, "value", f)
             if isinstance(exc, ZkVersionConflictError):
                 log.info("%s-%d: ISR update lost to a newer state: %s", self.topic, self.index, exc)
             else:
                 log.warning("%s-%d: ISR update failed: %s", self.topic, self.index, exc)
+            self.maybe_advance_high_watermark()    # the replicas it would have added hold it back no more
 
         d.addCallbacks(written, failed)
 
@@ -298,13 +309,19 @@ class Partition:
 
     # -- high watermark ----------------------------------------------------------------------------
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min log end offset over the ISR; wakes this partition's waiters when it moves."""
+        """HW = min log end offset over the ISR and the replicas our pending ISR write adds
+        (a shrink counts the old, larger ISR until ZooKeeper has it); wakes this partition's
+        waiters when it moves. Without the joining ones, a record could be acknowledged past a
+        replica that becomes an ISR member, then leader, without it."""
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
+        ends = self.follower_end_offsets
         for replica in self.isr:
             if replica != self.broker_id:
-                new_hw = min(new_hw, self.follower_end_offsets.get(replica, -1))
+                new_hw = min(new_hw, ends.get(replica, -1))
+        for replica in self.isr_joining:
+            new_hw = min(new_hw, ends.get(replica, -1))
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.purgatory.check(self.key)

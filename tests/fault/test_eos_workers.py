@@ -37,7 +37,13 @@ def worker(bootstrap: str, index: int, stop_file: str) -> int:
                          "session.timeout.ms": 10000, "max.poll.interval.ms": 120000})
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"eos-worker-{index}",
                          "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
+    def note(what: str) -> None:
+        """One line per step that can take long, so a worker that did not stop shows where it was."""
+        print(f"{time.strftime('%H:%M:%S')} worker {index}: {what}", flush=True)
+
+    note("init_transactions")
     producer.init_transactions(120)
+    note("initialised")
     consumer.subscribe([SRC])
 
     def rewind() -> None:
@@ -54,6 +60,7 @@ def worker(bootstrap: str, index: int, stop_file: str) -> int:
         if not msgs:
             idle += 1
             if os.path.exists(stop_file) and idle >= 3:
+                note("stop file seen, nothing left: closing")
                 break
             continue
         idle = 0
@@ -71,12 +78,14 @@ def worker(bootstrap: str, index: int, stop_file: str) -> int:
             producer.commit_transaction(60)
         except KafkaException as exc:
             err = exc.args[0]
+            note(f"transaction {n} failed: {err}")
             if err.txn_requires_abort() or err.retriable():
                 producer.abort_transaction(60)
                 rewind()
                 continue
             raise                    # fatal (fenced): the test restarts this worker
     consumer.close()
+    note("closed")
     return 0
 
 
@@ -99,6 +108,15 @@ class Workers:
             if proc.poll() is not None and not self.stop_file.exists():
                 self.restarts += 1
                 self.start(index)
+
+    def tails(self, lines: int = 6) -> str:
+        """The last steps each worker logged (librdkafka's own lines left out)."""
+        out = []
+        for index in sorted(self.procs):
+            path = self.log_dir / f"worker-{index}.log"
+            steps = [line for line in path.read_text(errors="replace").splitlines() if not line.startswith("%")]
+            out.append(f"worker-{index}.log: " + " | ".join(steps[-lines:]))
+        return "\n".join(out)
 
     def stop(self, timeout: float) -> list[int | None]:
         self.stop_file.touch()
@@ -222,7 +240,8 @@ def test_three_workers_exactly_once_through_coordinator_and_leader_crashes(clust
         done.set()
         feeder.join(60)
         codes = workers.stop(120)
-    assert all(code == 0 for code in codes), f"workers exited with {codes}; logs in {tmp_path}"
+    assert all(code == 0 for code in codes), \
+        f"workers exited with {codes} after {workers.restarts} restarts; logs in {tmp_path}\n{workers.tails()}"
 
     out = read(cluster.bootstrap, "read_committed", len(sent))
     assert len(out) == len(sent) and sorted(out) == sorted(sent), \

@@ -40,6 +40,8 @@ class AckLog:
     def __init__(self) -> None:
         self.acked: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
         self.failed: list[str] = []
+        #: the producer's own errors (error_cb): a fatal one says why the queue was purged
+        self.errors: list[str] = []
         self.last_ack = time.monotonic()
         self.worst_gap = 0.0
 
@@ -51,6 +53,15 @@ class AckLog:
         self.worst_gap = max(self.worst_gap, now - self.last_ack)
         self.last_ack = now
         self.acked[msg.partition()].append(int(msg.value()))
+
+    def on_error(self, err) -> None:  # type: ignore[no-untyped-def]
+        self.errors.append(f"{err.name()}{' (fatal)' if err.fatal() else ''}: {err.str()}")
+
+    def failures(self) -> str:
+        """One line for an assertion message: failed deliveries by error, then the producer's errors."""
+        counts = {e: self.failed.count(e) for e in sorted(set(self.failed))}
+        fatal = [e for e in self.errors if "(fatal)" in e]
+        return f"{len(self.failed)} failed deliveries {counts}; producer errors: {fatal + self.errors[-3:]}"
 
 
 def read_partition(bootstrap: str, partition: int) -> list[int]:
@@ -96,7 +107,8 @@ def test_rolling_restart_under_idempotent_acks_all_producer(data_dir: Path) -> N
 
     acks = AckLog()
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                         "linger.ms": 5, "message.timeout.ms": 120000})
+                         "linger.ms": 5, "message.timeout.ms": 120000,
+                         "error_cb": acks.on_error})
     stop = threading.Event()
     sent = {"n": 0}
 
@@ -126,7 +138,7 @@ def test_rolling_restart_under_idempotent_acks_all_producer(data_dir: Path) -> N
     assert "rolling restart complete" in rr.stdout
     assert "under-replicated: 0" in tool(data_dir, "status").stdout
 
-    assert acks.failed == []
+    assert acks.failed == [], acks.failures()
     total = sum(map(len, acks.acked.values()))
     assert total == sent["n"]
     for p in range(PARTITIONS):
