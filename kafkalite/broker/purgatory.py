@@ -96,7 +96,7 @@ class Purgatory:
     def _forget(self, result: Any, op: DelayedOperation) -> Any:
         # a key's set stays when it empties: a follower's fetch watches every partition of its
         # session each round, and building the sets anew was most of watch()'s cost
-        # (drop_key() removes a partition's for good)
+        # (retire() removes a partition's for good)
         watchers = self.watchers
         for key in op.keys:
             ops = watchers.get(key)
@@ -104,8 +104,10 @@ class Purgatory:
                 ops.discard(op)
         return result
 
-    def drop_key(self, key: Hashable) -> None:
-        """The partition is gone from this broker: forget its (empty) watcher set."""
+    def retire(self, key: Hashable) -> None:
+        """The partition is gone from this broker: its waiters answer (they find it gone), then
+        its (now empty) watcher set is forgotten."""
+        self.check(key)
         ops = self.watchers.get(key)
         if ops is not None and not ops:
             del self.watchers[key]

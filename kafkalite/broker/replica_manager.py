@@ -147,8 +147,7 @@ class ReplicaManager:
                 part.mark_offline()
                 gone.append(part)
                 self._notify_role(part)
-            self.purgatory.check(key)
-            self.purgatory.drop_key(key)
+            self.purgatory.retire(key)
         if gone:
             log.error("broker %d: %d replica(s) offline (failed log dir): %s", self.broker_id, len(gone),
                       ", ".join(f"{p.topic}-{p.index}" for p in gone))
@@ -239,8 +238,7 @@ class ReplicaManager:
         self._notify_role(part)
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
-        self.purgatory.check(key)
-        self.purgatory.drop_key(key)
+        self.purgatory.retire(key)
         if delete:
             self.logs.delete(topic, index)
         log.info("%s-%d: replica removed from broker %d%s", topic, index, self.broker_id,
@@ -257,8 +255,7 @@ class ReplicaManager:
             self._notify_role(part)
             if self.fetchers is not None:
                 self.fetchers.unfollow(key)
-            self.purgatory.check(key)
-            self.purgatory.drop_key(key)
+            self.purgatory.retire(key)
             if delete:
                 self.logs.delete(topic, key[1])
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")

@@ -89,9 +89,10 @@ def test_check_asks_only_about_the_key_that_changed() -> None:
     assert results == [False] and asked == ["a", "c", "b"] and len(full_checks) == 1
 
 
-def test_checks_are_counted_per_key_and_a_dropped_key_leaves_no_set() -> None:
+def test_checks_are_counted_per_key_and_a_retired_key_leaves_no_set() -> None:
     """Every check counts, watched or not (the fetch sessions' change counts); a completed
-    operation leaves its keys' sets in place for the next watcher, until drop_key."""
+    operation leaves its keys' sets in place for the next watcher, until the key is retired
+    (checked once more, and its set dropped once empty)."""
     clock = task.Clock()
     purgatory = Purgatory(clock)
     purgatory.check(("t", 0))
@@ -101,6 +102,7 @@ def test_checks_are_counted_per_key_and_a_dropped_key_leaves_no_set() -> None:
     assert purgatory.events == {("t", 0): 1, ("t", 1): 2} and purgatory.total_events == 3
     assert len(purgatory) == 0 and set(purgatory.watchers) == {("t", 0), ("t", 1)}
     purgatory.watch([("t", 0)], 500, lambda: False, lambda timed_out: timed_out)
-    purgatory.drop_key(("t", 0))             # still watched: kept
-    purgatory.drop_key(("t", 1))
+    purgatory.retire(("t", 0))               # still watched (and not ready): kept
+    purgatory.retire(("t", 1))
     assert set(purgatory.watchers) == {("t", 0)} and len(purgatory) == 1
+    assert purgatory.events == {("t", 0): 2, ("t", 1): 3}
