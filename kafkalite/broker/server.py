@@ -538,7 +538,9 @@ class KafkaBroker:
                 for r in results]
 
     def _retention(self) -> None:
-        self.log_manager.cleanup(self.clock.now_ms())
+        for key in self.log_manager.cleanup(self.clock.now_ms()):
+            # a log start move is news for a follower's fetch session (it adopts the leader's)
+            self.purgatory.check(key)
 
     def _checkpoint(self) -> None:
         self.log_manager.checkpoint()

@@ -467,17 +467,18 @@ class LogManager:
 
     # --- periodic work -----------------------------------------------------------------------------
 
-    def cleanup(self, now_ms: int) -> int:
-        """Retention over every online log; returns the segments deleted. The owner thread decides
-        and renames; unlinks run in the background (log.py)."""
+    def cleanup(self, now_ms: int) -> list[_Key]:
+        """Retention over every online log; returns the logs that lost segments (their log start
+        moved). The owner thread decides and renames; unlinks run in the background (log.py)."""
         self.handle_dir_failures()
-        deleted = 0
-        for plog in self.logs().values():
+        moved: list[_Key] = []
+        for key, plog in self.logs().items():
             try:
-                deleted += plog.delete_old_segments(now_ms)
+                if plog.delete_old_segments(now_ms):
+                    moved.append(key)
             except KafkaStorageError:
                 continue                     # reported; the dir is offline now
-        return deleted
+        return moved
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Kafka's periodic removeExpiredProducers over every online log (every

@@ -217,3 +217,21 @@ def test_a_followers_session_skips_its_idle_partitions(inprocess_cluster_factory
     cluster.advance(2.0)
     assert set(reads) == {2}, f"only the appended partition is read, not {sorted(set(reads))}"
     assert follower_sessions(cluster, 0)[0].partitions[(TOPIC, 2)].idle_since >= 0, "idle again once copied"
+
+
+def test_retention_on_the_leader_reaches_a_followers_idle_partition(inprocess_cluster_factory) -> None:
+    """Retention moving the leader's log start is news for a follower's idle session partition:
+    the follower adopts the new log start from the next answer (without the purgatory check, the
+    partition stayed idle and the follower kept the deleted records until something else changed)."""
+    cluster: InProcessCluster = inprocess_cluster_factory(2)
+    cluster.create_topic(TOPIC, assignment={0: [0, 1]}, configs={"retention.ms": "5000"})
+    resp = cluster.client(0, "producer").request(0, 8, produce_body(TOPIC, {0: records([b"a", b"b", b"c"])}, -1))
+    assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp
+    follower = cluster.partition(1, TOPIC, 0)
+    cluster.pump_until(lambda: follower.high_watermark == 3, what="the records and high watermark on the follower")
+    cluster.advance(6.0)                         # idle rounds, and the records pass retention.ms
+    assert follower_sessions(cluster, 0)[0].partitions[(TOPIC, 0)].idle_since >= 0, "idle once copied"
+
+    cluster.brokers[0]._retention()
+    assert cluster.partition(0, TOPIC, 0).log_start_offset == 3
+    cluster.pump_until(lambda: follower.log_start_offset == 3, what="the follower to adopt the leader's log start")

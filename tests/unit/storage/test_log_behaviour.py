@@ -171,7 +171,7 @@ def test_log_manager_discovery_checkpoints_and_delete(tmp_path):
     assert mgr.high_watermark("my-topic.v2_x", 0) == 5 and mgr.get("my-topic.v2_x", 0).log_end_offset == 5
     assert mgr.delete("my-topic.v2_x", 1) and not os.path.exists(b.directory)
     # the expired active segment is rolled, then deleted: the log keeps an empty segment at 5
-    assert mgr.cleanup(10**13) == 1
+    assert mgr.cleanup(10**13) == [("my-topic.v2_x", 0)]
     assert (mgr.get("my-topic.v2_x", 0).log_start_offset, len(mgr.get("my-topic.v2_x", 0).segments)) == (5, 1)
     mgr.close()
 
