@@ -76,6 +76,10 @@ class Partition:
     #: "maximal ISR", KIP-497): the high watermark waits for them as for ISR members, since the
     #: controller may elect one as soon as the write lands
     isr_joining: frozenset[int] = frozenset()
+    #: Leader only: our log end when this leader epoch began. A follower joins the ISR only once
+    #: it has reached it too (Kafka's leaderEpochStartOffset check): a new leader's high
+    #: watermark can lag what the previous leader had acknowledged
+    epoch_start_offset: int = 0
     #: The replica's log dir failed: it neither leads nor follows any more (until restart).
     offline: bool = False
     #: Told (old ISR, new ISR) after each ISR write of ours succeeded (the IsrShrinks/IsrExpands meters).
@@ -147,6 +151,7 @@ class Partition:
             # epoch learns where that epoch ended here (KIP-101).
             # (memory now, the checkpoint file in the storage's background executor)
             self.log.assign_epoch(state.leader_epoch, self.log.log_end_offset)
+            self.epoch_start_offset = self.log.log_end_offset
             # Kafka: the new leader's high watermark starts at its own checkpointed value and
             # only moves once the ISR's end offsets are known.
             self.high_watermark = min(max(self.high_watermark, self.log.log_start_offset), self.log.log_end_offset)
@@ -223,10 +228,13 @@ class Partition:
         return True
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
-        """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW."""
+        """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW
+        and to the start of this leader epoch. The HW alone is not enough: a new leader's HW
+        starts at what it last heard as a follower, below records the previous leader had
+        acknowledged; a replica let in without them could be elected and lose them."""
         if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas:
             return None
-        if self.follower_end_offsets.get(replica_id, -1) >= self.high_watermark:
+        if self.follower_end_offsets.get(replica_id, -1) >= max(self.high_watermark, self.epoch_start_offset):
             return tuple(sorted(set(self.isr) | {replica_id}, key=self.replicas.index))
         return None
 

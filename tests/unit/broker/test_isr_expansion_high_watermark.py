@@ -108,3 +108,23 @@ def test_a_shrink_in_flight_still_counts_the_leaving_replica(leader: Any) -> Non
     assert part.isr == (LEADER,)
     part.maybe_advance_high_watermark()
     assert part.high_watermark == 5
+
+
+def test_a_replica_joins_only_once_it_has_the_previous_leaders_records(tmp_path: Any) -> None:
+    """A new leader's high watermark can lag (here 5 of its 10 records): a follower at 7 has
+    reached it, yet records 7-9 may have been acknowledged by the previous leader, so it joins
+    only at 10, where this leader epoch started (Kafka's leaderEpochStartOffset check)."""
+    zk = PendingWrites()
+    plog = PartitionLog.open(os.path.join(str(tmp_path), "t-0"), LogConfig(), 0)
+    part = Partition("t", 0, LEADER, plog, Purgatory(task.Clock()), zk)
+    part.become_leader(LeaderAndIsr(LEADER, 0, (LEADER,), 1), [LEADER, JOINING, IN_SYNC], 1000)
+    append(part, 10)                                     # 10 records, here as anywhere
+    part.become_follower(LeaderAndIsr(IN_SYNC, 1, (IN_SYNC, LEADER), 1), [LEADER, JOINING, IN_SYNC])
+    part.high_watermark = 5                              # what the next leader's last answer told us
+    part.become_leader(LeaderAndIsr(LEADER, 2, (LEADER, IN_SYNC), 1), [LEADER, JOINING, IN_SYNC], 1000)
+    assert part.high_watermark == 5
+
+    part.record_follower_fetch(JOINING, 7, 1001)
+    assert zk.writes == [], "joined the ISR without records 7-9"
+    part.record_follower_fetch(JOINING, 10, 1002)
+    assert [set(w.isr) for w, _ in zk.writes] == [{LEADER, IN_SYNC, JOINING}]
