@@ -57,8 +57,9 @@ class _Read(NamedTuple):
     total: int                      #: record bytes
     had_error: bool
     entries: list[dict[str, Any]]   #: in ``wanted`` order
-    #: in ``wanted`` order: (key, change count, leader Partition) of a partition of a follower's
-    #: session left with nothing to copy, (key, -1, None) otherwise (FetchSession.split)
+    #: a follower's session only (empty otherwise), in ``wanted`` order: (key, change count,
+    #: leader Partition) of a partition left with nothing to copy, (key, -1, None) otherwise
+    #: (FetchSession.split)
     marks: list[tuple[Any, int, Any]]
 
 
@@ -167,10 +168,11 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
                 responses.append({"topic": topic, "partitions": by_topic[topic]})
             by_topic[topic].append(entry)
             entries.append(entry)
-            marks.append(mark or ((topic, entry["partition_index"]), -1, None))
+            if tracked:                       # only a follower's session keeps them
+                marks.append(mark or ((topic, entry["partition_index"]), -1, None))
         for i, (topic, p) in enumerate(wanted):
             if reuse is not None and only is not None and (topic, p["partition"]) not in only:
-                add(topic, reuse.entries[i], reuse.marks[i])
+                add(topic, reuse.entries[i], reuse.marks[i] if tracked else None)
                 continue
             entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
