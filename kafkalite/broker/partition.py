@@ -71,11 +71,11 @@ class Partition:
     #: Leader only: the log start offset each follower last reported in its Fetch (-1: not yet),
     #: for DeleteRecords' low watermark.
     follower_log_starts: dict[int, int] = field(default_factory=dict)
-    isr_write_pending: bool = False
-    #: Leader only: replicas an ISR write of ours is adding, until ZooKeeper has it (Kafka's
-    #: "maximal ISR", KIP-497): the high watermark waits for them as for ISR members, since the
-    #: controller may elect one as soon as the write lands
-    isr_joining: frozenset[int] = frozenset()
+    #: Leader only: the ISR our pending write asks for, until ZooKeeper answers (None: no write).
+    #: The high watermark counts the union of it and the ISR (Kafka's "maximal ISR", KIP-497): a
+    #: replica being added holds it back as a member does, since the controller may elect it as
+    #: soon as the write lands; one being removed still counts until then
+    isr_in_flight: tuple[int, ...] | None = None
     #: Leader only: our log end when this leader epoch began. A follower joins the ISR only once
     #: it has reached it too (Kafka's leaderEpochStartOffset check): a new leader's high
     #: watermark can lag what the previous leader had acknowledged
@@ -105,6 +105,11 @@ class Partition:
     @property
     def leader_epoch(self) -> int:
         return self.state.leader_epoch if self.state else -1
+
+    @property
+    def isr_write_pending(self) -> bool:
+        """An ISR write of ours awaits ZooKeeper's answer (one at a time)."""
+        return self.isr_in_flight is not None
 
     @property
     def isr(self) -> tuple[int, ...]:
@@ -145,8 +150,7 @@ class Partition:
             self.follower_caught_up_ms = {r: now_ms for r in replicas if r != self.broker_id}
             self.follower_last_fetch = {}
             self.follower_log_starts = {r: -1 for r in replicas if r != self.broker_id}
-            self.isr_write_pending = False
-            self.isr_joining = frozenset()
+            self.isr_in_flight = None
             # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
             # epoch learns where that epoch ended here (KIP-101).
             # (memory now, the checkpoint file in the storage's background executor)
@@ -263,26 +267,23 @@ class Partition:
         if self.isr_write_pending or self.state is None:
             return
         before = self.state
-        self.isr_write_pending = True
-        self.isr_joining = frozenset(isr) - frozenset(before.isr)
+        self.isr_in_flight = isr
         d = self.isr_writer.update_leader_and_isr(self.topic, self.index, before.with_isr(isr))
 
         def written(state: LeaderAndIsr) -> None:
-            self.isr_write_pending = False
-            self.isr_joining = frozenset()
-            if self.state is before:
+            self.isr_in_flight = None
+            ours = self.state is before          # else a newer state came first and stands
+            if ours:
                 self.state = state
                 log.info("%s-%d: ISR %s -> %s (%s)", self.topic, self.index, list(before.isr), list(isr), why)
                 if self.isr_listener is not None:
                     self.isr_listener(before.isr, state.isr)
-                self.maybe_advance_high_watermark()
+            self.maybe_advance_high_watermark()
+            if ours:
                 self.purgatory.check(self.key)       # acks=all waiters re-check min.insync.replicas
-            else:
-                self.maybe_advance_high_watermark()  # a newer state came first; the joiners no longer count
 
         def failed(f: object) -> None:
-            self.isr_write_pending = False
-            self.isr_joining = frozenset()
+            self.isr_in_flight = None
             exc = getattr(f, "value", f)
             if isinstance(exc, ZkVersionConflictError):
                 log.info("%s-%d: ISR update lost to a newer state: %s", self.topic, self.index, exc)
@@ -317,19 +318,18 @@ class Partition:
 
     # -- high watermark ----------------------------------------------------------------------------
     def maybe_advance_high_watermark(self) -> bool:
-        """HW = min log end offset over the ISR and the replicas our pending ISR write adds
-        (a shrink counts the old, larger ISR until ZooKeeper has it); wakes this partition's
-        waiters when it moves. Without the joining ones, a record could be acknowledged past a
-        replica that becomes an ISR member, then leader, without it."""
+        """HW = min log end offset over the maximal ISR (the ISR and the one our pending write
+        asks for, see ``isr_in_flight``); wakes this partition's waiters when it moves. Over the
+        ISR alone, a record could be acknowledged past a replica that becomes an ISR member,
+        then leader, without it."""
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
         ends = self.follower_end_offsets
-        for replica in self.isr:
+        maximal = self.isr if self.isr_in_flight is None else set(self.isr) | set(self.isr_in_flight)
+        for replica in maximal:
             if replica != self.broker_id:
                 new_hw = min(new_hw, ends.get(replica, -1))
-        for replica in self.isr_joining:
-            new_hw = min(new_hw, ends.get(replica, -1))
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.purgatory.check(self.key)
