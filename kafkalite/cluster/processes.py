@@ -36,24 +36,37 @@ class ClusterError(RuntimeError):
     """A local-cluster operation failed; str() is meant for the user (one line, then a log tail)."""
 
 
+#: ports this process handed out lately (host, port), newest last: the kernel considers a port
+#: free again as soon as our probe socket closes, though the process it was chosen for may not
+#: have bound it yet (a ZooKeeper election port and a schema registry once got the same one)
+_HANDED_OUT: dict[tuple[str, int], None] = {}
+_REMEMBERED = 4096
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel considers free now (bind to 0). Another process may still take it
-    before we do; starting on a taken port fails loudly, never silently."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    """A port the kernel considers free now (bind to 0) and this process has not handed out
+    lately. Another process may still take it before we do; starting on a taken port fails
+    loudly, never silently."""
+    return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that are free now: all sockets stay bound until every port is
-    chosen, so the kernel cannot hand out one port twice (same caveat as :func:`free_port`)."""
+    """``count`` distinct ports that are free now and not handed out lately by this process: all
+    probe sockets stay bound until every port is chosen, so the kernel offers a new one each time
+    (same caveat as :func:`free_port`)."""
     with ExitStack() as stack:
-        ports = []
-        for _ in range(count):
+        ports: list[int] = []
+        while len(ports) < count:
             s = stack.enter_context(socket.socket())
             s.bind((host, 0))
-            ports.append(s.getsockname()[1])
-        return ports
+            port = s.getsockname()[1]
+            if (host, port) not in _HANDED_OUT:
+                ports.append(port)
+    for port in ports:
+        _HANDED_OUT[(host, port)] = None
+    while len(_HANDED_OUT) > _REMEMBERED:
+        del _HANDED_OUT[next(iter(_HANDED_OUT))]
+    return ports
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
