@@ -26,6 +26,7 @@ from kafkalite.coordination.connect_string import parse_connect_string
 from kafkalite.coordination.errors import NoNodeError
 from kafkalite.coordination.interfaces import SessionState, Watch
 from kafkalite.coordination.kazoo_errors import translate
+from kafkalite.coordination.kazoo_handler import PollingHandler
 from kafkalite.coordination.ops import CheckOp, CreateOp, DeleteOp, Op, SetDataOp
 from kafkalite.coordination.session import DeferredSession
 
@@ -73,7 +74,8 @@ class ZooKeeperClient(DeferredSession):
         self.secure = secure
         self._auth = [("digest", f"{digest_auth[0]}:{digest_auth[1]}")] if digest_auth else None
         self._zk = KazooClient(hosts=str(cs), timeout=session_timeout_ms / 1000.0,
-                               connection_retry=dict(CONNECTION_RETRY), auth_data=self._auth)
+                               connection_retry=dict(CONNECTION_RETRY), auth_data=self._auth,
+                               handler=PollingHandler())
         self._zk.add_listener(self._kazoo_state_listener)
 
     # ---- lifecycle -------------------------------------------------------------------------
