@@ -208,6 +208,8 @@ class PartitionLog:
         self.epochs = epochs
         epochs.background = lambda job: self._in_background("leader epoch checkpoint", job)
         self._lock = threading.RLock()
+        for seg in segments:
+            seg.owner_lock = self._lock      # idle segment files may be closed now (open_files.py)
         self._generation = 0                 # bumped by truncation: an in-flight flush must not advance
         self._dir_dirty = False              # a segment file was created since the last flush
         self._last_flush_ms = now_ms
@@ -558,6 +560,7 @@ class PartitionLog:
         # Synchronous on purpose: the append that rolls writes into the new segment's files, so
         # they must exist now (three creates, metadata only; no preallocation, no mmap to resize).
         new = LogSegment.create(self.directory, self._next_offset, self.config, now_ms)
+        new.owner_lock = self._lock
         self._segments.append(new)
         self._bases.append(new.base_offset)
         # page-cache write, no fsync; kept in order with truncation's deletion of later snapshots
@@ -718,6 +721,7 @@ class PartitionLog:
         self._segments, self._bases = [], []
         self._schedule_delete(doomed, now_ms)
         seg = LogSegment.create(self.directory, offset, self.config, now_ms)
+        seg.owner_lock = self._lock
         self._segments, self._bases = [seg], [offset]
         self._generation += 1
         self._note_truncation(0)
@@ -792,6 +796,7 @@ class PartitionLog:
             self._schedule_delete(old, now_ms)
             new.change_suffix(SWAP_SUFFIX, "")
             segs[i:i + n] = [new]
+            new.owner_lock = self._lock
             self._bases[i:i + n] = [new.base_offset]
             self._dir_dirty = True
             return True

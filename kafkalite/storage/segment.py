@@ -16,6 +16,9 @@ at 2 GiB - 1.
 
 Thread-safety: a segment is used by its PartitionLog's owner thread; the only cross-thread use is
 fsync of duplicated fds (see PartitionLog.flush), which touches no Python state.
+
+The ``.log`` file may be closed while the segment is idle, to keep the process under its
+descriptor limit (open_files.py); :attr:`LogSegment.fd` reopens it on the next use.
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from typing import Iterator
 from kafkalite.records.batch import HEADER_SIZE, BatchInfo, offset_and_length, read_header, scan_valid_prefix
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
+from kafkalite.storage.open_files import SEGMENT_FILES, OpenSegmentFiles, OwnerLock
 from kafkalite.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 log = logging.getLogger(__name__)
@@ -124,6 +128,9 @@ def scan_with_crc(fd: int, start: int, end: int, min_offset: int) -> tuple[list[
 class LogSegment:
     """A ``.log`` file with its offset and time index; appends, reads, recovery and truncation."""
 
+    #: the process's open segment files and their limit (tests substitute their own)
+    files: OpenSegmentFiles = SEGMENT_FILES
+
     def __init__(self, directory: str, base_offset: int, config: LogConfig, now_ms: int, suffix: str = "") -> None:
         """``suffix`` names a segment that is not (yet) part of the log: ``.cleaned`` while the
         cleaner writes it, ``.swap`` while it replaces old segments (cleaner.py)."""
@@ -134,7 +141,13 @@ class LogSegment:
         self.indexes_existed = (os.path.exists(stem + INDEX_SUFFIX + suffix)
                                 and os.path.exists(stem + TIME_INDEX_SUFFIX + suffix))
         self.log_path = stem + LOG_SUFFIX + suffix
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.closed = False
+        #: used since the open-file ring last passed it (open_files.py: a second chance)
+        self.used = True
+        #: the lock of the log that adopted the segment; None while it may not be closed when idle
+        self.owner_lock: OwnerLock | None = None
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.files.opened(self)
         self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
         self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + suffix)
@@ -158,6 +171,27 @@ class LogSegment:
         self._tail_last = array("q")
 
     # --- opening -----------------------------------------------------------------------------------
+
+    @property
+    def fd(self) -> int:
+        """The ``.log`` file's descriptor, reopened if it was closed while idle; -1 once closed."""
+        fd = self._fd
+        if fd < 0:
+            return -1 if self.closed else self._reopen()
+        self.used = True
+        return fd
+
+    def _reopen(self) -> int:
+        fd = os.open(self.log_path, os.O_RDWR)   # no O_CREAT: a vanished file is a disk error
+        self._fd = fd
+        self.used = True
+        self.files.opened(self, again=True)
+        return fd
+
+    def detach_fd(self) -> int:
+        """Give up the descriptor (the caller closes it); the next :attr:`fd` reopens the file."""
+        fd, self._fd = self._fd, -1
+        return fd
 
     @classmethod
     def create(cls, directory: str, base_offset: int, config: LogConfig, now_ms: int,
@@ -382,7 +416,9 @@ class LogSegment:
         """Retention clock of the segment: its max timestamp, else the file's mtime (as Kafka)."""
         if self.max_timestamp >= 0:
             return self.max_timestamp
-        return int(os.fstat(self.fd).st_mtime * 1000)
+        # a closed (idle) file is not reopened for this: retention asks every segment
+        stat = os.fstat(self._fd) if self._fd >= 0 else os.stat(self.log_path)
+        return int(stat.st_mtime * 1000)
 
     # --- truncation and lifecycle ------------------------------------------------------------------
 
@@ -438,24 +474,29 @@ class LogSegment:
     def close_handles(self) -> None:
         """Close the files without writing anything (buffered index entries are dropped):
         for segments about to be deleted and for logs whose dir failed (Kafka's closeHandlers)."""
-        if self.fd < 0:
+        if self.closed:
             return
         self.index.close_handle()
         self.time_index.close_handle()
         self.txn_index.close_handle()
-        os.close(self.fd)
-        self.fd = -1
+        self._close_log_file()
 
     def close(self) -> None:
-        if self.fd < 0:
+        if self.closed:
             return
         if self.max_timestamp >= 0:
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=True)
         self.index.close()
         self.time_index.close()
         self.txn_index.close()
-        os.close(self.fd)
-        self.fd = -1
+        self._close_log_file()
+
+    def _close_log_file(self) -> None:
+        self.closed = True
+        fd = self.detach_fd()
+        self.files.closed(self)
+        if fd >= 0:
+            os.close(fd)
 
     def paths(self) -> list[str]:
         return [self.log_path, self.index.path, self.time_index.path, self.txn_index.path]
