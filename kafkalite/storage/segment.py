@@ -147,10 +147,14 @@ class LogSegment:
         #: the lock of the log that adopted the segment; None while it may not be closed when idle
         self.owner_lock: OwnerLock | None = None
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+            self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
+            self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + suffix)
+        except BaseException:
+            os.close(self._fd)
+            raise
         self.files.opened(self)
-        self.index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
-        self.time_index = TimeIndex(stem + TIME_INDEX_SUFFIX + suffix, base_offset, config.segment_index_bytes)
-        self.txn_index = TransactionIndex(stem + TXN_INDEX_SUFFIX + suffix)
         #: recover() emptied the transaction index: the log rebuilds it by replaying producer state
         self.txn_index_reset = False
         self.index_interval = config.index_interval_bytes
