@@ -158,6 +158,31 @@ def consume_from_beginning(conf: dict[str, Any], topic: str, partitions: int, ex
     return secs, n
 
 
+def consume_marks(conf: dict[str, Any], topic: str, expected: int, mark_every: int, timeout: float,
+                  out: Any) -> None:
+    """In a process of its own: read partition 0 of ``topic`` from offset 0 until ``expected``
+    records; put ``(records, value bytes, wall time)`` on the queue ``out`` every ``mark_every``
+    records, then None. Wall time, so the marks line up with the producer's in another process."""
+    c = Consumer(conf)
+    n = size = 0
+    next_mark = mark_every
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        out.put((0, 0, time.time()))
+        deadline = time.monotonic() + timeout
+        while n < expected and time.monotonic() < deadline:
+            for m in c.consume(num_messages=10000, timeout=1.0):
+                if m.error() is None:
+                    n += 1
+                    size += len(m.value() or b"")
+                    if n >= next_mark:
+                        out.put((n, size, time.time()))
+                        next_mark += mark_every
+    finally:
+        c.close()
+        out.put(None)
+
+
 def paced(rate: float, duration: float, send: Callable[[int], None], poll: Callable[[], Any],
           stop: threading.Event | None = None) -> int:
     """Call ``send(i)`` at ``rate`` per second for ``duration`` s (catching up in small bursts)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import textwrap
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -23,6 +24,7 @@ class Row:
     higher_is_better: bool = True
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    run: str = ""            # the stamp of the run that measured it (Results.add fills it in)
 
     @property
     def median(self) -> float:
@@ -51,6 +53,8 @@ class Results:
         self.jsonl = out_dir / f"{self.stamp}.jsonl"
 
     def add(self, row: Row) -> Row:
+        if not row.run:
+            row.run = self.stamp
         self.rows.append(row)
         print(f"  [{row.system}] {row.scenario} / {row.metric}: median {fmt(row.median)} {row.unit} "
               f"(min {fmt(min(row.values))}, max {fmt(max(row.values))}, {len(row.values)} run(s))"
@@ -62,10 +66,11 @@ class Results:
         return row
 
     def ratio(self, row: Row) -> float | None:
-        """kafkalite median / Kafka median of the same metric (on the kafkalite row only)."""
+        """kafkalite median / Kafka median of the same metric in the same run (on the kafkalite
+        row only): figures of different runs saw different machine loads."""
         if row.system != KAFKALITE:
             return None
-        other = next((r for r in self.rows if r.key == row.key and r.system == KAFKA), None)
+        other = next((r for r in self.rows if r.key == row.key and r.system == KAFKA and r.run == row.run), None)
         if other is None or other.median == 0:
             return None
         return row.median / other.median
@@ -78,15 +83,20 @@ class Results:
                 keys.append(r.key)
         return sorted(self.rows, key=lambda r: (keys.index(r.key), order.get(r.system, 2)))
 
-    def table(self, markdown: bool = False) -> str:
+    def table(self, markdown: bool = False, scenario: str | None = None) -> str:
+        """Every row (or ``scenario``'s); a markdown table also names each row's run."""
         head = ["scenario", "metric", "system", "median", "min", "max", "unit", "runs", "kafkalite/Kafka"]
+        if markdown:
+            head.append("run")
         body = []
         for r in self.ordered():
+            if scenario is not None and r.scenario != scenario:
+                continue
             ratio = self.ratio(r)
             shown = "" if ratio is None else f"{ratio:.2f}" + (" (higher is better)" if r.higher_is_better
                                                                  else " (lower is better)")
             body.append([r.scenario, r.metric, r.system, fmt(r.median), fmt(min(r.values)), fmt(max(r.values)),
-                         r.unit, str(len(r.values)), shown])
+                         r.unit, str(len(r.values)), shown] + ([r.run] if markdown else []))
         if markdown:
             lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
             lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in body]
@@ -99,8 +109,9 @@ class Results:
         out.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(out)
 
-    def chart(self, path: Path) -> Path | None:
-        """One small bar panel per metric (kafkalite vs Kafka, median with min-max whiskers)."""
+    def chart(self, path: Path, scenario: str | None = None) -> Path | None:
+        """One small bar panel per metric (kafkalite vs Kafka, median with min-max whiskers), of
+        every scenario or of ``scenario`` only."""
         try:
             import matplotlib
             matplotlib.use("Agg")
@@ -110,11 +121,11 @@ class Results:
             return None
         keys: list[tuple[str, str]] = []
         for r in self.ordered():
-            if r.key not in keys:
+            if r.key not in keys and (scenario is None or r.scenario == scenario):
                 keys.append(r.key)
         if not keys:
             return None
-        cols = 4
+        cols = min(4, len(keys))
         nrows = (len(keys) + cols - 1) // cols
         fig, axes = plt.subplots(nrows, cols, figsize=(cols * 3.4, nrows * 2.7), squeeze=False)
         colors = {KAFKALITE: "#2a7ab9", KAFKA: "#d9822b"}
@@ -128,15 +139,37 @@ class Results:
                    color=[colors.get(n, "grey") for n in names])
             ax.set_xticks(range(len(rows)), [n.replace("Kafka ", "Kafka\n") for n in names], fontsize=7)
             better = "higher" if rows[0].higher_is_better else "lower"
-            ax.set_title(f"{key[0]}\n{key[1]}", fontsize=8)
+            ax.set_title(textwrap.fill(key[1], 48) if scenario else f"{key[0]}\n{key[1]}", fontsize=8)
             ax.set_ylabel(f"{rows[0].unit} ({better} better)", fontsize=7)
             ax.tick_params(axis="y", labelsize=7)
         for ax in list(axes.flat)[len(keys):]:
             ax.axis("off")
-        fig.suptitle(f"kafkalite vs Kafka {KAFKA.split()[-1]}, same machine, confluent-kafka load ({self.stamp})",
-                     fontsize=10)
+        title = scenario or f"kafkalite vs Kafka {KAFKA.split()[-1]}, same machine ({self.stamp})"
+        fig.suptitle(title, fontsize=10)
         fig.tight_layout()
         path.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=90)
         plt.close(fig)
         return path
+
+
+def load_published(path: Path) -> tuple[dict[str, str], list[Row]]:
+    """The runs (stamp -> header) and rows kept in ``path`` (bench/RESULTS.json), if any."""
+    if not path.exists():
+        return {}, []
+    data = json.loads(path.read_text())
+    return dict(data["runs"]), [Row(**r) for r in data["rows"]]
+
+
+def merge_published(runs: dict[str, str], rows: list[Row], results: Results, header: str) -> tuple[dict[str, str], list[Row]]:
+    """The published rows with ``results``' rows in place of those it measured again (same
+    scenario, metric and system); runs no row refers to any more are dropped."""
+    fresh = {(r.scenario, r.metric, r.system) for r in results.rows}
+    kept = [r for r in rows if (r.scenario, r.metric, r.system) not in fresh] + results.rows
+    runs = {**runs, results.stamp: header}
+    used = {r.run for r in kept}
+    return {k: v for k, v in runs.items() if k in used}, kept
+
+
+def save_published(path: Path, runs: dict[str, str], rows: list[Row]) -> None:
+    path.write_text(json.dumps({"runs": runs, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")

@@ -19,7 +19,11 @@ Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster
 the systems run one after the other, never at the same time. The table (median, min, max over
 ``--runs`` runs and the kafkalite / Kafka ratio) is printed at the end; rows are appended to
 ``bench/results/<stamp>.jsonl`` as they come, and the chart goes to ``bench/results/<stamp>.png``
-(also ``latest.png``). ``--publish`` also writes ``bench/RESULTS.md`` and ``bench/RESULTS.png``.
+(also ``latest.png``). ``--publish`` merges the rows into ``bench/RESULTS.json`` (each row
+replaces the one of the same scenario, metric and system measured before; every row keeps the
+stamp of its run) and rewrites ``bench/RESULTS.md`` from it, one table and one chart
+(``bench/charts/``) per scenario, so scenarios run on different days make one page.
+``scripts/bench publish <file.jsonl>...`` does the same with earlier runs' JSON lines.
 
 ``--profile DIR`` samples every kafkalite broker with py-spy during its scenarios (raw collapsed
 stacks in DIR; only the thread holding the GIL, so idle waits do not count) and prints the top
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import platform
 import shutil
 import signal
@@ -40,13 +45,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios
-from bench.report import Results
+from bench import report
+from bench.report import Results, Row
 from bench.scenarios import Sizes
 from bench.systems import Kafka09, Kafkalite, System
 from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+PUBLISHED = ROOT / "bench" / "RESULTS.json"
+CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
          "security"]
@@ -158,6 +166,7 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
                     scenarios.consume_one_broker(system, results, sizes, topics[n], n)
             if "growth" in chosen:
                 scenarios.log_growth(system, results, sizes)
+                scenarios.growth_while_consuming(system, results, sizes)
             if "broker-ceiling" in chosen:
                 scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling")
             if "quotas" in chosen and isinstance(system, Kafkalite):
@@ -196,14 +205,58 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
             system.stop()
 
 
-def publish(results: Results, chart: Path | None, header: str) -> None:
+def _scenario_number(scenario: str) -> int:
+    head = scenario.split(" ", 1)[0]
+    return int(head) if head.isdigit() else 99
+
+
+def publish(results: Results, header: str) -> None:
+    """Merge ``results`` into bench/RESULTS.json; rewrite bench/RESULTS.md and the charts."""
+    runs, rows = report.load_published(PUBLISHED)
+    runs, rows = report.merge_published(runs, rows, results, header)
+    report.save_published(PUBLISHED, runs, rows)
+    merged = Results(RESULTS, results.stamp)
+    merged.rows = sorted(rows, key=lambda r: _scenario_number(r.scenario))
+    lines = ["# Benchmark results", "",
+             "Written by `scripts/bench ... --publish` (see the README's Benchmarks section). Each run "
+             "replaces the rows it measured again; a row names its run, and a ratio compares figures of "
+             "the same run only. Times in ms or s, rates in records/s unless the unit says otherwise.", "",
+             "Runs:", ""]
+    lines += [f"- `{stamp}`: {text}" for stamp, text in sorted(runs.items())]
+    for old in CHARTS.glob("*.png") if CHARTS.exists() else []:
+        old.unlink()
+    for scenario in dict.fromkeys(r.scenario for r in merged.rows):
+        lines += ["", f"## {scenario}", "", merged.table(markdown=True, scenario=scenario)]
+        slug = "".join(c if c.isalnum() else "-" for c in scenario.lower()).strip("-")
+        chart = merged.chart(CHARTS / f"{slug}.png", scenario=scenario)
+        if chart is not None:
+            lines += ["", f"![{scenario}](charts/{chart.name})"]
     md = ROOT / "bench" / "RESULTS.md"
-    text = (f"# Benchmark results\n\n{header}\n\n{results.table(markdown=True)}\n")
-    if chart is not None:
-        shutil.copyfile(chart, ROOT / "bench" / "RESULTS.png")
-        text += "\n![kafkalite vs Kafka 0.9.0.1](RESULTS.png)\n"
-    md.write_text(text)
-    print(f"wrote {md}")
+    md.write_text("\n".join(lines) + "\n")
+    print(f"wrote {md} ({len(merged.rows)} rows from {len(runs)} runs)")
+
+
+def publish_jsonl(paths: list[str]) -> int:
+    """``scripts/bench publish <file.jsonl>...``: publish earlier runs' rows, oldest first."""
+    for path in sorted(paths, key=lambda p: Path(p).name):
+        loaded: list[Row] = []
+        try:
+            for line in Path(path).read_text().splitlines():
+                raw = json.loads(line)
+                data = {k: v for k, v in raw.items() if k in Row.__dataclass_fields__}
+                data["run"] = data.get("run") or raw.get("time", "")
+                loaded.append(Row(**data))
+        except (OSError, ValueError, TypeError) as exc:
+            raise SystemExit(f"publish: {path}: {exc}") from None
+        if not loaded:
+            continue
+        stamp = loaded[0].run or Path(path).stem
+        results = Results(RESULTS, stamp)
+        for row in loaded:
+            row.run = row.run or stamp
+        results.rows = loaded
+        publish(results, f"from `bench/results/{Path(path).name}`")
+    return 0
 
 
 def _interrupt(*_: Any) -> None:
@@ -211,6 +264,9 @@ def _interrupt(*_: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["publish"]:
+        return publish_jsonl(argv[1:])
     ap = argparse.ArgumentParser(prog="scripts/bench", description=__doc__.splitlines()[0])
     ap.add_argument("scenario", nargs="+", help=f"{', '.join(NAMES)}, all, or numbers 0-{len(NAMES) - 1}")
     ap.add_argument("--kafka", action="store_true", help="also run Apache Kafka 0.9.0.1 (fetched on first use)")
@@ -221,12 +277,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--latency-rates", help="comma-separated records/s (default 1000,10000,50000)")
     ap.add_argument("--latency-warmup", type=float, help="seconds of warm-up before scenario 4 (default 60)")
     ap.add_argument("--growth-gb", type=float, help="GB produced in scenario 5 (default 5)")
+    ap.add_argument("--live-gb", type=float,
+                    help="GB produced in scenario 5 while a consumer reads them (default 20)")
     ap.add_argument("--clients", help="comma-separated client counts for scenario 9 (default 1000,2000)")
     ap.add_argument("--partitions", help="comma-separated partition counts for scenario 10 (default 10000,30000)")
     ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
-    ap.add_argument("--publish", action="store_true", help="also write bench/RESULTS.md and bench/RESULTS.png")
+    ap.add_argument("--publish", action="store_true",
+                    help="merge the rows into bench/RESULTS.json and rewrite bench/RESULTS.md and bench/charts/")
     ap.add_argument("--note", default="", help="a line for bench/RESULTS.md (e.g. the machine's load)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir (broker logs)")
     args = ap.parse_args(argv)
@@ -235,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = args.runs or (1 if args.quick else 5)
     sizes = Sizes.quick(runs) if args.quick else Sizes(runs=runs, failover_runs=runs)
     for attr, value in (("records", args.records), ("latency_seconds", args.latency_seconds),
-                        ("growth_gb", args.growth_gb), ("failover_runs", args.failover_runs),
+                        ("growth_gb", args.growth_gb), ("live_gb", args.live_gb), ("failover_runs", args.failover_runs),
                         ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb)):
         if value is not None:
             setattr(sizes, attr, value)
@@ -308,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n===== kafkalite broker profile (py-spy) =====")
         print(profiler.summary())
     if args.publish and results.rows:
-        publish(results, chart, header + (f"\n\n{args.note}" if args.note else ""))
+        publish(results, header + (f" ({args.note})" if args.note else ""))
     return 0
 
 

@@ -42,6 +42,7 @@ class Sizes:
     quota_bytes_per_s: float = 1_048_576
     growth_gb: float = 5.0
     growth_chunks: int = 5
+    live_gb: float = 20.0
     failover_rate: float = 2_000
     failover_runs: int = 5
 
@@ -50,7 +51,7 @@ class Sizes:
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
                    latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
                    partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2, quota_seconds=4.0,
-                   growth_gb=0.2, failover_runs=runs)
+                   growth_gb=0.2, live_gb=0.5, failover_runs=runs)
 
 
 def rss_kib(pid: int) -> int:
@@ -297,6 +298,56 @@ def log_growth(system: System, results: Results, sizes: Sizes) -> None:
                     extra={"chunk_gb": chunk_gb}))
     results.add(Row("5 log growth, 1 broker", "last chunk / first chunk", system.name, "ratio",
                     [rates[-1] / rates[0]], note="target: >= 0.9"))
+
+
+def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> None:
+    """Scenario 5, second part: ``live_gb`` GB of 1 KB records into a new 1-partition topic in
+    ``growth_chunks`` chunks while a consumer in a process of its own reads it from the start:
+    the produce and the consume rate of each chunk (MB/s of values). The consumer reads the tail
+    as it is written while it keeps up, older data once it falls behind."""
+    import multiprocessing
+    topic = _topic("s5-live")
+    system.create_topic(topic, 1, 1)
+    value_size = 1000
+    per_chunk = int(sizes.live_gb * 1e9 / sizes.growth_chunks / value_size)
+    total = per_chunk * sizes.growth_chunks
+    chunk_mb = per_chunk * value_size / 1e6
+    ctx = multiprocessing.get_context("spawn")     # a fresh process: no librdkafka state forked
+    marks: Any = ctx.Queue()
+    conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-live"})
+    reader = ctx.Process(target=load.consume_marks, args=(conf, topic, total, per_chunk, 3600.0, marks),
+                         daemon=True)
+    reader.start()
+    try:
+        first = marks.get(timeout=120)
+        if first is None:
+            raise RuntimeError(f"{system.name}: the consumer of {topic} ended before reading")
+        produce_rates = []
+        for _ in range(sizes.growth_chunks):
+            produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1, value_size=value_size))
+        produced_at = time.time()
+        seen = [first]
+        while True:
+            mark = marks.get(timeout=3600)
+            if mark is None:
+                break
+            seen.append(mark)
+    finally:
+        reader.join(60)
+        if reader.is_alive():
+            reader.kill()
+    if seen[-1][0] != total:
+        raise RuntimeError(f"{system.name}: the consumer read {seen[-1][0]:,} of {total:,} records of {topic}")
+    consume_rates = [(b[1] - a[1]) / 1e6 / (b[2] - a[2]) for a, b in zip(seen, seen[1:])]
+    label = f"{sizes.live_gb:g} GB of 1 KB records while a consumer reads them"
+    for what, rates in (("produce", produce_rates), ("consume", consume_rates)):
+        results.add(Row("5 log growth, 1 broker", f"{label}: {what}", system.name, "MB/s", rates,
+                        note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
+                        extra={"chunk_gb": chunk_mb / 1000}))
+        results.add(Row("5 log growth, 1 broker", f"{label}: {what}, last chunk / first chunk", system.name,
+                        "ratio", [rates[-1] / rates[0]], note="target: >= 0.9"))
+    results.add(Row("5 log growth, 1 broker", f"{label}: consumer done after the producer", system.name, "s",
+                    [max(0.0, seen[-1][2] - produced_at)], higher_is_better=False))
 
 
 # ------------------------------------------------------------------------------ 3, 6: replicated
