@@ -17,12 +17,13 @@ import logging
 from typing import Any, Callable, Sequence
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+from kazoo.recipe.watchers import ChildrenWatch
 from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
 from twisted.internet import defer
 
 from kafkalite.coordination import reactor_bridge
 from kafkalite.coordination.connect_string import parse_connect_string
+from kafkalite.coordination.data_watch import PipelinedDataWatch
 from kafkalite.coordination.errors import NoNodeError
 from kafkalite.coordination.interfaces import SessionState, Watch
 from kafkalite.coordination.kazoo_errors import translate
@@ -208,13 +209,13 @@ class ZooKeeperClient(DeferredSession):
         """Call ``callback(data, stat)`` now and on every change ((None, None) while absent)."""
         handle = Watch(path, callback)
 
-        def install() -> Watch:  # pool thread
+        def install() -> Watch:  # pool thread: the first read is synchronous
             def fire(data: bytes | None, stat: Any) -> bool | None:
                 if handle.cancelled:
                     return False
                 self._reactor.callFromThread(handle._deliver, data, stat)
                 return None
-            DataWatch(self._zk, path, fire)
+            PipelinedDataWatch(self._zk, path, fire)
             return handle
         return reactor_bridge.in_thread(self._reactor, install)
 
