@@ -85,9 +85,12 @@ def many_partitions(system: System, count: int, per_topic: int, idle_seconds: fl
         left -= n
         system.create_topic(topic, n, 3)
     create_s = time.monotonic() - t0
+    say = lambda what: print(f"    {system.name}, {count:,} partitions: {what}", flush=True)  # noqa: E731
+    say(f"created until every ISR is full in {create_s:.1f} s")
     t0 = time.monotonic()
     md = _metadata(system)
     metadata_s = time.monotonic() - t0
+    say(f"one Metadata request for all: {metadata_s:.3f} s")
     brokers = {b.broker_id: b for b in system.brokers}
     time.sleep(5.0)                       # let the followers settle into their idle fetch loop
     cpu0 = {i: cpu_seconds(b.pid or 0) for i, b in brokers.items()}
@@ -96,6 +99,9 @@ def many_partitions(system: System, count: int, per_topic: int, idle_seconds: fl
     elapsed = time.monotonic() - t0
     idle = {i: 100 * (cpu_seconds(b.pid or 0) - cpu0[i]) / elapsed for i, b in brokers.items()}
     rss = {i: rss_mib(b.pid or 0) for i, b in brokers.items()}
+    say(f"idle CPU per broker {', '.join(f'{v:.1f}' for v in idle.values())} %, "
+        f"RSS {', '.join(f'{v:.0f}' for v in rss.values())} MiB")
+    slow = max(1.0, count / 10_000)       # the waits below grow with the partition count
 
     controller = controller_id(system)
     victim = next(i for i in sorted(brokers) if i != controller)
@@ -103,16 +109,20 @@ def many_partitions(system: System, count: int, per_topic: int, idle_seconds: fl
     print(f"    {system.name}: kill -9 broker {victim} (leads {led:,} of {count:,}; controller {controller})",
           flush=True)
     brokers[victim].kill()
-    failover_s = _wait(lambda: _all_led_elsewhere(system, topics, victim), 600, "leader failover")
+    failover_s = _wait(lambda: _all_led_elsewhere(system, topics, victim), 600 * slow, "leader failover")
+    say(f"leaders moved after {failover_s:.1f} s")
     t0 = time.monotonic()
-    brokers[victim].start(timeout=600)
+    brokers[victim].start(timeout=600 * slow)
     registered_s = time.monotonic() - t0
-    full_isr_s = registered_s + _wait(lambda: _full_isr(system, topics, 3), 1200, "ISR refill")
+    say(f"restarted broker registered after {registered_s:.1f} s")
+    full_isr_s = registered_s + _wait(lambda: _full_isr(system, topics, 3), 1200 * slow, "ISR refill")
+    say(f"every ISR full after {full_isr_s:.1f} s")
 
     other = next(i for i in sorted(brokers) if i not in (controller, victim))
     t0 = time.monotonic()
-    brokers[other].stop(timeout=600)
+    brokers[other].stop(timeout=600 * slow)
     shutdown_s = time.monotonic() - t0
+    say(f"controlled shutdown took {shutdown_s:.1f} s")
     return PartitionFigures(create_s, metadata_s, idle, rss, failover_s, registered_s, full_isr_s, shutdown_s)
 
 
