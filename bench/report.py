@@ -109,6 +109,21 @@ class Results:
         out.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(out)
 
+    def side_by_side(self) -> str:
+        """A markdown table with one line per metric: kafkalite's median, Kafka's of the same run
+        (or "-") and their ratio; rows of other systems (the machine's ceiling) are left out."""
+        lines = ["| scenario | metric | unit | kafkalite | Kafka 0.9.0.1 | kafkalite/Kafka | run |",
+                 "|---|---|---|---|---|---|---|"]
+        for r in self.ordered():
+            if r.system != KAFKALITE:
+                continue
+            other = next((o for o in self.rows if o.key == r.key and o.system == KAFKA and o.run == r.run), None)
+            ratio = self.ratio(r)
+            shown = "" if ratio is None else f"{ratio:.2f}"
+            cells = [r.scenario, r.metric, r.unit, fmt(r.median), fmt(other.median) if other else "-", shown, r.run]
+            lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+        return "\n".join(lines)
+
     def chart(self, path: Path, scenario: str | None = None) -> Path | None:
         """One small bar panel per metric (kafkalite vs Kafka, median with min-max whiskers), of
         every scenario or of ``scenario`` only."""

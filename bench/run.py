@@ -223,6 +223,7 @@ def publish(results: Results, header: str) -> None:
              "the same run only. Times in ms or s, rates in records/s unless the unit says otherwise.", "",
              "Runs:", ""]
     lines += [f"- `{stamp}`: {text}" for stamp, text in sorted(runs.items())]
+    lines += ["", "## Side by side (medians)", "", merged.side_by_side()]
     for old in CHARTS.glob("*.png") if CHARTS.exists() else []:
         old.unlink()
     for scenario in dict.fromkeys(r.scenario for r in merged.rows):
