@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, TypeVar
 
 from twisted.internet import defer, task
 from twisted.python.failure import Failure
@@ -143,6 +143,19 @@ def _pipelined(actions: list[decisions.Action]) -> Iterable[list[decisions.Actio
         yield batch
 
 
+_V = TypeVar("_V")
+
+
+def _only(assignments: Mapping[str, Mapping[int, _V]], keys: set[tuple[str, int]]) -> dict[str, dict[int, _V]]:
+    """The entries of ``keys`` among ``assignments`` (topic -> partition -> entry)."""
+    out: dict[str, dict[int, _V]] = {}
+    for topic, p in keys:
+        entries = assignments.get(topic)
+        if entries is not None and p in entries:
+            out.setdefault(topic, {})[p] = entries[p]
+    return out
+
+
 class Controller:
     def __init__(self, broker_id: int, kafka_zk: KafkaZkClient, cache: MetadataCache,
                  deleting: Callable[[], set[str]], unclean: Callable[[str], bool], *,
@@ -161,6 +174,9 @@ class Controller:
         self.fence = ControllerFence(-1, -1)
         self.running = False
         self.dirty = False
+        #: what the next round plans: every partition, or only these (their state changed)
+        self._plan_all = True
+        self._plan_keys: set[tuple[str, int]] = set()
         self.electing = False
         self.config = config
         self.reactor = reactor
@@ -566,7 +582,7 @@ class Controller:
         return None
 
     @defer.inlineCallbacks
-    def _run_reassignments(self, planned: list[decisions.Action]) -> Any:
+    def _run_reassignments(self, planned: list[decisions.Action], keys: set[tuple[str, int]] | None = None) -> Any:
         """Start the requested reassignments (one conditional topic znode write per topic), then
         take every reassignment in progress one step further, then delete a finished
         ``/admin/reassign_partitions``."""
@@ -641,14 +657,15 @@ class Controller:
         for gone in set(self._entries_seen) - set(self.cache.topics):
             del self._entries_seen[gone]
         assignments = {t: self._topic_znode(t)[1] for t in self.cache.topics}
-        steps = decisions.reassignment_actions(live, assignments, self.context.states(self.cache),
-                                               self.deleting(), self.fence.epoch, set(self.shutting_down))
+        steps = decisions.reassignment_actions(live, assignments if keys is None else _only(assignments, keys),
+                                               self.context.states(self.cache), self.deleting(), self.fence.epoch,
+                                               set(self.shutting_down))
         for step in steps:
             if not self.active:
                 return
             if (step.topic, step.partition) in touched:
                 continue
-            self.dirty = True        # the next step plans from this one's write
+            self._replan([step])     # the next step plans from this one's write
             try:
                 yield self._execute(step)
             except ControllerMovedError:
@@ -658,7 +675,7 @@ class Controller:
                 log.info("reassignment step %s lost a race: %s", step, exc)
             except Exception as exc:
                 log.warning("reassignment step %s failed: %s", step, exc)
-                self.dirty = True
+                self.dirty = self._plan_all = True
 
         def finished(key: tuple[str, int], target: tuple[int, ...]) -> bool:
             entry = assignments.get(key[0], {}).get(key[1])
@@ -696,10 +713,20 @@ class Controller:
         state = self.cache.states.get((topic, partition))
         if self.active and state is not None and self.context.is_own_write((topic, partition), state):
             return
-        self.reconcile()
+        self.reconcile({(topic, partition)})
 
-    def reconcile(self) -> None:
-        """Run plan() and its writes; changes arriving meanwhile trigger one more round."""
+    def reconcile(self, keys: set[tuple[str, int]] | None = None) -> None:
+        """Run plan() and its writes; changes arriving meanwhile trigger one more round.
+
+        ``keys``: only these partitions' states changed, so only they are planned again (each
+        partition's decision depends on its own state and on inputs whose changes come here
+        without ``keys``). A failover changes thousands of states one watch at a time; planning
+        every partition for each made the controller's work grow with the square of the count.
+        """
+        if keys is None:
+            self._plan_all = True
+        else:
+            self._plan_keys |= keys
         if not self.active:
             return
         if self.running:
@@ -708,7 +735,9 @@ class Controller:
         self.running = True
         self.dirty = False
         self._this_round, self._next_round = self._next_round, []
-        d = self._round()
+        plan_all, keys = self._plan_all, self._plan_keys
+        self._plan_all, self._plan_keys = False, set()
+        d = self._round(None if plan_all or self.rebalance_due else keys)
 
         def done(result: Any) -> None:
             self.running = False
@@ -718,11 +747,21 @@ class Controller:
             if isinstance(result, Failure):
                 log.error("controller round failed: %s", result.getTraceback())
             if (self.dirty or self._next_round) and self.active:
-                self.reconcile()
+                self.reconcile(set())    # what is left to plan was noted: all, or some keys
         d.addBoth(done)
 
+    def _replan(self, actions: list[Any]) -> None:
+        """The next round plans again the partitions these actions wrote (everything for other writes)."""
+        self.dirty = True
+        for action in actions:
+            if isinstance(action, (decisions.CreateState, decisions.UpdateState, decisions.CompleteReassignment)):
+                self._plan_keys.add((action.topic, action.partition))
+            else:
+                self._plan_all = True
+
     @defer.inlineCallbacks
-    def _round(self) -> Any:
+    def _round(self, keys: set[tuple[str, int]] | None) -> Any:
+        """One round over every partition (``keys`` None) or over ``keys`` only."""
         states = self.context.states(self.cache)
         # An active controller is alive by definition, even while its own re-registration after
         # a new ZooKeeper session has not reached the watch yet.
@@ -731,6 +770,8 @@ class Controller:
         self._forget_offline()
         offline = self.all_offline_replicas()
         assignments = {t: i.assignment for t, i in self.cache.topics.items()}
+        if keys is not None:
+            assignments = _only(assignments, keys)
         actions: list[decisions.Action] = decisions.plan(live, assignments, states, self.deleting(),
                                                          self.fence.epoch, self.unclean, set(self.shutting_down),
                                                          offline_replicas=offline)
@@ -750,12 +791,12 @@ class Controller:
             # controller pipelines its ZooKeeper requests: one round trip each in a row made a
             # 1,000-partition topic wait ~30 s for its leaders.
             outcomes = yield defer.DeferredList([self._execute(action) for action in batch], consumeErrors=True)
-            self.dirty = True        # plan once more from what was written (its echo does not trigger a round)
+            self._replan(batch)      # plan once more from what was written (its echo does not trigger a round)
             for action, (ok, result) in zip(batch, outcomes):
                 if not ok and not self._settle_failed_write(action, result.value):
                     return
         if self.active:
-            yield self._run_reassignments(actions)
+            yield self._run_reassignments(actions, keys)
         znode = self.preferred_election()
         if self.active and (self._elections or (znode is not None and znode[2] != self._znode_done)):
             yield self._run_elections()
@@ -772,7 +813,7 @@ class Controller:
             log.info("controller write %s skipped: %s", action, exc)
         else:
             log.warning("controller write %s failed: %s", action, exc)
-            self.dirty = True
+            self.dirty = self._plan_all = True
         return True
 
     @defer.inlineCallbacks
