@@ -139,24 +139,35 @@ def worker_main(raw: str) -> int:
     return 0
 
 
-def _api_versions_rtt(host: str, port: int) -> float:
-    """One ApiVersions v0 round trip on a fresh connection, in ms."""
+def probe_frame(topic: str | None) -> bytes:
+    """ApiVersions v0; or, with ``topic`` (Kafka 0.9 predates ApiVersions and closes the
+    connection on it), Metadata v0 for that one topic."""
     from kafkalite.protocol.codec import encode_request
 
-    frame = b"".join(bytes(b) for b in encode_request(18, 0, 1, "bench-probe", {}))
+    parts = (encode_request(18, 0, 1, "bench-probe", {}) if topic is None
+             else encode_request(3, 0, 1, "bench-probe", {"topics": [{"name": topic}]}))
+    return b"".join(bytes(b) for b in parts)
+
+
+def _round_trip(host: str, port: int, frame: bytes) -> float:
+    """One request/response round trip on a fresh connection, in ms."""
     t = time.perf_counter()
     with socket.create_connection((host, port), timeout=10) as s:
         s.sendall(frame)
-        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
-        s.recv(size, socket.MSG_WAITALL)
+        head = s.recv(4, socket.MSG_WAITALL)
+        if len(head) != 4:
+            raise ConnectionError("closed without an answer")
+        s.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
     return (time.perf_counter() - t) * 1000
 
 
 class ResponsivenessProbe:
-    """ApiVersions to every broker every 0.5 s from a thread; keeps the worst round trip."""
+    """A probe request (:func:`probe_frame`) to every broker every 0.5 s from a thread; keeps
+    the worst round trip."""
 
-    def __init__(self, addresses: list[tuple[str, int]]) -> None:
+    def __init__(self, addresses: list[tuple[str, int]], frame: bytes) -> None:
         self.addresses = addresses
+        self.frame = frame
         self.worst = 0.0
         self.failures = 0
         self._stop = threading.Event()
@@ -166,7 +177,7 @@ class ResponsivenessProbe:
         while not self._stop.wait(0.5):
             for host, port in self.addresses:
                 try:
-                    self.worst = max(self.worst, _api_versions_rtt(host, port))
+                    self.worst = max(self.worst, _round_trip(host, port, self.frame))
                 except OSError:
                     self.failures += 1
 
@@ -195,14 +206,14 @@ def rss_mib(pid: int) -> float:
 
 def run(bootstrap: str, brokers: dict[int, tuple[str, int, int]], topic: str, partitions: int,
         producers: int, consumers: int, groups: int, rate: float, seconds: float, workers: int,
-        acks: int | str, workdir: Path) -> ManyClientsResult:
+        acks: int | str, workdir: Path, probe_topic: str | None = None) -> ManyClientsResult:
     """``brokers``: id -> (host, port, pid). Starts ``workers`` processes, each with its share of
     the clients and whole groups; measures from their start to the end of the steady phase."""
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     group_names = [f"bench-many-{topic}-{g}" for g in range(groups)]
     procs, outs = [], []
-    with ResponsivenessProbe([(h, p) for h, p, _ in brokers.values()]) as probe:
+    with ResponsivenessProbe([(h, p) for h, p, _ in brokers.values()], probe_frame(probe_topic)) as probe:
         for w in range(workers):
             share_p = producers // workers + (1 if w < producers % workers else 0)
             share_c = consumers // workers + (1 if w < consumers % workers else 0)
