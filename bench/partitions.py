@@ -49,7 +49,9 @@ def _all_led_elsewhere(system: System, topics: list[str], gone: int) -> bool:
         md = _metadata(system, 30)
     except Exception:  # noqa: BLE001 - a broker is down: ask again
         return False
-    return all(p.leader >= 0 and p.leader != gone for t in topics for p in md.topics[t].partitions.values())
+    # a broker that has just started may answer before its metadata holds every topic
+    return all(t in md.topics and all(p.leader >= 0 and p.leader != gone for p in md.topics[t].partitions.values())
+               for t in topics)
 
 
 def _full_isr(system: System, topics: list[str], size: int) -> bool:
@@ -57,7 +59,8 @@ def _full_isr(system: System, topics: list[str], size: int) -> bool:
         md = _metadata(system, 30)
     except Exception:  # noqa: BLE001
         return False
-    return all(len(p.isrs) >= size for t in topics for p in md.topics[t].partitions.values())
+    return all(t in md.topics and all(len(p.isrs) >= size for p in md.topics[t].partitions.values())
+               for t in topics)
 
 
 def _wait(condition: Any, timeout: float, what: str) -> float:
