@@ -9,7 +9,32 @@ watch has delivered that version or a newer one.
 """
 from __future__ import annotations
 
+from typing import Iterator, Mapping
+
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
+
+_Key = tuple[str, int]
+
+
+class _Overlay(Mapping[_Key, LeaderAndIsr]):
+    """``base`` with ``over``'s entries in front, without copying ``base`` (every partition)."""
+
+    def __init__(self, base: Mapping[_Key, LeaderAndIsr], over: dict[_Key, LeaderAndIsr]) -> None:
+        self._base, self._over = base, over
+
+    def __getitem__(self, key: _Key) -> LeaderAndIsr:
+        found = self._over.get(key)
+        return found if found is not None else self._base[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._over or key in self._base
+
+    def __iter__(self) -> Iterator[_Key]:
+        yield from self._base
+        yield from (k for k in self._over if k not in self._base)
+
+    def __len__(self) -> int:
+        return len(self._base) + sum(1 for k in self._over if k not in self._base)
 
 
 class ControllerContext:
@@ -31,15 +56,15 @@ class ControllerContext:
     def clear(self) -> None:
         self._written.clear()
 
-    def states(self, view: MetadataCache) -> dict[tuple[str, int], LeaderAndIsr]:
-        """Every partition's latest known state: the view's, or ours where ours is newer."""
-        merged = dict(view.states)
+    def states(self, view: MetadataCache) -> Mapping[_Key, LeaderAndIsr]:
+        """Every partition's latest known state: the view's, or ours where ours is newer. A view
+        over the cache, not a copy: a round may plan a few partitions among tens of thousands."""
         for key, mine in list(self._written.items()):
             seen = view.states.get(key)
             if key[0] not in view.topics:
                 del self._written[key]                 # the topic is gone
             elif seen is not None and seen.zk_version >= mine.zk_version:
                 del self._written[key]                 # the watch caught up
-            else:
-                merged[key] = mine
-        return merged
+        if not self._written:
+            return view.states
+        return _Overlay(view.states, dict(self._written))
