@@ -244,7 +244,11 @@ def publish(results: Results, header: str) -> None:
 
 
 def publish_jsonl(paths: list[str]) -> int:
-    """``scripts/bench publish <file.jsonl>...``: publish earlier runs' rows, oldest first."""
+    """``scripts/bench publish <file.jsonl>...``: publish earlier runs' rows, oldest first;
+    without files, write bench/RESULTS.md and the charts again from bench/RESULTS.json."""
+    if not paths:
+        publish(Results(RESULTS, "-"), "")
+        return 0
     for path in sorted(paths, key=lambda p: Path(p).name):
         loaded: list[Row] = []
         try:
