@@ -257,6 +257,7 @@ class Controller:
             log.info("broker %d resigns as controller: %s", self.broker_id, why)
         self.active = False
         self.context.clear()
+        self._plan_keys.clear()
         self.shutting_down.clear()
         self.offline_replicas.clear()
         self._log_dir_term += 1
@@ -723,12 +724,12 @@ class Controller:
         without ``keys``). A failover changes thousands of states one watch at a time; planning
         every partition for each made the controller's work grow with the square of the count.
         """
+        if not self.active:
+            return                             # winning the election starts with a full round
         if keys is None:
             self._plan_all = True
         else:
             self._plan_keys |= keys
-        if not self.active:
-            return
         if self.running:
             self.dirty = True
             return

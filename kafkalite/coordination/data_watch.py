@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import ConnectionClosedError, NoNodeError
+from kazoo.protocol.states import KeeperState
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ class PipelinedDataWatch:
         # a connection loss before the first reply: the re-read after reconnecting delivers it,
         # as kazoo's DataWatch retries its first read until it succeeds or the client stops
         while not self._first.wait(0.5):
-            if client._stopped.is_set():   # kazoo's own flag: stop() was called
+            if client.client_state == KeeperState.CLOSED:   # stop() ran (kazoo's requests refuse then)
                 self._stopped = True
                 client.remove_listener(self._session_changed)
                 return

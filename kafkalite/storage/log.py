@@ -209,7 +209,7 @@ class PartitionLog:
         epochs.background = lambda job: self._in_background("leader epoch checkpoint", job)
         self._lock = threading.RLock()
         for seg in segments:
-            seg.owner_lock = self._lock      # idle segment files may be closed now (open_files.py)
+            self._adopt(seg)
         self._generation = 0                 # bumped by truncation: an in-flight flush must not advance
         self._dir_dirty = False              # a segment file was created since the last flush
         self._last_flush_ms = now_ms
@@ -559,8 +559,7 @@ class PartitionLog:
         old.on_become_inactive()
         # Synchronous on purpose: the append that rolls writes into the new segment's files, so
         # they must exist now (three creates, metadata only; no preallocation, no mmap to resize).
-        new = LogSegment.create(self.directory, self._next_offset, self.config, now_ms)
-        new.owner_lock = self._lock
+        new = self._adopt(LogSegment.create(self.directory, self._next_offset, self.config, now_ms))
         self._segments.append(new)
         self._bases.append(new.base_offset)
         # page-cache write, no fsync; kept in order with truncation's deletion of later snapshots
@@ -720,8 +719,7 @@ class PartitionLog:
         doomed = self._segments
         self._segments, self._bases = [], []
         self._schedule_delete(doomed, now_ms)
-        seg = LogSegment.create(self.directory, offset, self.config, now_ms)
-        seg.owner_lock = self._lock
+        seg = self._adopt(LogSegment.create(self.directory, offset, self.config, now_ms))
         self._segments, self._bases = [seg], [offset]
         self._generation += 1
         self._note_truncation(0)
@@ -795,8 +793,7 @@ class PartitionLog:
             new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
             self._schedule_delete(old, now_ms)
             new.change_suffix(SWAP_SUFFIX, "")
-            segs[i:i + n] = [new]
-            new.owner_lock = self._lock
+            segs[i:i + n] = [self._adopt(new)]
             self._bases[i:i + n] = [new.base_offset]
             self._dir_dirty = True
             return True
@@ -885,6 +882,12 @@ class PartitionLog:
                 self.epochs.truncate_from_start(offset)
                 self.producers.truncate_head(offset)
             return self.log_start_offset
+
+    def _adopt(self, seg: LogSegment) -> LogSegment:
+        """Every segment this log holds goes through here: giving it the log's lock is what lets
+        the open-file ring close its idle file (open_files.py), so no path may skip it."""
+        seg.owner_lock = self._lock
+        return seg
 
     def _schedule_delete(self, segments: list[LogSegment], now_ms: int) -> None:
         """Rename to ``*.deleted`` now, unlink in the background after file.delete.delay.ms
