@@ -95,6 +95,7 @@ class BrokerMetrics:
         self.failed_fetch_requests: dict[str, int] = {}
         self.requests: dict[tuple[int, int], int] = {}          # (api key, version) -> count
         self.latency: dict[int, LatencyHistogram] = {}          # api key -> histogram
+        self.reactor_delay = LatencyHistogram()   # timer lateness on the reactor (reactor_delay.py)
         self.isr_shrinks = 0
         self.isr_expands = 0
 
@@ -238,6 +239,11 @@ class BrokerCollector(Collector):
         for key, hist in sorted(m.latency.items()):
             latency.add_metric([api_name(key)], hist.buckets(), hist.total_ms)
         yield latency
+        delay = HistogramMetricFamily("kafkalite_reactor_timer_delay_ms",
+                                      "How late the reactor ran a 100 ms timer: the longest a request arriving "
+                                      "then could have waited before being read")
+        delay.add_metric([], m.reactor_delay.buckets(), m.reactor_delay.total_ms)
+        yield delay
 
     def _replica_manager(self) -> Iterator[Metric]:
         parts = list(self.s.replicas.partitions.values())

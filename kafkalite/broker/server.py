@@ -36,6 +36,7 @@ from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.heap import HeapKeeper
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
+from kafkalite.broker.reactor_delay import ReactorDelayMonitor
 from kafkalite.broker.metadata_sync import Change, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
@@ -177,6 +178,7 @@ class KafkaBroker:
                                    self.blocking)      # group coordinator + __consumer_offsets
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
+        self.reactor_delay = ReactorDelayMonitor(reactor, self.metrics.reactor_delay)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
@@ -262,6 +264,7 @@ class KafkaBroker:
         yield self.quota_sync.start()
         self._unless_stopping("starting the background loops")
         self._start_loops()
+        self.reactor_delay.start()
         self.groups.start()
         if self.log_manager.offline_dirs:
             # dirs that failed at start-up or before we registered: tell the controller now
@@ -572,6 +575,7 @@ class KafkaBroker:
         for loop in self.loops + self.cleaner_loops:
             if loop.running:
                 loop.stop()
+        self.reactor_delay.stop()
         self.log_dir_mover.stop()
         for port in self.ports:
             yield port.stopListening()
