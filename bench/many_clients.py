@@ -43,6 +43,12 @@ class ManyClientsResult:
     worst_api_versions_ms: float
     broker_cpu_percent: dict[int, float] = field(default_factory=dict)
     broker_rss_mib: dict[int, float] = field(default_factory=dict)
+    steady_worst_probe_ms: float = 0.0       # the worst probe round trip once every group was stable
+    steady_probes_over_100ms: int = 0
+    steady_probes: int = 0
+    cpu_pressure_percent: float | None = None  # share of the steady phase some task waited for a CPU
+    #: the brokers' own "reactor ran a timer N ms late" lines of the steady phase (reactor_delay.py)
+    reactor_delays: list[str] = field(default_factory=list)
 
 
 async def _worker(args: dict[str, Any]) -> dict[str, Any]:
@@ -170,16 +176,25 @@ class ResponsivenessProbe:
         self.frame = frame
         self.worst = 0.0
         self.failures = 0
+        self.samples: list[tuple[float, float]] = []     # (time.monotonic() when sent, round trip ms)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.wait(0.5):
             for host, port in self.addresses:
+                sent = time.monotonic()
                 try:
-                    self.worst = max(self.worst, _round_trip(host, port, self.frame))
+                    ms = _round_trip(host, port, self.frame)
                 except OSError:
                     self.failures += 1
+                    continue
+                self.worst = max(self.worst, ms)
+                self.samples.append((sent, ms))
+
+    def since(self, t0: float) -> list[float]:
+        """Round trips of the probes sent at or after ``t0`` (monotonic)."""
+        return [ms for sent, ms in list(self.samples) if sent >= t0]
 
     def __enter__(self) -> "ResponsivenessProbe":
         self._thread.start()
@@ -196,6 +211,40 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_pressure_us() -> int | None:
+    """Microseconds some task waited for a CPU since boot (PSI, /proc/pressure/cpu), if the
+    kernel tells."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            some = f.readline().split()
+    except OSError:
+        return None
+    return int(some[-1].split("=", 1)[1]) if some and some[0] == "some" else None
+
+
+REACTOR_LATE = "the reactor ran a timer"
+
+
+def log_size(path: Path | None) -> int:
+    try:
+        return path.stat().st_size if path is not None else 0
+    except OSError:
+        return 0
+
+
+def reactor_delay_lines(path: Path | None, offset: int) -> list[str]:
+    """The broker's reactor delay lines (kafkalite/broker/reactor_delay.py) written after ``offset``."""
+    if path is None:
+        return []
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line.strip() for line in text.splitlines() if REACTOR_LATE in line]
+
+
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -206,9 +255,12 @@ def rss_mib(pid: int) -> float:
 
 def run(bootstrap: str, brokers: dict[int, tuple[str, int, int]], topic: str, partitions: int,
         producers: int, consumers: int, groups: int, rate: float, seconds: float, workers: int,
-        acks: int | str, workdir: Path, probe_topic: str | None = None) -> ManyClientsResult:
+        acks: int | str, workdir: Path, probe_topic: str | None = None,
+        broker_logs: dict[int, Path] | None = None) -> ManyClientsResult:
     """``brokers``: id -> (host, port, pid). Starts ``workers`` processes, each with its share of
-    the clients and whole groups; measures from their start to the end of the steady phase."""
+    the clients and whole groups; measures from their start to the end of the steady phase.
+    ``broker_logs``: each broker's log, whose reactor delay lines of the steady phase are kept."""
+    logs = broker_logs or {}
     workdir.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     group_names = [f"bench-many-{topic}-{g}" for g in range(groups)]
@@ -233,20 +285,30 @@ def run(bootstrap: str, brokers: dict[int, tuple[str, int, int]], topic: str, pa
                 if line != STEADY:
                     raise RuntimeError(f"a client worker failed before its groups were stable (exit {p.wait(30)})")
             cpu0 = {b: cpu_seconds(pid) for b, (_, _, pid) in brokers.items()}
+            log0 = {b: log_size(logs.get(b)) for b in brokers}
+            pressure0 = cpu_pressure_us()
             t0 = time.monotonic()
         except BaseException:
             kill_all(procs)
             raise
         wait_all(procs, seconds + 300, "client workers")
         elapsed = time.monotonic() - t0
+        pressure1 = cpu_pressure_us()
         cpu = {b: 100 * (cpu_seconds(pid) - cpu0[b]) / elapsed for b, (_, _, pid) in brokers.items()}
         rss = {b: rss_mib(pid) for b, (_, _, pid) in brokers.items()}
+        steady = probe.since(t0)
     got = [json.loads(o.read_text()) for o in outs]
+    delays = [f"broker {b}: {line}" for b in sorted(brokers) for line in reactor_delay_lines(logs.get(b), log0[b])]
     return ManyClientsResult(
         stable_seconds=max(g["stable_seconds"] for g in got),
         ack_ms=[v for g in got for v in g["ack"]], end_to_end_ms=[v for g in got for v in g["e2e"]],
         errors=sum(g["errors"] for g in got) + probe.failures, worst_api_versions_ms=probe.worst,
-        broker_cpu_percent=cpu, broker_rss_mib=rss)
+        broker_cpu_percent=cpu, broker_rss_mib=rss,
+        steady_worst_probe_ms=max(steady, default=0.0), steady_probes_over_100ms=sum(ms > 100 for ms in steady),
+        steady_probes=len(steady),
+        cpu_pressure_percent=None if pressure0 is None or pressure1 is None
+        else 100 * (pressure1 - pressure0) / 1e6 / elapsed,
+        reactor_delays=delays)
 
 
 if __name__ == "__main__":

@@ -112,14 +112,27 @@ def many_clients(system: System, results: Results, sizes: Sizes, workdir: Path) 
         # Kafka 0.9.0.1 has no ApiVersions: its probe is Metadata v0 for the one topic
         got = many_clients_load.run(bootstrap, brokers, topic, 30, n, n, max(1, n // 10), 10.0,
                                     sizes.clients_seconds, sizes.client_workers, 1, workdir / f"{n}",
-                                    probe_topic=topic if system.raw_produce_version < 3 else None)
+                                    probe_topic=topic if system.raw_produce_version < 3 else None,
+                                    broker_logs={b.broker_id: b.log_path for b in system.brokers
+                                                 if isinstance(getattr(b, "log_path", None), Path)})
         label = f"{n:,} producers x 10 rec/s + {n:,} consumers in {max(1, n // 10)} groups"
         ack, e2e = sorted(got.ack_ms), sorted(got.end_to_end_ms)
+        print(f"   {n:,} clients, steady phase: {got.steady_probes_over_100ms} of {got.steady_probes} probes "
+              f"over 100 ms, worst {got.steady_worst_probe_ms:.0f} ms; CPU pressure "
+              + (f"{got.cpu_pressure_percent:.1f} %" if got.cpu_pressure_percent is not None else "unknown")
+              + f"; {len(got.reactor_delays)} reactor delay line(s) from the brokers", flush=True)
+        for line in got.reactor_delays[:20]:
+            print(f"     {line}", flush=True)
+        pressure = [] if got.cpu_pressure_percent is None else [
+            ("steady phase: share of time a task waited for a CPU (PSI)", "%", got.cpu_pressure_percent)]
         for metric, unit, value in (
                 ("all groups stable after", "s", got.stable_seconds),
                 ("produce-to-ack p99", "ms", load.percentile(ack, 99)),
                 ("end-to-end p99", "ms", load.percentile(e2e, 99)),
                 ("worst probe round trip (ApiVersions; Kafka 0.9: Metadata v0)", "ms", got.worst_api_versions_ms),
+                ("steady phase: worst probe round trip", "ms", got.steady_worst_probe_ms),
+                ("steady phase: probes over 100 ms", "count", float(got.steady_probes_over_100ms)),
+                *pressure,
                 ("broker CPU, mean of 3", "%", sum(got.broker_cpu_percent.values()) / len(brokers)),
                 ("broker RSS, largest", "MiB", max(got.broker_rss_mib.values())),
                 ("client errors", "count", float(got.errors))):
