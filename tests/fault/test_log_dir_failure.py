@@ -95,8 +95,14 @@ def test_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, small_
     wait_for(lambda: len(zk_states(cluster, topic)) == PARTITIONS and full_isr(cluster, topic, 3), 30, "full ISRs")
     wait_for(lambda: all(s["leader"] == victim_id for s in zk_states(cluster, topic).values()), 30,
              "the victim leading every partition")
-    on_small = {int(n.rsplit("-", 1)[1]) for n in os.listdir(small_disk) if n.startswith(f"{topic}-")}
-    on_main = {int(n.rsplit("-", 1)[1]) for n in os.listdir(main_dir) if n.startswith(f"{topic}-")}
+
+    def placed(d: Path) -> set[int]:
+        return {int(n.rsplit("-", 1)[1]) for n in os.listdir(d) if n.startswith(f"{topic}-")}
+
+    # The controller writes the leader and the full ISR at creation, before the brokers act on
+    # them: the victim's logs exist once it has applied its leadership.
+    wait_for(lambda: placed(small_disk) | placed(main_dir) == set(range(PARTITIONS)), 30, "the victim's logs")
+    on_small, on_main = placed(small_disk), placed(main_dir)
     assert on_small and on_main and on_small | on_main == set(range(PARTITIONS)), (on_small, on_main)
     victim = cluster.broker(victim_id)
     czxid = _registration_czxid(cluster, victim_id)
