@@ -17,7 +17,7 @@ class FakeCollector:
         self.calls: list[str] = []
 
     def collect(self, generation: int = 2) -> int:
-        self.calls.append("collect")
+        self.calls.append("collect" if generation == 2 else f"collect({generation})")
         return 0
 
     def freeze(self) -> None:
@@ -38,7 +38,7 @@ def test_freezes_every_interval_and_unfreezes_only_for_the_full_collection() -> 
     assert fake.calls == ["unfreeze", "collect", "freeze"]          # what start-up built is frozen
     fake.calls.clear()
     clock.advance(10)
-    assert fake.calls == ["collect", "freeze"]                      # only the new objects are walked
+    assert fake.calls == ["collect(1)", "freeze"]                   # only the young generations are walked
     fake.calls.clear()
     for _ in range(5):
         clock.advance(10)
@@ -62,14 +62,21 @@ def test_with_the_real_collector_survivors_are_frozen_and_cycles_still_collected
 
         class Node:
             other: object = None
+        young_a, young_b = Node(), Node()
+        young_a.other, young_b.other = young_b, young_a    # young garbage: collected, not frozen
+        young = weakref.ref(young_a)
+        del young_a, young_b
+        clock.advance(10)                                  # t = 20 s
+        assert young() is None
+
         a, b = Node(), Node()
         a.other, b.other = b, a                            # a cycle, frozen while alive ...
         ref = weakref.ref(a)
-        clock.advance(10)                                  # t = 20 s
+        clock.advance(10)                                  # t = 30 s
         del a, b
-        clock.advance(10)                                  # t = 30 s: frozen garbage is not walked
+        clock.advance(10)                                  # t = 40 s: frozen garbage is not walked
         assert ref() is not None
-        clock.advance(30)                                  # t = 60 s: the full collection finds it
+        clock.advance(20)                                  # t = 60 s: the full collection finds it
         assert ref() is None
         assert kept[-1] == [999]
     finally:
