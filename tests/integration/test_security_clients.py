@@ -10,6 +10,7 @@ import asyncio
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,10 @@ def test_kafka_python_wrong_password_refused(secure: Any) -> None:
     with pytest.raises(KafkaError):
         KafkaProducer(bootstrap_servers=f"127.0.0.1:{listener_port(broker, 'SASL_SSL')}", security_protocol="SASL_SSL",
                       sasl_mechanism="SCRAM-SHA-512", sasl_plain_username=USER, sasl_plain_password="wrong",
-                      ssl_cafile=str(pki.ca), request_timeout_ms=5000, max_block_ms=5000)
+                      ssl_cafile=str(pki.ca), request_timeout_ms=5000, max_block_ms=5000,
+                      # kafka-python 3 retries a refused bootstrap for 30 s by default
+                      **({"bootstrap_timeout_ms": 5000} if "bootstrap_timeout_ms" in KafkaProducer.DEFAULT_CONFIG
+                         else {}))
 
 
 def test_aiokafka_sasl_ssl_and_ssl(secure: Any) -> None:
@@ -474,29 +478,34 @@ def test_malformed_handshakes_and_tokens_keep_memory_flat(secure: Any) -> None:
         with open(f"/proc/{broker.pid}/status") as f:
             return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
+    def bad_connection(i: int) -> None:
+        if i % 2:
+            with socket.create_connection(("127.0.0.1", ssl_port)) as sock:
+                sock.sendall(b"\x16\x03\x01\x00\x64\x01\x00\x00\x60\x03\x03" + os.urandom(95 + i % 200))
+                sock.settimeout(10)
+                try:
+                    while sock.recv(65536):
+                        pass
+                except (ConnectionResetError, socket.timeout):
+                    pass
+        else:
+            with socket.create_connection(("127.0.0.1", sasl_port)) as raw, \
+                    context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+                tls.sendall(handshake)
+                token = os.urandom(16 + i % 500)
+                tls.sendall(b"".join(bytes(c) for c in codec.encode_request(36, 1, 2, "raw", {"auth_bytes": token})))
+                tls.settimeout(10)
+                try:
+                    while tls.recv(65536):
+                        pass
+                except (ConnectionResetError, pyssl.SSLError, socket.timeout):
+                    pass
+
     def round_of(n: int) -> None:
-        for i in range(n):
-            if i % 2:
-                with socket.create_connection(("127.0.0.1", ssl_port)) as sock:
-                    sock.sendall(b"\x16\x03\x01\x00\x64\x01\x00\x00\x60\x03\x03" + os.urandom(95 + i % 200))
-                    sock.settimeout(10)
-                    try:
-                        while sock.recv(65536):
-                            pass
-                    except (ConnectionResetError, socket.timeout):
-                        pass
-            else:
-                with socket.create_connection(("127.0.0.1", sasl_port)) as raw, \
-                        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
-                    tls.sendall(handshake)
-                    token = os.urandom(16 + i % 500)
-                    tls.sendall(b"".join(bytes(c) for c in codec.encode_request(36, 1, 2, "raw", {"auth_bytes": token})))
-                    tls.settimeout(10)
-                    try:
-                        while tls.recv(65536):
-                            pass
-                    except (ConnectionResetError, pyssl.SSLError, socket.timeout):
-                        pass
+        # ten at a time: each refused SASL login is answered after the broker's
+        # connection.failed.authentication.delay.ms (200 ms here), one after another that was 35 s
+        with ThreadPoolExecutor(10) as pool:
+            list(pool.map(bad_connection, range(n)))
 
     round_of(100)                      # warm-up: allocator pools, TLS contexts, caches
     before = rss_kib()
