@@ -9,7 +9,9 @@ could have waited. Two CPU clocks say why it was late:
   (the reactor was busy; a profile of the broker shows which);
 - the process's CPU time (``time.process_time``, every thread): if it grew while the reactor
   thread's did not, other threads of the broker held the GIL; if neither grew, the process was
-  not running at all (the machine's CPUs were taken by other processes).
+  not running at all: the machine's CPUs were taken by other processes, or the reactor thread
+  was blocked in a system call (a disk read, a page fault), or a debugger or sampling profiler
+  had stopped it.
 
 This is kafkalite's own measure (Kafka's nearest are the network and request handler idle
 ratios). Observed into ``BrokerMetrics.reactor_delay`` (``kafkalite_reactor_timer_delay_ms``);
@@ -88,7 +90,8 @@ class ReactorDelayMonitor:
         others = max(0.0, process_ms - reactor_ms)
         waited = max(0.0, wall_ms - reactor_ms - others)
         log.info("the reactor ran a timer %.0f ms late: in the %.0f ms since the previous tick its thread "
-                 "ran %.0f ms, the broker's other threads %.0f ms, and no thread of it %.0f ms (idle, or "
-                 "waiting for a CPU); %d more delay(s) of %.0f ms or more since the last such line",
+                 "ran %.0f ms, the broker's other threads %.0f ms, and no thread of it %.0f ms (idle before the "
+                 "tick was due, waiting for a CPU, or blocked in a system call); %d more delay(s) of %.0f ms "
+                 "or more since the last such line",
                  late_ms, wall_ms, reactor_ms, others, waited, self._unlogged, self.report_ms)
         self._logged_at, self._unlogged = now, 0
