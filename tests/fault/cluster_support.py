@@ -14,15 +14,14 @@ import json
 import threading
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.protocol.api_keys import ApiKey
 from tests.support import wire
+from tests.support.reports import merge_report
 
-REPORT = Path(__file__).resolve().parents[2] / "var" / "test-reports" / "failover.json"
 
 
 class Streamer:
@@ -189,11 +188,5 @@ def metadata_agrees(cluster: Any, topic: str) -> str | None:
 
 def report(key: str, value: Any) -> None:
     """Merge ``{key: value}`` into var/test-reports/failover.json and print it."""
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        data = json.loads(REPORT.read_text())
-    except (OSError, ValueError):
-        data = {}
-    data[key] = value
-    REPORT.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    merge_report("failover", key, value)
     print(f"{key}: {json.dumps(value)}")

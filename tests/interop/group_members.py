@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import Counter, defaultdict, deque
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from tests.support.reports import merge_report
 
 
 def produce_numbered(bootstrap: str, topic: str, partitions: int, count: int, size: int = 100) -> dict[int, int]:
@@ -235,12 +236,7 @@ def duplicates(members: list[Member]) -> dict[tuple[int, int], list[str]]:
 
 def report(name: str, figures: dict[str, Any]) -> Path:
     """Merge ``figures`` under ``name`` into var/test-reports/groups.json and print them."""
-    root = Path(os.environ.get("KAFKALITE_ROOT", Path(__file__).resolve().parents[2]))
-    path = root / "var" / "test-reports" / "groups.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = json.loads(path.read_text()) if path.exists() else {}
-    data[name] = figures
-    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    path = merge_report("groups", name, figures)
     print(f"\n{name}: {json.dumps(figures)}")
     return path
 
