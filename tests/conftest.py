@@ -66,12 +66,19 @@ def docker_unavailable_reason() -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)       # before pytest-xdist reads the xdist_group marks set here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    grouping = config.pluginmanager.hasplugin("xdist")
     for item in items:
         try:
-            tier = Path(item.fspath).resolve().relative_to(_TESTS_DIR).parts[0]
+            relative = Path(item.fspath).resolve().relative_to(_TESTS_DIR)
         except ValueError:
             continue
+        tier = relative.parts[0]
+        if grouping:
+            # scripts/test's workers (--dist loadgroup) take a whole file at a time, so module
+            # fixtures start once; every Spark test shares one worker and its one SparkSession
+            item.add_marker(pytest.mark.xdist_group("spark" if tier == "spark" else str(relative)))
         marker = _TIER_BY_DIR.get(tier)
         # an explicit tier marker wins (e.g. tests/docker's engine-free config checks are unit)
         if marker and not any(item.get_closest_marker(m) for m in _TIER_BY_DIR.values()):

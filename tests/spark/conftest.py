@@ -2,8 +2,8 @@
 (pyspark reference §10).
 
 A SparkSession costs ~1 GB and ~6-12 s to start, so it is session-scoped and all Spark tests run
-in one pytest process (never under xdist). The environment is set before the JVM starts: workers
-must run this venv's interpreter (P2) and import this tree's packages (P3).
+in one pytest process (one xdist group: tests/conftest.py). The environment is set before the JVM
+starts: workers must run this venv's interpreter (P2) and import this tree's packages (P3).
 """
 from __future__ import annotations
 
