@@ -211,18 +211,13 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
             system.stop()
 
 
-def _scenario_number(scenario: str) -> int:
-    head = scenario.split(" ", 1)[0]
-    return int(head) if head.isdigit() else 99
-
-
 def publish(results: Results, header: str) -> None:
     """Merge ``results`` into bench/RESULTS.json; rewrite bench/RESULTS.md and the charts."""
     runs, rows = report.load_published(PUBLISHED)
     runs, rows = report.merge_published(runs, rows, results, header)
     report.save_published(PUBLISHED, runs, rows)
     merged = Results(RESULTS, results.stamp)
-    merged.rows = sorted(rows, key=lambda r: _scenario_number(r.scenario))
+    merged.rows = sorted(rows, key=lambda r: report.scenario_number(r.scenario))
     lines = ["# Benchmark results", "",
              "Written by `scripts/bench ... --publish` (see the README's Benchmarks section). Each run "
              "replaces the rows it measured again; a row names its run, and a ratio compares figures of "
@@ -241,6 +236,9 @@ def publish(results: Results, header: str) -> None:
     md = ROOT / "bench" / "RESULTS.md"
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md} ({len(merged.rows)} rows from {len(runs)} runs)")
+    readme = ROOT / "README.md"
+    readme.write_text(report.regenerate_readme(readme.read_text(), rows))
+    print(f"wrote the side-by-side table of {readme}")
 
 
 def publish_jsonl(paths: list[str]) -> int:

@@ -421,9 +421,9 @@ def transactions(system: System, results: Results, sizes: Sizes, txn_records: in
                     raise RuntimeError(f"{system.name}: {topic} high watermarks {hw}, LSOs {lso}, "
                                        f"{sizes.records} records committed")
             rates[kind].append(sizes.records / secs)
-    results.add(Row("8 transactional produce, 3 brokers RF3", "6 partitions, min.insync=2, acks=all, plain",
+    results.add(Row("12 transactional produce, 3 brokers RF3", "6 partitions, min.insync=2, acks=all, plain",
                     system.name, "records/s", rates["plain"]))
-    results.add(Row("8 transactional produce, 3 brokers RF3",
+    results.add(Row("12 transactional produce, 3 brokers RF3",
                     f"6 partitions, min.insync=2, acks=all, {txn_records:,} records/transaction",
                     system.name, "records/s", rates["txn"]))
     plain, txn = sorted(rates["plain"]), sorted(rates["txn"])

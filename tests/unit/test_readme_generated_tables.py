@@ -38,3 +38,13 @@ def test_tables_cover_every_property_and_api() -> None:
     load_handlers()
     for key, _lo, hi in advertised():
         assert f"| {key} | " in text and f"-{hi} |" in text
+
+
+def test_readme_benchmark_table_is_the_published_results() -> None:
+    """The README's side-by-side benchmark table is what `scripts/bench publish` writes from
+    bench/RESULTS.json (publish again after editing either)."""
+    from bench import report
+
+    _, rows = report.load_published(ROOT / "bench" / "RESULTS.json")
+    text = (ROOT / "README.md").read_text()
+    assert report.regenerate_readme(text, rows) == text
