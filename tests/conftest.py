@@ -34,6 +34,14 @@ assert codec.STRICT_ENV == "KAFKALITE_STRICT_CODEC"
 codec.set_strict(True)      # also when a plugin imported the codec before this file ran
 
 
+@pytest.fixture(autouse=True)
+def _codec_strict_again() -> Iterator[None]:
+    """Every test starts strict, whatever one before it in this process left behind: the order of
+    tests in a worker process is not fixed (pytest-xdist), and a lenient codec must not leak."""
+    codec.set_strict(True)
+    yield
+
+
 @pytest.fixture
 def lenient_codec() -> Iterator[None]:
     """The production encoding for one test: missing keys take defaults, unknown keys are ignored."""
