@@ -113,8 +113,7 @@ def many_clients(system: System, results: Results, sizes: Sizes, workdir: Path) 
         got = many_clients_load.run(bootstrap, brokers, topic, 30, n, n, max(1, n // 10), 10.0,
                                     sizes.clients_seconds, sizes.client_workers, 1, workdir / f"{n}",
                                     probe_topic=topic if system.raw_produce_version < 3 else None,
-                                    broker_logs={b.broker_id: b.log_path for b in system.brokers
-                                                 if isinstance(getattr(b, "log_path", None), Path)})
+                                    broker_logs={b.broker_id: b.log_path for b in system.brokers})
         label = f"{n:,} producers x 10 rec/s + {n:,} consumers in {max(1, n // 10)} groups"
         ack, e2e = sorted(got.ack_ms), sorted(got.end_to_end_ms)
         print(f"   {n:,} clients, steady phase: {got.steady_probes_over_100ms} of {got.steady_probes} probes "

@@ -52,8 +52,6 @@ class ReactorDelayMonitor:
         self._cpu = (0.0, 0.0)
         self._logged_at = float("-inf")
         self._unlogged = 0
-        #: (lateness ms, reactor thread CPU ms, whole process CPU ms, wall ms) of the worst tick
-        self.worst: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
 
     def start(self) -> None:
         self._last = self.clock.seconds()
@@ -77,8 +75,6 @@ class ReactorDelayMonitor:
                  (now - self._last) * 1000.0)
         self._cpu, self._last = (thread_cpu, process_cpu), now
         self.histogram.observe(late_ms)
-        if late_ms > self.worst[0]:
-            self.worst = (late_ms, *spent)
         if late_ms >= self.report_ms:
             self._report(now, late_ms, *spent)
         self._schedule(now)

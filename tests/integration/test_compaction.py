@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.protocol.api_keys import ApiKey
+from tests.support.reports import merge_report
 from tests.support.waiting import wait_for
 from tests.support.wire import metadata_body, request
 
@@ -170,9 +171,6 @@ def test_keyless_records_on_a_compacted_topic_get_invalid_record(cluster_factory
     assert results["keyed"] is None and results["plain"] is None, results
 
 
-REPORT = Path(__file__).resolve().parents[2] / "var" / "test-reports" / "compaction.json"
-
-
 def offsets_topic_files(b: Any) -> tuple[int, int]:
     """(bytes, segments) of every __consumer_offsets partition log on the broker."""
     logs = list((Path(b.dir) / "data").glob("__consumer_offsets-*/*.log"))
@@ -200,7 +198,6 @@ def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) 
     cleaner off; the broker restarts with it on; the __consumer_offsets logs shrink to a fraction
     and every group still fetches its last committed offsets. Figures go to
     var/test-reports/compaction.json."""
-    import json
     from confluent_kafka import Consumer, TopicPartition
 
     overrides = {"log.cleaner.enable": "false", "log.cleaner.backoff.ms": "100",
@@ -244,13 +241,11 @@ def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) 
     for group in groups:
         assert wait_for(lambda g=group: committed(g) == final[g] or None, 30, f"{group}'s offsets after compaction")
     assert bytes_after < bytes_before / 4, (bytes_before, bytes_after)
-    figures = {"__consumer_offsets": {
+    merge_report("compaction", "__consumer_offsets", {
         "groups": len(groups), "commits_per_group": commits, "partitions_per_commit": 3,
         "offset_records_written": len(groups) * commits * 3,
         "bytes_before": bytes_before, "bytes_after": bytes_after,
         "segments_before": segments_before, "segments_after": segments_after,
-        "ratio": round(bytes_after / bytes_before, 4)}}
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps(figures, indent=2) + "\n")
+        "ratio": round(bytes_after / bytes_before, 4)})
     print(f"\n__consumer_offsets: {bytes_before} bytes in {segments_before} segments -> "
           f"{bytes_after} bytes in {segments_after} segments ({len(groups)} groups x {commits} commits)")
