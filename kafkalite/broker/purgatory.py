@@ -7,10 +7,21 @@ condition then and only then, never by polling. A timer completes the operation 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable, Iterable
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
+
+
+@dataclass(frozen=True)
+class FollowerFetches:
+    """The key every parked Fetch of follower ``broker_id`` also watches. When this broker becomes
+    leader of a partition, a check on this key answers its followers' long polls at once, so
+    their next Fetch (and OffsetForLeaderEpoch) can name the partition instead of waiting out
+    ``replica.fetch.wait.max.ms`` for a request that does not hold it; acks=all on that partition
+    waits for exactly that first fetch."""
+    broker_id: int
 
 
 class DelayedOperation:

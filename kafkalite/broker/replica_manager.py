@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 from twisted.internet import defer
 
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, IsrWriter, Partition, PartitionError
-from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.purgatory import FollowerFetches, Purgatory
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import LONG_MAX, BrokerConfig, kafka_version
@@ -46,6 +46,12 @@ class PendingAck:
     min_insync_replicas: int
 
 
+#: how long a follower's Fetch parks while it has not yet fetched a partition whose leadership
+#: this broker just took (:meth:`ReplicaManager.awaits_first_fetch`): short, so it asks again soon
+#: with the partition in, few enough that a follower slow to hear of the change costs no CPU
+FIRST_FETCH_WAIT_MS = 20
+
+
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory,
                  topic_configs: TopicConfigs, clock: Clock, metadata: MetadataCache,
@@ -68,6 +74,9 @@ class ReplicaManager:
         self.role_listeners: list[Callable[[Partition], None]] = []
         #: Told (old ISR, new ISR) after each ISR change a partition here wrote (metrics).
         self.isr_listener: Callable[[tuple[int, ...], tuple[int, ...]], None] | None = None
+        #: follower id -> {partition: until (ms)}: partitions whose leadership this broker took
+        #: that the follower has not fetched since (see :meth:`awaits_first_fetch`)
+        self.first_fetch_due: dict[int, dict[tuple[str, int], int]] = {}
 
     # -- lookups ---------------------------------------------------------------------------------
     def get(self, topic: str, index: int) -> Partition | None:
@@ -120,6 +129,8 @@ class ReplicaManager:
             part.become_leader(state, replicas, self.clock.now_ms())
             if self.fetchers is not None:
                 self.fetchers.unfollow(key)
+            if old is None or old.leader != self.broker_id or old.leader_epoch != state.leader_epoch:
+                self._expect_first_fetches(key, state.isr)
         else:
             part.become_follower(state, replicas)
             new_term = old is None or old.leader != state.leader or old.leader_epoch != state.leader_epoch
@@ -261,10 +272,44 @@ class ReplicaManager:
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")
 
     # -- replication (leader side) ---------------------------------------------------------------
+    def _expect_first_fetches(self, key: tuple[str, int], isr: tuple[int, ...]) -> None:
+        """This broker just took the partition's leadership: each in-sync follower's parked Fetch is
+        answered now (it cannot name the partition yet), and until the follower fetches the
+        partition, or ``replica.fetch.wait.max.ms`` has passed, its Fetches park only briefly.
+        A follower usually hears of the new leader a moment before the leader does, and then
+        its request is the one woken; when it hears after, its next request would otherwise sit
+        out a whole long poll before it can ask for the partition, with acks=all produces
+        waiting on it. (Followers out of the ISR hold up no acks=all, and may be dead.)"""
+        until = self.clock.now_ms() + self.config["replica.fetch.wait.max.ms"]
+        for follower in isr:
+            if follower != self.broker_id:
+                due = self.first_fetch_due.setdefault(follower, {})
+                due.pop(key, None)                # to the end: the dict stays ordered by deadline
+                due[key] = until
+                self.purgatory.check(FollowerFetches(follower))
+
+    def awaits_first_fetch(self, replica_id: int) -> bool:
+        """Has this broker begun leading a partition that follower ``replica_id`` has not
+        fetched since (within ``replica.fetch.wait.max.ms``)? Its Fetch then parks for at most
+        :data:`FIRST_FETCH_WAIT_MS`."""
+        due = self.first_fetch_due.get(replica_id)
+        if not due:
+            return False
+        now = self.clock.now_ms()
+        for key, until in list(due.items()):
+            if until > now:
+                return True
+            del due[key]                          # deadlines ascend: the rest are later
+        del self.first_fetch_due[replica_id]
+        return False
+
     def record_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int,
                               log_start_offset: int = -1) -> None:
         """A follower's Fetch says how far it has copied ``part`` and where its log starts."""
         part.record_follower_fetch(replica_id, fetch_offset, self.clock.now_ms(), log_start_offset)
+        due = self.first_fetch_due.get(replica_id)
+        if due and due.pop(part.key, None) is not None and not due:
+            del self.first_fetch_due[replica_id]
 
     def shrink_isrs(self) -> None:
         """Every ``replica.lag.time.max.ms / 2``: drop followers that stopped catching up."""

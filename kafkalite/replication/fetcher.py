@@ -25,11 +25,13 @@ is exceeded, and the bytes fetched for throttled partitions are recorded in that
 where every ready partition is held back waits one back-off, as Kafka's empty fetch does.
 
 Each round truncates the partitions that need it, then fetches, on one connection (Kafka's
-order). A partition added while a Fetch is parked at the leader therefore waits for that long
-poll (``replica.fetch.wait.max.ms``) before its OffsetForLeaderEpoch goes out. Sending that on a
-second connection at once was tried and measured worse: the follower usually learns of a new
-leader epoch from ZooKeeper a moment before the leader does, so the early request is refused
-(UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER) and the partition sits out a whole back-off.
+order). A partition added while a Fetch is parked at the leader waits for that long poll's
+answer before its OffsetForLeaderEpoch goes out; the leader side keeps that wait short
+(``broker/replica_manager.py``): taking a leadership answers its in-sync followers' parked
+Fetches at once, and their Fetches park only briefly until they have fetched the partition. The
+follower usually learns of a new leader epoch from ZooKeeper a moment before the leader does; its
+OffsetForLeaderEpoch then waits at the leader until the leader catches up (bounded by
+``replica.fetch.wait.max.ms``) instead of being refused into a whole back-off.
 """
 from __future__ import annotations
 

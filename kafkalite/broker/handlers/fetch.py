@@ -39,6 +39,8 @@ from typing import Any, NamedTuple
 
 from kafkalite.broker.fetch_session import CachedPartition, FetchContext, FetchSessionCache, FetchSessionError
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Partition
+from kafkalite.broker.purgatory import FollowerFetches
+from kafkalite.broker.replica_manager import FIRST_FETCH_WAIT_MS
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode, KafkaError
@@ -364,6 +366,8 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
         """:func:`ready` for the one partition a purgatory check is about: the fetch was not ready
         before, so another partition cannot have made it so."""
         state["read"] = None
+        if isinstance(key, FollowerFetches):
+            return True                   # we lead a partition it follows: let it ask again now
         touched.add(key)
         wake_idle(key)
         news = [partition_news(key[0], p) for p in by_key.get(key, ())]
@@ -385,6 +389,12 @@ def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
             return count(read_all(first, touched))
         return count(read_all())
 
-    waiting = ctx.replicas.purgatory.watch(list(by_key), req["max_wait_ms"], ready, finish, ready_key)
+    keys: list[Any] = list(by_key)
+    max_wait_ms = req["max_wait_ms"]
+    if replica_id >= 0:
+        keys.append(FollowerFetches(replica_id))
+        if ctx.replicas.awaits_first_fetch(replica_id):
+            max_wait_ms = min(max_wait_ms, FIRST_FETCH_WAIT_MS)
+    waiting = ctx.replicas.purgatory.watch(keys, max_wait_ms, ready, finish, ready_key)
     phase["resolved"] = None            # later checks run in later reactor turns: look up afresh
     return waiting

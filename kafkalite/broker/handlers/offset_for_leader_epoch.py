@@ -2,6 +2,14 @@
 
 Clients (librdkafka >= 2.1, kafka-python) use it to validate their position after a leader
 change; followers use it to find the divergence point before truncating.
+
+Brokers learn a new leader epoch from their own ZooKeeper watches, so a follower often hears of
+its new leader a moment before that leader does, and asks at once. Kafka answers such a request
+NOT_LEADER_OR_FOLLOWER or UNKNOWN_LEADER_EPOCH and the follower sits out
+``replica.fetch.backoff.ms`` (1 s) before asking again, while acks=all produces on the partition
+wait for it. Here a partition whose asker names a newer ``current_leader_epoch`` than this broker
+knows waits (at most ``replica.fetch.wait.max.ms``, the long poll a follower already accepts) for
+this broker's state to catch up, and is answered then, with whatever the answer is by that time.
 """
 from __future__ import annotations
 
@@ -15,28 +23,62 @@ from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import OffsetForLeaderEpochRequest
 
+#: answers that may only mean "this broker has not heard of the new epoch yet"
+_BEHIND = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_LEADER_EPOCH})
+
 
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4)
-def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> dict[str, Any]:
+def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Any:
     rm = ctx.replicas
     topics = []
     # Kafka: brokers (ClusterAction) may ask about any topic, clients about topics they may Describe
     cluster_action = ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    #: (answer entry, topic, requested partition) of the partitions this broker is behind on
+    behind: list[tuple[dict[str, Any], str, Any]] = []
+
+    def answer(entry: dict[str, Any], topic: str, p: Any) -> None:
+        entry.update(error_code=0, leader_epoch=-1, end_offset=-1)
+        try:
+            part = rm.leader(topic, p["partition"], p.get("current_leader_epoch", -1))
+            entry["leader_epoch"], entry["end_offset"] = part.log.end_offset_for_epoch(p["leader_epoch"])
+        except KafkaError as exc:
+            entry["error_code"] = int(exc.code)
+
+    def is_behind(topic: str, p: Any) -> bool:
+        """Does the asker know a newer leader epoch of this partition than this broker?"""
+        wanted = p.get("current_leader_epoch", -1)
+        info = ctx.metadata.topics.get(topic)
+        if wanted < 0 or info is None or rm.broker_id not in info.assignment.get(p["partition"], ()):
+            return False                  # no replica here: nothing to wait for
+        part = rm.get(topic, p["partition"])
+        known = part.state.leader_epoch if part is not None and part.state is not None else -1
+        return known < wanted and (topic, p["partition"]) not in rm.offline
+
     for t in req["topics"]:
         parts = []
         may = cluster_action or ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["topic"])
         for p in t["partitions"]:
-            entry = {"error_code": 0, "partition": p["partition"], "leader_epoch": -1, "end_offset": -1}
+            entry: dict[str, Any] = {"partition": p["partition"]}
             if not may:
-                entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                entry.update(error_code=int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), leader_epoch=-1, end_offset=-1)
                 parts.append(entry)
                 continue
-            try:
-                part = rm.leader(t["topic"], p["partition"], p.get("current_leader_epoch", -1))
-                epoch, end = part.log.end_offset_for_epoch(p["leader_epoch"])
-                entry["leader_epoch"], entry["end_offset"] = epoch, end
-            except KafkaError as exc:
-                entry["error_code"] = int(exc.code)
+            answer(entry, t["topic"], p)
+            if entry["error_code"] in _BEHIND and is_behind(t["topic"], p):
+                behind.append((entry, t["topic"], p))
             parts.append(entry)
         topics.append({"topic": t["topic"], "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    response = {"throttle_time_ms": 0, "topics": topics}
+    if not behind:
+        return response
+
+    def caught_up() -> bool:
+        return not any(is_behind(topic, p) for _, topic, p in behind)
+
+    def finish(_timed_out: bool) -> dict[str, Any]:
+        for entry, topic, p in behind:
+            answer(entry, topic, p)
+        return response
+
+    keys = {(topic, p["partition"]) for _, topic, p in behind}
+    return rm.purgatory.watch(keys, ctx.config["replica.fetch.wait.max.ms"], caught_up, finish)

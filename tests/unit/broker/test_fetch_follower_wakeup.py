@@ -72,6 +72,9 @@ class Leader:
         upper = part.fetch_upper_bound(replica_id, isolation)
         return SimpleNamespace(records=self.log[fetch_offset:min(upper, fetch_offset + max_bytes)], old_formats=False)
 
+    def awaits_first_fetch(self, replica_id: int) -> bool:
+        return False                             # no leadership was taken meanwhile
+
     def record_follower_fetch(self, part: Any, replica_id: int, fetch_offset: int, log_start_offset: int = -1) -> None:
         self.fetched_at.append(fetch_offset)
         if fetch_offset == len(self.log) and not self.log:

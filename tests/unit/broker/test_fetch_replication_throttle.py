@@ -52,6 +52,9 @@ class Replicas:
     def record_follower_fetch(self, *args: Any) -> None:
         pass
 
+    def awaits_first_fetch(self, replica_id: int) -> bool:
+        return False
+
 
 def fetch(replica_id: int, offset: int = 0) -> dict[str, Any]:
     return {"replica_id": replica_id, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 1 << 20,
