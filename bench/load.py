@@ -245,6 +245,13 @@ class PacedProducer:
             later = [acked for sent, acked in self.acks if sent > t0]
         return min(later) if later else None
 
+    def worst_wait(self, start: float, end: float) -> float | None:
+        """The longest produce-to-ack time of the records sent between ``start`` and ``end``
+        (after :meth:`stop`, every one of them is acknowledged or failed)."""
+        with self._lock:
+            waits = [acked - sent for sent, acked in self.acks if start <= sent <= end]
+        return max(waits) if waits else None
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)
