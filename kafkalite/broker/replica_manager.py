@@ -296,10 +296,15 @@ class ReplicaManager:
         if not due:
             return False
         now = self.clock.now_ms()
-        for key, until in list(due.items()):
+        expired = []
+        for key, until in due.items():            # deadlines ascend: the expired are a prefix
             if until > now:
-                return True
-            del due[key]                          # deadlines ascend: the rest are later
+                break
+            expired.append(key)
+        for key in expired:
+            del due[key]
+        if due:
+            return True
         del self.first_fetch_due[replica_id]
         return False
 

@@ -72,13 +72,28 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpoc
     if not behind:
         return response
 
+    #: partition -> its requests (one partition may be asked twice) that this broker is behind on
+    waiting: dict[tuple[str, int], list[Any]] = {}
+    for _, topic, p in behind:
+        waiting.setdefault((topic, p["partition"]), []).append(p)
+
     def caught_up() -> bool:
-        return not any(is_behind(topic, p) for _, topic, p in behind)
+        for key in [k for k, ps in waiting.items() if not any(is_behind(k[0], p) for p in ps)]:
+            del waiting[key]
+        return not waiting
+
+    def caught_up_on(key: Any) -> bool:
+        """:func:`caught_up` for the one partition whose state changed (a follower asks about
+        thousands at once when a broker's leaderships move, and each one's change checks here)."""
+        ps = waiting.get(key)
+        if ps is not None and not any(is_behind(key[0], p) for p in ps):
+            del waiting[key]
+        return not waiting
 
     def finish(_timed_out: bool) -> dict[str, Any]:
         for entry, topic, p in behind:
             answer(entry, topic, p)
         return response
 
-    keys = {(topic, p["partition"]) for _, topic, p in behind}
-    return rm.purgatory.watch(keys, ctx.config["replica.fetch.wait.max.ms"], caught_up, finish)
+    return rm.purgatory.watch(list(waiting), ctx.config["replica.fetch.wait.max.ms"], caught_up, finish,
+                              caught_up_on)

@@ -39,7 +39,8 @@ class Node:
     def __init__(self, tmp_path: Path) -> None:
         self.config = BrokerConfig.from_properties({"broker.id": str(ME), "log.dirs": str(tmp_path / "data"),
                                                     "zookeeper.connect": "127.0.0.1:1"})
-        self.metadata = MetadataCache(topics={"t": TopicInfo("t", {0: [ME, FOLLOWER], 1: [OTHER, ME, FOLLOWER]}),
+        self.metadata = MetadataCache(topics={"t": TopicInfo("t", {0: [ME, FOLLOWER], 1: [OTHER, ME, FOLLOWER],
+                                                                   2: [OTHER, ME, FOLLOWER]}),
                                               "u": TopicInfo("u", {0: [OTHER, FOLLOWER]})})
         self.clock = task.Clock()
         self.topic_configs = TopicConfigs(self.config, self.metadata)
@@ -47,7 +48,8 @@ class Node:
         self.rm = ReplicaManager(ME, self.config, self.logs, Purgatory(self.clock), self.topic_configs,
                                  Clock(self.clock), self.metadata, isr_writer=None)  # type: ignore[arg-type]
         self.rm.apply_state("t", 0, [ME, FOLLOWER], LeaderAndIsr(ME, 0, (ME, FOLLOWER), 1))
-        self.rm.apply_state("t", 1, [OTHER, ME, FOLLOWER], LeaderAndIsr(OTHER, 0, (OTHER, ME, FOLLOWER), 1))
+        for p in (1, 2):
+            self.rm.apply_state("t", p, [OTHER, ME, FOLLOWER], LeaderAndIsr(OTHER, 0, (OTHER, ME, FOLLOWER), 1))
         self.clock.advance(1.0)        # past the first-fetch window of t-0's leadership
 
     def ctx(self) -> Any:
@@ -56,9 +58,9 @@ class Node:
                                quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
                                authorize=lambda *action: True)
 
-    def take_t1(self) -> None:
+    def take_t1(self, partition: int = 1) -> None:
         """ZooKeeper tells broker 1 it now leads t-1 (epoch 1): broker 2 shut down."""
-        self.rm.apply_state("t", 1, [OTHER, ME, FOLLOWER], LeaderAndIsr(ME, 1, (ME, FOLLOWER), 1))
+        self.rm.apply_state("t", partition, [OTHER, ME, FOLLOWER], LeaderAndIsr(ME, 1, (ME, FOLLOWER), 1))
 
     def follower_fetch(self, *partitions: int) -> list[Any]:
         """Follower 3's Fetch of t-<p> at its log end; the answers it got so far."""
@@ -70,9 +72,10 @@ class Node:
                     "last_fetched_epoch": -1, "partition_max_bytes": 1 << 20} for p in partitions]}]}
         return _answers(handle_fetch(self.ctx(), req))
 
-    def epoch_request(self, current_leader_epoch: int, topic: str = "t", partition: int = 1) -> list[Any]:
+    def epoch_request(self, current_leader_epoch: int, topic: str = "t", *partitions: int) -> list[Any]:
         req = {"replica_id": FOLLOWER, "topics": [{"topic": topic, "partitions": [
-            {"partition": partition, "current_leader_epoch": current_leader_epoch, "leader_epoch": 0}]}]}
+            {"partition": p, "current_leader_epoch": current_leader_epoch, "leader_epoch": 0}
+            for p in partitions or (1,)]}]}
         return _answers(handle_offset_for_leader_epoch(self.ctx(), req))
 
 
@@ -105,6 +108,15 @@ def test_offset_for_leader_epoch_waits_until_this_broker_hears_of_the_epoch(node
     assert answered and _epoch_answer(answered)["error_code"] == ErrorCode.NONE
     assert _epoch_answer(answered)["end_offset"] == 0
     assert len(node.rm.purgatory) == 0
+
+
+def test_offset_for_leader_epoch_answers_once_every_partition_caught_up(node: Node) -> None:
+    answered = node.epoch_request(1, "t", 1, 2)
+    node.take_t1(1)
+    assert answered == []                              # t-2 still behind
+    node.take_t1(2)
+    assert answered
+    assert [p["error_code"] for p in answered[0]["topics"][0]["partitions"]] == [ErrorCode.NONE, ErrorCode.NONE]
 
 
 def test_offset_for_leader_epoch_gives_up_after_the_long_poll_time(node: Node) -> None:
