@@ -213,6 +213,12 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
 
 def publish(results: Results, header: str) -> None:
     """Merge ``results`` into bench/RESULTS.json; rewrite bench/RESULTS.md and the charts."""
+    try:
+        import matplotlib  # noqa: F401  (every chart is rewritten: without it they would all be lost)
+    except ImportError:
+        raise SystemExit("publish: matplotlib is not installed (pip install -e .[bench]); nothing was "
+                         "published (the run's rows stay in bench/results/*.jsonl: scripts/bench "
+                         "publish <file>)") from None
     runs, rows = report.load_published(PUBLISHED)
     runs, rows = report.merge_published(runs, rows, results, header)
     report.save_published(PUBLISHED, runs, rows)
