@@ -77,17 +77,17 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpoc
     for _, topic, p in behind:
         waiting.setdefault((topic, p["partition"]), []).append(p)
 
-    def caught_up() -> bool:
-        for key in [k for k, ps in waiting.items() if not any(is_behind(k[0], p) for p in ps)]:
-            del waiting[key]
-        return not waiting
-
     def caught_up_on(key: Any) -> bool:
-        """:func:`caught_up` for the one partition whose state changed (a follower asks about
-        thousands at once when a broker's leaderships move, and each one's change checks here)."""
+        """Is this broker caught up, checking again only the partition whose state changed (a
+        follower asks about thousands at once when a broker's leaderships move)?"""
         ps = waiting.get(key)
         if ps is not None and not any(is_behind(key[0], p) for p in ps):
             del waiting[key]
+        return not waiting
+
+    def caught_up() -> bool:
+        for key in list(waiting):
+            caught_up_on(key)
         return not waiting
 
     def finish(_timed_out: bool) -> dict[str, Any]:
