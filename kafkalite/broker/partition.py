@@ -129,16 +129,25 @@ class Partition:
         return self.log.log_start_offset
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
-        """Raise unless this replica leads, and the client's epoch (if given) matches ours."""
+        """Raise unless this replica leads, and the client's epoch (if given) matches ours.
+
+        The epoch is checked first, against this replica's epoch whether it leads or follows
+        (Kafka 2.8 ``Partition.getLocalLog``: ``checkCurrentLeaderEpoch``, then ``isLeader``):
+        a client with an older epoch asking a former leader gets FENCED_LEADER_EPOCH, one with
+        a newer epoch UNKNOWN_LEADER_EPOCH, and only one with our epoch NOT_LEADER_OR_FOLLOWER.
+        Fetch, ListOffsets and OffsetForLeaderEpoch carry an epoch; Produce, DeleteRecords and
+        WriteTxnMarkers do not (-1) and only need the leadership."""
         if self.offline:
             raise KafkaStorageError(f"{self.topic}-{self.index}: the log dir of this replica is offline")
-        if not self.is_leader:
-            raise PartitionError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
-                raise PartitionError("client leader epoch is older", ErrorCode.FENCED_LEADER_EPOCH)
+                raise PartitionError(f"{self.topic}-{self.index}: client leader epoch {current_leader_epoch} is "
+                                     f"older than {self.leader_epoch}", ErrorCode.FENCED_LEADER_EPOCH)
             if current_leader_epoch > self.leader_epoch:
-                raise PartitionError("client leader epoch is newer", ErrorCode.UNKNOWN_LEADER_EPOCH)
+                raise PartitionError(f"{self.topic}-{self.index}: client leader epoch {current_leader_epoch} is "
+                                     f"newer than {self.leader_epoch}", ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not self.is_leader:
+            raise PartitionError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     # -- roles -----------------------------------------------------------------------------------
     def become_leader(self, state: LeaderAndIsr, replicas: list[int], now_ms: int) -> None:

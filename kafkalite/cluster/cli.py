@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from kafkalite.cli.common import SharedOptions
 from kafkalite.cluster.local import DEFAULT_FIRST_ID, LocalCluster
 from kafkalite.cluster.processes import ENSEMBLE_SIZES, SERVING_MODES, ClusterError
 
@@ -251,11 +252,18 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _global_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=DEFAULT_DIR,
+                   help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
+
+
+#: --data-dir, before or after the subcommand
+GLOBAL_OPTIONS = SharedOptions(_global_options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kafkalite-cluster", description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=DEFAULT_DIR,
-                    help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = GLOBAL_OPTIONS.subcommands(ap, dest="command", required=True)
     up = sub.add_parser("up", help="start ZooKeeper, the brokers and a schema registry, wait until ready")
     up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
@@ -307,8 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return GLOBAL_OPTIONS.parse_args(build_parser(), argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return args.fn(args)
     except ClusterError as exc:

@@ -122,3 +122,17 @@ def test_tools_never_import_the_broker(tool: str) -> None:
                                   "kafkalite.net")):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_zk_schema_imports_nothing_of_kafkalite() -> None:
+    """zk_schema is the znode codec, usable on its own (by the tools, the controller and the tests
+    alike): it imports only itself and the standard library, never kafkalite, even though both sit
+    in the core layer (the layer table alone would allow it)."""
+    wrong = []
+    for module, path in modules():
+        if not (module == "zk_schema" or module.startswith("zk_schema.")):
+            continue
+        for target, line in imports_of(module, path):
+            if target.split(".")[0] in ("kafkalite", "spark_integration"):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
