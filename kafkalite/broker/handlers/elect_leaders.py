@@ -18,7 +18,6 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.controller.decisions import PREFERRED, UNCLEAN, ElectionResult
 from kafkalite.errors import ErrorCode
-from kafkalite.metadata import METADATA_CHANGED
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
@@ -52,12 +51,11 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
         return _response(ctx.api_version, bad, int(ErrorCode.INVALID_REQUEST))
     timeout_ms = max(req["timeout_ms"], 0)
     decided: dict[str, dict[tuple[str, int], ElectionResult] | None] = {"results": None}
-    purgatory = ctx.replicas.purgatory
     metadata = ctx.metadata
 
     def arrived(results: dict[tuple[str, int], ElectionResult]) -> None:
         decided["results"] = results
-        purgatory.check(METADATA_CHANGED)
+        ctx.topics.metadata_changed()
 
     ctx.controller.elect_leaders(election_type, wanted).addCallback(arrived)
 
@@ -83,4 +81,4 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
             final[key] = result
         return _response(ctx.api_version, final)
 
-    return purgatory.watch([METADATA_CHANGED], timeout_ms, ready, finish)
+    return ctx.topics.await_metadata(timeout_ms, ready, finish)

@@ -29,7 +29,7 @@ import logging
 from typing import Any
 
 from kafkalite.broker.registry import api
-from kafkalite.broker.replica_manager import PendingAck
+from kafkalite.broker.delayed_produce import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
