@@ -20,12 +20,11 @@ from twisted.internet import defer
 from twisted.python.failure import Failure
 
 from kafkalite.controller import decisions
-
-PartitionKey = tuple[str, int]
+from kafkalite.topic_partition import TopicPartition
 
 
 class ControllerEventManager:
-    def __init__(self, run_round: Callable[[set[PartitionKey] | None], defer.Deferred],
+    def __init__(self, run_round: Callable[[set[TopicPartition] | None], defer.Deferred],
                  is_active: Callable[[], bool], full_round_due: Callable[[], bool],
                  on_failure: Callable[[Failure, str], None]) -> None:
         """``run_round(keys)``: one round over every partition (None) or ``keys``;
@@ -38,11 +37,11 @@ class ControllerEventManager:
         self.dirty = False
         #: what the next round plans: every partition, or only these (their state changed)
         self._plan_all = True
-        self._plan_keys: set[PartitionKey] = set()
+        self._plan_keys: set[TopicPartition] = set()
         self._next_round: list[defer.Deferred] = []     # waiting for a round not yet started
         self._this_round: list[defer.Deferred] = []     # waiting for the running round
 
-    def reconcile(self, keys: set[PartitionKey] | None = None) -> None:
+    def reconcile(self, keys: set[TopicPartition] | None = None) -> None:
         """Run a round now, or one more after the running one."""
         if not self.is_active():
             return                             # winning the election starts with a full round
