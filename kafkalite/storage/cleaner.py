@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -69,12 +68,11 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from kafkalite.errors import KafkaStorageError
 from kafkalite.records.batch import (
-    CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
-    BatchInfo, read_header,
+    CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchInfo, read_header,
+    write_header,
 )
 from kafkalite.records.builder import BatchBuilder
 from kafkalite.records.control import ControlType, read_end_txn_marker
-from kafkalite.records.crc import crc32c
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.loader import CLEANED_SUFFIX
@@ -93,7 +91,6 @@ BYTES_PER_MAP_ENTRY = 24           # Kafka: 16-byte MD5 of the key + 8-byte offs
 MAP_LOAD_FACTOR = 0.9              # log.cleaner.io.buffer.load.factor
 WRITE_CHUNK = 1 << 20              # cleaned batches are written in chunks of about this size
 
-_EMPTY_HEADER = struct.Struct(">qiiBIhiqqqhii")
 
 
 class CleanerAborted(Exception):
@@ -610,8 +607,8 @@ def _empty_batch(info: BatchInfo) -> bytearray:
     keeping base offset, lastOffsetDelta, producer fields and leader epoch."""
     attributes = info.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
     buf = bytearray(HEADER_SIZE)
-    _EMPTY_HEADER.pack_into(buf, 0, info.base_offset, HEADER_SIZE - LOG_OVERHEAD, info.partition_leader_epoch, 2, 0,
-                            attributes, info.last_offset_delta, info.max_timestamp, info.max_timestamp,
-                            info.producer_id, info.producer_epoch, info.base_sequence, 0)
-    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
+    write_header(buf, base_offset=info.base_offset, partition_leader_epoch=info.partition_leader_epoch,
+                 attributes=attributes, last_offset_delta=info.last_offset_delta,
+                 base_timestamp=info.max_timestamp, max_timestamp=info.max_timestamp, producer_id=info.producer_id,
+                 producer_epoch=info.producer_epoch, base_sequence=info.base_sequence, records_count=0)
     return buf
