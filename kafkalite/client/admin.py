@@ -13,7 +13,7 @@ from typing import Any, Mapping, NamedTuple, Sequence
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 
-from .cluster import TopicPartition
+from .cluster import ClusterMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, check
 from .security import ClientSecurity
@@ -255,12 +255,14 @@ class Admin:
         return client._with_retries(attempt, "DeleteRecords") if todo else done
 
     def describe_log_dirs(self, broker_ids: Sequence[int] | None = None,
-                          topics: Sequence[str] | None = None) -> dict[int, list[LogDirDescription]]:
+                          topics: Sequence[str] | None = None, *,
+                          metadata: ClusterMetadata | None = None) -> dict[int, list[LogDirDescription]]:
         """DescribeLogDirs on each broker (None: every broker in the metadata): per broker its log
         dirs, each with its error (KAFKA_STORAGE_ERROR for an offline dir) and the replicas it holds.
         ``topics`` narrows the answer to every partition of those topics (an unknown topic simply
-        has none, as in Kafka)."""
-        md = self.client.metadata(list(topics) if topics else None)
+        has none, as in Kafka). A caller that already holds a Metadata answer covering ``topics``
+        passes it as ``metadata`` (the console's topics page: one Metadata request per view)."""
+        md = metadata if metadata is not None else self.client.metadata(list(topics) if topics else None)
         if broker_ids is None:
             broker_ids = sorted(md.brokers)
         unknown = [b for b in broker_ids if b not in md.brokers]
