@@ -1,0 +1,69 @@
+"""Overview and topics pages over a real broker: the list (search, paging), the topic page
+(partitions, offsets, configs with their documentation) and the topic actions."""
+from __future__ import annotations
+
+import html
+
+from kafkalite.client import Producer
+
+from .conftest import Console
+
+
+def test_overview_shows_the_broker_controller_and_health(console: Console, broker: object) -> None:
+    page = console.get("/")
+    assert page.status_code == 200
+    assert 'id="health">healthy<' in page.text
+    assert f"{broker.bootstrap}" in page.text           # type: ignore[attr-defined]
+    assert ">up<" in page.text
+
+
+def test_create_topic_then_list_search_and_page(console: Console) -> None:
+    for i in range(3):
+        r = console.post("/topics", {"name": f"paged-{i}", "partitions": "2", "replication_factor": "1",
+                                     "configs": "retention.ms=123456"})
+        assert r.status_code == 303 and r.headers["location"] == f"/topics/paged-{i}"
+    page = console.get("/topics?search=paged-&size=2")
+    assert "3 topic(s)" in page.text and "page 1 of 2" in page.text
+    assert ">paged-0<" in page.text and ">paged-1<" in page.text and ">paged-2<" not in page.text
+    second = console.get("/topics?search=paged-&size=2&page=2")
+    assert ">paged-2<" in second.text and ">paged-0<" not in second.text
+
+
+def test_topic_page_partitions_offsets_and_configs(console: Console, broker: object) -> None:
+    console.post("/topics", {"name": "detail-t", "partitions": "2", "replication_factor": "1"})
+    with Producer(broker.bootstrap) as p:         # type: ignore[attr-defined]
+        for i in range(5):
+            p.send("detail-t", f"v{i}".encode(), partition=0)
+    page = console.get("/topics/detail-t")
+    assert page.status_code == 200
+    rows = page.text.split('id="partitions"')[1].split("</table>")[0]
+    assert "<td>0</td><td>5</td><td>5</td>" in rows.replace("\n", "")       # log start, end, messages of p0
+    assert "retention.ms" in page.text and "cleanup.policy" in page.text
+    assert "delete and/or compact" in page.text          # kafkalite's own documentation of cleanup.policy
+
+
+def test_edit_config_override_then_reset_to_default(console: Console) -> None:
+    console.post("/topics", {"name": "cfg-t", "partitions": "1", "replication_factor": "1"})
+    r = console.post("/topics/cfg-t/config", {"key": "retention.ms", "value": "7777"})
+    assert r.status_code == 303
+    page = console.get("/topics/cfg-t").text
+    assert '<b>retention.ms</b>' in page and 'data-name="retention.ms">7777<' in page
+    console.post("/topics/cfg-t/config", {"key": "retention.ms", "reset": "1"})
+    page = console.get("/topics/cfg-t").text
+    assert '<b>retention.ms</b>' not in page and 'data-name="retention.ms">7777<' not in page
+
+
+def test_add_partitions_and_delete(console: Console) -> None:
+    console.post("/topics", {"name": "grow-t", "partitions": "1", "replication_factor": "1"})
+    assert console.post("/topics/grow-t/partitions", {"total": "3"}).status_code == 303
+    assert "3 partition(s)" in console.get("/topics/grow-t").text
+    assert console.post("/topics/grow-t/delete").status_code == 303
+    assert console.get("/topics/grow-t").status_code == 404
+
+
+def test_bad_input_is_a_page_with_the_error_not_a_crash(console: Console) -> None:
+    r = console.post("/topics", {"name": "bad-rf", "partitions": "1", "replication_factor": "9"})
+    assert r.status_code == 502 and "replication factor" in html.unescape(r.text).lower()
+    r = console.post("/topics", {"name": "x", "partitions": "two"})
+    assert r.status_code == 400 and "whole number" in r.text
+    assert console.get("/topics/no-such-topic").status_code == 404
