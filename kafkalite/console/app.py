@@ -23,7 +23,7 @@ from kafkalite.registry.client import RegistryClientError
 from .context import ConsoleContext
 from .decoding import Decoder
 from .handlers import groups, messages, metrics, overview, schemas, security, services, topics
-from .services.groups import GroupError, GroupsService
+from .services.groups import GroupError, GroupNotFound, GroupsService
 from .services.messages import BadRequest, MessagesService
 from .services.metrics import MetricsService
 from .services.overview import OverviewService
@@ -71,8 +71,8 @@ async def _every(interval_s: float, job: Callable[[], Any], what: str) -> None:
 
 async def _client_error(request: Request, exc: Exception) -> Response:
     status = 400 if isinstance(exc, (BadRequest, GroupError, ValueError)) else 502
-    if isinstance(exc, ClientError) and exc.code in (3, 69):      # UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND
-        status = 404
+    if isinstance(exc, GroupNotFound) or isinstance(exc, ClientError) and exc.code in (3, 69):
+        status = 404           # UNKNOWN_TOPIC_OR_PARTITION, GROUP_ID_NOT_FOUND
     if isinstance(exc, RegistryClientError) and exc.status in (404, 409, 422):
         status = exc.status
     return render(request, "error.html", {"title": "Error", "error": str(exc)}, status_code=status)

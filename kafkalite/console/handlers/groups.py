@@ -15,7 +15,15 @@ from ..web import action, blocking, field, flash, int_field, redirect, render
 
 
 def group_url(group_id: str) -> str:
-    return f"/groups/{quote(group_id, safe='')}"
+    """Group ids are any string (a ``/`` included), so they travel as a query parameter."""
+    return f"/group?id={quote(group_id, safe='')}"
+
+
+def _group_id(request: Request) -> str:
+    gid = request.query_params.get("id")
+    if gid is None:
+        raise ValueError("which group? (?id=...)")
+    return gid
 
 
 def routes(service: GroupsService) -> list[BaseRoute]:
@@ -23,19 +31,19 @@ def routes(service: GroupsService) -> list[BaseRoute]:
         return render(request, "groups.html", {"title": "Consumer groups", "groups": await blocking(service.groups)})
 
     async def detail(request: Request) -> Response:
-        gid = request.path_params["group_id"]
+        gid = _group_id(request)
         d = await blocking(service.detail, gid)
         return render(request, "group.html", {"title": f"Group {gid}", "d": d, "strategies": STRATEGIES,
                                               "chart": line_chart(service.history.series(gid), "total lag")})
 
     async def lag(request: Request) -> Response:
-        gid = request.path_params["group_id"]
+        gid = _group_id(request)
         d = await blocking(service.detail, gid)
         return render(request, "group_lag.html", {"d": d, "chart": line_chart(service.history.series(gid), "total lag")},
                       partial=True)
 
     async def reset(request: Request, form: FormData) -> Response:
-        gid = request.path_params["group_id"]
+        gid = field(form, "group_id")
         strategy = field(form, "strategy")
         topic = field(form, "topic").strip() or None
         value = int_field(form, "value")
@@ -49,11 +57,10 @@ def routes(service: GroupsService) -> list[BaseRoute]:
         return redirect(group_url(gid))
 
     async def delete(request: Request, form: FormData) -> Response:
-        gid = request.path_params["group_id"]
+        gid = field(form, "group_id")
         await blocking(service.delete, gid)
         flash(request, f"group {gid} deleted")
         return redirect("/groups")
 
-    return [Route("/groups", listing, name="groups"), Route("/groups/{group_id}", detail, name="group"),
-            Route("/groups/{group_id}/lag", lag), action("/groups/{group_id}/reset", reset),
-            action("/groups/{group_id}/delete", delete)]
+    return [Route("/groups", listing, name="groups"), Route("/group", detail, name="group"),
+            Route("/group/lag", lag), action("/group/reset", reset), action("/group/delete", delete)]

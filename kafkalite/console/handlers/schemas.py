@@ -16,7 +16,8 @@ SCHEMA_TYPES = ("AVRO", "JSON", "PROTOBUF")
 
 
 def subject_url(subject: str) -> str:
-    return f"/schemas/{quote(subject, safe='')}"
+    """Subjects are any string (a ``/`` included), so they travel as a query parameter."""
+    return f"/subject?name={quote(subject, safe='')}"
 
 
 def routes(service: SchemasService) -> list[BaseRoute]:
@@ -25,7 +26,9 @@ def routes(service: SchemasService) -> list[BaseRoute]:
         return render(request, "schemas.html", {"title": "Schemas", "subjects": subjects, "types": SCHEMA_TYPES})
 
     async def subject(request: Request) -> Response:
-        name = request.path_params["subject"]
+        name = request.query_params.get("name")
+        if name is None:
+            raise ValueError("which subject? (?name=...)")
         view = await blocking(service.subject, name, request.query_params.get("version", "latest"))
         diff = None
         old, new = int_field(request.query_params, "old"), int_field(request.query_params, "new")
@@ -49,4 +52,4 @@ def routes(service: SchemasService) -> list[BaseRoute]:
         return redirect(subject_url(name))
 
     return [Route("/schemas", listing, name="schemas"), action("/schemas/register", register),
-            Route("/schemas/{subject}", subject, name="subject")]
+            Route("/subject", subject, name="subject")]

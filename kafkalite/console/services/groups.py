@@ -28,6 +28,10 @@ class GroupError(ValueError):
     """A request the group's state refuses (shown as is)."""
 
 
+class GroupNotFound(GroupError):
+    pass
+
+
 @dataclass(frozen=True)
 class GroupRow:
     group_id: str
@@ -113,7 +117,7 @@ class GroupsService:
         admin = self.context.admin
         desc = admin.describe_group(group_id)
         if desc.state == "Dead":
-            raise GroupError(f"group {group_id!r} does not exist")
+            raise GroupNotFound(f"group {group_id!r} does not exist")
         committed = admin.list_group_offsets(group_id)
         owners = {tp: f"{m.member_id} ({m.client_id})" for m in desc.members for tp in m.assignment}
         tps = sorted(set(committed) | set(owners))

@@ -60,7 +60,7 @@ def test_read_only_refuses_every_post_even_with_a_token() -> None:
         page = c.get("/sql").text
         assert "read-only" in page
         token = csrf_of(page)
-        for path in ("/topics", "/topics/t/delete", "/topics/t/produce", "/groups/g/reset", "/security/acls", "/sql",
+        for path in ("/topics", "/topics/t/delete", "/topics/t/produce", "/group/reset", "/security/acls", "/sql",
                      "/schemas/register"):
             r = c.post(path, data={"csrf_token": token})
             assert r.status_code == 403 and "read-only" in r.text, path
