@@ -229,9 +229,9 @@ class MessagesService:
         parsed = serde.parse_avro(schema.schema, schema.dependencies)
         try:
             datum: Any = serde.from_json(parsed, json.dumps(json.loads(req.value)))
-        except ValueError as exc:
+            return serde.encode(schema.schema_id, parsed, datum)
+        except ValueError as exc:           # not JSON, or not this schema's record (SerdeError)
             raise BadRequest(f"the value is not Avro JSON for {subject} version {version}: {exc}") from None
-        return serde.encode(schema.schema_id, parsed, datum)
 
     def close(self) -> None:
         if self._producer is not None:
