@@ -5,8 +5,12 @@ from __future__ import annotations
 import html
 
 from kafkalite.client import Producer
+from kafkalite.client.cluster import ClusterMetadata, PartitionMetadata, TopicMetadata
+from kafkalite.console.services.overview import Overview, summarise
+from kafkalite.console.settings import ConsoleSettings
+from kafkalite.errors import ErrorCode
 
-from .conftest import Console
+from .conftest import Console, make_console
 
 
 def test_overview_shows_the_broker_controller_and_health(console: Console, broker: object) -> None:
@@ -67,3 +71,24 @@ def test_bad_input_is_a_page_with_the_error_not_a_crash(console: Console) -> Non
     r = console.post("/topics", {"name": "x", "partitions": "two"})
     assert r.status_code == 400 and "whole number" in r.text
     assert console.get("/topics/no-such-topic").status_code == 404
+
+
+def test_overview_lists_zookeeper_members_and_their_modes(broker: object, zookeeper: object) -> None:
+    for c in make_console(ConsoleSettings(broker.bootstrap,            # type: ignore[attr-defined]
+                                          zookeeper=f"{zookeeper.hosts},127.0.0.1:1/chroot",  # type: ignore[attr-defined]
+                                          lag_sample_interval_s=0)):
+        zk = c.get("/").text.split('id="zookeeper"')[1].split("</table>")[0]
+        assert f"<td>{zookeeper.hosts}</td><td>standalone</td>" in zk     # type: ignore[attr-defined]
+        assert "<td>127.0.0.1:1</td><td>down</td>" in zk
+
+
+def test_summary_counts_down_brokers_under_replicated_and_offline() -> None:
+    parts = {0: PartitionMetadata(0, 1, 0, [1, 2], [1], [], ErrorCode.NONE),
+             1: PartitionMetadata(1, -1, 0, [2], [], [2], ErrorCode.LEADER_NOT_AVAILABLE),
+             2: PartitionMetadata(2, 1, 0, [1], [1], [], ErrorCode.NONE)}
+    md = ClusterMetadata({1: ("h", 9, None)}, 1, "cid", {"t": TopicMetadata("t", ErrorCode.NONE, False, parts)})
+    brokers, topics, partitions, under, offline = summarise(md)
+    assert [(b.broker_id, b.up, b.controller) for b in brokers] == [(1, True, True), (2, False, False)]
+    assert (topics, partitions, under, offline) == (1, 3, 1, 1)
+    assert Overview("cid", 1, brokers, topics, partitions, under, offline, []).health == "unavailable"
+    assert Overview("cid", 1, brokers, topics, partitions, under, 0, []).health == "degraded"
