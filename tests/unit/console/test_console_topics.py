@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import html
+from typing import Any
 
 from kafkalite.client import Producer
 from kafkalite.client.cluster import ClusterMetadata, PartitionMetadata, TopicMetadata
+from kafkalite.client.admin import NewTopic
+from kafkalite.console.context import ConsoleContext
 from kafkalite.console.services.overview import Overview, summarise
+from kafkalite.console.services.topics import TopicsService
 from kafkalite.console.settings import ConsoleSettings
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.api_keys import ApiKey
 
 from .conftest import Console, make_console
 
@@ -92,3 +97,24 @@ def test_summary_counts_down_brokers_under_replicated_and_offline() -> None:
     assert (topics, partitions, under, offline) == (1, 3, 1, 1)
     assert Overview("cid", 1, brokers, topics, partitions, under, offline, []).health == "unavailable"
     assert Overview("cid", 1, brokers, topics, partitions, under, 0, []).health == "degraded"
+
+
+def test_a_topics_page_view_costs_one_metadata_request_whatever_the_partitions(broker: object) -> None:
+    """The scale contract: one Metadata request and one DescribeLogDirs per broker per page view
+    (never a request per partition), here with 300 partitions over 3 topics."""
+    ctx = ConsoleContext(ConsoleSettings(broker.bootstrap))              # type: ignore[attr-defined]
+    try:
+        ctx.call(lambda admin: admin.create_topics([NewTopic(f"scale-{i}", 100, 1) for i in range(3)]))
+        sent: list[ApiKey] = []
+        real = ctx.client.send
+
+        def counting(node: Any, api_key: ApiKey, body: Any, **kw: Any) -> Any:
+            sent.append(api_key)
+            return real(node, api_key, body, **kw)
+        ctx.client.send = counting                                      # type: ignore[method-assign]
+        page = TopicsService(ctx).page("scale-", 1, 2)
+        assert [r.name for r in page.rows] == ["scale-0", "scale-1"] and page.total == 3
+        assert [r.partitions for r in page.rows] == [100, 100] and all(r.size_bytes == 0 for r in page.rows)
+        assert sent == [ApiKey.METADATA, ApiKey.DESCRIBE_LOG_DIRS]
+    finally:
+        ctx.close()
