@@ -3,9 +3,13 @@ authorizer (the console's PLAINTEXT principal, User:ANONYMOUS, is a super user t
 page's note when there is no authorizer."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+from kafkalite.cli import configs as configs_tool
+from kafkalite.console.main import build_parser, settings_from
 from kafkalite.console.settings import ConsoleSettings
+from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port, make_pki, secure_overrides
 
 from .conftest import Console, make_console
 
@@ -32,3 +36,27 @@ def test_acls_listed_created_and_deleted(cluster_factory: Any) -> None:
 def test_without_an_authorizer_the_page_says_so(console: Console) -> None:
     page = console.get("/security")
     assert page.status_code == 200 and 'id="no-authorizer"' in page.text and 'id="quotas"' in page.text
+
+
+def test_on_a_secured_cluster_the_console_uses_its_own_sasl_ssl_credentials(cluster_factory: Any,
+                                                                             tmp_path: Path) -> None:
+    """--command-config gives the console SCRAM-SHA-512 over TLS as the super user admin: it manages
+    ACLs there; the same pages over PLAINTEXT (User:ANONYMOUS) are refused by the authorizer."""
+    pki = make_pki(tmp_path / "pki")
+    cluster = cluster_factory(1, {**secure_overrides(pki), **AUTHORIZER, "super.users": f"User:{ADMIN_USER}"})
+    assert configs_tool.main(["--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users", "--entity-name",
+                              ADMIN_USER, "--add-config", f"SCRAM-SHA-512=[password={ADMIN_PASSWORD}]"]) == 0
+    props = tmp_path / "console.properties"
+    props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.location={pki.ca}\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}";\n')
+    bootstrap = f"127.0.0.1:{listener_port(cluster.brokers[0], 'SASL_SSL')}"
+    settings = settings_from(build_parser().parse_args(["--bootstrap-server", bootstrap, "--command-config", str(props)]))
+    assert (settings.security.protocol, settings.security.username) == ("SASL_SSL", ADMIN_USER)
+    for console in make_console(settings):
+        assert console.post("/security/acls", ACL).status_code == 303
+        assert "Topic:payments" in console.get("/security").text
+        assert 'id="health">healthy<' in console.get("/").text
+    for anonymous in make_console(ConsoleSettings(cluster.bootstrap, lag_sample_interval_s=0)):
+        refused = anonymous.get("/security")
+        assert refused.status_code == 502 and "authoriz" in refused.text.lower()
