@@ -1,5 +1,6 @@
 """The console's golden paths in headless Chromium against a real 3-broker cluster with a schema
-registry, plus the XSS and CSRF cases. Every wait is a bounded poll on what the page shows."""
+registry, ACLs on a SASL_SSL cluster with an authorizer, plus the XSS and CSRF cases. Every wait
+is a bounded poll on what the page shows."""
 from __future__ import annotations
 
 import json
@@ -11,9 +12,11 @@ from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
+from kafkalite.cli import configs as configs_tool
 from kafkalite.client import Consumer, Producer
 from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.cluster import TopicPartition
+from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port, make_pki, secure_overrides
 
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "img" / "console.png"
 ORDER = json.dumps({"type": "record", "name": "Order", "namespace": "shop",
@@ -162,3 +165,27 @@ def test_hostile_records_show_as_text_and_posts_need_the_token(driver: Any, brok
     assert status == 403
     with Admin(broker.bootstrap) as admin:
         assert "forged" not in admin.list_topics()
+
+
+def test_create_and_delete_an_acl_on_a_secured_cluster(driver: Any, cluster_factory: Any, console_factory: Any,
+                                                       tmp_path: Path) -> None:
+    pki = make_pki(tmp_path / "pki")
+    cluster = cluster_factory(1, {**secure_overrides(pki), "super.users": f"User:{ADMIN_USER}",
+                                  "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert configs_tool.main(["--zookeeper", cluster.zk_connect, "--alter", "--entity-type", "users", "--entity-name",
+                              ADMIN_USER, "--add-config", f"SCRAM-SHA-512=[password={ADMIN_PASSWORD}]"]) == 0
+    props = tmp_path / "console.properties"
+    props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.location={pki.ca}\n"
+                     f"sasl.username={ADMIN_USER}\nsasl.password={ADMIN_PASSWORD}\n")
+    console = console_factory(f"127.0.0.1:{listener_port(cluster.brokers[0], 'SASL_SSL')}",
+                              extra_args=["--command-config", str(props)])
+    driver.get(console.url + "/security")
+    submit(driver, "#create-acl", {"resource_type": "Topic", "name": "payments", "pattern_type": "Prefixed",
+                                   "principal": "User:alice", "operation": "Write", "permission": "Deny"})
+    until(driver, lambda d: "ACL created" in d.page_source, "the ACL to be created")
+    row = driver.find_element(By.CSS_SELECTOR, "#acls tr:nth-child(2)")
+    assert [td.text for td in row.find_elements(By.TAG_NAME, "td")][:6] == \
+        ["Topic:payments", "Prefixed", "User:alice", "*", "Write", "Deny"]
+    row.find_element(By.TAG_NAME, "button").click()
+    until(driver, lambda d: "1 ACL(s) deleted" in d.page_source, "the ACL to be deleted")
+    assert "Topic:payments" not in driver.find_element(By.ID, "acls").text
