@@ -29,6 +29,7 @@ MAX_LIMIT = 500
 MAX_WINDOW = 10000
 #: a browse gives up reading after this long and shows what it has (a stalled leader, say)
 BROWSE_DEADLINE_S = 10.0
+POLL_RECORDS = 1000
 
 
 class BadRequest(ValueError):
@@ -179,14 +180,18 @@ class MessagesService:
                 consumer.seek(tp, begin[tp])
             active = set(todo)
             while active and time.monotonic() < deadline:
-                for rec in consumer.poll(timeout_ms=200):
+                polled = consumer.poll(timeout_ms=200, max_records=POLL_RECORDS)
+                for rec in polled:
                     tp = TopicPartition(rec.topic, rec.partition)
                     if rec.offset < stop[tp]:
                         out.append(rec)
-                for tp in list(active):
-                    if consumer.position(tp) >= stop[tp]:
-                        active.discard(tp)
-                consumer.assign(sorted(active))       # a finished partition is fetched no more
+                if len(polled) < POLL_RECORDS:
+                    # the consumer's buffer is drained (assign() would drop what it holds): a
+                    # partition read up to its stop offset is fetched no more
+                    done = {tp for tp in active if consumer.position(tp) >= stop[tp]}
+                    if done:
+                        active -= done
+                        consumer.assign(sorted(active))
             return out, not active
         finally:
             consumer.close(autocommit=False)

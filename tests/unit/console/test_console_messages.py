@@ -50,6 +50,16 @@ def test_browse_is_bounded_from_each_start_point(service: MessagesService, broke
     assert service.browse(BrowseRequest("browse-t", start="beginning", search="value-77", window=50)).rows == []
 
 
+def test_a_window_larger_than_one_poll_loses_nothing(service: MessagesService, broker: Any) -> None:
+    """One fetch brings more records than one poll returns: every one of them is read."""
+    make_topic(broker.bootstrap, "wide-t")
+    with Producer(broker.bootstrap, linger_ms=20) as p:
+        for i in range(2500):
+            p.send("wide-t", b"r%d" % i, partition=0)
+    found = service.browse(BrowseRequest("wide-t", start="beginning", search="r2499", window=2500))
+    assert found.scanned == 2500 and [r.offset for r in found.rows] == [2499] and found.complete
+
+
 def test_decoding_json_text_hex_and_headers(service: MessagesService, broker: Any) -> None:
     make_topic(broker.bootstrap, "decode-t")
     with Producer(broker.bootstrap) as p:
