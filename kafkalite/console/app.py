@@ -29,6 +29,7 @@ from .services.metrics import MetricsService
 from .services.overview import OverviewService
 from .services.remote import ConnectService, RemoteError, SqlService
 from .services.schemas import SchemasService
+from .services.scram_users import ScramUserError, ScramUsersService
 from .services.security import SecurityService
 from .services.topics import TopicsService
 from .settings import ConsoleSettings
@@ -45,6 +46,7 @@ class Services:
     groups: GroupsService
     schemas: SchemasService
     security: SecurityService
+    scram_users: ScramUsersService
     metrics: MetricsService
     connect: ConnectService | None
     sql: SqlService | None
@@ -54,6 +56,7 @@ def build_services(context: ConsoleContext) -> Services:
     s = context.settings
     return Services(OverviewService(context), TopicsService(context), MessagesService(context, Decoder(context.registry)),
                     GroupsService(context), SchemasService(context), SecurityService(context),
+                    ScramUsersService(s.zookeeper),
                     MetricsService(s.metrics_urls),
                     ConnectService(s.connect_url) if s.connect_url else None,
                     SqlService(s.sql_url) if s.sql_url else None)
@@ -100,7 +103,7 @@ def create_app(settings: ConsoleSettings, *, context: ConsoleContext | None = No
 
     routes: list[BaseRoute] = [
         *overview.routes(svc.overview), *topics.routes(svc.topics, svc.metrics), *messages.routes(svc.messages),
-        *groups.routes(svc.groups), *schemas.routes(svc.schemas), *security.routes(svc.security),
+        *groups.routes(svc.groups), *schemas.routes(svc.schemas), *security.routes(svc.security, svc.scram_users),
         *metrics.routes(svc.metrics), *services.routes(svc.connect, svc.sql),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
@@ -108,6 +111,7 @@ def create_app(settings: ConsoleSettings, *, context: ConsoleContext | None = No
                              session_cookie="kafkalite_console", same_site="strict", https_only=False)]
     errors: dict[Any, Any] = {ClientError: _client_error, RegistryClientError: _client_error,
                               BadRequest: _client_error, GroupError: _client_error, RemoteError: _client_error,
+                              ScramUserError: _client_error,
                               ValueError: _client_error}
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=errors, lifespan=lifespan)
     app.state.settings = settings

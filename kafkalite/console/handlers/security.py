@@ -8,9 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ..services.scram_users import MECHANISMS, ScramUsersService
 from ..services.security import (OPERATIONS, PATTERN_TYPES, PERMISSIONS, RESOURCE_TYPES, SecurityService,
                                  binding_from_form)
-from ..web import action, blocking, field, flash, redirect, render
+from ..web import action, blocking, field, flash, int_field, redirect, render
 
 
 def _binding(form: FormData) -> AclBinding:
@@ -19,11 +20,26 @@ def _binding(form: FormData) -> AclBinding:
                              field(form, "operation"), field(form, "permission"))
 
 
-def routes(service: SecurityService) -> list[BaseRoute]:
+def routes(service: SecurityService, users: ScramUsersService) -> list[BaseRoute]:
     async def page(request: Request) -> Response:
+        scram = await blocking(users.users) if users.configured else None
         return render(request, "security.html", {"title": "Security", "v": await blocking(service.view),
                                                  "resource_types": RESOURCE_TYPES, "operations": OPERATIONS,
-                                                 "pattern_types": PATTERN_TYPES, "permissions": PERMISSIONS})
+                                                 "pattern_types": PATTERN_TYPES, "permissions": PERMISSIONS,
+                                                 "scram_users": scram, "mechanisms": MECHANISMS})
+
+    async def set_password(request: Request, form: FormData) -> Response:
+        user, mechanism = field(form, "user").strip(), field(form, "mechanism")
+        await blocking(users.set_password, user, mechanism, field(form, "password"),
+                       int_field(form, "iterations", 4096) or 4096)
+        flash(request, f"{mechanism} credential of user {user} set")
+        return redirect("/security#scram")
+
+    async def delete_user(request: Request, form: FormData) -> Response:
+        user, mechanism = field(form, "user"), field(form, "mechanism")
+        await blocking(users.delete, user, mechanism)
+        flash(request, f"{mechanism} credential of user {user} deleted")
+        return redirect("/security#scram")
 
     async def create(request: Request, form: FormData) -> Response:
         binding = _binding(form)
@@ -38,4 +54,5 @@ def routes(service: SecurityService) -> list[BaseRoute]:
         return redirect("/security")
 
     return [Route("/security", page, name="security"), action("/security/acls", create),
-            action("/security/acls/delete", delete)]
+            action("/security/acls/delete", delete), action("/security/users", set_password),
+            action("/security/users/delete", delete_user)]

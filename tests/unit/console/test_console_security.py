@@ -7,9 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from kafkalite.cli import configs as configs_tool
+from kafkalite.client.admin import Admin
+from kafkalite.client.errors import ClientError
+from kafkalite.client.security import ClientSecurity
 from kafkalite.console.main import build_parser, settings_from
 from kafkalite.console.settings import ConsoleSettings
 from tests.support.security import ADMIN_PASSWORD, ADMIN_USER, listener_port, make_pki, secure_overrides
+from tests.support.waiting import wait_for
 
 from .conftest import Console, make_console
 
@@ -36,6 +40,18 @@ def test_acls_listed_created_and_deleted(cluster_factory: Any) -> None:
 def test_without_an_authorizer_the_page_says_so(console: Console) -> None:
     page = console.get("/security")
     assert page.status_code == 200 and 'id="no-authorizer"' in page.text and 'id="quotas"' in page.text
+    assert "start the console with --zookeeper" in page.text
+    refused = console.post("/security/users", {"user": "u", "mechanism": "SCRAM-SHA-256", "password": "p"})
+    assert refused.status_code == 400 and "--zookeeper" in refused.text
+
+
+def _authenticates(bootstrap: str, security: ClientSecurity) -> bool:
+    try:
+        with Admin(bootstrap, security=security, request_timeout_ms=5000) as admin:
+            admin.list_topics()
+        return True
+    except ClientError:
+        return False
 
 
 def test_on_a_secured_cluster_the_console_uses_its_own_sasl_ssl_credentials(cluster_factory: Any,
@@ -51,12 +67,28 @@ def test_on_a_secured_cluster_the_console_uses_its_own_sasl_ssl_credentials(clus
                      "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
                      f'username="{ADMIN_USER}" password="{ADMIN_PASSWORD}";\n')
     bootstrap = f"127.0.0.1:{listener_port(cluster.brokers[0], 'SASL_SSL')}"
-    settings = settings_from(build_parser().parse_args(["--bootstrap-server", bootstrap, "--command-config", str(props)]))
+    settings = settings_from(build_parser().parse_args(["--bootstrap-server", bootstrap, "--command-config", str(props),
+                                                        "--zookeeper", cluster.zk_connect]))
     assert (settings.security.protocol, settings.security.username) == ("SASL_SSL", ADMIN_USER)
     for console in make_console(settings):
         assert console.post("/security/acls", ACL).status_code == 303
         assert "Topic:payments" in console.get("/security").text
         assert 'id="health">healthy<' in console.get("/").text
+        # SCRAM users: a credential set from the page lets that user authenticate; deleted, it does not
+        users = console.get("/security").text.split('id="scram-users"')[1].split("</table>")[0]
+        assert f"<td>{ADMIN_USER}</td><td>SCRAM-SHA-512</td>" in users and "salt" not in users
+        r = console.post("/security/users", {"user": "alice", "mechanism": "SCRAM-SHA-256", "password": "alice-pw",
+                                             "iterations": "4096"})
+        assert r.status_code == 303
+        assert "<td>alice</td><td>SCRAM-SHA-256</td>" in console.get("/security").text
+        alice = ClientSecurity("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-pw", str(pki.ca))
+        wait_for(lambda: _authenticates(bootstrap, alice), 20, "alice's new credential to be accepted")
+        short = console.post("/security/users", {"user": "bob", "mechanism": "SCRAM-SHA-256", "password": "x",
+                                                 "iterations": "10"})
+        assert short.status_code == 400 and "iterations" in short.text.lower()
+        assert console.post("/security/users/delete", {"user": "alice", "mechanism": "SCRAM-SHA-256"}).status_code == 303
+        assert "<td>alice</td>" not in console.get("/security").text
+        wait_for(lambda: not _authenticates(bootstrap, alice), 20, "alice's deleted credential to be refused")
     for anonymous in make_console(ConsoleSettings(cluster.bootstrap, lag_sample_interval_s=0)):
         refused = anonymous.get("/security")
         assert refused.status_code == 502 and "authoriz" in refused.text.lower()
