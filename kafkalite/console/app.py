@@ -20,7 +20,8 @@ from starlette.staticfiles import StaticFiles
 from kafkalite.client.errors import ClientError
 from kafkalite.registry.client import RegistryClientError
 
-from .context import ConsoleContext
+from . import people
+from .context import ConsoleContext, LoginFailed, Logins
 from .decoding import Decoder
 from .handlers import groups, messages, metrics, overview, schemas, security, services, topics
 from .services.groups import GroupError, GroupNotFound, GroupsService
@@ -85,6 +86,7 @@ def create_app(settings: ConsoleSettings, *, context: ConsoleContext | None = No
                session_secret: str | None = None) -> Starlette:
     context = context or ConsoleContext(settings)
     svc = build_services(context)
+    logins = Logins(context, settings.login_idle_s) if settings.user_login else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -98,20 +100,22 @@ def create_app(settings: ConsoleSettings, *, context: ConsoleContext | None = No
         finally:
             for t in tasks:
                 t.cancel()
-            await blocking(svc.messages.close)
+            if logins is not None:
+                await blocking(logins.close_all)
             await blocking(context.close)
 
     routes: list[BaseRoute] = [
         *overview.routes(svc.overview), *topics.routes(svc.topics, svc.metrics), *messages.routes(svc.messages),
         *groups.routes(svc.groups), *schemas.routes(svc.schemas), *security.routes(svc.security, svc.scram_users),
-        *metrics.routes(svc.metrics), *services.routes(svc.connect, svc.sql),
+        *metrics.routes(svc.metrics), *services.routes(svc.connect, svc.sql), *people.routes(logins),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [Middleware(SessionMiddleware, secret_key=session_secret or secrets.token_urlsafe(32),
-                             session_cookie="kafkalite_console", same_site="strict", https_only=False)]
+                             session_cookie="kafkalite_console", same_site="strict", https_only=False),
+                  Middleware(people.PersonMiddleware, logins=logins)]
     errors: dict[Any, Any] = {ClientError: _client_error, RegistryClientError: _client_error,
                               BadRequest: _client_error, GroupError: _client_error, RemoteError: _client_error,
-                              ScramUserError: _client_error,
+                              ScramUserError: _client_error, LoginFailed: _client_error,
                               ValueError: _client_error}
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=errors, lifespan=lifespan)
     app.state.settings = settings

@@ -30,6 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--listen", metavar="HOST:PORT", default=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
                    help=f"address to serve on (default {DEFAULT_HOST}:{DEFAULT_PORT}; port 0 picks a free one)")
     p.add_argument("--read-only", action="store_true", help="refuse every change (no create, delete, produce, reset)")
+    p.add_argument("--user-login", action="store_true",
+                   help="ask each person to log in with their own SASL user and password (the --command-config's "
+                        "security.protocol and sasl.mechanism), so the cluster's ACLs apply to what they see and do")
     p.add_argument("--lag-sample-interval", type=float, default=10.0, metavar="SECONDS",
                    help="how often consumer lag is sampled for the lag charts (0: only when a page is viewed)")
     p.add_argument("--metrics-interval", type=float, default=5.0, metavar="SECONDS",
@@ -41,10 +44,14 @@ def settings_from(args: argparse.Namespace) -> ConsoleSettings:
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ToolError(f"--listen {args.listen!r} is not HOST:PORT")
+    security = command_config_security(args)
+    if args.user_login and not security.sasl:
+        raise ToolError("--user-login needs a SASL security.protocol in --command-config (SASL_SSL or SASL_PLAINTEXT)")
     return ConsoleSettings(
-        args.bootstrap_server, command_config_security(args), args.registry_url, args.connect_url, args.sql_url,
+        args.bootstrap_server, security, args.registry_url, args.connect_url, args.sql_url,
         tuple(u.strip() for u in args.metrics_urls.split(",") if u.strip()), args.zookeeper, args.read_only,
-        host.strip("[]") or DEFAULT_HOST, int(port), args.lag_sample_interval, args.metrics_interval)
+        args.user_login, host=host.strip("[]") or DEFAULT_HOST, port=int(port),
+        lag_sample_interval_s=args.lag_sample_interval, metrics_interval_s=args.metrics_interval)
 
 
 def main(argv: list[str]) -> int:

@@ -19,6 +19,9 @@ class ConsoleSettings:
     metrics_urls: tuple[str, ...] = ()
     zookeeper: str | None = None
     read_only: bool = False
+    #: ask each person for their own SASL user and password, so the cluster's ACLs apply to them
+    user_login: bool = False
+    login_idle_s: float = 1800.0
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     #: how often consumer-group lag is sampled for the lag-over-time charts (0: never)

@@ -63,6 +63,7 @@ def render(request: Request, template: str, context: Mapping[str, Any], status_c
     state = request.app.state
     messages = [] if partial else request.session.pop("flash", [])
     ctx = {"request": request, "csrf": csrf_token(request), "read_only": state.settings.read_only,
+           "user": getattr(request.state, "user", None),
            "settings": state.settings, "flashes": messages, "htmx": HTMX, **context}
     response = state.templates.TemplateResponse(request, template, ctx, status_code=status_code)
     response.headers["Content-Security-Policy"] = ("default-src 'self'; script-src 'self'; style-src 'self'; "
@@ -80,10 +81,11 @@ async def blocking(fn: Callable[..., T], *args: Any) -> T:
     return await run_in_threadpool(fn, *args)
 
 
-def action(path: str, handler: ActionHandler) -> Route:
-    """A POST route behind the guard: read-only mode refuses it, a missing or wrong CSRF token too."""
+def action(path: str, handler: ActionHandler, *, changes_cluster: bool = True) -> Route:
+    """A POST route behind the guard: read-only mode refuses it (unless it ``changes_cluster`` not,
+    as logging in), a missing or wrong CSRF token always."""
     async def guarded(request: Request) -> Response:
-        if request.app.state.settings.read_only:
+        if changes_cluster and request.app.state.settings.read_only:
             return PlainTextResponse("the console is read-only (--read-only)", status_code=403)
         form = await request.form()
         sent = request.headers.get("x-csrf-token") or form.get("csrf_token")

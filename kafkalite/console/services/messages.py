@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import math
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.client.cluster import TopicPartition
 from kafkalite.client.consumer import Consumer, ConsumerRecord
 from kafkalite.client.errors import ClientError
-from kafkalite.client.producer import Producer
+from kafkalite.client.producer import Producer, RecordMetadata
 from kafkalite.registry import serde
 from kafkalite.registry.client import RegistryClientError
 
@@ -118,7 +119,6 @@ class MessagesService:
     def __init__(self, context: ConsoleContext, decoder: Decoder) -> None:
         self.context = context
         self.decoder = decoder
-        self._producer: Producer | None = None
 
     def browse(self, req: BrowseRequest) -> BrowseResult:
         return self.context.call(lambda admin: self._browse(req))
@@ -207,14 +207,13 @@ class MessagesService:
         value = self._encode_value(req)
         key = None if req.null_key and req.key == "" else req.key.encode()
         headers = parse_headers(req.headers)
-        with self.context.producer_lock:
-            if self._producer is None:
-                self._producer = Producer(self.context.settings.bootstrap_servers, acks="all",
-                                          client_id="kafkalite-console-producer", allow_auto_create_topics=False,
-                                          security=self.context.settings.security,
-                                          request_timeout_ms=self.context.settings.request_timeout_ms)
-            future = self._producer.send(req.topic, value, key, partition=req.partition, headers=headers)
-            self._producer.flush(self.context.settings.request_timeout_ms / 1000.0)
+        timeout_s = self.context.settings.request_timeout_ms / 1000.0
+
+        def send(producer: Producer) -> "Future[RecordMetadata]":
+            future = producer.send(req.topic, value, key, partition=req.partition, headers=headers)
+            producer.flush(timeout_s)
+            return future
+        future = self.context.produce(send)
         meta = future.result(timeout=0)
         return meta.partition, meta.offset
 
@@ -237,11 +236,6 @@ class MessagesService:
             return serde.encode(schema.schema_id, parsed, datum)
         except ValueError as exc:           # not JSON, or not this schema's record (SerdeError)
             raise BadRequest(f"the value is not Avro JSON for {subject} version {version}: {exc}") from None
-
-    def close(self) -> None:
-        if self._producer is not None:
-            self._producer.close(5)
-            self._producer = None
 
 
 def _matches(row: MessageRow, req: BrowseRequest) -> bool:

@@ -27,7 +27,6 @@ def service(broker: Any) -> Any:
     ctx = ConsoleContext(ConsoleSettings(broker.bootstrap))
     svc = MessagesService(ctx, Decoder(None))
     yield svc
-    svc.close()
     ctx.close()
 
 
