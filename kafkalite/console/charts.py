@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Mapping, Sequence
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 WIDTH, HEIGHT, PAD = 560, 160, 34
 COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2")

@@ -16,7 +16,6 @@ from typing import Any
 
 from kafkalite.client.cluster import TopicPartition
 from kafkalite.client.consumer import Consumer, ConsumerRecord
-from kafkalite.client.errors import ClientError
 from kafkalite.client.producer import Producer, RecordMetadata
 from kafkalite.registry import serde
 from kafkalite.registry.client import RegistryClientError
@@ -245,7 +244,3 @@ def _matches(row: MessageRow, req: BrowseRequest) -> bool:
     key_hit = needle in row.key.text
     value_hit = needle in row.value.text
     return {"key": key_hit, "value": value_hit, "any": key_hit or value_hit}[req.search_in]
-
-
-__all__ = ["BadRequest", "BrowseRequest", "BrowseResult", "ClientError", "MessageRow", "MessagesService",
-           "ProduceRequest", "parse_headers"]
