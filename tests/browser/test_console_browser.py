@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -41,7 +41,10 @@ def submit(driver: Any, form_css: str, fields: dict[str, str], button_css: str =
 
 
 def until(driver: Any, condition: Callable[[Any], Any], what: str) -> Any:
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(condition, message=what)
+    """Poll ``condition``; an element htmx swapped out between finding and reading it is polled again."""
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.2,
+                         ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+                         ).until(condition, message=what)
 
 
 def test_golden_paths(driver: Any, cluster_factory: Any, registry_factory: Any, console_factory: Any) -> None:
