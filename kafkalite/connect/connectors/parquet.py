@@ -523,6 +523,8 @@ class ParquetSinkTask(SinkTask):
             offset = record.original_kafka_offset
             if state.last_offset is not None and offset <= state.last_offset:
                 continue  # redelivered after a rewind: already buffered or written
+            if state.committed is not None and offset < state.committed:
+                continue  # already in a file (a runtime that delivered from before the recovered position)
             if record.value is None:
                 state.last_offset = offset
                 continue

@@ -161,3 +161,15 @@ def test_recovery_removes_an_incomplete_flush(tmp_path):
     again.open([tp])
     assert context.offsets == {} and files(tmp_path) == []
 
+
+
+def test_records_already_in_files_are_not_written_again_without_a_seek(tmp_path):
+    props = {"store.url": str(tmp_path), "flush.size": "2"}
+    tp = TopicPartition("positions", 0)
+    task, _ = start(props)
+    task.open([tp])
+    task.put([record(0, i) for i in range(4)])
+    again, _ = start(props)
+    again.open([tp])
+    again.put([record(0, i) for i in range(6)])  # a runtime that ignored the seek redelivers 0..5
+    assert sorted(offsets_in_files(tmp_path).items()) == [(("0", i), 1) for i in range(6)]
