@@ -80,6 +80,9 @@ def test_string_bytes_and_number_converters():
     string = StringConverter()
     string.configure({}, False)
     assert string.from_connect_data("t", None, True) == b"true"
+    assert string.from_connect_data("t", None, {"a": [1, 2]}) == b"{a=[1, 2]}"  # Java's toString
+    struct_schema = SchemaBuilder.struct().field("id", INT64_SCHEMA).build()
+    assert string.from_connect_data("t", struct_schema, Struct(struct_schema).put("id", 3)) == b"Struct{id=3}"
     assert string.to_connect_data("t", "é".encode()) == (OPTIONAL_STRING_SCHEMA, "é")
     latin = new_converter("StringConverter", {"converter.encoding": "ISO-8859-1"}, True)
     assert latin.from_connect_data("t", None, "é") == b"\xe9"
