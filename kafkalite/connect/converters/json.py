@@ -73,6 +73,10 @@ _NUMBER_MARK = "\u0000num:"
 _NUMBER_RE = re.compile(r'"\\u0000num:([-+0-9.]+)"')
 
 
+#: one decoder for every record (json.loads would build a new one per call when given parse_float)
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
+
+
 def _dumps(node: Any) -> bytes:
     def default(obj: Any) -> Any:
         if isinstance(obj, _Number):
@@ -427,6 +431,8 @@ class JsonConverter:
         self.numeric_decimals = False
         self.cache_size = 1000
         self._schema_cache: OrderedDict[str, Schema | None] = OrderedDict()
+        #: Connect schema -> its envelope JSON text (Kafka's fromConnectSchemaCache)
+        self._json_schema_cache: dict[Schema, bytes] = {}
         self.is_key = False
 
     def config(self) -> ConfigDef:
@@ -444,6 +450,7 @@ class JsonConverter:
 
     def close(self) -> None:
         self._schema_cache.clear()
+        self._json_schema_cache.clear()
 
     # -- Converter ---------------------------------------------------------------------------
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
@@ -451,22 +458,33 @@ class JsonConverter:
         if schema is None and value is None:
             return None
         payload = _to_json(schema, value, self.numeric_decimals)
-        if self.schemas_enabled:
-            node: Any = {"schema": as_json_schema(schema, self.numeric_decimals), "payload": payload}
-        else:
-            node = payload
         try:
-            return _dumps(node)
+            payload_json = _dumps(payload)
+            if not self.schemas_enabled:
+                return payload_json
+            # the envelope as json.dumps would write it, with the schema's text computed once per schema
+            return b'{"schema":' + self._schema_json(schema) + b',"payload":' + payload_json + b"}"
         except (TypeError, ValueError) as exc:
             raise DataException(f"Converting Kafka Connect data to byte[] failed due to serialization error: "
                                 f"{exc}") from exc
+
+    def _schema_json(self, schema: Schema | None) -> bytes:
+        if schema is None:
+            return b"null"
+        cached = self._json_schema_cache.get(schema)
+        if cached is None:
+            cached = _dumps(as_json_schema(schema, self.numeric_decimals))
+            if len(self._json_schema_cache) >= max(self.cache_size, 1):
+                self._json_schema_cache.clear()
+            self._json_schema_cache[schema] = cached
+        return cached
 
     def to_connect_data(self, topic: str, data: bytes | None,
                         headers: ConnectHeaders | None = None) -> SchemaAndValue:
         if data is None:
             return SchemaAndValue(None, None)
         try:
-            node = json.loads(bytes(data).decode("utf-8"), parse_float=decimal.Decimal)
+            node = _DECODER.decode(bytes(data).decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataException(f"Converting byte[] to Kafka Connect data failed due to serialization error: "
                                 f"{exc}") from exc
@@ -483,7 +501,7 @@ class JsonConverter:
     def _connect_schema(self, node: Any) -> Schema | None:
         if node is None:
             return None
-        key = json.dumps(node, sort_keys=True, default=str)
+        key = repr(node)  # same text, same parsed dict in the same order: a cheap exact key
         if key in self._schema_cache:
             self._schema_cache.move_to_end(key)
             return self._schema_cache[key]
