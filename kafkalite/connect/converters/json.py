@@ -371,10 +371,8 @@ def _to_connect(schema: Schema | None, node: Any) -> Any:
         return result
     if not isinstance(node, dict):
         raise DataException("Structs should be encoded as JSON objects, but found " + _node_type(node))
-    struct = Struct(schema)
-    for field in schema.fields:
-        struct.put(field, _to_connect(field.schema, node.get(field.name)))
-    return struct
+    # each value was checked against its field's schema as it was read
+    return Struct.from_checked(schema, [_to_connect(f.schema, node.get(f.name)) for f in schema.fields])
 
 
 def _hashable(key: Any) -> Any:
@@ -433,6 +431,10 @@ class JsonConverter:
         self._schema_cache: OrderedDict[str, Schema | None] = OrderedDict()
         #: Connect schema -> its envelope JSON text (Kafka's fromConnectSchemaCache)
         self._json_schema_cache: dict[Schema, bytes] = {}
+        #: the envelope prefix (``{"schema":<text>,"payload":``) last read, and its schema: records of
+        #: a topic share one schema, so its text is recognised instead of parsed again
+        self._last_prefix: bytes | None = None
+        self._last_schema: Schema | None = None
         self.is_key = False
 
     def config(self) -> ConfigDef:
@@ -483,8 +485,17 @@ class JsonConverter:
                         headers: ConnectHeaders | None = None) -> SchemaAndValue:
         if data is None:
             return SchemaAndValue(None, None)
+        raw = bytes(data)
+        prefix = self._last_prefix
+        if self.schemas_enabled and prefix is not None and raw.startswith(prefix) and raw.endswith(b"}"):
+            try:
+                payload = _DECODER.decode(raw[len(prefix):-1].decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                pass  # not a whole JSON value between the prefix and the closing brace: the full path decides
+            else:
+                return SchemaAndValue(self._last_schema, _to_connect(self._last_schema, payload))
         try:
-            node = _DECODER.decode(bytes(data).decode("utf-8"))
+            node = _DECODER.decode(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataException(f"Converting byte[] to Kafka Connect data failed due to serialization error: "
                                 f"{exc}") from exc
@@ -495,8 +506,25 @@ class JsonConverter:
                     "contain additional fields. If you are trying to deserialize plain JSON data, set "
                     "schemas.enable=false in your converter configuration.")
             schema = self._connect_schema(node["schema"])
-            return SchemaAndValue(schema, _to_connect(schema, node["payload"]))
+            value = _to_connect(schema, node["payload"])
+            self._remember_prefix(raw, schema)
+            return SchemaAndValue(schema, value)
         return SchemaAndValue(None, _to_connect(None, node))
+
+    def _remember_prefix(self, raw: bytes, schema: Schema | None) -> None:
+        """Keep ``{"schema":<text>,"payload":`` of an envelope whose schema text ends where the
+        payload key starts, so the next record with the same schema text skips parsing it."""
+        head = b'{"schema":'
+        if not raw.startswith(head):
+            return
+        try:
+            _, end = _DECODER.raw_decode(raw.decode("utf-8"), len(head))
+        except (UnicodeDecodeError, ValueError):
+            return
+        text = raw.decode("utf-8")
+        if text.startswith(',"payload":', end):
+            self._last_prefix = text[:end + len(',"payload":')].encode("utf-8")
+            self._last_schema = schema
 
     def _connect_schema(self, node: Any) -> Schema | None:
         if node is None:
