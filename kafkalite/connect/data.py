@@ -58,7 +58,7 @@ class Type(enum.Enum):
 
     @property
     def is_primitive(self) -> bool:
-        return self not in (Type.ARRAY, Type.MAP, Type.STRUCT)
+        return self is not Type.ARRAY and self is not Type.MAP and self is not Type.STRUCT
 
     @property
     def is_integer(self) -> bool:

@@ -208,7 +208,13 @@ def _infer_type(value: Any) -> Type:
     raise DataException(f"Java class {type(value).__name__} does not have corresponding schema type.")
 
 
-def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
+_AS_IS = frozenset({Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.BOOLEAN, Type.STRING})
+_FLOATS = frozenset({Type.FLOAT32, Type.FLOAT64})
+
+
+def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool, checked: bool = False) -> Any:
+    """A Connect value as the JSON Kafka writes; ``checked`` when it comes out of a Struct, whose
+    puts already validated it (so it is not validated twice)."""
     if value is None:
         if schema is None:
             return None
@@ -223,19 +229,23 @@ def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
             return logical
     schema_type = schema.type if schema is not None else _infer_type(value)
     try:
-        if schema is not None and schema_type.is_primitive:
-            validate_value(schema, value)
-        if schema_type in (Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.BOOLEAN, Type.STRING):
+        if schema_type in _AS_IS:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return value
-        if schema_type in (Type.FLOAT32, Type.FLOAT64):
+        if schema_type in _FLOATS:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return float(value)
         if schema_type is Type.BYTES:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return base64.b64encode(bytes(value)).decode("ascii")
         if schema_type is Type.ARRAY:
             if not isinstance(value, (list, tuple)):
                 raise DataException(f"Invalid type for array: {type(value).__name__}")
             element = schema.value_schema if schema is not None else None
-            return [_to_json(element, item, numeric_decimals) for item in value]
+            return [_to_json(element, item, numeric_decimals, checked) for item in value]
         if schema_type is Type.MAP:
             if not isinstance(value, dict):
                 raise DataException(f"Invalid type for map: {type(value).__name__}")
@@ -244,15 +254,15 @@ def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
             object_mode = (all(isinstance(k, str) for k in value) if schema is None
                            else schema.key_schema.type is Type.STRING)
             if object_mode:
-                return {str(k): _to_json(value_schema, v, numeric_decimals) for k, v in value.items()}
-            return [[_to_json(key_schema, k, numeric_decimals), _to_json(value_schema, v, numeric_decimals)]
-                    for k, v in value.items()]
+                return {str(k): _to_json(value_schema, v, numeric_decimals, checked) for k, v in value.items()}
+            return [[_to_json(key_schema, k, numeric_decimals, checked),
+                     _to_json(value_schema, v, numeric_decimals, checked)] for k, v in value.items()]
         if schema_type is Type.STRUCT:
             if not isinstance(value, Struct):
                 raise DataException(f"Invalid type for struct: {type(value).__name__}")
             if schema is not None and value.schema != schema:
                 raise DataException("Mismatching schema.")
-            return {f.name: _to_json(f.schema, value.get(f), numeric_decimals) for f in value.schema.fields}
+            return {f.name: _to_json(f.schema, value.get(f), numeric_decimals, True) for f in value.schema.fields}
     except DataException:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
