@@ -14,17 +14,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.interop_support import kcat
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.interop
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
 def kcat_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
@@ -80,6 +74,7 @@ def test_kcat_reads_committed_only_with_isolation_level_read_committed(broker: A
 PRODUCER_SCRIPT = r"""
 import sys, time
 from confluent_kafka import Producer
+from tests.support.topics import create_topic
 bootstrap, topic, txn_id = sys.argv[1:4]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 6000})
 p.init_transactions(30)
