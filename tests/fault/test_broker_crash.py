@@ -10,9 +10,9 @@ import uuid
 from typing import Any
 
 from kafkalite.protocol.api_keys import ApiKey
-from tests.support.wire import metadata_body, request
+from tests.support.wire import request
 from tests.support.zookeeper import free_port
-from tests.support.topics import create_topic, wait_leaders
+from tests.support.topics import create_topic, wait_controller, wait_leaders
 
 VALUE_SIZE = 100
 
@@ -29,10 +29,7 @@ def fixed_port_cluster(cluster_factory: Any) -> tuple[Any, Any]:
     """A fixed listener port, so that clients reconnect to the restarted broker."""
     cluster = cluster_factory(1, {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     b = cluster.brokers[0]
-    deadline = time.monotonic() + 30
-    while request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] != b.broker_id:
-        assert time.monotonic() < deadline, "no controller"
-        time.sleep(0.05)
+    wait_controller(b)
     return cluster, b
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.protocol.api_keys import ApiKey
-from tests.support.topics import create_topic
+from tests.support.topics import create_topic, wait_controller
 from tests.support.wire import metadata_body, request
 from tests.support.waiting import wait_for
 
@@ -50,7 +50,7 @@ def test_session_expiry_by_sigstop_reregisters_and_keeps_serving(cluster_factory
     log shows the session-lost transition and no traceback."""
     cluster = cluster_factory(1)
     b = cluster.brokers[0]
-    wait_for(lambda: controller_id(b) == b.broker_id, 30, "controller elected")
+    wait_controller(b)
     topic = f"session-{uuid.uuid4().hex[:6]}"
     create_topic(b, topic)
     producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "message.timeout.ms": 60000})
