@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.interop.interop_support import kcat
+from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.interop
@@ -74,7 +75,6 @@ def test_kcat_reads_committed_only_with_isolation_level_read_committed(broker: A
 PRODUCER_SCRIPT = r"""
 import sys, time
 from confluent_kafka import Producer
-from tests.support.topics import create_topic
 bootstrap, topic, txn_id = sys.argv[1:4]
 p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "transaction.timeout.ms": 6000})
 p.init_transactions(30)
