@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, Protocol
 
 from kafkalite.errors import ErrorCode
 from kafkalite.records import iter_batches
@@ -37,6 +37,14 @@ class ConsumerRecord(NamedTuple):
     key: bytes | None
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
+
+
+class RebalanceListener(Protocol):
+    """Java's ConsumerRebalanceListener: called from :meth:`Consumer.poll`'s thread."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
 
 
 class Consumer:
@@ -71,6 +79,8 @@ class Consumer:
                                     assignors=list(partition_assignment_strategy))
                         if group_id is not None else None)
         self._subscription: list[str] | None = None
+        self._listener: RebalanceListener | None = None
+        self._paused: set[TopicPartition] = set()
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._buffer: deque[ConsumerRecord] = deque()
@@ -86,13 +96,29 @@ class Consumer:
         self._positions = {tp: off for tp, off in self._positions.items() if tp in self._assignment}
         self._buffer.clear()
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    def subscribe(self, topics: Iterable[str], listener: "RebalanceListener | None" = None) -> None:
+        """Join the group for ``topics``; ``listener`` (Java's ConsumerRebalanceListener) is told
+        the partitions revoked before each rejoin and those assigned after it."""
         if self._member is None:
             raise ClientError("subscribe() needs a group id (group.id)")
         if self._assignment and self._subscription is None:
             raise ClientError("subscribe() after assign(): use one or the other")
         self._subscription = sorted(set(topics))
+        self._listener = listener
         self._member.needs_rejoin = True
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching from ``partitions`` (positions kept) until :meth:`resume`."""
+        for tp in partitions:
+            self._check_assigned(tp)
+            self._paused.add(tp)
+            self._drop_buffered(tp)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused.difference_update(partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -187,10 +213,15 @@ class Consumer:
                 self.commit()
             except ClientError as exc:
                 log.info("commit before rebalance failed: %s", exc)
+        if self._listener is not None and self._member.generation >= 0:
+            self._listener.on_partitions_revoked(list(self._assignment))
         assignment = self._member.join(self._subscription, max(deadline, time.monotonic() + 60))
         self._assignment = assignment
         self._positions = {}
+        self._paused &= set(assignment)
         self._buffer.clear()
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(list(assignment))
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions; waits up to ``timeout_ms`` when none are there."""
@@ -221,8 +252,10 @@ class Consumer:
                 return []
 
     def _fetch_once(self, max_wait_ms: int) -> None:
-        requests = {tp: self._positions[tp] for tp in self._assignment if tp in self._positions}
+        requests = {tp: self._positions[tp] for tp in self._assignment
+                    if tp in self._positions and tp not in self._paused}
         if not requests:
+            time.sleep(min(max_wait_ms, 100) / 1000.0)      # every partition paused: do not spin
             return
         fetched = self.client.fetch_many(requests, max_bytes=self.max_partition_fetch_bytes,
                                          max_wait_ms=max_wait_ms, min_bytes=self.fetch_min_bytes,

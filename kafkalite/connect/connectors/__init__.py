@@ -1,0 +1,1 @@
+"""Connectors shipped with kafkalite: Kafka's FileStream pair (``file``), JDBC and Parquet."""
