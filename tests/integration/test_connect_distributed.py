@@ -1,0 +1,86 @@
+"""A distributed Connect cluster of real worker processes on a real broker: connectors created
+through one worker run across all of them; a worker killed with SIGKILL has its tasks reassigned
+to the survivors, and the status topic tells who runs what."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from kafkalite.client import Admin, NewTopic
+from tests.support.waiting import wait_for
+
+
+def _call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+            return resp.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        return exc.code, json.loads(raw) if raw else None
+
+
+def _status(url: str, name: str) -> Any:
+    code, body = _call("GET", f"{url}/connectors/{name}/status")
+    return body if code == 200 else None
+
+
+def _all_running(url: str, name: str, tasks: int) -> Any:
+    s = _status(url, name)
+    if not s or s["connector"]["state"] != "RUNNING" or len(s["tasks"]) != tasks:
+        return None
+    return s if all(t["state"] == "RUNNING" for t in s["tasks"]) else None
+
+
+def test_tasks_move_to_the_survivors_when_a_worker_is_killed(broker: Any, connect_factory: Any,
+                                                             tmp_path: Path) -> None:
+    """Three workers (incremental cooperative protocol, a 2 s scheduled rebalance delay): a file
+    source and a 3-task file sink created through a follower; SIGKILL of a worker running sink
+    tasks: after the session timeout and the delay its tasks RUN on the others (their status
+    records name the new workers) and every line still reaches the sink file."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("dist-lines", 3, 1)])
+    props = {"connect.protocol": "compatible", "scheduled.rebalance.max.delay.ms": "2000"}
+    workers = [connect_factory(broker.bootstrap, **props) for _ in range(3)]
+    url = workers[1].url
+    source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
+    source_file.write_text("".join(f"line-{i}\n" for i in range(20)))
+    code, body = _call("POST", f"{url}/connectors", {"name": "src", "config": {
+        "connector.class": "FileStreamSource", "file": str(source_file), "topic": "dist-lines"}})
+    assert code == 201, body
+    assert body["name"] == "src" and body["config"]["file"] == str(source_file)
+    code, body = _call("POST", f"{url}/connectors", {"name": "sink", "config": {
+        "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "3",
+        "file": str(sink_file), "topics": "dist-lines"}})
+    assert code == 201, body
+    code, body = _call("POST", f"{url}/connectors", {"name": "sink", "config": {
+        "connector.class": "FileStreamSink", "topics": "dist-lines"}})
+    assert code == 409 and body["error_code"] == 409
+    wait_for(lambda: _all_running(url, "src", 1), timeout=60, what="the source running")
+    status = wait_for(lambda: _all_running(url, "sink", 3), timeout=60, what="the sink's 3 tasks running")
+    owners = {t["worker_id"] for t in status["tasks"]}
+    assert len(owners) >= 2, status                           # spread over the workers
+    wait_for(lambda: sink_file.exists() and len(set(sink_file.read_text().split())) == 20, timeout=60,
+             what="the first lines in the sink")
+
+    victim = next(w for w in workers if f"127.0.0.1:{w.port}" in owners)
+    victim.kill()
+    survivors = [w for w in workers if w is not victim]
+    victim_id = f"127.0.0.1:{victim.port}"
+    alive = {f"127.0.0.1:{w.port}" for w in survivors}
+
+    def moved() -> Any:
+        s = _all_running(survivors[0].url, "sink", 3)
+        return s if s and {t["worker_id"] for t in s["tasks"]} <= alive else None
+    status = wait_for(moved, timeout=90, what="the killed worker's tasks running elsewhere")
+    assert victim_id not in {t["worker_id"] for t in status["tasks"]}
+    assert _all_running(survivors[0].url, "src", 1)
+    with open(source_file, "a") as f:
+        f.write("".join(f"line-{i}\n" for i in range(20, 30)))
+    wait_for(lambda: set(sink_file.read_text().split()) == {f"line-{i}" for i in range(30)}, timeout=60,
+             what="every line in the sink after the failover")
