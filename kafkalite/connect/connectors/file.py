@@ -17,7 +17,7 @@ import threading
 import time
 from typing import IO, Any, Mapping
 
-from kafkalite.connect.config import ConfigDef, Importance, NonEmptyString, Type
+from kafkalite.connect.config import NO_DEFAULT_VALUE, ConfigDef, Importance, Type
 from kafkalite.connect.connector import SinkConnector, SinkTask, SourceConnector, SourceTask, Task, TopicPartition
 from kafkalite.connect.data import STRING_SCHEMA
 from kafkalite.connect.errors import ConfigException, ConnectException
@@ -39,7 +39,7 @@ class FileStreamSourceConnector(SourceConnector):
     CONFIG_DEF = (ConfigDef()
                   .define(FILE_CONFIG, Type.STRING, None, None, Importance.HIGH,
                           "Source filename. If not specified, the standard input will be used")
-                  .define(TOPIC_CONFIG, Type.LIST, None, NonEmptyString(), Importance.HIGH,
+                  .define(TOPIC_CONFIG, Type.LIST, NO_DEFAULT_VALUE, None, Importance.HIGH,
                           "The topic to publish data to")
                   .define(TASK_BATCH_SIZE_CONFIG, Type.INT, DEFAULT_TASK_BATCH_SIZE, None, Importance.LOW,
                           "The maximum number of records the Source task can read from file one time"))

@@ -171,7 +171,9 @@ class Herder:
                 validate_sink_topics(parsed)
         except ConfigException as exc:
             target = getattr(exc, "config_name", None) or ("topics" if sink else CONNECTOR_CLASS)
-            by_name.setdefault(target, ConfigValue(target, props.get(target))).add_error_message(str(exc))
+            value = by_name.setdefault(target, ConfigValue(target, props.get(target)))
+            if not value.error_messages:             # the ConfigDef may have said it already
+                value.add_error_message(str(exc))
         own = connector.config()
         result = connector.validate({k: v for k, v in props.items()})
         keys = dict(common.config_keys)
