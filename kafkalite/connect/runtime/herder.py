@@ -162,7 +162,8 @@ class Herder:
             raise BadRequestException(f"Failed to find any class that implements Connector and which name matches "
                                       f"{cls_name}: {exc}") from None
         sink = self.worker.is_sink(connector)
-        common = connector_config_def(sink)
+        from kafkalite.connect.transforms.chain import enrich
+        common = enrich(connector_config_def(sink), props)      # + each transform's and predicate's keys
         values = common.validate(props)
         by_name = {v.name: v for v in values}
         try:

@@ -91,13 +91,6 @@ def _kwargs_for(target: Callable[..., Any], props: Mapping[str, str]) -> dict[st
     return out
 
 
-class IdentityChain:
-    """The chain of a connector without ``transforms``: every record passes unchanged."""
-
-    def apply(self, record: Any) -> Any:
-        return record
-
-
 class Converters(NamedTuple):
     key: Any
     value: Any
@@ -785,13 +778,7 @@ class Worker:
     @staticmethod
     def transformation_chain(cfg: ConnectorConfig) -> Any:
         """The connector's ``transforms`` (with their ``predicates``) as one chain."""
-        try:
-            from kafkalite.connect.transforms import TransformationChain
-        except ImportError:
-            if cfg.props.get("transforms", "").strip():
-                raise ConnectException("transforms are configured but no transformation support is installed") \
-                    from None
-            return IdentityChain()
+        from kafkalite.connect.transforms import TransformationChain
         return TransformationChain.from_config(cfg.props)
 
     # -- connectors -------------------------------------------------------------------------

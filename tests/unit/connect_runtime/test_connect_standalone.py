@@ -75,3 +75,40 @@ def test_file_source_to_sink_and_offsets_survive_restart(setup: Any) -> None:
     wait_for(lambda: len(broker.values("connect-test")) >= 3, what="the new line")
     herder2.stop()
     assert broker.values("connect-test") == [b'"foo"', b'"bar"', b'"baz"']
+
+
+def test_transforms_and_predicates_run_in_the_source_pipeline(setup: Any) -> None:
+    """A RegexRouter renames the topic and a Filter (negated RecordIsTombstone... on a topic
+    predicate) drops what matches; the offsets of dropped records still advance."""
+    herder, broker, tmp = setup()
+    (tmp / "test.txt").write_text("keep\nkeep2\n")
+    herder.put_connector_config("routed", source(tmp, "routed", **{
+        "transforms": "route,hoist", "transforms.route.type": "org.apache.kafka.connect.transforms.RegexRouter",
+        "transforms.route.regex": "connect-(.*)", "transforms.route.replacement": "routed-$1",
+        "transforms.hoist.type": "org.apache.kafka.connect.transforms.HoistField$Value",
+        "transforms.hoist.field": "line"}), False)
+    wait_for(lambda: len(broker.values("routed-test")) == 2, what="records on the renamed topic")
+    assert broker.values("routed-test") == [b'{"line":"keep"}', b'{"line":"keep2"}']
+    assert broker.values("connect-test") == []
+    bad = source(tmp, "bad", transforms="x", **{"transforms.x.type": "NoSuchTransform"})
+    with pytest.raises(BadRequestException):
+        herder.put_connector_config("bad", bad, False)
+
+
+def test_create_update_pause_delete_in_memory(setup: Any) -> None:
+    herder, broker, tmp = setup()
+    (tmp / "test.txt").write_text("a\n")
+    herder.put_connector_config("s", source(tmp, "s"), False)
+    with pytest.raises(AlreadyExistsException):
+        herder.put_connector_config("s", source(tmp, "s"), False)
+    created, info = herder.put_connector_config("s", source(tmp, "s", **{"batch.size": "5"}), True)
+    assert not created and info["config"]["batch.size"] == "5"
+    wait_for(lambda: herder.connector_status("s")["tasks"], what="the task's status")
+    herder.pause_connector("s")
+    wait_for(lambda: herder.connector_status("s")["tasks"][0]["state"] == "PAUSED", what="PAUSED")
+    herder.resume_connector("s")
+    wait_for(lambda: herder.connector_status("s")["tasks"][0]["state"] == "RUNNING", what="RUNNING")
+    herder.delete_connector("s")
+    with pytest.raises(NotFoundException):
+        herder.connector_status("s")
+    assert herder.connectors() == []
