@@ -2,8 +2,11 @@
 JSON dead-letters that record with Kafka's ``__connect.errors.*`` headers and delivers the rest."""
 from __future__ import annotations
 
+import urllib.request
 from pathlib import Path
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from kafkalite.client import Consumer, Producer, TopicPartition
 from tests.support.waiting import wait_for
@@ -16,7 +19,7 @@ def test_poison_record_is_dead_lettered_and_the_rest_delivered(broker: Any, conn
         for value in (b'"one"', b"{not json", b'"three"'):
             producer.send("dlq-in", value, b'"k"', partition=0)
         producer.flush(10)
-    connect_factory(broker.bootstrap, standalone=[{
+    worker = connect_factory(broker.bootstrap, standalone=[{
         "name": "json-sink", "connector.class": "FileStreamSink", "topics": "dlq-in", "file": str(out),
         "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false",
         "key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "false",
@@ -43,3 +46,13 @@ def test_poison_record_is_dead_lettered_and_the_rest_delivered(broker: Any, conn
     assert "DataException" in headers["__connect.errors.exception.class.name"]
     assert headers["__connect.errors.exception.message"]
     assert "Traceback" in headers["__connect.errors.exception.stacktrace"]
+    with urllib.request.urlopen(worker.url + "/metrics", timeout=10) as resp:
+        families = {f.name: f for f in text_string_to_metric_families(resp.read().decode())}
+    labels = {"connector": "json-sink", "task": "0"}
+
+    def value(family: str) -> float:
+        return next(s.value for s in families[family].samples if s.labels == labels and s.name.endswith("_total"))
+    assert value("kafka_connect_task_error_metrics_deadletterqueue_produce_requests") == 1
+    assert value("kafka_connect_task_error_metrics_total_record_errors") == 1
+    assert value("kafka_connect_sink_task_metrics_sink_record_read") == 3
+    assert value("kafka_connect_sink_task_metrics_sink_record_send") == 2
