@@ -36,7 +36,8 @@ from typing import Any, Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, SchemaRegistryProcess,
+from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ConnectWorkerProcess,
+                                         SchemaRegistryProcess,
                                          ZooKeeperEnsemble, ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
@@ -120,7 +121,7 @@ class LocalCluster:
                  zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
-                 metrics: bool = True) -> None:
+                 metrics: bool = True, connect_workers: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -145,6 +146,9 @@ class LocalCluster:
         self.registry: SchemaRegistryProcess | None = None
         if schema_registry:
             self.registry = SchemaRegistryProcess(self.dir, "", schema_registry_port, name=REGISTRY_DIR)
+        #: Kafka Connect workers in distributed mode (one group), started after the brokers
+        self.connect: list[ConnectWorkerProcess] = [
+            ConnectWorkerProcess(self.dir, "", name=f"connect-{i}") for i in range(connect_workers)]
 
     # -- construction ---------------------------------------------------------------------
     def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
@@ -268,6 +272,7 @@ class LocalCluster:
             self.wait_for_controller(timeout)
             self.wait_for_full_view(timeout)
             self.start_registry(timeout)
+            self.start_connect(timeout)
         except BaseException:
             self.down()
             raise
@@ -284,6 +289,19 @@ class LocalCluster:
         self.registry.launch()
         self.save_state()
         self.registry.wait_ready(timeout, need_primary=True)
+
+    def start_connect(self, timeout: float = 90.0) -> None:
+        """Start the Connect workers (clients of the brokers: after them) and wait until each has
+        read its topics and joined the group (``/health`` answers 200)."""
+        for w in self.connect:
+            w.bootstrap = self.bootstrap
+            w.overrides.setdefault("config.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("offset.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("status.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.launch()
+        self.save_state()
+        for w in self.connect:
+            w.wait_ready(timeout)
 
     def start_zookeeper(self, timeout: float = 90.0) -> None:
         """Start our ZooKeeper servers (if ours) and wait for a quorum with one leader; the state
@@ -484,6 +502,15 @@ class LocalCluster:
     def down(self, timeout: float = 30.0) -> list[str]:
         """Stop everything (idempotent); returns what was stopped, for the user."""
         stopped: list[str] = []
+        live_workers = [w for w in self.connect if w.alive]
+        for w in live_workers:           # clients of the brokers: they leave their group first
+            w.terminate()
+        for w in live_workers:
+            if w.wait(timeout):
+                stopped.append(f"connect worker {w.url}")
+            else:
+                w.kill()
+                stopped.append(f"connect worker {w.url} (killed after {timeout:.0f} s)")
         if self.registry is not None and self.registry.alive:
             # a client of the brokers: SIGTERM lets it leave its group before they go away
             self.registry.terminate()
@@ -517,7 +544,7 @@ class LocalCluster:
 
     def delete_data(self) -> None:
         if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or \
-                (self.registry is not None and self.registry.alive):
+                (self.registry is not None and self.registry.alive) or any(w.alive for w in self.connect):
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -528,6 +555,7 @@ class LocalCluster:
             ports += self.ensemble.ports
         if self.registry is not None:
             ports.append(self.registry.port)
+        ports += [w.port for w in self.connect]
         return [p for p in ports if p and port_in_use(p)]
 
     # -- status ---------------------------------------------------------------------------
@@ -578,6 +606,8 @@ class LocalCluster:
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
             "schema_registry": None if self.registry is None else
             {"port": self.registry.port, "bootstrap": self.registry.bootstrap, **self.registry.record()},
+            "connect": [{"port": w.port, "bootstrap": w.bootstrap, "name": w.dir.name, **w.record()}
+                        for w in self.connect],
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
@@ -613,4 +643,9 @@ class LocalCluster:
             cluster.registry = SchemaRegistryProcess(cluster.dir, reg.get("bootstrap", ""), int(reg["port"]),
                                                      name=REGISTRY_DIR)
             cluster.registry.attach(reg)
+        for rec in state.get("connect") or []:
+            w = ConnectWorkerProcess(cluster.dir, rec.get("bootstrap", ""), int(rec["port"]),
+                                     name=rec.get("name", "connect"))
+            w.attach(rec)
+            cluster.connect.append(w)
         return cluster
