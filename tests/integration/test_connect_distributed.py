@@ -37,12 +37,13 @@ def _all_running(url: str, name: str, tasks: int) -> Any:
     return s if all(t["state"] == "RUNNING" for t in s["tasks"]) else None
 
 
-def test_tasks_move_to_the_survivors_when_a_worker_is_killed(broker: Any, connect_factory: Any,
+def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: Any, connect_factory: Any,
                                                              tmp_path: Path) -> None:
     """Three workers (incremental cooperative protocol, a 2 s scheduled rebalance delay): a file
     source and a 3-task file sink created through a follower; SIGKILL of a worker running sink
     tasks: after the session timeout and the delay its tasks RUN on the others (their status
-    records name the new workers) and every line still reaches the sink file."""
+    records name the new workers) and every line still reaches the sink file; a fourth worker
+    joins and the work is spread evenly again (two units each)."""
     with Admin(broker.bootstrap) as admin:
         admin.create_topics([NewTopic("dist-lines", 3, 1)])
     props = {"connect.protocol": "compatible", "scheduled.rebalance.max.delay.ms": "2000"}
@@ -84,3 +85,22 @@ def test_tasks_move_to_the_survivors_when_a_worker_is_killed(broker: Any, connec
         f.write("".join(f"line-{i}\n" for i in range(20, 30)))
     wait_for(lambda: set(sink_file.read_text().split()) == {f"line-{i}" for i in range(30)}, timeout=60,
              what="every line in the sink after the failover")
+
+    # a new worker joins: the incremental cooperative rebalance revokes work from the loaded
+    # workers and hands it to the newcomer, which reads every config from the topics
+    newcomer = connect_factory(broker.bootstrap, **props)
+    new_id = f"127.0.0.1:{newcomer.port}"
+
+    def spread() -> Any:
+        sink, src = _all_running(newcomer.url, "sink", 3), _all_running(newcomer.url, "src", 1)
+        if not sink or not src:
+            return None
+        owners = [s["connector"]["worker_id"] for s in (sink, src)] + [t["worker_id"] for s in (sink, src)
+                                                                       for t in s["tasks"]]
+        return owners if owners.count(new_id) >= 2 else None     # 6 units over 3 workers: 2 each
+    owners = wait_for(spread, timeout=90, what="work on the new worker")
+    assert all(owners.count(w) == 2 for w in set(owners)), owners
+    with open(source_file, "a") as f:
+        f.write("".join(f"line-{i}\n" for i in range(30, 35)))
+    wait_for(lambda: set(sink_file.read_text().split()) == {f"line-{i}" for i in range(35)}, timeout=60,
+             what="every line in the sink after the new worker joined")
