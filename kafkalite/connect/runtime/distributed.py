@@ -87,7 +87,7 @@ class DistributedHerder(Herder):
         self._thread: threading.Thread | None = None
         self._known: set[str] = set()
         worker.generation = lambda: self.generation
-        worker._reconfigure = lambda name: self._events.put(("reconfigure", name))
+        worker.reconfiguration_listener = lambda name: self._events.put(("reconfigure", name))
         config_store.on_update = lambda update: self._events.put(update)
 
     @classmethod

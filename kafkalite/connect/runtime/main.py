@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None, *, distributed: bool = False) -> int:
             return 1
         worker = Worker(worker_id, config, offset_store, status_store, metrics=metrics)
         herder = StandaloneHerder(worker, status_store, cluster_id)
-        worker._reconfigure = lambda name: threading.Thread(
+        worker.reconfiguration_listener = lambda name: threading.Thread(
             target=herder.request_task_reconfiguration, args=(name,), daemon=True).start()
     holder["herder"] = herder
     exit_code = [0]

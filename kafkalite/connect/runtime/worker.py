@@ -143,7 +143,8 @@ class Worker:
         self.status_store = status_store
         self.metrics = metrics or ConnectMetrics()
         self.clients: WorkerClients = clients or KafkaWorkerClients(config)
-        self._reconfigure = on_reconfiguration_request
+        #: called (on the connector's thread) when a connector asks for new task configs
+        self.reconfiguration_listener = on_reconfiguration_request
         self.connectors: dict[str, WorkerConnector] = {}
         self.tasks: dict[ConnectorTaskId, WorkerTask] = {}
         self._lock = threading.RLock()
@@ -158,8 +159,8 @@ class Worker:
             log.exception("writing status %s", status)
 
     def on_reconfiguration_request(self, name: str) -> None:
-        if self._reconfigure is not None:
-            self._reconfigure(name)
+        if self.reconfiguration_listener is not None:
+            self.reconfiguration_listener(name)
 
     def connector_failed(self, name: str, exc: BaseException) -> None:
         wc = self.connectors.get(name)
@@ -289,12 +290,7 @@ class Worker:
         labels = task.labels
         task.operator.reporters.append(DeadLetterQueueReporter(
             errors, producer, on_dead_letter=lambda: self.metrics.dead_lettered.labels(*labels).inc()))
-        original_close = task.close
-
-        def close() -> None:
-            original_close()
-            producer.close(5)
-        task.close = close  # type: ignore[method-assign]
+        task.on_close.append(lambda: producer.close(5))
 
     def stop_tasks(self, ids: list[ConnectorTaskId]) -> None:
         """Stop and wait (``task.shutdown.graceful.timeout.ms`` in all)."""

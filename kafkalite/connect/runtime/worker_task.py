@@ -8,7 +8,7 @@ import logging
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from kafkalite.client import ClientError
 from kafkalite.connect.connector import Task
@@ -70,6 +70,8 @@ class WorkerTask:
         self.thread = threading.Thread(target=self._run, name=f"task-{task_id}", daemon=True)
         self.failed = False
         self._topics_seen: set[str] = set()
+        #: resources to release after the task's own close (a dead-letter producer)
+        self.on_close: list[Callable[[], None]] = []
 
     def topic_used(self, topic: str) -> None:
         """Record the topic as one of the connector's active topics (KIP-558), once."""
@@ -92,10 +94,11 @@ class WorkerTask:
                 self.failed = True
                 self._status(st.FAILED, trace_of(exc))
         finally:
-            try:
-                self.close()
-            except Exception:  # noqa: BLE001 - closing must not hide the status
-                log.exception("closing %s %s", self.kind, self.id)
+            for closer in [self.close, *self.on_close]:
+                try:
+                    closer()
+                except Exception:  # noqa: BLE001 - closing must not hide the status
+                    log.exception("closing %s %s", self.kind, self.id)
             if not self.failed:
                 self._status(st.UNASSIGNED)
 
