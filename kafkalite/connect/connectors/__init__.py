@@ -1,1 +1,1 @@
-"""Connectors shipped with kafkalite: Kafka's FileStream pair (``file``), JDBC and Parquet."""
+"""Connectors shipped with kafkalite (FileStream, JDBC, Parquet)."""

@@ -121,8 +121,8 @@ class OffsetStorageReader:
         return self.offsets([partition]).get(_freeze(partition))
 
     def offsets(self, partitions: list[Mapping[str, Any]]) -> dict[Any, dict[str, Any] | None]:
-        """Keyed by the partition as a frozen tuple of items (Python dicts are not hashable);
-        :meth:`offset` is the usual entry point."""
+        """Keyed by ``tuple(sorted(partition.items()))`` (Python dicts are not hashable), as the
+        connector API says; :meth:`offset` is the usual entry point."""
         keys = {offset_key(self.connector, p): p for p in partitions}
         found = self.store.get(list(keys))
         out: dict[Any, dict[str, Any] | None] = {}
@@ -137,7 +137,16 @@ class OffsetStorageReader:
 
 
 def _freeze(partition: Mapping[str, Any]) -> Any:
-    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in partition.items()))
+    """The connector API's hashable form of a partition: its items, sorted (a value that is not
+    hashable itself, a list or a map, stands as its JSON text)."""
+    out = []
+    for k, v in sorted(partition.items()):
+        try:
+            hash(v)
+        except TypeError:
+            v = json.dumps(v, sort_keys=True)
+        out.append((k, v))
+    return tuple(out)
 
 
 class OffsetStorageWriter:
