@@ -189,6 +189,15 @@ class KafkaOffsetStore(MemoryOffsetStore):
     def stop(self) -> None:
         self.log.stop()
 
+    def get(self, keys: list[bytes]) -> dict[bytes, bytes | None]:
+        """Read the topic to its end first (as Kafka's store does), so a task taking over from a
+        dead worker resumes from that worker's last commit."""
+        try:
+            self.log.read_to_end()
+        except Exception as exc:  # noqa: BLE001 - answer from what was read rather than fail the task
+            log.warning("reading the offsets topic to its end: %s", exc)
+        return super().get(keys)
+
     def set(self, values: Mapping[bytes, bytes | None]) -> None:
         self.log.send_many(list(values.items()))
         with self._lock:
