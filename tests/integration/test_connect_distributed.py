@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kafkalite.client import Admin, NewTopic
+from kafkalite.client import Admin, Consumer, NewTopic, TopicPartition
 from tests.support.waiting import wait_for
 
 
@@ -23,6 +23,21 @@ def _call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
     except urllib.error.HTTPError as exc:
         raw = exc.read()
         return exc.code, json.loads(raw) if raw else None
+
+
+def _status_history(bootstrap: str) -> dict[str, list[Any]]:
+    """Every record of the status topic, by key, in order."""
+    out: dict[str, list[Any]] = {}
+    with Consumer(bootstrap) as consumer:
+        tps = [TopicPartition("connect-status", p) for p in consumer.client.partitions_for("connect-status")]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(tps)
+        end = consumer.end_offsets(tps)
+        while any(consumer.position(tp) < end[tp] for tp in tps):
+            for r in consumer.poll(500):
+                if r.key is not None and r.value is not None:
+                    out.setdefault(r.key.decode(), []).append(json.loads(r.value))
+    return out
 
 
 def _status(url: str, name: str) -> Any:
@@ -80,6 +95,17 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
         return s if s and {t["worker_id"] for t in s["tasks"]} <= alive else None
     status = wait_for(moved, timeout=90, what="the killed worker's tasks running elsewhere")
     assert victim_id not in {t["worker_id"] for t in status["tasks"]}
+    # the status topic tells the story: a task RUNNING on the victim, then on a survivor in a
+    # later generation of the group
+    history = _status_history(broker.bootstrap)
+    moved_tasks = [key for key, states in history.items() if key.startswith("status-task-sink-")
+                   and any(s["worker_id"] == victim_id and s["state"] == "RUNNING" for s in states)]
+    assert moved_tasks, history
+    for key in moved_tasks:
+        states = history[key]
+        last_on_victim = max(s["generation"] for s in states if s["worker_id"] == victim_id)
+        assert any(s["state"] == "RUNNING" and s["worker_id"] in alive and s["generation"] > last_on_victim
+                   for s in states), states
     assert _all_running(survivors[0].url, "src", 1)
     with open(source_file, "a") as f:
         f.write("".join(f"line-{i}\n" for i in range(20, 30)))
