@@ -14,7 +14,7 @@ from ..data import (
 from ..errors import DataException
 from ..records import ConnectRecord
 from .base import KeyOrValueTransformation, KeySide, SchemaUpdateCache, ValueSide, require_map, require_struct
-from .java_time import format_utc, parse_utc, validate_pattern
+from ..java_time import format_utc, parse_utc, validate_pattern
 
 PURPOSE = "converting timestamp formats"
 TYPE_STRING, TYPE_UNIX, TYPE_DATE, TYPE_TIME, TYPE_TIMESTAMP = "string", "unix", "Date", "Time", "Timestamp"

@@ -7,7 +7,7 @@ from ..data import Timestamp
 from ..errors import DataException
 from ..records import ConnectRecord
 from .base import Transformation
-from .java_time import format_utc, validate_pattern
+from ..java_time import format_utc, validate_pattern
 
 
 class TimestampRouter(Transformation):

@@ -32,3 +32,12 @@ def test_entry_points_resolve(monkeypatch):
 
     monkeypatch.setattr(plugins, "_entry_points", lambda groups: [EP()])
     assert load_class("my-conv") is JsonConverter
+
+
+def test_connector_plugins_listing_has_kafkas_shape():
+    listed = {p["class"]: p for p in plugins.connector_plugins()}
+    assert listed["io.confluent.connect.jdbc.JdbcSourceConnector"]["type"] == "source"
+    assert listed["io.confluent.connect.jdbc.JdbcSinkConnector"]["type"] == "sink"
+    assert listed["kafkalite.connect.connectors.parquet.ParquetSinkConnector"]["type"] == "sink"
+    assert all(set(p) == {"class", "type", "version"} for p in listed.values())
+    assert list(listed) == sorted(listed)

@@ -1,4 +1,4 @@
-"""Java's SimpleDateFormat patterns (``yyyy-MM-dd'T'HH:mm:ss.SSSX``), formatted and parsed in UTC.
+"""Java's SimpleDateFormat (and Joda) date patterns (``yyyy-MM-dd'T'HH:mm:ss.SSSX``), formatted and parsed in UTC.
 
 TimestampConverter's ``format`` and TimestampRouter's ``timestamp.format`` are Java patterns; users
 copy them from Kafka's documentation, so they are read as Java reads them (``S`` counts
@@ -10,7 +10,7 @@ import datetime as _dt
 import re
 from functools import lru_cache
 
-from ..errors import ConfigException, DataException
+from .errors import ConfigException, DataException
 
 _MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December"]
@@ -60,9 +60,10 @@ def validate_pattern(pattern: str) -> None:
     tokenize(pattern)
 
 
-def format_utc(moment: _dt.datetime, pattern: str) -> str:
-    """``moment`` (naive = UTC) in Java's pattern, in UTC."""
-    utc = moment.astimezone(_dt.timezone.utc) if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)
+def format_utc(moment: _dt.datetime, pattern: str, zone: _dt.tzinfo = _dt.timezone.utc) -> str:
+    """``moment`` (naive = UTC) in Java's pattern, in UTC (or ``zone``: the storage partitioners' timezone)."""
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=_dt.timezone.utc)
+    utc = aware.astimezone(zone)
     out: list[str] = []
     for kind, text in tokenize(pattern):
         n = len(text)
@@ -100,11 +101,16 @@ def format_utc(moment: _dt.datetime, pattern: str) -> str:
         elif kind == "G":
             out.append("AD")
         elif kind == "z":
-            out.append("UTC" if n >= 4 else "UTC")
-        elif kind == "Z":
-            out.append("+0000")
-        elif kind == "X":
-            out.append("Z")
+            out.append(utc.tzname() or "UTC")
+        elif kind in "ZX":
+            offset = utc.utcoffset() or _dt.timedelta(0)
+            if kind == "X" and not offset:
+                out.append("Z")
+            else:
+                minutes = int(offset.total_seconds() // 60)
+                sign = "-" if minutes < 0 else "+"
+                hours, mins = divmod(abs(minutes), 60)
+                out.append(f"{sign}{hours:02d}:{mins:02d}" if kind == "X" and n >= 3 else f"{sign}{hours:02d}{mins:02d}")
         else:  # w, W, F: week fields
             out.append(f"{int(utc.strftime('%U')):0{n}d}")
     return "".join(out)
