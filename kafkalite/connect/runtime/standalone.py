@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping
 
-from kafkalite.connect.errors import AlreadyExistsException, NotFoundException
+from kafkalite.connect.errors import AlreadyExistsException, ConnectException, NotFoundException
 
 from . import status as st
 from .connector_config import ConnectorConfig
@@ -41,8 +41,10 @@ class StandaloneHerder(Herder):
                 self._stop_connector(name)
             self.state.connectors[name] = config
             self.state.targets.setdefault(name, STARTED)
-            if self.worker.start_connector(name, config, self.state.target(name)):
-                self._update_tasks(name)
+            if not self.worker.start_connector(name, config, self.state.target(name)):
+                # Kafka's standalone herder answers the failure (its status says FAILED, with the trace)
+                raise ConnectException(f"Failed to start connector: {name}")
+            self._update_tasks(name)
             return not exists, self.connector_info(name)
 
     def delete_connector(self, name: str) -> None:

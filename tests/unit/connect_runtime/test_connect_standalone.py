@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from kafkalite.connect.errors import AlreadyExistsException, NotFoundException, RetriableException
+from kafkalite.connect.connectors.file import FileStreamSourceConnector
+from kafkalite.connect.errors import AlreadyExistsException, ConnectException, NotFoundException
 from kafkalite.connect.runtime.herder import BadRequestException
 from kafkalite.connect.runtime.offsets import FileOffsetStore
 from kafkalite.connect.runtime.standalone import StandaloneHerder
@@ -112,3 +113,17 @@ def test_create_update_pause_delete_in_memory(setup: Any) -> None:
     with pytest.raises(NotFoundException):
         herder.connector_status("s")
     assert herder.connectors() == []
+
+
+class BrokenConnector(FileStreamSourceConnector):
+    def start(self, props: dict[str, str]) -> None:
+        raise RuntimeError("cannot reach the source system")
+
+
+def test_a_connector_that_fails_to_start_is_an_error_and_failed_status(setup: Any) -> None:
+    herder, _, tmp = setup()
+    with pytest.raises(ConnectException, match="Failed to start connector: broken"):
+        herder.put_connector_config("broken", source(tmp, "broken", **{"connector.class": f"{__name__}.BrokenConnector"}),
+                                    False)
+    status = herder.connector_status("broken")
+    assert status["connector"]["state"] == "FAILED" and "cannot reach the source system" in status["connector"]["trace"]
