@@ -23,6 +23,9 @@ from .worker_task import PAUSED, WorkerTask, headers_from_bytes, worker_flush_in
 
 log = logging.getLogger(__name__)
 
+#: seconds between two matches of ``topics.regex`` against the cluster's topics
+REGEX_REFRESH = 5.0
+
 
 class WorkerSinkTaskContext:
     """A sink task's view of its consumer: rewinds, pause/resume, commit requests, the errant
@@ -99,6 +102,8 @@ class WorkerSinkTask(WorkerTask):
         self._last_commit = time.monotonic()
         self.flush_interval = worker_flush_interval(self.worker.config)
         self._opened = False
+        self._subscribed: list[str] | None = None
+        self._last_regex_check = 0.0
 
     # -- the loop ---------------------------------------------------------------------------
     def execute(self) -> None:
@@ -117,16 +122,24 @@ class WorkerSinkTask(WorkerTask):
             self.iteration()
 
     def _subscribe(self) -> None:
+        """Subscribe to ``topics``, or to the topics matching ``topics.regex`` now; the regex is
+        matched again every ``REGEX_REFRESH`` seconds, so new matching topics are picked up (as
+        Java's consumer does at each metadata refresh)."""
+        self._last_regex_check = time.monotonic()
         if self.config.topics_regex:
             pattern = re.compile(self.config.topics_regex)
             md = self.consumer.client.metadata()
-            topics = [t for t in md.topics if pattern.fullmatch(t)]
+            topics = sorted(t for t in md.topics if pattern.fullmatch(t) and not t.startswith("__"))
         else:
             topics = list(self.config.topics)
-        self.consumer.subscribe(topics, listener=self)
+        if topics != self._subscribed:
+            self._subscribed = topics
+            self.consumer.subscribe(topics, listener=self)
 
     def iteration(self) -> None:
         now = time.monotonic()
+        if self.config.topics_regex and now - self._last_regex_check >= REGEX_REFRESH:
+            self._subscribe()
         if self.context.commit_requested or now - self._last_commit >= self.flush_interval:
             self.context.commit_requested = False
             self.commit_offsets()

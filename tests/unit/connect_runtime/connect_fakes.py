@@ -75,7 +75,23 @@ class FakeConsumer:
         self.closed = False
 
     def subscribe(self, topics: list[str], listener: Any = None) -> None:
-        self.topics, self.listener = list(topics), listener
+        if self.joined and self.listener is not None:
+            self.listener.on_partitions_revoked(list(self._assignment))
+        self.topics, self.listener, self.joined = list(topics), listener, False
+
+    @property
+    def client(self) -> Any:
+        broker = self.broker
+
+        class Metadata:
+            @property
+            def topics(self) -> dict[str, Any]:
+                return dict(broker.topics)
+
+        class Client:
+            def metadata(self, topics: Any = None) -> Metadata:
+                return Metadata()
+        return Client()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)

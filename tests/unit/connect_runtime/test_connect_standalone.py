@@ -127,3 +127,17 @@ def test_a_connector_that_fails_to_start_is_an_error_and_failed_status(setup: An
                                     False)
     status = herder.connector_status("broken")
     assert status["connector"]["state"] == "FAILED" and "cannot reach the source system" in status["connector"]["trace"]
+
+
+def test_topics_regex_picks_up_new_matching_topics(setup: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafkalite.connect.runtime import sink_task
+    monkeypatch.setattr(sink_task, "REGEX_REFRESH", 0.1)
+    herder, broker, tmp = setup()
+    broker.append("metrics-a", b'"a1"')
+    broker.append("other", b'"x"')
+    herder.put_connector_config("rx", {"name": "rx", "connector.class": "FileStreamSink",
+                                       "topics.regex": "metrics-.*", "file": str(tmp / "rx.txt")}, False)
+    out = tmp / "rx.txt"
+    wait_for(lambda: out.exists() and out.read_text() == "a1\n", what="the first matching topic")
+    broker.append("metrics-b", b'"b1"')
+    wait_for(lambda: sorted(out.read_text().split()) == ["a1", "b1"], what="the new matching topic")
