@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kafkalite.client import Admin, Consumer, NewTopic, TopicPartition
+from kafkalite.client import Admin, Consumer, NewTopic, Producer, TopicPartition
 from tests.support.waiting import wait_for
 
 
@@ -130,3 +130,32 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
         f.write("".join(f"line-{i}\n" for i in range(30, 35)))
     wait_for(lambda: set(sink_file.read_text().split()) == {f"line-{i}" for i in range(35)}, timeout=60,
              what="every line in the sink after the new worker joined")
+
+
+def test_eager_protocol_moves_tasks_of_a_killed_worker(broker: Any, connect_factory: Any, tmp_path: Path) -> None:
+    """connect.protocol=eager: every rebalance stops all work and the leader deals it out again
+    round-robin; after one of two workers is killed the other runs all of it."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("eager-lines", 2, 1)])
+    props = {"connect.protocol": "eager", "group.id": "eager-cluster", "config.storage.topic": "eager-configs",
+             "offset.storage.topic": "eager-offsets", "status.storage.topic": "eager-status"}
+    workers = [connect_factory(broker.bootstrap, **props) for _ in range(2)]
+    out = tmp_path / "eager.txt"
+    code, body = _call("POST", f"{workers[0].url}/connectors", {"name": "eager-sink", "config": {
+        "connector.class": "FileStreamSink", "tasks.max": "2", "file": str(out), "topics": "eager-lines",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter", "value.converter.schemas.enable": "false"}})
+    assert code == 201, body
+    status = wait_for(lambda: _all_running(workers[0].url, "eager-sink", 2), timeout=60, what="2 tasks running")
+    owners = [status["connector"]["worker_id"]] + [t["worker_id"] for t in status["tasks"]]
+    assert len(set(owners)) == 2                                  # connector, task 0, task 1 dealt round-robin
+    workers[1].kill()
+    survivor = f"127.0.0.1:{workers[0].port}"
+    wait_for(lambda: (s := _all_running(workers[0].url, "eager-sink", 2)) and
+             {t["worker_id"] for t in s["tasks"]} | {s["connector"]["worker_id"]} == {survivor},
+             timeout=60, what="all work on the survivor")
+    with Producer(broker.bootstrap) as producer:
+        for i in range(6):
+            producer.send("eager-lines", f'"e{i}"'.encode(), partition=i % 2)
+        producer.flush(10)
+    wait_for(lambda: out.exists() and sorted(out.read_text().split()) == [f"e{i}" for i in range(6)],
+             timeout=60, what="records through both tasks on the survivor")
