@@ -316,6 +316,8 @@ class WorkerSinkTask(WorkerTask):
                               conv.value.from_connect_data(record.topic, record.value_schema, record.value))
 
     def close(self) -> None:
+        """On the task's thread, after its loop: a last commit, ``close`` of the partitions, then
+        ``SinkTask.stop`` (never concurrently with ``put``, as Kafka's WorkerSinkTask)."""
         if self._opened and not self.failed:
             try:
                 self.commit_offsets()
@@ -324,6 +326,7 @@ class WorkerSinkTask(WorkerTask):
                 task.close(list(self.assignment))
             except Exception:  # noqa: BLE001
                 log.exception("%s closing partitions", self.id)
+        self.stop_task()
         try:
             self.consumer.close(autocommit=False)
         except ClientError as exc:

@@ -119,6 +119,12 @@ class WorkerSourceTask(WorkerTask):
         except Exception:  # noqa: BLE001 - Kafka logs and goes on
             log.exception("%s exception thrown while calling task.commit_record()", self.id)
 
+    def stop(self) -> None:
+        """Kafka calls ``SourceTask.stop`` from the stopping thread, so a ``poll`` blocked waiting
+        for data returns at once."""
+        super().stop()
+        self.stop_task()
+
     def commit_offsets(self) -> bool:
         """Flush the producer, then write the offsets staged before the flush (Kafka's
         ``commitOffsets``); on a timeout the offsets stay staged for the next attempt."""
@@ -154,6 +160,8 @@ class WorkerSourceTask(WorkerTask):
         return True
 
     def close(self) -> None:
+        if not self.stopping:
+            self.stop_task()                 # the task failed: it still gets its stop()
         try:
             self.producer.close(self.worker.config.offset_flush_timeout_ms / 1000.0)
         except ClientError as exc:

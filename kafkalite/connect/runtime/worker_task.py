@@ -10,7 +10,6 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from kafkalite.client import ClientError
 from kafkalite.connect.connector import Task
 from kafkalite.connect.records import ConnectHeaders
 
@@ -89,7 +88,10 @@ class WorkerTask:
         try:
             self.execute()
         except BaseException as exc:  # noqa: BLE001 - a task's failure is its FAILED status
-            if not self._stopping.is_set() or not isinstance(exc, ClientError):
+            if self._stopping.is_set():
+                # e.g. a source task's poll() on a stream its stop() just closed: not a failure
+                log.info("%s %s ended while stopping: %s", self.kind, self.id, exc)
+            else:
                 log.error("%s %s threw an uncaught and unrecoverable exception", self.kind, self.id, exc_info=exc)
                 self.failed = True
                 self._status(st.FAILED, trace_of(exc))
@@ -126,10 +128,13 @@ class WorkerTask:
         return not self._stopping.is_set()
 
     def stop(self) -> None:
+        """Ask the task's thread to finish (it commits and closes on its own thread)."""
         self._stopping.set()
         self.operator.stop()
         with self._state_changed:
             self._state_changed.notify_all()
+
+    def stop_task(self) -> None:
         try:
             self.task.stop()
         except Exception:  # noqa: BLE001 - a connector's bug must not keep the worker from stopping

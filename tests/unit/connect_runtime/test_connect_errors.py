@@ -182,3 +182,34 @@ class RejectingSinkTask(FlakySinkTask):
 class RejectingSinkConnector(FlakySinkConnector):
     def task_class(self) -> type[Task]:
         return RejectingSinkTask
+
+
+class OrderedSinkTask(FlakySinkTask):
+    """Records whether put ever ran after stop (Kafka never does that to a sink task)."""
+    stopped = False
+    put_after_stop = False
+
+    def put(self, records: list[SinkRecord]) -> None:
+        if type(self).stopped:
+            type(self).put_after_stop = True
+
+    def stop(self) -> None:
+        type(self).stopped = True
+
+
+class OrderedSinkConnector(FlakySinkConnector):
+    def task_class(self) -> type[Task]:
+        return OrderedSinkTask
+
+
+def test_stopping_a_sink_task_stops_it_on_its_own_thread_and_leaves_it_unassigned(tmp_path: Path) -> None:
+    broker = FakeBroker()
+    broker.append("in", b"1")
+    herder = _herder(tmp_path, broker)
+    herder.put_connector_config("ordered", {"connector.class": f"{__name__}.OrderedSinkConnector",
+                                            "topics": "in"}, False)
+    wait_for(lambda: herder.connector_status("ordered")["tasks"] and
+             herder.connector_status("ordered")["tasks"][0]["state"] == "RUNNING", what="RUNNING")
+    herder.stop()
+    assert OrderedSinkTask.stopped and not OrderedSinkTask.put_after_stop
+    assert herder.status_store.get_task("ordered", 0).state == "UNASSIGNED"   # type: ignore[union-attr]
