@@ -230,7 +230,9 @@ class ConnectResource(resource.Resource):
             log.warning("forwarding %s %s to the leader %s failed: %s", request.method, request.uri, leader_url, exc)
             raise RestError(500, f"IO Error trying to forward REST request: {exc}") from None
         ctype = (response.headers.getRawHeaders(b"content-type") or [JSON])[0]
-        return Reply(response.code, raw=content, content_type=ctype)
+        location = response.headers.getRawHeaders(b"location")
+        return Reply(response.code, raw=content, content_type=ctype,
+                     headers={b"location": location[0]} if location else None)
 
     def _run(self, fn: Callable[..., Any], *args: Any) -> defer.Deferred:
         """A herder call, off the reactor thread (herder calls block on the brokers)."""

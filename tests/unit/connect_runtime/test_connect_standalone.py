@@ -141,3 +141,20 @@ def test_topics_regex_picks_up_new_matching_topics(setup: Any, monkeypatch: pyte
     wait_for(lambda: out.exists() and out.read_text() == "a1\n", what="the first matching topic")
     broker.append("metrics-b", b'"b1"')
     wait_for(lambda: sorted(out.read_text().split()) == ["a1", "b1"], what="the new matching topic")
+
+
+def test_plugin_path_modules_can_be_named_as_connector_classes(setup: Any, tmp_path: Path) -> None:
+    """A connector in a directory listed in plugin.path is found by its module path."""
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "acme_connectors.py").write_text(
+        "from kafkalite.connect.connectors.file import FileStreamSourceConnector\n"
+        "class AcmeSource(FileStreamSourceConnector):\n"
+        "    def version(self):\n"
+        "        return '9.9'\n")
+    herder, broker, tmp = setup(**{"plugin.path": str(plugins)})
+    (tmp / "test.txt").write_text("from-a-plugin\n")
+    created, info = herder.put_connector_config("acme", source(tmp, "acme", **{"connector.class":
+                                                                               "acme_connectors.AcmeSource"}), False)
+    assert created and info["type"] == "source"
+    wait_for(lambda: broker.values("connect-test") == [b'"from-a-plugin"'], what="the plugin's record")
