@@ -70,7 +70,8 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
         "connector.class": "FileStreamSource", "file": str(source_file), "topic": "dist-lines"}})
     assert code == 201, body
     assert body["name"] == "src" and body["config"]["file"] == str(source_file)
-    code, body = _call("POST", f"{url}/connectors", {"name": "sink", "config": {
+    # through two different workers: one at least is a follower, which forwards to the leader
+    code, body = _call("POST", f"{workers[2].url}/connectors", {"name": "sink", "config": {
         "connector.class": "org.apache.kafka.connect.file.FileStreamSinkConnector", "tasks.max": "3",
         "file": str(sink_file), "topics": "dist-lines"}})
     assert code == 201, body
