@@ -54,6 +54,11 @@ class ConnectorConfig:
                 raise ConfigException(TOPICS_REGEX, regex, f"Must be a valid regular expression: {exc}") from None
         return cls(name, p[CONNECTOR_CLASS].strip(), tasks_max, topics, regex, ErrorHandlingConfig.from_props(p), p)
 
+    def client_overrides(self, kind: str) -> dict[str, str]:
+        """The connector's ``<kind>.override.*`` client settings (KIP-458), prefix removed."""
+        prefix = f"{kind}.override."
+        return {k[len(prefix):]: v for k, v in self.props.items() if k.startswith(prefix)}
+
     def converter(self, role: str) -> tuple[str, dict[str, str]] | None:
         """A connector's override of ``key.converter``/``value.converter``/``header.converter``."""
         if not self.props.get(role):

@@ -175,6 +175,8 @@ class Herder:
             value = by_name.setdefault(target, ConfigValue(target, props.get(target)))
             if not value.error_messages:             # the ConfigDef may have said it already
                 value.add_error_message(str(exc))
+        for name, message in self._override_errors(props):
+            by_name.setdefault(name, ConfigValue(name, props.get(name))).add_error_message(message)
         own = connector.config()
         result = connector.validate({k: v for k, v in props.items()})
         keys = dict(common.config_keys)
@@ -183,6 +185,21 @@ class Herder:
         own_values = list(result.config_values)
         return config_infos(_plugin_name(cls_name, connector), keys,
                             list(by_name.values()) + own_values, groups)
+
+    def _override_errors(self, props: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """KIP-458: ``producer.override.*`` / ``consumer.override.*`` / ``admin.override.*`` as the
+        worker's ``connector.client.config.override.policy`` (None, Principal, All) allows."""
+        policy = self.worker.config.props.get("connector.client.config.override.policy", "None")
+        out = []
+        for key in sorted(props):
+            kind, _, rest = key.partition(".override.")
+            if kind not in ("producer", "consumer", "admin") or not rest:
+                continue
+            if policy == "All" or (policy == "Principal" and rest in _PRINCIPAL_KEYS):
+                continue
+            out.append((key, f"The '{policy}' policy does not allow '{rest}' to be overridden in the connector "
+                             "configuration."))
+        return out
 
     def check_config(self, name: str, props: Mapping[str, str]) -> dict[str, str]:
         """Refuse an invalid configuration with Kafka's 400 message; the config with ``name``."""
@@ -226,6 +243,9 @@ class Herder:
                 t["state"] = st.RESTARTING
                 t.pop("trace", None)
         return out
+
+
+_PRINCIPAL_KEYS = ("sasl.jaas.config", "sasl.mechanism", "security.protocol")
 
 
 def _plugin_name(cls_name: str, connector: Any) -> str:

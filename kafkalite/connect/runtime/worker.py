@@ -261,12 +261,13 @@ class Worker:
             converters = self.converters(cfg)
             chain = self.transformation_chain(cfg)
             if isinstance(task, SourceTask):
-                producer = self.clients.producer(f"connector-producer-{task_id}")
+                producer = self.clients.producer(f"connector-producer-{task_id}", cfg.client_overrides("producer"))
                 worker_task: WorkerTask = WorkerSourceTask(self, task_id, task, task_props, cfg, converters, chain,
                                                            target_state, producer=producer,
                                                            offset_store=self.offset_store)
             elif isinstance(task, SinkTask):
-                consumer = self.clients.consumer(f"connect-{task_id.connector}", f"connector-consumer-{task_id}")
+                consumer = self.clients.consumer(f"connect-{task_id.connector}", f"connector-consumer-{task_id}",
+                                                 cfg.client_overrides("consumer"))
                 worker_task = WorkerSinkTask(self, task_id, task, task_props, cfg, converters, chain, target_state,
                                              consumer=consumer)
                 self._add_dlq(worker_task, cfg.errors)
@@ -316,9 +317,9 @@ class Worker:
 class WorkerClients(Protocol):
     """How a worker reaches the brokers (tests give an in-memory stand-in)."""
 
-    def producer(self, client_id: str) -> Any: ...
+    def producer(self, client_id: str, overrides: Mapping[str, str] | None = None) -> Any: ...
 
-    def consumer(self, group_id: str, client_id: str) -> Any: ...
+    def consumer(self, group_id: str, client_id: str, overrides: Mapping[str, str] | None = None) -> Any: ...
 
     def ensure_topic(self, topic: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None: ...
 
@@ -332,23 +333,35 @@ class KafkaWorkerClients:
     def __init__(self, config: WorkerConfig) -> None:
         self.config = config
 
-    def producer(self, client_id: str) -> Producer:
+    def producer(self, client_id: str, overrides: Mapping[str, str] | None = None) -> Producer:
+        """``overrides``: the connector's ``producer.override.*`` settings (KIP-458)."""
         props = {"acks": "all", "linger.ms": "0", "delivery.timeout.ms": "2147483647", "client.id": client_id}
         props.update(self.config.client_props("producer."))
+        props.update(overrides or {})
         kwargs = _kwargs_for(Producer.__init__, props)
-        return Producer(self.config.bootstrap_servers, security=self.config.client_security("producer."), **kwargs)
+        return Producer(self.config.bootstrap_servers, security=_security(props), **kwargs)
 
-    def consumer(self, group_id: str, client_id: str) -> Consumer:
+    def consumer(self, group_id: str, client_id: str, overrides: Mapping[str, str] | None = None) -> Consumer:
+        """``overrides``: the connector's ``consumer.override.*`` settings (KIP-458)."""
         props = {"auto.offset.reset": "earliest", "client.id": client_id}
         props.update(self.config.client_props("consumer."))
+        props.update(overrides or {})
         kwargs = _kwargs_for(Consumer.__init__, props)
         kwargs["enable_auto_commit"] = False
         kwargs.pop("group_id", None)
-        return Consumer(self.config.bootstrap_servers, group_id=group_id,
-                        security=self.config.client_security("consumer."), **kwargs)
+        return Consumer(self.config.bootstrap_servers, group_id=group_id, security=_security(props), **kwargs)
 
     def ensure_topic(self, topic: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
         ensure_topic(self.config, topic, partitions, replication_factor, configs)
+
+
+def _security(props: Mapping[str, str]) -> Any:
+    from kafkalite.client import ClientError
+    from kafkalite.client.security import ClientSecurity
+    try:
+        return ClientSecurity.from_properties(props)
+    except ClientError as exc:
+        raise ConnectException(str(exc)) from None
 
 
 def ensure_topic(config: WorkerConfig, topic: str, partitions: int, replication_factor: int,

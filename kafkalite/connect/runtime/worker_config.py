@@ -44,7 +44,7 @@ COMMON_DEFAULTS: dict[str, str] = {
     "plugin.path": "",
     "client.id": "",
     "topic.creation.enable": "true",
-    "connector.client.config.override.policy": "None",
+    "connector.client.config.override.policy": "None",      # KIP-458: None, Principal or All
 }
 
 #: distributed-only properties (Kafka's DistributedConfig)

@@ -148,10 +148,10 @@ class FakeClients:
         self.broker = broker
         self.consumers: list[FakeConsumer] = []
 
-    def producer(self, client_id: str) -> FakeProducer:
+    def producer(self, client_id: str, overrides: Any = None) -> FakeProducer:
         return FakeProducer(self.broker)
 
-    def consumer(self, group_id: str, client_id: str) -> FakeConsumer:
+    def consumer(self, group_id: str, client_id: str, overrides: Any = None) -> FakeConsumer:
         c = FakeConsumer(self.broker, group_id)
         self.consumers.append(c)
         return c

@@ -158,3 +158,15 @@ def test_plugin_path_modules_can_be_named_as_connector_classes(setup: Any, tmp_p
                                                                                "acme_connectors.AcmeSource"}), False)
     assert created and info["type"] == "source"
     wait_for(lambda: broker.values("connect-test") == [b'"from-a-plugin"'], what="the plugin's record")
+
+
+def test_client_overrides_follow_the_override_policy(setup: Any) -> None:
+    """KIP-458: with the default policy None a connector's consumer.override.* is refused; with All
+    it is accepted (and handed to the task's consumer)."""
+    herder, _, tmp = setup()
+    with pytest.raises(BadRequestException, match="'None' policy does not allow 'max.poll.records'"):
+        herder.put_connector_config("o", sink(tmp, "o", **{"consumer.override.max.poll.records": "5"}), False)
+    herder2, _, _ = setup(**{"connector.client.config.override.policy": "All"})
+    created, info = herder2.put_connector_config("o", sink(tmp, "o", **{"consumer.override.max.poll.records": "5"}),
+                                                 False)
+    assert created and info["config"]["consumer.override.max.poll.records"] == "5"
