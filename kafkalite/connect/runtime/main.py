@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-import threading
 from typing import Any
 
 from kafkalite.config import ConfigError, load_properties
@@ -103,8 +102,6 @@ def main(argv: list[str] | None = None, *, distributed: bool = False) -> int:
             return 1
         worker = Worker(worker_id, config, offset_store, status_store, metrics=metrics)
         herder = StandaloneHerder(worker, status_store, cluster_id)
-        worker.reconfiguration_listener = lambda name: threading.Thread(
-            target=herder.request_task_reconfiguration, args=(name,), daemon=True).start()
     holder["herder"] = herder
     exit_code = [0]
 

@@ -7,6 +7,7 @@ configurations are applied one at a time.
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any, Mapping
 
 from kafkalite.connect.errors import AlreadyExistsException, ConnectException, NotFoundException
@@ -20,6 +21,13 @@ log = logging.getLogger(__name__)
 
 
 class StandaloneHerder(Herder):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # a connector asks for new task configs from its own thread, maybe while a REST write
+        # holds the lock and waits for it: apply the request on a thread of its own
+        self.worker.reconfiguration_listener = lambda name: threading.Thread(
+            target=self.request_task_reconfiguration, args=(name,), name=f"reconfigure-{name}", daemon=True).start()
+
     def start(self) -> None:
         log.info("standalone herder started (worker %s)", self.worker.worker_id)
 

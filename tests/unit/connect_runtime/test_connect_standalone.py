@@ -170,3 +170,26 @@ def test_client_overrides_follow_the_override_policy(setup: Any) -> None:
     created, info = herder2.put_connector_config("o", sink(tmp, "o", **{"consumer.override.max.poll.records": "5"}),
                                                  False)
     assert created and info["config"]["consumer.override.max.poll.records"] == "5"
+
+
+class GrowingSourceConnector(FileStreamSourceConnector):
+    """A connector whose source grows: its task count changes and it asks for new task configs."""
+    tasks = 1
+
+    def task_configs(self, max_tasks: int) -> list[dict[str, str]]:
+        return [dict(self.props, shard=str(i)) for i in range(min(type(self).tasks, max_tasks))]
+
+
+def test_a_connector_requesting_reconfiguration_gets_new_tasks(setup: Any) -> None:
+    herder, _, tmp = setup()
+    (tmp / "test.txt").write_text("")
+    herder.put_connector_config("grow", source(tmp, "grow", **{"connector.class": f"{__name__}.GrowingSourceConnector",
+                                                               "tasks.max": "4"}), False)
+    assert len(herder.task_configs("grow")) == 1
+    GrowingSourceConnector.tasks = 2
+    context = herder.worker.connectors["grow"].connector.context
+    assert context is not None
+    context.request_task_reconfiguration()           # from the connector's side, as its monitor thread would
+    wait_for(lambda: len(herder.task_configs("grow")) == 2, what="the second task")
+    assert [t["config"]["shard"] for t in herder.task_configs("grow")] == ["0", "1"]
+    wait_for(lambda: len(herder.connector_status("grow")["tasks"]) == 2, what="both tasks running")
