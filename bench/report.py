@@ -190,8 +190,10 @@ def save_published(path: Path, runs: dict[str, str], rows: list[Row]) -> None:
     path.write_text(json.dumps({"runs": runs, "rows": [asdict(r) for r in rows]}, indent=1) + "\n")
 
 
-README_START = "<!-- generated:bench-side-by-side start (scripts/bench publish) -->"
-README_END = "<!-- generated:bench-side-by-side end -->"
+#: the documentation page whose side-by-side table `scripts/bench publish` rewrites
+DOC_PAGE = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+DOC_START = "<!-- generated:bench-side-by-side start (scripts/bench publish) -->"
+DOC_END = "<!-- generated:bench-side-by-side end -->"
 
 
 def scenario_number(scenario: str) -> int:
@@ -199,9 +201,9 @@ def scenario_number(scenario: str) -> int:
     return int(head) if head.isdigit() else 99
 
 
-def readme_table(rows: list[Row]) -> str:
-    """The README's benchmark table: the published rows side by side, in scenario order, without
-    the latency rows' p99.9 and max (bench/RESULTS.md keeps every row)."""
+def doc_table(rows: list[Row]) -> str:
+    """The documentation's benchmark table: the published rows side by side, in scenario order,
+    without the latency rows' p99.9 and max (bench/RESULTS.md keeps every row)."""
     shown = Results(Path("."), "-")
     shown.rows = sorted((r for r in rows if " p99.9," not in r.metric and not r.metric.startswith(("end-to-end max",
                                                                                                   "produce-to-ack max"))),
@@ -209,10 +211,10 @@ def readme_table(rows: list[Row]) -> str:
     return shown.side_by_side()
 
 
-def regenerate_readme(text: str, rows: list[Row]) -> str:
-    """``text`` (README.md) with the part between the markers replaced by :func:`readme_table`."""
-    start, end = text.find(README_START), text.find(README_END)
+def regenerate_doc(text: str, rows: list[Row]) -> str:
+    """``text`` (docs/benchmarks.md) with the part between the markers replaced by :func:`doc_table`."""
+    start, end = text.find(DOC_START), text.find(DOC_END)
     if start < 0 or end < start:
-        raise ValueError(f"README.md lacks the {README_START!r} ... {README_END!r} markers")
-    return text[:start + len(README_START)] + "\n" + readme_table(rows) + "\n" + text[end:]
+        raise ValueError(f"{DOC_PAGE.name} lacks the {DOC_START!r} ... {DOC_END!r} markers")
+    return text[:start + len(DOC_START)] + "\n" + doc_table(rows) + "\n" + text[end:]
 

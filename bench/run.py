@@ -225,7 +225,7 @@ def publish(results: Results, header: str) -> None:
     merged = Results(RESULTS, results.stamp)
     merged.rows = sorted(rows, key=lambda r: report.scenario_number(r.scenario))
     lines = ["# Benchmark results", "",
-             "Written by `scripts/bench ... --publish` (see the README's Benchmarks section). Each run "
+             "Written by `scripts/bench ... --publish` (see docs/benchmarks.md). Each run "
              "replaces the rows it measured again; a row names its run, and a ratio compares figures of "
              "the same run only. Times in ms or s, rates in records/s unless the unit says otherwise.", "",
              "Runs:", ""]
@@ -242,9 +242,9 @@ def publish(results: Results, header: str) -> None:
     md = ROOT / "bench" / "RESULTS.md"
     md.write_text("\n".join(lines) + "\n")
     print(f"wrote {md} ({len(merged.rows)} rows from {len(runs)} runs)")
-    readme = ROOT / "README.md"
-    readme.write_text(report.regenerate_readme(readme.read_text(), rows))
-    print(f"wrote the side-by-side table of {readme}")
+    page = report.DOC_PAGE
+    page.write_text(report.regenerate_doc(page.read_text(), rows))
+    print(f"wrote the side-by-side table of {page}")
 
 
 def publish_jsonl(paths: list[str]) -> int:

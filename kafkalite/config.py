@@ -165,7 +165,7 @@ class ConfigKey:
 
     @property
     def documentation(self) -> str:
-        """The doc as README and DescribeConfigs show it (ignored keys say so first)."""
+        """The doc as docs/configuration.md and DescribeConfigs show it (ignored keys say so first)."""
         return f"{IGNORED_NOTE}. {self.doc}" if self.ignored else self.doc
 
 

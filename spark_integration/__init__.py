@@ -1,5 +1,5 @@
 """PySpark data source ``kafkalite``: Spark's Kafka-source options and schema over kafkalite,
-plus committed-offset ranges for consumer groups (see README, section "Spark").
+plus committed-offset ranges for consumer groups (see docs/spark.md).
 
     from spark_integration import register, commit_ranges
     register(spark)

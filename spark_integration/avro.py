@@ -1,5 +1,5 @@
 """Registry-framed Avro keys and values as typed Spark columns (options ``keyAvroSubject`` /
-``valueAvroSubject`` with ``schemaRegistryUrl``; README, section "Avro").
+``valueAvroSubject`` with ``schemaRegistryUrl``; docs/schema-registry.md, section "Avro").
 
 The reader schema is the subject's version (``latest`` by default) *as of load()*: the driver
 resolves it once (:func:`resolve_reader`), derives the column's Spark type from it

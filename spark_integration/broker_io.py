@@ -20,10 +20,12 @@ import pyarrow as pa
 from kafkalite.client import KafkaClient, TopicPartition
 from kafkalite.client.security import PLAINTEXT, ClientSecurity
 from kafkalite.errors import ErrorCode
+# the plain (topic, partition) key; kafkalite.client.TopicPartition is its named form for client calls
+from kafkalite.topic_partition import TopicPartition as TP
 from spark_integration.arrow_records import arrow_schema, convert
 from spark_integration.options import SourceOptions
 from spark_integration.planning import (
-    TP, DataLossError, PlannedRange, apply_committed, offset_queries, plan_ranges, resolve_spec, select_partitions,
+    DataLossError, PlannedRange, apply_committed, offset_queries, plan_ranges, resolve_spec, select_partitions,
 )
 
 if TYPE_CHECKING:

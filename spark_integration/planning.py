@@ -14,11 +14,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from kafkalite.topic_partition import TopicPartition
 from spark_integration.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 
 log = logging.getLogger(__name__)
-
-TP = tuple[str, int]
 
 
 class DataLossError(Exception):
@@ -43,7 +42,7 @@ class PlannedRange:
 
 
 def select_partitions(opts: SourceOptions, topics: Mapping[str, Iterable[int]],
-                      internal: Iterable[str] = ()) -> list[TP]:
+                      internal: Iterable[str] = ()) -> list[TopicPartition]:
     """The topic-partitions the strategy names, given ``{topic: partitions}`` from Metadata.
 
     ``subscribe`` skips topics that do not exist (Spark's consumer subscribes and sees nothing);
@@ -67,7 +66,7 @@ def select_partitions(opts: SourceOptions, topics: Mapping[str, Iterable[int]],
     return [(t, p) for t in names for p in sorted(topics[t])]
 
 
-def offset_queries(spec: OffsetSpec, tps: Iterable[TP]) -> dict[TP, int]:
+def offset_queries(spec: OffsetSpec, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
     """The ListOffsets-by-time queries a timestamp spec needs (none for the other kinds)."""
     if spec.kind == "timestamp":
         assert spec.timestamp is not None  # options._offset_spec gives this kind its timestamp
@@ -77,9 +76,9 @@ def offset_queries(spec: OffsetSpec, tps: Iterable[TP]) -> dict[TP, int]:
     return {}
 
 
-def resolve_spec(spec: OffsetSpec, tps: list[TP], earliest: Mapping[TP, int], latest: Mapping[TP, int],
-                 by_time: Mapping[TP, int] | None = None, *, side: str, timestamp_strategy: str = "error"
-                 ) -> dict[TP, int]:
+def resolve_spec(spec: OffsetSpec, tps: list[TopicPartition], earliest: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+                 by_time: Mapping[TopicPartition, int] | None = None, *, side: str, timestamp_strategy: str = "error"
+                 ) -> dict[TopicPartition, int]:
     """Concrete offsets for ``tps``; ``by_time`` holds ListOffsets answers (-1 = no such record)."""
     if spec.kind == "earliest":
         return {tp: earliest[tp] for tp in tps}
@@ -100,7 +99,7 @@ def resolve_spec(spec: OffsetSpec, tps: list[TP], earliest: Mapping[TP, int], la
         if missing:
             raise ValueError(f"{option} must give every topic-partition read; missing "
                              + ", ".join(f"{t}-{p}" for t, p in missing))
-    out: dict[TP, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp in tps:
         if spec.kind == "offsets":
             value = given[tp]
@@ -117,13 +116,13 @@ def resolve_spec(spec: OffsetSpec, tps: list[TP], earliest: Mapping[TP, int], la
     return out
 
 
-def apply_committed(starts: Mapping[TP, int], committed: Mapping[TP, int]) -> dict[TP, int]:
+def apply_committed(starts: Mapping[TopicPartition, int], committed: Mapping[TopicPartition, int]) -> dict[TopicPartition, int]:
     """A group's committed offset replaces the start; partitions without one (-1) keep theirs."""
     return {tp: committed[tp] if committed.get(tp, -1) >= 0 else s for tp, s in starts.items()}
 
 
-def plan_ranges(tps: list[TP], starts: Mapping[TP, int], ends: Mapping[TP, int], earliest: Mapping[TP, int],
-                latest: Mapping[TP, int], *, fail_on_data_loss: bool) -> list[PlannedRange]:
+def plan_ranges(tps: list[TopicPartition], starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int], earliest: Mapping[TopicPartition, int],
+                latest: Mapping[TopicPartition, int], *, fail_on_data_loss: bool) -> list[PlannedRange]:
     """Check each ``[start, end)`` against what the log holds and clamp it to ``[earliest, latest]``.
 
     ``latest`` is the high watermark (or the LSO): a range never reaches past it. A start below
@@ -179,7 +178,7 @@ def split_ranges(ranges: list[PlannedRange], min_partitions: int | None) -> list
     return out
 
 
-def rate_limit(start: Mapping[TP, int], latest: Mapping[TP, int], max_offsets: int | None) -> dict[TP, int]:
+def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], max_offsets: int | None) -> dict[TopicPartition, int]:
     """End offsets for one micro-batch: Spark's proportional split of ``maxOffsetsPerTrigger``.
 
     Each partition gets ``limit * size / total`` offsets, floored, or ceiled when below 1 so small
@@ -189,7 +188,7 @@ def rate_limit(start: Mapping[TP, int], latest: Mapping[TP, int], max_offsets: i
     total = sum(sizes.values())
     if max_offsets is None or total <= max_offsets:
         return dict(latest)
-    out: dict[TP, int] = {}
+    out: dict[TopicPartition, int] = {}
     for tp, end in latest.items():
         begin = start.get(tp, end)
         prorate = max_offsets * sizes[tp] / total
@@ -198,7 +197,7 @@ def rate_limit(start: Mapping[TP, int], latest: Mapping[TP, int], max_offsets: i
     return out
 
 
-def offsets_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
+def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """Spark's Kafka offset JSON shape ``{"topic": {"0": 42}}`` (string keys, as JSON wants)."""
     out: dict[str, dict[str, int]] = {}
     for (topic, partition), offset in sorted(offsets.items()):
@@ -206,5 +205,5 @@ def offsets_json(offsets: Mapping[TP, int]) -> dict[str, dict[str, int]]:
     return out
 
 
-def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TP, int]:
+def offsets_from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
     return {(topic, int(p)): int(o) for topic, parts in data.items() for p, o in parts.items()}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafkalite.security.acl import (AccessControlEntry, Operation, PatternType, Permission, ResourcePattern,
-                                    ResourceType)
 from zk_schema._json import dumps, loads_object, req_str, req_version
+from zk_schema.acl_types import (AccessControlEntry, Operation, PatternType, Permission, ResourcePattern,
+                                 ResourceType)
 from zk_schema.errors import ZkDataError
 
 LITERAL_ROOT = "/kafka-acl"

@@ -149,6 +149,15 @@ class TopicAdmin:
             return defer.succeed(True)
         return self.purgatory.watch([METADATA_CHANGED], timeout_ms, condition, lambda timed_out: not timed_out)
 
+    def await_metadata(self, timeout_ms: int, ready: Callable[[], bool], finish: Callable[[bool], Any]) -> defer.Deferred:
+        """Fires ``finish(timed_out)`` once ``ready()`` holds after a metadata change (or
+        :meth:`metadata_changed`), or at ``timeout_ms`` (Kafka's DelayedElectLeader waits so)."""
+        return self.purgatory.watch([METADATA_CHANGED], timeout_ms, ready, finish)
+
+    def metadata_changed(self) -> None:
+        """Re-check what waits on the metadata (a result arrived that a wait's condition reads)."""
+        self.purgatory.check(METADATA_CHANGED)
+
     # -- topics created on first use -----------------------------------------------------------------
     def auto_create(self, name: str) -> None:
         """Metadata's auto-creation (``auto.create.topics.enable``): fire and forget; clients

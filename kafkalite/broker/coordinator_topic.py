@@ -7,7 +7,8 @@ coordinator's own settings; the coordinator's writes are batches appended as lea
 replica manager and answered once the whole ISR has them (the replica manager's one acks=all wait),
 so a new leader replays every acknowledged change; becoming leader of a partition replays it into
 the coordinator, reading the log in a worker thread (a big partition would stall the reactor) while
-requests for that partition answer COORDINATOR_LOAD_IN_PROGRESS; losing leadership unloads it.
+requests for that partition answer COORDINATOR_LOAD_IN_PROGRESS; losing leadership unloads it (a
+new leader epoch while staying leader, e.g. an ISR change, does neither).
 
 :class:`CoordinatorTopic` holds that cycle; :class:`~kafkalite.broker.offsets_topic.OffsetsTopic`
 and :class:`~kafkalite.broker.txn_topic.TransactionTopic` say what their topic is called, which
@@ -71,7 +72,7 @@ class CoordinatorTopic:
         self.topics = topics
         self.replicas = replicas
         self.blocking = blocking
-        self.led: dict[int, int] = {}           # partition -> leader epoch we loaded it in
+        self.led: dict[int, int] = {}           # partition led -> leader epoch we became its leader in
         self.creating = False
 
     # -- topic -----------------------------------------------------------------------------------
@@ -135,12 +136,19 @@ class CoordinatorTopic:
 
     # -- leadership ------------------------------------------------------------------------------
     def on_partition_role(self, part: Partition) -> None:
-        """ReplicaManager listener: load on becoming leader (new epoch), unload on losing it."""
+        """ReplicaManager listener: load on becoming leader, unload on losing leadership.
+
+        A new leader epoch while this broker stays leader (the controller shrank or grew the
+        ISR, e.g. a follower died) changes nothing: the coordinator keeps serving what it loaded
+        (and the transaction coordinator its coordinator epoch), as Kafka's ``Partition.makeLeader``
+        reports such a change as not ``isNewLeader`` and ``onLeadershipChange`` only calls the
+        coordinators' ``onElection`` for new leaders. Reloading would throw away the groups'
+        rebalances in progress and answer COORDINATOR_LOAD_IN_PROGRESS meanwhile."""
         if part.topic != self.topic:
             return
         p = part.index
         leading = part.state is not None and part.is_leader
-        if leading and self.led.get(p) == part.leader_epoch:
+        if leading and p in self.led:
             return
         if p in self.led:
             del self.led[p]

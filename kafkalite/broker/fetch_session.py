@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.errors import ErrorCode
+from kafkalite.topic_partition import TopicPartition
 
 #: session id 0: no session (Kafka's INVALID_SESSION_ID)
 INVALID_SESSION_ID = 0
@@ -28,8 +29,6 @@ INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
 _MAX_EPOCH = 2**31 - 1
-
-TopicPartition = tuple[str, int]
 
 
 def next_epoch(epoch: int) -> int:

@@ -21,6 +21,7 @@ from twisted.python.failure import Failure
 from kafkalite.coordination.interfaces import Watch, ZooKeeper
 from kafkalite.coordination.kafka_zk_client import leader_and_isr
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
+from kafkalite.metadata.admin_znode import AdminZNode
 from zk_schema import paths
 from zk_schema.admin import PreferredReplicaElection, ReassignPartitions
 from zk_schema.brokers import BrokerRegistration
@@ -57,9 +58,9 @@ class MetadataSync:
         self.state_czxids: dict[tuple[str, int], int] = {}
         #: the pending ``/admin/preferred_replica_election`` request, its znode version and mzxid
         #: (the mzxid tells a re-created znode from the one already handled: versions restart at 0)
-        self.preferred_election: tuple[PreferredReplicaElection, int, int] | None = None
-        #: ``/admin/reassign_partitions`` (the ZooKeeper-era tool's request): (request, version) or None
-        self.reassign_request: tuple[ReassignPartitions, int] | None = None
+        self.preferred_election: AdminZNode[PreferredReplicaElection] | None = None
+        #: ``/admin/reassign_partitions`` (the ZooKeeper-era tool's request) or None
+        self.reassign_request: AdminZNode[ReassignPartitions] | None = None
         self.loaded = False
 
     @defer.inlineCallbacks
@@ -237,10 +238,10 @@ class MetadataSync:
 
     # -- preferred replica election (the ZooKeeper-era tool's request) --------------------------
     def _preferred_election_changed(self, data: bytes | None, stat: Any) -> None:
-        request = None
+        request: AdminZNode[PreferredReplicaElection] | None = None
         if data is not None:
             try:
-                request = (PreferredReplicaElection.decode(data), int(stat.version), int(stat.mzxid))
+                request = AdminZNode(PreferredReplicaElection.decode(data), int(stat.version), int(stat.mzxid))
             except ZkDataError as exc:
                 log.warning("ignoring unreadable %s: %s", paths.PREFERRED_REPLICA_ELECTION, exc)
         self.preferred_election = request
@@ -248,10 +249,10 @@ class MetadataSync:
 
     # -- partition reassignment (the ZooKeeper-era tool's request) -----------------------------------
     def _reassign_request_changed(self, data: bytes | None, stat: Any) -> None:
-        request = None
+        request: AdminZNode[ReassignPartitions] | None = None
         if data is not None:
             try:
-                request = (ReassignPartitions.decode(data), int(stat.version))
+                request = AdminZNode(ReassignPartitions.decode(data), int(stat.version))
             except ZkDataError as exc:
                 log.warning("ignoring unreadable %s: %s", paths.REASSIGN_PARTITIONS, exc)
         self.reassign_request = request

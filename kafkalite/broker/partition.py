@@ -17,6 +17,7 @@ from typing import Callable, Protocol
 from twisted.internet import defer
 
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.replica import Replica
 from kafkalite.coordination.errors import ZkVersionConflictError
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError
 from kafkalite.metadata.state import LeaderAndIsr
@@ -62,15 +63,9 @@ class Partition:
     isr_writer: IsrWriter
     replicas: list[int] = field(default_factory=list)
     state: LeaderAndIsr | None = None
-    #: Leader only: log end offset each follower last fetched from (replica id -> offset).
-    follower_end_offsets: dict[int, int] = field(default_factory=dict)
-    follower_caught_up_ms: dict[int, int] = field(default_factory=dict)
-    #: Leader only: (leader log end, time) at each follower's previous fetch (Kafka's rule for
-    #: "caught up": it fetched up to where the leader's log ended at its previous fetch).
-    follower_last_fetch: dict[int, tuple[int, int]] = field(default_factory=dict)
-    #: Leader only: the log start offset each follower last reported in its Fetch (-1: not yet),
-    #: for DeleteRecords' low watermark.
-    follower_log_starts: dict[int, int] = field(default_factory=dict)
+    #: Leader only: each follower's fetch state in this term (Kafka's Replica), by broker id;
+    #: empty while following or offline
+    followers: dict[int, Replica] = field(default_factory=dict)
     #: Leader only: the ISR our pending write asks for, until ZooKeeper answers (None: no write).
     #: The high watermark counts the union of it and the ISR (Kafka's "maximal ISR", KIP-497): a
     #: replica being added holds it back as a member does, since the controller may elect it as
@@ -129,16 +124,25 @@ class Partition:
         return self.log.log_start_offset
 
     def check_leader(self, current_leader_epoch: int = -1) -> None:
-        """Raise unless this replica leads, and the client's epoch (if given) matches ours."""
+        """Raise unless this replica leads, and the client's epoch (if given) matches ours.
+
+        The epoch is checked first, against this replica's epoch whether it leads or follows
+        (Kafka 2.8 ``Partition.getLocalLog``: ``checkCurrentLeaderEpoch``, then ``isLeader``):
+        a client with an older epoch asking a former leader gets FENCED_LEADER_EPOCH, one with
+        a newer epoch UNKNOWN_LEADER_EPOCH, and only one with our epoch NOT_LEADER_OR_FOLLOWER.
+        Fetch, ListOffsets and OffsetForLeaderEpoch carry an epoch; Produce, DeleteRecords and
+        WriteTxnMarkers do not (-1) and only need the leadership."""
         if self.offline:
             raise KafkaStorageError(f"{self.topic}-{self.index}: the log dir of this replica is offline")
-        if not self.is_leader:
-            raise PartitionError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if current_leader_epoch >= 0:
             if current_leader_epoch < self.leader_epoch:
-                raise PartitionError("client leader epoch is older", ErrorCode.FENCED_LEADER_EPOCH)
+                raise PartitionError(f"{self.topic}-{self.index}: client leader epoch {current_leader_epoch} is "
+                                     f"older than {self.leader_epoch}", ErrorCode.FENCED_LEADER_EPOCH)
             if current_leader_epoch > self.leader_epoch:
-                raise PartitionError("client leader epoch is newer", ErrorCode.UNKNOWN_LEADER_EPOCH)
+                raise PartitionError(f"{self.topic}-{self.index}: client leader epoch {current_leader_epoch} is "
+                                     f"newer than {self.leader_epoch}", ErrorCode.UNKNOWN_LEADER_EPOCH)
+        if not self.is_leader:
+            raise PartitionError(f"{self.topic}-{self.index}: not the leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
     # -- roles -----------------------------------------------------------------------------------
     def become_leader(self, state: LeaderAndIsr, replicas: list[int], now_ms: int) -> None:
@@ -146,10 +150,7 @@ class Partition:
         self.state = state
         self.replicas = list(replicas)
         if new_term:
-            self.follower_end_offsets = {r: -1 for r in replicas if r != self.broker_id}
-            self.follower_caught_up_ms = {r: now_ms for r in replicas if r != self.broker_id}
-            self.follower_last_fetch = {}
-            self.follower_log_starts = {r: -1 for r in replicas if r != self.broker_id}
+            self.followers = {r: Replica(r, now_ms) for r in replicas if r != self.broker_id}
             self.isr_in_flight = None
             # Mark where this epoch starts, so a follower's OffsetForLeaderEpoch for an older
             # epoch learns where that epoch ended here (KIP-101).
@@ -164,52 +165,36 @@ class Partition:
         else:
             # the assignment changed within the term (a reassignment added or dropped replicas):
             # track the new followers from now on, forget the dropped ones
-            followers = {r for r in replicas if r != self.broker_id}
-            for r in followers - set(self.follower_end_offsets):
-                self.follower_end_offsets[r] = -1
-                self.follower_caught_up_ms[r] = now_ms
-                self.follower_log_starts[r] = -1
-            for r in set(self.follower_end_offsets) - followers:
-                self.follower_end_offsets.pop(r, None)
-                self.follower_caught_up_ms.pop(r, None)
-                self.follower_log_starts.pop(r, None)
-                self.follower_last_fetch.pop(r, None)
+            wanted = {r for r in replicas if r != self.broker_id}
+            for r in wanted - set(self.followers):
+                self.followers[r] = Replica(r, now_ms)
+            for r in set(self.followers) - wanted:
+                del self.followers[r]
         self.maybe_advance_high_watermark()
 
     def mark_offline(self) -> None:
         """The log dir failed (ReplicaManager.take_offline): stop leading and forget followers;
         waiters re-checking :meth:`replication_status` get KAFKA_STORAGE_ERROR."""
         self.offline = True
-        self.follower_end_offsets.clear()
-        self.follower_caught_up_ms.clear()
-        self.follower_last_fetch.clear()
+        self.followers.clear()
 
     def become_follower(self, state: LeaderAndIsr, replicas: list[int]) -> None:
         self.state = state
         self.replicas = list(replicas)
-        self.follower_end_offsets.clear()
-        self.follower_last_fetch.clear()
-        self.follower_log_starts.clear()
+        self.followers.clear()
 
     # -- followers' progress and the ISR (leader only) --------------------------------------------
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> None:
         """A follower asked for ``fetch_offset``: its log ends there (everything before is
         copied), and starts at ``log_start_offset``. The ISR may grow (written to ZooKeeper), the
         high watermark and DeleteRecords' low watermark may move."""
-        if replica_id not in self.follower_end_offsets:
+        follower = self.followers.get(replica_id)
+        if follower is None:
             return
-        if log_start_offset >= 0 and self.follower_log_starts.get(replica_id) != log_start_offset:
-            self.follower_log_starts[replica_id] = log_start_offset
+        if log_start_offset >= 0 and follower.log_start_offset != log_start_offset:
+            follower.log_start_offset = log_start_offset
             self.purgatory.check(self.key)            # a DeleteRecords may be waiting for it
-        moved = self.follower_end_offsets[replica_id] != fetch_offset
-        self.follower_end_offsets[replica_id] = fetch_offset
-        leo = self.log.log_end_offset
-        previous = self.follower_last_fetch.get(replica_id)
-        if fetch_offset >= leo:
-            self.follower_caught_up_ms[replica_id] = now_ms
-        elif previous is not None and fetch_offset >= previous[0]:
-            self.follower_caught_up_ms[replica_id] = max(self.follower_caught_up_ms.get(replica_id, 0), previous[1])
-        self.follower_last_fetch[replica_id] = (leo, now_ms)
+        moved = follower.update_fetch_state(fetch_offset, self.log.log_end_offset, now_ms)
         if replica_id not in self.isr:
             grown = self.isr_to_expand(replica_id)
             if grown is not None:
@@ -222,13 +207,12 @@ class Partition:
         follower asked again for this log's end, as at its last recorded fetch, and nothing was
         appended since, so it is caught up now. False when the full path must decide (not
         leading, or the follower is out of the ISR: expansion is decided there)."""
-        end = self.follower_end_offsets.get(replica_id)
+        follower = self.followers.get(replica_id)
         state = self.state                      # is_leader and isr, inlined: called per idle partition
-        if end is None or self.offline or state is None or state.leader != self.broker_id \
+        if follower is None or self.offline or state is None or state.leader != self.broker_id \
                 or replica_id not in state.isr:
             return False
-        self.follower_caught_up_ms[replica_id] = now_ms
-        self.follower_last_fetch[replica_id] = (end, now_ms)
+        follower.caught_up_idle(now_ms)
         return True
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
@@ -238,7 +222,9 @@ class Partition:
         acknowledged; a replica let in without them could be elected and lose them."""
         if not self.is_leader or replica_id in self.isr or replica_id not in self.replicas:
             return None
-        if self.follower_end_offsets.get(replica_id, -1) >= max(self.high_watermark, self.epoch_start_offset):
+        follower = self.followers.get(replica_id)
+        end = follower.log_end_offset if follower is not None else -1
+        if end >= max(self.high_watermark, self.epoch_start_offset):
             return tuple(sorted(set(self.isr) | {replica_id}, key=self.replicas.index))
         return None
 
@@ -247,9 +233,8 @@ class Partition:
         if not self.is_leader:
             return None
         leo = self.log.log_end_offset
-        lagging = [r for r in self.isr if r != self.broker_id
-                   and self.follower_end_offsets.get(r, -1) < leo
-                   and now_ms - self.follower_caught_up_ms.get(r, now_ms) > lag_max_ms]
+        followers = self.followers
+        lagging = [r for r in self.isr if r in followers and followers[r].is_lagging(leo, now_ms, lag_max_ms)]
         if not lagging:
             return None
         return tuple(r for r in self.isr if r not in lagging)
@@ -313,7 +298,8 @@ class Partition:
         low = self.log.log_start_offset
         for replica in self.replicas:
             if replica != self.broker_id and replica in alive:
-                low = min(low, self.follower_log_starts.get(replica, -1))
+                follower = self.followers.get(replica)
+                low = min(low, follower.log_start_offset if follower is not None else -1)
         return low
 
     # -- high watermark ----------------------------------------------------------------------------
@@ -325,11 +311,12 @@ class Partition:
         if not self.is_leader:
             return False
         new_hw = self.log.log_end_offset
-        ends = self.follower_end_offsets
+        followers = self.followers
         maximal = self.isr if self.isr_in_flight is None else set(self.isr) | set(self.isr_in_flight)
         for replica in maximal:
             if replica != self.broker_id:
-                new_hw = min(new_hw, ends.get(replica, -1))
+                follower = followers.get(replica)
+                new_hw = min(new_hw, follower.log_end_offset if follower is not None else -1)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.purgatory.check(self.key)

@@ -1,4 +1,5 @@
-"""Requests that wait: Fetch long-polls (max_wait_ms / min_bytes) and acks=all produces.
+"""Requests that wait (Kafka's ``DelayedOperationPurgatory``): Fetch long-polls (max_wait_ms /
+min_bytes), acks=all produces, DeleteRecords, a follower's OffsetForLeaderEpoch, metadata waits.
 
 An operation watches one or more keys (topic-partitions). Whoever changes a partition (an append,
 a high-watermark move) calls :meth:`Purgatory.check` for its key; each watcher re-evaluates its
@@ -25,19 +26,33 @@ class FollowerFetches:
 
 
 class DelayedOperation:
-    """Completes its Deferred with ``on_complete(timed_out)`` once ``try_ready()`` is true or time is up."""
+    """A request that waits (Kafka's ``DelayedOperation``): the purgatory completes its Deferred
+    with :meth:`on_complete` once :meth:`try_complete` says it is ready, or at its deadline.
 
-    def __init__(self, try_ready: Callable[[], bool], on_complete: Callable[[bool], Any],
-                 try_ready_key: Callable[[Hashable], bool] | None = None) -> None:
-        self.try_ready = try_ready
-        #: the same condition re-evaluated for the one key that changed: the operation was not
-        #: ready before, so only that key's part can have made it ready
-        self.try_ready_key = try_ready_key
-        self.on_complete = on_complete
+    Subclasses are the named waits of the replica layer (``DelayedFetch``, ``DelayedProduce``,
+    ``DelayedDeleteRecords``, ``DelayedLeaderEpochs``). ``try_complete`` only answers "ready?";
+    completing (and so answering exactly once) is the purgatory's, as Kafka's ``forceComplete``.
+    """
+
+    def __init__(self) -> None:
         self.deferred: defer.Deferred = defer.Deferred()
         self.done = False
         self.timer: Any = None
         self.keys: tuple[Hashable, ...] = ()
+
+    def try_complete(self) -> bool:
+        """Is the operation ready to answer now (Kafka's ``tryComplete``)?"""
+        raise NotImplementedError
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        """:meth:`try_complete` when only ``key`` changed: the operation was not ready before, so
+        only that key's part can have made it ready. Override where checking everything is dear
+        (a follower's Fetch watches every partition of its session, mostly idle ones)."""
+        return self.try_complete()
+
+    def on_complete(self, timed_out: bool) -> Any:
+        """The answer (Kafka's ``onComplete``; ``timed_out``: its ``onExpiration`` came first)."""
+        raise NotImplementedError
 
     def complete(self, timed_out: bool) -> None:
         if self.done:
@@ -53,38 +68,62 @@ class DelayedOperation:
         self.deferred.callback(result)
 
 
+class _FunctionOperation(DelayedOperation):
+    """A one-off wait written as functions (:meth:`Purgatory.watch`)."""
+
+    def __init__(self, try_ready: Callable[[], bool], on_complete: Callable[[bool], Any],
+                 try_ready_key: Callable[[Hashable], bool] | None = None) -> None:
+        super().__init__()
+        self._try_ready = try_ready
+        self._try_ready_key = try_ready_key
+        self._on_complete = on_complete
+
+    def try_complete(self) -> bool:
+        return self._try_ready()
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        return self._try_ready_key(key) if self._try_ready_key is not None else self._try_ready()
+
+    def on_complete(self, timed_out: bool) -> Any:
+        return self._on_complete(timed_out)
+
+
 class Purgatory:
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
         self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
         #: checks so far per key, and in all: a key whose count has not moved has not changed
         #: (every append, high-watermark, log-start and role change checks its key), which lets
-        #: a follower's fetch session skip its idle partitions (handlers/fetch.py)
+        #: a follower's fetch session skip its idle partitions (broker/delayed_fetch.py)
         self.events: dict[Hashable, int] = {}
         self.total_events = 0
 
-    def watch(self, keys: Iterable[Hashable], timeout_ms: int, try_ready: Callable[[], bool],
-              on_complete: Callable[[bool], Any],
-              try_ready_key: Callable[[Hashable], bool] | None = None) -> defer.Deferred:
-        """``try_ready_key(key)``: the condition for one changed key, used by :meth:`check`
-        (a follower's Fetch watches every partition of its session, mostly idle ones; checking
-        them all on each append to one of them was a large part of a leader's CPU)."""
-        op = DelayedOperation(try_ready, on_complete, try_ready_key)
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable],
+                                timeout_ms: int) -> defer.Deferred:
+        """Kafka's ``tryCompleteElseWatch``: watch ``keys`` for ``op``, arm its deadline, and try
+        it once more now that the watches are in place; returns its Deferred."""
         op.keys = tuple(keys)
         for key in op.keys:
             self.watchers[key].add(op)
         op.deferred.addBoth(self._forget, op)
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
-        # Kafka's tryCompleteElseWatch: try once more now that the watches are in place. The
-        # caller's own check ran before them, and whatever happened in between went unseen: a
-        # follower Fetch records its offsets partition by partition while it reads; the high
-        # watermark move that causes completes an acks=all Produce whose connection at once
+        # The caller's own check ran before the watches, and whatever happened in between went
+        # unseen: a follower Fetch records its offsets partition by partition while it reads; the
+        # high watermark move that causes completes an acks=all Produce whose connection at once
         # dispatches the next Produce, which appends to a partition this Fetch has already read
         # as empty. Without this second try that Fetch slept replica.fetch.wait.max.ms (acks=all
         # latency went in 0.5-1 s steps whenever a leader led two or more followed partitions).
-        if op.try_ready():
+        if op.try_complete():
             op.complete(False)
         return op.deferred
+
+    def watch(self, keys: Iterable[Hashable], timeout_ms: int, try_ready: Callable[[], bool],
+              on_complete: Callable[[bool], Any],
+              try_ready_key: Callable[[Hashable], bool] | None = None) -> defer.Deferred:
+        """:meth:`try_complete_else_watch` for a one-off wait written as functions (a service's
+        "until the metadata shows it" wait); the replica layer's waits are named classes."""
+        return self.try_complete_else_watch(_FunctionOperation(try_ready, on_complete, try_ready_key),
+                                            keys, timeout_ms)
 
     def check(self, key: Hashable) -> None:
         self.events[key] = self.events.get(key, 0) + 1
@@ -95,7 +134,7 @@ class Purgatory:
         for op in list(ops):
             if op.done:
                 continue
-            if op.try_ready_key(key) if op.try_ready_key is not None else op.try_ready():
+            if op.try_complete_key(key):
                 op.complete(False)
 
     def complete_all(self) -> None:

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
 
+from kafkalite.broker.delayed_delete_records import DelayedDeleteRecords
+from kafkalite.broker.delayed_fetch import DelayedFetch
+from kafkalite.broker.delayed_leader_epoch import DelayedLeaderEpochs
+from kafkalite.broker.delayed_produce import DelayedProduce, PendingAck
+from kafkalite.broker.fetch_reader import FetchParams, FetchRead, FetchReader, Wanted
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import FollowerFetches, Purgatory
 from kafkalite.broker.services import Clock
@@ -29,21 +33,13 @@ from kafkalite.records.record import decode_batch
 from kafkalite.storage import AppendResult, LogManager, ReadResult
 
 if TYPE_CHECKING:
+    from kafkalite.broker.fetch_session import CachedPartition, FetchSession
     from kafkalite.replication.fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 ZSTD = 4
-
-
-@dataclass(frozen=True)
-class PendingAck:
-    """An acks=all append waiting for the high watermark to reach ``required_offset``."""
-
-    partition: Partition
-    required_offset: int
-    min_insync_replicas: int
 
 
 #: how long a follower's Fetch parks while it has not yet fetched a partition whose leadership
@@ -367,18 +363,28 @@ class ReplicaManager:
         append's code once every one of them is settled (replicated to the ISR with at least
         ``min.insync.replicas`` members, or leadership lost), or at ``timeout_ms`` with
         REQUEST_TIMED_OUT for those still waiting."""
-        def statuses() -> list[ErrorCode | None]:
-            return [p.partition.replication_status(p.required_offset, p.min_insync_replicas) for p in pending]
+        op = DelayedProduce(pending)
+        if op.try_complete():
+            return defer.succeed(op.on_complete(False))
+        return self.purgatory.try_complete_else_watch(op, op.watch_keys(), timeout_ms)
 
-        def ready() -> bool:
-            return all(s is not None for s in statuses())
+    # -- OffsetForLeaderEpoch ---------------------------------------------------------------------
+    def behind_epoch(self, topic: str, index: int, current_leader_epoch: int) -> bool:
+        """Does an asker naming ``current_leader_epoch`` know a newer leader epoch of this
+        partition than this broker (which then has a replica of it that is not offline)?"""
+        info = self.metadata.topics.get(topic)
+        if current_leader_epoch < 0 or info is None or self.broker_id not in info.assignment.get(index, ()):
+            return False                  # no replica here: nothing to wait for
+        part = self.partitions.get((topic, index))
+        known = part.state.leader_epoch if part is not None and part.state is not None else -1
+        return known < current_leader_epoch and (topic, index) not in self.offline
 
-        def finish(timed_out: bool) -> list[ErrorCode]:
-            return [ErrorCode.REQUEST_TIMED_OUT if s is None else s for s in statuses()]
-
-        if ready():
-            return defer.succeed(finish(False))
-        return self.purgatory.watch({p.partition.key for p in pending}, timeout_ms, ready, finish)
+    def await_leader_epochs(self, requests: list[tuple[str, Any]], timeout_ms: int,
+                            answer: Callable[[], Any]) -> defer.Deferred:
+        """Fires ``answer()`` once this broker knows the epochs ``requests`` (topic, requested
+        partition) name, or at ``timeout_ms`` (:class:`DelayedLeaderEpochs`)."""
+        op = DelayedLeaderEpochs(requests, self.behind_epoch, answer)
+        return self.purgatory.try_complete_else_watch(op, op.watch_keys(), timeout_ms)
 
     # -- DeleteRecords ---------------------------------------------------------------------------
     def delete_records(self, topic: str, index: int, offset: int) -> tuple[Partition, int]:
@@ -396,27 +402,41 @@ class ReplicaManager:
         """Kafka's DelayedDeleteRecords: fires [(code, low watermark)] in ``pending``'s order once
         every replica on a live broker has moved its log start to the requested offset, leadership
         is lost (NOT_LEADER_OR_FOLLOWER), or at ``timeout_ms`` (REQUEST_TIMED_OUT)."""
-        def status(part: Partition, required: int) -> tuple[ErrorCode | None, int]:
-            if not part.is_leader or self.partitions.get(part.key) is not part:
-                return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
-            low = part.low_watermark(set(self.metadata.brokers))
-            return (ErrorCode.NONE if low >= required else None), low
-
-        def ready() -> bool:
-            return all(status(p, r)[0] is not None for p, r in pending)
-
-        def finish(timed_out: bool) -> list[tuple[ErrorCode, int]]:
-            out = []
-            for p, r in pending:
-                code, low = status(p, r)
-                out.append((ErrorCode.REQUEST_TIMED_OUT if code is None else code, low))
-            return out
-
-        if ready():
-            return defer.succeed(finish(False))
-        return self.purgatory.watch({p.key for p, _ in pending}, timeout_ms, ready, finish)
+        op = DelayedDeleteRecords(pending, lambda part: self.partitions.get(part.key) is part,
+                                  lambda: set(self.metadata.brokers))
+        if op.try_complete():
+            return defer.succeed(op.on_complete(False))
+        return self.purgatory.try_complete_else_watch(op, op.watch_keys(), timeout_ms)
 
     # -- fetch -----------------------------------------------------------------------------------
+    def fetch_messages(self, params: FetchParams, wanted: list[Wanted], session: "FetchSession | None",
+                       respond: Callable[[FetchRead], Any]) -> Any:
+        """Kafka's ``fetchMessages``: record a follower's progress, read, and answer at once
+        (``respond(read)``) when there is enough (MinBytes), an error, or no wait; else park a
+        :class:`DelayedFetch` and return its Deferred. ``session``: a follower's incremental fetch
+        session whose idle partitions are skipped (``params.tracked``)."""
+        purgatory = self.purgatory
+        events_at_start = purgatory.total_events
+        idle: dict[Any, CachedPartition] = {}
+        if session is not None and params.tracked:
+            wanted, idle = session.split(purgatory.events)
+        reader = FetchReader(self, params, wanted, idle)
+        if idle:
+            reader.skip_idle()
+        if params.is_follower:
+            reader.record_follower_progress()
+        first = reader.read()
+        if params.max_wait_ms <= 0 or first.total >= params.min_bytes or first.had_error \
+                or not (reader.wanted or reader.idle):
+            return respond(first)
+        op = DelayedFetch(reader, first, respond, purgatory, events_at_start)
+        max_wait_ms = params.max_wait_ms
+        if params.is_follower and self.awaits_first_fetch(params.replica_id):
+            max_wait_ms = min(max_wait_ms, FIRST_FETCH_WAIT_MS)
+        waiting = purgatory.try_complete_else_watch(op, op.watch_keys(), max_wait_ms)
+        reader.resolved = None            # later checks run in later reactor turns: look up afresh
+        return waiting
+
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
              isolation_level: int, current_leader_epoch: int,
              min_one_batch: bool) -> tuple[Partition, ReadResult | None]:

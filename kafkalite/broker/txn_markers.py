@@ -25,10 +25,10 @@ from kafkalite.metadata import MetadataCache
 from kafkalite.net import client as net_client
 from kafkalite.records.control import ControlType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 #: codes after which the marker is not retried: the sender was fenced
 FATAL = frozenset({ErrorCode.TRANSACTION_COORDINATOR_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH,
                    ErrorCode.PRODUCER_FENCED})

@@ -29,10 +29,74 @@ class ArgumentParser(argparse.ArgumentParser):
         sys.exit(1)
 
 
+def verbose_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true", help="show tracebacks and debug logging")
+
+
 def parser(prog: str, description: str) -> ArgumentParser:
     p = ArgumentParser(prog=prog, description=description)
-    p.add_argument("--verbose", action="store_true", help="show tracebacks and debug logging")
+    verbose_arg(p)
     return p
+
+
+class SharedOptions:
+    """A tool's global options, accepted before and after its subcommand (``tool --opt X cmd`` and
+    ``tool cmd --opt X``, as kafka-topics.sh, git or docker compose take them).
+
+    ``add`` declares the options once. :meth:`subcommands` puts them on the main parser with their
+    defaults and returns its subparsers, each made with :meth:`parent` as parent parser: the same
+    options with ``argparse.SUPPRESS`` defaults, because argparse copies every attribute of the
+    subparser's namespace over the main one, so a real default there would overwrite a value given
+    before the subcommand. A required option is required in neither place (it may come in either)
+    and :meth:`parse_args` checks it was given.
+    """
+
+    def __init__(self, add: Callable[[argparse.ArgumentParser], None]) -> None:
+        self._add = add
+        self._required: list[argparse.Action] = []
+        self._parent: argparse.ArgumentParser | None = None
+
+    def _added(self, p: argparse.ArgumentParser) -> list[argparse.Action]:
+        before = len(p._actions)
+        self._add(p)
+        return p._actions[before:]
+
+    def install(self, main: argparse.ArgumentParser) -> None:
+        self._required = [a for a in self._added(main) if a.required]
+        for action in self._required:
+            action.required = False
+
+    def parent(self) -> argparse.ArgumentParser:
+        if self._parent is None:
+            self._parent = argparse.ArgumentParser(add_help=False)
+            for action in self._added(self._parent):
+                action.default = argparse.SUPPRESS
+                action.required = False
+        return self._parent
+
+    def subcommands(self, main: argparse.ArgumentParser, **kwargs: Any) -> "Subcommands":
+        """``main.add_subparsers(**kwargs)`` whose every subcommand also takes these options."""
+        self.install(main)
+        return Subcommands(main.add_subparsers(**kwargs), self.parent())
+
+    def parse_args(self, main: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+        args = main.parse_args(argv)
+        missing = [a.option_strings[0] for a in self._required if getattr(args, a.dest, None) is None]
+        if missing:
+            main.error(f"the following arguments are required: {', '.join(missing)}")
+        return args
+
+
+class Subcommands:
+    """A tool's subparsers, each made with the shared options' parent parser."""
+
+    def __init__(self, sub: "argparse._SubParsersAction[Any]", parent: argparse.ArgumentParser) -> None:
+        self._sub = sub
+        self._parent = parent
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._sub.add_parser(name, parents=[self._parent], **kwargs)
+        return parser
 
 
 def properties(items: Sequence[str] | None, what: str) -> dict[str, str]:

@@ -31,18 +31,26 @@ from kafkalite.records.record import decode_batch
 from kafkalite.txn.records import decode as decode_txn_record
 from kafkalite.txn.state import TransactionMetadata, TxnState
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ArgumentParser, SharedOptions, ToolError, bootstrap_arg, command_config_security, run, verbose_arg
 
 TXN_TOPIC = "__transaction_state"
 EARLIEST, LATEST = -2, -1
 FETCH_BYTES = 1 << 20
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = parser("kafkalite-transactions", "List and describe transactions and the producers of a partition.")
+def _global_options(p: argparse.ArgumentParser) -> None:
+    verbose_arg(p)
     bootstrap_arg(p)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
+
+
+#: --verbose, --bootstrap-server and --command-config, before or after the subcommand
+GLOBAL_OPTIONS = SharedOptions(_global_options)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="kafkalite-transactions",
+                       description="List and describe transactions and the producers of a partition.")
+    sub = GLOBAL_OPTIONS.subcommands(p, dest="command", metavar="COMMAND", required=True)
     sub.add_parser("list", help="list transactional ids, their coordinator, producer id and state")
     d = sub.add_parser("describe", help="describe the state of one transactional id")
     d.add_argument("--transactional-id", required=True)
@@ -161,8 +169,12 @@ def cmd_describe_producers(client: KafkaClient, topic: str, partition: int) -> l
     return rows
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return GLOBAL_OPTIONS.parse_args(build_parser(), argv)
+
+
 def main(argv: list[str]) -> int:
-    a = build_parser().parse_args(argv)
+    a = parse_args(argv)
     with KafkaClient(a.bootstrap_server, security=command_config_security(a), client_id="kafkalite-transactions") as client:
         if a.command == "list":
             rows = cmd_list(client)

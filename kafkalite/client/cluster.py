@@ -8,6 +8,9 @@ from kafkalite.errors import ErrorCode
 
 
 class TopicPartition(NamedTuple):
+    """The named form of ``kafkalite.topic_partition.TopicPartition`` for the client's API: a
+    subtype of the plain ``(topic, partition)`` tuple, equal and hashing alike."""
+
     topic: str
     partition: int
 

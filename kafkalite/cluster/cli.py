@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from kafkalite.cli.common import SharedOptions
 from kafkalite.cluster.local import DEFAULT_FIRST_ID, LocalCluster
 from kafkalite.cluster.processes import ENSEMBLE_SIZES, SERVING_MODES, ClusterError
 
@@ -49,6 +50,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     if existing is not None and (existing.ensemble is not None and existing.ensemble.alive
                                  or any(b.alive for b in existing.brokers)
                                  or existing.registry is not None and existing.registry.alive
+                                 or existing.console is not None and existing.console.alive
                                  or any(w.alive for w in existing.connect)):
         raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
     zookeepers = args.zookeepers or 1
@@ -62,11 +64,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
                            _overrides(args.override), zookeepers=zookeepers,
                            schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port,
+                           console=args.console, console_port=args.console_port,
                            connect_workers=args.connect)
     servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
-    registry = " and a schema registry" if args.schema_registry else ""
+    registry = ", a schema registry" if args.schema_registry else ""
     if args.connect:
         registry += f", {args.connect} Connect worker(s)"
+    registry += " and the web console" if args.console else ""
     print(f"starting {servers}, {args.brokers} broker(s){registry} in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
     try:
@@ -87,6 +91,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     if cluster.registry is not None:
         r = cluster.registry
         print(f"schema registry     {r.url}  pid {r.pid}  log {r.log_path}")
+    if cluster.console is not None:
+        c = cluster.console
+        print(f"console             {c.url}  pid {c.pid}  log {c.log_path}")
     print(f"bootstrap servers   {cluster.bootstrap}")
     if cluster.registry is not None:
         print(f"schema.registry.url {cluster.registry.url}")
@@ -94,6 +101,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"connect worker      {w.url}  pid {w.pid}  log {w.log_path}")
     if cluster.connect:
         print(f"connect REST URL    {cluster.connect[0].url}")
+    if cluster.console is not None:
+        print(f"console URL         {cluster.console.url}")
     return 0
 
 
@@ -130,6 +139,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     for w in cluster.connect:
         state = "alive" if w.alive and w.answers() else ("not answering" if w.alive else "dead ")
         print(f"  connect worker  {state:5}  pid {w.pid if w.alive else '-':<7} {w.url}")
+    if st.console is not None:
+        alive, pid, url = st.console
+        print(f"  console         {'up' if alive else 'down':5}  pid {pid if pid else '-':<7} {url}")
     if not st.zookeeper_alive:
         if len(st.zookeepers) > 1 and any(z.mode != "down" for z in st.zookeepers):
             print("ZooKeeper has no quorum: no controller or partition information (brokers keep "
@@ -262,11 +274,18 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _global_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", default=DEFAULT_DIR,
+                   help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
+
+
+#: --data-dir, before or after the subcommand
+GLOBAL_OPTIONS = SharedOptions(_global_options)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kafkalite-cluster", description=__doc__.splitlines()[0])
-    ap.add_argument("--data-dir", default=DEFAULT_DIR,
-                    help=f"cluster directory (default {DEFAULT_DIR}, or $KAFKALITE_CLUSTER_DIR)")
-    sub = ap.add_subparsers(dest="command", required=True)
+    sub = GLOBAL_OPTIONS.subcommands(ap, dest="command", required=True)
     up = sub.add_parser("up", help="start ZooKeeper, the brokers and a schema registry, wait until ready")
     up.add_argument("--brokers", "-n", type=int, default=3, help="number of brokers (default 3)")
     up.add_argument("--first-id", type=int, default=DEFAULT_FIRST_ID, help="id of the first broker (default 101)")
@@ -285,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--connect", type=int, default=0, metavar="N",
                     help="start N Kafka Connect workers in distributed mode (group connect-cluster) after the "
                          "brokers and print their REST URL")
+    up.add_argument("--no-console", dest="console", action="store_false",
+                    help="do not start the web console (by default kafkalite-console starts last)")
+    up.add_argument("--console-port", type=int, default=0,
+                    help="the console's HTTP port on 127.0.0.1 (default: a free port)")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(fn=cmd_up)
     st = sub.add_parser("status", help="ZooKeeper servers' modes, brokers, controller, under-replicated partitions")
@@ -321,8 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return GLOBAL_OPTIONS.parse_args(build_parser(), argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         return args.fn(args)
     except ClusterError as exc:

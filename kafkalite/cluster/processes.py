@@ -802,6 +802,74 @@ class SchemaRegistryProcess(Process):
 
 
 
+class ConsoleProcess(Process):
+    """One ``kafkalite-console`` process on ``127.0.0.1:port``, pointed at the cluster's brokers,
+    registry, metrics endpoints and ZooKeeper.
+
+    Started means: alive and serving its stylesheet (a page that needs no broker), so the web
+    server listens; a foreign server cannot pass, since our process would have failed to bind.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
+                 registry_url: str | None = None, metrics_urls: Sequence[str] = (), zookeeper: str | None = None,
+                 extra_args: Sequence[str] = (), name: str = "console") -> None:
+        super().__init__()
+        self.dir = Path(workdir) / name
+        self.bootstrap = bootstrap
+        self.port = port or free_port()
+        self.registry_url = registry_url
+        self.metrics_urls = list(metrics_urls)
+        self.zookeeper = zookeeper
+        self.extra_args = list(extra_args)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "console.log"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kafkalite.console", "--bootstrap-server", self.bootstrap,
+               "--listen", f"127.0.0.1:{self.port}"]
+        if self.registry_url:
+            cmd += ["--registry-url", self.registry_url]
+        if self.metrics_urls:
+            cmd += ["--metrics-urls", ",".join(self.metrics_urls)]
+        if self.zookeeper:
+            cmd += ["--zookeeper", self.zookeeper]
+        return cmd + self.extra_args
+
+    def launch(self) -> None:
+        if port_in_use(self.port):
+            raise ClusterError(f"console: port 127.0.0.1:{self.port} is already in use")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._spawn(self.command(), self.log_path, dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + "/static/console.css", timeout=2) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ClusterError(f"console exited with code {code} during start-up; "
+                                   f"see {self.log_path}:\n{tail(self.log_path)}")
+            if self.answers():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"console did not answer on {self.url} within {timeout:.0f} s; "
+                           f"see {self.log_path}:\n{tail(self.log_path)}")
+
+
 class ConnectWorkerProcess(Process):
     """One Kafka Connect worker (``kafkalite-connect-distributed``, or ``-standalone`` with
     connector property files) on ``127.0.0.1:port``.

@@ -312,9 +312,9 @@ class Config:
 
 
 _SPLIT = re.compile(r"\s*,\s*")
-_INT_BOUNDS = {Type.SHORT: (-(1 << 15), (1 << 15) - 1, "16-bit integer"),
-               Type.INT: (-(1 << 31), (1 << 31) - 1, "32-bit integer"),
-               Type.LONG: (-(1 << 63), (1 << 63) - 1, "64-bit integer")}
+_INT_BOUNDS = {Type.SHORT: (-(1 << 15), (1 << 15) - 1, "a short"),
+               Type.INT: (-(1 << 31), (1 << 31) - 1, "an integer"),
+               Type.LONG: (-(1 << 63), (1 << 63) - 1, "a long")}
 
 
 def parse_type(name: str, value: Any, type: Type) -> Any:
@@ -351,7 +351,7 @@ def parse_type(name: str, value: Any, type: Type) -> Any:
             except ValueError:
                 raise ConfigException(name, value, f"Not a number of type {type}") from None
         else:
-            raise ConfigException(name, _java(value), f"Expected value to be a {words}, but it was a "
+            raise ConfigException(name, _java(value), f"Expected value to be {words}, but it was a "
                                   + _java_class(value))
         if not low <= number <= high:
             raise ConfigException(name, value, f"Not a number of type {type}")
@@ -476,6 +476,10 @@ class ConfigDef:
     # -- parsing -----------------------------------------------------------------------------
     def parse(self, props: Mapping[str, Any]) -> dict[str, Any]:
         """Every defined key as a typed value; unknown keys are ignored, as Kafka's parse does."""
+        undefined = self._undefined_dependents()
+        if undefined:
+            raise ConfigException("Some configurations in are referred in the dependents, but not defined: "
+                                  + ",".join(undefined))
         values: dict[str, Any] = {}
         for key in self._keys.values():
             if key.name in props:
@@ -521,15 +525,17 @@ class ConfigDef:
                 continue
             config_value = results[key.name]
             try:
-                recommended = key.recommender.valid_values(key.name, parsed)
-                value = parsed.get(key.name)
-                if value is not None and recommended and value not in recommended:
-                    config_value.add_error_message(f"Invalid value {_java(value)} for configuration {key.name}")
-                config_value.recommended_values = list(recommended)
+                config_value.recommended_values = list(key.recommender.valid_values(key.name, parsed))
                 config_value.visible = key.recommender.visible(key.name, parsed)
             except ConfigException as exc:
                 config_value.add_error_message(str(exc))
+        for name in self._undefined_dependents():
+            results[name] = ConfigValue(name, None, [], [f"{name} is referred in the dependents, but not defined."],
+                                        False)
         return list(results.values())
+
+    def _undefined_dependents(self) -> list[str]:
+        return sorted({d for key in self._keys.values() for d in key.dependents if d not in self._keys})
 
     # -- documentation -----------------------------------------------------------------------
     def to_rst(self) -> str:

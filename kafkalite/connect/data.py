@@ -58,7 +58,7 @@ class Type(enum.Enum):
 
     @property
     def is_primitive(self) -> bool:
-        return self not in (Type.ARRAY, Type.MAP, Type.STRUCT)
+        return self is not Type.ARRAY and self is not Type.MAP and self is not Type.STRUCT
 
     @property
     def is_integer(self) -> bool:
@@ -66,6 +66,10 @@ class Type(enum.Enum):
 
     def __str__(self) -> str:
         return self.name
+
+    # members are singletons: identity hashing keeps the per-value type checks off Enum's
+    # Python-level __hash__ (they run for every field of every record)
+    __hash__ = object.__hash__
 
 
 _INT_RANGES = {
@@ -425,6 +429,15 @@ class Struct:
         self.schema = schema
         self._values: list[Any] = [None] * len(schema.fields)
 
+    @classmethod
+    def from_checked(cls, schema: Schema, values: list[Any]) -> "Struct":
+        """A struct of values already checked against their fields (a converter that type-checked
+        each one while reading it), in field order: no second validation per field."""
+        struct = cls.__new__(cls)
+        struct.schema = schema
+        struct._values = values
+        return struct
+
     def _lookup(self, name: str) -> Field:
         field = self.schema.field(name)
         if field is None:
@@ -605,6 +618,8 @@ Time.SCHEMA = Time.builder().build()
 Timestamp.SCHEMA = Timestamp.builder().build()
 
 LOGICAL_NAMES = (Decimal.LOGICAL_NAME, Date.LOGICAL_NAME, Time.LOGICAL_NAME, Timestamp.LOGICAL_NAME)
+_LOGICAL_CLASSES: dict[str, type] = {Decimal.LOGICAL_NAME: _decimal.Decimal, Date.LOGICAL_NAME: _dt.date,
+                                     Time.LOGICAL_NAME: _dt.time, Timestamp.LOGICAL_NAME: _dt.datetime}
 
 
 # -- validation -------------------------------------------------------------------------------
@@ -612,35 +627,26 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
+_PLAIN_CLASSES: dict[Type, tuple[type, ...]] = {
+    Type.BOOLEAN: (bool,), Type.STRING: (str,), Type.BYTES: (bytes, bytearray, memoryview),
+    Type.ARRAY: (list, tuple), Type.MAP: (dict,),
+}
+
+
 def _matches(schema: Schema, value: Any) -> bool:
     """Whether ``value``'s Python type is one the schema accepts (ConnectSchema.expectedClassesFor)."""
     name = schema.name
-    if name == Decimal.LOGICAL_NAME:
-        return isinstance(value, _decimal.Decimal)
-    if name == Date.LOGICAL_NAME:
-        return isinstance(value, _dt.date)
-    if name == Time.LOGICAL_NAME:
-        return isinstance(value, _dt.time)
-    if name == Timestamp.LOGICAL_NAME:
-        return isinstance(value, _dt.datetime)
+    if name is not None and name in _LOGICAL_CLASSES:
+        return isinstance(value, _LOGICAL_CLASSES[name])
     t = schema.type
-    if t in _INT_RANGES:
-        if not isinstance(value, int) or isinstance(value, bool):
-            return False
-        low, high = _INT_RANGES[t]
-        return low <= value <= high
-    if t in (Type.FLOAT32, Type.FLOAT64):
+    plain = _PLAIN_CLASSES.get(t)
+    if plain is not None:
+        return isinstance(value, plain)
+    bounds = _INT_RANGES.get(t)
+    if bounds is not None:
+        return isinstance(value, int) and not isinstance(value, bool) and bounds[0] <= value <= bounds[1]
+    if t is Type.FLOAT32 or t is Type.FLOAT64:
         return isinstance(value, (float, int)) and not isinstance(value, bool)
-    if t is Type.BOOLEAN:
-        return isinstance(value, bool)
-    if t is Type.STRING:
-        return isinstance(value, str)
-    if t is Type.BYTES:
-        return isinstance(value, (bytes, bytearray, memoryview))
-    if t is Type.ARRAY:
-        return isinstance(value, (list, tuple))
-    if t is Type.MAP:
-        return isinstance(value, dict)
     return isinstance(value, Struct)
 
 

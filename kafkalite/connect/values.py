@@ -19,7 +19,7 @@ from .data import (
 )
 from .errors import DataException
 
-__all__ = ["convert_to_string", "parse_string", "infer_schema", "ISO_8601_TIMESTAMP_FORMAT"]
+__all__ = ["convert_to_string", "java_string", "parse_string", "infer_schema", "ISO_8601_TIMESTAMP_FORMAT"]
 
 ISO_8601_DATE_FORMAT = "%Y-%m-%d"
 ISO_8601_TIME_FORMAT = "%H:%M:%S.%fZ"
@@ -111,6 +111,34 @@ def convert_to_string(schema: Schema | None, value: Any) -> str:
     out: list[str] = []
     _append(out, schema, value, False)
     return "".join(out)
+
+
+def java_string(value: Any) -> str:
+    """A value as Java's toString prints it (StringConverter writes ``value.toString()``):
+    ``true``, ``[a, b]``, ``{k=v}``, ``Struct{f=v}``; bytes as base64, times as ISO-8601."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(java_string(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{java_string(k)}={java_string(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, Struct):
+        return "Struct{" + ",".join(f"{name}={java_string(v)}" for name, v in value.items() if v is not None) + "}"
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, _dt.datetime):
+        return format_timestamp(value)
+    if isinstance(value, _dt.time):
+        return format_time(value)
+    if isinstance(value, _dt.date):
+        return value.isoformat()
+    return str(value)
 
 
 def infer_schema(value: Any) -> Schema | None:

@@ -12,24 +12,23 @@ from __future__ import annotations
 from typing import Iterator, Mapping
 
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
+from kafkalite.topic_partition import TopicPartition
 
-_Key = tuple[str, int]
 
-
-class _Overlay(Mapping[_Key, LeaderAndIsr]):
+class _Overlay(Mapping[TopicPartition, LeaderAndIsr]):
     """``base`` with ``over``'s entries in front, without copying ``base`` (every partition)."""
 
-    def __init__(self, base: Mapping[_Key, LeaderAndIsr], over: dict[_Key, LeaderAndIsr]) -> None:
+    def __init__(self, base: Mapping[TopicPartition, LeaderAndIsr], over: dict[TopicPartition, LeaderAndIsr]) -> None:
         self._base, self._over = base, over
 
-    def __getitem__(self, key: _Key) -> LeaderAndIsr:
+    def __getitem__(self, key: TopicPartition) -> LeaderAndIsr:
         found = self._over.get(key)
         return found if found is not None else self._base[key]
 
     def __contains__(self, key: object) -> bool:
         return key in self._over or key in self._base
 
-    def __iter__(self) -> Iterator[_Key]:
+    def __iter__(self) -> Iterator[TopicPartition]:
         yield from self._base
         yield from (k for k in self._over if k not in self._base)
 
@@ -56,7 +55,7 @@ class ControllerContext:
     def clear(self) -> None:
         self._written.clear()
 
-    def states(self, view: MetadataCache) -> Mapping[_Key, LeaderAndIsr]:
+    def states(self, view: MetadataCache) -> Mapping[TopicPartition, LeaderAndIsr]:
         """Every partition's latest known state: the view's, or ours where ours is newer. A view
         over the cache, not a copy: a round may plan a few partitions among tens of thousands."""
         for key, mine in list(self._written.items()):

@@ -38,7 +38,7 @@ simply runs it again; each write is conditional on the znode version it was comp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import AbstractSet, Callable, Iterable, Mapping, Sequence
+from typing import AbstractSet, Callable, Iterable, Mapping, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata.state import LeaderAndIsr
@@ -199,8 +199,12 @@ def preferred_leader_actions(live_brokers: Iterable[int],
 #: ElectLeaders' election types (Kafka's ``ElectionType``).
 PREFERRED, UNCLEAN = 0, 1
 
-#: A partition's answer: (error code, message or None, the leader to expect when the code is NONE).
-ElectionResult = tuple[ErrorCode, "str | None", int]
+class ElectionResult(NamedTuple):
+    """A partition's answer to a requested election."""
+
+    code: ErrorCode
+    message: str | None
+    leader: int          #: the leader to expect when the code is NONE (-1 otherwise)
 
 
 def elect_leaders(election_type: int,
@@ -235,34 +239,34 @@ def elect_leaders(election_type: int,
             continue
         replicas = assignments.get(topic, {}).get(p)
         if replicas is None:
-            results[key] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1)
+            results[key] = ElectionResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None, -1)
             continue
         if topic in doomed:
-            results[key] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted", -1)
+            results[key] = ElectionResult(ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted", -1)
             continue
         state = states.get(key)
         gone = offline.get(key)
         live = alive - gone if gone else alive
-        failed = (ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED
-                  else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                  f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}", -1)
+        failed = ElectionResult(ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE if election_type == PREFERRED
+                                else ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                                f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}", -1)
         if state is None:
             results[key] = failed            # not created yet: the controller's next round does it
             continue
         if election_type == PREFERRED:
             preferred = replicas[0] if replicas else -1
             if state.leader == preferred:
-                results[key] = (ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
+                results[key] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
             elif preferred in live and preferred not in leaving and preferred in state.isr:
                 actions.append(UpdateState(topic, p, LeaderAndIsr(preferred, state.leader_epoch + 1, state.isr,
                                                                   controller_epoch), state.zk_version,
                                            f"preferred leader election of replica {preferred}"))
-                results[key] = (ErrorCode.NONE, None, preferred)
+                results[key] = ElectionResult(ErrorCode.NONE, None, preferred)
             else:
                 results[key] = failed
             continue
         if state.leader >= 0 and state.leader in live:
-            results[key] = (ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
+            results[key] = ElectionResult(ErrorCode.ELECTION_NOT_NEEDED, None, state.leader)
             continue
         choice = elect_leader(replicas, state.isr, live, True, leaving)
         if choice is None:
@@ -272,7 +276,7 @@ def elect_leaders(election_type: int,
         clean = leader in state.isr
         actions.append(UpdateState(topic, p, LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch),
                                    state.zk_version, "requested election" + ("" if clean else " (unclean)")))
-        results[key] = (ErrorCode.NONE, None, leader)
+        results[key] = ElectionResult(ErrorCode.NONE, None, leader)
     return actions, results
 
 

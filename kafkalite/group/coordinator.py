@@ -22,11 +22,11 @@ from kafkalite.errors import ErrorCode
 from kafkalite.group import records
 from kafkalite.group.hashing import partition_for
 from kafkalite.group.state import Group, GroupState, Member, OffsetAndMetadata
+from kafkalite.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 S = GroupState
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000     # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
-TopicPartition = tuple[str, int]
 
 
 class GroupStore(Protocol):

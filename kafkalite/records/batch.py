@@ -39,6 +39,7 @@ from kafkalite.records.crc import crc32c
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12          # baseOffset + batchLength: the part not counted by batchLength
+BATCH_LENGTH_OFFSET = 8
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21     # the CRC covers [ATTRIBUTES_OFFSET, end of batch)
@@ -56,6 +57,8 @@ FORMAT_MAGIC_MASK = 0x0300    # stored magic + 1; 0 (or 3) is v2
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 
+#: The one header layout (the table above); every reader and writer of headers goes through it
+#: or through the named offsets and the functions below.
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
 _INT64 = struct.Struct(">q")
@@ -256,6 +259,35 @@ def _patch_attributes(buf: bytearray | memoryview, info: BatchInfo, attributes: 
     crc = crc32c(mv[info.position + ATTRIBUTES_OFFSET:info.end])
     _UINT32.pack_into(buf, info.position + CRC_OFFSET, crc)
     return info._replace(attributes=attributes, max_timestamp=max_timestamp, crc=crc)
+
+
+def batch_size_at(buf: BytesLike, pos: int) -> int:
+    """The whole size of the batch at ``pos`` from its batchLength field (a bare read: the caller
+    checks it against the buffer and :data:`HEADER_SIZE`)."""
+    return _INT32.unpack_from(buf, pos + BATCH_LENGTH_OFFSET)[0] + LOG_OVERHEAD
+
+
+def attributes_at(buf: BytesLike, pos: int) -> int:
+    return _ATTRS.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+
+
+def crc_ok_at(buf: BytesLike, pos: int, size: int) -> bool:
+    """Does the stored CRC of the ``size``-byte batch at ``pos`` match its bytes?"""
+    with memoryview(buf) as mv, mv[pos + ATTRIBUTES_OFFSET:pos + size] as covered:
+        return crc32c(covered) == _UINT32.unpack_from(buf, pos + CRC_OFFSET)[0]
+
+
+def write_header(buf: bytearray, *, base_offset: int, partition_leader_epoch: int, attributes: int,
+                 last_offset_delta: int, base_timestamp: int, max_timestamp: int, producer_id: int,
+                 producer_epoch: int, base_sequence: int, records_count: int) -> None:
+    """Fill the header of the one batch ``buf`` holds (header, then its records area): batchLength
+    from ``len(buf)``, magic 2, and the CRC over everything from the attributes on."""
+    _HEADER.pack_into(buf, 0, base_offset, len(buf) - LOG_OVERHEAD, partition_leader_epoch, 2, 0, attributes,
+                      last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
+                      base_sequence, records_count)
+    with memoryview(buf) as mv, mv[ATTRIBUTES_OFFSET:] as covered:
+        crc = crc32c(covered)
+    _UINT32.pack_into(buf, CRC_OFFSET, crc)
 
 
 def offset_and_length(buf: BytesLike, pos: int) -> tuple[int, int]:

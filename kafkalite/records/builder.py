@@ -12,22 +12,18 @@ as it is a bug in the caller rather than bad input from the wire.
 """
 from __future__ import annotations
 
-import struct
 from typing import Iterable, Sequence, TypedDict, Unpack
 
 from kafkalite.records.batch import (
-    ATTRIBUTES_OFFSET, CONTROL_MASK, CRC_OFFSET, DELETE_HORIZON_MASK, FORMAT_MAGIC_SHIFT, HEADER_SIZE, LOG_OVERHEAD,
-    NO_PRODUCER_ID, NO_SEQUENCE, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
+    CONTROL_MASK, DELETE_HORIZON_MASK, FORMAT_MAGIC_SHIFT, HEADER_SIZE, NO_PRODUCER_ID, NO_SEQUENCE,
+    TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, write_header,
 )
 from kafkalite.records.compression import Codec, compress
-from kafkalite.records.crc import crc32c
 from kafkalite.records.varint import INT32_MAX, INT64_MAX, INT64_MIN, encode_varint, encode_varlong
 
 BytesLike = bytes | bytearray | memoryview
 Header = tuple[str, BytesLike | None]
 
-_HEADER = struct.Struct(">qiiBIhiqqqhii")
-_UINT32 = struct.Struct(">I")
 
 #: Worst-case bytes of a record beyond its key, value and headers: length (5), attributes (1),
 #: timestampDelta (10), offsetDelta (5), keyLength (5), valueLength (5), headerCount (5).
@@ -221,13 +217,11 @@ class BatchBuilder:
             del buf[HEADER_SIZE:]
             buf += packed
         max_ts = self._max_ts if self._log_append_time is None else self._log_append_time
-        _HEADER.pack_into(buf, 0, self._base_offset, len(buf) - LOG_OVERHEAD, self._leader_epoch, 2, 0,
-                          self._attributes, last_offset_delta, self._base_ts, max_ts, self._producer_id,
-                          self._producer_epoch, self._base_sequence, self._count)
-        with memoryview(buf) as mv:
-            with mv[ATTRIBUTES_OFFSET:] as covered:
-                crc = crc32c(covered)
-        _UINT32.pack_into(buf, CRC_OFFSET, crc)
+        write_header(buf, base_offset=self._base_offset, partition_leader_epoch=self._leader_epoch,
+                     attributes=self._attributes, last_offset_delta=last_offset_delta,
+                     base_timestamp=self._base_ts, max_timestamp=max_ts, producer_id=self._producer_id,
+                     producer_epoch=self._producer_epoch, base_sequence=self._base_sequence,
+                     records_count=self._count)
         self._built = True
         return buf
 

@@ -19,7 +19,7 @@ from typing import Iterator, NamedTuple
 
 from kafkalite.errors import CorruptRecordError
 from kafkalite.records.batch import (
-    HEADER_SIZE, LOG_OVERHEAD, BatchInfo, crc_ok, read_header, scan_valid_prefix,
+    HEADER_SIZE, LOG_OVERHEAD, BatchInfo, batch_size_at, crc_ok, read_header, scan_valid_prefix,
 )
 from kafkalite.records.compression import DEFAULT_MAX_DECOMPRESSED, decompress
 from kafkalite.records.varint import read_varint, read_varlong
@@ -243,7 +243,7 @@ def _is_truncated_tail(mv: memoryview, pos: int) -> bool:
     remaining = len(mv) - pos
     if remaining < LOG_OVERHEAD:
         return True
-    size = int.from_bytes(mv[pos + 8:pos + 12], "big", signed=True) + LOG_OVERHEAD
+    size = batch_size_at(mv, pos)
     if size < HEADER_SIZE:
         return False
     if size > remaining:

@@ -12,12 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from kafkalite.errors import ErrorCode
+from kafkalite.topic_partition import TopicPartition
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
 _MAX_EPOCH = 2**31 - 1
-
-Key = tuple[str, int]
 
 
 class FollowerFetchSession:
@@ -27,10 +26,10 @@ class FollowerFetchSession:
         self.session_id = INVALID_SESSION_ID
         self.epoch = INITIAL_EPOCH
         #: what the leader's session holds for each partition (the request entry last sent)
-        self.partitions: dict[Key, Mapping[str, Any]] = {}
+        self.partitions: dict[TopicPartition, Mapping[str, Any]] = {}
         self._sent_full = True
 
-    def build(self, wanted: Mapping[Key, Mapping[str, Any]]) -> tuple[int, int, dict[str, list[Any]],
+    def build(self, wanted: Mapping[TopicPartition, Mapping[str, Any]]) -> tuple[int, int, dict[str, list[Any]],
                                                                       list[dict[str, Any]]]:
         """(session_id, epoch, topic -> partitions to send, forgotten_topics_data) for ``wanted``
         (every partition to fetch now with its request entry)."""

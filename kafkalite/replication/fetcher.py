@@ -51,6 +51,7 @@ from kafkalite.quota.replication import ReplicationQuota
 from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.replication.fetch_session import FollowerFetchSession
 from kafkalite.storage import PartitionLog
+from kafkalite.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -68,8 +69,6 @@ def fetch_version(inter_broker_protocol: str) -> int:
         return FETCH_VERSION
     return FETCH_VERSION_BEFORE_2_7
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
-
-Key = tuple[str, int]
 
 
 class FollowerReplica(Protocol):
@@ -171,7 +170,7 @@ class ReplicaFetcher:
         self.connect = connect
         self.backoff = config["replica.fetch.backoff.ms"] / 1000.0
         self.fetch_version = fetch_version(config["inter.broker.protocol.version"])
-        self.partitions: dict[Key, FollowedPartition] = {}
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self.conn: client.KafkaClientProtocol | None = None
         self.running = False
         self.loop: defer.Deferred | None = None
@@ -194,7 +193,7 @@ class ReplicaFetcher:
         if self.running and (self.loop is None or self.loop.called):
             self.loop = self._run()
 
-    def remove(self, key: Key) -> None:
+    def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
 
     def stop(self) -> None:
@@ -216,7 +215,7 @@ class ReplicaFetcher:
             if not f.is_delayed(now):
                 f.delayed_until = now + self.backoff
 
-    def ready(self, which: Callable[[FollowedPartition, float], bool]) -> dict[Key, FollowedPartition]:
+    def ready(self, which: Callable[[FollowedPartition, float], bool]) -> dict[TopicPartition, FollowedPartition]:
         now = self.now()
         return {k: f for k, f in self.partitions.items() if which(f, now)}
 
@@ -226,11 +225,11 @@ class ReplicaFetcher:
         now = self.now()
         return min([self.backoff, *(f.delayed_until - now for f in self.partitions.values() if f.is_delayed(now))])
 
-    def _current(self, key: Key, f: FollowedPartition) -> bool:
+    def _current(self, key: TopicPartition, f: FollowedPartition) -> bool:
         """Is ``f`` still the state we follow ``key`` with (not removed or re-added meanwhile)?"""
         return self.running and self.partitions.get(key) is f
 
-    def unthrottled(self, ready: dict[Key, FollowedPartition]) -> dict[Key, FollowedPartition]:
+    def unthrottled(self, ready: dict[TopicPartition, FollowedPartition]) -> dict[TopicPartition, FollowedPartition]:
         """``ready`` without the partitions the follower throttle holds back now."""
         quota = self.quota
         if quota is None or not quota.throttled:
@@ -281,9 +280,9 @@ class ReplicaFetcher:
                 self.conn.close()
 
     @defer.inlineCallbacks
-    def _truncate(self, todo: dict[Key, FollowedPartition]) -> Any:
+    def _truncate(self, todo: dict[TopicPartition, FollowedPartition]) -> Any:
         topics: dict[str, list[dict[str, Any]]] = {}
-        sent: dict[Key, int] = {}
+        sent: dict[TopicPartition, int] = {}
         for (topic, index), f in todo.items():
             sent[(topic, index)] = f.part.leader_epoch
             topics.setdefault(topic, []).append({
@@ -296,7 +295,7 @@ class ReplicaFetcher:
                                        self.config["replica.socket.timeout.ms"] / 1000.0)
         self.handle_epoch_response(todo, sent, resp)
 
-    def handle_epoch_response(self, todo: dict[Key, FollowedPartition], sent: dict[Key, int],
+    def handle_epoch_response(self, todo: dict[TopicPartition, FollowedPartition], sent: dict[TopicPartition, int],
                               resp: dict[str, Any]) -> None:
         """Truncate where the leader's answer says; delay exactly the partitions it refused."""
         failed = []
@@ -343,10 +342,10 @@ class ReplicaFetcher:
             f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
 
     @defer.inlineCallbacks
-    def _fetch(self, followed: dict[Key, FollowedPartition]) -> Any:
+    def _fetch(self, followed: dict[TopicPartition, FollowedPartition]) -> Any:
         cfg = self.config
-        entries: dict[Key, FetchRequestFetchPartition] = {}
-        sent: dict[Key, int] = {}
+        entries: dict[TopicPartition, FetchRequestFetchPartition] = {}
+        sent: dict[TopicPartition, int] = {}
         max_bytes = cfg["replica.fetch.max.bytes"]
         for key, f in followed.items():
             plog = f.part.log
@@ -385,7 +384,7 @@ class ReplicaFetcher:
             raise
         self.handle_fetch_response(followed, sent, resp)
 
-    def handle_fetch_response(self, followed: dict[Key, FollowedPartition], sent: dict[Key, int],
+    def handle_fetch_response(self, followed: dict[TopicPartition, FollowedPartition], sent: dict[TopicPartition, int],
                               resp: dict[str, Any]) -> None:
         """Apply what the leader answered; delay exactly the partitions it answered with an error."""
         if self.session is not None and not self.session.handle_response(resp) \

@@ -2,7 +2,8 @@
 
 The wire codes of resource types, pattern types, operations and permission types are Kafka's
 (``org.apache.kafka.common.acl`` / ``resource``); their names in ZooKeeper's JSON and paths are
-Kafka's Pascal-case spellings (``Read``, ``DescribeConfigs``, ``TransactionalId``).
+Kafka's Pascal-case spellings (``Read``, ``DescribeConfigs``, ``TransactionalId``). That
+vocabulary is defined with the znodes' codec (``zk_schema.acl_types``) and re-exported here.
 
 The decision (Kafka 2.x ``AclAuthorizer.authorizeAction``): a super user may do anything;
 otherwise the ACLs that apply to a resource are the literal ones on its name, the literal ones on
@@ -13,73 +14,18 @@ Allow of Read/Write/Delete/Alter implies Describe and AlterConfigs implies Descr
 """
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Mapping
+
+# the vocabulary the ACL znodes store lives with their codec (zk_schema imports nothing of
+# kafkalite); it is Kafka's model all the same, re-exported here for the rest of the project
+from zk_schema.acl_types import (AccessControlEntry, Operation, PatternType, Permission,  # noqa: F401
+                                 ResourcePattern, ResourceType)
 
 WILDCARD_RESOURCE = "*"
 WILDCARD_HOST = "*"
 WILDCARD_PRINCIPAL = "User:*"
 CLUSTER_NAME = "kafka-cluster"
-
-
-class _Named(enum.IntEnum):
-    """An enum with Kafka's wire code and its Pascal-case name (what ZooKeeper and tools use)."""
-
-    @property
-    def pascal(self) -> str:
-        return "".join(part.capitalize() for part in self.name.split("_"))
-
-    @classmethod
-    def parse(cls, text: str) -> "_Named":
-        """Kafka's ``SecurityUtils`` lookup: the Pascal name, else case-insensitive without underscores."""
-        wanted = text.replace("_", "").replace("-", "").upper()
-        for member in cls:
-            if member.name.replace("_", "") == wanted:
-                return member
-        raise ValueError(f"unknown {cls.__name__} {text!r}")
-
-
-class ResourceType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    TOPIC = 2
-    GROUP = 3
-    CLUSTER = 4
-    TRANSACTIONAL_ID = 5
-    DELEGATION_TOKEN = 6
-
-
-class PatternType(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    MATCH = 2
-    LITERAL = 3
-    PREFIXED = 4
-
-
-class Operation(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    ALL = 2
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
-
-class Permission(_Named):
-    UNKNOWN = 0
-    ANY = 1
-    DENY = 2
-    ALLOW = 3
-
 
 #: the operations each resource type has (Kafka's ``AclEntry.supportedOperations``): what KIP-430's
 #: authorized-operations bit field is computed over
@@ -102,29 +48,6 @@ IMPLIED_BY: dict[Operation, frozenset[Operation]] = {
 
 #: KIP-430: "authorized operations were not asked for"
 AUTHORIZED_OPERATIONS_OMITTED = -2147483648
-
-
-@dataclass(frozen=True, order=True)
-class ResourcePattern:
-    resource_type: ResourceType
-    name: str
-    pattern_type: PatternType
-
-    def __str__(self) -> str:
-        return f"ResourcePattern(resourceType={self.resource_type.name}, name={self.name}, " \
-               f"patternType={self.pattern_type.name})"
-
-
-@dataclass(frozen=True, order=True)
-class AccessControlEntry:
-    principal: str          # "User:alice", or "User:*"
-    host: str               # an IP address, or "*"
-    operation: Operation
-    permission: Permission
-
-    def __str__(self) -> str:
-        return f"(principal={self.principal}, host={self.host}, operation={self.operation.name}, " \
-               f"permissionType={self.permission.name})"
 
 
 @dataclass(frozen=True, order=True)

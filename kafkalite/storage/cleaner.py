@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import logging
 import os
-import struct
 import threading
 import time
 from dataclasses import dataclass
@@ -69,18 +68,18 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from kafkalite.errors import KafkaStorageError
 from kafkalite.records.batch import (
-    CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_SIZE, LOG_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK,
-    BatchInfo, read_header,
+    CONTROL_MASK, DELETE_HORIZON_MASK, HEADER_SIZE, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchInfo, read_header,
+    write_header,
 )
 from kafkalite.records.builder import BatchBuilder
 from kafkalite.records.control import ControlType, read_end_txn_marker
-from kafkalite.records.crc import crc32c
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.loader import CLEANED_SUFFIX
 from kafkalite.storage.log import CleaningView, PartitionLog, SegmentStats
 from kafkalite.storage.segment import MAX_RELATIVE_OFFSET, LogSegment, iter_headers
 from kafkalite.storage.txn_index import AbortedTxn
+from kafkalite.topic_partition import TopicPartition
 
 if TYPE_CHECKING:
     from kafkalite.storage.manager import LogManager
@@ -92,8 +91,6 @@ BYTES_PER_MAP_ENTRY = 24           # Kafka: 16-byte MD5 of the key + 8-byte offs
 MAP_LOAD_FACTOR = 0.9              # log.cleaner.io.buffer.load.factor
 WRITE_CHUNK = 1 << 20              # cleaned batches are written in chunks of about this size
 
-_EMPTY_HEADER = struct.Struct(">qiiBIhiqqqhii")
-_KEY = tuple[str, int]
 
 
 class CleanerAborted(Exception):
@@ -173,7 +170,7 @@ class CleanedTxnMetadata:
 
 
 class LogToClean(NamedTuple):
-    key: _KEY
+    key: TopicPartition
     plog: PartitionLog
     first_dirty: int
     first_uncleanable: int         # a segment base: the cleanable range ends here
@@ -219,11 +216,11 @@ class LogCleaner:
         self.owner_call = owner_call
         self.clock = clock
         self._lock = threading.Lock()
-        self._in_progress: set[_KEY] = set()
-        self._uncleanable: set[_KEY] = set()
-        self._horizons: dict[_KEY, int] = {}
+        self._in_progress: set[TopicPartition] = set()
+        self._uncleanable: set[TopicPartition] = set()
+        self._horizons: dict[TopicPartition, int] = {}
         self._abort = threading.Event()
-        self._checkpoints: dict[_KEY, int] = {}
+        self._checkpoints: dict[TopicPartition, int] = {}
         for d in logs.online_dirs:
             try:
                 self._checkpoints.update(checkpoint.read_offsets(os.path.join(d, CLEANER_OFFSET_CHECKPOINT)))
@@ -264,7 +261,7 @@ class LogCleaner:
         out.sort(key=lambda t: (not t.due, -t.ratio))
         return out
 
-    def _first_dirty(self, key: _KEY, view: CleaningView) -> int:
+    def _first_dirty(self, key: TopicPartition, view: CleaningView) -> int:
         cp = self._checkpoints.get(key, view.log_start_offset)
         if view.lowest_truncation is not None and view.lowest_truncation < cp:
             cp = self._checkpoints[key] = view.lowest_truncation
@@ -272,7 +269,7 @@ class LogCleaner:
             cp = view.log_start_offset
         return cp
 
-    def _measure(self, key: _KEY, plog: PartitionLog, view: CleaningView, now_ms: int) -> LogToClean | None:
+    def _measure(self, key: TopicPartition, plog: PartitionLog, view: CleaningView, now_ms: int) -> LogToClean | None:
         config = view.config
         first_dirty = self._first_dirty(key, view)
         uncleanable = view.active_base_offset
@@ -294,7 +291,7 @@ class LogCleaner:
             cleanable = max(cleanable, 1)
         return LogToClean(key, plog, first_dirty, uncleanable, clean, cleanable, due)
 
-    def _grab(self, now_ms: int, skip: set[_KEY] | frozenset[_KEY] = frozenset()) -> LogToClean | None:
+    def _grab(self, now_ms: int, skip: set[TopicPartition] | frozenset[TopicPartition] = frozenset()) -> LogToClean | None:
         with self._lock:
             for ltc in self.cleanable(now_ms):
                 if ltc.key not in self._in_progress and ltc.key not in skip:
@@ -304,7 +301,7 @@ class LogCleaner:
 
     # --- running -----------------------------------------------------------------------------------
 
-    def clean_once(self, skip: set[_KEY] | frozenset[_KEY] = frozenset()) -> CleanResult | None:
+    def clean_once(self, skip: set[TopicPartition] | frozenset[TopicPartition] = frozenset()) -> CleanResult | None:
         """Clean the filthiest log (not in ``skip``), if any is cleanable; None when there was
         nothing to do."""
         ltc = self._grab(self.clock(), skip)
@@ -335,7 +332,7 @@ class LogCleaner:
     def run(self) -> int:
         """One round: clean every cleanable log once, filthiest first; returns how many were
         cleaned. Stops quietly when :meth:`shutdown` is called."""
-        done: set[_KEY] = set()
+        done: set[TopicPartition] = set()
         try:
             while True:
                 result = self.clean_once(done)
@@ -610,8 +607,8 @@ def _empty_batch(info: BatchInfo) -> bytearray:
     keeping base offset, lastOffsetDelta, producer fields and leader epoch."""
     attributes = info.attributes & (TIMESTAMP_TYPE_MASK | TRANSACTIONAL_MASK | CONTROL_MASK)
     buf = bytearray(HEADER_SIZE)
-    _EMPTY_HEADER.pack_into(buf, 0, info.base_offset, HEADER_SIZE - LOG_OVERHEAD, info.partition_leader_epoch, 2, 0,
-                            attributes, info.last_offset_delta, info.max_timestamp, info.max_timestamp,
-                            info.producer_id, info.producer_epoch, info.base_sequence, 0)
-    struct.pack_into(">I", buf, 17, crc32c(memoryview(buf)[21:]))
+    write_header(buf, base_offset=info.base_offset, partition_leader_epoch=info.partition_leader_epoch,
+                 attributes=attributes, last_offset_delta=info.last_offset_delta,
+                 base_timestamp=info.max_timestamp, max_timestamp=info.max_timestamp, producer_id=info.producer_id,
+                 producer_epoch=info.producer_epoch, base_sequence=info.base_sequence, records_count=0)
     return buf

@@ -46,14 +46,13 @@ from kafkalite.storage.config import LogConfig
 from kafkalite.storage.failure import Background, FailureListener, LogDirFailureChannel, run_inline
 from kafkalite.storage.log import (DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, TOPIC_RE, PartitionLog, future_dir_name,
                                    parse_dir_name, remove_tree)
+from kafkalite.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 LOCK_FILE = ".lock"
 PRODUCER_ID_EXPIRATION_MS: int = BROKER_KEYS["producer.id.expiration.ms"].default
-
-_Key = tuple[str, int]
 
 
 def wall_clock_ms() -> int:
@@ -66,7 +65,7 @@ class LogDirInfo(NamedTuple):
 
     path: str
     error: ErrorCode
-    partitions: dict[_Key, int]
+    partitions: dict[TopicPartition, int]
 
 
 class LogManager:
@@ -95,14 +94,14 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.background = background
         self.failures = LogDirFailureChannel()
-        self._logs: dict[_Key, PartitionLog] = {}      # online logs
-        self._dir_of: dict[_Key, str] = {}             # every known partition, online or not
-        self._checkpointed: dict[str, dict[_Key, int]] = {}   # checkpoint path -> what this process wrote there
+        self._logs: dict[TopicPartition, PartitionLog] = {}      # online logs
+        self._dir_of: dict[TopicPartition, str] = {}             # every known partition, online or not
+        self._checkpointed: dict[str, dict[TopicPartition, int]] = {}   # checkpoint path -> what this process wrote there
         self._per_dir: Counter[str] = Counter()        # partitions per dir: where the next new one goes
         #: future replicas (AlterReplicaLogDirs): the copy of a partition being moved to another dir
-        self._futures: dict[_Key, PartitionLog] = {}
+        self._futures: dict[TopicPartition, PartitionLog] = {}
         #: where a partition not here yet is to be created (AlterReplicaLogDirs before the replica)
-        self._preferred: dict[_Key, str] = {}
+        self._preferred: dict[TopicPartition, str] = {}
         self._locks: dict[str, int] = {}
         self._handled_offline: set[str] = set()
         self._closed = False
@@ -150,7 +149,7 @@ class LogManager:
                 os.close(fd)
 
     @staticmethod
-    def _read_checkpoint(path: str) -> dict[_Key, int]:
+    def _read_checkpoint(path: str) -> dict[TopicPartition, int]:
         try:
             return checkpoint.read_offsets(path)
         except checkpoint.CheckpointError as e:
@@ -255,13 +254,13 @@ class LogManager:
         """The log dir holding the partition (online or offline), None if it is not here."""
         return self._dir_of.get((topic, partition))
 
-    def partitions_in(self, log_dir: str) -> list[_Key]:
+    def partitions_in(self, log_dir: str) -> list[TopicPartition]:
         """The partitions whose logs live in ``log_dir`` (also when it is offline: those are the
         replicas this broker can no longer serve)."""
         d = os.path.abspath(log_dir)
         return sorted(k for k, v in list(self._dir_of.items()) if v == d)
 
-    def offline_partitions(self) -> list[_Key]:
+    def offline_partitions(self) -> list[TopicPartition]:
         """Partitions whose log dir is offline."""
         return sorted(k for k, v in list(self._dir_of.items()) if self.failures.is_offline(v))
 
@@ -269,7 +268,7 @@ class LogManager:
         d = self._dir_of.get((topic, partition))
         return d is not None and self.failures.is_offline(d)
 
-    def dir_sizes(self, log_dir: str) -> dict[_Key, int]:
+    def dir_sizes(self, log_dir: str) -> dict[TopicPartition, int]:
         """Bytes per partition log in ``log_dir`` (from memory: no I/O); empty if it is offline."""
         d = os.path.abspath(log_dir)
         if self.failures.is_offline(d):
@@ -281,7 +280,7 @@ class LogManager:
         return [LogDirInfo(d, ErrorCode.KAFKA_STORAGE_ERROR, {}) if self.failures.is_offline(d)
                 else LogDirInfo(d, ErrorCode.NONE, self.dir_sizes(d)) for d in self.log_dirs]
 
-    def future_sizes(self, log_dir: str) -> dict[_Key, int]:
+    def future_sizes(self, log_dir: str) -> dict[TopicPartition, int]:
         """Bytes per future replica in ``log_dir`` (DescribeLogDirs' ``is_future_key`` entries)."""
         d = os.path.abspath(log_dir)
         if self.failures.is_offline(d):
@@ -297,7 +296,7 @@ class LogManager:
     def future(self, topic: str, partition: int) -> PartitionLog | None:
         return self._futures.get((topic, partition))
 
-    def futures(self) -> dict[_Key, PartitionLog]:
+    def futures(self) -> dict[TopicPartition, PartitionLog]:
         return dict(self._futures)
 
     def create_future(self, topic: str, partition: int, log_dir: str) -> PartitionLog | None:
@@ -421,14 +420,14 @@ class LogManager:
         log.info("created log %s-%d in %s", topic, partition, d)
         return plog
 
-    def _place(self, key: _Key, d: str) -> None:
+    def _place(self, key: TopicPartition, d: str) -> None:
         """Record that ``key`` lives in ``d``, keeping the per-dir counts (a count over every
         partition at each creation made creating N partitions quadratic)."""
         self._unplace(key)
         self._dir_of[key] = d
         self._per_dir[d] += 1
 
-    def _unplace(self, key: _Key) -> str | None:
+    def _unplace(self, key: TopicPartition) -> str | None:
         d = self._dir_of.pop(key, None)
         if d is not None:
             self._per_dir[d] -= 1
@@ -457,7 +456,7 @@ class LogManager:
         log.info("deleted log %s-%d", topic, partition)
         return True
 
-    def logs(self) -> dict[_Key, PartitionLog]:
+    def logs(self) -> dict[TopicPartition, PartitionLog]:
         """The online logs (any thread)."""
         return {k: p for k, p in list(self._logs.items()) if not self.failures.is_offline(p.log_dir)}
 
@@ -468,11 +467,11 @@ class LogManager:
 
     # --- periodic work -----------------------------------------------------------------------------
 
-    def cleanup(self, now_ms: int) -> list[_Key]:
+    def cleanup(self, now_ms: int) -> list[TopicPartition]:
         """Retention over every online log; returns the logs that lost segments (their log start
         moved). The owner thread decides and renames; unlinks run in the background (log.py)."""
         self.handle_dir_failures()
-        moved: list[_Key] = []
+        moved: list[TopicPartition] = []
         for key, plog in self.logs().items():
             try:
                 if plog.delete_old_segments(now_ms):

@@ -15,7 +15,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-TopicPartition = tuple[str, int]
+from kafkalite.topic_partition import TopicPartition
+
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_EPOCH = 32767

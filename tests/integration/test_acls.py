@@ -285,13 +285,13 @@ def test_kafkalite_acls_tool_over_sasl_ssl(secured: tuple[Any, Any, AdminClient]
 
 
 def readme_acl_blocks() -> tuple[str, list[list[str]], list[str], list[str]]:
-    """README's Security/ACLs quickstart: the admin.properties text, each kafkalite-acls command
-    (argv, continuation lines joined) and the --list output it shows."""
+    """The ACL walk-through of docs/security.md: the admin.properties text, each kafkalite-acls
+    command (argv, continuation lines joined) and the --list output it shows."""
     import re
     import shlex
 
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = text.split("### ACLs", 1)[1].split("\n## ", 1)[0]
+    text = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    section = text.split("\n## ACLs\n", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```(\w+)\n(.*?)```", section, re.S)
     props = next(body for kind, body in blocks if kind == "properties" and "security.protocol" in body)
     script = next(body for kind, body in blocks if kind == "bash").replace("\\\n", " ")
@@ -301,12 +301,12 @@ def readme_acl_blocks() -> tuple[str, list[list[str]], list[str], list[str]]:
     return props, commands, shown, kcat
 
 
-def test_the_readme_acl_quickstart_works(secured: tuple[Any, Any, AdminClient], tmp_path: Path,
+def test_the_documented_acl_walkthrough_works(secured: tuple[Any, Any, AdminClient], tmp_path: Path,
                                          capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's ACL commands, run as written (only the address and the CA path changed), give
-    alice what they say: she consumes orders in group billing (the README's kcat line), produces
+    """The documentation's ACL commands, run as written (only the address and the CA path changed),
+    give alice what they say: she consumes orders in group billing (the page's kcat line), produces
     to etl-*, not to etl-audit, and no longer to etl-* after the --remove; --list prints what the
-    README shows."""
+    page shows."""
     from kafkalite.cli import acls as tool
 
     cluster, pki, admin = secured
@@ -327,7 +327,7 @@ def test_the_readme_acl_quickstart_works(secured: tuple[Any, Any, AdminClient], 
     listed = [line.strip() for line in capsys.readouterr().out.splitlines() if line.strip()]
     propagated(cluster, pki)
     assert listed == [line.strip() for line in shown]
-    # the README's kcat line as alice, told to stop after the one record (-c 1 -e)
+    # the page's kcat line as alice, told to stop after the one record (-c 1 -e)
     argv = [server if a == "127.0.0.1:9093" else a.replace("/etc/kafkalite/ca.pem", str(pki.ca)) for a in kcat]
     out = subprocess.run([*argv, "-o", "beginning", "-c", "1", "-e"], capture_output=True, timeout=60)
     assert out.returncode == 0, out.stderr.decode(errors="replace")[-2000:]

@@ -28,9 +28,9 @@ def poll_all(task, reader):
 
 def test_source_modes_and_sink_upserts_on_postgres(postgres):
     postgres.execute("CREATE TABLE depots (id SERIAL PRIMARY KEY, name TEXT NOT NULL, capacity NUMERIC(8,2), "
-                     "opened DATE, updated TIMESTAMP NOT NULL DEFAULT now() - interval '1 minute')")
-    postgres.execute("INSERT INTO depots (name, capacity, opened) VALUES ('Oslo', 10.5, '2020-02-03'), "
-                     "('Bergen', NULL, NULL)")
+                     "opened DATE, ratio NUMERIC, load REAL, updated TIMESTAMP NOT NULL DEFAULT now() - interval '1 minute')")
+    postgres.execute("INSERT INTO depots (name, capacity, opened, ratio, load) VALUES "
+                     "('Oslo', 10.5, '2020-02-03', 0.125, 0.5), ('Bergen', NULL, NULL, NULL, NULL)")
     connector = JdbcSourceConnector()
     connector.start({"connection.url": postgres.jdbc_url, "mode": "timestamp+incrementing", "topic.prefix": "pg-",
                      "timestamp.column.name": "updated", "incrementing.column.name": "id",
@@ -49,6 +49,8 @@ def test_source_modes_and_sink_upserts_on_postgres(postgres):
     assert first.topic == "pg-depots" and first.source_partition == {"table": "depots"}
     assert first.value.get("capacity") == decimal.Decimal("10.50") and first.value.get("opened") == dt.date(2020, 2, 3)
     assert first.value_schema.field("id").schema.type.name == "INT32"
+    assert first.value.get("ratio") == 0.125 and first.value_schema.field("ratio").schema.type.name == "FLOAT64"
+    assert first.value_schema.field("load").schema.type.name == "FLOAT32"
     assert set(records[-1].source_offset) == {"incrementing", "timestamp", "timestamp_nanos"}
 
     postgres.execute("INSERT INTO depots (name) VALUES ('Trondheim')")

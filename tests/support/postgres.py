@@ -118,7 +118,12 @@ def postgres_factory() -> Iterator[Callable[[], PostgresServer]]:
     def factory() -> PostgresServer:
         server = PostgresServer(bin_dir)
         made.append(server)
-        return server.start()
+        try:
+            return server.start()
+        except RuntimeError:
+            # the free port was taken between choosing and binding it: once more on another
+            server.port = free_port()
+            return server.start()
 
     yield factory
     for server in made:

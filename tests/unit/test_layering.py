@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, int]] = [
     ("kafkalite.controller", 2), ("kafkalite.metrics", 2),
     # 3 tools: reach brokers over the wire (or, like Kafka's tools, ZooKeeper)
     ("kafkalite.client", 3), ("kafkalite.cli", 3), ("kafkalite.cluster", 3), ("kafkalite.demo", 3),
-    ("kafkalite.registry", 3), ("kafkalite.connect", 3), ("spark_integration", 3),
+    ("kafkalite.registry", 3), ("kafkalite.connect", 3), ("kafkalite.console", 3), ("spark_integration", 3),
 ]
 NAMES = {0: "core", 1: "adapters", 2: "broker", 3: "tools"}
 #: Core modules that are pure: no reactor, no sockets, no kazoo.
@@ -120,5 +120,19 @@ def test_tools_never_import_the_broker(tool: str) -> None:
         for target, line in imports_of(module, path):
             if target.startswith(("kafkalite.broker", "kafkalite.controller.controller", "kafkalite.replication",
                                   "kafkalite.net")):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def test_zk_schema_imports_nothing_of_kafkalite() -> None:
+    """zk_schema is the znode codec, usable on its own (by the tools, the controller and the tests
+    alike): it imports only itself and the standard library, never kafkalite, even though both sit
+    in the core layer (the layer table alone would allow it)."""
+    wrong = []
+    for module, path in modules():
+        if not (module == "zk_schema" or module.startswith("zk_schema.")):
+            continue
+        for target, line in imports_of(module, path):
+            if target.split(".")[0] in ("kafkalite", "spark_integration"):
                 wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
     assert not wrong, "\n".join(sorted(set(wrong)))

@@ -18,7 +18,6 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.controller.decisions import PREFERRED, UNCLEAN, ElectionResult
 from kafkalite.errors import ErrorCode
-from kafkalite.metadata import METADATA_CHANGED
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 
@@ -43,29 +42,26 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
     else:
         wanted = list(dict.fromkeys((tp["topic"], p) for tp in req["topic_partitions"] for p in tp["partition_id"]))
     if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
-        denied: dict[tuple[str, int], ElectionResult] = {k: (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1)
-                                                        for k in wanted}
+        denied = {k: ElectionResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1) for k in wanted}
         return _response(ctx.api_version, denied, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
     if election_type not in (PREFERRED, UNCLEAN):
-        bad: dict[tuple[str, int], ElectionResult] = {
-            k: (ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}", -1) for k in wanted}
+        bad = {k: ElectionResult(ErrorCode.INVALID_REQUEST, f"unknown election type {election_type}", -1) for k in wanted}
         return _response(ctx.api_version, bad, int(ErrorCode.INVALID_REQUEST))
     timeout_ms = max(req["timeout_ms"], 0)
     decided: dict[str, dict[tuple[str, int], ElectionResult] | None] = {"results": None}
-    purgatory = ctx.replicas.purgatory
     metadata = ctx.metadata
 
     def arrived(results: dict[tuple[str, int], ElectionResult]) -> None:
         decided["results"] = results
-        purgatory.check(METADATA_CHANGED)
+        ctx.topics.metadata_changed()
 
     ctx.controller.elect_leaders(election_type, wanted).addCallback(arrived)
 
     def shown(key: tuple[str, int], result: ElectionResult) -> bool:
-        if result[0] != ErrorCode.NONE:
+        if result.code != ErrorCode.NONE:
             return True
         state = metadata.states.get(key)
-        return state is not None and state.leader == result[2]
+        return state is not None and state.leader == result.leader
 
     def ready() -> bool:
         results = decided["results"]
@@ -77,10 +73,10 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
         for key in wanted:
             result = results.get(key) if results is not None else None
             if result is None or not shown(key, result):
-                result = (ErrorCode.REQUEST_TIMED_OUT, "the election did not complete within the timeout", -1)
-            if everything and result[0] == ErrorCode.ELECTION_NOT_NEEDED:
+                result = ElectionResult(ErrorCode.REQUEST_TIMED_OUT, "the election did not complete within the timeout", -1)
+            if everything and result.code == ErrorCode.ELECTION_NOT_NEEDED:
                 continue
             final[key] = result
         return _response(ctx.api_version, final)
 
-    return purgatory.watch([METADATA_CHANGED], timeout_ms, ready, finish)
+    return ctx.topics.await_metadata(timeout_ms, ready, finish)

@@ -44,16 +44,6 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpoc
         except KafkaError as exc:
             entry["error_code"] = int(exc.code)
 
-    def is_behind(topic: str, p: Any) -> bool:
-        """Does the asker know a newer leader epoch of this partition than this broker?"""
-        wanted = p.get("current_leader_epoch", -1)
-        info = ctx.metadata.topics.get(topic)
-        if wanted < 0 or info is None or rm.broker_id not in info.assignment.get(p["partition"], ()):
-            return False                  # no replica here: nothing to wait for
-        part = rm.get(topic, p["partition"])
-        known = part.state.leader_epoch if part is not None and part.state is not None else -1
-        return known < wanted and (topic, p["partition"]) not in rm.offline
-
     for t in req["topics"]:
         parts = []
         may = cluster_action or ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["topic"])
@@ -64,7 +54,8 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpoc
                 parts.append(entry)
                 continue
             answer(entry, t["topic"], p)
-            if entry["error_code"] in _BEHIND and is_behind(t["topic"], p):
+            if entry["error_code"] in _BEHIND and rm.behind_epoch(t["topic"], p["partition"],
+                                                                  p.get("current_leader_epoch", -1)):
                 behind.append((entry, t["topic"], p))
             parts.append(entry)
         topics.append({"topic": t["topic"], "partitions": parts})
@@ -72,28 +63,10 @@ def handle_offset_for_leader_epoch(ctx: RequestContext, req: OffsetForLeaderEpoc
     if not behind:
         return response
 
-    #: partition -> its requests (one partition may be asked twice) that this broker is behind on
-    waiting: dict[tuple[str, int], list[Any]] = {}
-    for _, topic, p in behind:
-        waiting.setdefault((topic, p["partition"]), []).append(p)
-
-    def caught_up_on(key: Any) -> bool:
-        """Is this broker caught up, checking again only the partition whose state changed (a
-        follower asks about thousands at once when a broker's leaderships move)?"""
-        ps = waiting.get(key)
-        if ps is not None and not any(is_behind(key[0], p) for p in ps):
-            del waiting[key]
-        return not waiting
-
-    def caught_up() -> bool:
-        for key in list(waiting):
-            caught_up_on(key)
-        return not waiting
-
-    def finish(_timed_out: bool) -> dict[str, Any]:
+    def finish() -> dict[str, Any]:
         for entry, topic, p in behind:
             answer(entry, topic, p)
         return response
 
-    return rm.purgatory.watch(list(waiting), ctx.config["replica.fetch.wait.max.ms"], caught_up, finish,
-                              caught_up_on)
+    return rm.await_leader_epochs([(topic, p) for _, topic, p in behind], ctx.config["replica.fetch.wait.max.ms"],
+                                  finish)

@@ -29,15 +29,14 @@ import logging
 from typing import Any
 
 from kafkalite.broker.registry import api
-from kafkalite.broker.replica_manager import PendingAck
+from kafkalite.broker.delayed_produce import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
 from kafkalite.net.server import NO_RESPONSE, CloseConnection
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import ProduceRequest
-from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK
-from kafkalite.records.crc import crc32c
+from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK, attributes_at, batch_size_at, crc_ok_at
 from kafkalite.records.legacy import upconvert
 
 log = logging.getLogger(__name__)
@@ -51,11 +50,10 @@ def _has_transactional_batch(records: Any) -> bool:
         return False
     pos, total = 0, len(records)
     while total - pos >= HEADER_SIZE:
-        size = 12 + int.from_bytes(records[pos + 8:pos + 12], "big", signed=True)
+        size = batch_size_at(records, pos)
         if size < HEADER_SIZE or pos + size > total:
             return False
-        if records[pos + 22] & TRANSACTIONAL_MASK and \
-                crc32c(records[pos + 21:pos + size]) == int.from_bytes(records[pos + 17:pos + 21], "big"):
+        if attributes_at(records, pos) & TRANSACTIONAL_MASK and crc_ok_at(records, pos, size):
             return True
         pos += size
     return False

@@ -523,17 +523,24 @@ class ParquetSinkTask(SinkTask):
             offset = record.original_kafka_offset
             if state.last_offset is not None and offset <= state.last_offset:
                 continue  # redelivered after a rewind: already buffered or written
+            if state.committed is not None and offset < state.committed:
+                continue  # already in a file (a runtime that delivered from before the recovered position)
             if record.value is None:
                 state.last_offset = offset
                 continue
             schema_key = record.value_schema
             if state.buffered and schema_key != state.schema_key:
                 self._flush(tp, state)
-            timestamp = self.record_time(record) if self.rotate_interval > 0 else None
+            try:
+                timestamp = self.record_time(record) if self.rotate_interval > 0 else None
+                encoded = self.partitioner.encode(record)
+            except DataException as exc:
+                self._report(record, exc)
+                state.last_offset = offset
+                continue
             if (state.buffered and timestamp is not None and state.base_timestamp is not None
                     and timestamp - state.base_timestamp >= self.rotate_interval):
                 self._flush(tp, state)
-            encoded = self.partitioner.encode(record)
             if not state.buffered:
                 state.base_timestamp = timestamp
                 state.schema_key = schema_key
@@ -543,6 +550,17 @@ class ParquetSinkTask(SinkTask):
             if len(bucket) >= self.flush_size:
                 self._flush(tp, state)
         self._rotate_on_schedule()
+
+    def _report(self, record: SinkRecord, error: DataException) -> None:
+        """A record no file can take (no partition field...): to the errant record reporter (the
+        dead-letter topic) when the connector has one, else the task fails as Confluent's does."""
+        reporter = self.context.errant_record_reporter() if self.context is not None else None
+        if reporter is None:
+            raise error
+        log.warning("Reporting record %s-%s@%s: %s", record.topic, record.kafka_partition, record.kafka_offset, error)
+        future = reporter.report(record, error)
+        if hasattr(future, "result"):
+            future.result()
 
     def _rotate_on_schedule(self) -> None:
         if self.next_schedule is None or time.time() < self.next_schedule:

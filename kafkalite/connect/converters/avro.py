@@ -147,6 +147,8 @@ class AvroConverter:
                                   f"{subject}") from exc
         except SerdeError as exc:
             raise DataException(f"Failed to serialize Avro data from topic {topic}: {exc}") from exc
+        if len(self._writer_cache) >= 1000:  # Confluent's schemas.cache.config default
+            self._writer_cache.clear()
         self._writer_cache[key] = (schema_id, parsed)
         return schema_id, parsed
 
@@ -182,6 +184,8 @@ class AvroConverter:
         if cached is None:
             registered, _ = self._lookup(schema_id)
             connect_schema = self.avro_data.to_connect_schema(json.loads(registered.schema))
+            if len(self._reader_cache) >= 1000:
+                self._reader_cache.clear()
             self._reader_cache[schema_id] = (connect_schema, None)
         else:
             connect_schema = cached[0]

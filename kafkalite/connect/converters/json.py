@@ -73,6 +73,10 @@ _NUMBER_MARK = "\u0000num:"
 _NUMBER_RE = re.compile(r'"\\u0000num:([-+0-9.]+)"')
 
 
+#: one decoder for every record (json.loads would build a new one per call when given parse_float)
+_DECODER = json.JSONDecoder(parse_float=decimal.Decimal)
+
+
 def _dumps(node: Any) -> bytes:
     def default(obj: Any) -> Any:
         if isinstance(obj, _Number):
@@ -204,7 +208,13 @@ def _infer_type(value: Any) -> Type:
     raise DataException(f"Java class {type(value).__name__} does not have corresponding schema type.")
 
 
-def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
+_AS_IS = frozenset({Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.BOOLEAN, Type.STRING})
+_FLOATS = frozenset({Type.FLOAT32, Type.FLOAT64})
+
+
+def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool, checked: bool = False) -> Any:
+    """A Connect value as the JSON Kafka writes; ``checked`` when it comes out of a Struct, whose
+    puts already validated it (so it is not validated twice)."""
     if value is None:
         if schema is None:
             return None
@@ -219,19 +229,23 @@ def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
             return logical
     schema_type = schema.type if schema is not None else _infer_type(value)
     try:
-        if schema is not None and schema_type.is_primitive:
-            validate_value(schema, value)
-        if schema_type in (Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.BOOLEAN, Type.STRING):
+        if schema_type in _AS_IS:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return value
-        if schema_type in (Type.FLOAT32, Type.FLOAT64):
+        if schema_type in _FLOATS:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return float(value)
         if schema_type is Type.BYTES:
+            if schema is not None and not checked:
+                validate_value(schema, value)
             return base64.b64encode(bytes(value)).decode("ascii")
         if schema_type is Type.ARRAY:
             if not isinstance(value, (list, tuple)):
                 raise DataException(f"Invalid type for array: {type(value).__name__}")
             element = schema.value_schema if schema is not None else None
-            return [_to_json(element, item, numeric_decimals) for item in value]
+            return [_to_json(element, item, numeric_decimals, checked) for item in value]
         if schema_type is Type.MAP:
             if not isinstance(value, dict):
                 raise DataException(f"Invalid type for map: {type(value).__name__}")
@@ -240,15 +254,15 @@ def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool) -> Any:
             object_mode = (all(isinstance(k, str) for k in value) if schema is None
                            else schema.key_schema.type is Type.STRING)
             if object_mode:
-                return {str(k): _to_json(value_schema, v, numeric_decimals) for k, v in value.items()}
-            return [[_to_json(key_schema, k, numeric_decimals), _to_json(value_schema, v, numeric_decimals)]
-                    for k, v in value.items()]
+                return {str(k): _to_json(value_schema, v, numeric_decimals, checked) for k, v in value.items()}
+            return [[_to_json(key_schema, k, numeric_decimals, checked),
+                     _to_json(value_schema, v, numeric_decimals, checked)] for k, v in value.items()]
         if schema_type is Type.STRUCT:
             if not isinstance(value, Struct):
                 raise DataException(f"Invalid type for struct: {type(value).__name__}")
             if schema is not None and value.schema != schema:
                 raise DataException("Mismatching schema.")
-            return {f.name: _to_json(f.schema, value.get(f), numeric_decimals) for f in value.schema.fields}
+            return {f.name: _to_json(f.schema, value.get(f), numeric_decimals, True) for f in value.schema.fields}
     except DataException:
         raise
     except (TypeError, ValueError, AttributeError) as exc:
@@ -367,10 +381,8 @@ def _to_connect(schema: Schema | None, node: Any) -> Any:
         return result
     if not isinstance(node, dict):
         raise DataException("Structs should be encoded as JSON objects, but found " + _node_type(node))
-    struct = Struct(schema)
-    for field in schema.fields:
-        struct.put(field, _to_connect(field.schema, node.get(field.name)))
-    return struct
+    # each value was checked against its field's schema as it was read
+    return Struct.from_checked(schema, [_to_connect(f.schema, node.get(f.name)) for f in schema.fields])
 
 
 def _hashable(key: Any) -> Any:
@@ -427,6 +439,12 @@ class JsonConverter:
         self.numeric_decimals = False
         self.cache_size = 1000
         self._schema_cache: OrderedDict[str, Schema | None] = OrderedDict()
+        #: Connect schema -> its envelope JSON text (Kafka's fromConnectSchemaCache)
+        self._json_schema_cache: dict[Schema, bytes] = {}
+        #: the envelope prefix (``{"schema":<text>,"payload":``) last read, and its schema: records of
+        #: a topic share one schema, so its text is recognised instead of parsed again
+        self._last_prefix: bytes | None = None
+        self._last_schema: Schema | None = None
         self.is_key = False
 
     def config(self) -> ConfigDef:
@@ -444,6 +462,7 @@ class JsonConverter:
 
     def close(self) -> None:
         self._schema_cache.clear()
+        self._json_schema_cache.clear()
 
     # -- Converter ---------------------------------------------------------------------------
     def from_connect_data(self, topic: str, schema: Schema | None, value: Any,
@@ -451,22 +470,42 @@ class JsonConverter:
         if schema is None and value is None:
             return None
         payload = _to_json(schema, value, self.numeric_decimals)
-        if self.schemas_enabled:
-            node: Any = {"schema": as_json_schema(schema, self.numeric_decimals), "payload": payload}
-        else:
-            node = payload
         try:
-            return _dumps(node)
+            payload_json = _dumps(payload)
+            if not self.schemas_enabled:
+                return payload_json
+            # the envelope as json.dumps would write it, with the schema's text computed once per schema
+            return b'{"schema":' + self._schema_json(schema) + b',"payload":' + payload_json + b"}"
         except (TypeError, ValueError) as exc:
             raise DataException(f"Converting Kafka Connect data to byte[] failed due to serialization error: "
                                 f"{exc}") from exc
+
+    def _schema_json(self, schema: Schema | None) -> bytes:
+        if schema is None:
+            return b"null"
+        cached = self._json_schema_cache.get(schema)
+        if cached is None:
+            cached = _dumps(as_json_schema(schema, self.numeric_decimals))
+            if len(self._json_schema_cache) >= max(self.cache_size, 1):
+                self._json_schema_cache.clear()
+            self._json_schema_cache[schema] = cached
+        return cached
 
     def to_connect_data(self, topic: str, data: bytes | None,
                         headers: ConnectHeaders | None = None) -> SchemaAndValue:
         if data is None:
             return SchemaAndValue(None, None)
+        raw = bytes(data)
+        prefix = self._last_prefix
+        if self.schemas_enabled and prefix is not None and raw.startswith(prefix) and raw.endswith(b"}"):
+            try:
+                payload = _DECODER.decode(raw[len(prefix):-1].decode("utf-8"))
+            except (UnicodeDecodeError, ValueError):
+                pass  # not a whole JSON value between the prefix and the closing brace: the full path decides
+            else:
+                return SchemaAndValue(self._last_schema, _to_connect(self._last_schema, payload))
         try:
-            node = json.loads(bytes(data).decode("utf-8"), parse_float=decimal.Decimal)
+            node = _DECODER.decode(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             raise DataException(f"Converting byte[] to Kafka Connect data failed due to serialization error: "
                                 f"{exc}") from exc
@@ -477,13 +516,30 @@ class JsonConverter:
                     "contain additional fields. If you are trying to deserialize plain JSON data, set "
                     "schemas.enable=false in your converter configuration.")
             schema = self._connect_schema(node["schema"])
-            return SchemaAndValue(schema, _to_connect(schema, node["payload"]))
+            value = _to_connect(schema, node["payload"])
+            self._remember_prefix(raw, schema)
+            return SchemaAndValue(schema, value)
         return SchemaAndValue(None, _to_connect(None, node))
+
+    def _remember_prefix(self, raw: bytes, schema: Schema | None) -> None:
+        """Keep ``{"schema":<text>,"payload":`` of an envelope whose schema text ends where the
+        payload key starts, so the next record with the same schema text skips parsing it."""
+        head = b'{"schema":'
+        if not raw.startswith(head):
+            return
+        try:
+            _, end = _DECODER.raw_decode(raw.decode("utf-8"), len(head))
+        except (UnicodeDecodeError, ValueError):
+            return
+        text = raw.decode("utf-8")
+        if text.startswith(',"payload":', end):
+            self._last_prefix = text[:end + len(',"payload":')].encode("utf-8")
+            self._last_schema = schema
 
     def _connect_schema(self, node: Any) -> Schema | None:
         if node is None:
             return None
-        key = json.dumps(node, sort_keys=True, default=str)
+        key = repr(node)  # same text, same parsed dict in the same order: a cheap exact key
         if key in self._schema_cache:
             self._schema_cache.move_to_end(key)
             return self._schema_cache[key]

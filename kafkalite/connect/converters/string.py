@@ -1,7 +1,7 @@
 """Kafka's StringConverter: a value's string form in a character set (``converter.encoding``).
 
-Writing ignores the schema and prints the value as Java's toString would (true/false for
-booleans); reading always gives an optional string.
+Writing ignores the schema and prints the value as Java's toString would (``true``, ``[a, b]``,
+``{k=v}``, ``Struct{f=v}``); reading always gives an optional string.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..data import OPTIONAL_STRING_SCHEMA, Schema, SchemaAndValue
 from ..errors import DataException
 from ..records import ConnectHeaders
 from . import CONVERTER_TYPE_CONFIG, ConverterType, converter_config_def
-from ..values import convert_to_string
+from ..values import java_string
 
 ENCODING_CONFIG = "converter.encoding"
 
@@ -56,7 +56,7 @@ class StringConverter:
         if value is None:
             return None
         try:
-            return convert_to_string(None, value).encode(self.encoding)
+            return java_string(value).encode(self.encoding)
         except UnicodeEncodeError as exc:
             raise DataException(f"Failed to serialize to a string: {exc}") from exc
 

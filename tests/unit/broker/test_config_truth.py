@@ -108,9 +108,9 @@ def test_properties_marked_ignored_are_not_read() -> None:
             assert tkey.field is None and not looked_up(tkey.name), tkey.name
 
 
-def test_ignored_properties_say_so_in_describe_configs_and_the_readme() -> None:
+def test_ignored_properties_say_so_in_describe_configs_and_the_docs() -> None:
     """DescribeConfigs still reports them (value, source) with a documentation that starts with
-    the note; README's generated tables carry the same text."""
+    the note; the generated tables of docs/configuration.md carry the same text."""
     cfg = BrokerConfig.from_properties({"zookeeper.connect": "h:1", "num.io.threads": "16"})
     rows = {r.name: r for r in cfg.describe_broker()}
     assert rows["num.io.threads"].value == 16 and rows["num.io.threads"].source == 4
@@ -118,7 +118,7 @@ def test_ignored_properties_say_so_in_describe_configs_and_the_readme() -> None:
     assert not rows["fetch.max.bytes"].doc.startswith(IGNORED_NOTE)
     topic_rows = {r.name: r for r in cfg.describe_topic({"preallocate": "true"})}
     assert topic_rows["preallocate"].value is True and topic_rows["preallocate"].doc.startswith(IGNORED_NOTE)
-    readme = (ROOT / "README.md").read_text()
+    page = (ROOT / "docs" / "configuration.md").read_text()
     for key in [*BROKER_KEYS.values(), *TOPIC_KEYS.values()]:
-        line = next(line for line in readme.splitlines() if line.startswith(f"| `{key.name}` |"))
+        line = next(line for line in page.splitlines() if line.startswith(f"| `{key.name}` |"))
         assert (IGNORED_NOTE in line) == key.ignored, key.name

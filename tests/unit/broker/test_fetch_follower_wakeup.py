@@ -16,6 +16,8 @@ from twisted.internet import defer, task
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.services import Clock
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.broker.quotas import BrokerQuotas
 
@@ -52,8 +54,11 @@ class FakePartition:
 class Leader:
     """The leader's side of one partition: a log of opaque bytes (one offset per byte)."""
 
+    fetch_messages = ReplicaManager.fetch_messages       # the real read-and-wait over this fake's part
+
     def __init__(self, clock: task.Clock) -> None:
         self.purgatory = Purgatory(clock)
+        self.clock = Clock(clock)
         self.part = FakePartition(self)
         self.log = b""
         self.fetched_at: list[int] = []

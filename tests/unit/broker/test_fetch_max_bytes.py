@@ -6,9 +6,14 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+from twisted.internet import task
+
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.quotas import BrokerQuotas
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.services import Clock
 
 #: what a handler's context needs for client quotas: none are configured, so none apply
 NO_QUOTAS = dict(fetch_sessions=None, quotas=BrokerQuotas(), quota_user="ANONYMOUS", client_id=None, throttle=lambda ms: None,
@@ -28,9 +33,12 @@ class Broker:
     """Partitions as byte logs (one offset per byte); a 'batch' is 100 bytes, never split."""
 
     BATCH = 100
+    fetch_messages = ReplicaManager.fetch_messages       # the real read-and-wait over this fake's parts
 
     def __init__(self, fetch_max_bytes: int, sizes: list[int]) -> None:
         self.config = {"fetch.max.bytes": fetch_max_bytes}
+        self.clock = Clock(task.Clock())
+        self.purgatory = Purgatory(self.clock.reactor)
         self.parts = [Part(b"x" * n) for n in sizes]
 
     def leader(self, topic: str, index: int, epoch: int = -1) -> Part:

@@ -13,6 +13,8 @@ from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.quotas import BrokerQuotas
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.services import Clock
 
 NEW_REPLICA, IN_SYNC = 3, 2
 
@@ -37,9 +39,12 @@ class Part:
 
 
 class Replicas:
+    fetch_messages = ReplicaManager.fetch_messages       # the real read-and-wait over this fake's part
+
     def __init__(self, part: Part, clock: task.Clock) -> None:
         self.part = part
         self.purgatory = Purgatory(clock)
+        self.clock = Clock(clock)
 
     def leader(self, topic: str, index: int, epoch: int = -1) -> Part:
         return self.part

@@ -207,7 +207,7 @@ def test_a_followers_session_skips_its_idle_partitions(inprocess_cluster_factory
     # (isr_to_shrink drops a follower behind the log end whose caught-up time is too old)
     wait_ms = cluster.brokers[0].config["replica.fetch.wait.max.ms"]
     now_ms = replicas.clock.now_ms()
-    assert all(now_ms - cluster.partition(0, TOPIC, p).follower_caught_up_ms[1] <= 2 * wait_ms for p in range(4))
+    assert all(now_ms - cluster.partition(0, TOPIC, p).followers[1].last_caught_up_ms <= 2 * wait_ms for p in range(4))
 
     resp = cluster.client(0, "producer").request(0, 8, produce_body(TOPIC, {2: records([b"x"])}, -1))
     assert resp["responses"][0]["partition_responses"][0]["error_code"] == 0, resp

@@ -66,7 +66,7 @@ def test_high_watermark_is_the_smallest_log_end_over_the_isr_and_a_stalled_follo
     cluster.stop_fetching(stalled)
     stalled_at = cluster.reactor.seconds()
     produce(cluster, leader, [b"d", b"e"])
-    cluster.pump_until(lambda: part.follower_end_offsets[healthy] == 5, what="the healthy follower at 5")
+    cluster.pump_until(lambda: part.followers[healthy].log_end_offset == 5, what="the healthy follower at 5")
     cluster.advance(0.5)
     assert part.log_end_offset == 5
     assert part.high_watermark == 3, "the HW must wait for the stalled follower while it is in the ISR"
@@ -120,7 +120,7 @@ def test_an_isr_write_against_a_stale_znode_version_is_refused_and_changes_nothi
     cluster.stop_fetching(stalled)
     produce(cluster, leader, [b"x"])
     healthy = next(b for b in sorted(cluster.brokers) if b not in (leader, stalled))
-    cluster.pump_until(lambda: part.follower_end_offsets[healthy] == part.log_end_offset,
+    cluster.pump_until(lambda: part.followers[healthy].log_end_offset == part.log_end_offset,
                        what="the healthy follower caught up")
     before_version = part.state.zk_version
     writes: list[defer.Deferred] = []

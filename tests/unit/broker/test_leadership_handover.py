@@ -124,7 +124,8 @@ def test_offset_for_leader_epoch_gives_up_after_the_long_poll_time(node: Node) -
     node.clock.advance(WAIT_MAX_MS / 1000 - 0.001)
     assert answered == []
     node.clock.advance(0.002)
-    assert answered and _epoch_answer(answered)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Kafka's answer to an epoch newer than ours (its epoch check comes before the leadership's)
+    assert answered and _epoch_answer(answered)["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 def test_offset_for_leader_epoch_answers_at_once_what_waiting_cannot_change(node: Node) -> None:

@@ -143,7 +143,8 @@ def test_commit_writes_the_log_markers_and_survives_a_leader_change(tmp_path):
     """InitProducerId, AddPartitions (one local, one remote partition), a transactional batch,
     EndTxn(commit): the state changes are records in __transaction_state, the local partition
     gets a COMMIT marker with coordinator epoch 5 (its LSO reaches the end), the remote leader a
-    WriteTxnMarkers v0; a new leader epoch of the state partition replays it to CompleteCommit."""
+    WriteTxnMarkers v0; a new leader epoch while staying leader keeps the loaded state (and coordinator
+epoch), becoming leader again after a resignation replays it to CompleteCommit."""
     env = Env(tmp_path)
     coord = env.txns.coordinator
     data = env.partition("data", 0, leader=ME, epoch=0)
@@ -168,10 +169,16 @@ def test_commit_writes_the_log_markers_and_survives_a_leader_change(tmp_path):
     states = [state for state in batches(env.rm.get(TXN_TOPIC, 0))]
     assert len(states) == 4            # Empty, Ongoing, PrepareCommit, CompleteCommit
 
-    env.partition(TXN_TOPIC, 0, leader=ME, epoch=6)        # re-elected: unload and replay
+    part = env.partition(TXN_TOPIC, 0, leader=ME, epoch=6)  # a new epoch, still leader: kept as is
+    assert coord.owned[0] == ("loaded", 5)                   # (Kafka: not isNewLeader, no onElection)
+    assert part is not None
+    part.become_follower(LeaderAndIsr(OTHER, 7, (OTHER, ME), 1), [ME, OTHER])
+    env.rm._notify_role(part)                                 # resigned: unloaded
+    assert coord.describe("tx") is None
+    env.partition(TXN_TOPIC, 0, leader=ME, epoch=8)          # elected again: replayed from the log
     meta = coord.describe("tx")
     assert (meta.state, meta.producer_id, meta.producer_epoch) == (TxnState.COMPLETE_COMMIT, 1000, 0)
-    assert coord.owned[0] == ("loaded", 6)
+    assert coord.owned[0] == ("loaded", 8)
 
 
 def test_requests_wait_for_the_load_and_stop_with_the_leadership(tmp_path):

@@ -16,7 +16,7 @@ def definition() -> ConfigDef:
             .define("batch.max.rows", Type.INT, 100, Range.at_least(1), Importance.LOW, "rows per poll",
                     "Connector", 2, Width.SHORT, "Max Rows Per Batch")
             .define("mode", Type.STRING, "bulk", ValidString.in_("bulk", "incrementing"), Importance.HIGH, "m",
-                    "Mode", 1, Width.MEDIUM, "Table Loading Mode", dependents=["incrementing.column.name"])
+                    "Mode", 1, Width.MEDIUM, "Table Loading Mode", dependents=["tables"])
             .define("tables", Type.LIST, "", ValidList.in_("a", "b"), Importance.LOW, "t")
             .define("enabled", Type.BOOLEAN, False, importance=Importance.LOW)
             .define("connection.password", Type.PASSWORD, None, importance=Importance.HIGH))
@@ -48,6 +48,9 @@ def test_validate_collects_every_error():
         "Invalid value 0 for configuration batch.max.rows: Value must be at least 1"]
     assert results["mode"].value == "nope" and len(results["mode"].error_messages) == 1
     assert results["tables"].error_messages == []
+    assert definition().validate({"connection.url": "u", "batch.max.rows": "x"})[1].error_messages == [
+        "Invalid value x for configuration batch.max.rows: Not a number of type INT",
+        "Invalid value null for configuration batch.max.rows: Value must be non-null"]  # as Kafka: both
 
 
 def test_config_infos_has_kafkas_shape():
@@ -69,7 +72,15 @@ def test_config_infos_has_kafkas_shape():
     assert rows["batch.max.rows"]["value"]["value"] == "0"
     assert rows["tables"]["value"]["value"] == "a,b"
     assert rows["enabled"]["definition"]["default_value"] == "false"
-    assert rows["mode"]["definition"]["dependents"] == ["incrementing.column.name"]
+    assert rows["mode"]["definition"]["dependents"] == ["tables"]
+
+
+def test_undefined_dependents_are_reported_as_kafka_does():
+    broken = ConfigDef().define("a", Type.STRING, "", importance=Importance.LOW, dependents=["b"])
+    with pytest.raises(ConfigException, match="referred in the dependents, but not defined: b"):
+        broken.parse({})
+    [a, b] = broken.validate({})
+    assert (b.name, b.error_messages, b.visible) == ("b", ["b is referred in the dependents, but not defined."], False)
 
 
 def test_embed_prefixes_keys_for_transform_configs():

@@ -80,6 +80,9 @@ def test_string_bytes_and_number_converters():
     string = StringConverter()
     string.configure({}, False)
     assert string.from_connect_data("t", None, True) == b"true"
+    assert string.from_connect_data("t", None, {"a": [1, 2]}) == b"{a=[1, 2]}"  # Java's toString
+    struct_schema = SchemaBuilder.struct().field("id", INT64_SCHEMA).build()
+    assert string.from_connect_data("t", struct_schema, Struct(struct_schema).put("id", 3)) == b"Struct{id=3}"
     assert string.to_connect_data("t", "é".encode()) == (OPTIONAL_STRING_SCHEMA, "é")
     latin = new_converter("StringConverter", {"converter.encoding": "ISO-8859-1"}, True)
     assert latin.from_connect_data("t", None, "é") == b"\xe9"
@@ -106,3 +109,17 @@ def test_simple_header_converter_infers_schemas():
     assert parsed.value == [1, 2, 3] and parsed.schema.value_schema.type.name == "INT8"
     assert conv.from_connect_header("t", "h", None, {"a": [1, "x"]}) == b'{"a":[1,"x"]}'
     assert conv.to_connect_header("t", "h", b'{"a":1}').value == {"a": 1}
+
+
+def test_repeated_schemas_read_the_same_as_new_ones():
+    conv = json_converter()
+    first = conv.to_connect_data("t", b'{"schema":{"type":"int32","optional":false},"payload":1}')
+    again = conv.to_connect_data("t", b'{"schema":{"type":"int32","optional":false},"payload":2}')
+    assert (first.value, again.value, again.schema) == (1, 2, first.schema)
+    other = conv.to_connect_data("t", b'{"schema":{"type":"string","optional":true},"payload":null}')
+    assert other.schema == OPTIONAL_STRING_SCHEMA and other.value is None
+    conv.to_connect_data("t", b'{"schema":{"type":"int32","optional":false},"payload":3}')
+    with pytest.raises(DataException, match='requires "schema" and "payload"'):
+        conv.to_connect_data("t", b'{"schema":{"type":"int32","optional":false},"payload":3,"extra":1}')
+    with pytest.raises(DataException):
+        conv.to_connect_data("t", b'{"schema":{"type":"int32","optional":false},"payload":"x"}')

@@ -267,3 +267,18 @@ def test_jdbc_urls_are_translated():
     with pytest.raises(ConnectException, match="Unsupported JDBC URL"):
         sqlalchemy_url("jdbc:oracle:thin:@x")
     assert JdbcSinkConnector().task_configs  # the connector exists under its Confluent name
+
+
+def test_stop_from_another_thread_wakes_poll_and_releases_connections(db):
+    import threading
+    url, engine = db
+    insert(engine, [{"id": 1, "name": "a", "cap": None, "ts": ts(1)}])
+    task = source_task(url, mode="bulk", poll_interval_ms="600000")
+    assert len(drain(task)) == 1
+    done = []
+    poller = threading.Thread(target=lambda: done.append(task.poll()))
+    poller.start()
+    task.stop()
+    poller.join(timeout=30)
+    assert not poller.is_alive() and done == [None]
+    assert all(not q.querying for q in task.queriers)

@@ -161,3 +161,33 @@ def test_recovery_removes_an_incomplete_flush(tmp_path):
     again.open([tp])
     assert context.offsets == {} and files(tmp_path) == []
 
+
+
+def test_records_already_in_files_are_not_written_again_without_a_seek(tmp_path):
+    props = {"store.url": str(tmp_path), "flush.size": "2"}
+    tp = TopicPartition("positions", 0)
+    task, _ = start(props)
+    task.open([tp])
+    task.put([record(0, i) for i in range(4)])
+    again, _ = start(props)
+    again.open([tp])
+    again.put([record(0, i) for i in range(6)])  # a runtime that ignored the seek redelivers 0..5
+    assert sorted(offsets_in_files(tmp_path).items()) == [(("0", i), 1) for i in range(6)]
+
+
+def test_records_without_the_partition_field_go_to_the_errant_record_reporter(tmp_path):
+    from tests.support.connect_contexts import ListReporter
+    from kafkalite.connect.errors import DataException
+    props = {"store.url": str(tmp_path), "flush.size": "2", "partitioner.class": "FieldPartitioner",
+             "partition.field.name": "depot"}
+    reporter = ListReporter()
+    task, _ = start(props, SinkContext(props, reporter))
+    task.put([SinkRecord("t", 0, None, None, None, {"depot": "a", "n": 1}, 0),
+              SinkRecord("t", 0, None, None, None, {"n": 2}, 1),
+              SinkRecord("t", 0, None, None, None, {"depot": "a", "n": 3}, 2)])
+    assert [r.kafka_offset for r, _ in reporter.reported] == [1]
+    assert files(tmp_path) == ["topics/t/depot=a/t+0+0000000000.parquet"]
+    assert task.pre_commit({TopicPartition("t", 0): 3}) == {TopicPartition("t", 0): 3}
+    strict, _ = start(props)
+    with pytest.raises(DataException, match="depot not found"):
+        strict.put([SinkRecord("t", 0, None, None, None, {"n": 2}, 1)])

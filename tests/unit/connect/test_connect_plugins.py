@@ -23,6 +23,10 @@ def test_alias_rules_keep_only_unambiguous_names():
     assert names["FileStreamSource"] == "org.apache.kafka.connect.file.FileStreamSourceConnector"
     assert names["JdbcSinkConnector"] == "io.confluent.connect.jdbc.JdbcSinkConnector"
     assert names["RegexRouter"] == "org.apache.kafka.connect.transforms.RegexRouter"
+    from kafkalite.connect.connectors.jdbc import JdbcSinkConnector
+    from kafkalite.connect.connectors.parquet import ParquetSinkConnector
+    assert load_class("ParquetSink") is ParquetSinkConnector and load_class("JdbcSink") is JdbcSinkConnector
+    assert load_class("io.confluent.connect.jdbc.JdbcSinkConnector") is JdbcSinkConnector
     assert "Value" not in names and "Key" not in names  # InsertField$Value, Cast$Value... share these
 
 

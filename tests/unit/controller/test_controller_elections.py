@@ -18,6 +18,7 @@ from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.memory import MemoryZooKeeperServer
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
+from kafkalite.metadata.admin_znode import AdminZNode
 from kafkalite.metadata.cache import BrokerInfo, TopicInfo
 from zk_schema import paths
 from zk_schema.admin import PreferredReplicaElection
@@ -91,7 +92,7 @@ def test_znode_request_is_elected_then_deleted() -> None:
     request = PreferredReplicaElection((("t", 0),))
     settle(w.clock, w.zk.zk.create(paths.PREFERRED_REPLICA_ELECTION, request.encode()))
     _, stat = settle(w.clock, w.zk.zk.get(paths.PREFERRED_REPLICA_ELECTION))
-    w.znode = (request, stat.version, stat.mzxid)          # what metadata_sync's watch hands over
+    w.znode = AdminZNode(request, stat.version, stat.mzxid)          # what metadata_sync's watch hands over
     w.controller.reconcile()
     settle(w.clock)
     assert w.refresh().leader == 1

@@ -117,7 +117,11 @@ def column_schema(column: Any, optional: bool, numeric_mapping: str = "none", sq
         builder = SchemaBuilder.int64() if sqlite else SchemaBuilder.int32()
     elif isinstance(col_type, sa.Numeric) and not isinstance(col_type, sa.Float):
         precision, scale = col_type.precision, col_type.scale
-        if numeric_mapping in ("best_fit", "precision_only") and precision is not None and (scale or 0) == 0:
+        if precision is None and scale is None:
+            # an unconstrained NUMERIC has no fixed scale for a Connect Decimal: rounding every value to
+            # a guessed scale would lose digits silently, so it reads as a double
+            builder = SchemaBuilder.float64()
+        elif numeric_mapping in ("best_fit", "precision_only") and precision is not None and (scale or 0) == 0:
             builder = (SchemaBuilder.int8() if precision < 3 else SchemaBuilder.int16() if precision < 5
                        else SchemaBuilder.int32() if precision < 10 else SchemaBuilder.int64() if precision < 19
                        else Decimal.builder(0))
@@ -126,7 +130,8 @@ def column_schema(column: Any, optional: bool, numeric_mapping: str = "none", sq
         else:
             builder = Decimal.builder(scale if scale is not None else 0)
     elif isinstance(col_type, (sa.Float, sa.REAL)) or type(col_type).__name__ in ("DOUBLE_PRECISION", "DOUBLE"):
-        is_real = isinstance(col_type, sa.REAL) or getattr(col_type, "precision", None) in range(1, 25)
+        # PostgreSQL's real is 4 bytes; SQLite's REAL is an 8-byte double
+        is_real = not sqlite and (isinstance(col_type, sa.REAL) or getattr(col_type, "precision", None) in range(1, 25))
         builder = SchemaBuilder.float32() if is_real and not type(col_type).__name__.startswith("DOUBLE") \
             else SchemaBuilder.float64()
     elif isinstance(col_type, sa.DateTime):

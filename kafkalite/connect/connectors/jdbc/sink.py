@@ -183,6 +183,21 @@ class TableWriter:
         self.settings = settings
         self.zone = ZoneInfo(settings[c.DB_TIMEZONE])
         self._tables: dict[str, sa.Table] = {}
+        self._metadata: dict[tuple[Any, ...], FieldsMetadata] = {}
+
+    def fields(self, record: SinkRecord) -> FieldsMetadata:
+        """fields_metadata, computed once per key/value schema pair (schemaless maps every time)."""
+        if isinstance(record.value, dict) or isinstance(record.key, dict):
+            return fields_metadata(self.settings, record)
+        cache_key = (record.key_schema, record.value_schema, record.value is None,
+                     None if record.key_schema is not None else type(record.key))
+        meta = self._metadata.get(cache_key)
+        if meta is None:
+            meta = fields_metadata(self.settings, record)
+            if len(self._metadata) > 256:
+                self._metadata.clear()
+            self._metadata[cache_key] = meta
+        return meta
 
     def table_name(self, topic: str) -> tuple[str | None, str]:
         name = str(self.settings[c.TABLE_NAME_FORMAT]).replace("${topic}", topic)
@@ -263,7 +278,7 @@ class TableWriter:
                     log.debug("Ignoring the tombstone at %s-%s@%s (delete.enabled=false)", record.topic,
                               record.kafka_partition, record.kafka_offset)
                     continue
-                meta = fields_metadata(self.settings, record)
+                meta = self.fields(record)
                 table = self.ensure_table(conn, record.topic, meta)
                 kind = "delete" if record.value is None else str(self.settings[c.INSERT_MODE])
                 columns = tuple(n for n, _ in (meta.key if kind == "delete" else meta.all))

@@ -168,6 +168,8 @@ class JdbcSourceTask(SourceTask):
         self.engine: sa.engine.Engine | None = None
         self.queriers: list[TableQuerier] = []
         self._stop = threading.Event()
+        #: held while poll() uses the queriers: stop() (another thread) closes them only when free
+        self._polling = threading.Lock()
 
     def start(self, props: dict[str, str]) -> None:
         definition = ConfigDef(c.source_config_def()).define(c.TABLES, c.Type.LIST, "")
@@ -194,6 +196,14 @@ class JdbcSourceTask(SourceTask):
 
     def poll(self) -> list[SourceRecord] | None:
         """The next batch of the querier that is due; waits (at most a second) when none is."""
+        with self._polling:
+            try:
+                return self._poll()
+            finally:
+                if self._stop.is_set():
+                    self._release()
+
+    def _poll(self) -> list[SourceRecord] | None:
         if not self.queriers:
             self._stop.wait(1.0)
             return None
@@ -208,7 +218,16 @@ class JdbcSourceTask(SourceTask):
         return head.poll() or None
 
     def stop(self) -> None:
+        """Called from another thread: wakes a waiting poll; the queriers' connections are closed
+        here if no poll is using them, else by that poll as it returns."""
         self._stop.set()
+        if self._polling.acquire(timeout=5):
+            try:
+                self._release()
+            finally:
+                self._polling.release()
+
+    def _release(self) -> None:
         for querier in self.queriers:
             querier.close()
         if self.engine is not None:
