@@ -55,7 +55,7 @@ class Consumer:
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"), request_timeout_ms: int = 30000,
                  client_id: str = "kafkalite-consumer", check_crcs: bool = True,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, metadata_max_age_ms: int = 300000) -> None:
         """``security`` (TLS, SASL) is used when the consumer makes its own KafkaClient."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ClientError(f"invalid auto.offset.reset {auto_offset_reset!r} (earliest, latest, none)")
@@ -81,6 +81,10 @@ class Consumer:
         self._subscription: list[str] | None = None
         self._listener: RebalanceListener | None = None
         self._paused: set[TopicPartition] = set()
+        #: partitions per subscribed topic when the group last assigned (0: the topic did not exist)
+        self._subscribed_counts: dict[str, int] = {}
+        self._metadata_checked = 0.0
+        self.metadata_max_age = metadata_max_age_ms / 1000.0
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._buffer: deque[ConsumerRecord] = deque()
@@ -203,9 +207,37 @@ class Consumer:
             self._reset(missing, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
 
     # -- poll ---------------------------------------------------------------------------------
+    def _partition_counts(self) -> dict[str, int]:
+        assert self._subscription is not None
+        md = self.client.metadata(self._subscription)
+        return {t: (len(md.topics[t].partitions) if t in md.topics and not md.topics[t].error else 0)
+                for t in self._subscription}
+
+    def _check_subscribed_metadata(self) -> None:
+        """Rejoin when a subscribed topic appears or gains partitions, as Java's consumer does
+        (its metadata is refreshed every second while a subscribed topic is missing, else every
+        ``metadata.max.age.ms``), so the group's assignment covers them."""
+        if self._member is None or self._subscription is None or self._member.needs_rejoin:
+            return
+        missing = any(c == 0 for c in self._subscribed_counts.values())
+        now = time.monotonic()
+        if now - self._metadata_checked < (1.0 if missing else self.metadata_max_age):
+            return
+        self._metadata_checked = now
+        try:
+            counts = self._partition_counts()
+        except ClientError as exc:
+            log.debug("metadata refresh for the subscription failed: %s", exc)
+            return
+        if counts != self._subscribed_counts:
+            log.info("subscribed topics changed (%s -> %s): rejoining group %s", self._subscribed_counts, counts,
+                     self.group_id)
+            self._member.needs_rejoin = True
+
     def _ensure_group(self, deadline: float) -> None:
         if self._member is None or self._subscription is None:
             return
+        self._check_subscribed_metadata()
         if not self._member.needs_rejoin:
             return
         if self.enable_auto_commit and self._member.generation >= 0 and self._positions:
@@ -215,6 +247,11 @@ class Consumer:
                 log.info("commit before rebalance failed: %s", exc)
         if self._listener is not None and self._member.generation >= 0:
             self._listener.on_partitions_revoked(list(self._assignment))
+        try:
+            self._subscribed_counts = self._partition_counts()      # what this assignment is made from
+        except ClientError as exc:
+            log.debug("metadata for the subscription failed: %s", exc)
+        self._metadata_checked = time.monotonic()
         assignment = self._member.join(self._subscription, max(deadline, time.monotonic() + 60))
         self._assignment = assignment
         self._positions = {}

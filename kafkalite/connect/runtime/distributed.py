@@ -86,6 +86,8 @@ class DistributedHerder(Herder):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._known: set[str] = set()
+        #: the config each task running here was started with (a commit of the same configs is no change)
+        self._started_with: dict[ConnectorTaskId, dict[str, str]] = {}
         worker.generation = lambda: self.generation
         worker.reconfiguration_listener = lambda name: self._events.put(("reconfigure", name))
         config_store.on_update = lambda update: self._events.put(update)
@@ -275,6 +277,7 @@ class DistributedHerder(Herder):
             if tid in self.running_tasks or c not in snapshot.tasks or t >= len(snapshot.tasks[c]):
                 continue
             self.running_tasks.add(tid)
+            self._started_with[tid] = dict(snapshot.tasks[c][t])
             self.worker.start_task(tid, snapshot.connectors[c], snapshot.tasks[c][t], snapshot.target(c))
 
     def _stop_units(self, connectors: set[str], tasks: set[ConnectorTaskId]) -> None:
@@ -282,6 +285,8 @@ class DistributedHerder(Herder):
         if tasks:
             self.worker.stop_tasks(sorted(tasks))
             self.running_tasks -= tasks
+            for t in tasks:
+                self._started_with.pop(t, None)
         for c in sorted(connectors & self.running_connectors):
             self.worker.stop_connector(c)
             self.running_connectors.discard(c)
@@ -329,9 +334,11 @@ class DistributedHerder(Herder):
             elif c not in self._known:
                 rejoin = True                        # a new connector: the leader assigns it
         for c in sorted(event.tasks):
-            local = {t for t in self.running_tasks if t.connector == c}
-            if local:
-                self._stop_units(set(), local)       # restarted with the new configs after the rebalance
+            configs = snapshot.tasks.get(c, [])
+            changed = {t for t in self.running_tasks if t.connector == c
+                       and (t.task >= len(configs) or self._started_with.get(t) != configs[t.task])}
+            if changed:
+                self._stop_units(set(), changed)     # restarted with their new configs after the rebalance
             rejoin = True
         for c in sorted(event.targets):
             self.worker.set_target_state(c, snapshot.target(c))
