@@ -53,7 +53,7 @@ def lenient_codec() -> Iterator[None]:
     finally:
         codec.set_strict(True)
 
-_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
+_TIER_BY_DIR = {"unit": "unit", "inprocess": "inprocess", "integration": "integration", "interop": "interop",
                 "fault": "fault", "docker": "docker", "spark": "spark", "browser": "browser"}
 _TESTS_DIR = Path(__file__).resolve().parent
 
