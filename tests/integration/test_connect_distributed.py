@@ -9,7 +9,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kafkalite.client import Admin, Consumer, NewTopic, Producer, TopicPartition
+from kafkalite.client import Consumer, Producer, TopicPartition
+from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 
 
@@ -59,8 +60,7 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
     tasks: after the session timeout and the delay its tasks RUN on the others (their status
     records name the new workers) and every line still reaches the sink file; a fourth worker
     joins and the work is spread evenly again (two units each)."""
-    with Admin(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic("dist-lines", 3, 1)])
+    create_topic(broker, "dist-lines", 3)
     props = {"connect.protocol": "compatible", "scheduled.rebalance.max.delay.ms": "2000"}
     workers = [connect_factory(broker.bootstrap, **props) for _ in range(3)]
     url = workers[1].url
@@ -136,8 +136,7 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
 def test_eager_protocol_moves_tasks_of_a_killed_worker(broker: Any, connect_factory: Any, tmp_path: Path) -> None:
     """connect.protocol=eager: every rebalance stops all work and the leader deals it out again
     round-robin; after one of two workers is killed the other runs all of it."""
-    with Admin(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic("eager-lines", 2, 1)])
+    create_topic(broker, "eager-lines", 2)
     props = {"connect.protocol": "eager", "group.id": "eager-cluster", "config.storage.topic": "eager-configs",
              "offset.storage.topic": "eager-offsets", "status.storage.topic": "eager-status"}
     workers = [connect_factory(broker.bootstrap, **props) for _ in range(2)]
