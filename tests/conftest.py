@@ -28,6 +28,7 @@ from kafkalite.protocol import codec  # noqa: E402
 from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401,E402  (fixtures)
 from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401,E402
 from tests.support.registry import registry_factory  # noqa: F401,E402
+from tests.support.connect import connect_factory  # noqa: F401,E402
 from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402
 from tests.support.postgres import postgres, postgres_factory  # noqa: F401,E402
 
