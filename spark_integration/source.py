@@ -38,6 +38,7 @@ from spark_integration.planning import (
 
 if TYPE_CHECKING:
     from spark_integration.avro import ReaderSchema
+    from spark_integration.sink import KafkaliteBatchWriter, KafkaliteStreamWriter
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +134,18 @@ class KafkaliteDataSource(DataSource):
         avro = self._avro(opts)
         _check_schema(schema, opts, avro)
         return KafkaliteBatchReader(opts, getattr(self, "_frozen_plan", None), avro)
+
+    def writer(self, schema: StructType, overwrite: bool) -> "KafkaliteBatchWriter":
+        """The sink (:mod:`spark_integration.sink`), Spark's Kafka sink columns and options."""
+        from spark_integration.sink import batch_writer
+        if overwrite:
+            raise ValueError("Save mode Overwrite not allowed for Kafka. Allowed save modes are Append "
+                             "(PySpark data sources cannot take ErrorIfExists, Spark's Kafka default).")
+        return batch_writer(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "KafkaliteStreamWriter":
+        from spark_integration.sink import stream_writer
+        return stream_writer(self.options, schema)
 
     def streamReader(self, schema: StructType) -> "KafkaliteStreamReader":
         opts = self._opts(streaming=True)
