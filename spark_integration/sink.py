@@ -261,6 +261,8 @@ class _Writer:
 
     def _write(self, rows: Iterator[Any]) -> SinkCommitMessage:
         task = task_info()
+        if self.opts.batch_id is not None:
+            task = TaskInfo(task.partition, task.attempt, self.opts.batch_id, task.query_id)
         if self.opts.guarantee != EXACTLY_ONCE:
             return SinkCommitMessage(task.partition, write_at_least_once(self.opts, rows, self.avro))
         prefix = self.prefix or f"kafkalite-sink-{task.query_id}"
@@ -303,6 +305,8 @@ def batch_writer(options: Any, schema: StructType) -> KafkaliteBatchWriter:
     opts = parse_sink_options(options, schema)
     # a batch write has no checkpoint: without a prefix each write gets its own ids
     prefix = opts.transactional_id_prefix or f"kafkalite-sink-{uuid.uuid4()}"
+    if opts.batch_id is not None:
+        ensure_commit_topic(opts)
     return KafkaliteBatchWriter(opts, prefix, writer_schemas(opts))
 
 

@@ -11,7 +11,9 @@ stripped, and the serializers are fixed. Two settings are kafkalite's own:
   duplicate within a task) or ``exactly_once`` (each task's share of a micro-batch in one
   transaction, recognised when Spark runs the batch again: :mod:`spark_integration.sink`);
 * ``transactionalIdPrefix``: the transactional ids' prefix in ``exactly_once`` mode, by default
-  derived from the streaming query's id (kept in its checkpoint, so a restart finds its own).
+  derived from the streaming query's id (kept in its checkpoint, so a restart finds its own);
+* ``batchId``: in a ``foreachBatch`` function, the micro-batch's id, so that a batch write there
+  is recognised when Spark runs the batch again, as a streaming write is.
 """
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ class SinkOptions:
     columns: tuple[tuple[str, int], ...]      # (key|value|topic|headers|partition, index in the row)
     guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None
+    batch_id: int | None = None               # ``batchId``: a foreachBatch writer's micro-batch id
     commit_topic: str = COMMIT_TOPIC
     acks: str = "all"
     linger_ms: int = 5
@@ -90,6 +93,10 @@ def parse_sink_options(options: Mapping[str, Any], schema: StructType) -> SinkOp
     prefix = opts.get("transactionalidprefix", "").strip() or None
     if prefix is not None and guarantee != EXACTLY_ONCE:
         raise ValueError("Option 'transactionalIdPrefix' needs deliveryGuarantee=exactly_once")
+    batch_text = opts.get("batchid", "").strip()
+    if batch_text and (not batch_text.isdigit() or guarantee != EXACTLY_ONCE or prefix is None):
+        raise ValueError("Option 'batchId' must be a non-negative number, with deliveryGuarantee=exactly_once and "
+                         "transactionalIdPrefix (the id of a foreachBatch micro-batch)")
     acks = opts.get("kafka.acks", "all").strip().lower()
     if acks not in ("all", "-1", "0", "1"):
         raise ValueError(f"Invalid value '{opts['kafka.acks']}' for option 'kafka.acks', must be all, -1, 0 or 1")
@@ -111,7 +118,7 @@ def parse_sink_options(options: Mapping[str, Any], schema: StructType) -> SinkOp
         raise ValueError(f"Invalid value '{linger}' for option 'kafka.linger.ms', must be a non-negative integer")
     return SinkOptions(
         bootstrap_servers=bootstrap, topic=opts.get("topic", "").strip() or None, columns=columns,
-        guarantee=guarantee, transactional_id_prefix=prefix,
+        guarantee=guarantee, transactional_id_prefix=prefix, batch_id=int(batch_text) if batch_text else None,
         commit_topic=opts.get("committopic", COMMIT_TOPIC).strip() or COMMIT_TOPIC,
         acks="all" if acks == "-1" else acks, linger_ms=int(linger),
         batch_size=number("kafka.batch.size", 1 << 20), compression_type=compression,

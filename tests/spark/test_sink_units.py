@@ -38,6 +38,8 @@ BS = {"kafka.bootstrap.servers": "127.0.0.1:1"}
     ({**BS, "topic": "t", "kafka.transactional.id": "x"}, KV, "use deliveryGuarantee=exactly_once"),
     ({**BS, "topic": "t", "deliveryGuarantee": "twice"}, KV, "Invalid value 'twice' for option 'deliveryGuarantee'"),
     ({**BS, "topic": "t", "transactionalIdPrefix": "p"}, KV, "needs deliveryGuarantee=exactly_once"),
+    ({**BS, "topic": "t", "deliveryGuarantee": "exactly_once", "batchId": "3"}, KV,
+     "Option 'batchId' must be a non-negative number, with deliveryGuarantee=exactly_once and transactionalIdPrefix"),
     ({**BS, "topic": "t", "kafka.acks": "1"}, KV, "kafka.acks=1 needs an idempotence-free producer"),
     ({**BS, "topic": "t", "kafka.compression.type": "brotli"}, KV, "'kafka.compression.type'"),
     ({**BS, "topic": "t", "kafka.security.protocol": "SASL_PLAINTEXT"}, KV, "Invalid Kafka security options"),
