@@ -158,7 +158,9 @@ class Engine:
                 raise KsqlError(f"Cannot add {s.kind.lower()} '{s.name}': A {existing.kind.lower()} with the same "
                                 "name already exists", statement=text)
             if isinstance(s, ast.CreateSource):
-                self._source_of(s, text)                    # property and column checks, no side effects
+                source = self._source_of(s, text)           # property and column checks, no side effects
+                if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
+                    self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
             else:
                 src = ms.require(s.query.source, text)
                 self._check_select(s, src, text)
@@ -296,11 +298,14 @@ class Engine:
             out.append(ast.ColumnDef(f["name"].upper(), ast.SqlType(kinds[t])))
         return tuple(out)
 
-    def _ensure_topic(self, topic: str, partitions: object, replicas: object, text: str) -> None:
+    def _topic_exists(self, topic: str) -> bool:
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
             md = client.metadata([topic])
         t = md.topics.get(topic)
-        if t is not None and t.error == ErrorCode.NONE:
+        return t is not None and t.error == ErrorCode.NONE
+
+    def _ensure_topic(self, topic: str, partitions: object, replicas: object, text: str) -> None:
+        if self._topic_exists(topic):
             return
         if partitions is None:
             raise KsqlError(f"Topic '{topic}' does not exist. If you want to create a new topic for the "
