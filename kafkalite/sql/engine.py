@@ -197,7 +197,13 @@ class Engine:
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
             else:
-                self._run(plan)
+                try:
+                    self._run(plan)
+                except Exception as exc:          # Spark refused the plan (e.g. an unsupported output mode)
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    ms.queries[query_id].state, ms.queries[query_id].error = "ERROR", first
+                    log.error("query %s failed to start: %s", query_id, exc)
+                    raise KsqlError(f"Query {query_id} failed to start: {first}", statement=stmt.text) from None
             status = _status(stmt.text, s, seq, f"Created query with ID {query_id}")
             status["commandStatus"]["queryId"] = query_id
             return status
