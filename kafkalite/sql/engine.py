@@ -428,7 +428,9 @@ class Engine:
         if plan.sink.value_format == "AVRO":
             sink_options.update({"schemaRegistryUrl": self.config.schema_registry_url or "",
                                  "valueAvroSubject": f"{plan.sink.topic}-value"})
-        update = plan.aggregate and q.emit != "FINAL"
+        # Spark aggregates session windows in append mode only: a session is written once, when
+        # its grace period has passed (as with EMIT FINAL)
+        update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
         writer = (out.writeStream.queryName(plan.query_id)
                   .option("checkpointLocation", str(Path(self.config.state_dir) / self.config.service_id
                                                     / plan.query_id))
