@@ -23,7 +23,8 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
     assert c.streams_property("auto.offset.reset", "latest") == "earliest"
     assert c.streams_property("commit.interval.ms", "2000") == "500"
     defaults = KsqlConfig.from_properties({})
-    assert (defaults.spark_master, defaults.service_id, defaults.listener) == ("local[2]", "default_", ("0.0.0.0", 8088))
+    assert (defaults.spark_master, defaults.service_id, defaults.listener) == (
+        "local[2]", "default_", ("0.0.0.0", 8088))
     assert command_topic_name("trucks_") == "_confluent-ksql-trucks__command_topic"
     assert Command("stream/`S`/create", "CREATE STREAM S ...;", {"a": "1"}).value() == (
         b'{"statement": "CREATE STREAM S ...;", "streamsProperties": {"a": "1"}, "originalProperties": {}, '
