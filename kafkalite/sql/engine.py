@@ -487,7 +487,8 @@ class Engine:
         if src.value_format == "JSON":
             cols += _json_columns("value", values)
         elif src.value_format == "DELIMITED":
-            delim = re.escape(src.value_delimiter)
+            # a regex for split(), inside a SQL string literal (whose parser eats one level of backslashes)
+            delim = re.escape(src.value_delimiter).replace("\\", "\\\\").replace("'", "\\'")
             cols += [f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(c.type)}) AS {quote(c.name)}"
                      for i, c in enumerate(values)]
         elif src.value_format == "KAFKA":
@@ -496,7 +497,9 @@ class Engine:
             cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
             cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
-        rowtime = (f"timestamp_millis(CAST({quote(src.timestamp)} AS BIGINT))" if src.timestamp else "timestamp")
+        ts_col = src.column(src.timestamp) if src.timestamp else None
+        rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
+                   else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if src.timestamp:

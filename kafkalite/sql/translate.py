@@ -27,8 +27,9 @@ AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "COUNT_DISTINCT", "COLLECT_LI
               "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET"}
 _SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE": "double", "STRING": "string",
                 "BYTES": "binary", "DATE": "date", "TIME": "string", "TIMESTAMP": "timestamp"}
-#: pseudo columns that the engine's view provides
-PSEUDO = ("ROWTIME", "ROWPARTITION", "ROWOFFSET", "WINDOWSTART", "WINDOWEND")
+#: pseudo columns that the engine's view provides (ROWTIME is a Spark timestamp there, for windows
+#: and watermarks; in expressions it is ksqlDB's BIGINT of epoch milliseconds)
+PSEUDO = ("ROWTIME", "ROWPARTITION", "ROWOFFSET")
 
 
 def quote(name: str) -> str:
@@ -100,7 +101,7 @@ def to_spark(e: ast.Expr, known: set[str], statement: str = "") -> str:
         if isinstance(x, ast.Column):
             if x.name not in known:
                 raise KsqlError(f"Column '{x.name}' cannot be resolved.", statement=statement)
-            return quote(x.name)
+            return "unix_millis(`ROWTIME`)" if x.name == "ROWTIME" else quote(x.name)
         if isinstance(x, ast.Binary):
             op = {"||": "||", "=": "="}.get(x.op, x.op)
             return f"({go(x.left)} {op} {go(x.right)})"

@@ -55,6 +55,7 @@ def test_expressions_to_spark_sql() -> None:
     assert to_spark(ast.Literal("it's"), known) == "'it\\'s'"
     with pytest.raises(KsqlError, match="Column 'W' cannot be resolved."):
         to_spark(ast.Column("W"), known)
+    assert to_spark(ast.Column("ROWTIME"), known | {"ROWTIME"}) == "unix_millis(`ROWTIME`)"    # BIGINT ms
     with pytest.raises(KsqlError, match="Can't find any functions with the name 'NOPE'"):
         to_spark(ast.Call("NOPE", (ast.Column("V"),)), known)
     assert has_aggregate(ast.Binary("+", ast.Call("SUM", (ast.Column("V"),)), ast.Literal(1)))
