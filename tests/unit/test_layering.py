@@ -30,7 +30,8 @@ LAYERS: list[tuple[str, int]] = [
     ("kafkalite.controller", 2), ("kafkalite.metrics", 2),
     # 3 tools: reach brokers over the wire (or, like Kafka's tools, ZooKeeper)
     ("kafkalite.client", 3), ("kafkalite.cli", 3), ("kafkalite.cluster", 3), ("kafkalite.demo", 3),
-    ("kafkalite.registry", 3), ("kafkalite.connect", 3), ("kafkalite.console", 3), ("spark_integration", 3),
+    ("kafkalite.registry", 3), ("kafkalite.connect", 3), ("kafkalite.console", 3), ("kafkalite.sql", 3),
+    ("spark_integration", 3),
 ]
 NAMES = {0: "core", 1: "adapters", 2: "broker", 3: "tools"}
 #: Core modules that are pure: no reactor, no sockets, no kazoo.
