@@ -67,10 +67,14 @@ class ClusterSnapshot:
         self._generation += 1
 
     def refresh_if_watched(self) -> None:
-        """The background job: refresh a snapshot past half its max age while views keep asking for
-        it, so that they find it fresh; nothing while nobody looks (or before the first view)."""
+        """The background job: refresh a snapshot past half its max age when a view has read it
+        since it was taken (so views keep finding it fresh); nothing while nobody looks, before the
+        first view, or while views go to pages that do not read it (each refresh decodes the whole
+        cluster's metadata: it is not done for nobody)."""
         now = time.monotonic()
-        if self._current is None or now - self._used > WATCH_S or self._fresh(now, self.max_age_s / 2) is not None:
+        current = self._current
+        if current is None or now - self._used > WATCH_S or self._used <= current[0] \
+                or self._fresh(now, self.max_age_s / 2) is not None:
             return
         with self._refresh_lock:
             if self._fresh(time.monotonic(), self.max_age_s / 2) is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import types
 from typing import Any
 
 from kafkalite.client import Producer
@@ -12,6 +13,8 @@ from kafkalite.console.context import ConsoleContext
 from kafkalite.console.services.overview import Overview, summarise
 from kafkalite.console.services.topics import TopicsService
 from kafkalite.console.settings import ConsoleSettings
+from kafkalite.console import snapshot
+from kafkalite.console.snapshot import ClusterSnapshot
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 
@@ -165,3 +168,33 @@ def test_own_changes_show_at_once_though_the_snapshot_is_young(broker: object) -
         assert "<td>5</td>" in row
         assert c.post("/topics/fresh-1/delete").status_code == 303
         assert "0 topic(s)" in c.get("/topics?search=fresh-").text
+
+
+def test_the_background_refresh_runs_only_for_a_snapshot_read_since_it_was_taken(monkeypatch: Any) -> None:
+    """Past half its max age a snapshot is refreshed in the background if a view read it since it
+    was taken; not before the first view, nor while nobody reads it."""
+    asked: list[Any] = []
+    md = ClusterMetadata({}, -1, None, {})
+
+    class Fake:
+        def metadata(self, topics: Any) -> ClusterMetadata:
+            asked.append(topics)
+            return md
+
+    clock = [100.0]
+    monkeypatch.setattr(snapshot, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    snap = ClusterSnapshot(ConsoleSettings("127.0.0.1:1", metadata_max_age_s=4))
+    snap._client = Fake()                                              # type: ignore[assignment]
+    snap.refresh_if_watched()
+    assert asked == []                                                  # no view yet
+    assert snap.get() is md and asked == [None]                         # first view: on the request path
+    clock[0] += 3                                                       # past half the max age
+    snap.refresh_if_watched()
+    assert asked == [None]                                              # nobody read it since it was taken
+    clock[0] += 0.5
+    assert snap.get() is md and asked == [None]                         # still within the max age: no request
+    snap.refresh_if_watched()
+    assert asked == [None, None]                                        # read since: refreshed in the background
+    snap.invalidate()
+    snap.get()
+    assert asked == [None, None, None]                                  # an own change: asked at once
