@@ -1,5 +1,6 @@
 """The Starlette application: services wired to the handlers, the session and error handling,
-and the background samplers (consumer lag, broker metrics) that feed the live charts."""
+the background samplers (consumer lag, broker metrics) that feed the live charts, and the
+background refresh of the shared cluster-metadata snapshot."""
 from __future__ import annotations
 
 import asyncio
@@ -95,6 +96,9 @@ def create_app(settings: ConsoleSettings, *, context: ConsoleContext | None = No
             tasks.append(asyncio.create_task(_every(settings.lag_sample_interval_s, svc.groups.sample_all, "lag")))
         if samplers and settings.metrics_urls and settings.metrics_interval_s > 0:
             tasks.append(asyncio.create_task(_every(settings.metrics_interval_s, svc.metrics.scrape, "metrics")))
+        if samplers and settings.metadata_max_age_s > 0:
+            tasks.append(asyncio.create_task(_every(settings.metadata_max_age_s / 4, context.snapshot.refresh_if_watched,
+                                                    "cluster metadata")))
         try:
             yield
         finally:

@@ -23,12 +23,14 @@ import time
 from typing import Callable, TypeVar
 
 from kafkalite.client.admin import Admin
+from kafkalite.client.cluster import ClusterMetadata
 from kafkalite.client.core import KafkaClient
 from kafkalite.client.errors import ClientError
 from kafkalite.client.producer import Producer
 from kafkalite.registry.client import RegistryClient
 
 from .settings import ConsoleSettings
+from .snapshot import ClusterSnapshot
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,6 +45,8 @@ class ConsoleContext:
         #: the produce form's Producer (its own client and sender thread) is used one form at a time
         self.producer_lock = threading.Lock()
         self.registry = registry or (RegistryClient(settings.registry_url) if settings.registry_url else None)
+        #: all-topics metadata shared by the pages (its own client: refreshing it takes no lock here)
+        self.snapshot = ClusterSnapshot(settings)
 
     def _target(self) -> "ConsoleContext":
         person = _person.get()
@@ -62,6 +66,15 @@ class ConsoleContext:
     @property
     def client(self) -> KafkaClient:
         return self.admin.client
+
+    def cluster(self) -> ClusterMetadata:
+        """The current identity's all-topics metadata, at most ``metadata_max_age_s`` old (a person's
+        own: the cluster's ACLs decide which topics it holds)."""
+        return self._target().snapshot.get()
+
+    def topics_changed(self) -> None:
+        """A create, delete or add-partitions went to the brokers: the next view sees it."""
+        self._target().snapshot.invalidate()
 
     def call(self, fn: Callable[[Admin], T]) -> T:
         """Run ``fn`` with the current identity's Admin, one caller at a time (from a worker thread)."""
@@ -85,6 +98,7 @@ class ConsoleContext:
             return fn(self._producer)
 
     def close(self) -> None:
+        self.snapshot.close()
         with self.producer_lock:
             if self._producer is not None:
                 self._producer.close(5)

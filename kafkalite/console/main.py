@@ -37,6 +37,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how often consumer lag is sampled for the lag charts (0: only when a page is viewed)")
     p.add_argument("--metrics-interval", type=float, default=5.0, metavar="SECONDS",
                    help="how often the brokers' metrics are scraped")
+    p.add_argument("--metadata-max-age", type=float, default=5.0, metavar="SECONDS",
+                   help="how old the cluster metadata behind the topics list and the overview may be "
+                        "(refreshed in the background while pages are viewed, and at once after a "
+                        "topic is created, deleted or grown; 0: every view asks the brokers)")
     return p
 
 
@@ -44,6 +48,8 @@ def settings_from(args: argparse.Namespace) -> ConsoleSettings:
     host, sep, port = args.listen.rpartition(":")
     if not sep or not port.isdigit():
         raise ToolError(f"--listen {args.listen!r} is not HOST:PORT")
+    if args.metadata_max_age < 0:
+        raise ToolError(f"--metadata-max-age {args.metadata_max_age} is negative")
     security = command_config_security(args)
     if args.user_login and not security.sasl:
         raise ToolError("--user-login needs a SASL security.protocol in --command-config (SASL_SSL or SASL_PLAINTEXT)")
@@ -51,7 +57,8 @@ def settings_from(args: argparse.Namespace) -> ConsoleSettings:
         args.bootstrap_server, security, args.registry_url, args.connect_url, args.sql_url,
         tuple(u.strip() for u in args.metrics_urls.split(",") if u.strip()), args.zookeeper, args.read_only,
         args.user_login, host=host.strip("[]") or DEFAULT_HOST, port=int(port),
-        lag_sample_interval_s=args.lag_sample_interval, metrics_interval_s=args.metrics_interval)
+        lag_sample_interval_s=args.lag_sample_interval, metrics_interval_s=args.metrics_interval,
+        metadata_max_age_s=args.metadata_max_age)
 
 
 def main(argv: list[str]) -> int:

@@ -29,3 +29,6 @@ class ConsoleSettings:
     #: how often the brokers' /metrics are scraped for the live charts (0: only when a page asks)
     metrics_interval_s: float = 5.0
     request_timeout_ms: int = 15000
+    #: how old the shared cluster-metadata snapshot (topic list, overview) may be when a page is
+    #: served; kept fresh in the background while someone looks (0: every view asks the brokers)
+    metadata_max_age_s: float = 5.0

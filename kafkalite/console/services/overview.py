@@ -95,7 +95,7 @@ class OverviewService:
         self.context = context
 
     def overview(self) -> Overview:
-        md = self.context.call(lambda admin: admin.client.metadata(None))
+        md = self.context.cluster()       # the shared snapshot: at most metadata_max_age_s old
         brokers, topics, partitions, under, offline = summarise(md)
         zk = zookeeper_members(self.context.settings.zookeeper) if self.context.settings.zookeeper else []
         return Overview(md.cluster_id, md.controller_id, brokers, topics, partitions, under, offline, zk)

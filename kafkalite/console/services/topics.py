@@ -1,10 +1,13 @@
 """Topics: a paged, searchable list; one topic's partitions and configs; create, delete, add
 partitions, edit configs.
 
-The list costs one Metadata request (all topics: names, partitions, replicas and ISRs come in it)
-plus one DescribeLogDirs per broker narrowed to the page's topics, whatever the partition count:
-never a request per partition. A topic page adds one ListOffsets per leader for the log
-start and end offsets of every partition at once.
+The list finds, sorts and pages the topic names in the console's shared metadata snapshot
+(:mod:`kafkalite.console.snapshot`: no all-topics Metadata on a warm view), then asks one Metadata
+request for the page's topics only (their partitions, replicas and ISRs as of now) and one
+DescribeLogDirs per broker narrowed to them, whatever the partition count: never a request per
+partition. A topic page asks Metadata for its one topic and adds one ListOffsets per leader for the
+log start and end offsets of every partition at once. Create, delete and add partitions invalidate
+the snapshot, so the next view shows the change.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from kafkalite.client.admin import DELETE, SET, TOPIC, ConfigEntry, NewTopic
 from kafkalite.client.cluster import ClusterMetadata, TopicMetadata, TopicPartition
 from kafkalite.client.errors import ClientError
 from kafkalite.config import TOPIC_KEYS
+from kafkalite.errors import ErrorCode
 
 from ..context import ConsoleContext
 
@@ -121,21 +125,26 @@ class TopicsService:
         page_size = max(1, min(page_size, MAX_PAGE_SIZE))
         needle = search.strip().lower()
 
+        snapshot = self.context.cluster()
+        names = sorted(n for n, t in snapshot.topics.items()
+                       if (include_internal or not t.internal) and needle in n.lower())
+        first = (max(page, 1) - 1) * page_size
+        shown = names[first:first + page_size]
+
         def work(admin: object) -> TopicPage:
-            md: ClusterMetadata = self.context.client.metadata(None)
-            names = sorted(n for n, t in md.topics.items()
-                           if (include_internal or not t.internal) and needle in n.lower())
-            first = (max(page, 1) - 1) * page_size
-            shown = names[first:first + page_size]
+            if not shown:
+                return TopicPage([], len(names), max(page, 1), page_size)
+            md: ClusterMetadata = self.context.client.metadata(shown)
             sizes: dict[str, int] | None
             try:
-                sizes = sizes_by_topic(self.context.admin.describe_log_dirs(None, shown, metadata=md), set(shown)) \
-                    if shown else {}
+                sizes = sizes_by_topic(self.context.admin.describe_log_dirs(None, shown, metadata=md), set(shown))
             except ClientError:
                 sizes = None
             rows = []
             for n in shown:
-                t = md.topics[n]
+                t = md.topics.get(n)
+                if t is None or t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                    continue        # deleted (by someone else) since the snapshot was taken
                 rf, under, offline = _counts(t)
                 rows.append(TopicRow(n, t.internal, len(t.partitions), rf, under, offline,
                                      None if sizes is None else sizes.get(n, 0)))
@@ -173,15 +182,26 @@ class TopicsService:
         return self.context.call(work)
 
     def create(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str]) -> None:
-        result = self.context.call(lambda admin: admin.create_topics(
-            [NewTopic(name, partitions, replication_factor, configs=configs)]))
+        try:
+            result = self.context.call(lambda admin: admin.create_topics(
+                [NewTopic(name, partitions, replication_factor, configs=configs)]))
+        finally:
+            self.context.topics_changed()
         _raise_first(result)
 
     def delete(self, name: str) -> None:
-        _raise_first(self.context.call(lambda admin: admin.delete_topics([name])))
+        try:
+            result = self.context.call(lambda admin: admin.delete_topics([name]))
+        finally:
+            self.context.topics_changed()
+        _raise_first(result)
 
     def add_partitions(self, name: str, total: int) -> None:
-        _raise_first(self.context.call(lambda admin: admin.create_partitions({name: total})))
+        try:
+            result = self.context.call(lambda admin: admin.create_partitions({name: total}))
+        finally:
+            self.context.topics_changed()
+        _raise_first(result)
 
     def set_config(self, name: str, key: str, value: str | None) -> None:
         """Override ``key`` (or, with None, remove the override so the default applies again)."""

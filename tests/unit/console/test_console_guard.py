@@ -9,6 +9,7 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from kafkalite.cli.common import ToolError
 from kafkalite.console.app import create_app
 from kafkalite.console.main import build_parser, settings_from
 from kafkalite.console.settings import ConsoleSettings
@@ -71,4 +72,8 @@ def test_binds_127_0_0_1_by_default_and_reads_the_command_line() -> None:
                                                  "--read-only"]))
     assert (s.host, s.port, s.read_only, s.metrics_urls) == ("127.0.0.1", 9021, True, ("http://a/m", "http://b/m"))
     s = settings_from(build_parser().parse_args(["--bootstrap-server", "h:1", "--listen", "0.0.0.0:0"]))
-    assert (s.host, s.port) == ("0.0.0.0", 0)
+    assert (s.host, s.port, s.metadata_max_age_s) == ("0.0.0.0", 0, 5.0)
+    s = settings_from(build_parser().parse_args(["--bootstrap-server", "h:1", "--metadata-max-age", "0"]))
+    assert s.metadata_max_age_s == 0.0
+    with pytest.raises(ToolError, match="--metadata-max-age -1.0 is negative"):
+        settings_from(build_parser().parse_args(["--bootstrap-server", "h:1", "--metadata-max-age", "-1"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import types
 from typing import Any
 
 from kafkalite.client import Producer
@@ -12,6 +13,8 @@ from kafkalite.console.context import ConsoleContext
 from kafkalite.console.services.overview import Overview, summarise
 from kafkalite.console.services.topics import TopicsService
 from kafkalite.console.settings import ConsoleSettings
+from kafkalite.console import snapshot
+from kafkalite.console.snapshot import ClusterSnapshot
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 
@@ -99,22 +102,99 @@ def test_summary_counts_down_brokers_under_replicated_and_offline() -> None:
     assert Overview("cid", 1, brokers, topics, partitions, under, 0, []).health == "degraded"
 
 
-def test_a_topics_page_view_costs_one_metadata_request_whatever_the_partitions(broker: object) -> None:
-    """The scale contract: one Metadata request and one DescribeLogDirs per broker per page view
-    (never a request per partition), here with 300 partitions over 3 topics."""
-    ctx = ConsoleContext(ConsoleSettings(broker.bootstrap))              # type: ignore[attr-defined]
+def test_a_warm_topics_page_view_asks_only_for_its_page_whatever_the_partitions(broker: object) -> None:
+    """The scale contract: a view of the topics list reads names from the shared snapshot (no
+    all-topics Metadata once warm), then asks one Metadata and one DescribeLogDirs per broker for
+    the page's topics only (never a request per partition), here with 300 partitions over 3 topics."""
+    ctx = ConsoleContext(ConsoleSettings(broker.bootstrap, metadata_max_age_s=3600))  # type: ignore[attr-defined]
     try:
         ctx.call(lambda admin: admin.create_topics([NewTopic(f"scale-{i}", 100, 1) for i in range(3)]))
-        sent: list[ApiKey] = []
-        real = ctx.client.send
-
-        def counting(node: Any, api_key: ApiKey, body: Any, **kw: Any) -> Any:
-            sent.append(api_key)
-            return real(node, api_key, body, **kw)
-        ctx.client.send = counting                                      # type: ignore[method-assign]
-        page = TopicsService(ctx).page("scale-", 1, 2)
+        service = TopicsService(ctx)
+        cold = service.page("scale-", 1, 2)
+        sent: list[tuple[str, ApiKey, Any]] = []
+        for who, client in (("snapshot", ctx.snapshot.client), ("admin", ctx.client)):
+            def counting(node: Any, api_key: ApiKey, body: Any, _who: str = who, _real: Any = client.send,
+                         **kw: Any) -> Any:
+                sent.append((_who, api_key, body))
+                return _real(node, api_key, body, **kw)
+            client.send = counting                                      # type: ignore[method-assign]
+        page = service.page("scale-", 1, 2)
+        assert page == cold
         assert [r.name for r in page.rows] == ["scale-0", "scale-1"] and page.total == 3
         assert [r.partitions for r in page.rows] == [100, 100] and all(r.size_bytes == 0 for r in page.rows)
-        assert sent == [ApiKey.METADATA, ApiKey.DESCRIBE_LOG_DIRS]
+        assert [(who, key) for who, key, _ in sent] == [("admin", ApiKey.METADATA), ("admin", ApiKey.DESCRIBE_LOG_DIRS)]
+        assert [t["name"] for t in sent[0][2]["topics"]] == ["scale-0", "scale-1"]           # not all topics
+        assert [t["topic"] for t in sent[1][2]["topics"]] == ["scale-0", "scale-1"]
+        assert len(sent[1][2]["topics"][0]["partition_index"]) == 100
+        sent.clear()
+        service.page("no-such-prefix-", 1, 2)            # nothing matches: no request at all
+        assert sent == []
     finally:
         ctx.close()
+
+
+def test_the_snapshot_is_refreshed_once_older_than_its_max_age(broker: object) -> None:
+    """With max age 0 every view asks the brokers for all topics (the old behaviour, by choice)."""
+    ctx = ConsoleContext(ConsoleSettings(broker.bootstrap, metadata_max_age_s=0))  # type: ignore[attr-defined]
+    try:
+        sent: list[Any] = []
+        real = ctx.snapshot.client.send
+
+        def counting(node: Any, api_key: ApiKey, body: Any, **kw: Any) -> Any:
+            sent.append((api_key, body["topics"]))
+            return real(node, api_key, body, **kw)
+        ctx.snapshot.client.send = counting                             # type: ignore[method-assign]
+        ctx.cluster()
+        ctx.cluster()
+        assert sent == [(ApiKey.METADATA, None), (ApiKey.METADATA, None)]
+    finally:
+        ctx.close()
+
+
+def test_own_changes_show_at_once_though_the_snapshot_is_young(broker: object) -> None:
+    """A topic created, grown or deleted from the console shows in the next view of the list and
+    the overview, even with a snapshot that would otherwise be kept an hour."""
+    for c in make_console(ConsoleSettings(broker.bootstrap, lag_sample_interval_s=0,  # type: ignore[attr-defined]
+                                          metadata_max_age_s=3600)):
+        before = c.get("/topics?search=fresh-").text
+        assert "0 topic(s)" in before
+        topics_before = c.get("/").text.split('id="topic-count">')[1].split("<")[0]
+        assert c.post("/topics", {"name": "fresh-1", "partitions": "2", "replication_factor": "1"}).status_code == 303
+        listed = c.get("/topics?search=fresh-").text
+        assert "1 topic(s)" in listed and ">fresh-1<" in listed
+        assert c.get("/").text.split('id="topic-count">')[1].split("<")[0] == str(int(topics_before) + 1)
+        assert c.post("/topics/fresh-1/partitions", {"total": "5"}).status_code == 303
+        row = c.get("/topics?search=fresh-").text.split(">fresh-1<")[1].split("</tr>")[0]
+        assert "<td>5</td>" in row
+        assert c.post("/topics/fresh-1/delete").status_code == 303
+        assert "0 topic(s)" in c.get("/topics?search=fresh-").text
+
+
+def test_the_background_refresh_runs_only_for_a_snapshot_read_since_it_was_taken(monkeypatch: Any) -> None:
+    """Past half its max age a snapshot is refreshed in the background if a view read it since it
+    was taken; not before the first view, nor while nobody reads it."""
+    asked: list[Any] = []
+    md = ClusterMetadata({}, -1, None, {})
+
+    class Fake:
+        def metadata(self, topics: Any) -> ClusterMetadata:
+            asked.append(topics)
+            return md
+
+    clock = [100.0]
+    monkeypatch.setattr(snapshot, "time", types.SimpleNamespace(monotonic=lambda: clock[0]))
+    snap = ClusterSnapshot(ConsoleSettings("127.0.0.1:1", metadata_max_age_s=4))
+    snap._client = Fake()                                              # type: ignore[assignment]
+    snap.refresh_if_watched()
+    assert asked == []                                                  # no view yet
+    assert snap.get() is md and asked == [None]                         # first view: on the request path
+    clock[0] += 3                                                       # past half the max age
+    snap.refresh_if_watched()
+    assert asked == [None]                                              # nobody read it since it was taken
+    clock[0] += 0.5
+    assert snap.get() is md and asked == [None]                         # still within the max age: no request
+    snap.refresh_if_watched()
+    assert asked == [None, None]                                        # read since: refreshed in the background
+    snap.invalidate()
+    snap.get()
+    assert asked == [None, None, None]                                  # an own change: asked at once
