@@ -24,6 +24,7 @@ from typing import Any, Iterator
 import pytest
 
 from kafkalite.cluster.processes import free_port
+from tests.interop.interop_support import kcat_consume
 from tests.support.topics import create_topic, wait_leaders
 from tests.support.waiting import wait_for
 
@@ -93,14 +94,14 @@ def java_workers(kafka09_home: Path) -> Iterator[Any]:
         worker.stop()
 
 
-def wait_sink(worker: JavaWorker, sink: Path, timeout: float = 45.0) -> list[str]:
-    """The sink file once it holds as many lines as the source (the sink task flushes on each
-    offset commit); the worker must stay up meanwhile."""
+def wait_sink(worker: JavaWorker, sink: Path, count: int = len(LINES), timeout: float = 45.0) -> list[str]:
+    """The sink file once it holds ``count`` lines (the sink task flushes on each offset commit);
+    the worker must stay up meanwhile."""
     def done() -> list[str] | None:
         worker.alive()
         lines = sink.read_text().splitlines() if sink.exists() else []
-        return lines if len(lines) >= len(LINES) else None
-    found: list[str] = wait_for(done, timeout, f"{len(LINES)} lines in {sink}", interval=0.2)
+        return lines if len(lines) >= count else None
+    found: list[str] = wait_for(done, timeout, f"{count} lines in {sink}", interval=0.2)
     return found
 
 
@@ -138,29 +139,41 @@ def test_kafka09_connect_standalone(broker: Any, java_workers: Any, tmp_path: Pa
         worker_props, write_properties(tmp_path / "connect-file-source.properties", source),
         write_properties(tmp_path / "connect-file-sink.properties", sink)], tmp_path)
     assert wait_sink(worker, sink_file) == LINES, worker.tail()
+    # in the topic: 0.9's JsonConverter envelopes (schemas.enable=true), one per line, in order
+    values = [json.loads(r.value or b"null") for r in kcat_consume(broker.bootstrap, topic)]
+    assert values == [{"schema": {"type": "string", "optional": False}, "payload": line} for line in LINES]
 
 
-def test_kafka09_connect_distributed_rest(broker: Any, java_workers: Any, tmp_path: Path) -> None:
-    topic, configs, offsets = "kafka09-connect-distributed", "kafka09-connect-configs", "kafka09-connect-offsets"
-    for name, partitions in ((topic, 1), (configs, 1), (offsets, 5)):
-        create_topic(broker, name, partitions, configs={"cleanup.policy": "compact"} if name != topic else None)
-        wait_leaders(broker, name, partitions)
-    sink_file, source, sink = file_connectors(tmp_path, topic)
+def start_distributed(java_workers: Any, tmp_path: Path, props: dict[str, str], run: int) -> tuple[JavaWorker, str]:
+    """A 0.9 distributed worker on a fresh REST port, once its REST API answers."""
     port = free_port()
-    worker_props = write_properties(tmp_path / "connect-distributed.properties", {
-        **WORKER, "bootstrap.servers": broker.bootstrap, "rest.port": str(port), "group.id": "kafka09-connect",
-        "config.storage.topic": configs, "offset.storage.topic": offsets,
-        "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"})
-    worker = java_workers("connect-distributed.sh", [worker_props], tmp_path)
+    path = write_properties(tmp_path / f"connect-distributed-{run}.properties", {**props, "rest.port": str(port)})
+    worker = java_workers("connect-distributed.sh", [path], tmp_path)
     url = f"http://127.0.0.1:{port}"
 
-    def listed() -> bool:
+    def listening() -> bool:
         worker.alive()
         try:
             return rest("GET", f"{url}/connectors")[0] == 200
         except OSError:   # not listening yet
             return False
-    wait_for(listed, 60, "the 0.9 worker's REST API", interval=0.3)
+    wait_for(listening, 60, "the 0.9 worker's REST API", interval=0.3)
+    return worker, url
+
+
+def test_kafka09_connect_distributed_rest(broker: Any, java_workers: Any, tmp_path: Path) -> None:
+    """Connectors created over REST; their configs land in the config topic and the source's
+    position in the offsets topic on kafkalite; a second worker started after the first stopped
+    rebuilds both connectors from those topics and carries on where the source left off."""
+    topic, configs, offsets = "kafka09-connect-distributed", "kafka09-connect-configs", "kafka09-connect-offsets"
+    for name, partitions in ((topic, 1), (configs, 1), (offsets, 5)):
+        create_topic(broker, name, partitions, configs={"cleanup.policy": "compact"} if name != topic else None)
+        wait_leaders(broker, name, partitions)
+    sink_file, source, sink = file_connectors(tmp_path, topic)
+    props = {**WORKER, "bootstrap.servers": broker.bootstrap, "group.id": "kafka09-connect",
+             "config.storage.topic": configs, "offset.storage.topic": offsets,
+             "session.timeout.ms": "6000", "heartbeat.interval.ms": "500"}
+    worker, url = start_distributed(java_workers, tmp_path, props, 1)
 
     for conf in (source, sink):
         def create(conf: dict[str, str] = conf) -> tuple[int, Any] | None:
@@ -173,3 +186,26 @@ def test_kafka09_connect_distributed_rest(broker: Any, java_workers: Any, tmp_pa
     assert wait_sink(worker, sink_file) == LINES, worker.tail()
     status, tasks = rest("GET", f"{url}/connectors/{sink['name']}/tasks")
     assert status == 200 and [t["config"]["topics"] for t in tasks] == [topic], tasks
+
+    stored = {r.key.decode() for r in kcat_consume(broker.bootstrap, configs) if r.key}
+    assert {f"connector-{source['name']}", f"connector-{sink['name']}"} <= stored, stored
+    source_file = Path(source["file"])
+
+    def position() -> int | None:   # the source task's committed offset (0.9: {"position": byte offset})
+        found = [json.loads(r.value) for r in kcat_consume(broker.bootstrap, offsets)
+                 if r.key and source["name"] in r.key.decode() and r.value]
+        return found[-1]["position"] if found else None
+    wait_for(lambda: position() == source_file.stat().st_size, 30, "the source's offset committed", interval=0.5)
+    worker.stop()
+
+    more = [f"appended line {i} while no worker ran" for i in range(50)]
+    with source_file.open("a") as f:
+        f.write("".join(line + "\n" for line in more))
+    worker, url = start_distributed(java_workers, tmp_path, props, 2)
+    wait_for(lambda: sorted(rest("GET", f"{url}/connectors")[1]) == sorted([source["name"], sink["name"]]),
+             30, "the connectors rebuilt from the config topic", interval=0.3)
+    lines = wait_sink(worker, sink_file, len(LINES) + len(more))
+    # the source resumed at its committed position (no line read twice); the sink's consumer group
+    # resumed at its committed offset (at-least-once: only an uncommitted tail may come again)
+    assert lines[:len(LINES)] == LINES and lines[-len(more):] == more, worker.tail()
+    assert set(lines) == set(LINES) | set(more)
