@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka_connect_api.errors import ConnectApiException, GenericNotFound
+from kafka_connect_api.errors import ConnectApiException, GenericConflict, GenericNotFound
 from kafka_connect_api.kafka_connect_api import Api, Cluster, Connector
 
 from tests.support.waiting import wait_for
@@ -65,10 +65,18 @@ def test_lifecycle_through_kafka_connect_api(broker: Any, connect_factory: Any, 
     files.cycle_connector()                                  # pause, restart every task, resume
     _wait_states(files, "RUNNING", 1, "RUNNING after a cycle")
 
+    with pytest.raises(GenericConflict) as conflict:        # POST /connectors of an existing name: 409
+        cluster.api.post("/connectors", json={"name": "api-files", "config": config})
+    assert conflict.value.code == 409 and conflict.value.details[0]["error_code"] == 409
     with pytest.raises(ConnectApiException) as invalid:     # a config Connect rejects: 400
         files.config = {**config, "tasks.max": "many"}
     assert invalid.value.code == 400 and "tasks.max" in invalid.value.details["message"]
     assert files.config["topic"] == "api-lines-2"            # the rejected update changed nothing
+
+    cluster.root_logger = "WARN"                            # PUT /admin/loggers/root, log4j's names
+    assert cluster.root_logger == {"level": "WARN"} and cluster.loggers["root"] == {"level": "WARN"}
+    assert "root" in cluster.set_logger_log_level("root", "INFO")
+    assert cluster.root_logger == {"level": "INFO"}
 
     files.delete()
     wait_for(lambda: cluster.connectors == {}, timeout=30, what="the connector gone")
