@@ -23,6 +23,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from kafkalite.client import Admin
 from kafkalite.cluster.processes import free_port
 from tests.interop.interop_support import kcat_consume
 from tests.support.topics import create_topic, wait_leaders
@@ -209,3 +210,7 @@ def test_kafka09_connect_distributed_rest(broker: Any, java_workers: Any, tmp_pa
     # resumed at its committed offset (at-least-once: only an uncommitted tail may come again)
     assert lines[:len(LINES)] == LINES and lines[-len(more):] == more, worker.tail()
     assert set(lines) == set(LINES) | set(more)
+    # the worker's group on kafkalite's coordinator: protocol type "connect", 0.9's "default" protocol
+    with Admin(broker.bootstrap) as admin:
+        group = admin.describe_group(props["group.id"])
+    assert (group.state, group.protocol_type, group.protocol, len(group.members)) == ("Stable", "connect", "default", 1)
