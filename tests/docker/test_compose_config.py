@@ -1,7 +1,9 @@
 """docker/ without a Docker engine: the compose file validates with Debian's ``docker-compose
 config``, its three ZooKeeper servers form one ensemble, its brokers' environment renders (through
 the entrypoint) into configurations the broker accepts, with listeners that work from the host and
-every ZooKeeper server in zookeeper.connect; and the entrypoint's env-to-properties rules."""
+every ZooKeeper server in zookeeper.connect; the registry, console and Connect workers' command
+lines parse with the tools' own parsers; PostgreSQL's health check names its own database; and the
+entrypoint's env-to-properties rules."""
 from __future__ import annotations
 
 import importlib.util
@@ -14,12 +16,15 @@ import pytest
 import yaml
 
 from kafkalite.config import BrokerConfig
+from kafkalite.connect.runtime.worker_config import WorkerConfig
 
 pytestmark = pytest.mark.unit           # no engine needed: not skipped with the docker tier
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
 ZOOKEEPERS = ["zookeeper1", "zookeeper2", "zookeeper3"]
+BROKERS = ["broker1", "broker2", "broker3"]
+CONNECT_WORKERS = {"connect1": 8083, "connect2": 8084}      # service -> port published on the host
 
 
 def load_entrypoint() -> ModuleType:
@@ -48,9 +53,10 @@ def config() -> dict:
 
 def test_compose_file_is_valid(config: dict) -> None:
     """`docker-compose config` accepts the file and it has three ZooKeeper servers (the official
-    3.8 image), three brokers, the schema registry, the web console and the Spark job."""
+    3.8 image), three brokers, the schema registry, the web console, two Connect workers,
+    PostgreSQL and the Spark job."""
     assert set(config["services"]) == {*ZOOKEEPERS, "broker1", "broker2", "broker3", "schema-registry",
-                                       "console", "spark-truck-gps"}
+                                       "console", *CONNECT_WORKERS, "postgres", "spark-truck-gps"}
     for name in ZOOKEEPERS:
         assert config["services"][name]["image"] == "zookeeper:3.8"
 
@@ -152,6 +158,71 @@ def test_console_service_has_a_valid_config(config: dict) -> None:
     assert service["ports"] == ["127.0.0.1:9021:9021/tcp"]      # docker-compose 1.29's rendering of a host IP
     assert set(service["depends_on"]) == {"broker1", "broker2", "broker3", "schema-registry"}
     assert "http://localhost:9021/static/console.css" in " ".join(service["healthcheck"]["test"])
+
+
+def connect_worker_config(service: dict) -> WorkerConfig:
+    """The worker's configuration as ``kafkalite-connect-distributed`` parses its command line,
+    the image's /opt/kafkalite/config/ (Dockerfile: ``COPY config ./config``) read from config/."""
+    from kafkalite.connect.runtime.main import _parse
+
+    image_dir = "/opt/kafkalite/config/"
+    argv = [str(ROOT / "config" / a[len(image_dir):]) if a.startswith(image_dir) else a for a in service["command"]]
+    assert argv != service["command"], "the worker's properties file is the image's config/ copy"
+    cfg, connectors, _ = _parse("kafkalite-connect-distributed", argv, True)
+    assert connectors == []
+    return cfg
+
+
+@pytest.mark.parametrize("name,host_port", sorted(CONNECT_WORKERS.items()))
+def test_connect_worker_service_has_a_valid_config(config: dict, name: str, host_port: int) -> None:
+    """Each worker runs kafkalite-connect-distributed from the broker image on the image's copy of
+    config/connect-distributed.properties with overrides its own parser accepts: every broker's
+    INTERNAL listener, internal topics replicated on all three brokers, REST on 0.0.0.0:8083
+    advertised under its service name (so the other worker can forward requests to it), published
+    on the host's loopback; started once the brokers are healthy; healthy once /health answers."""
+    service = config["services"][name]
+    assert service["image"] == config["services"]["broker1"]["image"]
+    assert service["build"]["target"] == "broker"
+    assert "COPY config ./config" in (ROOT / "docker" / "Dockerfile").read_text()
+    assert service["entrypoint"] == ["kafkalite-connect-distributed"]
+    cfg = connect_worker_config(service)
+    assert cfg.distributed and cfg.bootstrap_servers.split(",") == [f"{b}:9092" for b in BROKERS]
+    assert (cfg.config_replication_factor, cfg.offset_replication_factor, cfg.status_replication_factor) == (3, 3, 3)
+    [listener] = cfg.listeners
+    assert (listener.scheme, listener.host, listener.port) == ("http", "0.0.0.0", 8083)
+    assert cfg.advertised_url == f"http://{name}:{listener.port}"
+    assert service["ports"] == [f"127.0.0.1:{host_port}:{listener.port}/tcp"]
+    assert {b: d["condition"] for b, d in service["depends_on"].items()} == {b: "service_healthy" for b in BROKERS}
+    assert f"http://localhost:{listener.port}/health" in " ".join(service["healthcheck"]["test"])
+
+
+def test_connect_workers_form_one_group(config: dict) -> None:
+    """The two workers share group.id and the config/offset/status topics (one Connect cluster),
+    and differ in what they advertise."""
+    configs = [connect_worker_config(config["services"][name]) for name in sorted(CONNECT_WORKERS)]
+    shared = {(c.group_id, c.config_topic, c.offset_topic, c.status_topic) for c in configs}
+    assert shared == {("connect-cluster", "connect-configs", "connect-offsets", "connect-status")}
+    assert len({c.advertised_url for c in configs}) == 2
+
+
+def test_postgres_service(config: dict) -> None:
+    """PostgreSQL: the official image with its user, password and database; healthy once
+    pg_isready accepts connections to that database as that user; data on a volume; published on
+    the host's loopback; the JDBC URL docker/docker-compose.yml documents reaches it."""
+    from kafkalite.connect.connectors.jdbc.dialect import sqlalchemy_url
+
+    service = config["services"]["postgres"]
+    assert service["image"].split(":")[0] == "postgres"
+    env = {k: str(v) for k, v in service["environment"].items()}
+    assert env["POSTGRES_USER"] and env["POSTGRES_PASSWORD"] and env["POSTGRES_DB"]
+    assert service["healthcheck"]["test"] == ["CMD", "pg_isready", "-U", env["POSTGRES_USER"], "-d", env["POSTGRES_DB"]]
+    volumes = dict((v["source"], v["target"]) if isinstance(v, dict) else v.split(":")[:2] for v in service["volumes"])
+    assert volumes == {"postgres-data": "/var/lib/postgresql/data"} and "postgres-data" in config["volumes"]
+    assert service["ports"] == ["127.0.0.1:15432:5432/tcp"]
+    documented = f"jdbc:postgresql://postgres:5432/{env['POSTGRES_DB']}"
+    assert documented in COMPOSE.read_text()
+    url = sqlalchemy_url(documented, env["POSTGRES_USER"], env["POSTGRES_PASSWORD"])
+    assert (url.host, url.port, url.database) == ("postgres", 5432, env["POSTGRES_DB"])
 
 
 def test_env_names_map_to_kafka_properties() -> None:

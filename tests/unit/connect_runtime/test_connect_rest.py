@@ -126,6 +126,9 @@ def test_plugins_validate_and_loggers(api: Any) -> None:
     assert call("PUT", "/admin/loggers/kafkalite.connect", {"level": "DEBUG"})[0] == 200
     assert call("GET", "/admin/loggers/kafkalite.connect.runtime.worker") == (200, {"level": "DEBUG"})
     assert call("PUT", "/admin/loggers/kafkalite.connect", {"level": "LOUD"})[0] == 400
+    assert call("PUT", "/admin/loggers/kafkalite.connect", {"level": "WARN"})[0] == 200   # log4j's names back
+    assert call("GET", "/admin/loggers/kafkalite.connect.runtime.worker") == (200, {"level": "WARN"})
+    assert call("GET", "/admin/loggers")[1]["kafkalite.connect"] == {"level": "WARN"}
     assert "root" in call("GET", "/admin/loggers")[1]
     logging.getLogger("kafkalite.connect").setLevel(logging.NOTSET)
     logging.getLogger("kafkalite.connect.runtime.worker").setLevel(logging.NOTSET)
