@@ -29,9 +29,10 @@ def streams_python(module: str) -> str:
     return python
 
 
-def start_app(python: str, args: list[str], log: Path, cwd: Path) -> subprocess.Popen[bytes]:
+def start_app(python: str, args: list[str], log: Path, cwd: Path,
+              extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """Start an application script in its own process group, its output to ``log``."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     env.pop("PYTHONPATH", None)      # the app is a plain user of the library, not of kafkalite
     with log.open("ab") as out:
         return subprocess.Popen([python, *args], stdout=out, stderr=subprocess.STDOUT, cwd=cwd,
