@@ -1,10 +1,11 @@
 """Running a Python stream-processing library's application against a kafkalite cluster.
 
 Quix Streams and faust-streaming pin versions below what the shared environment holds
-(quixstreams: confluent-kafka<2.13; faust-streaming: click<8.4; see FINDINGS.md F-streams), so
-they cannot be installed beside the other interop clients. Their applications therefore run as
-subprocesses of an interpreter that has them: ``KAFKALITE_STREAMS_PYTHON`` (a separate virtualenv)
-or, by default, this one. A test whose library that interpreter cannot import is skipped with
+(quixstreams 3.28.1: confluent-kafka<2.13; faust-streaming, every release: click<8.4; see
+FINDINGS.md F4), so they cannot be installed beside the other interop clients. Their applications
+therefore run as subprocesses of an interpreter that has them: ``KAFKALITE_STREAMS_PYTHON``, else
+the repository's ``.venv-streams`` if it exists (setup.cfg's ``streams-interop`` extra), else this
+one. A test whose library that interpreter cannot import is skipped with
 the reason; the brokers always run from this environment.
 """
 from __future__ import annotations
@@ -22,7 +23,8 @@ APPS = Path(__file__).parent / "streams_apps"
 
 def streams_python(module: str) -> str:
     """The interpreter that can import ``module``, or skip the test saying why."""
-    python = os.environ.get("KAFKALITE_STREAMS_PYTHON", sys.executable)
+    local = Path(__file__).resolve().parents[2] / ".venv-streams" / "bin" / "python"
+    python = os.environ.get("KAFKALITE_STREAMS_PYTHON") or (str(local) if local.exists() else sys.executable)
     probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=60)
     if probe.returncode != 0:
         pytest.skip(f"{module} is not importable by {python} (set KAFKALITE_STREAMS_PYTHON; FINDINGS.md)")

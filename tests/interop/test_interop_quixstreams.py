@@ -91,6 +91,7 @@ def test_quix_stateful_word_count_exactly_once_and_recovery(cluster_factory: Any
     try:
         wait_for(lambda: reader.poll(len(FIRST) + len(SECOND)) or app.poll() is not None, 50, "counts after restart")
         assert app.poll() is None, tail(log)
+        assert "Recovery process complete" in tail(log, 100_000), tail(log)
     finally:
         stop_app(app)
         reader.consumer.close()
