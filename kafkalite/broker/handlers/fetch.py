@@ -119,7 +119,8 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
         # a follower's incremental fetch skips its session's idle partitions (FetchSession.split);
         # not under a replication throttle, which a rate lifts, not an event
         tracked=(session is not None and replica_id >= 0 and not denied
-                 and (leader_quota is None or not leader_quota.throttled)))
+                 and (leader_quota is None or not leader_quota.throttled)),
+        zero_copy=getattr(ctx.conn, "zero_copy", False))     # plaintext TCP: records by sendfile
     return FetchPlan(params, wanted, sessions, session_ctx)
 
 
