@@ -120,15 +120,16 @@ class RegionSender:
         self.framing_bytes = 0
 
     @classmethod
-    def for_transport(cls, transport: Any, reactor: Any, on_done: Callable[[], None],
+    def for_transport(cls, transport: Any, on_done: Callable[[], None],
                       on_error: Callable[[BaseException], None]) -> "RegionSender | None":
-        """A sender for a plain TCP transport (one with its own socket); None otherwise (a TLS
-        or in-memory transport keeps the copying path)."""
+        """A sender for a plain TCP transport (one with its own socket, and its reactor); None
+        otherwise (a TLS or in-memory transport keeps the copying path)."""
         get_handle = getattr(transport, "getHandle", None)
         sock = get_handle() if get_handle is not None else None
-        if not isinstance(sock, socket.socket) or not hasattr(os, "sendfile"):
+        reactor = getattr(transport, "reactor", None)
+        if not isinstance(sock, socket.socket) or reactor is None or not hasattr(os, "sendfile"):
             return None
-        return cls(transport, sock, getattr(transport, "reactor", None) or reactor, on_done, on_error)
+        return cls(transport, sock, reactor, on_done, on_error)
 
     @property
     def busy(self) -> bool:

@@ -213,8 +213,7 @@ class KafkaConnection(protocol.Protocol):
             if get_handle is not None:
                 self.socket_options.apply(get_handle())
         if not self.tls:
-            self.sender = RegionSender.for_transport(self.transport, _global_reactor(),
-                                                     self._written, self._send_failed)
+            self.sender = RegionSender.for_transport(self.transport, self._written, self._send_failed)
         stream_transport(self).registerProducer(self, True)
 
     @property
