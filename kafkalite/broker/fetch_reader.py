@@ -218,8 +218,11 @@ class FetchReader:
                 if leader_quota is not None and topic in leader_quota.throttled \
                         and params.held_back(topic, p["partition"], part, replicas.clock.now_ms()):
                     limit, first = 0, False       # offsets still checked, no records
-                res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation, min_one_batch=first,
-                                         as_region=as_region)
+                if as_region:
+                    res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation,
+                                             min_one_batch=first, as_region=True)
+                else:
+                    res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation, min_one_batch=first)
                 entry["high_watermark"] = part.high_watermark
                 entry["last_stable_offset"] = part.last_stable_offset
                 entry["log_start_offset"] = part.log_start_offset
