@@ -11,10 +11,18 @@ from __future__ import annotations
 import os
 import socket
 import struct
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from twisted.internet import task
 
+from kafkalite.broker.handlers.fetch import handle_fetch
+from kafkalite.broker.metrics import BrokerMetrics
+from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.quotas import BrokerQuotas
+from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.services import Clock
 from kafkalite.net.server import KafkaConnection
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
@@ -207,3 +215,57 @@ def test_tls_connections_copy(plog: Any) -> None:
     assert expected in b"".join(frame)                        # copied through the transport
     assert region.fd == -1
     client.close()
+
+
+# -- the Fetch handler reads regions only for connections that send them ----------------------------
+
+class LogPartition:
+    """A leader partition over a real log (what ReplicaManager.read_from uses of Partition)."""
+
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self.log_start_offset = log.log_start_offset
+        self.log_end_offset = log.log_end_offset
+        self.high_watermark = self.last_stable_offset = log.log_end_offset
+        self.isr: set[int] = set()
+
+    def fetch_upper_bound(self, replica_id: int, isolation: int) -> int:
+        return self.log_end_offset
+
+
+class Replicas:
+    fetch_messages = ReplicaManager.fetch_messages
+    read_from = staticmethod(ReplicaManager.read_from)
+
+    def __init__(self, log: Any) -> None:
+        self.clock = Clock(task.Clock())
+        self.purgatory = Purgatory(self.clock.reactor)
+        self.part = LogPartition(log)
+
+    def leader(self, topic: str, index: int, epoch: int = -1) -> LogPartition:
+        return self.part
+
+
+def handler_fetch(plog: Any, *, zero_copy: bool, version: int = 12) -> Any:
+    replicas = Replicas(plog)
+    req = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+           "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+           "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                    "log_start_offset": 0, "partition_max_bytes": 1 << 20}]}]}
+    ctx = SimpleNamespace(replicas=replicas, config={"fetch.max.bytes": 1 << 20}, now_ms=0, metrics=BrokerMetrics(),
+                          api_version=version, fetch_sessions=None, quotas=BrokerQuotas(), quota_user="ANONYMOUS",
+                          client_id=None, throttle=lambda ms: None, authorize=lambda *action: True,
+                          conn=SimpleNamespace(zero_copy=zero_copy))
+    return handle_fetch(ctx, req)["responses"][0]["partitions"][0]["records"]
+
+
+def test_the_fetch_handler_reads_regions_for_plaintext_connections_only(plog: Any) -> None:
+    expected = bytes(plog.read(0, 1 << 20).records)
+    region = handler_fetch(plog, zero_copy=True)
+    assert isinstance(region, FileRegion) and len(region) == len(expected)
+    assert region.read() == expected
+    copied = handler_fetch(plog, zero_copy=False)
+    assert not isinstance(copied, FileRegion) and bytes(copied) == expected
+    # Fetch v3 readers get message format v1: converted, so read into Python even on plaintext
+    converted = handler_fetch(plog, zero_copy=True, version=3)
+    assert not isinstance(converted, FileRegion) and len(converted) > 0
