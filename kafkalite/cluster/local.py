@@ -37,7 +37,8 @@ from typing import Any, Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ConsoleProcess, SchemaRegistryProcess,
+from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ConnectWorkerProcess,
+                                         ConsoleProcess, SchemaRegistryProcess,
                                          ZooKeeperEnsemble, ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
@@ -126,7 +127,8 @@ class LocalCluster:
                  zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
-                 metrics: bool = True, console: bool = False, console_port: int = 0) -> None:
+                 metrics: bool = True, console: bool = False, console_port: int = 0,
+                 connect_workers: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -151,6 +153,9 @@ class LocalCluster:
         self.registry: SchemaRegistryProcess | None = None
         if schema_registry:
             self.registry = SchemaRegistryProcess(self.dir, "", schema_registry_port, name=REGISTRY_DIR)
+        #: Kafka Connect workers in distributed mode (one group), started after the brokers
+        self.connect: list[ConnectWorkerProcess] = [
+            ConnectWorkerProcess(self.dir, "", name=f"connect-{i}") for i in range(connect_workers)]
         #: the web console (None without one); pointed at the cluster once it runs
         self.console: ConsoleProcess | None = None
         if console:
@@ -265,7 +270,7 @@ class LocalCluster:
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
         if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive) \
-                or (self.console is not None and self.console.alive):
+                or (self.console is not None and self.console.alive) or any(w.alive for w in self.connect):
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
             self.start_zookeeper(timeout)
@@ -279,6 +284,7 @@ class LocalCluster:
             self.wait_for_controller(timeout)
             self.wait_for_full_view(timeout)
             self.start_registry(timeout)
+            self.start_connect(timeout)
             self.start_console(timeout)
         except BaseException:
             self.down()
@@ -297,6 +303,18 @@ class LocalCluster:
         self.save_state()
         self.registry.wait_ready(timeout, need_primary=True)
 
+    def start_connect(self, timeout: float = 90.0) -> None:
+        """Start the Connect workers (clients of the brokers: after them) and wait until each has
+        read its topics and joined the group (``/health`` answers 200)."""
+        for w in self.connect:
+            w.bootstrap = self.bootstrap
+            w.overrides.setdefault("config.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("offset.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("status.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.launch()
+        self.save_state()
+        for w in self.connect:
+            w.wait_ready(timeout)
     def start_console(self, timeout: float = 90.0) -> None:
         """Start the web console (if the cluster has one) against the running brokers (their
         /metrics too), ZooKeeper and the registry, and wait until it serves."""
@@ -306,6 +324,8 @@ class LocalCluster:
         self.console.registry_url = self.registry.url if self.registry is not None else None
         self.console.metrics_urls = [b.metrics_url for b in self.brokers if b.metrics_url]
         self.console.zookeeper = self.zk_connect
+        if self.connect and "--connect-url" not in self.console.extra_args:
+            self.console.extra_args += ["--connect-url", self.connect[0].url]      # its Connect page
         self.console.launch()
         self.save_state()
         self.console.wait_ready(timeout)
@@ -516,6 +536,15 @@ class LocalCluster:
             else:
                 self.console.kill()
                 stopped.append(f"console (killed after {timeout:.0f} s)")
+        live_workers = [w for w in self.connect if w.alive]
+        for w in live_workers:           # clients of the brokers: they leave their group first
+            w.terminate()
+        for w in live_workers:
+            if w.wait(timeout):
+                stopped.append(f"connect worker {w.url}")
+            else:
+                w.kill()
+                stopped.append(f"connect worker {w.url} (killed after {timeout:.0f} s)")
         if self.registry is not None and self.registry.alive:
             # a client of the brokers: SIGTERM lets it leave its group before they go away
             self.registry.terminate()
@@ -549,7 +578,8 @@ class LocalCluster:
 
     def delete_data(self) -> None:
         if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or \
-                (self.registry is not None and self.registry.alive) or (self.console is not None and self.console.alive):
+                (self.registry is not None and self.registry.alive) or (self.console is not None and self.console.alive) \
+                or any(w.alive for w in self.connect):
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -560,6 +590,7 @@ class LocalCluster:
             ports += self.ensemble.ports
         if self.registry is not None:
             ports.append(self.registry.port)
+        ports += [w.port for w in self.connect]
         if self.console is not None:
             ports.append(self.console.port)
         return [p for p in ports if p and port_in_use(p)]
@@ -615,6 +646,8 @@ class LocalCluster:
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
             "schema_registry": None if self.registry is None else
             {"port": self.registry.port, "bootstrap": self.registry.bootstrap, **self.registry.record()},
+            "connect": [{"port": w.port, "bootstrap": w.bootstrap, "name": w.dir.name, **w.record()}
+                        for w in self.connect],
             "console": None if self.console is None else {"port": self.console.port, **self.console.record()},
         }
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -651,6 +684,11 @@ class LocalCluster:
             cluster.registry = SchemaRegistryProcess(cluster.dir, reg.get("bootstrap", ""), int(reg["port"]),
                                                      name=REGISTRY_DIR)
             cluster.registry.attach(reg)
+        for rec in state.get("connect") or []:
+            w = ConnectWorkerProcess(cluster.dir, rec.get("bootstrap", ""), int(rec["port"]),
+                                     name=rec.get("name", "connect"))
+            w.attach(rec)
+            cluster.connect.append(w)
         con = state.get("console")
         if con:
             cluster.console = ConsoleProcess(cluster.dir, cluster.bootstrap if cluster.brokers else "", int(con["port"]),
