@@ -24,6 +24,7 @@ from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.protocol.messages_typed import (FetchResponse, FetchResponseEpochEndOffset,
                                                FetchResponseFetchableTopicResponse, FetchResponsePartitionData)
 from kafkalite.quota.replication import ReplicationQuota
+from kafkalite.records.file_region import FileRegion
 from kafkalite.records.legacy import UnsupportedForMagic, convert_for_reader, cut_to_size
 
 if TYPE_CHECKING:
@@ -56,6 +57,9 @@ class FetchParams:
     denied: set[str]
     #: a follower's incremental session: skip its idle partitions (``FetchSession.split``)
     tracked: bool
+    #: the connection sends file regions with os.sendfile (a plaintext listener): records are
+    #: read as regions of their segment files, not into Python (``kafkalite.net.sendfile``)
+    zero_copy: bool = False
 
     @property
     def is_follower(self) -> bool:
@@ -169,6 +173,8 @@ class FetchReader:
         replica_id, isolation = params.replica_id, params.isolation
         denied, tracked, leader_quota = params.denied, params.tracked, params.leader_quota
         read_committed, reader_magic = params.read_committed, params.reader_magic
+        # down-conversion (Fetch v0-3) must look at the bytes: it keeps the copying read
+        as_region = params.zero_copy and reader_magic >= 2
         replicas = self.replicas
         events = replicas.purgatory.events
         budget = params.max_bytes
@@ -215,7 +221,11 @@ class FetchReader:
                 if leader_quota is not None and topic in leader_quota.throttled \
                         and params.held_back(topic, p["partition"], part, replicas.clock.now_ms()):
                     limit, first = 0, False       # offsets still checked, no records
-                res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation, min_one_batch=first)
+                if as_region:
+                    res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation,
+                                             min_one_batch=first, as_region=True)
+                else:
+                    res = replicas.read_from(part, p["fetch_offset"], limit, replica_id, isolation, min_one_batch=first)
                 entry["high_watermark"] = part.high_watermark
                 entry["last_stable_offset"] = part.last_stable_offset
                 entry["log_start_offset"] = part.log_start_offset
@@ -227,6 +237,9 @@ class FetchReader:
                 if res is not None and len(res.records):
                     records: Any = res.records
                     if reader_magic < 2 or (res.old_formats and replica_id < 0):
+                        if isinstance(records, FileRegion):     # v0/v1 batches to convert: copy them
+                            region, records = records, memoryview(records.read())
+                            region.close()
                         converted = convert_for_reader(records, reader_magic, fetch_offset=p["fetch_offset"])
                         if converted is not records:
                             records = cut_to_size(converted, limit)

@@ -446,8 +446,9 @@ class ReplicaManager:
 
     @staticmethod
     def read_from(part: Partition, fetch_offset: int, max_bytes: int, replica_id: int, isolation_level: int,
-                  min_one_batch: bool) -> ReadResult | None:
-        """:meth:`read` on a partition already looked up (and its leadership checked) by the caller."""
+                  min_one_batch: bool, as_region: bool = False) -> ReadResult | None:
+        """:meth:`read` on a partition already looked up (and its leadership checked) by the caller;
+        ``as_region``: the records as a FileRegion of the segment, unread (zero-copy Fetch)."""
         upper = part.fetch_upper_bound(replica_id, isolation_level)
         if fetch_offset > part.log_end_offset or fetch_offset < part.log_start_offset:
             raise FetchOutOfRangeError(f"offset {fetch_offset} outside [{part.log_start_offset}, {part.log_end_offset}]",
@@ -455,7 +456,8 @@ class ReplicaManager:
         committed = replica_id < 0 and isolation_level == READ_COMMITTED
         if fetch_offset >= upper:
             return None
-        res = part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch)
+        res = part.log.read(fetch_offset, max_bytes, max_offset=upper, min_one_batch=min_one_batch,
+                            as_region=as_region)
         if committed and res.last_offset >= 0:
             # the aborted transactions overlapping what is returned (Kafka's upper bound: the
             # offset after the last fetched batch)

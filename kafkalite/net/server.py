@@ -41,6 +41,7 @@ from twisted.internet.interfaces import IPushProducer, IReactorTime
 from twisted.python.failure import Failure
 from zope.interface import implementer
 
+from kafkalite.net.sendfile import RegionSender, close_regions, copy_regions, has_regions
 from kafkalite.net.transport import stream_transport
 from kafkalite.net.tls import TLSServerFactory, peer_certificate, tcp_transport
 from kafkalite.protocol.errors import ProtocolError
@@ -204,6 +205,9 @@ class KafkaConnection(protocol.Protocol):
         self.muted = False
         self.muted_until = 0.0
         self._unmute_call: Any = None
+        #: plaintext TCP only: writes responses that carry file regions with os.sendfile
+        self.sender: RegionSender | None = None
+        self.sending = False                      # a response is with the sender
 
     # -- Twisted callbacks ---------------------------------------------------------------------
     def connectionMade(self) -> None:
@@ -214,7 +218,15 @@ class KafkaConnection(protocol.Protocol):
             get_handle = getattr(tcp_transport(self.transport), "getHandle", None)
             if get_handle is not None:
                 self.socket_options.apply(get_handle())
+        if not self.tls:
+            self.sender = RegionSender.for_transport(self.transport, self._written, self._send_failed)
         stream_transport(self).registerProducer(self, True)
+
+    @property
+    def zero_copy(self) -> bool:
+        """Whether record sets may stay in their files until sent (plaintext TCP): a Fetch
+        then reads regions instead of bytes (``FetchParams.zero_copy``)."""
+        return self.sender is not None and not self.closed
 
     def _touch(self) -> None:
         if self.clock is not None:
@@ -222,7 +234,7 @@ class KafkaConnection(protocol.Protocol):
 
     def idle_since(self, now: float) -> float:
         """Seconds without traffic and without a request in progress (0 while one is)."""
-        if self.busy or self.queue:
+        if self.busy or self.sending or self.queue:
             return 0.0
         return now - self.last_active
 
@@ -250,6 +262,8 @@ class KafkaConnection(protocol.Protocol):
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.closed = True
         self.queue.clear()
+        if self.sender is not None:
+            self.sender.abort()
         if self._unmute_call is not None and self._unmute_call.active():
             self._unmute_call.cancel()
         self._unmute_call = None
@@ -311,6 +325,8 @@ class KafkaConnection(protocol.Protocol):
     def abort(self) -> None:
         self.closed = True
         self.queue.clear()
+        if self.sender is not None:
+            self.sender.abort()
         stream_transport(self).abortConnection()
 
     def _next(self) -> None:
@@ -324,7 +340,8 @@ class KafkaConnection(protocol.Protocol):
             return
         self.draining = True
         try:
-            while not (self.busy or self.closed or self.paused_by_transport or self.muted) and self.queue:
+            while not (self.busy or self.sending or self.closed or self.paused_by_transport or self.muted) \
+                    and self.queue:
                 frame = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < self.max_queued // 2:
                     self.reading_paused = False
@@ -355,9 +372,37 @@ class KafkaConnection(protocol.Protocol):
     def _respond(self, result: Any) -> None:
         self.busy = False
         if self.closed:
+            if result is not NO_RESPONSE and isinstance(result, list):
+                close_regions(result)
             return
         if result is not NO_RESPONSE:
+            if has_regions(result):
+                if self.sender is not None:
+                    # zero-copy: the sender writes it and calls _written (or _send_failed)
+                    self.sending = True
+                    self.sender.send(result)
+                    return
+                try:
+                    result = copy_regions(result)
+                except OSError as exc:
+                    self._send_failed(exc)
+                    return
             stream_transport(self).writeSequence([_as_bytes(c) for c in result])
+        self._written()
+
+    def _send_failed(self, exc: BaseException) -> None:
+        """A response could not be sent whole (the peer went away, or a segment file shrank
+        under a queued region): close the connection, never send less than the size promised."""
+        self.sending = False
+        if not self.closed:
+            log.warning("closing connection from %s: a response could not be sent: %s", self.peer, exc)
+            self.abort()
+
+    def _written(self) -> None:
+        """The response is written (to the transport's buffer, or by the sender to the socket)."""
+        self.sending = False
+        if self.closed:
+            return
         if self.close_after_response:
             # Kafka's answer-then-close (a refused SASL mechanism or failed authentication)
             self.closed = True

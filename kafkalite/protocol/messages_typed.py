@@ -14,18 +14,22 @@ import uuid
 from collections.abc import Sequence
 from typing import NotRequired, TypedDict
 
+from kafkalite.records.file_region import FileRegion
+
 #: A ``bytes`` field: decoders give ``bytes``; encoders also take bytearray and memoryview.
 Bytes = bytes | bytearray | memoryview
 #: A ``records`` field: decoders give a memoryview into the frame; encoders also take bytes,
-#: bytearray or a sequence of such chunks (written without joining).
+#: bytearray or a sequence of such chunks (written without joining). A Fetch response's may
+#: also be a FileRegion: bytes left in a segment file, sent with os.sendfile (zero-copy Fetch,
+#: kafkalite/net/sendfile.py; only the broker's fetch path makes them, so not in this alias).
 Records = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 
 
-def records_size(records: Records | None) -> int:
+def records_size(records: Records | FileRegion | None) -> int:
     """The bytes a ``records`` field holds (0 for null; a sequence of chunks: their sum)."""
     if records is None:
         return 0
-    if isinstance(records, (bytes, bytearray, memoryview)):
+    if isinstance(records, (bytes, bytearray, memoryview, FileRegion)):
         return len(records)
     return sum(len(chunk) for chunk in records)
 

@@ -11,6 +11,8 @@ import struct
 import uuid
 from typing import Any
 
+from kafkalite.records.file_region import FileRegion
+
 from .errors import EncodeError, InvalidFrameError, TruncatedError
 
 BytesLike = bytes | bytearray | memoryview
@@ -129,7 +131,7 @@ def _nbytes(chunk: Any, what: str) -> int:
         return len(chunk)
     if isinstance(chunk, memoryview):
         return chunk.nbytes
-    if isinstance(chunk, (bytes, bytearray)):
+    if isinstance(chunk, (bytes, bytearray, FileRegion)):
         return len(chunk)
     raise EncodeError(f"{what}: expected bytes-like, got {type(chunk).__name__}")
 
@@ -140,7 +142,9 @@ def put_bytes(out: bytearray, parts: list, value: Any, compact: bool, nullable: 
 
     Chunks of at least :data:`ZERO_COPY_MIN` bytes are appended to ``parts`` by reference
     (after flushing ``out``) so big record sets are never copied; returns the buffer to keep
-    writing into.
+    writing into. A :class:`FileRegion` (records left in their segment file for a zero-copy
+    Fetch) counts by its length in the size prefix and always goes to ``parts`` as itself: the
+    connection's writer sends it with ``os.sendfile``.
     """
     if value is None:
         if not nullable:
@@ -166,7 +170,7 @@ def put_bytes(out: bytearray, parts: list, value: Any, compact: bool, nullable: 
         out += _I32.pack(size)
     for c in chunks:
         n = c.nbytes if isinstance(c, memoryview) else len(c)
-        if n >= ZERO_COPY_MIN:
+        if n >= ZERO_COPY_MIN or (n and type(c) is FileRegion):
             if out:
                 parts.append(out)
                 out = bytearray()

@@ -65,6 +65,7 @@ from kafkalite.errors import (KafkaStorageError, MessageTooLargeError, OffsetOut
 from kafkalite.records.batch import (FORMAT_MAGIC_MASK, BatchInfo, assign_offsets as stamp_offsets, read_header,
                                     set_log_append_time)
 from kafkalite.records.control import ControlType, build_end_txn_marker, read_end_txn_marker
+from kafkalite.records.file_region import FileRegion
 from kafkalite.records.record import decode_batch
 from kafkalite.storage import checkpoint
 from kafkalite.storage.config import LogConfig
@@ -105,7 +106,8 @@ class AppendResult(NamedTuple):
 class ReadResult(NamedTuple):
     """Whole batches from ``first_offset`` to ``last_offset`` (both -1 when ``records`` is empty)."""
 
-    records: memoryview
+    #: a FileRegion only when the caller asked for one (``PartitionLog.read(as_region=True)``)
+    records: "memoryview | FileRegion"
     first_offset: int
     last_offset: int
     log_start_offset: int
@@ -572,21 +574,25 @@ class PartitionLog:
 
     @_storage_op
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
-             min_one_batch: bool = True) -> ReadResult:
+             min_one_batch: bool = True, as_region: bool = False) -> ReadResult:
         """Whole batches starting with the one containing ``offset``.
 
         At most ``max_bytes`` unless the first batch alone is bigger and ``min_one_batch``; never a
         batch whose last offset reaches ``max_offset`` (exclusive, usually the high watermark);
         one segment per call. Raises OffsetOutOfRangeError outside [log start, log end]. The bytes
-        are one pread of one contiguous range, returned as a memoryview.
+        are one pread of one contiguous range, returned as a memoryview; with ``as_region`` they
+        are not read at all: ``records`` is a :class:`~kafkalite.records.file_region.FileRegion`
+        of the segment file (only batch headers were read to find the range), for a zero-copy
+        Fetch that sends it with ``os.sendfile``.
         """
         # The lock (uncontended on the reactor: an RLock acquire) makes reads from other threads
         # safe against the cleaner's segment swap and retention closing segment files.
         with self._lock:
             self._check_open()         # a closed segment's fd is gone: never mistake that for a disk error
-            return self._read(offset, max_bytes, max_offset, min_one_batch)
+            return self._read(offset, max_bytes, max_offset, min_one_batch, as_region)
 
-    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool) -> ReadResult:
+    def _read(self, offset: int, max_bytes: int, max_offset: int | None, min_one_batch: bool,
+              as_region: bool = False) -> ReadResult:
         log_end = self._next_offset
         log_start = self.log_start_offset
         if offset < log_start or offset > log_end:
@@ -621,10 +627,15 @@ class PartitionLog:
             else:
                 end, last = seg.last_whole_batch_end(pos, pos + max_bytes)
                 length = end - pos
-            # one pread, on the calling thread like the append's pwrite: page-cache data for the
-            # response being built; a thread hop per fetch would cost more than the read
-            data = seg.read(pos, length)
-            return ReadResult(memoryview(data), info.base_offset, last, log_start, log_end,
+            records: memoryview | FileRegion
+            if as_region:
+                # no read: the socket takes the bytes from the page cache (os.sendfile)
+                records = seg.region(pos, length)
+            else:
+                # one pread, on the calling thread like the append's pwrite: page-cache data for the
+                # response being built; a thread hop per fetch would cost more than the read
+                records = memoryview(seg.read(pos, length))
+            return ReadResult(records, info.base_offset, last, log_start, log_end,
                               old_formats=self.holds_old_formats)
         return ReadResult(EMPTY, -1, -1, log_start, log_end)
 

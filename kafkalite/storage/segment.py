@@ -29,6 +29,7 @@ from bisect import bisect_left
 from typing import Iterator
 
 from kafkalite.records.batch import HEADER_SIZE, BatchInfo, offset_and_length, read_header, scan_valid_prefix
+from kafkalite.records.file_region import FileRegion
 from kafkalite.storage.config import LogConfig
 from kafkalite.storage.index import CorruptIndexError, OffsetIndex, TimeIndex, _pwrite_all
 from kafkalite.storage.open_files import SEGMENT_FILES, OpenSegmentFiles, OwnerLock
@@ -58,15 +59,17 @@ def iter_headers(fd: int, start: int, end: int, chunk: int = HEADER_SCAN_CHUNK) 
     """Batch headers in ``[start, end)`` of a log file, read in chunks, with absolute positions.
 
     No CRC check (the data was checked on append or by recovery). Stops silently at a batch that
-    runs past ``end``.
+    runs past ``end``. After a batch bigger than ``chunk`` the next read takes the header alone:
+    a zero-copy fetch finding its range over big batches reads headers, not record payloads.
     """
     pos = start
     buf = b""
     buf_start = start
+    big = False
     while end - pos >= HEADER_SIZE:
         rel = pos - buf_start
         if len(buf) - rel < HEADER_SIZE:
-            buf = os.pread(fd, min(chunk, end - pos), pos)
+            buf = os.pread(fd, HEADER_SIZE if big else min(chunk, end - pos), pos)
             buf_start, rel = pos, 0
             if len(buf) < HEADER_SIZE:
                 return
@@ -75,6 +78,7 @@ def iter_headers(fd: int, start: int, end: int, chunk: int = HEADER_SCAN_CHUNK) 
             return
         yield info._replace(position=pos)
         pos += info.size
+        big = info.size > chunk
 
 
 def scan_with_crc(fd: int, start: int, end: int, min_offset: int) -> tuple[list[BatchInfo], int]:
@@ -414,6 +418,11 @@ class LogSegment:
         if len(data) != length:
             raise OSError(f"short read of {self.log_path}: {len(data)} of {length} bytes at {position}")
         return data
+
+    def region(self, position: int, length: int) -> FileRegion:
+        """``length`` bytes at ``position`` as a :class:`FileRegion` (a duplicated descriptor, no
+        read): a zero-copy Fetch sends it with ``os.sendfile`` after this segment may be gone."""
+        return FileRegion(self.fd, position, length, self.log_path)
 
     @property
     def largest_timestamp(self) -> int:

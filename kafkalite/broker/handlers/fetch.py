@@ -120,7 +120,9 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
         # a follower's incremental fetch skips its session's idle partitions (FetchSession.split);
         # not under a replication throttle, which a rate lifts, not an event
         tracked=(session is not None and replica_id >= 0 and not denied
-                 and (leader_quota is None or not leader_quota.throttled)))
+                 and (leader_quota is None or not leader_quota.throttled)),
+        # plaintext TCP: records go by sendfile (net/sendfile.py); a connectionless context copies
+        zero_copy=getattr(getattr(ctx, "conn", None), "zero_copy", False))
     return FetchPlan(params, wanted, sessions, session_ctx)
 
 
