@@ -14,6 +14,14 @@
 6. The PySpark reader (format "kafkalite") reads the committed range, decoding the values into
    typed columns with the registered schema (``valueAvroSubject``), and Spark SQL computes
    per-truck statistics; then the killed broker is restarted and catches up; then a summary.
+7. Alongside (unless ``--no-connect``), Kafka Connect: a throwaway PostgreSQL (started while the
+   cluster starts, :mod:`kafkalite.cluster.postgres`) holds the trucks' ``depots`` table; one
+   distributed worker of the cluster launcher runs a JDBC source (mode timestamp+incrementing,
+   topic.prefix ``pg-``) that loads it into ``pg-depots``, and a Parquet sink (AvroConverter on the
+   registry) that lands ``trucks_gps`` under ``<data dir>/parquet/``. The summary counts the depots
+   read back from the topic and the Parquet files and positions read back with pyarrow (each
+   position at most once). PostgreSQL is stopped and removed at the end, even with
+   ``--keep-running`` (the source connector is paused first).
 
 Without Java or PySpark (or with ``--no-spark``) the same statistics come from a plain consumer
 over the same range, decoding the Avro values itself. The demo says which it did.
