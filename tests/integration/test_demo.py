@@ -43,7 +43,7 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     assert "primary is now" in (data_dir / "schema-registry" / "schema-registry.log").read_text()
     assert "depots               6 of 6 rows of PostgreSQL table depots arrived in pg-depots through the JDBC " \
         "source (timestamp+incrementing)" in out
-    parquet = re.search(r"parquet              (\d+) files with (\d+) positions \((\d+) distinct", out)
+    parquet = re.search(r"parquet              (\d+) files with (\d+) of 720 positions \((\d+) distinct", out)
     assert parquet, out
     files = sorted(p for p in (data_dir / "parquet" / "topics" / "trucks_gps").rglob("*.parquet")
                    if not p.name.startswith("."))
