@@ -412,6 +412,8 @@ def start_depots_database() -> PostgresServer:
     if bin_dir is None:
         raise ClusterError("PostgreSQL is not installed (bash scripts/setup installs Debian's postgresql); "
                            "or run with --no-connect")
+    import psycopg
+
     pg = start_postgres(bin_dir)
     try:
         pg.execute(f"CREATE TABLE {DEPOTS_TABLE} (id SERIAL PRIMARY KEY, name TEXT NOT NULL, city TEXT NOT NULL, "
@@ -419,6 +421,9 @@ def start_depots_database() -> PostgresServer:
                    "updated_at TIMESTAMP NOT NULL DEFAULT (now() AT TIME ZONE 'utc'))")
         for depot in DEPOTS:
             pg.execute(f"INSERT INTO {DEPOTS_TABLE} (id, name, city, lat, lon) VALUES (%s, %s, %s, %s, %s)", depot)
+    except psycopg.Error as exc:
+        pg.remove()
+        raise ClusterError(f"could not create the depots table in PostgreSQL: {exc}") from None
     except BaseException:
         pg.remove()
         raise
@@ -528,14 +533,39 @@ def read_parquet(directory: Path) -> ParquetSummary:
     return ParquetSummary(len(files), len(keys), len(set(keys)))
 
 
-def wait_parquet(part: ConnectPart, expected: int, timeout: float = 60) -> ParquetSummary:
+def failed_tasks(part: ConnectPart, connector: str) -> list[dict[str, Any]]:
+    """The connector's tasks in state FAILED (GET /connectors/{name}/status)."""
+    try:
+        st = connect_rest(part.worker.url, "GET", f"/connectors/{connector}/status")
+    except ClusterError:
+        return []                       # mid-rebalance: asked again on the next round
+    return [t for t in st.get("tasks") or [] if t.get("state") == "FAILED"]
+
+
+def restart_failed_sink_tasks(part: ConnectPart) -> int:
+    """What an operator does when a task has failed: restart the failed ones (KIP-745's
+    ``POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true``). The sink resumes from
+    the files already written, so no position is written twice. Returns how many were restarted."""
+    failed = failed_tasks(part, SINK_CONNECTOR)
+    if failed:
+        cause = str(failed[0].get("trace", "")).strip().splitlines()[-1:] or ["?"]
+        say(f"{len(failed)} task(s) of {SINK_CONNECTOR} FAILED ({cause[0][:160]}); restarting them with "
+            f"POST /connectors/{SINK_CONNECTOR}/restart?includeTasks=true&onlyFailed=true")
+        connect_rest(part.worker.url, "POST", f"/connectors/{SINK_CONNECTOR}/restart?includeTasks=true&onlyFailed=true")
+    return len(failed)
+
+
+def wait_parquet(part: ConnectPart, expected: int, timeout: float = 60) -> tuple[ParquetSummary, int]:
     """Wait until ``expected`` positions are in files (files close on ``flush.size`` records, and
-    every ``rotate.schedule.interval.ms`` for the rest); the files read back (fewer after ``timeout``)."""
+    every ``rotate.schedule.interval.ms`` for the rest), restarting sink tasks that failed; the
+    files read back (fewer after ``timeout``) and how many task restarts it took."""
     deadline = time.monotonic() + timeout
+    restarts = 0
     while True:
         summary = read_parquet(part.parquet_dir)
         if summary.records >= expected or time.monotonic() > deadline:
-            return summary
+            return summary, restarts
+        restarts += restart_failed_sink_tasks(part)
         time.sleep(0.5)
 
 
@@ -770,7 +800,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[demo] FAILED: {exc}", file=sys.stderr)
         if cluster is not None:
             print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper-*/zookeeper.log, "
-                  f"{data_dir}/schema-registry/schema-registry.log", file=sys.stderr)
+                  f"{data_dir}/schema-registry/schema-registry.log"
+                  + (f", {data_dir}/connect-0/connect.log" if cluster.connect else ""), file=sys.stderr)
         return 1
     finally:
         if cluster is not None and part is not None and args.keep_running:
@@ -783,8 +814,8 @@ def main(argv: list[str] | None = None) -> int:
         if pg_start is not None:
             try:
                 pg_start.result().remove()
-            except (ClusterError, RuntimeError):
-                pass           # it never started: nothing to stop
+            except Exception:  # noqa: BLE001 - its start failed (reported above) and removed what it made
+                pass
 
 
 def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_start: float,
@@ -892,11 +923,12 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
 
     depots: list[dict[str, Any]] = []
     parquet = ParquetSummary(0, 0, 0)
+    sink_restarts = 0
     if part is not None:
         depots = depots_through_connect(cluster.bootstrap)
         say(f"{len(depots)} of {len(DEPOTS)} depots arrived in {DEPOTS_TOPIC} through the JDBC source: "
             + ", ".join(f"{d['name']} ({d['city']})" for d in depots))
-        parquet = wait_parquet(part, run.produced)
+        parquet, sink_restarts = wait_parquet(part, run.produced)
         say(f"Parquet sink: {parquet.files} files hold {parquet.records} of {run.produced} positions "
             f"({parquet.distinct} distinct)")
 
@@ -953,7 +985,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
               f"arrived in {DEPOTS_TOPIC} through the JDBC source (timestamp+incrementing)")
         print(f"parquet              {parquet.files} files with {parquet.records} of {run.produced} positions "
               f"({parquet.distinct} distinct) under {rel}/parquet/topics/{TOPIC}/partition=<n>/ "
-              f"(flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS})")
+              f"(flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS})"
+              + (f"; {sink_restarts} failed sink task(s) restarted through the REST API" if sink_restarts else ""))
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")
     print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper-<n>/zookeeper.log, "
           f"{rel}/schema-registry/schema-registry.log, {rel}/clients.log (librdkafka)"
