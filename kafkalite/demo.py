@@ -14,6 +14,14 @@
 6. The PySpark reader (format "kafkalite") reads the committed range, decoding the values into
    typed columns with the registered schema (``valueAvroSubject``), and Spark SQL computes
    per-truck statistics; then the killed broker is restarted and catches up; then a summary.
+7. Alongside (unless ``--no-connect``), Kafka Connect: a throwaway PostgreSQL (started while the
+   cluster starts, :mod:`kafkalite.cluster.postgres`) holds the trucks' ``depots`` table; one
+   distributed worker of the cluster launcher runs a JDBC source (mode timestamp+incrementing,
+   topic.prefix ``pg-``) that loads it into ``pg-depots``, and a Parquet sink (AvroConverter on the
+   registry) that lands ``trucks_gps`` under ``<data dir>/parquet/``. The summary counts the depots
+   read back from the topic and the Parquet files and positions read back with pyarrow (each
+   position at most once). PostgreSQL is stopped and removed at the end, even with
+   ``--keep-running`` (the source connector is paused first).
 
 Without Java or PySpark (or with ``--no-spark``) the same statistics come from a plain consumer
 over the same range, decoding the Avro values itself. The demo says which it did.
@@ -29,6 +37,7 @@ check and the schema registry's store.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import importlib.util
 import json
 import logging
@@ -48,7 +57,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafkalite.cluster import STATE_FILE, ClusterError, LocalCluster
-from kafkalite.cluster.processes import free_port
+from kafkalite.cluster.postgres import PostgresServer, postgres_bin_dir, start_postgres
+from kafkalite.cluster.processes import ConnectWorkerProcess, free_port
 from kafkalite.registry.client import RegisteredSchema, RegistryClient, RegistryClientError
 from kafkalite.registry.serde import SerdeError, decode, encode, parse_avro
 
@@ -369,6 +379,196 @@ def commit(run: Run, c: Consumer) -> None:
                 run.consumer_errors.append(f"commit: {exc}")
 
 
+# ------------------------------------------------------------------------------ Kafka Connect
+
+DEPOTS_TABLE = "depots"
+DEPOTS_TOPIC = "pg-depots"            # the JDBC source's topic.prefix + the table name
+SOURCE_CONNECTOR = "depots-source"
+SINK_CONNECTOR = "positions-parquet"
+#: the trucks' depots (id, name, city, lat, lon), the rows of the PostgreSQL table
+DEPOTS = [(1, "Paris Nord", "Paris", 48.9356, 2.3539), (2, "Lyon Port Edouard Herriot", "Lyon", 45.7272, 4.8337),
+          (3, "Lille Lesquin", "Lille", 50.5866, 3.0927), (4, "Orleans Saran", "Orleans", 47.9490, 1.8765),
+          (5, "Reims Croix-Blandin", "Reims", 49.2465, 4.0699), (6, "Rouen Grand-Quevilly", "Rouen", 49.4103, 1.0290)]
+
+
+#: the sink also closes its files on the wall clock, so the last positions land soon after the producers stop
+ROTATE_SCHEDULE_MS = 5000
+
+
+@dataclass
+class ConnectPart:
+    """What the Connect side of the demo runs: a throwaway PostgreSQL holding the depots table,
+    one distributed worker (the cluster launcher's), a JDBC source and a Parquet sink."""
+
+    postgres: PostgresServer
+    worker: ConnectWorkerProcess
+    parquet_dir: Path
+    flush_size: int
+
+
+def start_depots_database() -> PostgresServer:
+    """A throwaway PostgreSQL (in a temp dir, as the postgres user) with the ``depots`` table."""
+    bin_dir = postgres_bin_dir()
+    if bin_dir is None:
+        raise ClusterError("PostgreSQL is not installed (bash scripts/setup installs Debian's postgresql); "
+                           "or run with --no-connect")
+    import psycopg
+
+    pg = start_postgres(bin_dir)
+    try:
+        pg.execute(f"CREATE TABLE {DEPOTS_TABLE} (id SERIAL PRIMARY KEY, name TEXT NOT NULL, city TEXT NOT NULL, "
+                   "lat DOUBLE PRECISION NOT NULL, lon DOUBLE PRECISION NOT NULL, "
+                   "updated_at TIMESTAMP NOT NULL DEFAULT (now() AT TIME ZONE 'utc'))")
+        for depot in DEPOTS:
+            pg.execute(f"INSERT INTO {DEPOTS_TABLE} (id, name, city, lat, lon) VALUES (%s, %s, %s, %s, %s)", depot)
+    except psycopg.Error as exc:
+        pg.remove()
+        raise ClusterError(f"could not create the depots table in PostgreSQL: {exc}") from None
+    except BaseException:
+        pg.remove()
+        raise
+    return pg
+
+
+def connect_rest(url: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    """One call to the worker's REST API (Connect's paths and JSON); the error JSON becomes a ClusterError."""
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            text = resp.read()
+    except urllib.error.HTTPError as exc:
+        raise ClusterError(f"Connect {method} {path}: {exc.code} {exc.read().decode(errors='replace')}") from None
+    except OSError as exc:
+        raise ClusterError(f"Connect {method} {path}: {exc}") from None
+    return json.loads(text) if text else None
+
+
+def connector_configs(part: ConnectPart, registry_url: str) -> dict[str, dict[str, str]]:
+    """The two connectors, with the JDBC and storage connectors' own property names."""
+    return {
+        SOURCE_CONNECTOR: {
+            "connector.class": "io.confluent.connect.jdbc.JdbcSourceConnector", "tasks.max": "1",
+            "connection.url": part.postgres.jdbc_url, "table.whitelist": DEPOTS_TABLE,
+            "mode": "timestamp+incrementing", "incrementing.column.name": "id",
+            "timestamp.column.name": "updated_at", "topic.prefix": "pg-", "poll.interval.ms": "1000"},
+        SINK_CONNECTOR: {
+            "connector.class": "kafkalite.connect.connectors.parquet.ParquetSinkConnector", "tasks.max": "2",
+            "topics": TOPIC, "store.url": str(part.parquet_dir), "flush.size": str(part.flush_size),
+            "rotate.schedule.interval.ms": str(ROTATE_SCHEDULE_MS),
+            "key.converter": "org.apache.kafka.connect.storage.StringConverter",
+            "value.converter": "io.confluent.connect.avro.AvroConverter",
+            "value.converter.schema.registry.url": registry_url},
+    }
+
+
+def start_connectors(part: ConnectPart, registry_url: str, timeout: float = 60) -> None:
+    """Create both connectors (POST /connectors) and wait until they and their tasks run."""
+    configs = connector_configs(part, registry_url)
+    for name, config in configs.items():
+        connect_rest(part.worker.url, "POST", "/connectors", {"name": name, "config": config})
+    deadline = time.monotonic() + timeout
+    while True:
+        states = {}
+        for name in configs:
+            try:
+                st = connect_rest(part.worker.url, "GET", f"/connectors/{name}/status")
+            except ClusterError:
+                st = None                     # 404 until the config topic has been read back
+            if st is not None:
+                tasks = st.get("tasks") or []
+                failed = [t for t in tasks if t.get("state") == "FAILED"] + (
+                    [st["connector"]] if st["connector"].get("state") == "FAILED" else [])
+                if failed:
+                    raise ClusterError(f"connector {name} failed: {str(failed[0].get('trace', ''))[-800:]}")
+                states[name] = st["connector"].get("state") == "RUNNING" and tasks and all(
+                    t.get("state") == "RUNNING" for t in tasks)
+        if len(states) == len(configs) and all(states.values()):
+            return
+        if time.monotonic() > deadline:
+            raise ClusterError(f"connectors not running after {timeout:.0f} s: {states}; see {part.worker.log_path}")
+        time.sleep(0.2)
+
+
+def depots_through_connect(bootstrap: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """The depots as the JDBC source wrote them to ``pg-depots`` (JsonConverter with its schema
+    envelope), read from the beginning until every depot is there or ``timeout`` passes."""
+    c = Consumer(client_conf(**{"bootstrap.servers": bootstrap, "group.id": "demo-depots-unused",
+                                "enable.auto.commit": False}))
+    depots: dict[int, dict[str, Any]] = {}
+    try:
+        c.assign([TopicPartition(DEPOTS_TOPIC, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while len(depots) < len(DEPOTS) and time.monotonic() < deadline:
+            for m in c.consume(100, 0.5):
+                value = m.value()
+                if m.error() or value is None:
+                    continue
+                row = json.loads(value)["payload"]
+                depots[int(row["id"])] = row
+    finally:
+        c.close()
+    return [depots[i] for i in sorted(depots)]
+
+
+@dataclass(frozen=True)
+class ParquetSummary:
+    files: int
+    records: int
+    distinct: int                     # distinct (truck_id, ts): a position written twice counts once
+
+
+def read_parquet(directory: Path) -> ParquetSummary:
+    """Every finished Parquet file of the sink (not the hidden temporaries), read back with pyarrow."""
+    import pyarrow.parquet as pq
+
+    files = sorted(p for p in directory.rglob("*.parquet") if not p.name.startswith("."))
+    keys: list[tuple[str, Any]] = []
+    for f in files:
+        table = pq.read_table(f, columns=["truck_id", "ts"])
+        keys += zip(table.column("truck_id").to_pylist(), table.column("ts").to_pylist())
+    return ParquetSummary(len(files), len(keys), len(set(keys)))
+
+
+def failed_tasks(part: ConnectPart, connector: str) -> list[dict[str, Any]]:
+    """The connector's tasks in state FAILED (GET /connectors/{name}/status)."""
+    try:
+        st = connect_rest(part.worker.url, "GET", f"/connectors/{connector}/status")
+    except ClusterError:
+        return []                       # mid-rebalance: asked again on the next round
+    return [t for t in st.get("tasks") or [] if t.get("state") == "FAILED"]
+
+
+def restart_failed_sink_tasks(part: ConnectPart) -> int:
+    """What an operator does when a task has failed: restart the failed ones (KIP-745's
+    ``POST /connectors/{name}/restart?includeTasks=true&onlyFailed=true``). The sink resumes from
+    the files already written, so no position is written twice. Returns how many were restarted."""
+    failed = failed_tasks(part, SINK_CONNECTOR)
+    if failed:
+        cause = str(failed[0].get("trace", "")).strip().splitlines()[-1:] or ["?"]
+        say(f"{len(failed)} task(s) of {SINK_CONNECTOR} FAILED ({cause[0][:160]}); restarting them with "
+            f"POST /connectors/{SINK_CONNECTOR}/restart?includeTasks=true&onlyFailed=true")
+        connect_rest(part.worker.url, "POST", f"/connectors/{SINK_CONNECTOR}/restart?includeTasks=true&onlyFailed=true")
+    return len(failed)
+
+
+def wait_parquet(part: ConnectPart, expected: int, timeout: float = 60) -> tuple[ParquetSummary, int]:
+    """Wait until ``expected`` positions are in files (files close on ``flush.size`` records, and
+    every ``rotate.schedule.interval.ms`` for the rest), restarting sink tasks that failed; the
+    files read back (fewer after ``timeout``) and how many task restarts it took."""
+    deadline = time.monotonic() + timeout
+    restarts = 0
+    while True:
+        summary = read_parquet(part.parquet_dir)
+        if summary.records >= expected or time.monotonic() > deadline:
+            return summary, restarts
+        restarts += restart_failed_sink_tasks(part)
+        time.sleep(0.5)
+
+
 # ------------------------------------------------------------------------------ phases
 
 
@@ -545,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-kill", action="store_true", help="do not kill a broker half-way")
     ap.add_argument("--keep-running", action="store_true", help="leave the cluster running at the end")
     ap.add_argument("--no-spark", action="store_true", help="statistics from a plain consumer instead of Spark")
+    ap.add_argument("--no-connect", action="store_true",
+                    help="no Kafka Connect part (PostgreSQL depots through the JDBC source, positions to Parquet)")
     ap.add_argument("--secure", action="store_true",
                     help="run the job over SASL_SSL with SCRAM-SHA-512 (throwaway CA, credentials in ZooKeeper)")
     args = ap.parse_args(argv)
@@ -553,13 +755,18 @@ def main(argv: list[str] | None = None) -> int:
     CLIENT_SECURITY.clear()              # a second main() in one process starts from PLAINTEXT
     t_start = time.monotonic()
     cluster: LocalCluster | None = None
+    pg_start: concurrent.futures.Future[PostgresServer] | None = None
+    part: ConnectPart | None = None
     try:
         fresh_data_dir(data_dir)
+        if not args.no_connect:        # initdb and start-up run while the cluster starts
+            pg_start = concurrent.futures.ThreadPoolExecutor(1, "postgres").submit(start_depots_database)
         say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103, a schema registry and the web console "
             f"as local processes under {data_dir} ...")
         secure = make_secure_setup(data_dir / "pki") if args.secure else None
         cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True, console=True,
-                               overrides=secure.broker_overrides() if secure else None)
+                               overrides=secure.broker_overrides() if secure else None,
+                               connect_workers=0 if args.no_connect else 1)
         secure_ports: dict[int, int] = {}
         if secure is not None:
             for b in cluster.brokers:       # fixed ports: a restarted broker keeps its address
@@ -577,8 +784,15 @@ def main(argv: list[str] | None = None) -> int:
         say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
             f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}, "
             f"schema registry {cluster.registry.url}"
-            + (f", web console {cluster.console.url}" if cluster.console is not None else ""))
-        return demo(args, cluster, bootstrap, t_start)
+            + (f", web console {cluster.console.url}" if cluster.console is not None else "")
+            + (f", Connect worker {cluster.connect[0].url}" if cluster.connect else ""))
+        if pg_start is not None:
+            pg = pg_start.result()
+            part = ConnectPart(pg, cluster.connect[0], data_dir / "parquet",
+                               max(10, args.trucks * args.ticks // (PARTITIONS * 5)))
+            say(f"PostgreSQL {pg.jdbc_url.split('?')[0]} (throwaway, in {pg.root}): table {DEPOTS_TABLE} "
+                f"with {len(DEPOTS)} depots")
+        return demo(args, cluster, bootstrap, t_start, part)
     except KeyboardInterrupt:
         say("interrupted")
         return 130
@@ -586,16 +800,30 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[demo] FAILED: {exc}", file=sys.stderr)
         if cluster is not None:
             print(f"[demo] logs: {data_dir}/broker-*/server.log, {data_dir}/zookeeper-*/zookeeper.log, "
-                  f"{data_dir}/schema-registry/schema-registry.log", file=sys.stderr)
+                  f"{data_dir}/schema-registry/schema-registry.log"
+                  + (f", {data_dir}/connect-0/connect.log" if cluster.connect else ""), file=sys.stderr)
         return 1
     finally:
+        if cluster is not None and part is not None and args.keep_running:
+            try:                 # the database goes away with the demo: the source waits, paused
+                connect_rest(part.worker.url, "PUT", f"/connectors/{SOURCE_CONNECTOR}/pause")
+            except ClusterError:
+                pass
         if cluster is not None and not args.keep_running:
             cluster.down()
+        if pg_start is not None:
+            try:
+                pg_start.result().remove()
+            except Exception:  # noqa: BLE001 - its start failed (reported above) and removed what it made
+                pass
 
 
-def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_start: float) -> int:
+def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_start: float,
+         part: ConnectPart | None) -> int:
     admin = AdminClient(client_conf(**{"bootstrap.servers": bootstrap}))
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, config={"min.insync.replicas": "2"})])[TOPIC].result(60)
+    if part is not None:
+        admin.create_topics([NewTopic(DEPOTS_TOPIC, 1, 3, config={"min.insync.replicas": "2"})])[DEPOTS_TOPIC].result(60)
     deadline = time.monotonic() + 60
     while len(ls := leaders(admin)) < PARTITIONS or min(ls.values()) < 0:
         if time.monotonic() > deadline:
@@ -610,6 +838,11 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     say(f"registered the Position Avro schema as {SUBJECT} version {codec.version} (schema id {codec.schema_id}); "
         "every value is registry-framed Avro")
     run = Run(bootstrap, codec)
+    if part is not None:
+        start_connectors(part, cluster.registry.url)
+        say(f"Kafka Connect: JDBC source {SOURCE_CONNECTOR!r} (mode timestamp+incrementing) loads table "
+            f"{DEPOTS_TABLE} into {DEPOTS_TOPIC}; Parquet sink {SINK_CONNECTOR!r} (AvroConverter, 2 tasks, "
+            f"flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS}) lands {TOPIC} under {part.parquet_dir}")
     say(f"consumer group {GROUP!r}: 3 members track the latest position of each truck and commit every second")
     rng = random.Random(8)
     trucks = [Truck(n, rng) for n in range(1, args.trucks + 1)]
@@ -688,6 +921,17 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
     statistics_table(rows)
     spark_records = sum(r["reports"] for r in rows)
 
+    depots: list[dict[str, Any]] = []
+    parquet = ParquetSummary(0, 0, 0)
+    sink_restarts = 0
+    if part is not None:
+        depots = depots_through_connect(cluster.bootstrap)
+        say(f"{len(depots)} of {len(DEPOTS)} depots arrived in {DEPOTS_TOPIC} through the JDBC source: "
+            + ", ".join(f"{d['name']} ({d['city']})" for d in depots))
+        parquet, sink_restarts = wait_parquet(part, run.produced)
+        say(f"Parquet sink: {parquet.files} files hold {parquet.records} of {run.produced} positions "
+            f"({parquet.distinct} distinct)")
+
     restarted = ""
     if victim is not None:
         st = cluster.status()
@@ -706,6 +950,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
 
     ok = (run.produced == total and not run.delivery_errors and run.consumed == run.produced
           and not run.consumer_errors and committed == run.produced and spark_records == committed)
+    if part is not None:
+        ok = ok and len(depots) == len(DEPOTS) and 0 < parquet.records == parquet.distinct
     data_dir = cluster.dir
     rel = os.path.relpath(data_dir)
     if rel.startswith(".."):
@@ -732,9 +978,19 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
         print(f"recovery             {restarted}")
     print(f"statistics           {spark_records} records over the committed range read by "
           f"{'the PySpark reader (format kafkalite, Avro values as typed columns)' if used_spark else 'a plain consumer decoding the Avro values (' + str(why_not) + ')'}")
+    if part is not None:
+        print(f"kafka connect        1 distributed worker {part.worker.url} (group connect-cluster): "
+              f"{SOURCE_CONNECTOR} (JDBC source) and {SINK_CONNECTOR} (Parquet sink)")
+        print(f"depots               {len(depots)} of {len(DEPOTS)} rows of PostgreSQL table {DEPOTS_TABLE} "
+              f"arrived in {DEPOTS_TOPIC} through the JDBC source (timestamp+incrementing)")
+        print(f"parquet              {parquet.files} files with {parquet.records} of {run.produced} positions "
+              f"({parquet.distinct} distinct) under {rel}/parquet/topics/{TOPIC}/partition=<n>/ "
+              f"(flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS})"
+              + (f"; {sink_restarts} failed sink task(s) restarted through the REST API" if sink_restarts else ""))
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")
     print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper-<n>/zookeeper.log, "
-          f"{rel}/schema-registry/schema-registry.log, {rel}/clients.log (librdkafka)")
+          f"{rel}/schema-registry/schema-registry.log, {rel}/clients.log (librdkafka)"
+          + (f", {rel}/connect-0/connect.log" if part is not None else ""))
     print(f"took                 {time.monotonic() - t_start:.0f} s")
     print("explore              bash scripts/cluster --data-dir " + rel + " up     # same cluster, same data")
     print("                     bash scripts/cluster --data-dir " + rel + " status   # also each ZooKeeper server's mode")

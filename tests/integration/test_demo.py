@@ -1,7 +1,9 @@
 """The main demo (``python -m kafkalite.demo``, what ``scripts/demo`` runs), shortened: it runs to
 its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, sends
 the positions as Avro through the cluster's schema registry, survives the broker it kills
-half-way, and leaves no process behind. (Spark is left out here: the reader has its own tests in
+half-way, loads the depots from a throwaway PostgreSQL through Kafka Connect's JDBC source and lands
+the positions in Parquet through the sink (each at most once), and leaves no process behind
+(PostgreSQL included). (Spark is left out here: the reader has its own tests in
 tests/spark; the statistics come from the plain consumer, which decodes the Avro values too.)"""
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pyarrow.parquet as pq
 
 from tests.integration.test_cluster_tool import processes_using
 
@@ -37,7 +41,20 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     assert sorted((data_dir / f"zookeeper-{n}" / "data" / "myid").read_text().strip() for n in (1, 2, 3)) == ["1", "2", "3"]
     assert (data_dir / f"broker-{killed.group(1)}" / "data" / "trucks_gps-0").is_dir()
     assert "primary is now" in (data_dir / "schema-registry" / "schema-registry.log").read_text()
+    assert "depots               6 of 6 rows of PostgreSQL table depots arrived in pg-depots through the JDBC " \
+        "source (timestamp+incrementing)" in out
+    parquet = re.search(r"parquet              (\d+) files with (\d+) of 720 positions \((\d+) distinct", out)
+    assert parquet, out
+    files = sorted(p for p in (data_dir / "parquet" / "topics" / "trucks_gps").rglob("*.parquet")
+                   if not p.name.startswith("."))
+    positions = [key for f in files
+                 for key in zip(*pq.read_table(f, columns=["truck_id", "ts"]).to_pydict().values())]
+    assert 0 < len(positions) == len(set(positions)) <= 720           # some, each at most once
+    assert (len(files), len(positions), len(positions)) == tuple(int(g) for g in parquet.groups())
+    pg_root = re.search(r"\(throwaway, in (\S+)\)", out)
+    assert pg_root and not Path(pg_root.group(1)).exists(), out        # PostgreSQL stopped and removed
     assert processes_using(data_dir) == []
+    assert processes_using(Path(pg_root.group(1))) == []
 
 
 def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
@@ -46,7 +63,8 @@ def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
     SASL_SSL listeners, and client.properties lets a tool in with the demo user."""
     data_dir = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir), "--secure",
-                        "--trucks", "8", "--ticks", "40", "--tick-ms", "50", "--no-spark", "--keep-running"],
+                        "--trucks", "8", "--ticks", "40", "--tick-ms", "50", "--no-spark", "--no-connect",
+                        "--keep-running"],
                        capture_output=True, text=True, timeout=400)
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -60,6 +78,7 @@ def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
         sasl_ports = {m for text in logs.values() for m in re.findall(r"SASL_SSL://127\.0\.0\.1:(\d+)", text)}
         assert {hp.rsplit(":", 1)[1] for hp in bootstrap.group(1).split(",")} == sasl_ports
         assert "result               OK" in out
+        assert "kafka connect" not in out and not (data_dir / "connect-0").exists()     # --no-connect
         props = data_dir / "client.properties"
         listed = subprocess.run([sys.executable, "-m", "kafkalite.cli.topics", "--bootstrap-server",
                                  bootstrap.group(1), "--command-config", str(props), "--list"],
