@@ -21,7 +21,7 @@ from kafkalite.broker.delayed_produce import DelayedProduce, PendingAck
 from kafkalite.broker.fetch_reader import FetchParams, FetchRead, FetchReader, Wanted
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import FollowerFetches, Purgatory
-from kafkalite.broker.services import Clock
+from kafkalite.broker.runtime import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import LONG_MAX, BrokerConfig, kafka_version
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError, RecordValidationError

@@ -50,7 +50,8 @@ from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
 from kafkalite.coordination.acls import AclZkStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
-from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
+from kafkalite.broker.runtime import BlockingRunner, Clock, ThreadPoolRunner
+from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import LISTENER_RECONFIGURABLE, BrokerConfig, ConfigError, Endpoint
