@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import logging
 import os
-import socket
 import time
 from functools import partial
 from typing import Any, Callable
@@ -32,18 +31,19 @@ from twisted.python.failure import Failure
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.credentials import UserCredentials
-from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.heap import HeapKeeper
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.reactor_delay import ReactorDelayMonitor
-from kafkalite.broker.metadata_sync import Change, MetadataSync
+from kafkalite.broker.metadata_router import MetadataRouter
+from kafkalite.broker.metadata_sync import MetadataChange, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+from kafkalite.broker.listeners import SASL_RECONFIGURABLE, ListenerManager
 from kafkalite.broker.log_dir_mover import LogDirMover
 from kafkalite.broker.authorizer import AclAuthorizer
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
@@ -62,9 +62,7 @@ from kafkalite.coordination.client import SessionState
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.net import client as net_client
-from kafkalite.net import tls
-from kafkalite.net.sasl import SaslSettings
-from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
+from kafkalite.net.server import KafkaServerFactory
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
@@ -91,10 +89,6 @@ def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
         raise ConfigError("zookeeper.set.acl=true needs a ZooKeeper login: a JAAS file with a Client section "
                           "(username, password) named in KAFKA_OPTS by -Djava.security.auth.login.config=")
     return login
-
-
-#: dynamic configs that change what SASL listeners offer (applied to the next connections)
-SASL_RECONFIGURABLE = frozenset(("sasl.enabled.mechanisms", "sasl.jaas.config"))
 
 
 class KafkaBroker:
@@ -145,7 +139,7 @@ class KafkaBroker:
                                               self.topic_configs, self.clock, self.metadata, self.kafka_zk)
         self.topics = TopicAdmin(config, self.metadata, self.kafka_zk, self.purgatory)
         self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
-        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self.on_metadata_change)
+        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self._on_metadata_change)
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
@@ -161,14 +155,17 @@ class KafkaBroker:
                                          allow_if_no_acl=config["allow.everyone.if.no.acl.found"],
                                          now_ms=self.clock.now_ms)
                            if config["authorizer.class.name"] else None)
-        # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
-        # runs, so a bad key store or JAAS entry stops start-up with one line
-        self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
+        # our own inter-broker identity (and, in ListenerManager, the listeners' TLS and SASL):
+        # built before the reactor runs, so a bad key store or JAAS entry stops start-up with one line
+        self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services)
         self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
                                    RateConfig(config["replication.quota.window.num"],
                                               config["replication.quota.window.size.seconds"] * 1000))
         self._apply_replication_rates()
+        self.metadata_router = MetadataRouter(lambda: self.broker_id, lambda: self.first_broker_epoch, self.metadata,
+                                              lambda: self.sync, self.replica_manager, self.topic_configs,
+                                              self.quotas, self.controller, self.purgatory)
         self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
                                               functools.partial(net_client.connect, security=self.inter_broker_security),
                                               quota=self.quotas.replication.follower)
@@ -187,7 +184,7 @@ class KafkaBroker:
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager,
-            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections),
+            self.listeners.connections,
             fetch_sessions=self.fetch_sessions))
         self.metrics_port: Any = None
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
@@ -197,26 +194,11 @@ class KafkaBroker:
         self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                      self.blocking, self.producer_ids, markers)   # transaction coordinator
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)
-        self.ports: list[Any] = []
-        self.factories: list[KafkaServerFactory] = []
-        #: listener name -> (its configured endpoint, the listening port, its factory)
-        self.bound: dict[str, tuple[Endpoint, Any, KafkaServerFactory]] = {}
-        self.canonical_host: str | None = None
-        self.request_services: BrokerServices | None = None
-        #: dynamic listener changes, applied one after another
-        self.listener_changes = defer.DeferredLock()
-        listeners = config.listeners
-        protected = config.inter_broker_listener if len(listeners) > 1 else None
-        # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
-        self.connection_quotas = ConnectionQuotas(
-            config["max.connections"], config["max.connections.per.ip"],
-            resolve_connection_overrides(config.max_connections_per_ip_overrides), protected)
-        self.socket_options = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
         self.loops: list[task.LoopingCall] = []
         self.background: dict[str, defer.Deferred] = {}
         self.stopping = False
         self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see _apply_state)
+        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
         registry.load_handlers()
 
     def services(self) -> BrokerServices:
@@ -250,14 +232,14 @@ class KafkaBroker:
             self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
         yield self.dynamic_config.start()
         self._unless_stopping("listening")
-        advertised = self._listen()
+        advertised = self.listeners.start()
         self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.first_broker_epoch = self.broker_epoch
-        if tuple(self._advertised()) != registration.endpoints:
+        if tuple(self.listeners.advertised()) != registration.endpoints:
             # a dynamic listener change landed while we registered
-            yield self.listener_changes.run(self._reconfigure_listeners)
+            yield self.listeners.reconfigure(self._endpoints_changed)
         self._unless_stopping("loading metadata")
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
@@ -287,120 +269,29 @@ class KafkaBroker:
         stat = yield self.kafka_zk.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
         return stat.version + self.config["reserved.broker.max.id"]
 
-    def _listener_security(self, listener: str) -> tuple[Any, SaslSettings | None]:
-        """(TLS context factory or None, SASL settings or None) of one listener."""
-        lc = self.config.listener_config(listener)
-        proto = lc.security_protocol
-        options = tls.server_options(tls.key_material(lc)) if proto in ("SSL", "SASL_SSL") else None
-        return options, self._sasl_settings(listener)
-
-    def _sasl_settings(self, listener: str) -> SaslSettings | None:
-        """The SASL settings of a SASL listener (None for others), from the current config."""
-        lc = self.config.listener_config(listener)
-        sasl = None
-        if lc.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            mechanisms = tuple(lc["sasl.enabled.mechanisms"])
-            plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
-            sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
-                                # read afresh on every authentication: a changed or deleted
-                                # credential applies to the next connection
-                                self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
-                                self.reactor, lc["connections.max.reauth.ms"])
-        return sasl
-
-    def _listen(self) -> list[EndPoint]:
-        """Bind every listener; the endpoints to register (see :meth:`_advertised`)."""
-        if set(self.config.dynamic_broker) & (LISTENER_RECONFIGURABLE | SASL_RECONFIGURABLE):
-            # dynamic listener / SASL configs read from ZooKeeper at start: the listeners' security
-            # as they make it (a bad key store or JAAS entry still stops start-up with one line)
-            self.listener_security = {ep.listener: self._listener_security(ep.listener)
-                                      for ep in self.config.listeners}
-        for ep in self.config.listeners:
-            self._bind(ep)
-        if self._needs_canonical_host():
-            self.canonical_host = socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
-        return self._advertised()
-
-    def _bind(self, ep: Endpoint) -> None:
-        """Listen on one listener (its TLS / SASL settings from ``listener_security``)."""
-        tls_options, sasl = self.listener_security[ep.listener]
-        if self.request_services is None:
-            self.request_services = self.services()      # one for every listener, also those added later
-        factory = KafkaServerFactory(Dispatcher(self.request_services, ep.listener), self.config["socket.request.max.bytes"],
-                                     self.config["queued.max.requests"], listener=ep.listener,
-                                     quotas=self.connection_quotas, socket_options=self.socket_options,
-                                     max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
-                                     tls_options=tls_options, sasl=sasl)
-        port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
-        self.ports.append(port)
-        self.factories.append(factory)
-        self.bound[ep.listener] = (ep, port, factory)
-
     @defer.inlineCallbacks
-    def _unbind(self, listener: str) -> Any:
-        """Stop listening on ``listener`` and close its connections (Kafka's removeListeners)."""
-        _, port, factory = self.bound.pop(listener)
-        self.ports.remove(port)
-        self.factories.remove(factory)
-        yield port.stopListening()
-        factory.close_all()
-
-    def _needs_canonical_host(self) -> bool:
-        return self.canonical_host is None and any(not ep.host for ep in self.config.advertised_listeners)
-
-    def _advertised(self) -> list[EndPoint]:
-        """What ``/brokers/ids/<id>`` lists, as Kafka's createBrokerInfo: the advertised listeners
-        (``listeners`` when unset) that are bound, a port 0 replaced by the bound one and an empty
-        host by this machine's canonical host name."""
-        advertised: list[EndPoint] = []
-        for adv in self.config.advertised_listeners:
-            bound = self.bound.get(adv.listener)
-            if bound is None:        # its bind failed (logged)
-                continue
-            host = adv.host or self.canonical_host or ""
-            advertised.append(EndPoint(adv.listener, host, adv.port or bound[1].getHost().port,
-                                       self.config.security_protocol(adv.listener)))
-        return advertised
-
-    @defer.inlineCallbacks
-    def _reconfigure_listeners(self) -> Any:
-        """Kafka's DynamicListenerConfig.reconfigure after ``listeners`` / ``advertised.listeners`` /
-        ``listener.security.protocol.map`` changed: close the listeners gone (or moved to another
-        host:port), bind the new ones, then re-write ``/brokers/ids/<id>`` (updateBrokerInfo) so
-        clients and the other brokers see the new endpoints."""
-        wanted = {ep.listener: ep for ep in self.config.listeners}
-        for name, (ep, _, _) in list(self.bound.items()):
-            if name not in wanted or (wanted[name].host, wanted[name].port) != (ep.host, ep.port):
-                log.info("closing listener %s (%s)", name, ep.uri())
-                yield self._unbind(name)
-        for name, ep in wanted.items():
-            if name in self.bound:
-                continue
-            try:
-                self.listener_security[name] = self._listener_security(name)
-                self._bind(ep)
-                log.info("listening on new listener %s", ep.uri())
-            except Exception as exc:  # noqa: BLE001 - a port in use or bad key store: the others keep serving
-                log.error("cannot listen on %s: %s", ep.uri(), exc)
-        if self._needs_canonical_host():
-            # getfqdn may block on DNS: off the reactor
-            self.canonical_host = yield self.blocking.run(socket.getfqdn)
+    def _endpoints_changed(self, advertised: list[EndPoint]) -> Any:
+        """The listeners changed: re-write ``/brokers/ids/<id>`` (Kafka's updateBrokerInfo) so
+        clients and the other brokers see the new endpoints (before we registered, start()
+        registers what is bound then)."""
         if self.broker_epoch < 0:
-            return               # not registered yet: start() registers what is bound now
-        advertised = self._advertised()
+            return
         yield self.kafka_zk.update_broker_info(BrokerRegistration(self.broker_id, tuple(advertised),
                                                                   self.clock.now_ms(), rack=self.config["broker.rack"]))
         log.info("broker %d now advertises %s", self.broker_id, ", ".join(ep.connection_string() for ep in advertised))
 
-    def _reconfigure_sasl(self) -> None:
-        """``sasl.enabled.mechanisms`` or ``sasl.jaas.config`` changed: the SASL listeners offer the
-        new mechanisms and the PLAIN users of their JAAS entry to the next connections; open ones
-        keep their session."""
-        for name, (_, _, factory) in self.bound.items():
-            sasl = self._sasl_settings(name)
-            self.listener_security[name] = (self.listener_security[name][0], sasl)
-            if sasl is not None:
-                factory.sasl = sasl
+    # views of the listener manager's state (tests and tools read them off the broker)
+    @property
+    def bound(self) -> dict[str, tuple[Endpoint, Any, KafkaServerFactory]]:
+        return self.listeners.bound
+
+    @property
+    def ports(self) -> list[Any]:
+        return self.listeners.ports
+
+    @property
+    def factories(self) -> list[KafkaServerFactory]:
+        return self.listeners.factories
 
     def _listen_metrics(self) -> None:
         """``metrics.port`` (0: off): /metrics and /health over HTTP, bound before we register so
@@ -578,12 +469,10 @@ class KafkaBroker:
                 loop.stop()
         self.reactor_delay.stop()
         self.log_dir_mover.stop()
-        for port in self.ports:
-            yield port.stopListening()
+        yield self.listeners.stop_accepting()
         if self.metrics_port is not None:
             yield self.metrics_port.stopListening()
-        for factory in self.factories:
-            factory.close_all()
+        self.listeners.close_connections()
         self.groups.stop()
         self.txns.stop()
         self.purgatory.complete_all()
@@ -653,42 +542,8 @@ class KafkaBroker:
                 return
             yield task.deferLater(self.reactor, 0.01, lambda: None)
 
-    # -- metadata changes --------------------------------------------------------------------------
-    def on_metadata_change(self, change: Change) -> None:
-        if change.kind == "state":
-            self._apply_state(change.topic, change.partition)
-        elif change.kind == "topic":
-            assignment = self.metadata.topics[change.topic].assignment
-            for p in assignment:
-                self._apply_state(change.topic, p)
-            # a reassignment that completed (or was cancelled) without this broker: stop the
-            # replica and delete its log (Kafka's StopReplica with deletePartition)
-            for key in self.replica_manager.hosted(change.topic):
-                if self.broker_id not in assignment.get(key[1], ()):
-                    self.replica_manager.remove_replica(key[0], key[1])
-            self._update_throttled_replicas(change.topic)
-        elif change.kind == "topic-removed":
-            self.topic_configs.forget(change.topic)
-            self.quotas.replication.remove_topic(change.topic)
-            self.replica_manager.remove_topic(change.topic, delete=True)
-        elif change.kind == "config":
-            self.replica_manager.update_config(change.topic)
-            self._update_throttled_replicas(change.topic)
-        elif change.kind == "controller":
-            self.controller.on_controller_changed()
-        self.purgatory.check(METADATA_CHANGED)
-        if change.kind == "state":
-            self.controller.on_state_changed(change.topic, change.partition)
-        else:
-            self.controller.reconcile()
-
-    def _update_throttled_replicas(self, topic: str) -> None:
-        """A topic's ``*.replication.throttled.replicas`` as this broker's throttled partitions."""
-        if topic not in self.metadata.topics:
-            return
-        effective = self.topic_configs.effective(topic)
-        self.quotas.replication.update_topic(topic, effective["leader.replication.throttled.replicas"],
-                                             effective["follower.replication.throttled.replicas"], self.broker_id)
+    def _on_metadata_change(self, change: MetadataChange) -> None:
+        self.metadata_router.on_change(change)    # (the router is built after the sync it listens to)
 
     def _apply_replication_rates(self) -> None:
         self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
@@ -701,11 +556,11 @@ class KafkaBroker:
         ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
         every topic's effective config and handing the new log config to its partitions."""
         self._apply_replication_rates()
-        if changed & LISTENER_RECONFIGURABLE and self.bound and not self.stopping:   # before _listen: it binds them
-            d = self.listener_changes.run(self._reconfigure_listeners)
+        if changed & LISTENER_RECONFIGURABLE and self.listeners.bound and not self.stopping:   # before start: it binds them
+            d = self.listeners.reconfigure(self._endpoints_changed)
             d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
-        if changed & SASL_RECONFIGURABLE and self.bound:
-            self._reconfigure_sasl()
+        if changed & SASL_RECONFIGURABLE and self.listeners.bound:
+            self.listeners.reconfigure_sasl()
         if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
             self._start_cleaner_threads()
         self.topic_configs.clear()
@@ -713,20 +568,6 @@ class KafkaBroker:
         for topic in list(self.metadata.topics):
             self.replica_manager.update_config(topic)
         self.purgatory.check(METADATA_CHANGED)
-
-    def _apply_state(self, topic: str, partition: int) -> None:
-        info = self.metadata.topics.get(topic)
-        state = self.metadata.states.get((topic, partition))
-        if info is None or state is None or partition not in info.assignment:
-            return
-        # A state znode created after this process first registered belongs to a partition that
-        # cannot have data on a dir that was offline at start: its replica is new (Kafka's isNew).
-        is_new = self.first_broker_epoch >= 0 and \
-            self.sync.state_czxids.get((topic, partition), -1) > self.first_broker_epoch
-        try:
-            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state, is_new=is_new)
-        except Exception:
-            log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata.brokers.get(broker_id)
