@@ -41,9 +41,16 @@ class ListenerManager:
     advertised endpoints after a dynamic listener change (the broker re-writes its registration).
     """
 
+    #: what a dynamic change reconfigures here (a reconfigurable of ``dynamic_config.py``)
+    reconfigurable_configs = LISTENER_RECONFIGURABLE | SASL_RECONFIGURABLE
+
     def __init__(self, config: BrokerConfig, reactor: Any, credentials: UserCredentials, blocking: BlockingRunner,
-                 services: Callable[[], BrokerServices]) -> None:
+                 services: Callable[[], BrokerServices],
+                 on_endpoints_changed: Callable[[list[EndPoint]], Any] = lambda endpoints: None) -> None:
         self.config = config
+        self.on_endpoints_changed = on_endpoints_changed
+        #: set when the broker's shutdown begins: no listener change is applied any more
+        self.shutting_down = False
         self.reactor = reactor
         self.credentials = credentials
         self.blocking = blocking
@@ -155,12 +162,20 @@ class ListenerManager:
         return advertised
 
     # -- dynamic reconfiguration -------------------------------------------------------------------
-    def reconfigure(self, on_endpoints_changed: Callable[[list[EndPoint]], Any]) -> defer.Deferred:
+    def reconfigure(self, changed: set[str]) -> None:
+        """Dynamic listener or SASL configs changed (nothing to do before :meth:`start` binds)."""
+        if changed & LISTENER_RECONFIGURABLE and self.bound and not self.shutting_down:
+            d = self.apply_listeners()
+            d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
+        if changed & SASL_RECONFIGURABLE and self.bound:
+            self.reconfigure_sasl()
+
+    def apply_listeners(self) -> defer.Deferred:
         """Queue one application of the current listener configs (after any still running)."""
-        return self.changes.run(self._reconfigure, on_endpoints_changed)
+        return self.changes.run(self._apply_listeners)
 
     @defer.inlineCallbacks
-    def _reconfigure(self, on_endpoints_changed: Callable[[list[EndPoint]], Any]) -> Any:
+    def _apply_listeners(self) -> Any:
         """Kafka's DynamicListenerConfig.reconfigure after ``listeners`` / ``advertised.listeners`` /
         ``listener.security.protocol.map`` changed: close the listeners gone (or moved to another
         host:port), bind the new ones, then hand the endpoints to ``on_endpoints_changed``
@@ -182,7 +197,7 @@ class ListenerManager:
         if self._needs_canonical_host():
             # getfqdn may block on DNS: off the reactor
             self.canonical_host = yield self.blocking.run(socket.getfqdn)
-        yield on_endpoints_changed(self.advertised())
+        yield self.on_endpoints_changed(self.advertised())
 
     def reconfigure_sasl(self) -> None:
         """``sasl.enabled.mechanisms`` or ``sasl.jaas.config`` changed: the SASL listeners offer the

@@ -21,10 +21,9 @@ import functools
 import logging
 import os
 import time
-from functools import partial
 from typing import Any, Callable
 
-from twisted.internet import defer, task, threads
+from twisted.internet import defer, task
 from twisted.internet.interfaces import IReactorCore
 from twisted.python.failure import Failure
 
@@ -43,10 +42,13 @@ from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
-from kafkalite.broker.listeners import SASL_RECONFIGURABLE, ListenerManager
+from kafkalite.broker.listeners import ListenerManager
 from kafkalite.broker.log_dir_mover import LogDirMover
 from kafkalite.broker.authorizer import AclAuthorizer
-from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
+from kafkalite.broker.cleaner_threads import CleanerThreads
+from kafkalite.broker.dynamic_log_config import DynamicLogConfig
+from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync, ReplicationThrottleRates
+from kafkalite.broker.scheduler import BrokerScheduler
 from kafkalite.coordination.acls import AclZkStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
@@ -54,19 +56,18 @@ from kafkalite.broker.runtime import BlockingRunner, Clock, ThreadPoolRunner
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.status_http import Health, site
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import LISTENER_RECONFIGURABLE, BrokerConfig, ConfigError, Endpoint
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.client import SessionState
 from kafkalite.errors import ErrorCode, KafkaError
-from kafkalite.metadata import METADATA_CHANGED, MetadataCache
+from kafkalite.metadata import MetadataCache
 from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
-from kafkalite.storage.cleaner import LogCleaner
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 
@@ -122,14 +123,9 @@ class KafkaBroker:
         self.fatal: str | None = None
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
-        self.cleaner: LogCleaner | None = None
-        self.cleaner_loops: list[task.LoopingCall] = []
-        if config["log.cleaner.enable"] and config["log.cleaner.threads"] > 0:
-            # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
-            # the reactor (the logs' owner thread) through blockingCallFromThread
-            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-                                      threads=config["log.cleaner.threads"], clock=self.clock.now_ms,
-                                      owner_call=lambda fn: threads.blockingCallFromThread(reactor, fn))
+        self.stopping = False
+        self.scheduler = BrokerScheduler(reactor, self.blocking, lambda: self.stopping)
+        self.cleaner_threads = CleanerThreads(config, reactor, self.log_manager, self.clock.now_ms, self.scheduler)
         self.kafka_zk = zk or KafkaZkClient(config["zookeeper.connect"],
                                             session_timeout_ms=config.zookeeper_session_timeout_ms,
                                             connect_timeout_ms=config["zookeeper.connection.timeout.ms"],
@@ -148,8 +144,7 @@ class KafkaBroker:
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
-        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id,
-                                                      self._dynamic_config_changed)
+        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id)
         # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
         self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
                                          allow_if_no_acl=config["allow.everyone.if.no.acl.found"],
@@ -157,12 +152,13 @@ class KafkaBroker:
                            if config["authorizer.class.name"] else None)
         # our own inter-broker identity (and, in ListenerManager, the listeners' TLS and SASL):
         # built before the reactor runs, so a bad key store or JAAS entry stops start-up with one line
-        self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services)
+        self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services,
+                                         self._endpoints_changed)
         self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
                                    RateConfig(config["replication.quota.window.num"],
                                               config["replication.quota.window.size.seconds"] * 1000))
-        self._apply_replication_rates()
+        self.replication_rates = ReplicationThrottleRates(config, self.quotas.replication)
         self.metadata_router = MetadataRouter(lambda: self.broker_id, lambda: self.first_broker_epoch, self.metadata,
                                               lambda: self.sync, self.replica_manager, self.topic_configs,
                                               self.quotas, self.controller, self.purgatory)
@@ -194,9 +190,11 @@ class KafkaBroker:
         self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                      self.blocking, self.producer_ids, markers)   # transaction coordinator
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)
-        self.loops: list[task.LoopingCall] = []
-        self.background: dict[str, defer.Deferred] = {}
-        self.stopping = False
+        # dynamic broker configs reach these, in this order (Kafka's addReconfigurable)
+        for reconfigurable in (self.replication_rates, self.listeners, self.cleaner_threads,
+                               DynamicLogConfig(self.topic_configs, self.metadata, self.log_manager,
+                                                self.replica_manager, self.purgatory)):
+            self.dynamic_config.add_reconfigurable(reconfigurable)
         self.broker_epoch = -1               # czxid of our registration znode
         self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
         registry.load_handlers()
@@ -239,7 +237,7 @@ class KafkaBroker:
         self.first_broker_epoch = self.broker_epoch
         if tuple(self.listeners.advertised()) != registration.endpoints:
             # a dynamic listener change landed while we registered
-            yield self.listeners.reconfigure(self._endpoints_changed)
+            yield self.listeners.apply_listeners()
         self._unless_stopping("loading metadata")
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
@@ -315,60 +313,28 @@ class KafkaBroker:
                       list(self.log_manager.offline_dirs), self.controller.active)
 
     def _start_loops(self) -> None:
-        def every(ms: int, fn: Callable[[], Any]) -> None:
-            loop = task.LoopingCall(fn)
-            loop.clock = self.reactor
-            loop.start(ms / 1000.0, now=False).addErrback(lambda f: log.error("periodic task failed: %s", f.value))
-            self.loops.append(loop)
-
+        every = self.scheduler.every
         every(self.config["log.retention.check.interval.ms"], self._retention)
         every(self.config["producer.id.expiration.check.interval.ms"],
               lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
-        every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
+        every(self.config["replica.high.watermark.checkpoint.interval.ms"],
+              lambda: self.scheduler.off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
-        self._start_cleaner_threads()
+        self.cleaner_threads.start()
         self.log_dir_mover.start()
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
-            every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
+            every(flush_interval, lambda: self.scheduler.off_reactor(
+                "flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
 
-    def _start_cleaner_threads(self) -> None:
-        """``log.cleaner.threads`` periodic cleaner passes (again after a dynamic change of the
-        threads, back-off or dedupe buffer: Kafka's LogCleaner.reconfigure restarts its threads;
-        a pass already running finishes, its successor waits for it)."""
-        for loop in self.cleaner_loops:
-            if loop.running:
-                loop.stop()
-        self.cleaner_loops = []
-        count = self.config["log.cleaner.threads"]
-        if not self.config["log.cleaner.enable"] or count <= 0 or self.stopping:
-            return
-        if self.cleaner is None:
-            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
-                                      threads=count, clock=self.clock.now_ms,
-                                      owner_call=lambda fn: threads.blockingCallFromThread(self.reactor, fn))
-        cleaner = self.cleaner
-        cleaner.map_memory = self.config["log.cleaner.dedupe.buffer.size"] // count
-        for i in range(count):
-            loop = task.LoopingCall(partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
-            loop.clock = self.reactor
-            loop.start(max(self.config["log.cleaner.backoff.ms"], 1) / 1000.0, now=False).addErrback(
-                lambda f: log.error("periodic task failed: %s", f.value))
-            self.cleaner_loops.append(loop)
+    # views of the parts' state (tests read them off the broker)
+    @property
+    def loops(self) -> list[task.LoopingCall]:
+        return self.scheduler.loops
 
-    def _off_reactor(self, name: str, work: Callable[[], Any]) -> defer.Deferred | None:
-        """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
-        flush() and checkpoint writes beside the reactor thread's appends. One run of each kind at
-        a time; the LoopingCall waits for the returned Deferred."""
-        if name in self.background or self.stopping:
-            return None
-        d = self.blocking.run(work)
-        d.addErrback(lambda f: log.error("%s failed: %s", name, f.value))
-        # (returning the popped Deferred itself would chain d onto itself: the LoopingCall would
-        # wait for ever and the job would run once)
-        d.addBoth(lambda _: self.background.pop(name, None) and None)
-        self.background[name] = d
-        return d
+    @property
+    def cleaner_loops(self) -> list[task.LoopingCall]:
+        return self.cleaner_threads.loops
 
     # -- storage: background work and log-dir failure ----------------------------------------------
     def _on_reactor(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -454,6 +420,7 @@ class KafkaBroker:
         if self.stopping:
             return
         self.stopping = True
+        self.listeners.shutting_down = True
         log.info("broker %d shutting down", self.broker_id)
         if self.authorizer is not None:
             self.authorizer.stop()
@@ -462,11 +429,8 @@ class KafkaBroker:
                 yield self._controlled_shutdown()
             except Exception:
                 log.exception("controlled shutdown failed")
-        if self.cleaner is not None:
-            self.cleaner.shutdown()         # a running pass stops at its next batch
-        for loop in self.loops + self.cleaner_loops:
-            if loop.running:
-                loop.stop()
+        self.cleaner_threads.stop()         # a running pass stops at its next batch
+        self.scheduler.stop()
         self.reactor_delay.stop()
         self.log_dir_mover.stop()
         yield self.listeners.stop_accepting()
@@ -479,8 +443,7 @@ class KafkaBroker:
         self.fetchers.shutdown()
         self.controller.resign("shutting down")
         yield self.kafka_zk.stop(2.0)
-        for pending in list(self.background.values()):
-            yield pending          # a checkpoint or flush still running in its thread
+        yield self.scheduler.wait()          # a checkpoint or flush still running in its thread
         self._checkpoint()
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
@@ -544,30 +507,6 @@ class KafkaBroker:
 
     def _on_metadata_change(self, change: MetadataChange) -> None:
         self.metadata_router.on_change(change)    # (the router is built after the sync it listens to)
-
-    def _apply_replication_rates(self) -> None:
-        self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
-        self.quotas.replication.follower.update_bound(self.config["follower.replication.throttled.rate"])
-        self.quotas.replication.alter_log_dirs.update_bound(
-            self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
-
-    def _dynamic_config_changed(self, changed: set[str]) -> None:
-        """Apply dynamic broker configs that changed: throttle rates at once; topic defaults (the
-        ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
-        every topic's effective config and handing the new log config to its partitions."""
-        self._apply_replication_rates()
-        if changed & LISTENER_RECONFIGURABLE and self.listeners.bound and not self.stopping:   # before start: it binds them
-            d = self.listeners.reconfigure(self._endpoints_changed)
-            d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
-        if changed & SASL_RECONFIGURABLE and self.listeners.bound:
-            self.listeners.reconfigure_sasl()
-        if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
-            self._start_cleaner_threads()
-        self.topic_configs.clear()
-        self.log_manager.default_config = self.topic_configs.log_config(None)
-        for topic in list(self.metadata.topics):
-            self.replica_manager.update_config(topic)
-        self.purgatory.check(METADATA_CHANGED)
 
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
         info = self.metadata.brokers.get(broker_id)
