@@ -17,7 +17,6 @@ keeps serving its other dirs, still registered. With no dir left it stops.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import time
@@ -31,7 +30,9 @@ from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.fetch_session import FetchSessionCache
+from kafkalite.broker.controlled_shutdown import ControlledShutdown
 from kafkalite.broker.heap import HeapKeeper
+from kafkalite.broker.inter_broker import InterBrokerRequests
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.reactor_delay import ReactorDelayMonitor
 from kafkalite.broker.metadata_router import MetadataRouter
@@ -61,9 +62,8 @@ from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.client import SessionState
-from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.errors import KafkaError
 from kafkalite.metadata import MetadataCache
-from kafkalite.net import client as net_client
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
@@ -93,7 +93,11 @@ def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
 
 
 class KafkaBroker:
-    """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
+    """One broker, as a composition root: it builds the parts (storage, ZooKeeper session,
+    replica manager, controller, coordinators, listeners, schedulers), wires them to each other
+    (:meth:`_wire`), and starts and stops them in Kafka's order; the work is the parts' own
+    (``listeners.py``, ``metadata_router.py``, ``scheduler.py``, ``cleaner_threads.py``,
+    ``controlled_shutdown.py``, ``inter_broker.py``, the reconfigurables of ``dynamic_config.py``).
 
     ``reactor`` is the broker's one clock and event loop; ``zk`` (a KafkaZkClient, default: one
     connected to ``zookeeper.connect``) and ``blocking`` (where blocking work runs, default: the
@@ -154,7 +158,7 @@ class KafkaBroker:
         # built before the reactor runs, so a bad key store or JAAS entry stops start-up with one line
         self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services,
                                          self._endpoints_changed)
-        self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
+        self.inter_broker = InterBrokerRequests(config, reactor, self.metadata)
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
                                    RateConfig(config["replication.quota.window.num"],
                                               config["replication.quota.window.size.seconds"] * 1000))
@@ -162,21 +166,18 @@ class KafkaBroker:
         self.metadata_router = MetadataRouter(lambda: self.broker_id, lambda: self.first_broker_epoch, self.metadata,
                                               lambda: self.sync, self.replica_manager, self.topic_configs,
                                               self.quotas, self.controller, self.purgatory)
-        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
-                                              functools.partial(net_client.connect, security=self.inter_broker_security),
+        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self.inter_broker.endpoint_of,
+                                              self.inter_broker.connect,
                                               quota=self.quotas.replication.follower)
-        self.replica_manager.fetchers = self.fetchers
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, reactor, self.clock,
                                          config["replica.fetch.max.bytes"], self.quotas.replication.alter_log_dirs)
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
-        self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
         self.reactor_delay = ReactorDelayMonitor(reactor, self.metrics.reactor_delay)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
-        self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager,
@@ -184,20 +185,39 @@ class KafkaBroker:
             fetch_sessions=self.fetch_sessions))
         self.metrics_port: Any = None
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
-                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],
+                                   self.inter_broker.endpoint_of, request_timeout_ms=config["request.timeout.ms"],
                                    groups=self.groups.coordinator,
-                                   connect=functools.partial(net_client.connect, security=self.inter_broker_security))
+                                   connect=self.inter_broker.connect)
         self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                      self.blocking, self.producer_ids, markers)   # transaction coordinator
+        self.controlled_shutdown = ControlledShutdown(config, reactor, self.metadata, self.controller,
+                                                      self.replica_manager, self.fetchers, self.inter_broker,
+                                                      lambda: self.broker_id, lambda: self.broker_epoch)
+        self.broker_epoch = -1               # czxid of our registration znode
+        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
+        self._wire()
+        registry.load_handlers()
+
+    def _wire(self) -> None:
+        """The second phase of construction: the links between parts built above that each
+        needed the other to exist (Kafka's KafkaServer.startup does the same after creating its
+        managers). Nothing runs yet; start() connects and registers."""
+        self.replica_manager.fetchers = self.fetchers
+        # role changes of __consumer_offsets / __transaction_state partitions load and unload the
+        # coordinators (in this order)
+        self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)
+        self.replica_manager.isr_listener = self.metrics.isr_changed
         # dynamic broker configs reach these, in this order (Kafka's addReconfigurable)
         for reconfigurable in (self.replication_rates, self.listeners, self.cleaner_threads,
                                DynamicLogConfig(self.topic_configs, self.metadata, self.log_manager,
                                                 self.replica_manager, self.purgatory)):
             self.dynamic_config.add_reconfigurable(reconfigurable)
-        self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
-        registry.load_handlers()
+
+    def _adopt_broker_id(self, broker_id: int) -> None:
+        """A generated broker id (``broker.id`` unset) reaches the parts that keep their own copy."""
+        self.broker_id = broker_id
+        self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = broker_id
 
     def services(self) -> BrokerServices:
         """What handlers get (built once the broker id is known)."""
@@ -226,8 +246,7 @@ class KafkaBroker:
         if self.authorizer is not None:
             yield self.authorizer.start()       # ACLs loaded before the first request is served
         if self.broker_id < 0:
-            self.broker_id = yield self._generate_broker_id()
-            self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
+            self._adopt_broker_id((yield self._generate_broker_id()))
         yield self.dynamic_config.start()
         self._unless_stopping("listening")
         advertised = self.listeners.start()
@@ -383,16 +402,8 @@ class KafkaBroker:
         if broker_id == self.broker_id:
             results = self.replica_manager.describe_log_dirs(None)
         else:
-            endpoint = self._endpoint_of(broker_id)
-            if endpoint is None:
-                raise KafkaError(f"broker {broker_id} has no {self.config.inter_broker_listener} endpoint")
-            timeout = self.config["controller.socket.timeout.ms"] / 1000.0
-            conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"controller-{self.broker_id}",
-                                            timeout, security=self.inter_broker_security)
-            try:
-                resp = yield conn.request(ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
-            finally:
-                conn.close()
+            resp = yield self.inter_broker.request(broker_id, f"controller-{self.broker_id}",
+                                                   ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None})
             results = resp["results"]
         return [(r["log_dir"], r["error_code"],
                  {(t["name"], p["partition_index"]) for t in r["topics"] for p in t["partitions"]})
@@ -426,7 +437,7 @@ class KafkaBroker:
             self.authorizer.stop()
         if self.config["controlled.shutdown.enable"] and self.sync.loaded:
             try:
-                yield self._controlled_shutdown()
+                yield self.controlled_shutdown.run()
             except Exception:
                 log.exception("controlled shutdown failed")
         self.cleaner_threads.stop()         # a running pass stops at its next batch
@@ -448,71 +459,8 @@ class KafkaBroker:
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
 
-    # -- controlled shutdown -----------------------------------------------------------------------
-    @defer.inlineCallbacks
-    def _controlled_shutdown(self) -> Any:
-        """Kafka's ``KafkaServer.controlledShutdown``: up to ``controlled.shutdown.max.retries``
-        attempts, ``controlled.shutdown.retry.backoff.ms`` apart, to have the controller move our
-        leaderships away; then wait until our own view shows them gone, so clients get
-        NOT_LEADER_OR_FOLLOWER and re-route rather than a closed socket. We stop following first:
-        a leader must not add us back to an ISR the controller just took us out of."""
-        self.fetchers.shutdown()
-        retries = self.config["controlled.shutdown.max.retries"]
-        backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
-        for attempt in range(1, retries + 1):
-            try:
-                code, remaining = yield self._ask_controller_to_shut_down()
-            except Exception as exc:
-                code, remaining = None, []
-                log.info("controlled shutdown attempt %d failed: %s", attempt, exc)
-            if code == ErrorCode.NONE and not remaining:
-                log.info("controlled shutdown succeeded (attempt %d)", attempt)
-                yield self._leaderships_gone(max(backoff, 2.0))
-                return True
-            if code is not None:
-                log.info("controlled shutdown attempt %d: %s, %d partition(s) still led here", attempt,
-                         ErrorCode(code).name, len(remaining))
-            if attempt < retries:
-                yield task.deferLater(self.reactor, backoff, lambda: None)
-        log.warning("proceeding to an unclean shutdown: all %d controlled shutdown attempts failed", retries)
-        return False
-
-    @defer.inlineCallbacks
-    def _ask_controller_to_shut_down(self) -> Any:
-        controller = self.metadata.controller_id
-        if controller == self.broker_id and self.controller.active:
-            result = yield self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
-            return result
-        endpoint = self._endpoint_of(controller) if controller >= 0 else None
-        if endpoint is None:
-            raise KafkaError(f"no reachable controller (controller id {controller})")
-        timeout = self.config["controller.socket.timeout.ms"] / 1000.0
-        conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout,
-                                        security=self.inter_broker_security)
-        try:
-            resp = yield conn.request(ApiKey.CONTROLLED_SHUTDOWN, 3,
-                                      {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
-        finally:
-            conn.close()
-        return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
-
-    @defer.inlineCallbacks
-    def _leaderships_gone(self, limit_s: float) -> Any:
-        """Wait (bounded) until the state watches have told us that we lead no replicated partition."""
-        deadline = self.reactor.seconds() + limit_s
-        while self.reactor.seconds() < deadline:
-            if not self.replica_manager.leads_replicated_partitions():
-                return
-            yield task.deferLater(self.reactor, 0.01, lambda: None)
-
     def _on_metadata_change(self, change: MetadataChange) -> None:
         self.metadata_router.on_change(change)    # (the router is built after the sync it listens to)
-
-    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        info = self.metadata.brokers.get(broker_id)
-        if info is None:
-            return None
-        return info.endpoint(self.config.inter_broker_listener)
 
 
 def run_broker(config: BrokerConfig) -> int:
