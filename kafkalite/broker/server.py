@@ -9,18 +9,15 @@ ControlledShutdown); then it stops accepting, answers waiting requests, closes t
 session (our ephemeral registration vanishes at once), flushes and closes the logs with a
 clean-shutdown marker.
 
-Log-dir failure (Kafka's ``ReplicaManager.handleLogDirFailure``): storage reports a failed dir
-from whatever thread met the error; the broker hops to the reactor, takes that dir's replicas
-offline (they answer KAFKA_STORAGE_ERROR, are no longer followed, their acks=all waiters are
-answered), writes ``/log_dir_event_notification`` so the controller moves their leadership, and
-keeps serving its other dirs, still registered. With no dir left it stops.
+Log-dir failure (Kafka's ``ReplicaManager.handleLogDirFailure``) is ``storage_events.py``'s: the
+broker keeps serving its other dirs, still registered; with no dir left it stops.
 """
 from __future__ import annotations
 
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import defer, task
 from twisted.internet.interfaces import IReactorCore
@@ -56,6 +53,7 @@ from kafkalite.quota import RateConfig
 from kafkalite.broker.runtime import BlockingRunner, Clock, ThreadPoolRunner
 from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.status_http import Health, site
+from kafkalite.broker.storage_events import StorageEvents
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.security import jaas
@@ -112,6 +110,8 @@ class KafkaBroker:
         self.clock = Clock(reactor)
         self.blocking: BlockingRunner = blocking or ThreadPoolRunner(reactor)
         self.broker_id = config.broker_id
+        self.broker_epoch = -1               # czxid of our registration znode
+        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
         self.metadata = MetadataCache()
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.purgatory = Purgatory(reactor)
@@ -119,15 +119,13 @@ class KafkaBroker:
         # Blocking on purpose: logs are recovered before the reactor runs (nothing to serve yet).
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms,
                                       producer_id_expiration_ms=config["producer.id.expiration.ms"])
-        # from now on storage's deferred file work (unlinks, epoch checkpoints) runs in the
-        # blocking runner; jobs handed over before the reactor runs wait for it
-        self.log_manager.background = self._storage_background
-        self.log_manager.add_failure_listener(lambda log_dir, reason: self._on_reactor(self._log_dir_failed, log_dir))
-        #: Why the broker stopped by itself (every log dir offline), for the exit code.
-        self.fatal: str | None = None
+        self.stopping = False
+        # storage's failures and deferred file work reach the broker through this from now on
+        self.storage_events = StorageEvents(reactor, self.blocking, self.log_manager, lambda: self.replica_manager,
+                                            lambda: self.kafka_zk, lambda: self.broker_id, lambda: self.broker_epoch,
+                                            lambda: self.stopping)
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
-        self.stopping = False
         self.scheduler = BrokerScheduler(reactor, self.blocking, lambda: self.stopping)
         self.cleaner_threads = CleanerThreads(config, reactor, self.log_manager, self.clock.now_ms, self.scheduler)
         self.kafka_zk = zk or KafkaZkClient(config["zookeeper.connect"],
@@ -193,8 +191,6 @@ class KafkaBroker:
         self.controlled_shutdown = ControlledShutdown(config, reactor, self.metadata, self.controller,
                                                       self.replica_manager, self.fetchers, self.inter_broker,
                                                       lambda: self.broker_id, lambda: self.broker_epoch)
-        self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
         self._wire()
         registry.load_handlers()
 
@@ -266,10 +262,7 @@ class KafkaBroker:
         self._start_loops()
         self.reactor_delay.start()
         self.groups.start()
-        if self.log_manager.offline_dirs:
-            # dirs that failed at start-up or before we registered: tell the controller now
-            self.replica_manager.take_offline(self.log_manager.offline_partitions())
-            self._report_log_dir_failure()
+        self.storage_events.offline_at_start()
         self.txns.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
@@ -355,45 +348,10 @@ class KafkaBroker:
     def cleaner_loops(self) -> list[task.LoopingCall]:
         return self.cleaner_threads.loops
 
-    # -- storage: background work and log-dir failure ----------------------------------------------
-    def _on_reactor(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn`` on the reactor thread (from any thread; queued until the reactor runs). A
-        memory reactor (in-process tests) has one thread only: run it now."""
-        call_from_thread = getattr(self.reactor, "callFromThread", None)
-        if call_from_thread is None:
-            fn(*args)
-        else:
-            call_from_thread(fn, *args)
-
-    def _storage_background(self, job: Callable[[], None]) -> None:
-        """LogManager's ``background``: the job goes to the blocking runner, handed over on the
-        reactor (storage may call this from a flush or cleaner thread)."""
-        def submit() -> None:
-            self.blocking.run(job).addErrback(lambda f: log.error("storage background job failed: %s", f.value))
-        self._on_reactor(submit)
-
-    def _log_dir_failed(self, log_dir: str) -> None:
-        """Reactor thread, once per failed dir: its replicas go offline here, the controller is
-        told, and the broker goes on serving its other dirs (stopping when none is left)."""
-        self.log_manager.handle_dir_failures()
-        self.replica_manager.take_offline(self.log_manager.partitions_in(log_dir))
-        if not self.log_manager.online_dirs:
-            self.fatal = f"every log dir is offline (last: {log_dir})"
-            log.critical("broker %d: %s; shutting down", self.broker_id, self.fatal)
-            if not self.stopping:
-                self.reactor.stop()          # run_broker's shutdown trigger runs shutdown()
-            return
-        self._report_log_dir_failure()
-
-    def _report_log_dir_failure(self) -> None:
-        """``/log_dir_event_notification/log_dir_event_<seq>`` naming us: the controller then asks
-        us with DescribeLogDirs which replicas are offline. Before we are registered start() does it."""
-        if self.broker_epoch < 0 or self.stopping:
-            return
-        d = self.kafka_zk.propagate_log_dir_event(self.broker_id)
-        d.addCallbacks(lambda path: log.info("reported offline log dir(s) %s at %s",
-                                             ", ".join(self.log_manager.offline_dirs), path),
-                       lambda f: log.error("could not report the log dir failure: %s", f.value))
+    @property
+    def fatal(self) -> str | None:
+        """Why the broker stopped by itself (every log dir offline), for the exit code."""
+        return self.storage_events.fatal
 
     @defer.inlineCallbacks
     def _describe_log_dirs_of(self, broker_id: int) -> Any:
