@@ -203,10 +203,12 @@ def scenario_number(scenario: str) -> int:
 
 def doc_table(rows: list[Row]) -> str:
     """The documentation's benchmark table: the published rows side by side, in scenario order,
-    without the latency rows' p99.9 and max (bench/RESULTS.md keeps every row)."""
+    without the latency rows' p99.9 and max and the console pages' max (bench/RESULTS.md keeps
+    every row)."""
     shown = Results(Path("."), "-")
     shown.rows = sorted((r for r in rows if " p99.9," not in r.metric and not r.metric.startswith(("end-to-end max",
-                                                                                                  "produce-to-ack max"))),
+                                                                                                  "produce-to-ack max"))
+                         and not r.metric.endswith(": max")),
                         key=lambda r: scenario_number(r.scenario))
     return shown.side_by_side()
 

@@ -12,8 +12,8 @@ consumers in groups, bench/many_clients.py; kafkalite only: its aiokafka clients
 partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), ``transactions`` (12,
 kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), ``quotas``
 (13, kafkalite only: a well-behaved producer's latency next to a greedy one, with and without a
-quota on it), ``security`` (14, kafkalite only: produce and consume over PLAINTEXT and SASL_SSL),
-or ``all``.
+quota on it), ``security`` (14, kafkalite only: produce and consume over PLAINTEXT and SASL_SSL), ``console`` (15, kafkalite
+only: the web console's pages at 10,000 partitions, bench/console_pages.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -58,7 +58,7 @@ PUBLISHED = ROOT / "bench" / "RESULTS.json"
 CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
-         "security"]
+         "security", "console"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
@@ -147,6 +147,11 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
     if "security" in chosen and isinstance(system, Kafkalite):
         print(f"== {system.name}: PLAINTEXT and SASL_SSL", flush=True)
         scenarios.security(system.zookeeper, system.workdir / "security", results, sizes)
+    if "console" in chosen and isinstance(system, Kafkalite):
+        print(f"== {system.name}: web console at {sizes.console_partitions:,} partitions", flush=True)
+        scenarios.console(system.zookeeper, system.workdir / "console", results, sizes)
+    elif "console" in chosen:
+        print(f"   {system.name}: scenario 15 skipped: Kafka 0.9.0.1 has no web console", flush=True)
 
 
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
@@ -296,6 +301,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="GB produced in scenario 5 while a consumer reads them (default 20)")
     ap.add_argument("--clients", help="comma-separated client counts for scenario 9 (default 1000,2000)")
     ap.add_argument("--partitions", help="comma-separated partition counts for scenario 10 (default 10000,30000)")
+    ap.add_argument("--console-partitions", type=int,
+                    help="RF 3 partitions on the cluster of scenario 15 (default 10,000; --quick: 300)")
+    ap.add_argument("--console-views", type=int, help="views of each console page per run (default 20; --quick: 5)")
+    ap.add_argument("--console-records", type=int,
+                    help="records in the partition the message browser reads (default 100,000)")
     ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
@@ -310,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = Sizes.quick(runs) if args.quick else Sizes(runs=runs, failover_runs=runs)
     for attr, value in (("records", args.records), ("latency_seconds", args.latency_seconds),
                         ("growth_gb", args.growth_gb), ("live_gb", args.live_gb), ("failover_runs", args.failover_runs),
-                        ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb)):
+                        ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb),
+                        ("console_partitions", args.console_partitions), ("console_views", args.console_views),
+                        ("console_records", args.console_records)):
         if value is not None:
             setattr(sizes, attr, value)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling_load, latency_probe, load, partitions
+from bench import ceiling_load, console_pages, latency_probe, load, partitions
 from bench import many_clients as many_clients_load
 from bench.report import Results, Row
 from bench.systems import System
@@ -45,13 +45,17 @@ class Sizes:
     live_gb: float = 20.0
     failover_rate: float = 2_000
     failover_runs: int = 5
+    console_partitions: int = 10_000
+    console_records: int = 100_000
+    console_views: int = 20
 
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
                    latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
                    partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2, quota_seconds=4.0,
-                   growth_gb=0.2, live_gb=0.5, failover_runs=runs)
+                   growth_gb=0.2, live_gb=0.5, failover_runs=runs, console_partitions=300,
+                   console_records=5_000, console_views=5)
 
 
 def rss_kib(pid: int) -> int:
@@ -260,6 +264,48 @@ def security(zookeeper: Any, workdir: Path, results: Results, sizes: Sizes) -> N
     finally:
         system.stop()
 
+
+
+# ------------------------------------------------------------------------------ 15: web console
+
+CONSOLE_SCENARIO = "15 web console (kafkalite only: Kafka 0.9.0.1 has none)"
+
+
+def console_rows(count: int, runs: list[list[console_pages.PageFigures]], system: str) -> list[Row]:
+    """One row per page and figure: p50, p95 and max of each run's views (ms), and the brokers'
+    Metadata and DescribeLogDirs requests per view; every view's time is kept in ``extra``."""
+    rows = []
+    for i, first in enumerate(runs[0]):
+        per_run = [run[i] for run in runs]
+        label = f"{count:,} partitions RF3, 3 brokers: {first.page.label}"
+        stats = [console_pages.percentiles(f.ms) for f in per_run]
+        extra = {"views_ms": [[round(ms, 2) for ms in f.ms] for f in per_run]}
+        for j, what in enumerate(("p50", "p95", "max")):
+            rows.append(Row(CONSOLE_SCENARIO, f"{label}: {what}", system, "ms", [s[j] for s in stats],
+                            higher_is_better=False, note=f"{len(first.ms)} views per run", extra=extra))
+        for name in console_pages.COUNTED:
+            rows.append(Row(CONSOLE_SCENARIO, f"{label}: {name} requests per view", system, "requests",
+                            [f.requests_per_view[name] for f in per_run], higher_is_better=False,
+                            note="delta of the brokers' request counters over the views, all brokers"))
+    return rows
+
+
+def console(zookeeper: Any, workdir: Path, results: Results, sizes: Sizes) -> None:
+    """Scenario 15 (kafkalite; issue 31): the web console's topics list, topic page, message
+    browser and overview on 3 brokers with ``sizes.console_partitions`` RF 3 partitions
+    (bench/console_pages.py): p50/p95/max ms of ``sizes.console_views`` views per page, and the
+    brokers' Metadata and DescribeLogDirs requests per view."""
+    from bench.systems import MeteredKafkalite
+
+    system = MeteredKafkalite(zookeeper, workdir)
+    system.start(3)
+    try:
+        runs = list(console_pages.console_pages(system, sizes.console_partitions, sizes.console_records,
+                                                sizes.console_views, sizes.runs))
+    finally:
+        system.stop()
+    for row in console_rows(sizes.console_partitions, runs, system.name):
+        results.add(row)
 
 # ------------------------------------------------------------------------------ 1, 2: one broker
 

@@ -127,6 +127,16 @@ class Kafkalite(System):
         self.wait_topic(topic, partitions, replication)
 
 
+
+class MeteredKafkalite(Kafkalite):
+    """kafkalite whose brokers serve /metrics on a free port each (scenario 15 reads their
+    request counters and points the console's charts at them)."""
+
+    def _make_broker(self, cluster: Cluster, broker_id: int) -> BrokerProcess:
+        from bench.broker import BenchBroker
+        from kafkalite.cluster.processes import free_port
+        return BenchBroker(cluster, broker_id, {}, metrics_port=free_port())
+
 class Kafka09(System):
     name = KAFKA
     raw_produce_version = 1      # v0 message sets: the newest 0.9 understands

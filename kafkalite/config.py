@@ -147,7 +147,7 @@ class ConfigKey:
     """One broker property. ``ignored``: Kafka has it and kafkalite accepts it (so existing
     ``server.properties`` files load and DescribeConfigs reports it), but nothing reads it; ``doc``
     then says why. Every other key is read by the broker with Kafka's meaning
-    (tests/unit/broker/test_config_truth.py holds both claims to the code)."""
+    (tests/unit/test_config_truth.py holds both claims to the code)."""
 
     name: str
     kind: str                      # boolean | string | int | short | long | double | list | password

@@ -555,10 +555,10 @@ def main(argv: list[str] | None = None) -> int:
     cluster: LocalCluster | None = None
     try:
         fresh_data_dir(data_dir)
-        say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103 and a schema registry as local "
-            f"processes under {data_dir} ...")
+        say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103, a schema registry and the web console "
+            f"as local processes under {data_dir} ...")
         secure = make_secure_setup(data_dir / "pki") if args.secure else None
-        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True,
+        cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True, console=True,
                                overrides=secure.broker_overrides() if secure else None)
         secure_ports: dict[int, int] = {}
         if secure is not None:
@@ -576,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
         assert cluster.ensemble is not None and cluster.registry is not None
         say(f"cluster ready in {time.monotonic() - t_start:.1f} s: bootstrap servers {bootstrap}, "
             f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}, "
-            f"schema registry {cluster.registry.url}")
+            f"schema registry {cluster.registry.url}"
+            + (f", web console {cluster.console.url}" if cluster.console is not None else ""))
         return demo(args, cluster, bootstrap, t_start)
     except KeyboardInterrupt:
         say("interrupted")

@@ -11,12 +11,15 @@ symbolic until :mod:`spark_integration.planning` resolves them against ListOffse
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from kafkalite.client.errors import ClientError
 from kafkalite.client.security import PLAINTEXT, ClientSecurity
+
+log = logging.getLogger(__name__)
 
 #: Offsets JSON sentinels, as in Spark's Kafka source (and Kafka's ListOffsets).
 EARLIEST = -2
@@ -83,7 +86,11 @@ class SourceOptions:
     include_headers: bool = False
     min_partitions: int | None = None
     max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000   # maxTriggerDelay, Spark's default 15m
     group_id: str | None = None
+    #: the group a streaming query commits each processed batch to (groupId, else kafka.group.id)
+    commit_group_id: str | None = None
     isolation_level: int = 0                     # 0 read_uncommitted (Spark's default); 1 read_committed: ends at the LSO
     max_partition_fetch_bytes: int = 4 << 20
     request_timeout_ms: int = 30000
@@ -184,6 +191,16 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
 
     min_parts = _positive_int(opts, "minpartitions", "minPartitions")
     max_per_trigger = _positive_int(opts, "maxoffsetspertrigger", "maxOffsetsPerTrigger")
+    min_per_trigger = _positive_int(opts, "minoffsetspertrigger", "minOffsetsPerTrigger")
+    if min_per_trigger is not None and max_per_trigger is not None and min_per_trigger > max_per_trigger:
+        raise ValueError(f"The value of minOffsetPerTrigger({min_per_trigger}) is higher than the "
+                         f"maxOffsetsPerTrigger({max_per_trigger}).")
+    max_delay_ms = duration_ms(opts.get("maxtriggerdelay", "15m"), "maxTriggerDelay")
+    if streaming is False:
+        for key, name in (("maxoffsetspertrigger", "maxOffsetsPerTrigger"),
+                          ("minoffsetspertrigger", "minOffsetsPerTrigger"), ("maxtriggerdelay", "maxTriggerDelay")):
+            if key in opts:
+                log.warning("%s option ignored in batch queries", name)
     group_id = opts.get("groupid", "").strip() or None
     if "groupid" in opts and group_id is None:
         raise ValueError("Option 'groupId' must not be empty")
@@ -196,7 +213,9 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         starting=starting, ending=ending, starting_timestamp_strategy=ts_strategy,
         fail_on_data_loss=_bool(opts, "failondataloss", "failOnDataLoss", True),
         include_headers=_bool(opts, "includeheaders", "includeHeaders", False),
-        min_partitions=min_parts, max_offsets_per_trigger=max_per_trigger, group_id=group_id,
+        min_partitions=min_parts, max_offsets_per_trigger=max_per_trigger, min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=max_delay_ms, group_id=group_id,
+        commit_group_id=group_id or opts.get("kafka.group.id", "").strip() or None,
         isolation_level=1 if isolation == "read_committed" else 0,
         max_partition_fetch_bytes=_positive_int(opts, "kafka.max.partition.fetch.bytes",
                                                 "kafka.max.partition.fetch.bytes") or 4 << 20,
@@ -249,6 +268,18 @@ def _avro_options(opts: Mapping[str, str]) -> tuple[str | None, AvroSubject | No
         raise ValueError("Option 'schemaRegistryUrl' needs 'keyAvroSubject' and/or 'valueAvroSubject' "
                          "(the subjects whose schemas the columns are decoded to)")
     return url, found["key"], found["value"]
+
+
+_DURATION_UNITS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60000, "min": 60000, "h": 3600000, "d": 86400000}
+
+
+def duration_ms(text: str, name: str) -> int:
+    """Spark's time strings (``JavaUtils.timeStringAsMs``): a number with us, ms, s, m/min, h or d
+    (a bare number is milliseconds)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", text.lower())
+    if m is None or m.group(2) not in ("", *_DURATION_UNITS):
+        raise ValueError(f"Invalid value '{text}' for option '{name}': expected a duration such as 15m, 30s, 500ms")
+    return int(int(m.group(1)) * _DURATION_UNITS.get(m.group(2), 1))
 
 
 def _camel(key: str) -> str:

@@ -197,6 +197,15 @@ def rate_limit(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartiti
     return out
 
 
+def delay_batch(new_records: int, min_offsets: int | None, max_delay_ms: int, now_ms: int, last_ms: int) -> bool:
+    """Spark's ``minOffsetsPerTrigger``/``maxTriggerDelay``: hold the next micro-batch back while
+    fewer than ``min_offsets`` records are new, unless ``max_delay_ms`` passed since the last one
+    (``last_ms`` 0: no batch yet, so the first is never held)."""
+    if min_offsets is None or now_ms - last_ms >= max_delay_ms:
+        return False
+    return new_records < min_offsets
+
+
 def offsets_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
     """Spark's Kafka offset JSON shape ``{"topic": {"0": 42}}`` (string keys, as JSON wants)."""
     out: dict[str, dict[str, int]] = {}

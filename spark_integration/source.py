@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
@@ -33,11 +34,12 @@ from spark_integration.broker_io import Planner, ReadSettings, read_range
 from spark_integration.options import SourceOptions, parse_options, security_from_options
 from spark_integration.planning import (
     PlannedRange, offsets_from_json, offsets_json, plan_ranges, rate_limit, resolve_spec, offset_queries,
-    apply_committed, split_ranges,
+    apply_committed, delay_batch, split_ranges,
 )
 
 if TYPE_CHECKING:
     from spark_integration.avro import ReaderSchema
+    from spark_integration.sink import KafkaliteBatchWriter, KafkaliteStreamWriter
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +136,18 @@ class KafkaliteDataSource(DataSource):
         _check_schema(schema, opts, avro)
         return KafkaliteBatchReader(opts, getattr(self, "_frozen_plan", None), avro)
 
+    def writer(self, schema: StructType, overwrite: bool) -> "KafkaliteBatchWriter":
+        """The sink (:mod:`spark_integration.sink`), Spark's Kafka sink columns and options."""
+        from spark_integration.sink import batch_writer
+        if overwrite:
+            raise ValueError("Save mode Overwrite not allowed for Kafka. Allowed save modes are Append "
+                             "(PySpark data sources cannot take ErrorIfExists, Spark's Kafka default).")
+        return batch_writer(self.options, schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "KafkaliteStreamWriter":
+        from spark_integration.sink import stream_writer
+        return stream_writer(self.options, schema)
+
     def streamReader(self, schema: StructType) -> "KafkaliteStreamReader":
         opts = self._opts(streaming=True)
         avro = self._avro(opts)
@@ -197,6 +211,8 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.avro = avro
         self.target: dict | None = None
         self._planner: Planner | None = None
+        self._latest: dict | None = None          # what reportLatestOffset shows (the backlog's end)
+        self._last_trigger_ms = 0                 # minOffsetsPerTrigger / maxTriggerDelay bookkeeping
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_planner": None}
@@ -235,12 +251,25 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
             latest = {tp: min(o, target[tp]) for tp, o in latest.items() if tp in target}
         begin = offsets_from_json(start)
         begin = {tp: begin.get(tp, earliest[tp]) for tp in latest}   # new partitions start at earliest
+        self._latest = offsets_json(latest)
+        if self.target is None:                   # availableNow takes everything up to its snapshot
+            new = sum(max(o - begin[tp], 0) for tp, o in latest.items())
+            now = int(time.time() * 1000)
+            if delay_batch(new, self.opts.min_offsets_per_trigger, self.opts.max_trigger_delay_ms, now,
+                           self._last_trigger_ms):
+                return start                      # the same offsets: Spark runs no batch this trigger
+            self._last_trigger_ms = now
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         ends = rate_limit(begin, {tp: max(o, begin[tp]) for tp, o in latest.items()}, max_rows)
         # a partition that left the subscription keeps its offset so the JSON stays comparable
         for tp, o in offsets_from_json(start).items():
             ends.setdefault(tp, o)
         return offsets_json(ends)
+
+    def reportLatestOffset(self) -> dict | None:
+        """The newest offsets seen: Spark's progress shows them as the source's ``latestOffset``
+        next to ``endOffset``, so the backlog (back pressure) is visible per trigger."""
+        return self._latest
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = offsets_from_json(start), offsets_from_json(end)
@@ -258,10 +287,12 @@ class KafkaliteStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return _read(partition)
 
     def commit(self, end: dict) -> None:
-        """Spark's source commits nothing; with ``groupId`` the processed offsets go to the group,
-        so ``kafkalite-consumer-groups --describe`` shows the query's lag."""
-        if self.opts.group_id:
-            self.planner.commit(self.opts.group_id, offsets_from_json(end))
+        """Spark's source commits nothing; with ``groupId`` (or ``kafka.group.id``) the processed
+        offsets go to the group, so ``kafkalite-consumer-groups --describe`` shows the query's lag.
+        Spark calls this once the batch's output is committed (the last batch of a run: when the
+        next run starts)."""
+        if self.opts.commit_group_id:
+            self.planner.commit(self.opts.commit_group_id, offsets_from_json(end))
 
     def stop(self) -> None:
         if self._planner is not None:

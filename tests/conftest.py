@@ -28,7 +28,9 @@ from kafkalite.protocol import codec  # noqa: E402
 from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401,E402  (fixtures)
 from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401,E402
 from tests.support.registry import registry_factory  # noqa: F401,E402
+from tests.support.connect import connect_factory  # noqa: F401,E402
 from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402
+from tests.support.postgres import postgres, postgres_factory  # noqa: F401,E402
 
 assert codec.STRICT_ENV == "KAFKALITE_STRICT_CODEC"
 codec.set_strict(True)      # also when a plugin imported the codec before this file ran
@@ -51,8 +53,8 @@ def lenient_codec() -> Iterator[None]:
     finally:
         codec.set_strict(True)
 
-_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "interop": "interop",
-                "fault": "fault", "docker": "docker", "spark": "spark"}
+_TIER_BY_DIR = {"unit": "unit", "inprocess": "inprocess", "integration": "integration", "interop": "interop",
+                "fault": "fault", "docker": "docker", "spark": "spark", "browser": "browser"}
 _TESTS_DIR = Path(__file__).resolve().parent
 
 

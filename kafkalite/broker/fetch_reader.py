@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, Partition
 from kafkalite.errors import ErrorCode, KafkaError
+from kafkalite.protocol.messages_typed import (FetchResponse, FetchResponseEpochEndOffset,
+                                               FetchResponseFetchableTopicResponse, FetchResponsePartitionData)
 from kafkalite.quota.replication import ReplicationQuota
 from kafkalite.records.legacy import UnsupportedForMagic, convert_for_reader, cut_to_size
 
@@ -73,10 +75,10 @@ class FetchParams:
 class FetchRead(NamedTuple):
     """One read of a request's partitions."""
 
-    body: dict[str, Any]
+    body: FetchResponse
     total: int                      #: record bytes
     had_error: bool
-    entries: list[dict[str, Any]]   #: in ``wanted`` order
+    entries: list[FetchResponsePartitionData]   #: in ``wanted`` order
     #: a follower's session only (empty otherwise), in ``wanted`` order (see :data:`IdleMark`)
     marks: list[IdleMark]
 
@@ -106,7 +108,7 @@ class FetchReader:
             resolved[i] = part
         return part
 
-    def diverging(self, part: Partition, p: Mapping[str, Any]) -> dict[str, int] | None:
+    def diverging(self, part: Partition, p: Mapping[str, Any]) -> FetchResponseEpochEndOffset | None:
         """Fetch v12 (KIP-320 for followers, Kafka's Partition.readRecords): the fetcher's
         ``last_fetched_epoch`` ended earlier in this leader's log than its fetch offset (or the
         leader knows only older epochs): answer where that epoch ends, with no records, and the
@@ -172,12 +174,12 @@ class FetchReader:
         budget = params.max_bytes
         total = 0
         had_error = False
-        responses: list[dict[str, Any]] = []
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        entries: list[dict[str, Any]] = []
+        responses: list[FetchResponseFetchableTopicResponse] = []
+        by_topic: dict[str, list[FetchResponsePartitionData]] = {}
+        entries: list[FetchResponsePartitionData] = []
         marks: list[IdleMark] = []
 
-        def add(topic: str, entry: dict[str, Any], mark: IdleMark | None = None) -> None:
+        def add(topic: str, entry: FetchResponsePartitionData, mark: IdleMark | None = None) -> None:
             if topic not in by_topic:
                 by_topic[topic] = []
                 responses.append({"topic": topic, "partitions": by_topic[topic]})
@@ -189,7 +191,7 @@ class FetchReader:
             if reuse is not None and only is not None and (topic, p["partition"]) not in only:
                 add(topic, reuse.entries[i], reuse.marks[i] if tracked else None)
                 continue
-            entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
+            entry: FetchResponsePartitionData = {"partition_index": p["partition"], "error_code": 0, "high_watermark": -1,
                      "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                      "preferred_read_replica": -1,
                      # never null, errors included (Kafka sends MemoryRecords.EMPTY): librdkafka
@@ -202,8 +204,9 @@ class FetchReader:
                 part = self.leader_of(i, topic, p)
                 diverged = self.diverging(part, p)
                 if diverged is not None:
-                    entry.update(diverging_epoch=diverged, high_watermark=part.high_watermark,
-                                 last_stable_offset=part.last_stable_offset, log_start_offset=part.log_start_offset)
+                    entry["diverging_epoch"], entry["high_watermark"] = diverged, part.high_watermark
+                    entry["last_stable_offset"], entry["log_start_offset"] = (part.last_stable_offset,
+                                                                              part.log_start_offset)
                     had_error = True          # answer at once, as Kafka's DelayedFetch does
                     add(topic, entry)
                     continue
@@ -246,7 +249,7 @@ class FetchReader:
                 entry["error_code"] = int(exc.code)
                 had_error = True
             add(topic, entry)
-        body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+        body: FetchResponse = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
         return FetchRead(body, total, had_error, entries, marks)
 
     def news(self, topic: str, p: Mapping[str, Any], i: int | None = None) -> bool | None:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafkalite.errors import ErrorCode
+from kafkalite.protocol.messages_typed import FetchResponseFetchableTopicResponse, FetchResponsePartitionData, records_size
 from kafkalite.topic_partition import TopicPartition
 
 #: session id 0: no session (Kafka's INVALID_SESSION_ID)
@@ -62,7 +63,7 @@ class CachedPartition:
         """Kafka's CachedPartition.maybeUpdateResponseData: does an incremental answer carry this
         partition? Records, an error, a diverging epoch, a preferred read replica, or a changed
         high watermark / log start offset / last stable offset. ``update`` stores what is sent."""
-        respond = bool(entry["error_code"]) or len(entry["records"]) > 0 \
+        respond = bool(entry["error_code"]) or records_size(entry["records"]) > 0 \
             or entry.get("diverging_epoch") is not None or entry.get("preferred_read_replica", -1) >= 0
         hw, lso, lst = entry["high_watermark"], entry["log_start_offset"], entry["last_stable_offset"]
         if hw != self.high_watermark or lso != self.log_start_offset \
@@ -205,7 +206,7 @@ class FetchSessionCache:
         self.incremental_fetches += 1
         return FetchContext(session.wanted(), session=session)
 
-    def create(self, ctx: FetchContext, responses: list[dict[str, Any]], now_ms: int) -> int:
+    def create(self, ctx: FetchContext, responses: list[FetchResponseFetchableTopicResponse], now_ms: int) -> int:
         """A full fetch answered: open its session if a slot is free (or one can be evicted);
         the cached offsets are the ones just sent. Returns the id, 0 when none (sessionless)."""
         if not ctx.wanted or not self._make_room(ctx.privileged, len(ctx.wanted), now_ms):
@@ -223,19 +224,20 @@ class FetchSessionCache:
         return session_id
 
     def incremental_responses(self, session: FetchSession,
-                              responses: list[dict[str, Any]]) -> list[dict[str, Any]]:
+                              responses: list[FetchResponseFetchableTopicResponse],
+                              ) -> list[FetchResponseFetchableTopicResponse]:
         """Keep only the partitions an incremental answer carries (updating the cached offsets);
         partitions that returned records move to the end of the session's order."""
-        kept: list[dict[str, Any]] = []
+        kept: list[FetchResponseFetchableTopicResponse] = []
         for t in responses:
             topic = t["topic"]
-            parts = []
+            parts: list[FetchResponsePartitionData] = []
             for entry in t["partitions"]:
                 key = (topic, entry["partition_index"])
                 cached = session.partitions.get(key)
                 if cached is None or cached.must_respond(entry):
                     parts.append(entry)
-                    if cached is not None and len(entry["records"]):
+                    if cached is not None and records_size(entry["records"]):
                         session.partitions.move_to_end(key)
             if parts:
                 kept.append({"topic": topic, "partitions": parts})

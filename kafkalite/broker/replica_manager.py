@@ -26,6 +26,7 @@ from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import LONG_MAX, BrokerConfig, kafka_version
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError, RecordValidationError
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
+from kafkalite.protocol.messages_typed import DescribeLogDirsResponseDescribeLogDirsPartition, DescribeLogDirsResponseDescribeLogDirsResult
 from kafkalite.records.batch import BatchInfo, validate_batches
 from kafkalite.records.control import ControlType
 from kafkalite.records.legacy import to_stored_format
@@ -155,13 +156,13 @@ class ReplicaManager:
                       ", ".join(f"{p.topic}-{p.index}" for p in gone))
         return gone
 
-    def describe_log_dirs(self, topics: dict[str, set[int]] | None) -> list[dict[str, Any]]:
+    def describe_log_dirs(self, topics: dict[str, set[int]] | None) -> list[DescribeLogDirsResponseDescribeLogDirsResult]:
         """DescribeLogDirs' ``results``: every configured dir, an offline one with
         KAFKA_STORAGE_ERROR and no topics; ``topics`` filters (None: all). The offset lag of a
         current log is max(0, high watermark - log end), as Kafka's ``getLogEndOffsetLag``."""
-        results: list[dict[str, Any]] = []
+        results: list[DescribeLogDirsResponseDescribeLogDirsResult] = []
         for info in self.logs.describe_dirs():
-            by_topic: dict[str, list[dict[str, Any]]] = {}
+            by_topic: dict[str, list[DescribeLogDirsResponseDescribeLogDirsPartition]] = {}
             for (topic, index), size in info.partitions.items():
                 if topics is not None and index not in topics.get(topic, ()):
                     continue

@@ -15,12 +15,10 @@ confirmation unless ``--force``.
 from __future__ import annotations
 
 import sys
-from functools import partial
 from typing import Any, Iterable
 
+from kafkalite.client.admin import Admin
 from kafkalite.client.core import KafkaClient
-from kafkalite.client.errors import check
-from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.security.acl import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AccessControlEntry, AclBinding,
                                     AclBindingFilter, Operation, PatternType, Permission, ResourcePattern,
                                     ResourceType, group_by_pattern)
@@ -154,20 +152,8 @@ def pattern_filters(args: Any) -> list[tuple[ResourceType, str | None, PatternTy
     return named or [(ResourceType.ANY, None, PatternType.ANY if args.resource_pattern_type == "literal" else pt)]
 
 
-def filter_body(f: AclBindingFilter) -> dict[str, Any]:
-    return {"resource_type_filter": int(f.resource_type), "resource_name_filter": f.name,
-            "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal, "host_filter": f.host,
-            "operation": int(f.operation), "permission_type": int(f.permission)}
-
-
 def describe(client: KafkaClient, flt: AclBindingFilter) -> list[AclBinding]:
-    resp = client._with_retries(partial(client.send, None, ApiKey.DESCRIBE_ACLS, filter_body(flt)), "DescribeAcls")
-    check(resp["error_code"], "DescribeAcls", resp.get("error_message"))
-    return [AclBinding(ResourcePattern(ResourceType(r["resource_type"]), r["resource_name"],
-                                       PatternType(r.get("pattern_type", PatternType.LITERAL))),
-                       AccessControlEntry(a["principal"], a["host"], Operation(a["operation"]),
-                                          Permission(a["permission_type"])))
-            for r in resp["resources"] for a in r["acls"]]
+    return Admin(client=client).describe_acls(flt)
 
 
 def show(title: str, pattern: ResourcePattern, acl_entries: Iterable[AccessControlEntry]) -> None:
@@ -186,13 +172,7 @@ def main(argv: list[str]) -> int:
         if args.add:
             for pattern, acl_entries in group_by_pattern(wanted).items():
                 show("Adding ACLs for resource", pattern, acl_entries)
-            body = {"creations": [{"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
-                                   "resource_pattern_type": int(b.pattern.pattern_type), "principal": b.entry.principal,
-                                   "host": b.entry.host, "operation": int(b.entry.operation),
-                                   "permission_type": int(b.entry.permission)} for b in wanted]}
-            resp = client._with_retries(partial(client.send, None, ApiKey.CREATE_ACLS, body), "CreateAcls")
-            for result in resp["results"]:
-                check(result["error_code"], "CreateAcls", result.get("error_message"))
+            Admin(client=client).create_acls(wanted)
             for pattern in group_by_pattern(wanted):
                 current = describe(client, AclBindingFilter(pattern.resource_type, pattern.name, pattern.pattern_type,
                                                             None, None, Operation.ANY, Permission.ANY))
@@ -217,12 +197,7 @@ def main(argv: list[str]) -> int:
                 sys.stdout.flush()
                 if not sys.stdin.readline().strip().lower().startswith("y"):
                     return 0
-            resp = client._with_retries(partial(client.send, None, ApiKey.DELETE_ACLS,
-                                                {"filters": [filter_body(f) for f in acl_filters]}), "DeleteAcls")
-            for result in resp["filter_results"]:
-                check(result["error_code"], "DeleteAcls", result.get("error_message"))
-                for m in result["matching_acls"]:
-                    check(m["error_code"], "DeleteAcls", m.get("error_message"))
+            Admin(client=client).delete_acls(acl_filters)
             for rt, name, pt in filters:
                 current = describe(client, AclBindingFilter(rt, name, pt, None, None, Operation.ANY, Permission.ANY))
                 for pattern, acl_entries in group_by_pattern(current).items():

@@ -12,8 +12,10 @@ from typing import Any, Mapping, NamedTuple, Sequence
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, Operation, PatternType,
+                                    Permission, ResourcePattern, ResourceType)
 
-from .cluster import TopicPartition
+from .cluster import ClusterMetadata, TopicPartition
 from .core import KafkaClient
 from .errors import ClientError, check
 from .security import ClientSecurity
@@ -255,12 +257,14 @@ class Admin:
         return client._with_retries(attempt, "DeleteRecords") if todo else done
 
     def describe_log_dirs(self, broker_ids: Sequence[int] | None = None,
-                          topics: Sequence[str] | None = None) -> dict[int, list[LogDirDescription]]:
+                          topics: Sequence[str] | None = None, *,
+                          metadata: ClusterMetadata | None = None) -> dict[int, list[LogDirDescription]]:
         """DescribeLogDirs on each broker (None: every broker in the metadata): per broker its log
         dirs, each with its error (KAFKA_STORAGE_ERROR for an offline dir) and the replicas it holds.
         ``topics`` narrows the answer to every partition of those topics (an unknown topic simply
-        has none, as in Kafka)."""
-        md = self.client.metadata(list(topics) if topics else None)
+        has none, as in Kafka). A caller that already holds a Metadata answer covering ``topics``
+        passes it as ``metadata`` (the console's topics page: one Metadata request per view)."""
+        md = metadata if metadata is not None else self.client.metadata(list(topics) if topics else None)
         if broker_ids is None:
             broker_ids = sorted(md.brokers)
         unknown = [b for b in broker_ids if b not in md.brokers]
@@ -322,6 +326,40 @@ class Admin:
                                          "AlterClientQuotas")
         for entry in resp["entries"]:
             check(entry["error_code"], "AlterClientQuotas", entry.get("error_message"))
+
+    # -- ACLs -------------------------------------------------------------------------------
+    def describe_acls(self, flt: AclBindingFilter) -> list[AclBinding]:
+        """DescribeAcls: the bindings matching ``flt`` (SECURITY_DISABLED without an authorizer)."""
+        resp = self.client._with_retries(partial(self.client.send, None, ApiKey.DESCRIBE_ACLS, _acl_filter_body(flt)),
+                                         "DescribeAcls")
+        check(resp["error_code"], "DescribeAcls", resp.get("error_message"))
+        return [AclBinding(ResourcePattern(ResourceType(r["resource_type"]), r["resource_name"],
+                                           PatternType(r.get("pattern_type", PatternType.LITERAL))),
+                           AccessControlEntry(a["principal"], a["host"], Operation(a["operation"]),
+                                              Permission(a["permission_type"])))
+                for r in resp["resources"] for a in r["acls"]]
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """CreateAcls; the first refused binding's error is raised."""
+        body = {"creations": [{"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
+                               "resource_pattern_type": int(b.pattern.pattern_type), "principal": b.entry.principal,
+                               "host": b.entry.host, "operation": int(b.entry.operation),
+                               "permission_type": int(b.entry.permission)} for b in bindings]}
+        resp = self.client._with_retries(partial(self.client.send, None, ApiKey.CREATE_ACLS, body), "CreateAcls")
+        for result in resp["results"]:
+            check(result["error_code"], "CreateAcls", result.get("error_message"))
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> int:
+        """DeleteAcls: the number of bindings deleted; the first error is raised."""
+        resp = self.client._with_retries(partial(self.client.send, None, ApiKey.DELETE_ACLS,
+                                                 {"filters": [_acl_filter_body(f) for f in filters]}), "DeleteAcls")
+        deleted = 0
+        for result in resp["filter_results"]:
+            check(result["error_code"], "DeleteAcls", result.get("error_message"))
+            for m in result["matching_acls"]:
+                check(m["error_code"], "DeleteAcls", m.get("error_message"))
+                deleted += 1
+        return deleted
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
         md = self.client.metadata(None)
@@ -412,6 +450,12 @@ class Admin:
     def alter_group_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> None:
         """Commit offsets for an inactive group (generation -1, no member), as Kafka's tool does."""
         self.client.offset_commit(group_id, dict(offsets))
+
+
+def _acl_filter_body(f: AclBindingFilter) -> dict[str, Any]:
+    return {"resource_type_filter": int(f.resource_type), "resource_name_filter": f.name,
+            "pattern_type_filter": int(f.pattern_type), "principal_filter": f.principal, "host_filter": f.host,
+            "operation": int(f.operation), "permission_type": int(f.permission)}
 
 
 def _kind(resource_type: int) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Any, Iterable, NamedTuple
+from typing import Any, Iterable, NamedTuple, Protocol
 
 from kafkalite.errors import ErrorCode
 from kafkalite.records import iter_batches
@@ -39,6 +39,14 @@ class ConsumerRecord(NamedTuple):
     headers: list[tuple[str, bytes | None]]
 
 
+class RebalanceListener(Protocol):
+    """Java's ConsumerRebalanceListener: called from :meth:`Consumer.poll`'s thread."""
+
+    def on_partitions_revoked(self, partitions: list[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, partitions: list[TopicPartition]) -> None: ...
+
+
 class Consumer:
     def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
                  group_id: str | None = None, auto_offset_reset: str = "latest", enable_auto_commit: bool = True,
@@ -47,7 +55,7 @@ class Consumer:
                  session_timeout_ms: int = 10000, heartbeat_interval_ms: int = 3000, max_poll_interval_ms: int = 300000,
                  partition_assignment_strategy: Iterable[str] = ("range", "roundrobin"), request_timeout_ms: int = 30000,
                  client_id: str = "kafkalite-consumer", check_crcs: bool = True,
-                 security: ClientSecurity | None = None) -> None:
+                 security: ClientSecurity | None = None, metadata_max_age_ms: int = 300000) -> None:
         """``security`` (TLS, SASL) is used when the consumer makes its own KafkaClient."""
         if auto_offset_reset not in ("earliest", "latest", "none"):
             raise ClientError(f"invalid auto.offset.reset {auto_offset_reset!r} (earliest, latest, none)")
@@ -71,6 +79,12 @@ class Consumer:
                                     assignors=list(partition_assignment_strategy))
                         if group_id is not None else None)
         self._subscription: list[str] | None = None
+        self._listener: RebalanceListener | None = None
+        self._paused: set[TopicPartition] = set()
+        #: partitions per subscribed topic when the group last assigned (0: the topic did not exist)
+        self._subscribed_counts: dict[str, int] = {}
+        self._metadata_checked = 0.0
+        self.metadata_max_age = metadata_max_age_ms / 1000.0
         self._assignment: list[TopicPartition] = []
         self._positions: dict[TopicPartition, int] = {}
         self._buffer: deque[ConsumerRecord] = deque()
@@ -86,13 +100,29 @@ class Consumer:
         self._positions = {tp: off for tp, off in self._positions.items() if tp in self._assignment}
         self._buffer.clear()
 
-    def subscribe(self, topics: Iterable[str]) -> None:
+    def subscribe(self, topics: Iterable[str], listener: "RebalanceListener | None" = None) -> None:
+        """Join the group for ``topics``; ``listener`` (Java's ConsumerRebalanceListener) is told
+        the partitions revoked before each rejoin and those assigned after it."""
         if self._member is None:
             raise ClientError("subscribe() needs a group id (group.id)")
         if self._assignment and self._subscription is None:
             raise ClientError("subscribe() after assign(): use one or the other")
         self._subscription = sorted(set(topics))
+        self._listener = listener
         self._member.needs_rejoin = True
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching from ``partitions`` (positions kept) until :meth:`resume`."""
+        for tp in partitions:
+            self._check_assigned(tp)
+            self._paused.add(tp)
+            self._drop_buffered(tp)
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused.difference_update(partitions)
+
+    def paused(self) -> set[TopicPartition]:
+        return set(self._paused)
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._assignment)
@@ -177,9 +207,37 @@ class Consumer:
             self._reset(missing, EARLIEST if self.auto_offset_reset == "earliest" else LATEST)
 
     # -- poll ---------------------------------------------------------------------------------
+    def _partition_counts(self) -> dict[str, int]:
+        assert self._subscription is not None
+        md = self.client.metadata(self._subscription)
+        return {t: (len(md.topics[t].partitions) if t in md.topics and not md.topics[t].error else 0)
+                for t in self._subscription}
+
+    def _check_subscribed_metadata(self) -> None:
+        """Rejoin when a subscribed topic appears or gains partitions, as Java's consumer does
+        (its metadata is refreshed every second while a subscribed topic is missing, else every
+        ``metadata.max.age.ms``), so the group's assignment covers them."""
+        if self._member is None or self._subscription is None or self._member.needs_rejoin:
+            return
+        missing = any(c == 0 for c in self._subscribed_counts.values())
+        now = time.monotonic()
+        if now - self._metadata_checked < (1.0 if missing else self.metadata_max_age):
+            return
+        self._metadata_checked = now
+        try:
+            counts = self._partition_counts()
+        except ClientError as exc:
+            log.debug("metadata refresh for the subscription failed: %s", exc)
+            return
+        if counts != self._subscribed_counts:
+            log.info("subscribed topics changed (%s -> %s): rejoining group %s", self._subscribed_counts, counts,
+                     self.group_id)
+            self._member.needs_rejoin = True
+
     def _ensure_group(self, deadline: float) -> None:
         if self._member is None or self._subscription is None:
             return
+        self._check_subscribed_metadata()
         if not self._member.needs_rejoin:
             return
         if self.enable_auto_commit and self._member.generation >= 0 and self._positions:
@@ -187,10 +245,20 @@ class Consumer:
                 self.commit()
             except ClientError as exc:
                 log.info("commit before rebalance failed: %s", exc)
+        if self._listener is not None and self._member.generation >= 0:
+            self._listener.on_partitions_revoked(list(self._assignment))
+        try:
+            self._subscribed_counts = self._partition_counts()      # what this assignment is made from
+        except ClientError as exc:
+            log.debug("metadata for the subscription failed: %s", exc)
+        self._metadata_checked = time.monotonic()
         assignment = self._member.join(self._subscription, max(deadline, time.monotonic() + 60))
         self._assignment = assignment
         self._positions = {}
+        self._paused &= set(assignment)
         self._buffer.clear()
+        if self._listener is not None:
+            self._listener.on_partitions_assigned(list(assignment))
 
     def poll(self, timeout_ms: int = 1000, max_records: int | None = None) -> list[ConsumerRecord]:
         """Records from the assigned partitions; waits up to ``timeout_ms`` when none are there."""
@@ -221,8 +289,10 @@ class Consumer:
                 return []
 
     def _fetch_once(self, max_wait_ms: int) -> None:
-        requests = {tp: self._positions[tp] for tp in self._assignment if tp in self._positions}
+        requests = {tp: self._positions[tp] for tp in self._assignment
+                    if tp in self._positions and tp not in self._paused}
         if not requests:
+            time.sleep(min(max_wait_ms, 100) / 1000.0)      # every partition paused: do not spin
             return
         fetched = self.client.fetch_many(requests, max_bytes=self.max_partition_fetch_bytes,
                                          max_wait_ms=max_wait_ms, min_bytes=self.fetch_min_bytes,

@@ -49,7 +49,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         existing = None
     if existing is not None and (existing.ensemble is not None and existing.ensemble.alive
                                  or any(b.alive for b in existing.brokers)
-                                 or existing.registry is not None and existing.registry.alive):
+                                 or existing.registry is not None and existing.registry.alive
+                                 or existing.console is not None and existing.console.alive
+                                 or any(w.alive for w in existing.connect)):
         raise ClusterError(f"a cluster is already running in {existing.dir}; run `down` first")
     zookeepers = args.zookeepers or 1
     if existing is not None and existing.ensemble is not None:
@@ -61,9 +63,14 @@ def cmd_up(args: argparse.Namespace) -> int:
         zookeepers = kept
     cluster = LocalCluster(args.data_dir, args.brokers, args.first_id, args.zookeeper_port, args.base_port,
                            _overrides(args.override), zookeepers=zookeepers,
-                           schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port)
+                           schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port,
+                           console=args.console, console_port=args.console_port,
+                           connect_workers=args.connect)
     servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
-    registry = " and a schema registry" if args.schema_registry else ""
+    registry = ", a schema registry" if args.schema_registry else ""
+    if args.connect:
+        registry += f", {args.connect} Connect worker(s)"
+    registry += " and the web console" if args.console else ""
     print(f"starting {servers}, {args.brokers} broker(s){registry} in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
     try:
@@ -84,9 +91,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     if cluster.registry is not None:
         r = cluster.registry
         print(f"schema registry     {r.url}  pid {r.pid}  log {r.log_path}")
+    if cluster.console is not None:
+        c = cluster.console
+        print(f"console             {c.url}  pid {c.pid}  log {c.log_path}")
     print(f"bootstrap servers   {cluster.bootstrap}")
     if cluster.registry is not None:
         print(f"schema.registry.url {cluster.registry.url}")
+    for w in cluster.connect:
+        print(f"connect worker      {w.url}  pid {w.pid}  log {w.log_path}")
+    if cluster.connect:
+        print(f"connect REST URL    {cluster.connect[0].url}")
+    if cluster.console is not None:
+        print(f"console URL         {cluster.console.url}")
     return 0
 
 
@@ -120,6 +136,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         alive, pid, url = st.schema_registry
         state = "alive" if alive else ("not answering" if pid else "dead ")
         print(f"  schema registry {state:5}  pid {pid if pid else '-':<7} {url}")
+    for w in cluster.connect:
+        state = "alive" if w.alive and w.answers() else ("not answering" if w.alive else "dead ")
+        print(f"  connect worker  {state:5}  pid {w.pid if w.alive else '-':<7} {w.url}")
+    if st.console is not None:
+        alive, pid, url = st.console
+        print(f"  console         {'up' if alive else 'down':5}  pid {pid if pid else '-':<7} {url}")
     if not st.zookeeper_alive:
         if len(st.zookeepers) > 1 and any(z.mode != "down" for z in st.zookeepers):
             print("ZooKeeper has no quorum: no controller or partition information (brokers keep "
@@ -279,6 +301,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="do not start a schema registry (by default one starts after the brokers)")
     up.add_argument("--schema-registry-port", type=int, default=0,
                     help="the registry's HTTP port on 127.0.0.1 (default: a free port)")
+    up.add_argument("--connect", type=int, default=0, metavar="N",
+                    help="start N Kafka Connect workers in distributed mode (group connect-cluster) after the "
+                         "brokers and print their REST URL")
+    up.add_argument("--no-console", dest="console", action="store_false",
+                    help="do not start the web console (by default kafkalite-console starts last)")
+    up.add_argument("--console-port", type=int, default=0,
+                    help="the console's HTTP port on 127.0.0.1 (default: a free port)")
     up.add_argument("--timeout", type=float, default=90.0, help="seconds to wait for readiness")
     up.set_defaults(fn=cmd_up)
     st = sub.add_parser("status", help="ZooKeeper servers' modes, brokers, controller, under-replicated partitions")

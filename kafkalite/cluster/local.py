@@ -9,6 +9,7 @@ Layout of the data directory (``var/cluster`` by default, ``var/demo`` for the d
     broker-<id>/server.properties, data/, server.log  each broker's config, partition logs
                                                       (log.dirs) and its log
     schema-registry/schema-registry.properties, schema-registry.log   the registry (if any)
+    console/console.log          the web console (if any)
 
 Readiness is what ZooKeeper says, never a fixed sleep: every ZooKeeper server serves
 (``srvr``/``conf``) and the ensemble has a quorum with one leader, every broker registered
@@ -36,12 +37,14 @@ from typing import Any, Callable
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, SchemaRegistryProcess,
+from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ConnectWorkerProcess,
+                                         ConsoleProcess, SchemaRegistryProcess,
                                          ZooKeeperEnsemble, ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
 STATE_VERSION = 2          # 2: "zookeeper" lists the ensemble's servers; 1 had one server's port
 REGISTRY_DIR = "schema-registry"
+CONSOLE_DIR = "console"
 DEFAULT_FIRST_ID = 101
 
 log = logging.getLogger(__name__)
@@ -80,6 +83,8 @@ class ClusterStatus:
     partitions: list[PartitionStatus] = field(default_factory=list)
     #: the cluster's schema registry: (alive, pid, url), None when it has none
     schema_registry: tuple[bool, int | None, str] | None = None
+    #: the cluster's web console: (alive, pid, url), None when it has none
+    console: tuple[bool, int | None, str] | None = None
 
     @property
     def under_replicated(self) -> list[PartitionStatus]:
@@ -109,7 +114,9 @@ class LocalCluster:
 
     ``schema_registry=True`` adds one ``kafkalite-schema-registry`` (on ``schema_registry_port``,
     default a free port), started after the brokers and stopped before them; ``kafkalite-cluster
-    up`` asks for it unless ``--no-schema-registry``.
+    up`` asks for it unless ``--no-schema-registry``. ``console=True`` adds a ``kafkalite-console``
+    (on ``console_port``, default a free port) pointed at the brokers, their metrics, ZooKeeper and
+    the registry, started last and stopped first (a client of them all).
     """
 
     broker_class: type[BrokerProcess] = BrokerProcess
@@ -120,7 +127,8 @@ class LocalCluster:
                  zookeeper: ZooKeeperProcess | None = None, zookeepers: int = 1,
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
-                 metrics: bool = True) -> None:
+                 metrics: bool = True, console: bool = False, console_port: int = 0,
+                 connect_workers: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -145,6 +153,13 @@ class LocalCluster:
         self.registry: SchemaRegistryProcess | None = None
         if schema_registry:
             self.registry = SchemaRegistryProcess(self.dir, "", schema_registry_port, name=REGISTRY_DIR)
+        #: Kafka Connect workers in distributed mode (one group), started after the brokers
+        self.connect: list[ConnectWorkerProcess] = [
+            ConnectWorkerProcess(self.dir, "", name=f"connect-{i}") for i in range(connect_workers)]
+        #: the web console (None without one); pointed at the cluster once it runs
+        self.console: ConsoleProcess | None = None
+        if console:
+            self.console = ConsoleProcess(self.dir, "", console_port, name=CONSOLE_DIR)
 
     # -- construction ---------------------------------------------------------------------
     def add_broker(self, broker_id: int, overrides: dict[str, str] | None = None, port: int = 0,
@@ -254,7 +269,8 @@ class LocalCluster:
         started is stopped again before the error propagates."""
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
-        if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive):
+        if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive) \
+                or (self.console is not None and self.console.alive) or any(w.alive for w in self.connect):
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
             self.start_zookeeper(timeout)
@@ -268,6 +284,8 @@ class LocalCluster:
             self.wait_for_controller(timeout)
             self.wait_for_full_view(timeout)
             self.start_registry(timeout)
+            self.start_connect(timeout)
+            self.start_console(timeout)
         except BaseException:
             self.down()
             raise
@@ -284,6 +302,33 @@ class LocalCluster:
         self.registry.launch()
         self.save_state()
         self.registry.wait_ready(timeout, need_primary=True)
+
+    def start_connect(self, timeout: float = 90.0) -> None:
+        """Start the Connect workers (clients of the brokers: after them) and wait until each has
+        read its topics and joined the group (``/health`` answers 200)."""
+        for w in self.connect:
+            w.bootstrap = self.bootstrap
+            w.overrides.setdefault("config.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("offset.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.overrides.setdefault("status.storage.replication.factor", str(min(3, len(self.brokers))))
+            w.launch()
+        self.save_state()
+        for w in self.connect:
+            w.wait_ready(timeout)
+    def start_console(self, timeout: float = 90.0) -> None:
+        """Start the web console (if the cluster has one) against the running brokers (their
+        /metrics too), ZooKeeper and the registry, and wait until it serves."""
+        if self.console is None:
+            return
+        self.console.bootstrap = self.bootstrap
+        self.console.registry_url = self.registry.url if self.registry is not None else None
+        self.console.metrics_urls = [b.metrics_url for b in self.brokers if b.metrics_url]
+        self.console.zookeeper = self.zk_connect
+        if self.connect and "--connect-url" not in self.console.extra_args:
+            self.console.extra_args += ["--connect-url", self.connect[0].url]      # its Connect page
+        self.console.launch()
+        self.save_state()
+        self.console.wait_ready(timeout)
 
     def start_zookeeper(self, timeout: float = 90.0) -> None:
         """Start our ZooKeeper servers (if ours) and wait for a quorum with one leader; the state
@@ -484,6 +529,22 @@ class LocalCluster:
     def down(self, timeout: float = 30.0) -> list[str]:
         """Stop everything (idempotent); returns what was stopped, for the user."""
         stopped: list[str] = []
+        if self.console is not None and self.console.alive:
+            self.console.terminate()
+            if self.console.wait(timeout):
+                stopped.append("console")
+            else:
+                self.console.kill()
+                stopped.append(f"console (killed after {timeout:.0f} s)")
+        live_workers = [w for w in self.connect if w.alive]
+        for w in live_workers:           # clients of the brokers: they leave their group first
+            w.terminate()
+        for w in live_workers:
+            if w.wait(timeout):
+                stopped.append(f"connect worker {w.url}")
+            else:
+                w.kill()
+                stopped.append(f"connect worker {w.url} (killed after {timeout:.0f} s)")
         if self.registry is not None and self.registry.alive:
             # a client of the brokers: SIGTERM lets it leave its group before they go away
             self.registry.terminate()
@@ -517,7 +578,8 @@ class LocalCluster:
 
     def delete_data(self) -> None:
         if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or \
-                (self.registry is not None and self.registry.alive):
+                (self.registry is not None and self.registry.alive) or (self.console is not None and self.console.alive) \
+                or any(w.alive for w in self.connect):
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -528,6 +590,9 @@ class LocalCluster:
             ports += self.ensemble.ports
         if self.registry is not None:
             ports.append(self.registry.port)
+        ports += [w.port for w in self.connect]
+        if self.console is not None:
+            ports.append(self.console.port)
         return [p for p in ports if p and port_in_use(p)]
 
     # -- status ---------------------------------------------------------------------------
@@ -547,6 +612,9 @@ class LocalCluster:
         if self.registry is not None:
             alive = self.registry.alive and self.registry.answers()
             st.schema_registry = (alive, self.registry.pid if self.registry.alive else None, self.registry.url)
+        if self.console is not None:
+            st.console = (self.console.alive and self.console.answers(),
+                          self.console.pid if self.console.alive else None, self.console.url)
         if not zk_serving:
             return st
         st.registered = self.registered_ids()
@@ -578,6 +646,9 @@ class LocalCluster:
                          "overrides": b.overrides, **b.record()} for b in self.brokers],
             "schema_registry": None if self.registry is None else
             {"port": self.registry.port, "bootstrap": self.registry.bootstrap, **self.registry.record()},
+            "connect": [{"port": w.port, "bootstrap": w.bootstrap, "name": w.dir.name, **w.record()}
+                        for w in self.connect],
+            "console": None if self.console is None else {"port": self.console.port, **self.console.record()},
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
@@ -613,4 +684,14 @@ class LocalCluster:
             cluster.registry = SchemaRegistryProcess(cluster.dir, reg.get("bootstrap", ""), int(reg["port"]),
                                                      name=REGISTRY_DIR)
             cluster.registry.attach(reg)
+        for rec in state.get("connect") or []:
+            w = ConnectWorkerProcess(cluster.dir, rec.get("bootstrap", ""), int(rec["port"]),
+                                     name=rec.get("name", "connect"))
+            w.attach(rec)
+            cluster.connect.append(w)
+        con = state.get("console")
+        if con:
+            cluster.console = ConsoleProcess(cluster.dir, cluster.bootstrap if cluster.brokers else "", int(con["port"]),
+                                             name=CONSOLE_DIR)
+            cluster.console.attach(con)
         return cluster

@@ -802,6 +802,159 @@ class SchemaRegistryProcess(Process):
 
 
 
+class ConsoleProcess(Process):
+    """One ``kafkalite-console`` process on ``127.0.0.1:port``, pointed at the cluster's brokers,
+    registry, metrics endpoints and ZooKeeper.
+
+    Started means: alive and serving its stylesheet (a page that needs no broker), so the web
+    server listens; a foreign server cannot pass, since our process would have failed to bind.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
+                 registry_url: str | None = None, metrics_urls: Sequence[str] = (), zookeeper: str | None = None,
+                 extra_args: Sequence[str] = (), name: str = "console") -> None:
+        super().__init__()
+        self.dir = Path(workdir) / name
+        self.bootstrap = bootstrap
+        self.port = port or free_port()
+        self.registry_url = registry_url
+        self.metrics_urls = list(metrics_urls)
+        self.zookeeper = zookeeper
+        self.extra_args = list(extra_args)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "console.log"
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "kafkalite.console", "--bootstrap-server", self.bootstrap,
+               "--listen", f"127.0.0.1:{self.port}"]
+        if self.registry_url:
+            cmd += ["--registry-url", self.registry_url]
+        if self.metrics_urls:
+            cmd += ["--metrics-urls", ",".join(self.metrics_urls)]
+        if self.zookeeper:
+            cmd += ["--zookeeper", self.zookeeper]
+        return cmd + self.extra_args
+
+    def launch(self) -> None:
+        if port_in_use(self.port):
+            raise ClusterError(f"console: port 127.0.0.1:{self.port} is already in use")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._spawn(self.command(), self.log_path, dict(os.environ, PYTHONUNBUFFERED="1"))
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + "/static/console.css", timeout=2) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ClusterError(f"console exited with code {code} during start-up; "
+                                   f"see {self.log_path}:\n{tail(self.log_path)}")
+            if self.answers():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"console did not answer on {self.url} within {timeout:.0f} s; "
+                           f"see {self.log_path}:\n{tail(self.log_path)}")
+
+
+class ConnectWorkerProcess(Process):
+    """One Kafka Connect worker (``kafkalite-connect-distributed``, or ``-standalone`` with
+    connector property files) on ``127.0.0.1:port``.
+
+    Started means: the process is alive and ``GET /health`` answers 200, which a distributed
+    worker does only once it has read its topics and joined the group.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
+                 overrides: dict[str, str] | None = None, name: str = "connect",
+                 standalone_connectors: list[dict[str, str]] | None = None) -> None:
+        super().__init__()
+        self.dir = Path(workdir) / name
+        self.bootstrap = bootstrap
+        self.port = port or free_port()
+        self.overrides = dict(overrides or {})
+        self.standalone = standalone_connectors is not None
+        self.connectors = list(standalone_connectors or [])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "connect.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.dir / ("connect-standalone.properties" if self.standalone else "connect-distributed.properties")
+
+    def properties(self) -> dict[str, str]:
+        props = {"bootstrap.servers": self.bootstrap, "listeners": f"http://127.0.0.1:{self.port}",
+                 "rest.advertised.host.name": "127.0.0.1",
+                 "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+                 "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                 "offset.flush.interval.ms": "1000"}
+        if self.standalone:
+            props["offset.storage.file.filename"] = str(self.dir / "connect.offsets")
+        else:
+            props.update({"group.id": "connect-cluster", "config.storage.topic": "connect-configs",
+                          "offset.storage.topic": "connect-offsets", "status.storage.topic": "connect-status",
+                          "config.storage.replication.factor": "1", "offset.storage.replication.factor": "1",
+                          "status.storage.replication.factor": "1"})
+        props.update(self.overrides)
+        return props
+
+    def launch(self) -> None:
+        if port_in_use(self.port):
+            raise ClusterError(f"connect worker: port 127.0.0.1:{self.port} is already in use")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        files = []
+        for i, connector in enumerate(self.connectors):
+            path = self.dir / f"connector-{i}.properties"
+            path.write_text("".join(f"{k}={v}\n" for k, v in connector.items()))
+            files.append(str(path))
+        module = "connect_standalone" if self.standalone else "connect_distributed"
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self._spawn([sys.executable, "-m", f"kafkalite.connect.runtime.{module}", str(self.properties_path), *files],
+                    self.log_path, env)
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ClusterError(f"connect worker exited with code {code} during start-up; "
+                                   f"see {self.log_path}:\n{tail(self.log_path)}")
+            if self.answers():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"connect worker did not answer on {self.url} within {timeout:.0f} s; "
+                           f"see {self.log_path}:\n{tail(self.log_path)}")
+
+
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
     """Poll ``condition`` until it returns something truthy; ClusterError naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout

@@ -29,11 +29,12 @@ one attribute test per request batch for all of this.
 """
 from __future__ import annotations
 
+import enum
 import logging
 import socket
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol as TypingProtocol
+from typing import TYPE_CHECKING, Any, Callable, Final, Mapping, Protocol as TypingProtocol
 
 from twisted.internet import defer, protocol, task
 from twisted.internet.interfaces import IPushProducer, IReactorTime
@@ -56,7 +57,12 @@ class CloseConnection(Exception):
     """Raised by a handler when Kafka would close the connection instead of answering."""
 
 
-NO_RESPONSE = object()   # a handler's result when no response frame is sent (Produce acks=0)
+class NoResponse(enum.Enum):
+    """The type of :data:`NO_RESPONSE` (an enum member, so a handler's return type can name it)."""
+    NO_RESPONSE = "no response"
+
+
+NO_RESPONSE: Final = NoResponse.NO_RESPONSE   # a handler's result when no response frame is sent (Produce acks=0)
 
 
 class Dispatcher(TypingProtocol):

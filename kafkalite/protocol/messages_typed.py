@@ -21,6 +21,15 @@ Bytes = bytes | bytearray | memoryview
 Records = bytes | bytearray | memoryview | Sequence[bytes | bytearray | memoryview]
 
 
+def records_size(records: Records | None) -> int:
+    """The bytes a ``records`` field holds (0 for null; a sequence of chunks: their sum)."""
+    if records is None:
+        return 0
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return len(records)
+    return sum(len(chunk) for chunk in records)
+
+
 class AddOffsetsToTxnRequest(TypedDict):
     """AddOffsetsToTxnRequest: the request body, API key 25, versions 0-3."""
 

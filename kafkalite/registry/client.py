@@ -86,6 +86,34 @@ class RegistryClient:
             body["references"] = references
         return int(self._call("POST", f"/subjects/{self._quote(subject)}", body)["id"])
 
+    # -- browsing (the console's schema pages) --------------------------------------------------
+    def subjects(self) -> list[str]:
+        return [str(s) for s in self._call("GET", "/subjects")]
+
+    def versions(self, subject: str) -> list[int]:
+        return [int(v) for v in self._call("GET", f"/subjects/{self._quote(subject)}/versions")]
+
+    def version_document(self, subject: str, version: str | int = "latest") -> dict[str, Any]:
+        """The registry's own JSON of one version: subject, version, id, schemaType, schema, references."""
+        return dict(self._call("GET", f"/subjects/{self._quote(subject)}/versions/{self._quote(str(version))}"))
+
+    def compatibility_level(self, subject: str | None = None) -> str:
+        """The subject's level, falling back to the global one (``defaultToGlobal``), or the global level."""
+        path = "/config" if subject is None else f"/config/{self._quote(subject)}?defaultToGlobal=true"
+        return str(self._call("GET", path)["compatibilityLevel"])
+
+    def test_compatibility(self, subject: str, schema: str, schema_type: str = "AVRO",
+                           references: list[dict[str, Any]] | None = None) -> tuple[bool, list[str]]:
+        """(compatible?, the registry's reasons) of ``schema`` against the subject's versions its
+        level names (``POST /compatibility/subjects/{s}/versions?verbose=true``)."""
+        body: dict[str, Any] = {"schema": schema}
+        if schema_type != "AVRO":
+            body["schemaType"] = schema_type
+        if references:
+            body["references"] = references
+        doc = self._call("POST", f"/compatibility/subjects/{self._quote(subject)}/versions?verbose=true", body)
+        return bool(doc["is_compatible"]), [str(m) for m in doc.get("messages") or []]
+
     def latest(self, subject: str) -> RegisteredSchema:
         return self.subject_version(subject, "latest")[1]
 

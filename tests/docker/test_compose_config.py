@@ -48,9 +48,9 @@ def config() -> dict:
 
 def test_compose_file_is_valid(config: dict) -> None:
     """`docker-compose config` accepts the file and it has three ZooKeeper servers (the official
-    3.8 image), three brokers, the schema registry and the Spark job."""
+    3.8 image), three brokers, the schema registry, the web console and the Spark job."""
     assert set(config["services"]) == {*ZOOKEEPERS, "broker1", "broker2", "broker3", "schema-registry",
-                                       "spark-truck-gps"}
+                                       "console", "spark-truck-gps"}
     for name in ZOOKEEPERS:
         assert config["services"][name]["image"] == "zookeeper:3.8"
 
@@ -132,6 +132,26 @@ def test_schema_registry_service_has_a_valid_config(config: dict) -> None:
     assert {b: d["condition"] for b, d in service["depends_on"].items()} == \
         {b: "service_healthy" for b in ("broker1", "broker2", "broker3")}
     assert "http://localhost:8081/" in " ".join(service["healthcheck"]["test"])
+
+
+def test_console_service_has_a_valid_config(config: dict) -> None:
+    """The console runs kafkalite-console from the broker image with a command line its own parser
+    accepts, pointed at every broker's INTERNAL listener and /metrics, the registry and the
+    ensemble; published on the host's loopback only; healthy once it serves its stylesheet."""
+    from kafkalite.console.main import build_parser, settings_from
+
+    service = config["services"]["console"]
+    assert service["image"] == config["services"]["broker1"]["image"]
+    assert service["entrypoint"] == ["kafkalite-console"]
+    s = settings_from(build_parser().parse_args(service["command"]))
+    assert (s.host, s.port, s.read_only) == ("0.0.0.0", 9021, False)
+    assert s.bootstrap_servers.split(",") == ["broker1:9092", "broker2:9092", "broker3:9092"]
+    assert s.registry_url == "http://schema-registry:8081"
+    assert s.metrics_urls == tuple(f"http://broker{i}:9404/metrics" for i in (1, 2, 3))
+    assert s.zookeeper == ",".join(f"{z}:2181" for z in ZOOKEEPERS)
+    assert service["ports"] == ["127.0.0.1:9021:9021/tcp"]      # docker-compose 1.29's rendering of a host IP
+    assert set(service["depends_on"]) == {"broker1", "broker2", "broker3", "schema-registry"}
+    assert "http://localhost:9021/static/console.css" in " ".join(service["healthcheck"]["test"])
 
 
 def test_env_names_map_to_kafka_properties() -> None:

@@ -10,8 +10,9 @@ import uuid
 from typing import Any
 
 from kafkalite.protocol.api_keys import ApiKey
-from tests.support.wire import metadata_body, request
+from tests.support.wire import request
 from tests.support.zookeeper import free_port
+from tests.support.topics import create_topic, wait_controller, wait_leaders
 
 VALUE_SIZE = 100
 
@@ -28,18 +29,8 @@ def fixed_port_cluster(cluster_factory: Any) -> tuple[Any, Any]:
     """A fixed listener port, so that clients reconnect to the restarted broker."""
     cluster = cluster_factory(1, {"listeners": f"PLAINTEXT://127.0.0.1:{free_port()}"})
     b = cluster.brokers[0]
-    deadline = time.monotonic() + 30
-    while request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] != b.broker_id:
-        assert time.monotonic() < deadline, "no controller"
-        time.sleep(0.05)
+    wait_controller(b)
     return cluster, b
-
-
-def create_topic(b: Any, name: str) -> None:
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                                                                     "assignments": [], "configs": []}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def latest_offset(b: Any, topic: str) -> int:
@@ -48,16 +39,6 @@ def latest_offset(b: Any, topic: str) -> int:
     part = resp["topics"][0]["partitions"][0]
     assert part["error_code"] == 0, part
     return part["offset"]
-
-
-def wait_leader(b: Any, topic: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        t = request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([topic]))["topics"][0]
-        if t["error_code"] == 0 and t["partitions"] and t["partitions"][0]["leader_id"] == b.broker_id:
-            return
-        assert time.monotonic() < deadline, f"no leader for {topic}: {t}"
-        time.sleep(0.05)
 
 
 def log_end_at_restart(b: Any, topic: str) -> int:
@@ -183,7 +164,7 @@ def test_acks1_kill9_mid_stream_acknowledged_records_survive(cluster_factory) ->
     r0 = time.monotonic()
     b.start()
     registered = time.monotonic() - r0
-    wait_leader(b, topic)
+    wait_leaders(b, topic)
     recovery = time.monotonic() - r0
     recovered = log_end_at_restart(b, topic)
     assert recovered < 1_000_000, "the kill was not mid-stream"

@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.protocol.api_keys import ApiKey
+from tests.support.topics import create_topic, wait_controller
 from tests.support.wire import metadata_body, request
 from tests.support.waiting import wait_for
 
@@ -49,12 +50,9 @@ def test_session_expiry_by_sigstop_reregisters_and_keeps_serving(cluster_factory
     log shows the session-lost transition and no traceback."""
     cluster = cluster_factory(1)
     b = cluster.brokers[0]
-    wait_for(lambda: controller_id(b) == b.broker_id, 30, "controller elected")
+    wait_controller(b)
     topic = f"session-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
-                                                                     "assignments": [], "configs": []}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0
+    create_topic(b, topic)
     producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "message.timeout.ms": 60000})
     for i in range(100):
         producer.produce(topic, b"before-%d" % i)
@@ -88,10 +86,7 @@ def test_session_expiry_by_sigstop_reregisters_and_keeps_serving(cluster_factory
     assert producer.flush(30) == 0, "the pre-pause producer could not deliver after the resume"
     del producer
     other = f"session-new-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": other, "num_partitions": 2, "replication_factor": 1,
-                                                                     "assignments": [], "configs": []}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
+    create_topic(b, other, 2)
     assert consume(b.bootstrap, topic, 200) == [b"before-%d" % i for i in range(100)] + [b"after-%d" % i for i in range(100)]
     assert b.alive
     log = b.log_path.read_text(errors="replace")

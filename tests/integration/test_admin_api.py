@@ -13,6 +13,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from tests.support.wire import Wire, request
 from tests.support.waiting import wait_for
+from tests.support.topics import wait_controller
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 SOURCE_TOPIC_OVERRIDE, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
@@ -53,12 +54,6 @@ def describe_configs(bootstrap: str, kind: int, name: str, keys: list[str] | Non
 def partition_dirs(broker, topic: str) -> list[str]:
     data = Path(broker.dir) / "data"
     return sorted(p.name for p in data.iterdir() if p.is_dir() and p.name.rsplit("-", 1)[0] == topic)
-
-
-def wait_controller(b) -> None:
-    """Readiness for admin requests: registration comes before the controller election, so
-    wait until Metadata names this broker as controller (what admin clients route on)."""
-    wait_for(lambda: metadata(b.bootstrap, [])["controller_id"] == b.broker_id, what="controller elected")
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@ import re
 import socket
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -78,6 +79,9 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     schema_id = sr.register_schema("tool-value", Schema('{"type": "record", "name": "T", "fields": '
                                                         '[{"name": "a", "type": "int"}]}', "AVRO"))
     assert sr.get_latest_version("tool-value").schema_id == schema_id
+    console = re.search(r"console URL\s+(http://127\.0\.0\.1:\d+)$", up.stdout, re.M).group(1)
+    with urllib.request.urlopen(console + "/", timeout=30) as page:      # the overview, over the brokers
+        assert 'id="health">healthy<' in page.read().decode()
 
     status = tool(data_dir, "status")
     assert status.returncode == 0, status.stderr
@@ -85,6 +89,7 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
         assert re.search(rf"broker {broker_id}\s+alive\s+pid \d+\s+port \d+\s+registered", status.stdout)
     assert re.search(r"controller: 10[123]", status.stdout)
     assert re.search(rf"schema registry alive\s+pid \d+\s+{re.escape(url)}$", status.stdout, re.M)
+    assert re.search(rf"console\s+up\s+pid \d+\s+{re.escape(console)}$", status.stdout, re.M)
     md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("_schemas", timeout=10)
     assert len(md.topics["_schemas"].partitions[0].replicas) == 3
 
@@ -110,24 +115,30 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     ports = recorded_ports(data_dir)
     down = tool(data_dir, "down")
     assert down.returncode == 0, down.stderr
-    assert "zookeeper" in down.stdout and "schema registry" in down.stdout
+    assert "zookeeper" in down.stdout and "schema registry" in down.stdout and "console" in down.stdout
     assert processes_using(data_dir) == []
     assert [p for p in ports if port_in_use(p)] == []
     again = tool(data_dir, "down")
     assert again.returncode == 0 and "nothing running" in again.stdout
 
 
-def test_up_without_schema_registry(data_dir: Path) -> None:
+def test_up_without_schema_registry_with_a_connect_worker(data_dir: Path) -> None:
     """--no-schema-registry starts ZooKeeper and the brokers only: up prints no registry URL,
-    status shows none, and down stops what ran."""
-    up = tool(data_dir, "up", "--brokers", "1", "--no-schema-registry")
+    status shows none; --connect 1 adds a distributed Connect worker whose REST URL up prints and
+    which answers; down stops what ran."""
+    up = tool(data_dir, "up", "--brokers", "1", "--no-schema-registry", "--connect", "1")
     assert up.returncode == 0, up.stderr
     assert "schema registry" not in up.stdout and "schema.registry.url" not in up.stdout
     assert json.loads((data_dir / "cluster.json").read_text())["schema_registry"] is None
+    connect_url = re.search(r"^connect REST URL\s+(http://127\.0\.0\.1:\d+)$", up.stdout, re.M).group(1)
+    with urllib.request.urlopen(connect_url + "/connectors", timeout=10) as resp:
+        assert json.loads(resp.read()) == []
     status = tool(data_dir, "status")
     assert status.returncode == 0 and "schema registry" not in status.stdout, status.stdout
+    assert re.search(rf"connect worker\s+alive\s+pid \d+\s+{re.escape(connect_url)}$", status.stdout, re.M)
     down = tool(data_dir, "down")
     assert down.returncode == 0 and "broker 101" in down.stdout and "schema registry" not in down.stdout
+    assert f"connect worker {connect_url}" in down.stdout
     assert processes_using(data_dir) == []
 
 

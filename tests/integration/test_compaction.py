@@ -8,28 +8,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafkalite.protocol.api_keys import ApiKey
 from tests.support.reports import merge_report
 from tests.support.waiting import wait_for
-from tests.support.wire import metadata_body, request
+from tests.support.topics import create_topic, wait_controller
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"}
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "8192", "min.cleanable.dirty.ratio": "0.01",
                 "delete.retention.ms": "10000"}
 INVALID_RECORD = 87
-
-
-def wait_controller(b: Any) -> None:
-    wait_for(lambda: request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] == b.broker_id,
-             30, "a controller")
-
-
-def create_topic(b: Any, name: str, configs: dict[str, str]) -> None:
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": 1, "replication_factor": 1,
-                                                                     "assignments": [],
-                                                                     "configs": [{"name": k, "value": v} for k, v in configs.items()]}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def produce_all(bootstrap: str, topic: str, pairs: list[tuple[bytes | None, bytes | None]]) -> dict[int, tuple]:
@@ -98,7 +84,7 @@ def test_keyed_topic_compacts_to_latest_values_and_tombstones_expire(cluster_fac
     b = cluster.brokers[0]
     wait_controller(b)
     topic = f"compacted-{uuid.uuid4().hex[:6]}"
-    create_topic(b, topic, TOPIC_CONFIG)
+    create_topic(b, topic, configs=TOPIC_CONFIG)
 
     updates = [(b"key-%d" % (i % 50), b"value-%d-%d" % (i % 50, i) * 3) for i in range(3000)]
     deletes = [(b"key-%d" % k, None) for k in range(10)]
@@ -154,8 +140,8 @@ def test_keyless_records_on_a_compacted_topic_get_invalid_record(cluster_factory
     wait_controller(b)
     compacted = f"keyless-{uuid.uuid4().hex[:6]}"
     plain = f"plain-{uuid.uuid4().hex[:6]}"
-    create_topic(b, compacted, {"cleanup.policy": "compact"})
-    create_topic(b, plain, {})
+    create_topic(b, compacted, configs={"cleanup.policy": "compact"})
+    create_topic(b, plain)
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 0, "retries": 0})
     results: dict[str, Any] = {}
 
@@ -206,10 +192,7 @@ def test_consumer_offsets_compaction_shrinks_the_offsets_topic(cluster_factory) 
     b = cluster.brokers[0]
     wait_controller(b)
     topic = f"committed-{uuid.uuid4().hex[:6]}"
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": topic, "num_partitions": 3, "replication_factor": 1,
-                                                                     "assignments": [], "configs": []}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
+    create_topic(b, topic, 3)
     groups = [f"group-{g}-{uuid.uuid4().hex[:4]}" for g in range(4)]
     commits = 300
 

@@ -9,31 +9,19 @@ cleaner keeps that batch as an empty header for the producer's sequence, and the
 from __future__ import annotations
 
 import uuid
-from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kafkalite.client import KafkaClient
 from kafkalite.client import TopicPartition as LiteTopicPartition
-from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.records.batch import scan_valid_prefix
 from kafkalite.records.control import read_end_txn_marker
 from tests.support.waiting import wait_for
-from tests.support.wire import metadata_body, request
+from tests.support.topics import create_topic, wait_controller
 
 CLEANER = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"}
 TOPIC_CONFIG = {"cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01",
                 "delete.retention.ms": "3000"}
-
-
-def create_topic(b: Any, name: str) -> None:
-    wait_for(lambda: request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] == b.broker_id,
-             30, "a controller")
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {
-        "topics": [{"name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
-                    "configs": [{"name": k, "value": v} for k, v in TOPIC_CONFIG.items()]}],
-        "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def latest_values(bootstrap: str, topic: str, isolation: str) -> dict[bytes, bytes]:
@@ -88,7 +76,8 @@ def test_aborted_records_never_win_compaction(cluster_factory) -> None:
     cluster = cluster_factory(1, CLEANER)
     b = cluster.brokers[0]
     topic = f"ctxn-{uuid.uuid4().hex[:6]}"
-    create_topic(b, topic)
+    wait_controller(b)
+    create_topic(b, topic, configs=TOPIC_CONFIG)
     keys = [b"k%d" % i for i in range(20)]
     p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"tx-{topic}", "linger.ms": 5})
     p.init_transactions(30)

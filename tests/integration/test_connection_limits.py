@@ -1,7 +1,7 @@
 """The broker process wires its connection properties to the listener: max.connections.per.ip
 closes one connection too many at once, connections.max.idle.ms closes a silent connection, a
 working connection is answered meanwhile. (The rules themselves are unit-tested in
-tests/unit/broker/test_connection_limits.py; this shows server.properties reaches them.)"""
+tests/unit/net/test_connection_limits.py; this shows server.properties reaches them.)"""
 from __future__ import annotations
 
 import socket

@@ -10,6 +10,7 @@ from kafkalite.group.hashing import partition_for
 from kafkalite.protocol.api_keys import ApiKey
 from tests.support.waiting import wait_for
 from tests.support.wire import Wire, request
+from tests.support.topics import create_topic
 
 
 def coordinator(bootstrap: str, group: str) -> dict[str, Any]:
@@ -17,13 +18,6 @@ def coordinator(bootstrap: str, group: str) -> dict[str, Any]:
         r = request(bootstrap, ApiKey.FIND_COORDINATOR, 2, {"key": group, "key_type": 0})
         return r if r["error_code"] == 0 else None
     return wait_for(found, 30, f"a coordinator for {group}")
-
-
-def create_topic(bootstrap: str, name: str, partitions: int) -> None:
-    r = request(bootstrap, ApiKey.CREATE_TOPICS, 4, {
-        "topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}],
-        "timeout_ms": 15000, "validate_only": False})
-    assert r["topics"][0]["error_code"] == 0, r
 
 
 def commit(w: Wire, group: str, offsets: dict[tuple[str, int], tuple[int, str | None]], generation: int = -1,

@@ -16,16 +16,10 @@ from kafkalite.records.batch import offset_and_length
 from kafkalite.records.legacy import read_message_set
 from tests.support.waiting import wait_for
 from tests.support.wire import request
+from tests.support.topics import create_topic
 
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 HALF = 30
-
-
-def create_topic(bootstrap: str, name: str, configs: dict[str, str] | None = None) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, 1, 1, config=configs or {})])[name].result(30)
 
 
 def topic_format(bootstrap: str, name: str) -> str:
@@ -150,7 +144,7 @@ def test_a_topic_altered_to_0_10_0_mid_stream_reads_back_whole_with_both_clients
 
 def test_an_idempotent_producer_on_a_0_10_0_topic_is_refused(broker: Any) -> None:
     topic = f"old-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, topic, {"message.format.version": "0.10.0"})
+    create_topic(broker.bootstrap, topic, configs={"message.format.version": "0.10.0"})
     errors = produce(broker.bootstrap, topic, 0, 3, idempotent=True)
     assert errors and any(getattr(e, "code", lambda: None)() == UNSUPPORTED_FOR_MESSAGE_FORMAT for e in errors), errors
     assert read_confluent_end(broker.bootstrap, topic) == 0

@@ -12,36 +12,10 @@ from typing import Any
 
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
-from tests.support.wire import Wire, metadata_body, request
+from tests.support.wire import Wire, request
+from tests.support.topics import create_topic, wait_controller, wait_leaders
 
 CI_BULK_BYTES = int(os.environ.get("KAFKALITE_RESTART_BULK_MB", "1024")) * 1024 * 1024
-
-
-def wait_controller(b: Any, timeout: float = 30.0) -> None:
-    """Admin requests need the controller, which is elected after registration."""
-    deadline = time.monotonic() + timeout
-    while request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([]))["controller_id"] != b.broker_id:
-        assert time.monotonic() < deadline, "no controller elected"
-        time.sleep(0.05)
-
-
-def wait_leaders(b: Any, topic: str, partitions: int, timeout: float = 30.0) -> None:
-    """After a restart the partitions are served once the broker leads them again."""
-    deadline = time.monotonic() + timeout
-    while True:
-        t = request(b.bootstrap, ApiKey.METADATA, 8, metadata_body([topic]))["topics"][0]
-        if t["error_code"] == 0 and len(t["partitions"]) == partitions and \
-                all(p["leader_id"] == b.broker_id for p in t["partitions"]):
-            return
-        assert time.monotonic() < deadline, f"{topic}: no leaders after restart: {t}"
-        time.sleep(0.05)
-
-
-def create_topic(b: Any, name: str, partitions: int, configs: dict[str, str] | None = None) -> None:
-    resp = request(b.bootstrap, ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": name, "num_partitions": partitions, "replication_factor": 1,
-                                                                     "assignments": [], "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-                                                          "timeout_ms": 15000, "validate_only": False})
-    assert resp["topics"][0]["error_code"] == 0, resp
 
 
 def list_offsets(b: Any, topic: str, partitions: int, ts: int) -> list[int]:
@@ -83,7 +57,7 @@ def test_clean_restart_keeps_topics_offsets_configs_and_data(cluster_factory) ->
     b = cluster.brokers[0]
     wait_controller(b)
     topic = f"restart-{uuid.uuid4().hex[:6]}"
-    create_topic(b, topic, 3, {"retention.ms": "86400001"})
+    create_topic(b, topic, 3, configs={"retention.ms": "86400001"})
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
     counts = [500, 1200, 0]
     for part, n in enumerate(counts):

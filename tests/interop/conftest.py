@@ -11,14 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient
 
-from tests.support.waiting import wait_for
+from tests.support.topics import wait_controller
 
 
 @pytest.fixture(scope="module")
 def broker(broker: Any) -> Any:  # noqa: F811 - wraps the harness fixture of the same name
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    wait_for(lambda: admin.list_topics(timeout=5).controller_id == broker.broker_id, 30,
-             "Metadata to name the broker as controller")
+    wait_controller(broker)
     return broker

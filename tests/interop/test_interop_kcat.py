@@ -3,7 +3,7 @@ codec) with binary keys and values, null keys and null values (-Z), and headers 
 applies to every record of a run) go in with kcat -P and come back with kcat -C, parsed by length
 so binary bytes compare exactly; plus kcat -Q / -o s@ts (ListOffsets by timestamp) and acks.
 
-kcat has no admin API: its 3-partition topics are created with confluent-kafka's AdminClient.
+kcat has no admin API: its 3-partition topics are created with CreateTopics (tests/support/topics.py).
 kcat cannot set record timestamps, so the CreateTime check here is "stamped by librdkafka during
 the produce run, non-decreasing per partition"; kcat *reading* producer-set timestamps exactly is
 covered in test_interop_cross_client.py."""
@@ -12,19 +12,14 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.interop_support import (CODECS, check_round_trip, crc32_partition, expected_offset_for_time,
                                            kcat, kcat_consume, client_codec_check, make_records)
+from tests.support.topics import create_topic
 
 PER_CODEC = 20_000
 PARTITIONS = 3
 KEY_DELIM, MSG_DELIM = b"\x1f", b"\x1e"
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = PARTITIONS) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=30)[name].result(30)
 
 
 def kcat_produce(bootstrap: str, topic: str, recs: list, headers: list[str], *conf: str) -> None:
@@ -54,7 +49,7 @@ def test_kcat_round_trip_per_codec(broker, codec: str) -> None:
     the stored batches use the codec (lz4: FINDINGS F1); kcat -Q and kcat -o s@<ts> find the first
     offset at or after a timestamp."""
     topic = f"kcat-rt-{codec}"
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap, topic, partitions=PARTITIONS)
     headers = (("src", b"kcat"), ("codec", codec.encode()), ("eq", b"a=b"))
     recs = kcat_records(PER_CODEC, 300 + CODECS.index(codec), headers)
     before = int(time.time() * 1000)

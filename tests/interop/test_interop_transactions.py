@@ -13,13 +13,9 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.waiting import wait_for
+from tests.support.topics import create_topic
 
 pytestmark = pytest.mark.interop
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 2) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
 def producer(bootstrap: str, txn_id: str) -> Producer:
@@ -64,7 +60,7 @@ def test_commit_and_abort_as_read_committed_and_read_uncommitted_see_them(broker
     """Transaction 1 (commit) and 2 (abort) over two partitions, then plain records: read_committed
     gets transaction 1 and the plain records, never transaction 2; read_uncommitted gets all."""
     topic = f"txn-rt-{uuid.uuid4().hex[:6]}"
-    create_topic(broker.bootstrap, topic)
+    create_topic(broker.bootstrap, topic, partitions=2)
     p = producer(broker.bootstrap, f"tx-{topic}")
     p.begin_transaction()
     for i in range(50):

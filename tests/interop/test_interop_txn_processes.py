@@ -14,17 +14,12 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.interop.interop_support import kcat
+from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.interop
-
-
-def create_topic(bootstrap: str, name: str, partitions: int = 1) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(name, partitions, 1)])[name].result(30)
 
 
 def kcat_values(bootstrap: str, topic: str, isolation: str) -> list[bytes]:

@@ -19,6 +19,9 @@ reactor turn, as a worker thread's result would arrive, and a test can hold jobs
 what clients see meanwhile (e.g. COORDINATOR_LOAD_IN_PROGRESS while ``__consumer_offsets`` loads).
 The log cleaner is off (``log.cleaner.enable=false``): it is not created, so its
 ``blockingCallFromThread`` owner call never runs here.
+
+:func:`unstarted_broker` is the kit's other form: one ``KafkaBroker`` built on a ``task.Clock``
+and never started, for tests that drive its replica manager, metrics or handlers directly.
 """
 from __future__ import annotations
 
@@ -330,6 +333,25 @@ class InProcessCluster:
                 broker.fetchers.follow(part, part.state.leader)
 
 
+def unstarted_broker(log_dir: Path, clock: Any = None, broker_id: int = 1,
+                     overrides: Mapping[str, str] | None = None) -> KafkaBroker:
+    """One real ``KafkaBroker``, built but not started, for a test that drives its parts (replica
+    manager, metrics, handlers) directly: storage in ``log_dir``, an in-memory ZooKeeper session
+    that is never opened, ``clock`` (a ``task.Clock`` unless given) and an ``InlineRunner``. The
+    test fills its metadata cache and partition states itself; it closes ``broker.log_manager``.
+    A test that needs brokers that talk (start-up, controller, fetchers) uses
+    :class:`InProcessCluster`."""
+    from twisted.internet import task
+    from kafkalite.broker.services import InlineRunner
+
+    clock = clock if clock is not None else task.Clock()
+    config = BrokerConfig.from_properties({"broker.id": str(broker_id), "zookeeper.connect": "memory",
+                                           "log.dirs": str(log_dir), "listeners": "PLAINTEXT://127.0.0.1:0",
+                                           **(overrides or {})})
+    zk = KafkaZkClient(zk=MemoryZooKeeperServer(clock).client("memory"))
+    return KafkaBroker(config, clock, zk=zk, blocking=InlineRunner())
+
+
 def records(values: list[bytes], ts: int = 1000) -> bytes:
     """One record batch (v2) holding ``values``."""
     from kafkalite.records.builder import build_batch
@@ -361,4 +383,4 @@ def inprocess_cluster_factory(tmp_path: Path) -> Iterator[Callable[..., InProces
 
 
 __all__ = ["inprocess_cluster_factory", "InProcessCluster", "InProcessClient", "SteppedRunner", "PumpTimeout",
-           "INPROCESS_BROKER_DEFAULTS", "records", "produce_body"]
+           "INPROCESS_BROKER_DEFAULTS", "unstarted_broker", "records", "produce_body"]

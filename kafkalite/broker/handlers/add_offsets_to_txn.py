@@ -6,6 +6,7 @@ before v2.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -17,11 +18,12 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3)
 @defer.inlineCallbacks
-def handle_add_offsets_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_add_offsets_to_txn(ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Generator[Any, Any, AddOffsetsToTxnResponse]:
     if not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)}
     if not ctx.authorize(Operation.READ, ResourceType.GROUP, req["group_id"]):

@@ -6,6 +6,7 @@ coordinator's code (PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH before v2).
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -15,6 +16,8 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+                                               AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult)
 
 
 def fenced_code(code: ErrorCode, version: int, since: int = 2) -> ErrorCode:
@@ -24,7 +27,7 @@ def fenced_code(code: ErrorCode, version: int, since: int = 2) -> ErrorCode:
 
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 3)
 @defer.inlineCallbacks
-def handle_add_partitions_to_txn(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_add_partitions_to_txn(ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Generator[Any, Any, AddPartitionsToTxnResponse]:
     wanted = [(t["name"], p) for t in req["topics"] for p in t["partitions"]]
     unknown = {tp for tp in wanted if not ctx.metadata.partition_exists(*tp)}
     # Kafka: Write on the transactional id, then Write on each topic
@@ -39,7 +42,7 @@ def handle_add_partitions_to_txn(ctx: RequestContext, req: dict[str, Any]) -> An
                                                         req["producer_epoch"], wanted)
         code = fenced_code(ErrorCode(code), ctx.api_version)
         codes = {tp: code for tp in wanted}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[AddPartitionsToTxnResponseAddPartitionsToTxnPartitionResult]] = {}
     for (topic, p), code in codes.items():
         by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": int(code)})
     return {"throttle_time_ms": 0, "results": [{"name": t, "results": ps} for t, ps in by_topic.items()]}

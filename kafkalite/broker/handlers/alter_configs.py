@@ -22,8 +22,8 @@ table and the whole resulting config as Kafka's DynamicBrokerConfig.validate doe
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Generator, Mapping
+from typing import Any, cast
 
 from twisted.internet import defer
 
@@ -33,12 +33,26 @@ from kafkalite.config import BROKER_KEYS, TOPIC_KEYS, ConfigError, render, valid
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import AlterConfigsRequest, IncrementalAlterConfigsRequest
+from kafkalite.protocol.messages_typed import (AlterConfigsRequest, AlterConfigsRequestAlterableConfig,
+                                               AlterConfigsResponse, AlterConfigsResponseAlterConfigsResourceResponse,
+                                               IncrementalAlterConfigsRequest,
+                                               IncrementalAlterConfigsRequestAlterableConfig,
+                                               IncrementalAlterConfigsResponse)
 
 log = logging.getLogger(__name__)
 
 TOPIC, BROKER = 2, 4
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+#: A resource's ``configs`` in either request (AlterConfigs: name and value; incremental: with an operation).
+_Configs = list[AlterConfigsRequestAlterableConfig] | list[IncrementalAlterConfigsRequestAlterableConfig]
+
+
+def _ops(configs: _Configs) -> list[IncrementalAlterConfigsRequestAlterableConfig]:
+    """The configs of an IncrementalAlterConfigs resource (``_alter`` calls this only with
+    ``incremental``, i.e. for that request; the two requests share the walk over resources)."""
+    return cast(list[IncrementalAlterConfigsRequestAlterableConfig], configs)
 
 
 class _Refused(Exception):
@@ -48,7 +62,7 @@ class _Refused(Exception):
         self.message = message
 
 
-def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
+def _incremental(current: dict[str, str], ops: list[IncrementalAlterConfigsRequestAlterableConfig],
                  effective_default: Callable[[str], str], table: Mapping[str, Any] = TOPIC_KEYS) -> dict[str, str]:
     """Apply IncrementalAlterConfigs operations to a copy of ``current`` (Kafka's AdminManager
     rules). APPEND and SUBTRACT start from the effective value: the override if there is one,
@@ -91,11 +105,12 @@ def _incremental(current: dict[str, str], ops: list[dict[str, Any]],
 
 
 @defer.inlineCallbacks
-def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> Any:
-    responses = []
+def _alter(ctx: RequestContext, req: AlterConfigsRequest | IncrementalAlterConfigsRequest,
+           incremental: bool) -> Generator[Any, Any, AlterConfigsResponse]:
+    responses: list[AlterConfigsResponseAlterConfigsResourceResponse] = []
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
-        entry = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
+        entry: AlterConfigsResponseAlterConfigsResourceResponse = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
         responses.append(entry)
         try:
             if kind == BROKER and not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.CLUSTER):
@@ -103,24 +118,25 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
             if kind == TOPIC and not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.TOPIC, name):
                 raise _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, None)
             if kind == BROKER:
-                yield _alter_broker(ctx, name, res["configs"], incremental, req.get("validate_only", False))
+                yield _alter_broker(ctx, name, res["configs"], incremental, req["validate_only"])
                 continue
             if kind != TOPIC:
                 raise _Refused(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {kind}")
             if name not in ctx.metadata.topics:
                 raise _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
+            asked: dict[str, str | None]
             if incremental:
                 current = yield ctx.topics.topic_overrides(name)
-                new = _incremental(current, res["configs"],
-                                   lambda key: render(ctx.config.topic_default(key)[0]) or "")
+                asked = dict(_incremental(current, _ops(res["configs"]),
+                                          lambda key: render(ctx.config.topic_default(key)[0]) or ""))
             else:
                 # a key named twice: the last one wins, as Kafka 2.x's AlterConfigs (a Properties)
-                new = {c["name"]: c["value"] for c in res["configs"]}
+                asked = {c["name"]: c["value"] for c in res["configs"]}
             try:
-                new = validate_topic_overrides(new)
+                new = validate_topic_overrides(asked)
             except ConfigError as exc:
                 raise _Refused(ErrorCode.INVALID_CONFIG, str(exc)) from None
-            if not req.get("validate_only", False):
+            if not req["validate_only"]:
                 yield ctx.topics.set_topic_overrides(name, new)
                 log.info("topic %s config overrides now %s", name, new)
         except _Refused as exc:
@@ -132,7 +148,7 @@ def _alter(ctx: RequestContext, req: Mapping[str, Any], incremental: bool) -> An
 
 
 @defer.inlineCallbacks
-def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]], incremental: bool,
+def _alter_broker(ctx: RequestContext, name: str, configs: _Configs, incremental: bool,
                   validate_only: bool) -> Any:
     """Kafka's AdminManager for a BROKER resource in ZooKeeper mode."""
     if name and name != str(ctx.broker_id):
@@ -147,7 +163,7 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
         raise _Refused(ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {', '.join(static)}")
     if incremental:
         current = yield store.read_decoded(name)
-        new = _incremental(current, configs, lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
+        new = _incremental(current, _ops(configs), lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
     else:
         new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
     try:
@@ -165,10 +181,11 @@ def _alter_broker(ctx: RequestContext, name: str, configs: list[dict[str, Any]],
 
 
 @api(ApiKey.ALTER_CONFIGS, 0, 2)
-def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> Any:
+def handle_alter_configs(ctx: RequestContext, req: AlterConfigsRequest) -> defer.Deferred[AlterConfigsResponse]:
     return _alter(ctx, req, incremental=False)
 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1)
-def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
+def handle_incremental_alter_configs(ctx: RequestContext, req: IncrementalAlterConfigsRequest,
+                                     ) -> defer.Deferred[IncrementalAlterConfigsResponse]:
     return _alter(ctx, req, incremental=True)

@@ -8,17 +8,17 @@ else NONE and a future replica in the dir copies the log and takes over once cau
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import AlterReplicaLogDirsRequest
+from kafkalite.protocol.messages_typed import (AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+                                               AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult)
 
 
 @api(ApiKey.ALTER_REPLICA_LOG_DIRS, 0, 2)
-def handle_alter_replica_log_dirs(ctx: RequestContext, req: AlterReplicaLogDirsRequest) -> dict[str, Any]:
-    results: dict[str, list[dict[str, Any]]] = {}
+def handle_alter_replica_log_dirs(ctx: RequestContext, req: AlterReplicaLogDirsRequest,
+                                  ) -> AlterReplicaLogDirsResponse:
+    results: dict[str, list[AlterReplicaLogDirsResponseAlterReplicaLogDirPartitionResult]] = {}
     for entry in req["dirs"]:
         for topic in entry["topics"]:
             out = results.setdefault(topic["name"], [])

@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any
-
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import advertised, api
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import ApiVersionsRequest
+from kafkalite.protocol.messages_typed import ApiVersionsRequest, ApiVersionsResponse, ApiVersionsResponseApiVersion
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +20,11 @@ _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
 
 
 @api(ApiKey.API_VERSIONS, 0, 3)
-def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> dict[str, Any]:
-    keys = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()]
+def handle_api_versions(ctx: RequestContext, req: ApiVersionsRequest) -> ApiVersionsResponse:
+    keys: list[ApiVersionsResponseApiVersion] = [{"api_key": k, "min_version": lo, "max_version": hi} for k, lo, hi in advertised()]
     error = ErrorCode.NONE
     if ctx.api_version >= 3:
-        name, version = req.get("client_software_name", ""), req.get("client_software_version", "")
+        name, version = req["client_software_name"], req["client_software_version"]
         if not (_SOFTWARE.match(name or "") and _SOFTWARE.match(version or "")):
             error = ErrorCode.INVALID_REQUEST
         else:

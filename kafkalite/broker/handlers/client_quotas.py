@@ -13,6 +13,7 @@ rates and non-positive values are refused with INVALID_REQUEST for that entry.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -23,6 +24,12 @@ from kafkalite.errors import ErrorCode
 from kafkalite.quota import DEFAULT, QUOTA_KEYS, REQUEST_PERCENTAGE, QuotaEntity
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (AlterClientQuotasRequest, AlterClientQuotasRequestEntityData,
+                                               AlterClientQuotasRequestOpData, AlterClientQuotasResponse,
+                                               AlterClientQuotasResponseEntryData, DescribeClientQuotasRequest,
+                                               DescribeClientQuotasRequestComponentData, DescribeClientQuotasResponse,
+                                               DescribeClientQuotasResponseEntityData,
+                                               DescribeClientQuotasResponseEntryData)
 
 USER, CLIENT_ID = "user", "client-id"
 EXACT, DEFAULT_MATCH, ANY = 0, 1, 2
@@ -32,7 +39,7 @@ class _Invalid(Exception):
     pass
 
 
-def _entity(parts: list[dict[str, Any]]) -> QuotaEntity:
+def _entity(parts: list[AlterClientQuotasRequestEntityData]) -> QuotaEntity:
     names: dict[str, str] = {}
     for part in parts:
         kind = part["entity_type"]
@@ -46,8 +53,8 @@ def _entity(parts: list[dict[str, Any]]) -> QuotaEntity:
     return QuotaEntity(names.get(USER), names.get(CLIENT_ID))
 
 
-def _wire_entity(entity: QuotaEntity) -> list[dict[str, Any]]:
-    out = []
+def _wire_entity(entity: QuotaEntity) -> list[DescribeClientQuotasResponseEntityData]:
+    out: list[DescribeClientQuotasResponseEntityData] = []
     if entity.user is not None:
         out.append({"entity_type": USER, "entity_name": None if entity.user == DEFAULT else entity.user})
     if entity.client_id is not None:
@@ -55,7 +62,7 @@ def _wire_entity(entity: QuotaEntity) -> list[dict[str, Any]]:
     return out
 
 
-def _matches(component: dict[str, Any] | None, name: str | None, strict: bool) -> bool:
+def _matches(component: DescribeClientQuotasRequestComponentData | None, name: str | None, strict: bool) -> bool:
     if component is None:
         return name is None or not strict
     if name is None:
@@ -69,15 +76,16 @@ def _matches(component: dict[str, Any] | None, name: str | None, strict: bool) -
 
 @api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1)
 @defer.inlineCallbacks
-def handle_describe_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    def refused(message: str) -> dict[str, Any]:
+def handle_describe_client_quotas(ctx: RequestContext, req: DescribeClientQuotasRequest,
+                                  ) -> Generator[Any, Any, DescribeClientQuotasResponse]:
+    def refused(message: str) -> DescribeClientQuotasResponse:
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST), "error_message": message,
                 "entries": None}
     if not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                 "error_message": "Cluster authorization failed.", "entries": None}
 
-    components: dict[str, dict[str, Any]] = {}
+    components: dict[str, DescribeClientQuotasRequestComponentData] = {}
     for c in req["components"]:
         if c["entity_type"] not in (USER, CLIENT_ID):
             return refused(f"Custom entity type '{c['entity_type']}' not supported")
@@ -90,7 +98,7 @@ def handle_describe_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> A
     if store is None:
         return refused("no quota store on this broker")
     every = yield store.read_all()
-    entries = []
+    entries: list[DescribeClientQuotasResponseEntryData] = []
     for entity, values in sorted(every.items(), key=lambda kv: (kv[0].user or "", kv[0].client_id or "")):
         if _matches(components.get(USER), entity.user, req["strict"]) and \
                 _matches(components.get(CLIENT_ID), entity.client_id, req["strict"]):
@@ -99,7 +107,7 @@ def handle_describe_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> A
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": entries}
 
 
-def _validate(ops: list[dict[str, Any]]) -> dict[str, float | None]:
+def _validate(ops: list[AlterClientQuotasRequestOpData]) -> dict[str, float | None]:
     """key -> new value (None: remove)."""
     out: dict[str, float | None] = {}
     for op in ops:
@@ -121,21 +129,22 @@ def _validate(ops: list[dict[str, Any]]) -> dict[str, float | None]:
 
 @api(ApiKey.ALTER_CLIENT_QUOTAS, 0, 1)
 @defer.inlineCallbacks
-def handle_alter_client_quotas(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_alter_client_quotas(ctx: RequestContext, req: AlterClientQuotasRequest,
+                               ) -> Generator[Any, Any, AlterClientQuotasResponse]:
     store = ctx.quotas.store
-    results = []
+    results: list[AlterClientQuotasResponseEntryData] = []
     if not ctx.authorize(Operation.ALTER_CONFIGS, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "entries": [
             {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "error_message": "Cluster authorization failed.",
              "entity": e["entity"]} for e in req["entries"]]}
     for entry in req["entries"]:
-        result = {"error_code": 0, "error_message": None, "entity": entry["entity"]}
+        result: AlterClientQuotasResponseEntryData = {"error_code": 0, "error_message": None, "entity": entry["entity"]}
         results.append(result)
         try:
             entity = _entity(entry["entity"])
             changes = _validate(entry["ops"])
         except _Invalid as exc:
-            result.update(error_code=int(ErrorCode.INVALID_REQUEST), error_message=str(exc))
+            result["error_code"], result["error_message"] = int(ErrorCode.INVALID_REQUEST), str(exc)
             continue
         if req["validate_only"] or store is None:
             continue

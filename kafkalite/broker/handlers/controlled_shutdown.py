@@ -8,6 +8,7 @@ leads (no other in-sync replica could take them), which makes the caller retry a
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -17,14 +18,15 @@ from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import ControlledShutdownRequest
+from kafkalite.protocol.messages_typed import ControlledShutdownRequest, ControlledShutdownResponse
 
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, 1, 3)
 @defer.inlineCallbacks
-def handle_controlled_shutdown(ctx: RequestContext, req: ControlledShutdownRequest) -> Any:
+def handle_controlled_shutdown(ctx: RequestContext, req: ControlledShutdownRequest,
+                               ) -> Generator[Any, Any, ControlledShutdownResponse]:
     if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):    # only brokers may ask
         return {"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), "remaining_partitions": []}
-    code, remaining = yield ctx.controller.controlled_shutdown(req["broker_id"], req.get("broker_epoch", -1))
+    code, remaining = yield ctx.controller.controlled_shutdown(req["broker_id"], req["broker_epoch"])
     return {"error_code": int(code),
             "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}

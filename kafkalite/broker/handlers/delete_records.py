@@ -10,7 +10,7 @@ brokers, has reached the offset; it carries that low watermark. Internal topics 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from twisted.internet import defer
 
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.registry import api
@@ -18,19 +18,23 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (DeleteRecordsRequest, DeleteRecordsResponse,
+                                               DeleteRecordsResponseDeleteRecordsPartitionResult,
+                                               DeleteRecordsResponseDeleteRecordsTopicResult)
 
 log = logging.getLogger(__name__)
 
 
 @api(ApiKey.DELETE_RECORDS, 0, 2)
-def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    topics: list[dict[str, Any]] = []
-    waiting: list[tuple[dict[str, Any], tuple[Partition, int]]] = []
+def handle_delete_records(ctx: RequestContext, req: DeleteRecordsRequest,
+                          ) -> DeleteRecordsResponse | defer.Deferred[DeleteRecordsResponse]:
+    topics: list[DeleteRecordsResponseDeleteRecordsTopicResult] = []
+    waiting: list[tuple[DeleteRecordsResponseDeleteRecordsPartitionResult, tuple[Partition, int]]] = []
     for t in req["topics"]:
-        entries: list[dict[str, Any]] = []
+        entries: list[DeleteRecordsResponseDeleteRecordsPartitionResult] = []
         may_delete = ctx.authorize(Operation.DELETE, ResourceType.TOPIC, t["name"])     # as Kafka
         for p in t["partitions"]:
-            entry = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
+            entry: DeleteRecordsResponseDeleteRecordsPartitionResult = {"partition_index": p["partition_index"], "low_watermark": -1, "error_code": 0}
             entries.append(entry)
             if not may_delete:
                 entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -42,7 +46,7 @@ def handle_delete_records(ctx: RequestContext, req: dict[str, Any]) -> Any:
                 entry["error_code"] = int(exc.code)
         topics.append({"name": t["name"], "partitions": entries})
 
-    def response(outcomes: list[tuple[ErrorCode, int]]) -> dict[str, Any]:
+    def response(outcomes: list[tuple[ErrorCode, int]]) -> DeleteRecordsResponse:
         for (entry, _), (code, low) in zip(waiting, outcomes):
             entry["error_code"] = int(code)
             entry["low_watermark"] = low if code == ErrorCode.NONE else -1

@@ -5,21 +5,20 @@ Metadata. Authorized operations (KIP-430) are computed only when asked, as in Me
 principal without Describe on the cluster gets 0."""
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import DescribeClusterRequest
+from kafkalite.protocol.messages_typed import (DescribeClusterRequest, DescribeClusterResponse,
+                                               DescribeClusterResponseDescribeClusterBroker)
 from kafkalite.security.acl import Operation, ResourceType
 
 NOT_PROVIDED = -2147483648
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, 0, 0)
-def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> dict[str, Any]:
+def handle_describe_cluster(ctx: RequestContext, req: DescribeClusterRequest) -> DescribeClusterResponse:
     cache = ctx.metadata
-    brokers = []
+    brokers: list[DescribeClusterResponseDescribeClusterBroker] = []
     for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
         ep = b.endpoint(ctx.listener)
         if ep is not None:

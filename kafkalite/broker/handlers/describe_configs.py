@@ -1,21 +1,21 @@
 """DescribeConfigs (key 32): topic and broker settings with their sources and synonyms."""
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.config import BROKER_KEYS, TYPE_CODES, ConfigValue, render
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import DescribeConfigsRequest
+from kafkalite.protocol.messages_typed import (DescribeConfigsRequest, DescribeConfigsResponse,
+                                               DescribeConfigsResponseDescribeConfigsResourceResult,
+                                               DescribeConfigsResponseDescribeConfigsResult)
 
 TOPIC = 2
 BROKER = 4
 
 
-def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dict[str, Any]:
+def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> DescribeConfigsResponseDescribeConfigsResourceResult:
     return {"name": row.name, "value": None if row.sensitive else render(row.value), "read_only": read_only,
             "config_source": row.source, "is_sensitive": row.sensitive,
             # a password's synonyms hide their values too
@@ -25,13 +25,13 @@ def _entry(row: ConfigValue, read_only: bool, synonyms: bool, docs: bool) -> dic
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, 1, 4)
-def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> dict[str, Any]:
-    synonyms = req.get("include_synonyms", False)
-    docs = req.get("include_documentation", False)
-    results = []
+def handle_describe_configs(ctx: RequestContext, req: DescribeConfigsRequest) -> DescribeConfigsResponse:
+    synonyms = req["include_synonyms"]
+    docs = req["include_documentation"]
+    results: list[DescribeConfigsResponseDescribeConfigsResult] = []
     for res in req["resources"]:
         kind, name = res["resource_type"], res["resource_name"]
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
+        out: DescribeConfigsResponseDescribeConfigsResult = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name, "configs": []}
         if kind == TOPIC and not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, name):
             out["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         elif kind == BROKER and not ctx.authorize(Operation.DESCRIBE_CONFIGS, ResourceType.CLUSTER):

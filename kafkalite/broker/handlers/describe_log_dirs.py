@@ -9,16 +9,15 @@ answering); version 2 is flexible.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import DescribeLogDirsRequest, DescribeLogDirsResponse
 
 
 @api(ApiKey.DESCRIBE_LOG_DIRS, 0, 2)
-def handle_describe_log_dirs(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+def handle_describe_log_dirs(ctx: RequestContext, req: DescribeLogDirsRequest) -> DescribeLogDirsResponse:
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "results": []}        # Kafka: nothing, without an error (v0-2)
     wanted = req["topics"]

@@ -12,7 +12,7 @@ not needed (as Kafka's KafkaApis does). An unknown election type gets INVALID_RE
 """
 from __future__ import annotations
 
-from typing import Any
+from twisted.internet import defer
 
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
@@ -20,13 +20,15 @@ from kafkalite.controller.decisions import PREFERRED, UNCLEAN, ElectionResult
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (ElectLeadersRequest, ElectLeadersResponse,
+                                               ElectLeadersResponsePartitionResult)
 
 
-def _response(version: int, results: dict[tuple[str, int], ElectionResult], top_error: int = 0) -> dict[str, Any]:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+def _response(version: int, results: dict[tuple[str, int], ElectionResult], top_error: int = 0) -> ElectLeadersResponse:
+    by_topic: dict[str, list[ElectLeadersResponsePartitionResult]] = {}
     for (topic, p), (code, message, _leader) in results.items():
         by_topic.setdefault(topic, []).append({"partition_id": p, "error_code": int(code), "error_message": message})
-    body: dict[str, Any] = {"throttle_time_ms": 0, "replica_election_results": [
+    body: ElectLeadersResponse = {"throttle_time_ms": 0, "replica_election_results": [
         {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
     if version >= 1:
         body["error_code"] = top_error
@@ -34,13 +36,15 @@ def _response(version: int, results: dict[tuple[str, int], ElectionResult], top_
 
 
 @api(ApiKey.ELECT_LEADERS, 0, 2)
-def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    election_type = req.get("election_type", PREFERRED) if ctx.api_version >= 1 else PREFERRED
-    everything = req["topic_partitions"] is None
-    if everything:
+def handle_elect_leaders(ctx: RequestContext, req: ElectLeadersRequest,
+                         ) -> ElectLeadersResponse | defer.Deferred[ElectLeadersResponse]:
+    election_type = req["election_type"]      # v0: the decoder's default, 0 (PREFERRED)
+    asked = req["topic_partitions"]
+    everything = asked is None
+    if asked is None:
         wanted = [(t, p) for t, info in sorted(ctx.metadata.topics.items()) for p in sorted(info.assignment)]
     else:
-        wanted = list(dict.fromkeys((tp["topic"], p) for tp in req["topic_partitions"] for p in tp["partition_id"]))
+        wanted = list(dict.fromkeys((tp["topic"], p) for tp in asked for p in tp["partition_id"]))
     if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
         denied = {k: ElectionResult(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, None, -1) for k in wanted}
         return _response(ctx.api_version, denied, int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED))
@@ -67,7 +71,7 @@ def handle_elect_leaders(ctx: RequestContext, req: dict[str, Any]) -> Any:
         results = decided["results"]
         return results is not None and all(shown(k, r) for k, r in results.items())
 
-    def finish(timed_out: bool) -> dict[str, Any]:
+    def finish(timed_out: bool) -> ElectLeadersResponse:
         results = decided["results"]
         final: dict[tuple[str, int], ElectionResult] = {}
         for key in wanted:

@@ -41,7 +41,8 @@ one wakes the fetch, which then reads and answers it too.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from twisted.internet import defer
 
 from kafkalite.broker.fetch_reader import FetchParams, FetchRead, Wanted
 from kafkalite.broker.fetch_session import FetchContext, FetchSession, FetchSessionCache, FetchSessionError
@@ -49,7 +50,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import FetchRequest
+from kafkalite.protocol.messages_typed import FetchRequest, FetchResponse, records_size
 from kafkalite.records.legacy import fetch_magic
 from kafkalite.security.acl import Operation, ResourceType
 
@@ -71,7 +72,7 @@ class FetchPlan:
 
 
 @api(ApiKey.FETCH, 0, 12)
-def handle_fetch(ctx: RequestContext, req: FetchRequest) -> Any:
+def handle_fetch(ctx: RequestContext, req: FetchRequest) -> FetchResponse | defer.Deferred[FetchResponse]:
     try:
         plan = plan_fetch(ctx, req)
     except FetchSessionError as exc:
@@ -89,11 +90,11 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     session_ctx: FetchContext | None = None
     wanted: list[Wanted]
     if sessions is not None:
-        session_ctx = sessions.new_context(req.get("session_id", NO_SESSION), req.get("session_epoch", -1),
-                                           req["topics"], req.get("forgotten_topics_data") or [],
+        session_ctx = sessions.new_context(req["session_id"], req["session_epoch"],
+                                           req["topics"], req["forgotten_topics_data"],
                                            replica_id >= 0, ctx.now_ms)
         wanted = session_ctx.wanted
-    elif req.get("session_id", NO_SESSION) != NO_SESSION:
+    elif req["session_id"] != NO_SESSION:
         raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     else:
         wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
@@ -107,7 +108,7 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     leader_quota = ctx.quotas.replication.leader if replica_id >= 0 else None
     session = session_ctx.session if session_ctx is not None else None
     params = FetchParams(
-        replica_id=replica_id, isolation=req.get("isolation_level", 0),
+        replica_id=replica_id, isolation=req["isolation_level"],
         max_bytes=min(req["max_bytes"], ctx.config["fetch.max.bytes"]),     # Kafka caps it broker-side
         min_bytes=req["min_bytes"], max_wait_ms=req["max_wait_ms"],
         # Fetch v0-3 readers know message formats v0/v1 only: batches are converted on the way
@@ -123,7 +124,7 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     return FetchPlan(params, wanted, sessions, session_ctx)
 
 
-def respond(ctx: RequestContext, plan: FetchPlan, read: FetchRead) -> dict[str, Any]:
+def respond(ctx: RequestContext, plan: FetchPlan, read: FetchRead) -> FetchResponse:
     """The answer, shaped once when it is sent: for the session, then quotas, then metrics."""
     body = read.body
     _shape_for_session(ctx, plan, read)
@@ -135,7 +136,7 @@ def respond(ctx: RequestContext, plan: FetchPlan, read: FetchRead) -> dict[str, 
             if entry["error_code"]:
                 metrics.fetch_failed(t["topic"])
             else:
-                metrics.fetched(t["topic"], len(entry["records"]), follower)
+                metrics.fetched(t["topic"], records_size(entry["records"]), follower)
     return body
 
 
@@ -158,7 +159,7 @@ def _shape_for_session(ctx: RequestContext, plan: FetchPlan, read: FetchRead) ->
         body["session_id"] = sessions.create(session_ctx, body["responses"], ctx.now_ms)
 
 
-def _apply_quotas(ctx: RequestContext, params: FetchParams, body: dict[str, Any]) -> None:
+def _apply_quotas(ctx: RequestContext, params: FetchParams, body: FetchResponse) -> None:
     """The answer's bytes, counted once when it is sent (per partition, no record). A
     consumer's bytes count against its consumer_byte_rate (a follower's do not); a consumer over
     it gets, as from Kafka 2.x (KIP-219), an answer without records carrying the throttle time,
@@ -166,7 +167,7 @@ def _apply_quotas(ctx: RequestContext, params: FetchParams, body: dict[str, Any]
     follower's bytes of throttled partitions count in the leader's replication rate (KIP-73)."""
     leader_quota = params.leader_quota
     if not params.is_follower:
-        size = sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"])
+        size = sum(records_size(entry["records"]) for t in body["responses"] for entry in t["partitions"])
         who = (ctx.quota_user, ctx.client_id or "")
         throttle = ctx.quotas.fetch.record(*who, size, ctx.now_ms)
         if throttle > 0:
@@ -176,5 +177,5 @@ def _apply_quotas(ctx: RequestContext, params: FetchParams, body: dict[str, Any]
                     entry["records"] = b""
             ctx.throttle(throttle)
     elif leader_quota is not None and leader_quota.throttled:
-        leader_quota.record(sum(len(entry["records"]) for t in body["responses"] for entry in t["partitions"]
+        leader_quota.record(sum(records_size(entry["records"]) for t in body["responses"] for entry in t["partitions"]
                                 if leader_quota.is_throttled(t["topic"], entry["partition_index"])), ctx.now_ms)

@@ -8,26 +8,24 @@ answer is already the leader, as in Kafka (its requests answer COORDINATOR_LOAD_
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import FindCoordinatorRequest
+from kafkalite.protocol.messages_typed import FindCoordinatorRequest, FindCoordinatorResponse
 
 GROUP_KEY, TXN_KEY = 0, 1
 
 
-def _error(code: ErrorCode, message: str) -> dict[str, Any]:
+def _error(code: ErrorCode, message: str) -> FindCoordinatorResponse:
     return {"throttle_time_ms": 0, "error_code": int(code), "error_message": message,
             "node_id": -1, "host": "", "port": -1}
 
 
 @api(ApiKey.FIND_COORDINATOR, 0, 3)
-def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> dict[str, Any]:
-    key_type = req.get("key_type", GROUP_KEY) if ctx.api_version >= 1 else GROUP_KEY
+def handle_find_coordinator(ctx: RequestContext, req: FindCoordinatorRequest) -> FindCoordinatorResponse:
+    key_type = req["key_type"]        # v0: the decoder's default, 0 (a group)
     if key_type not in (GROUP_KEY, TXN_KEY):
         return _error(ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
     if key_type == GROUP_KEY and not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, req["key"]):

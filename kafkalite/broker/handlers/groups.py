@@ -14,14 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import defer
+
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.security.acl import AUTHORIZED_OPERATIONS_OMITTED, Operation, ResourceType
-from kafkalite.protocol.messages_typed import (DeleteGroupsRequest, DescribeGroupsRequest, HeartbeatRequest,
-                                               JoinGroupRequest, LeaveGroupRequest, ListGroupsRequest,
-                                               SyncGroupRequest)
+from kafkalite.protocol.messages_typed import (DeleteGroupsRequest, DeleteGroupsResponse,
+                                               DeleteGroupsResponseDeletableGroupResult, DescribeGroupsRequest,
+                                               DescribeGroupsResponse, DescribeGroupsResponseDescribedGroup,
+                                               HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+                                               LeaveGroupRequest, LeaveGroupResponse, LeaveGroupResponseMemberResponse,
+                                               ListGroupsRequest, ListGroupsResponse, SyncGroupRequest,
+                                               SyncGroupResponse)
 
 
 def _coordinator(ctx: RequestContext) -> Any:
@@ -39,7 +45,8 @@ def _client_host(ctx: RequestContext) -> str:
 
 
 @api(ApiKey.JOIN_GROUP, 0, 7)
-def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
+def handle_join_group(ctx: RequestContext, req: JoinGroupRequest,
+                      ) -> JoinGroupResponse | defer.Deferred[JoinGroupResponse]:
     v = ctx.api_version
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "generation_id": -1,
@@ -47,11 +54,11 @@ def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
     session = req["session_timeout_ms"]
     rebalance = req["rebalance_timeout_ms"] if v >= 1 else session
     d = _coordinator(ctx).join_group(
-        req["group_id"], req["member_id"], req.get("group_instance_id") if v >= 5 else None, v >= 4,
+        req["group_id"], req["member_id"], req["group_instance_id"] if v >= 5 else None, v >= 4,
         ctx.client_id or "", _client_host(ctx), rebalance, session, req["protocol_type"],
         [(p["name"], p["metadata"]) for p in req["protocols"]])
 
-    def response(r: dict[str, Any]) -> dict[str, Any]:
+    def response(r: dict[str, Any]) -> JoinGroupResponse:
         return {"throttle_time_ms": 0, "error_code": r["error_code"], "generation_id": r["generation_id"],
                 "protocol_type": r["protocol_type"], "protocol_name": r["protocol_name"] or "",
                 "leader": r["leader"], "member_id": r["member_id"], "members": r["members"]}
@@ -59,32 +66,36 @@ def handle_join_group(ctx: RequestContext, req: JoinGroupRequest) -> Any:
 
 
 @api(ApiKey.SYNC_GROUP, 0, 5)
-def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest) -> Any:
+def handle_sync_group(ctx: RequestContext, req: SyncGroupRequest,
+                      ) -> SyncGroupResponse | defer.Deferred[SyncGroupResponse]:
     v = ctx.api_version
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "assignment": b"",
                 "protocol_type": None, "protocol_name": None}
     assignments = {a["member_id"]: bytes(a["assignment"]) for a in req["assignments"]}
     d = _coordinator(ctx).sync_group(req["group_id"], req["generation_id"], req["member_id"],
-                                     req.get("group_instance_id") if v >= 3 else None, assignments,
-                                     req.get("protocol_type") if v >= 5 else None,
-                                     req.get("protocol_name") if v >= 5 else None)
-    return d.addCallback(lambda r: {"throttle_time_ms": 0, "error_code": r[0], "assignment": r[1],
-                                    "protocol_type": r[2], "protocol_name": r[3]})
+                                     req["group_instance_id"] if v >= 3 else None, assignments,
+                                     req["protocol_type"] if v >= 5 else None,
+                                     req["protocol_name"] if v >= 5 else None)
+
+    def response(r: tuple[int, bytes, str | None, str | None]) -> SyncGroupResponse:
+        return {"throttle_time_ms": 0, "error_code": r[0], "assignment": r[1], "protocol_type": r[2],
+                "protocol_name": r[3]}
+    return d.addCallback(response)
 
 
 @api(ApiKey.HEARTBEAT, 0, 4)
-def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> dict[str, Any]:
+def handle_heartbeat(ctx: RequestContext, req: HeartbeatRequest) -> HeartbeatResponse:
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)}
     error = _coordinator(ctx).heartbeat(req["group_id"], req["member_id"],
-                                        req.get("group_instance_id") if ctx.api_version >= 3 else None,
+                                        req["group_instance_id"] if ctx.api_version >= 3 else None,
                                         req["generation_id"])
     return {"throttle_time_ms": 0, "error_code": int(error)}
 
 
 @api(ApiKey.LEAVE_GROUP, 0, 4)
-def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str, Any]:
+def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> LeaveGroupResponse:
     if not _may_read(ctx, req["group_id"]):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "members": []}
     if ctx.api_version >= 3:
@@ -96,15 +107,15 @@ def handle_leave_group(ctx: RequestContext, req: LeaveGroupRequest) -> dict[str,
         if not error and results:
             error = results[0]
         return {"throttle_time_ms": 0, "error_code": int(error), "members": []}
-    members = [{"member_id": m, "group_instance_id": i, "error_code": int(e)} for (m, i), e in zip(leaving, results)]
+    members: list[LeaveGroupResponseMemberResponse] = [{"member_id": m, "group_instance_id": i, "error_code": int(e)} for (m, i), e in zip(leaving, results)]
     return {"throttle_time_ms": 0, "error_code": int(error), "members": members if not error else []}
 
 
 @api(ApiKey.DESCRIBE_GROUPS, 0, 5)
-def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> dict[str, Any]:
+def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
     coordinator = _coordinator(ctx)
-    want_ops = ctx.api_version >= 3 and req.get("include_authorized_operations", False)
-    groups = []
+    want_ops = ctx.api_version >= 3 and req["include_authorized_operations"]
+    groups: list[DescribeGroupsResponseDescribedGroup] = []
     for g in req["groups"]:
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g):
             groups.append({"error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED), "group_id": g, "group_state": "",
@@ -119,10 +130,10 @@ def handle_describe_groups(ctx: RequestContext, req: DescribeGroupsRequest) -> d
 
 
 @api(ApiKey.LIST_GROUPS, 0, 4)
-def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str, Any]:
+def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> ListGroupsResponse:
     """v4 (KIP-518): ``states_filter`` keeps the groups in one of the named states (Kafka's
     names, case as Kafka writes them; empty = all) and every entry carries its state."""
-    states = set(req.get("states_filter") or ()) if ctx.api_version >= 4 else set()
+    states = set(req["states_filter"]) if ctx.api_version >= 4 else set()
     error, groups = _coordinator(ctx).list_groups(states or None)
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):     # else only groups it may describe
         groups = [g for g in groups if ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, g.group_id)]
@@ -132,14 +143,17 @@ def handle_list_groups(ctx: RequestContext, req: ListGroupsRequest) -> dict[str,
 
 
 @api(ApiKey.DELETE_GROUPS, 0, 2)
-def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
+def handle_delete_groups(ctx: RequestContext, req: DeleteGroupsRequest,
+                         ) -> DeleteGroupsResponse | defer.Deferred[DeleteGroupsResponse]:
     names = list(req["groups_names"])
     denied = [g for g in names if not ctx.authorize(Operation.DELETE, ResourceType.GROUP, g)]
     allowed = [g for g in names if g not in denied]
 
-    def response(results: dict[str, Any]) -> dict[str, Any]:
-        return {"throttle_time_ms": 0, "results": [{"group_id": g, "error_code": int(e)} for g, e in results.items()]
-                + [{"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)} for g in denied]}
+    def response(results: dict[str, Any]) -> DeleteGroupsResponse:
+        answered: list[DeleteGroupsResponseDeletableGroupResult] = [
+            {"group_id": g, "error_code": int(e)} for g, e in results.items()]
+        answered += [{"group_id": g, "error_code": int(ErrorCode.GROUP_AUTHORIZATION_FAILED)} for g in denied]
+        return {"throttle_time_ms": 0, "results": answered}
     if not allowed:
         return response({})
     return _coordinator(ctx).delete_groups(allowed).addCallback(response)

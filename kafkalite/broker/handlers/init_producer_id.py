@@ -13,6 +13,7 @@ producer id is handed out (2.8's idempotent path).
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -22,16 +23,17 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import InitProducerIdRequest
+from kafkalite.protocol.messages_typed import InitProducerIdRequest, InitProducerIdResponse
 
 
-def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> dict[str, Any]:
+def _answer(code: ErrorCode, pid: int = -1, epoch: int = -1) -> InitProducerIdResponse:
     return {"throttle_time_ms": 0, "error_code": int(code), "producer_id": pid, "producer_epoch": epoch}
 
 
 @api(ApiKey.INIT_PRODUCER_ID, 0, 4)
 @defer.inlineCallbacks
-def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> Any:
+def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest,
+                            ) -> Generator[Any, Any, InitProducerIdResponse]:
     txn_id = req["transactional_id"]
     # Kafka 2.8: a transactional producer needs Write on its id; an idempotent one IdempotentWrite
     # on the cluster, or Write on some topic
@@ -41,7 +43,7 @@ def handle_init_producer_id(ctx: RequestContext, req: InitProducerIdRequest) -> 
             and not ctx.authorize_by_resource_type(Operation.WRITE, ResourceType.TOPIC):
         return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     if txn_id is not None:
-        expected = (req.get("producer_id", -1), req.get("producer_epoch", -1)) if ctx.api_version >= 3 else (-1, -1)
+        expected = (req["producer_id"], req["producer_epoch"]) if ctx.api_version >= 3 else (-1, -1)
         if (expected[0] == -1) != (expected[1] == -1):
             return _answer(ErrorCode.INVALID_REQUEST)
         result = yield ctx.txns.coordinator.init_producer_id(txn_id, req["transaction_timeout_ms"], *expected)

@@ -18,7 +18,9 @@ from kafkalite.config import kafka_version
 from kafkalite.errors import ErrorCode, KafkaError, UnsupportedForMessageFormatError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import ListOffsetsRequest
+from kafkalite.protocol.messages_typed import (ListOffsetsRequest, ListOffsetsResponse,
+                                               ListOffsetsResponseListOffsetsPartitionResponse,
+                                               ListOffsetsResponseListOffsetsTopicResponse)
 
 LATEST = -1
 EARLIEST = -2
@@ -58,24 +60,25 @@ def _modified_ms(segment: Any) -> int:
 
 
 @api(ApiKey.LIST_OFFSETS, 0, 6)
-def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
+def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
     rm = ctx.replicas
     if ctx.api_version == 0:
         return _handle_v0(ctx, req)
-    committed = req.get("isolation_level", 0) == READ_COMMITTED
-    topics = []
+    committed = req["isolation_level"] == READ_COMMITTED
+    topics: list[ListOffsetsResponseListOffsetsTopicResponse] = []
     for t in req["topics"]:
-        parts = []
+        parts: list[ListOffsetsResponseListOffsetsPartitionResponse] = []
         may_describe = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])     # as Kafka
         for p in t["partitions"]:
-            entry = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+            entry: ListOffsetsResponseListOffsetsPartitionResponse = {
+                "partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
                      "offset": -1, "leader_epoch": -1}
             if not may_describe:
                 entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 parts.append(entry)
                 continue
             try:
-                part = rm.leader(t["name"], p["partition_index"], p.get("current_leader_epoch", -1))
+                part = rm.leader(t["name"], p["partition_index"], p["current_leader_epoch"])
                 ts = p["timestamp"]
                 fetchable = part.last_stable_offset if committed else part.high_watermark
                 if ts == LATEST:
@@ -100,13 +103,14 @@ def handle_list_offsets(ctx: RequestContext, req: ListOffsetsRequest) -> dict[st
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-def _handle_v0(ctx: RequestContext, req: ListOffsetsRequest) -> dict[str, Any]:
-    topics = []
+def _handle_v0(ctx: RequestContext, req: ListOffsetsRequest) -> ListOffsetsResponse:
+    topics: list[ListOffsetsResponseListOffsetsTopicResponse] = []
     for t in req["topics"]:
-        parts = []
+        parts: list[ListOffsetsResponseListOffsetsPartitionResponse] = []
         may_describe = ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
         for p in t["partitions"]:
-            entry: dict[str, Any] = {"partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": []}
+            entry: ListOffsetsResponseListOffsetsPartitionResponse = {
+                "partition_index": p["partition_index"], "error_code": 0, "old_style_offsets": []}
             if not may_describe:
                 entry["error_code"] = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 parts.append(entry)

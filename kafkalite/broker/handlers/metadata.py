@@ -12,14 +12,15 @@ without one); v11 drops the cluster's authorized operations.
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.broker.replica_manager import INTERNAL_TOPICS
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import MetadataRequest
+from kafkalite.protocol.messages_typed import (MetadataRequest, MetadataResponse, MetadataResponseMetadataResponseBroker,
+                                               MetadataResponseMetadataResponsePartition,
+                                               MetadataResponseMetadataResponseTopic)
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.schema import ZERO_UUID
 from zk_schema.topic_names import is_valid_topic_name
@@ -28,10 +29,10 @@ log = logging.getLogger(__name__)
 NOT_PROVIDED = -2147483648
 
 
-def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
+def _partition_entries(ctx: RequestContext, name: str) -> list[MetadataResponseMetadataResponsePartition]:
     cache = ctx.metadata
     info = cache.topics[name]
-    out = []
+    out: list[MetadataResponseMetadataResponsePartition] = []
     for index in sorted(info.assignment):
         replicas = info.assignment[index]
         state = cache.states.get((name, index))
@@ -51,7 +52,7 @@ def _partition_entries(ctx: RequestContext, name: str) -> list[dict[str, Any]]:
 
 
 @api(ApiKey.METADATA, 0, 11)
-def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]:
+def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> MetadataResponse:
     cache = ctx.metadata
     requested = req["topics"]
     if requested is None or (ctx.api_version == 0 and not requested):
@@ -61,16 +62,16 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
     all_topics = requested is None or (ctx.api_version == 0 and not requested)
     # v10-v11 carry a topic id per requested topic, but topics are looked up by name only until
     # v12: a topic named with a non-zero id answers INVALID_REQUEST (Kafka 2.8 refuses those)
-    by_id = {t["name"] for t in requested or () if t.get("topic_id", ZERO_UUID) != ZERO_UUID}
-    allow_create = req.get("allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"]
-    want_topic_ops = ctx.api_version >= 8 and req.get("include_topic_authorized_operations", False)
+    by_id = {t["name"] for t in requested or () if t["topic_id"] != ZERO_UUID}
+    allow_create = req["allow_auto_topic_creation"] and ctx.config["auto.create.topics.enable"]
+    want_topic_ops = ctx.api_version >= 8 and req["include_topic_authorized_operations"]
     # Kafka's Metadata authorization: a topic the principal may not Describe is left out of an
     # all-topics answer and is TOPIC_AUTHORIZATION_FAILED when named (existing or not); creating a
     # missing one needs Create on the cluster or on the topic
     create_on_cluster = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER)
-    topics = []
+    topics: list[MetadataResponseMetadataResponseTopic] = []
     for name in names:
-        entry: dict[str, Any] = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
+        entry: MetadataResponseMetadataResponseTopic = {"error_code": 0, "name": name, "is_internal": name in INTERNAL_TOPICS, "partitions": [],
                  "topic_authorized_operations": NOT_PROVIDED, "topic_id": ZERO_UUID}
         if not ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, name):
             if not all_topics:
@@ -107,13 +108,13 @@ def handle_metadata(ctx: RequestContext, req: MetadataRequest) -> dict[str, Any]
             else:
                 entry["error_code"] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         topics.append(entry)
-    brokers = []
+    brokers: list[MetadataResponseMetadataResponseBroker] = []
     for b in sorted(cache.brokers.values(), key=lambda b: b.broker_id):
         ep = b.endpoint(ctx.listener)
         if ep is not None:
             brokers.append({"node_id": b.broker_id, "host": ep[0], "port": ep[1], "rack": b.rack})
     cluster_ops = NOT_PROVIDED        # KIP-430: only when asked for (v8+)
-    if ctx.api_version >= 8 and req.get("include_cluster_authorized_operations", False):
+    if ctx.api_version >= 8 and req["include_cluster_authorized_operations"]:
         cluster_ops = (ctx.authorized_operations(ResourceType.CLUSTER)
                        if ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER) else 0)
     return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": cache.cluster_id,

@@ -12,20 +12,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from twisted.internet import defer
+
 from kafkalite.broker.services import RequestContext
 from kafkalite.broker.registry import api
 from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import OffsetCommitRequest, OffsetDeleteRequest, OffsetFetchRequest
+from kafkalite.protocol.messages_typed import (OffsetCommitRequest, OffsetCommitResponse,
+                                               OffsetCommitResponseOffsetCommitResponsePartition, OffsetDeleteRequest,
+                                               OffsetDeleteResponse, OffsetDeleteResponseOffsetDeleteResponsePartition,
+                                               OffsetFetchRequest, OffsetFetchResponse,
+                                               OffsetFetchResponseOffsetFetchResponsePartition)
 from kafkalite.security.acl import Operation, ResourceType
 
 
 @api(ApiKey.OFFSET_COMMIT, 2, 8)
-def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest,
+                         ) -> OffsetCommitResponse | defer.Deferred[OffsetCommitResponse]:
     v = ctx.api_version
     now = ctx.now_ms
-    retention = req.get("retention_time_ms", -1) if v <= 4 else -1
+    retention = req["retention_time_ms"] if v <= 4 else -1
     cache = ctx.metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], OffsetAndMetadata] = {}
@@ -44,16 +51,16 @@ def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
             if not cache.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1) if v >= 6 else -1,
+            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"] if v >= 6 else -1,
                                             p["committed_metadata"] or "", now,
                                             now + retention if retention >= 0 else None)
     coordinator = ctx.groups.coordinator
-    d = coordinator.commit_offsets(req["group_id"], req["member_id"], req.get("group_instance_id") if v >= 7 else None,
+    d = coordinator.commit_offsets(req["group_id"], req["member_id"], req["group_instance_id"] if v >= 7 else None,
                                    req["generation_id_or_member_epoch"], offsets) if offsets else None
 
-    def response(results: dict[tuple[str, int], ErrorCode] | None) -> dict[str, Any]:
+    def response(results: dict[tuple[str, int], ErrorCode] | None) -> OffsetCommitResponse:
         merged = {**errors, **(results or {})}
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[OffsetCommitResponseOffsetCommitResponsePartition]] = {}
         for t, p in order:
             topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged[(t, p)])})
         return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
@@ -63,7 +70,7 @@ def handle_offset_commit(ctx: RequestContext, req: OffsetCommitRequest) -> Any:
 
 
 @api(ApiKey.OFFSET_FETCH, 1, 7)
-def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[str, Any]:
+def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> OffsetFetchResponse:
     v = ctx.api_version
     requested = req["topics"]
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.GROUP, req["group_id"]):
@@ -80,13 +87,13 @@ def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[st
                                               if t["name"] not in denied]
     coordinator = ctx.groups.coordinator
     error, found = coordinator.fetch_offsets(req["group_id"], wanted)
-    unstable = coordinator.pending_txn_partitions(req["group_id"]) if v >= 7 and req.get("require_stable") else set()
+    unstable = coordinator.pending_txn_partitions(req["group_id"]) if v >= 7 and req["require_stable"] else set()
     if requested is None:
         found = {tp: om for tp, om in found.items() if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
         unstable = {tp for tp in unstable if ctx.authorize(Operation.DESCRIBE, ResourceType.TOPIC, tp[0])}
     if error and v >= 2:
         return {"throttle_time_ms": 0, "topics": [], "error_code": int(error)}
-    topics: dict[str, list[dict[str, Any]]] = {}
+    topics: dict[str, list[OffsetFetchResponseOffsetFetchResponsePartition]] = {}
     rows = dict(found) if not error else {tp: None for tp in wanted or []}
     for tp in unstable:
         if wanted is None or tp in rows:
@@ -107,7 +114,8 @@ def handle_offset_fetch(ctx: RequestContext, req: OffsetFetchRequest) -> dict[st
 
 
 @api(ApiKey.OFFSET_DELETE, 0, 0)
-def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
+def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest,
+                         ) -> OffsetDeleteResponse | defer.Deferred[OffsetDeleteResponse]:
     """KIP-496: drop a group's committed offsets of some partitions (the coordinator's rules:
     ``GroupCoordinator.delete_offsets``). Partitions of unknown topics answer
     UNKNOWN_TOPIC_OR_PARTITION without reaching the coordinator; a group-level error answers
@@ -124,12 +132,12 @@ def handle_offset_delete(ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
             unknown[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     known = [tp for tp in order if tp not in unknown]
 
-    def response(outcome: tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]) -> dict[str, Any]:
+    def response(outcome: tuple[ErrorCode, dict[tuple[str, int], ErrorCode]]) -> OffsetDeleteResponse:
         error, results = outcome
         if error:
             return {"error_code": int(error), "throttle_time_ms": 0, "topics": []}
         merged = {**unknown, **results}
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[OffsetDeleteResponseOffsetDeleteResponsePartition]] = {}
         for t, p in dict.fromkeys(order):
             topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged.get((t, p), ErrorCode.NONE))})
         return {"error_code": 0, "throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

@@ -11,8 +11,6 @@ reassignments in progress from the controller's view of the topic znodes (null T
 """
 from __future__ import annotations
 
-from typing import Any
-
 from twisted.internet import defer
 
 from kafkalite.broker.registry import api
@@ -20,25 +18,34 @@ from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (
+    AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponseReassignablePartitionResponse, ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse, ListPartitionReassignmentsResponseOngoingPartitionReassignment)
 
 
-def _not_controller(body: dict[str, Any]) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": int(ErrorCode.NOT_CONTROLLER),
-            "error_message": "This is not the correct controller for this cluster.", **body}
+#: The top-level refusals of both APIs: (error code, message).
+NOT_CONTROLLER = (ErrorCode.NOT_CONTROLLER, "This is not the correct controller for this cluster.")
+CLUSTER_DENIED = (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Cluster authorization failed.")
 
 
-def _cluster_denied(body: dict[str, Any]) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-            "error_message": "Cluster authorization failed.", **body}
+def _alter_refused(refusal: tuple[ErrorCode, str]) -> AlterPartitionReassignmentsResponse:
+    return {"throttle_time_ms": 0, "error_code": int(refusal[0]), "error_message": refusal[1], "responses": []}
+
+
+def _list_refused(refusal: tuple[ErrorCode, str]) -> ListPartitionReassignmentsResponse:
+    return {"throttle_time_ms": 0, "error_code": int(refusal[0]), "error_message": refusal[1], "topics": []}
 
 
 @api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0)
-def handle_alter_partition_reassignments(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_alter_partition_reassignments(
+        ctx: RequestContext, req: AlterPartitionReassignmentsRequest,
+) -> AlterPartitionReassignmentsResponse | defer.Deferred[AlterPartitionReassignmentsResponse]:
     if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
-        return _cluster_denied({"responses": []})
+        return _alter_refused(CLUSTER_DENIED)
     controller = ctx.controller
     if not controller.active:
-        return _not_controller({"responses": []})
+        return _alter_refused(NOT_CONTROLLER)
     targets: dict[tuple[str, int], tuple[int, ...] | None] = {}
     order: list[tuple[str, int]] = []
     for topic in req["topics"]:
@@ -48,10 +55,10 @@ def handle_alter_partition_reassignments(ctx: RequestContext, req: dict[str, Any
             targets[key] = None if replicas is None else tuple(replicas)
             order.append(key)
 
-    def answer(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> dict[str, Any]:
+    def answer(results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> AlterPartitionReassignmentsResponse:
         if results and all(code == ErrorCode.NOT_CONTROLLER for code, _ in results.values()):
-            return _not_controller({"responses": []})
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+            return _alter_refused(NOT_CONTROLLER)
+        by_topic: dict[str, list[AlterPartitionReassignmentsResponseReassignablePartitionResponse]] = {}
         for key in dict.fromkeys(order):
             code, message = results.get(key, (ErrorCode.UNKNOWN_SERVER_ERROR, "no answer"))
             by_topic.setdefault(key[0], []).append({"partition_index": key[1], "error_code": int(code),
@@ -66,17 +73,19 @@ def handle_alter_partition_reassignments(ctx: RequestContext, req: dict[str, Any
 
 
 @api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0)
-def handle_list_partition_reassignments(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_list_partition_reassignments(ctx: RequestContext, req: ListPartitionReassignmentsRequest,
+                                        ) -> ListPartitionReassignmentsResponse:
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
-        return _cluster_denied({"topics": []})
+        return _list_refused(CLUSTER_DENIED)
     controller = ctx.controller
     if not controller.active:
-        return _not_controller({"topics": []})
+        return _list_refused(NOT_CONTROLLER)
     ongoing = controller.ongoing_reassignments()
-    if req["topics"] is not None:
-        wanted = {(t["name"], p) for t in req["topics"] for p in t["partition_indexes"]}
+    asked = req["topics"]
+    if asked is not None:
+        wanted = {(t["name"], p) for t in asked for p in t["partition_indexes"]}
         ongoing = {k: v for k, v in ongoing.items() if k in wanted}
-    by_topic: dict[str, list[dict[str, Any]]] = {}
+    by_topic: dict[str, list[ListPartitionReassignmentsResponseOngoingPartitionReassignment]] = {}
     for (topic, p), entry in sorted(ongoing.items()):
         by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": list(entry.replicas),
                                                "adding_replicas": list(entry.adding),

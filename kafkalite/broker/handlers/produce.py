@@ -28,14 +28,17 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from twisted.internet import defer
+
 from kafkalite.broker.registry import api
 from kafkalite.broker.delayed_produce import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
-from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.net.server import NO_RESPONSE, CloseConnection, NoResponse
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import ProduceRequest
+from kafkalite.protocol.messages_typed import (ProduceRequest, ProduceResponse, ProduceResponsePartitionProduceResponse,
+                                               ProduceResponseTopicProduceResponse)
 from kafkalite.records.batch import HEADER_SIZE, TRANSACTIONAL_MASK, attributes_at, batch_size_at, crc_ok_at
 from kafkalite.records.legacy import upconvert
 
@@ -60,7 +63,7 @@ def _has_transactional_batch(records: Any) -> bool:
 
 
 def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, log_start: int = -1,
-           message: str | None = None, record_errors: list[tuple[int, str]] | None = None) -> dict[str, Any]:
+           message: str | None = None, record_errors: list[tuple[int, str]] | None = None) -> ProduceResponsePartitionProduceResponse:
     return {"index": index, "error_code": int(code), "base_offset": base_offset,
             "log_append_time_ms": append_time, "log_start_offset": log_start,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in record_errors or ()],
@@ -68,13 +71,14 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
 
 
 @api(ApiKey.PRODUCE, 0, 9)
-def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
+def handle_produce(ctx: RequestContext, req: ProduceRequest,
+                   ) -> ProduceResponse | defer.Deferred[ProduceResponse] | NoResponse:
     replicas = ctx.replicas
     acks = req["acks"]
     # producer_byte_rate counts whole requests, as Kafka's produce quota does
     ctx.throttle(ctx.quotas.produce.record(ctx.quota_user, ctx.client_id or "", ctx.request_size, ctx.now_ms))
-    results: list[tuple[str, list[dict[str, Any]]]] = []
-    waiting: list[tuple[dict[str, Any], PendingAck]] = []
+    results: list[tuple[str, list[ProduceResponsePartitionProduceResponse]]] = []
+    waiting: list[tuple[ProduceResponsePartitionProduceResponse, PendingAck]] = []
     failed = False
     legacy = ctx.api_version < 3          # message format v0/v1: converted to a v2 batch first
     has_txn = not legacy and any(
@@ -85,7 +89,7 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
                   and not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]))
     for topic in req["topic_data"]:
         name = topic["name"]
-        entries = []
+        entries: list[ProduceResponsePartitionProduceResponse] = []
         if txn_denied or not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, name):
             code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
             results.append((name, [_entry(pd["index"], code) for pd in topic["partition_data"]]))
@@ -129,10 +133,11 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest) -> Any:
                 waiting.append((entry, replicas.pending_ack(part, res)))
         results.append((name, entries))
 
-    def response(codes: list[ErrorCode] | None = None) -> dict[str, Any]:
+    def response(codes: list[ErrorCode] | None = None) -> ProduceResponse:
         for (entry, _), code in zip(waiting, codes or ()):
             entry["error_code"] = int(code)
-        return {"responses": [{"name": n, "partition_responses": e} for n, e in results], "throttle_time_ms": 0}
+        topics: list[ProduceResponseTopicProduceResponse] = [{"name": n, "partition_responses": e} for n, e in results]
+        return {"responses": topics, "throttle_time_ms": 0}
 
     if acks == 0:
         if failed:

@@ -7,21 +7,21 @@ no longer) in the SASL exchange, with ILLEGAL_SASL_STATE.
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kafkalite.broker.registry import api
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import ErrorCode
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+                                               SaslHandshakeResponse)
 
 
 @api(ApiKey.SASL_HANDSHAKE, 0, 1)
-def handle_sasl_handshake(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+def handle_sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
     return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE), "mechanisms": []}
 
 
 @api(ApiKey.SASL_AUTHENTICATE, 0, 2)
-def handle_sasl_authenticate(ctx: RequestContext, req: dict[str, Any]) -> dict[str, Any]:
+def handle_sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
     return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
             "error_message": "SaslAuthenticate request received after successful authentication",
             "auth_bytes": b"", "session_lifetime_ms": 0}

@@ -11,6 +11,8 @@ the broker derives StoredKey/ServerKey and stores Kafka's credential string.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -22,15 +24,30 @@ from kafkalite.errors import ErrorCode
 from kafkalite.security import scram
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (
+    AlterUserScramCredentialsRequest, AlterUserScramCredentialsRequestScramCredentialDeletion,
+    AlterUserScramCredentialsRequestScramCredentialUpsertion, AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResponseAlterUserScramCredentialsResult, DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse, DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult)
+
+_Change = AlterUserScramCredentialsRequestScramCredentialDeletion | AlterUserScramCredentialsRequestScramCredentialUpsertion
+
+
+@dataclass
+class _UserChanges:
+    """One user's part of an AlterUserScramCredentials request."""
+    deletions: list[AlterUserScramCredentialsRequestScramCredentialDeletion] = field(default_factory=list)
+    upsertions: list[AlterUserScramCredentialsRequestScramCredentialUpsertion] = field(default_factory=list)
 
 BY_ID = {v: k for k, v in scram.MECHANISM_IDS.items()}
 
 
 @api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0)
 @defer.inlineCallbacks
-def handle_describe_user_scram_credentials(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    requested = [u["name"] for u in (req.get("users") or [])]
-    results = []
+def handle_describe_user_scram_credentials(ctx: RequestContext, req: DescribeUserScramCredentialsRequest,
+                                           ) -> Generator[Any, Any, DescribeUserScramCredentialsResponse]:
+    requested = [u["name"] for u in (req["users"] or [])]      # null: every user
+    results: list[DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult] = []
     if not ctx.authorize(Operation.DESCRIBE, ResourceType.CLUSTER):
         return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                 "error_message": "Cluster authorization failed.", "results": []}
@@ -56,65 +73,71 @@ def handle_describe_user_scram_credentials(ctx: RequestContext, req: dict[str, A
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
 
 
-def _described(name: str, infos: list[tuple[str, int]]) -> dict[str, Any]:
+def _described(name: str, infos: list[tuple[str, int]],
+               ) -> DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult:
     return {"user": name, "error_code": 0, "error_message": None,
             "credential_infos": [{"mechanism": scram.MECHANISM_IDS[m], "iterations": i} for m, i in infos]}
 
 
-def _user_error(name: str, code: ErrorCode, message: str) -> dict[str, Any]:
+def _user_error(name: str, code: ErrorCode, message: str,
+                ) -> DescribeUserScramCredentialsResponseDescribeUserScramCredentialsResult:
     return {"user": name, "error_code": int(code), "error_message": message, "credential_infos": []}
 
 
 @api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0)
 @defer.inlineCallbacks
-def handle_alter_user_scram_credentials(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_alter_user_scram_credentials(ctx: RequestContext, req: AlterUserScramCredentialsRequest,
+                                        ) -> Generator[Any, Any, AlterUserScramCredentialsResponse]:
     if not ctx.authorize(Operation.ALTER, ResourceType.CLUSTER):
-        names = dict.fromkeys([d["name"] for d in req.get("deletions") or []] + [u["name"] for u in req.get("upsertions") or []])
+        names = dict.fromkeys([d["name"] for d in req["deletions"]] + [u["name"] for u in req["upsertions"]])
         return {"throttle_time_ms": 0, "results": [{"user": n, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
                                                     "error_message": "Cluster authorization failed."} for n in names]}
-    changes: dict[str, list[tuple[str, dict[str, Any]]]] = defaultdict(list)
-    for d in req.get("deletions") or []:
-        changes[d["name"]].append(("delete", d))
-    for u in req.get("upsertions") or []:
-        changes[u["name"]].append(("upsert", u))
-    results = []
-    for user, items in changes.items():
-        error = yield _check(ctx, user, items)
+    changes: dict[str, _UserChanges] = defaultdict(_UserChanges)
+    for d in req["deletions"]:
+        changes[d["name"]].deletions.append(d)
+    for u in req["upsertions"]:
+        changes[u["name"]].upsertions.append(u)
+    results: list[AlterUserScramCredentialsResponseAlterUserScramCredentialsResult] = []
+    for user, change in changes.items():
+        error = yield _check(ctx, user, change)
         if error is not None:
             results.append({"user": user, "error_code": int(error[0]), "error_message": error[1]})
             continue
         upserts = [(BY_ID[c["mechanism"]], credential_from_salted_password(
             BY_ID[c["mechanism"]], bytes(c["salt"]), bytes(c["salted_password"]), c["iterations"]))
-            for kind, c in items if kind == "upsert"]
-        deletes = [BY_ID[c["mechanism"]] for kind, c in items if kind == "delete"]
+            for c in change.upsertions]
+        deletes = [BY_ID[c["mechanism"]] for c in change.deletions]
         yield ctx.credentials.alter(user, upserts, deletes)
         results.append({"user": user, "error_code": 0, "error_message": None})
     return {"throttle_time_ms": 0, "results": results}
 
 
 @defer.inlineCallbacks
-def _check(ctx: RequestContext, user: str, items: list[tuple[str, dict[str, Any]]]) -> Any:
-    """(code, message) of the first problem with one user's changes, or None."""
+def _check(ctx: RequestContext, user: str, change: _UserChanges) -> Any:
+    """(code, message) of the first problem with one user's changes, or None (deletions are
+    checked before upsertions, each in request order)."""
     if not user:
         return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Username must not be empty"
     seen: set[int] = set()
-    for kind, c in items:
+    items: list[tuple[_Change, AlterUserScramCredentialsRequestScramCredentialUpsertion | None]] = [
+        *((d, None) for d in change.deletions), *((u, u) for u in change.upsertions)]
+    for c, upsert in items:
         if c["mechanism"] not in BY_ID:
             return ErrorCode.UNSUPPORTED_SASL_MECHANISM, "Unknown SCRAM mechanism"
         if c["mechanism"] in seen:
             return ErrorCode.DUPLICATE_RESOURCE, "A user credential cannot be altered twice in the same request"
         seen.add(c["mechanism"])
-        if kind == "upsert":
-            mechanism = BY_ID[c["mechanism"]]
-            if c["iterations"] < scram.MECHANISMS[mechanism][1]:
+        if upsert is not None:
+            mechanism = BY_ID[upsert["mechanism"]]
+            if upsert["iterations"] < scram.MECHANISMS[mechanism][1]:
                 return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too few iterations"
-            if c["iterations"] > scram.MAX_ITERATIONS:
+            if upsert["iterations"] > scram.MAX_ITERATIONS:
                 return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Too many iterations"
-            if not c["salt"] or not c["salted_password"]:
+            if not upsert["salt"] or not upsert["salted_password"]:
                 return ErrorCode.UNACCEPTABLE_CREDENTIAL, "Salt and salted password must not be empty"
     stored = yield ctx.credentials.describe(user)
     present = {m for m, _ in stored}
-    for kind, c in items:
-        if kind == "delete" and BY_ID[c["mechanism"]] not in present:
+    for d in change.deletions:
+        if BY_ID[d["mechanism"]] not in present:
             return ErrorCode.RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist"
     return None

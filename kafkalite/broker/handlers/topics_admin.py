@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Generator, Sequence
 from typing import Any
 
 from twisted.internet import defer
@@ -25,10 +26,18 @@ from kafkalite.config import render
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
-from kafkalite.protocol.messages_typed import CreatePartitionsRequest, CreateTopicsRequest, DeleteTopicsRequest
+from kafkalite.protocol.messages_typed import (CreatePartitionsRequest, CreatePartitionsResponse,
+                                               CreatePartitionsResponseCreatePartitionsTopicResult, CreateTopicsRequest,
+                                               CreateTopicsResponse, CreateTopicsResponseCreatableTopicResult,
+                                               DeleteTopicsRequest, DeleteTopicsResponse,
+                                               DeleteTopicsResponseDeletableTopicResult)
 from kafkalite.protocol.schema import ZERO_UUID
 
 log = logging.getLogger(__name__)
+
+#: A per-topic result entry of any of the three APIs (each has an error code and message).
+_Result = (CreateTopicsResponseCreatableTopicResult | DeleteTopicsResponseDeletableTopicResult
+           | CreatePartitionsResponseCreatePartitionsTopicResult)
 
 
 def _error(exc: BaseException) -> tuple[int, str]:
@@ -49,7 +58,7 @@ def _refusal(name: str, counts: Counter, ctx: RequestContext) -> tuple[int, str]
 
 
 @defer.inlineCallbacks
-def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
+def _run_all(jobs: Sequence[tuple[_Result, defer.Deferred]]) -> Any:
     """Await each job's Deferred, filling its result entry's error on failure."""
     for entry, d in jobs:
         try:
@@ -60,17 +69,18 @@ def _run_all(jobs: list[tuple[dict[str, Any], Any]]) -> Any:
 
 @api(ApiKey.CREATE_TOPICS, 2, 7)
 @defer.inlineCallbacks
-def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
+def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Generator[Any, Any, CreateTopicsResponse]:
     admin = ctx.topics
     counts = Counter(t["name"] for t in req["topics"])
     create_on_cluster = ctx.authorize(Operation.CREATE, ResourceType.CLUSTER)     # else Create on each topic
-    results, jobs = [], []
+    results: list[CreateTopicsResponseCreatableTopicResult] = []
+    jobs: list[tuple[CreateTopicsResponseCreatableTopicResult, defer.Deferred]] = []
     sizes: dict[str, int] = {}
     described = ctx.api_version >= 5
     for t in req["topics"]:
-        entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+        entry: CreateTopicsResponseCreatableTopicResult = {"name": t["name"], "error_code": 0, "error_message": None}
         if described:       # Kafka's defaults for a topic that is not created
-            entry.update(num_partitions=-1, replication_factor=-1, configs=None)
+            _not_created(entry)
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is None and not create_on_cluster and not ctx.authorize(Operation.CREATE, ResourceType.TOPIC, t["name"]):
@@ -86,7 +96,7 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
             entry["error_code"], entry["error_message"] = _error(exc)
             continue
         if described:
-            entry.update(_created_topic(ctx, assignment, overrides))
+            _describe_created(entry, ctx, assignment, overrides)
         if not req["validate_only"]:
             jobs.append((entry, admin.create_topic(t["name"], assignment, overrides)))
             sizes[t["name"]] = len(assignment)
@@ -109,7 +119,7 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
                         "Leaders were not elected within the timeout; the topic is still being created."
     for e in results:
         if e["error_code"] not in (0, ErrorCode.REQUEST_TIMED_OUT) and described:
-            e.update(num_partitions=-1, replication_factor=-1, configs=None)
+            _not_created(e)
         # v7 (KIP-516): the new topic's id, as written to its znode; none for validate_only
         info = ctx.metadata.topics.get(e["name"])
         e["topic_id"] = info.topic_uuid if info is not None and e["error_code"] == 0 and not req["validate_only"] \
@@ -117,29 +127,35 @@ def handle_create_topics(ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     return {"throttle_time_ms": 0, "topics": results}
 
 
-def _created_topic(ctx: RequestContext, assignment: dict[int, list[int]],
-                   overrides: dict[str, str]) -> dict[str, Any]:
+def _not_created(entry: CreateTopicsResponseCreatableTopicResult) -> None:
+    """CreateTopics v5+: Kafka's description of a topic that is not created."""
+    entry["num_partitions"], entry["replication_factor"], entry["configs"] = -1, -1, None
+
+
+def _describe_created(entry: CreateTopicsResponseCreatableTopicResult, ctx: RequestContext,
+                      assignment: dict[int, list[int]], overrides: dict[str, str]) -> None:
     """CreateTopics v5+ (KIP-525): what the topic is (or, with validate_only, would be) created
     with: its partition count, replication factor and every topic config with its source, so
     a client needs no DescribeConfigs round trip. Sensitive values are null, as DescribeConfigs."""
-    rf = len(next(iter(assignment.values()))) if assignment else -1
     rows = ctx.config.describe_topic(overrides)
-    return {"num_partitions": len(assignment), "replication_factor": rf, "configs": [
-        {"name": r.name, "value": None if r.sensitive else render(r.value), "read_only": False,
-         "config_source": r.source, "is_sensitive": r.sensitive} for r in rows]}
+    entry["num_partitions"] = len(assignment)
+    entry["replication_factor"] = len(next(iter(assignment.values()))) if assignment else -1
+    entry["configs"] = [{"name": r.name, "value": None if r.sensitive else render(r.value), "read_only": False,
+                         "config_source": r.source, "is_sensitive": r.sensitive} for r in rows]
 
 
 @api(ApiKey.DELETE_TOPICS, 1, 6)
 @defer.inlineCallbacks
-def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
-    results, jobs = [], []
+def handle_delete_topics(ctx: RequestContext, req: DeleteTopicsRequest) -> Generator[Any, Any, DeleteTopicsResponse]:
+    results: list[DeleteTopicsResponseDeletableTopicResult] = []
+    jobs: list[tuple[DeleteTopicsResponseDeletableTopicResult, defer.Deferred]] = []
     named: list[tuple[str | None, Any, ErrorCode | None]]
     if ctx.api_version >= 6:
         named = _delete_targets(ctx, req)
     else:
         named = [(name, ZERO_UUID, None) for name in req["topic_names"]]
     for name, topic_id, refusal in named:
-        entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": 0}
+        entry: DeleteTopicsResponseDeletableTopicResult = {"name": name, "topic_id": topic_id, "error_code": 0}
         results.append(entry)
         if refusal is not None:
             entry["error_code"] = int(refusal)
@@ -191,11 +207,13 @@ def _delete_targets(ctx: RequestContext, req: DeleteTopicsRequest) -> list[tuple
 
 @api(ApiKey.CREATE_PARTITIONS, 0, 3)
 @defer.inlineCallbacks
-def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
+def handle_create_partitions(ctx: RequestContext, req: CreatePartitionsRequest,
+                             ) -> Generator[Any, Any, CreatePartitionsResponse]:
     counts = Counter(t["name"] for t in req["topics"])
-    results, jobs = [], []
+    results: list[CreatePartitionsResponseCreatePartitionsTopicResult] = []
+    jobs: list[tuple[CreatePartitionsResponseCreatePartitionsTopicResult, defer.Deferred]] = []
     for t in req["topics"]:
-        entry: dict[str, Any] = {"name": t["name"], "error_code": 0, "error_message": None}
+        entry: CreatePartitionsResponseCreatePartitionsTopicResult = {"name": t["name"], "error_code": 0, "error_message": None}
         results.append(entry)
         refusal = _refusal(t["name"], counts, ctx)
         if refusal is None and not ctx.authorize(Operation.ALTER, ResourceType.TOPIC, t["name"]):

@@ -11,6 +11,7 @@ epoch INVALID_PRODUCER_EPOCH before v3, PRODUCER_FENCED from v3.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -22,11 +23,13 @@ from kafkalite.errors import ErrorCode
 from kafkalite.group.state import OffsetAndMetadata
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (TxnOffsetCommitRequest, TxnOffsetCommitResponse,
+                                               TxnOffsetCommitResponseTxnOffsetCommitResponsePartition)
 
 
 @api(ApiKey.TXN_OFFSET_COMMIT, 0, 3)
 @defer.inlineCallbacks
-def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
+def handle_txn_offset_commit(ctx: RequestContext, req: TxnOffsetCommitRequest) -> Generator[Any, Any, TxnOffsetCommitResponse]:
     v = ctx.api_version
     now = ctx.now_ms
     errors: dict[tuple[str, int], ErrorCode] = {}
@@ -48,7 +51,7 @@ def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
             if not ctx.metadata.partition_exists(*tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
-            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p.get("committed_leader_epoch", -1) if v >= 2 else -1,
+            offsets[tp] = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"] if v >= 2 else -1,
                                             p["committed_metadata"] or "", now)
     results: dict[tuple[str, int], ErrorCode] = {}
     if offsets:
@@ -59,7 +62,7 @@ def handle_txn_offset_commit(ctx: RequestContext, req: dict[str, Any]) -> Any:
         results = yield ctx.groups.coordinator.commit_txn_offsets(req["group_id"], req["producer_id"],
                                                                   req["producer_epoch"], offsets, **member)
     merged = {**errors, **{tp: fenced_code(ErrorCode(c), v, since=3) for tp, c in results.items()}}
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for t, p in order:
-        topics.setdefault(t, []).append({"partition_index": p, "error_code": int(merged[(t, p)])})
+    topics: dict[str, list[TxnOffsetCommitResponseTxnOffsetCommitResponsePartition]] = {}
+    for t, index in order:
+        topics.setdefault(t, []).append({"partition_index": index, "error_code": int(merged[(t, index)])})
     return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

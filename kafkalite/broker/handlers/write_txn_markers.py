@@ -8,6 +8,7 @@ coordinator epoch than the partition has seen. Only brokers send it.
 """
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Any
 
 from twisted.internet import defer
@@ -18,12 +19,15 @@ from kafkalite.broker.txn_markers import write_markers_as_leader
 from kafkalite.errors import ErrorCode
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import (WriteTxnMarkersRequest, WriteTxnMarkersResponse,
+                                               WriteTxnMarkersResponseWritableTxnMarkerPartitionResult,
+                                               WriteTxnMarkersResponseWritableTxnMarkerResult)
 
 
 @api(ApiKey.WRITE_TXN_MARKERS, 0, 1)
 @defer.inlineCallbacks
-def handle_write_txn_markers(ctx: RequestContext, req: dict[str, Any]) -> Any:
-    results = []
+def handle_write_txn_markers(ctx: RequestContext, req: WriteTxnMarkersRequest) -> Generator[Any, Any, WriteTxnMarkersResponse]:
+    results: list[WriteTxnMarkersResponseWritableTxnMarkerResult] = []
     if not ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER):    # only brokers send markers
         return {"markers": [{"producer_id": m["producer_id"], "topics": [
             {"name": t["name"], "partitions": [{"partition_index": p, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)}
@@ -34,7 +38,7 @@ def handle_write_txn_markers(ctx: RequestContext, req: dict[str, Any]) -> Any:
         codes = yield write_markers_as_leader(ctx.replicas, marker["producer_id"], marker["producer_epoch"],
                                               bool(marker["transaction_result"]), marker["coordinator_epoch"], tps,
                                               ctx.config["request.timeout.ms"], ctx.groups.coordinator)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[WriteTxnMarkersResponseWritableTxnMarkerPartitionResult]] = {}
         for (topic, p), code in codes.items():
             by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": int(code)})
         results.append({"producer_id": marker["producer_id"],

@@ -1,8 +1,8 @@
 """DeleteRecords on the leader: the log start moves at once, the answer waits for the followers'
 log starts (the low watermark), and Kafka's refusals.
 
-A real, unstarted :class:`KafkaBroker` (storage in a temp dir, in-memory ZooKeeper, task.Clock);
-the follower is played by recording its Fetch offsets and log start on the leader.
+A real, unstarted :class:`KafkaBroker` (the test kit's ``unstarted_broker``: storage in a temp
+dir, in-memory ZooKeeper, task.Clock); the follower is played by recording its Fetch offsets and log start on the leader.
 """
 from __future__ import annotations
 
@@ -10,17 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from twisted.internet import task
 
 from kafkalite.broker.server import KafkaBroker
-from kafkalite.broker.services import InlineRunner
-from kafkalite.config import BrokerConfig
-from kafkalite.coordination import KafkaZkClient
-from kafkalite.coordination.memory import MemoryZooKeeperServer
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import LeaderAndIsr
 from kafkalite.metadata.cache import BrokerInfo, TopicInfo
 from kafkalite.records.builder import build_batch
+from tests.support.inprocess import unstarted_broker
 
 pytestmark = pytest.mark.unit
 
@@ -29,12 +25,7 @@ TOPIC = "events"
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Any:
-    clock = task.Clock()
-    config = BrokerConfig.from_properties({"broker.id": "1", "zookeeper.connect": "memory",
-                                           "log.dirs": str(tmp_path / "data"),
-                                           "listeners": "PLAINTEXT://127.0.0.1:0"})
-    b = KafkaBroker(config, clock, zk=KafkaZkClient(zk=MemoryZooKeeperServer(clock).client("memory")),
-                    blocking=InlineRunner())
+    b = unstarted_broker(tmp_path / "data")
     b.metadata.topics[TOPIC] = TopicInfo(TOPIC, {0: [1, 2]})
     b.metadata.topics["compacted"] = TopicInfo("compacted", {0: [1]}, config={"cleanup.policy": "compact"})
     for broker_id in (1, 2):

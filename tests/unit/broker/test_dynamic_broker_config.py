@@ -9,9 +9,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from twisted.internet import defer
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python import failure
 
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.handlers.alter_configs import handle_alter_configs, handle_incremental_alter_configs
@@ -20,24 +18,10 @@ from kafkalite.config import BrokerConfig
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.memory import MemoryZooKeeperServer
 from kafkalite.errors import ErrorCode
+from tests.support.deferreds import drive as result
 
 BROKER = 4
 SET, DELETE = 0, 1
-
-
-def result(clock: MemoryReactorClock, d: Any) -> Any:
-    if not isinstance(d, defer.Deferred):
-        return d
-    box: list[Any] = []
-    d.addBoth(box.append)
-    for _ in range(50):
-        clock.advance(0)
-        if box:
-            break
-    assert box, "the Deferred did not fire"
-    if isinstance(box[0], failure.Failure):
-        box[0].raiseException()
-    return box[0]
 
 
 def broker(server: MemoryZooKeeperServer, clock: MemoryReactorClock, broker_id: int) -> Any:

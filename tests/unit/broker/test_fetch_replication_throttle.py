@@ -15,6 +15,7 @@ from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.services import Clock
+from tests.support.deferreds import answer
 
 NEW_REPLICA, IN_SYNC = 3, 2
 
@@ -79,14 +80,6 @@ def setup(rate: int) -> tuple[Replicas, BrokerQuotas, Any]:
                           metrics=BrokerMetrics(), quotas=quotas, quota_user="ANONYMOUS", client_id=None,
                           throttle=lambda ms: None, authorize=lambda *action: True, fetch_sessions=None)
     return replicas, quotas, ctx
-
-
-def answer(result: Any) -> Any:
-    if isinstance(result, defer.Deferred):
-        box: list[Any] = []
-        result.addCallback(box.append)
-        return box[0] if box else None
-    return result
 
 
 def records(body: dict[str, Any]) -> bytes:

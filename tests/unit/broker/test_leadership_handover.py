@@ -14,7 +14,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from twisted.internet import task
 
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
@@ -28,6 +28,7 @@ from kafkalite.config import BrokerConfig
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import LeaderAndIsr, MetadataCache, TopicInfo
 from kafkalite.storage import LogManager
+from tests.support.deferreds import outcome as _answers
 
 ME, FOLLOWER, OTHER = 1, 3, 2
 WAIT_MAX_MS = 500                      # replica.fetch.wait.max.ms (the default)
@@ -77,15 +78,6 @@ class Node:
             {"partition": p, "current_leader_epoch": current_leader_epoch, "leader_epoch": 0}
             for p in partitions or (1,)]}]}
         return _answers(handle_offset_for_leader_epoch(self.ctx(), req))
-
-
-def _answers(result: Any) -> list[Any]:
-    answered: list[Any] = []
-    if isinstance(result, defer.Deferred):
-        result.addCallback(answered.append)
-    else:
-        answered.append(result)
-    return answered
 
 
 def _epoch_answer(answered: list[Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """The broker's /metrics and /health: names as the JMX exporter renders Kafka's, values from the
 services at scrape time, and the hot-path counters moved by real requests.
 
-A real :class:`KafkaBroker` (storage in a temp dir, an in-memory ZooKeeper, a ``task.Clock``) is
-built but not started: its replica manager, controller, group coordinator and log manager are the
+A real :class:`KafkaBroker` (the test kit's ``unstarted_broker``: storage in a temp dir, an
+in-memory ZooKeeper, a ``task.Clock``) is built but not started: its replica manager, controller, group coordinator and log manager are the
 real ones, driven directly, and every scrape is parsed back with prometheus_client's own parser.
 """
 from __future__ import annotations
@@ -14,21 +14,17 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from twisted.internet import task
 from twisted.web.test.requesthelper import DummyRequest
 
 from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metrics import LATENCY_BUCKETS_MS, LatencyHistogram, render
 from kafkalite.broker.server import KafkaBroker
-from kafkalite.broker.services import InlineRunner
 from kafkalite.broker.status_http import Health, site
-from kafkalite.config import BrokerConfig
-from kafkalite.coordination import KafkaZkClient
-from kafkalite.coordination.memory import MemoryZooKeeperServer
 from kafkalite.metadata import LeaderAndIsr
 from kafkalite.metadata.cache import TopicInfo
 from kafkalite.protocol import codec
 from kafkalite.records.builder import build_batch
+from tests.support.inprocess import unstarted_broker
 
 pytestmark = pytest.mark.unit
 
@@ -37,12 +33,7 @@ TOPIC = "events"
 
 @pytest.fixture
 def broker(tmp_path: Path) -> Any:
-    clock = task.Clock()
-    config = BrokerConfig.from_properties({"broker.id": "1", "zookeeper.connect": "memory",
-                                           "log.dirs": str(tmp_path / "data"),
-                                           "listeners": "PLAINTEXT://127.0.0.1:0"})
-    zk = KafkaZkClient(zk=MemoryZooKeeperServer(clock).client("memory"))
-    b = KafkaBroker(config, clock, zk=zk, blocking=InlineRunner())
+    b = unstarted_broker(tmp_path / "data")
     b.metadata.topics[TOPIC] = TopicInfo(TOPIC, {0: [1, 2], 1: [2, 1]})
     yield b
     b.log_manager.close()

@@ -3,29 +3,13 @@ arrive through /config/changes notifications (the very first one, sequence 0, in
 by another broker's AlterClientQuotas path (KafkaZkClient.set_entity_config) or by hand."""
 from __future__ import annotations
 
-from typing import Any
-
-from twisted.internet import defer
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python import failure
 
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync, entity_path, parse_entity_path
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.memory import MemoryZooKeeperServer
 from kafkalite.quota import DEFAULT, PRODUCER_BYTE_RATE, QuotaEntity
-
-
-def result(clock: MemoryReactorClock, d: defer.Deferred) -> Any:
-    box: list[Any] = []
-    d.addBoth(box.append)
-    for _ in range(20):
-        clock.advance(0)
-        if box:
-            break
-    assert box, "the Deferred did not fire"
-    if isinstance(box[0], failure.Failure):
-        box[0].raiseException()
-    return box[0]
+from tests.support.deferreds import drive as result
 
 
 def test_quotas_load_at_start_and_follow_notifications() -> None:

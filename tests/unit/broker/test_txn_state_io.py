@@ -25,6 +25,7 @@ from kafkalite.records.builder import build_batch
 from kafkalite.records.control import ControlType, read_end_txn_marker
 from kafkalite.storage import LogConfig, PartitionLog
 from kafkalite.txn.state import TxnState
+from tests.support.deferreds import fired
 
 pytestmark = pytest.mark.unit
 ME, OTHER = 1, 2
@@ -120,13 +121,6 @@ class Env:
         part.become_leader(state, [ME], 1000)
         self.rm._notify_role(part)
         return part
-
-
-def fired(d: defer.Deferred) -> Any:
-    out: list[Any] = []
-    d.addBoth(out.append)
-    assert out, "not fired"
-    return out[0]
 
 
 def batches(part: Partition) -> list[Any]:

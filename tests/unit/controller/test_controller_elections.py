@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from twisted.internet import task
 
 from kafkalite.controller.controller import Controller
 from kafkalite.controller.decisions import PREFERRED
@@ -22,21 +22,9 @@ from kafkalite.metadata.admin_znode import AdminZNode
 from kafkalite.metadata.cache import BrokerInfo, TopicInfo
 from zk_schema import paths
 from zk_schema.admin import PreferredReplicaElection
+from tests.support.deferreds import settle
 
 pytestmark = pytest.mark.unit
-
-
-def settle(clock: task.Clock, d: defer.Deferred | None = None) -> Any:
-    for _ in range(500):
-        clock.advance(0)
-        if d is not None and d.called:
-            break
-    if d is None:
-        return None
-    assert d.called, "the operation did not complete"
-    out: list = []
-    d.addBoth(out.append)
-    return out[0]
 
 
 class World:

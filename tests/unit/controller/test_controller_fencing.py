@@ -5,10 +5,9 @@ had not answered gets NOT_CONTROLLER. Against the in-memory ZooKeeper on a task.
 """
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
-from twisted.internet import defer, task
+from twisted.internet import task
 
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
@@ -17,21 +16,9 @@ from kafkalite.errors import ErrorCode
 from kafkalite.metadata import LeaderAndIsr, MetadataCache
 from kafkalite.metadata.cache import BrokerInfo, TopicInfo
 from zk_schema import paths
+from tests.support.deferreds import settle
 
 pytestmark = pytest.mark.unit
-
-
-def settle(clock: task.Clock, d: defer.Deferred | None = None) -> Any:
-    for _ in range(500):
-        clock.advance(0)
-        if d is not None and d.called:
-            break
-    if d is None:
-        return None
-    assert d.called, "the operation did not complete"
-    out: list = []
-    d.addBoth(out.append)
-    return out[0]
 
 
 class World:

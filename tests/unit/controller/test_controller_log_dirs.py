@@ -7,12 +7,12 @@ from typing import Any
 
 from twisted.internet import defer
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python import failure
 
 from kafkalite.controller.controller import DESCRIBE_LOG_DIRS_BACKOFF_S, Controller
 from kafkalite.coordination import KafkaZkClient, MemoryZooKeeperServer
 from kafkalite.errors import ErrorCode
 from kafkalite.metadata import BrokerInfo, MetadataCache, TopicInfo
+from tests.support.deferreds import drive
 
 STORAGE = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
@@ -41,16 +41,7 @@ class World:
         return kz
 
     def result(self, d: defer.Deferred) -> Any:
-        box: list[Any] = []
-        d.addBoth(box.append)
-        for _ in range(50):
-            if box:
-                break
-            self.clock.advance(0)
-        assert box, "the Deferred did not fire"
-        if isinstance(box[0], failure.Failure):
-            box[0].raiseException()
-        return box[0]
+        return drive(self.clock, d)
 
     def settle(self) -> None:
         for _ in range(200):

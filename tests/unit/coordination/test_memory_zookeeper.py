@@ -15,7 +15,6 @@ import pytest
 from twisted.internet import defer
 from twisted.internet.task import Clock
 from twisted.internet.testing import MemoryReactorClock
-from twisted.python import failure
 
 from kafkalite.coordination import (BrokerIdInUseError, ClientClosedError, ConnectionLossError,
                                     CreateOp, KafkaZkClient, MemoryZooKeeperClient,
@@ -23,6 +22,7 @@ from kafkalite.coordination import (BrokerIdInUseError, ClientClosedError, Conne
                                     SessionState, SetDataOp, ZkError)
 from kafkalite.coordination.memory import JUTE_MAX_BUFFER
 from zk_schema import BrokerRegistration, EndPoint
+from tests.support.deferreds import drive
 
 
 class Harness:
@@ -33,13 +33,7 @@ class Harness:
         self.server = MemoryZooKeeperServer(self.clock)
 
     def result(self, d: defer.Deferred[Any]) -> Any:
-        box: list[Any] = []
-        d.addBoth(box.append)
-        self.clock.advance(0)
-        assert box, "the Deferred did not fire once the reactor ran what was due"
-        if isinstance(box[0], failure.Failure):
-            box[0].raiseException()
-        return box[0]
+        return drive(self.clock, d, turns=1)
 
     def started(self, connect: str = "memory/kafka", session_timeout_ms: int = 6000) -> MemoryZooKeeperClient:
         client = self.server.client(connect, session_timeout_ms=session_timeout_ms)

@@ -11,6 +11,7 @@ from kafkalite.group import records
 from kafkalite.group.coordinator import NEW_MEMBER_JOIN_TIMEOUT_MS, GroupConfig, GroupCoordinator
 from kafkalite.group.hashing import java_string_hash, partition_for
 from kafkalite.group.state import TRANSITIONS, Group, GroupState, IllegalStateTransition, OffsetAndMetadata
+from tests.support.deferreds import answer as result
 
 S = GroupState
 SESSION = 10_000
@@ -44,16 +45,6 @@ def make(delay_ms: int = 0, **cfg: Any) -> tuple[GroupCoordinator, task.Clock, F
         coord.begin_load(p)
         coord.complete_load(p, [])
     return coord, clock, store
-
-
-def result(d: defer.Deferred) -> Any:
-    out: list[Any] = []
-
-    def keep(value: Any) -> Any:
-        out.append(value)
-        return value
-    d.addCallback(keep)
-    return out[0] if out else None
 
 
 def join(coord: GroupCoordinator, group: str = "g", member: str = "", protocols: Any = None,

@@ -3,7 +3,6 @@ producer's transactional batch, invisible to OffsetFetch until the COMMIT marker
 offsets partition, dropped on ABORT, and kept pending across a reload until their marker."""
 from __future__ import annotations
 
-from typing import Any
 
 import pytest
 from twisted.internet import defer, task
@@ -11,6 +10,7 @@ from twisted.internet import defer, task
 from kafkalite.errors import ErrorCode
 from kafkalite.group.coordinator import GroupConfig, GroupCoordinator
 from kafkalite.group.state import OffsetAndMetadata
+from tests.support.deferreds import fired
 
 pytestmark = pytest.mark.unit
 
@@ -33,13 +33,6 @@ def make() -> tuple[GroupCoordinator, Store]:
     coord.begin_load(0)
     coord.complete_load(0, [])
     return coord, store
-
-
-def fired(d: defer.Deferred) -> Any:
-    out: list[Any] = []
-    d.addBoth(out.append)
-    assert out
-    return out[0]
 
 
 def test_pending_until_commit_marker_dropped_on_abort():

@@ -159,3 +159,36 @@ def test_mypy_catches_a_misspelt_field(tmp_path: Path, monkeypatch: pytest.Monke
     assert status == 1, (out, err)
     assert re.search(r'TypedDict "HeartbeatRequest" has no key "member_idd"', out), out
     assert re.search(r'Missing key "error_code" for TypedDict "HeartbeatResponse"', out), out
+
+
+def _mentions(hint: Any, target: type) -> bool:
+    """Whether ``target`` appears in a type hint (a union, Deferred[...], Generator[...])."""
+    return hint is target or any(_mentions(arg, target) for arg in typing.get_args(hint))
+
+
+def test_every_handler_takes_its_request_and_returns_its_response() -> None:
+    """Each registered handler is annotated with its API's generated request type and returns its
+    generated response type (directly, in a Deferred, or as an inlineCallbacks generator's
+    result), so mypy checks field names both ways; the hints are evaluated at run time, so a
+    handler left on ``dict[str, Any]`` or ``Any`` fails here."""
+    registry.load_handlers()
+    assert len(registry.HANDLERS) >= 46
+    wrong = []
+    for key, spec in sorted(registry.HANDLERS.items()):
+        name = codec.API_KEYS[key]
+        hints = typing.get_type_hints(spec.handler)
+        params = [p for p in hints if p != "return"]
+        request, response = getattr(messages_typed, name + "Request"), getattr(messages_typed, name + "Response")
+        if len(params) != 2 or hints[params[1]] is not request:
+            wrong.append(f"{spec.handler.__name__}: request {hints.get(params[-1]) if params else None}")
+        if not _mentions(hints.get("return"), response):
+            wrong.append(f"{spec.handler.__name__}: returns {hints.get('return')}")
+    assert not wrong, wrong
+
+
+def test_records_size_counts_bytes_of_every_records_form() -> None:
+    """records_size: a buffer's length, a chunk sequence's total, 0 for null."""
+    assert messages_typed.records_size(b"abc") == 3
+    assert messages_typed.records_size(memoryview(b"abcd")[1:]) == 3
+    assert messages_typed.records_size([b"ab", bytearray(b"c"), memoryview(b"de")]) == 5
+    assert messages_typed.records_size(None) == 0

@@ -14,6 +14,7 @@ from kafkalite.txn import records
 from kafkalite.txn.coordinator import COMPLETION_WAIT_S, TransactionCoordinator, TxnConfig
 from kafkalite.txn.state import (MAX_EPOCH, TRANSITIONS, IllegalStateTransition, TransactionMetadata,
                                  TxnState)
+from tests.support.deferreds import fired as result
 
 pytestmark = pytest.mark.unit
 T = TxnState
@@ -73,13 +74,6 @@ class Env:
             self.next_pid += 1
             return defer.succeed(self.next_pid)
         return TransactionCoordinator(config, self.clock, self.store, self.markers, allocate)
-
-
-def result(d: defer.Deferred) -> Any:
-    out: list[Any] = []
-    d.addBoth(out.append)
-    assert out, "the Deferred has not fired"
-    return out[0]
 
 
 def init(env: Env, txn_id: str = "tx", timeout: int = 60000, expected: tuple[int, int] = (-1, -1)) -> Any:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
 from tests.support.inprocess import InProcessCluster, produce_body, records
+from tests.support.deferreds import outcome as fired
 
 TOPIC = "acks"
 PRODUCE, API_VERSIONS = 0, 18
@@ -28,12 +28,6 @@ def setup(factory: Any, overrides: dict[str, str] | None = None,
 
 def entry(resp: dict[str, Any]) -> dict[str, Any]:
     return resp["responses"][0]["partition_responses"][0]
-
-
-def fired(d: defer.Deferred) -> list[Any]:
-    box: list[Any] = []
-    d.addBoth(box.append)
-    return box
 
 
 def test_acks_0_gets_no_response_and_the_connection_stays_usable(inprocess_cluster_factory) -> None:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from twisted.internet import defer, error
 from twisted.internet.protocol import ReconnectingClientFactory
-from twisted.python import failure
 
 from kafkalite.net import client as net_client
 from kafkalite.net.server import NO_RESPONSE, CloseConnection, KafkaConnection, KafkaServerFactory
 from kafkalite.protocol import codec
 from tests.support.inprocess_net import InProcessReactor
+from tests.support.deferreds import drive
 
 API_VERSIONS = 18
 
@@ -48,13 +48,7 @@ class ApiVersionsOnly:
 
 
 def result(reactor: InProcessReactor, d: defer.Deferred[Any]) -> Any:
-    box: list[Any] = []
-    d.addBoth(box.append)
-    reactor.advance(0)
-    assert box, "not fired once the reactor ran what was due"
-    if isinstance(box[0], failure.Failure):
-        box[0].raiseException()
-    return box[0]
+    return drive(reactor, d, turns=1)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from pathlib import Path
 from kafkalite.config import (BROKER_KEYS, IGNORED_NOTE, TOPIC_KEYS, BrokerConfig, ConfigKey,
                               TopicKey)
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 #: Broker-side packages: they run in kafkalite-server. Tools and clients (cli/, client/, cluster/,
 #: demo.py) are left out: they use some of the same names as client properties.
 BROKER_SIDE = ["kafkalite/broker", "kafkalite/net", "kafkalite/replication", "kafkalite/storage",

@@ -1,0 +1,1 @@
+"""Connectors shipped with kafkalite (FileStream, JDBC, Parquet)."""

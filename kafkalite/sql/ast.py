@@ -1,0 +1,227 @@
+"""The statements and expressions the parser produces (ksqlDB's ``parser/tree`` in small):
+plain frozen dataclasses, so the metastore, the engine and the tests compare them directly."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+
+# -- expressions --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Column:
+    name: str                       # upper-cased unless quoted
+    source: str | None = None       # a qualifier (``S.ID``)
+
+
+@dataclass(frozen=True)
+class Literal:
+    value: object                   # str, int, float, bool or None
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str                       # upper-cased function name
+    args: tuple["Expr", ...] = ()
+    star: bool = False              # COUNT(*)
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str                         # + - * / % || = != < <= > >= AND OR LIKE
+    left: "Expr"
+    right: "Expr"
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str                         # NOT, -
+    operand: "Expr"
+
+
+@dataclass(frozen=True)
+class IsNull:
+    operand: "Expr"
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Between:
+    operand: "Expr"
+    low: "Expr"
+    high: "Expr"
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class InList:
+    operand: "Expr"
+    items: tuple["Expr", ...]
+    negated: bool = False
+
+
+@dataclass(frozen=True)
+class Cast:
+    operand: "Expr"
+    type: "SqlType"
+
+
+@dataclass(frozen=True)
+class Case:
+    whens: tuple[tuple["Expr", "Expr"], ...]
+    default: "Expr | None" = None
+
+
+@dataclass(frozen=True)
+class Dereference:
+    """``struct->field``"""
+
+    operand: "Expr"
+    field: str
+
+
+Expr = Union[Column, Literal, Call, Binary, Unary, IsNull, Between, InList, Cast, Case, Dereference]
+
+
+# -- types and columns --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SqlType:
+    """A ksqlDB SQL type: BOOLEAN, INT, BIGINT, DOUBLE, DECIMAL(p,s), STRING/VARCHAR, BYTES, DATE,
+    TIME, TIMESTAMP, ARRAY<T>, MAP<K,V>, STRUCT<name T, ...>."""
+
+    name: str
+    params: tuple[int, ...] = ()
+    items: tuple["SqlType", ...] = ()             # ARRAY element, MAP key/value
+    fields: tuple[tuple[str, "SqlType"], ...] = ()   # STRUCT
+
+    def __str__(self) -> str:
+        if self.name == "ARRAY":
+            return f"ARRAY<{self.items[0]}>"
+        if self.name == "MAP":
+            return f"MAP<{self.items[0]}, {self.items[1]}>"
+        if self.name == "STRUCT":
+            return "STRUCT<" + ", ".join(f"`{n}` {t}" for n, t in self.fields) + ">"
+        if self.params:
+            return f"{self.name}({', '.join(map(str, self.params))})"
+        return self.name
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    type: SqlType
+    key: bool = False               # KEY (stream) or PRIMARY KEY (table)
+
+
+# -- query parts --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SelectItem:
+    expr: Expr | None               # None: ``*``
+    alias: str | None = None
+
+
+@dataclass(frozen=True)
+class Window:
+    kind: str                       # TUMBLING, HOPPING, SESSION
+    size_ms: int
+    advance_ms: int | None = None   # HOPPING
+    grace_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Select:
+    items: tuple[SelectItem, ...]
+    source: str
+    alias: str | None = None
+    window: Window | None = None
+    where: Expr | None = None
+    group_by: tuple[Expr, ...] = ()
+    partition_by: Expr | None = None
+    having: Expr | None = None
+    emit: str | None = None         # CHANGES or FINAL
+    limit: int | None = None
+
+
+# -- statements ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CreateSource:
+    """CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name (columns) WITH (...)"""
+
+    kind: str                       # STREAM or TABLE
+    name: str
+    columns: tuple[ColumnDef, ...]
+    properties: tuple[tuple[str, object], ...]
+    if_not_exists: bool = False
+    or_replace: bool = False
+
+    def prop(self, name: str, default: object = None) -> object:
+        return dict(self.properties).get(name, default)
+
+
+@dataclass(frozen=True)
+class CreateAsSelect:
+    """CREATE STREAM|TABLE name [WITH (...)] AS SELECT ... (a persistent query)"""
+
+    kind: str
+    name: str
+    properties: tuple[tuple[str, object], ...]
+    query: Select
+    if_not_exists: bool = False
+    or_replace: bool = False
+
+    def prop(self, name: str, default: object = None) -> object:
+        return dict(self.properties).get(name, default)
+
+
+@dataclass(frozen=True)
+class InsertInto:
+    target: str
+    query: Select
+
+
+@dataclass(frozen=True)
+class Query:
+    """A transient SELECT (push with EMIT CHANGES, else pull)."""
+
+    query: Select
+
+
+@dataclass(frozen=True)
+class Show:
+    what: str                       # STREAMS, TABLES, QUERIES, TOPICS, PROPERTIES
+    extended: bool = False
+
+
+@dataclass(frozen=True)
+class Describe:
+    name: str
+    extended: bool = False
+
+
+@dataclass(frozen=True)
+class Drop:
+    kind: str
+    name: str
+    if_exists: bool = False
+    delete_topic: bool = False
+
+
+@dataclass(frozen=True)
+class Terminate:
+    query_id: str | None            # None: TERMINATE ALL
+
+
+@dataclass(frozen=True)
+class SetProperty:
+    name: str
+    value: str | None = None        # None: UNSET
+
+
+Statement = Union[CreateSource, CreateAsSelect, InsertInto, Query, Show, Describe, Drop, Terminate, SetProperty]
+
+
+@dataclass(frozen=True)
+class ParsedStatement:
+    """One statement with its own text (as ksqlDB echoes it in ``statementText``)."""
+
+    text: str
+    statement: Statement = field(compare=False)

@@ -1,0 +1,83 @@
+"""``ksql-server.properties`` with ksqlDB's names (``KsqlRestConfig`` / ``KsqlConfig``): ``listeners``,
+``bootstrap.servers``, ``ksql.service.id``, ``ksql.schema.registry.url``, ``ksql.streams.state.dir``,
+``ksql.streams.*`` (``auto.offset.reset``, ``commit.interval.ms``...), plus ``spark.master`` and
+any ``spark.*`` setting for the Spark session that runs the queries."""
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+from urllib.parse import urlparse
+
+from kafkalite.client.errors import ClientError
+from kafkalite.client.security import ClientSecurity
+
+
+class ConfigError(ValueError):
+    """A property with a bad value: the server says which and stops."""
+
+
+@dataclass(frozen=True)
+class KsqlConfig:
+    bootstrap_servers: str = "127.0.0.1:9092"
+    service_id: str = "default_"
+    listeners: tuple[str, ...] = ("http://0.0.0.0:8088",)
+    schema_registry_url: str | None = None
+    state_dir: str = field(default_factory=lambda: str(Path(tempfile.gettempdir()) / "kafkalite-ksql"))
+    spark_master: str = "local[2]"
+    spark_conf: tuple[tuple[str, str], ...] = ()
+    streams: tuple[tuple[str, str], ...] = ()        # ksql.streams.* with the prefix stripped
+    security: ClientSecurity = ClientSecurity()
+
+    def streams_property(self, name: str, default: str) -> str:
+        return dict(self.streams).get(name, default)
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        """(host, port) of the first listener."""
+        url = urlparse(self.listeners[0])
+        if url.scheme != "http" or url.port is None:
+            raise ConfigError(f"listeners: {self.listeners[0]!r} is not http://host:port")
+        return url.hostname or "0.0.0.0", url.port
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> "KsqlConfig":
+        p = {k.strip(): v.strip() for k, v in props.items()}
+        listeners = tuple(x.strip() for x in p.get("listeners", "http://0.0.0.0:8088").split(",") if x.strip())
+        streams = tuple(sorted((k[len("ksql.streams."):], v) for k, v in p.items() if k.startswith("ksql.streams.")))
+        reset = dict(streams).get("auto.offset.reset", "latest")
+        if reset not in ("earliest", "latest"):
+            raise ConfigError(f"ksql.streams.auto.offset.reset: {reset!r} is not earliest or latest")
+        interval = dict(streams).get("commit.interval.ms", "2000")
+        if not interval.isdigit() or int(interval) <= 0:
+            raise ConfigError(f"ksql.streams.commit.interval.ms: {interval!r} is not a positive number")
+        try:
+            security = ClientSecurity.from_properties(p)
+        except ClientError as exc:
+            raise ConfigError(str(exc)) from None
+        config = cls(
+            bootstrap_servers=p.get("bootstrap.servers") or p.get("ksql.streams.bootstrap.servers") or "127.0.0.1:9092",
+            service_id=p.get("ksql.service.id", "default_"), listeners=listeners,
+            schema_registry_url=(p.get("ksql.schema.registry.url") or None),
+            state_dir=p.get("ksql.streams.state.dir") or cls().state_dir,
+            spark_master=p.get("spark.master", "local[2]"),
+            spark_conf=tuple(sorted((k, v) for k, v in p.items() if k.startswith("spark.") and k != "spark.master")),
+            streams=streams, security=security)
+        config.listener                                   # checks the first listener now
+        return config
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """A Java .properties file: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
+    out: dict[str, str] = {}
+    for raw in Path(path).read_text().splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            out[line] = ""
+        else:
+            out[line[:sep].strip()] = line[sep + 1:].strip()
+    return out

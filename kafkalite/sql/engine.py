@@ -1,0 +1,663 @@
+"""The engine (ksqlDB's ``KsqlEngine`` + ``CommandRunner``): statements in, REST entities out.
+
+DDL and persistent-query statements are validated, appended to the command topic, then applied
+(in command-topic order) to the metastore; a persistent query becomes a Spark Structured Streaming
+query: the kafkalite source reads the input topic, its key and value are decoded per the
+source's formats into a temporary view, the SELECT runs as Spark SQL over it (windowed
+aggregates through Spark's ``window``/``session_window`` with a watermark of the grace period),
+and the kafkalite sink writes the result exactly once. On start the engine replays the command
+topic, so a restarted server rebuilds its streams, tables and queries, each query resuming from
+its checkpoint under ``ksql.streams.state.dir``. The SQL server is a client of the brokers (over
+kafkalite's client) and of Spark; nothing here runs inside a broker.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+from kafkalite.client import KafkaClient
+from kafkalite.client.admin import Admin, NewTopic
+from kafkalite.errors import ErrorCode
+from kafkalite.sql import ast
+from kafkalite.sql.command_topic import CommandTopic
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
+from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
+from kafkalite.sql.parser import parse
+from kafkalite.sql.translate import (PSEUDO, avro_schema, columns_of, has_aggregate, output_name, quote,
+                                     spark_type, to_spark)
+
+log = logging.getLogger(__name__)
+
+Entity = dict[str, Any]
+VERSION = "0.29.0-kafkalite"
+
+
+class Engine:
+    def __init__(self, config: KsqlConfig, spark: Any | Callable[[], Any]) -> None:
+        self.config = config
+        self._spark = spark
+        self.metastore = MetaStore()
+        self.commands = CommandTopic(config.bootstrap_servers, config.service_id, security=config.security)
+        self.running: dict[str, Any] = {}             # query id -> Spark StreamingQuery
+        self.statuses: dict[str, str] = {}            # command id -> SUCCESS / ERROR (ksqlDB's /status)
+        self._lock = threading.RLock()
+
+    # -- lifecycle ------------------------------------------------------------------------
+    @property
+    def spark(self) -> Any:
+        if callable(self._spark) and not hasattr(self._spark, "readStream"):
+            self._spark = self._spark()
+        return self._spark
+
+    def start(self) -> int:
+        """Create the command topic if needed and replay it (ksqlDB's startup recovery);
+        returns the number of commands replayed. Queries terminated later in the log never start."""
+        self.commands.ensure()
+        history = self.commands.read_all()
+        parsed = [(c, parse(c.statement)[0]) for c in history]
+        terminated = {p.statement.query_id for _, p in parsed if isinstance(p.statement, ast.Terminate)}
+        for command, stmt in parsed:
+            try:
+                self._apply(stmt, command.streams_properties, command.offset, replay_terminated=terminated)
+                self.statuses[command.command_id] = "SUCCESS"
+            except KsqlError as exc:
+                self.statuses[command.command_id] = "ERROR"
+                log.error("replaying command %d (%s) failed: %s", command.offset, command.command_id, exc.message)
+        log.info("replayed %d commands from %s", len(history), self.commands.topic)
+        return len(history)
+
+    def stop(self) -> None:
+        with self._lock:
+            for qid, q in list(self.running.items()):
+                try:
+                    q.stop()
+                except Exception as exc:                  # a failed Spark query may refuse to stop cleanly
+                    log.warning("stopping %s: %s", qid, exc)
+            self.running.clear()
+        self.commands.close()
+
+    # -- statements -----------------------------------------------------------------------
+    def execute(self, text: str, properties: dict[str, Any] | None = None) -> list[Entity]:
+        """Every statement of a /ksql request, in order; the first error stops the request."""
+        props = dict(properties or {})
+        out: list[Entity] = []
+        for stmt in parse(text):
+            out.append(self.execute_one(stmt, props))
+        return out
+
+    def execute_one(self, stmt: ast.ParsedStatement, props: dict[str, Any]) -> Entity:
+        s = stmt.statement
+        if isinstance(s, ast.Show):
+            return self._show(s, stmt.text)
+        if isinstance(s, ast.Describe):
+            return self._describe(s, stmt.text)
+        if isinstance(s, ast.SetProperty):
+            if s.value is None:
+                props.pop(s.name, None)
+            else:
+                props[s.name] = s.value
+            return {"@type": "currentStatus", "statementText": stmt.text, "commandId": None,
+                    "commandStatus": {"status": "SUCCESS", "message": "Property set" if s.value is not None
+                                      else "Property unset"}, "commandSequenceNumber": -1, "warnings": []}
+        if isinstance(s, ast.Query):
+            raise KsqlError("The following statement types should be issued to the websocket endpoint '/query':"
+                            "\n\t* PRINT\n\t* SELECT", statement=stmt.text, code=QUERY_ENDPOINT)
+        if isinstance(s, ast.InsertInto):
+            raise KsqlError("INSERT INTO is not supported by this server yet", statement=stmt.text)
+        with self._lock:
+            self._validate(s, stmt.text)
+            seq = self.commands.append(_command_id(s), stmt.text, {k: str(v) for k, v in props.items()})
+            try:
+                entity = self._apply(stmt, props, seq)
+            except KsqlError:
+                self.statuses[_command_id(s)] = "ERROR"
+                raise
+            self.statuses[_command_id(s)] = "SUCCESS"
+            return entity
+
+    # -- server information -----------------------------------------------------------------
+    def info(self) -> Entity:
+        """ksqlDB's ``KsqlServerInfo``."""
+        try:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                cluster_id = client.metadata([]).cluster_id
+        except Exception as exc:                          # the brokers are down: still answer /info
+            log.warning("/info: no cluster id: %s", exc)
+            cluster_id = None
+        return {"version": VERSION, "kafkaClusterId": cluster_id, "ksqlServiceId": self.config.service_id,
+                "serverStatus": "RUNNING"}
+
+    def health(self) -> Entity:
+        """ksqlDB's ``HealthCheckResponse``: the brokers answer Metadata, the queries are alive."""
+        try:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                client.metadata([])
+            kafka = True
+        except Exception as exc:
+            log.warning("healthcheck: brokers unreachable: %s", exc)
+            kafka = False
+        runner = all(q.isActive for q in list(self.running.values()))
+        return {"isHealthy": kafka and runner, "details": {"metastore": {"isHealthy": True},
+                                                           "kafka": {"isHealthy": kafka},
+                                                           "commandRunner": {"isHealthy": runner}}}
+
+    def command_statuses(self) -> dict[str, str]:
+        return dict(self.statuses)
+
+    def _validate(self, s: ast.Statement, text: str) -> None:
+        """What ksqlDB's sandbox would refuse, checked before the command is logged."""
+        ms = self.metastore
+        if isinstance(s, (ast.CreateSource, ast.CreateAsSelect)):
+            if ms.get(s.name) is not None and not (s.if_not_exists or s.or_replace):
+                existing = ms.sources[s.name]
+                raise KsqlError(f"Cannot add {s.kind.lower()} '{s.name}': A {existing.kind.lower()} with the same "
+                                "name already exists", statement=text)
+            if isinstance(s, ast.CreateSource):
+                source = self._source_of(s, text)           # property and column checks, no side effects
+                if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
+                    self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
+            else:
+                src = ms.require(s.query.source, text)
+                self._check_select(s, src, text)
+        elif isinstance(s, ast.Drop):
+            if ms.get(s.name) is None and not s.if_exists:
+                raise KsqlError(f"{s.kind.capitalize()} {s.name} does not exist.", statement=text)
+            if ms.get(s.name) is not None:
+                readers, writers = ms.readers_and_writers(s.name)
+                if readers or writers:
+                    ms.drop(s.name, statement=text)           # raises ksqlDB's message
+        elif isinstance(s, ast.Terminate) and s.query_id is not None:
+            q = ms.queries.get(s.query_id)
+            if q is None or q.state == "TERMINATED":
+                raise KsqlError(f"Unknown queryId: {s.query_id}", statement=text)
+
+    def _apply(self, stmt: ast.ParsedStatement, props: dict[str, Any], seq: int,
+               replay_terminated: set[str | None] | None = None) -> Entity:
+        s = stmt.statement
+        ms = self.metastore
+        if isinstance(s, ast.CreateSource):
+            if ms.get(s.name) is not None and s.if_not_exists:
+                return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
+            source = self._source_of(s, stmt.text)
+            self._ensure_topic(source.topic, s.prop("PARTITIONS"), s.prop("REPLICAS"), stmt.text)
+            ms.add(source, replace_existing=s.or_replace, statement=stmt.text)
+            return _status(stmt.text, s, seq, f"{s.kind.capitalize()} created")
+        if isinstance(s, ast.CreateAsSelect):
+            if ms.get(s.name) is not None and s.if_not_exists:
+                return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
+            query_id = f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
+            plan = self._plan(s, stmt.text, props, query_id)
+            ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
+            ms.add_query(PersistentQuery(query_id, stmt.text, s.name, (s.query.source,)))
+            if replay_terminated is not None and query_id in replay_terminated:
+                ms.queries[query_id].state = "TERMINATED"
+            else:
+                try:
+                    self._run(plan)
+                except Exception as exc:          # Spark refused the plan (e.g. an unsupported output mode)
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    ms.queries[query_id].state, ms.queries[query_id].error = "ERROR", first
+                    log.error("query %s failed to start: %s", query_id, exc)
+                    raise KsqlError(f"Query {query_id} failed to start: {first}", statement=stmt.text) from None
+            status = _status(stmt.text, s, seq, f"Created query with ID {query_id}")
+            status["commandStatus"]["queryId"] = query_id
+            return status
+        if isinstance(s, ast.Drop):
+            if ms.get(s.name) is None:
+                return _status(stmt.text, s, seq, f"Source {s.name} does not exist.")
+            dropped = ms.drop(s.name, statement=stmt.text)
+            if s.delete_topic:
+                with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+                    admin.delete_topics([dropped.topic])
+            return _status(stmt.text, s, seq, f"Source `{s.name}` (topic: {dropped.topic}) was dropped.")
+        if isinstance(s, ast.Terminate):
+            ids = [s.query_id] if s.query_id else [q.id for q in ms.live_queries()]
+            for qid in ids:
+                if qid is None or qid not in ms.queries or ms.queries[qid].state == "TERMINATED":
+                    continue
+                ms.terminate(qid)
+                q = self.running.pop(qid, None)
+                if q is not None:
+                    q.stop()
+            return _status(stmt.text, s, seq, "Query terminated.")
+        raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
+
+    # -- CREATE STREAM/TABLE ----------------------------------------------------------------
+    def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
+        props = {k.upper(): v for k, v in s.properties}
+        known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
+                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID"}
+        unknown = sorted(set(props) - known)
+        if unknown:
+            raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
+        topic = props.get("KAFKA_TOPIC")
+        if not topic:
+            raise KsqlError(f"Missing required property \"KAFKA_TOPIC\" for CREATE {s.kind}", statement=text)
+        value_format = str(props.get("VALUE_FORMAT") or props.get("FORMAT") or "").upper()
+        if not value_format:
+            raise KsqlError("Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either provide "
+                            "one or set a default via the 'ksql.persistence.default.format.value' config.",
+                            statement=text)
+        key_format = str(props.get("KEY_FORMAT") or props.get("FORMAT") or "KAFKA").upper()
+        for fmt in (value_format, key_format):
+            if fmt not in FORMATS:
+                raise KsqlError(f"Unknown format: {fmt}", statement=text)
+        columns = tuple(s.columns)
+        if value_format == "AVRO" and not [c for c in columns if not c.key]:
+            columns = columns + self._avro_columns(str(topic), text)
+        if not columns:
+            raise KsqlError(f"The statement does not define any columns.", statement=text)
+        names = [c.name for c in columns]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise KsqlError(f"Duplicate column names: {', '.join(dup)}", statement=text)
+        keys = [c for c in columns if c.key]
+        if s.kind == "TABLE" and not keys:
+            raise KsqlError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", statement=text)
+        if len(keys) > 1 and key_format in ("KAFKA", "DELIMITED"):
+            raise KsqlError(f"The '{key_format}' format only supports a single field. Got: "
+                            f"[{', '.join(k.name for k in keys)}]", statement=text)
+        timestamp = props.get("TIMESTAMP")
+        if timestamp is not None:
+            ts_col = next((c for c in columns if c.name == str(timestamp).upper()), None)
+            if ts_col is None:
+                raise KsqlError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
+                                f"'{str(timestamp).upper()}'", statement=text)
+            if ts_col.type.name not in ("BIGINT", "TIMESTAMP"):
+                raise KsqlError(f"Timestamp column, `{ts_col.name}`, should be LONG(INT64) or TIMESTAMP",
+                                statement=text)
+            timestamp = ts_col.name
+        ordered = tuple(keys) + tuple(c for c in columns if not c.key)
+        return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
+                          str(timestamp) if timestamp else None,
+                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text)
+
+    def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
+        if not self.config.schema_registry_url:
+            raise KsqlError("Schema registry url is not set (ksql.schema.registry.url): cannot infer the "
+                            "columns of an AVRO topic", statement=text)
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        try:
+            registered = RegistryClient(self.config.schema_registry_url).latest(f"{topic}-value")
+        except RegistryClientError as exc:
+            raise KsqlError(f"Schema for message values on topic '{topic}' does not exist in the Schema Registry."
+                            f"Subject: {topic}-value ({exc})", statement=text) from None
+        doc = json.loads(registered.schema)
+        kinds = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
+                 "boolean": "BOOLEAN", "bytes": "BYTES"}
+        out = []
+        for f in doc.get("fields", []):
+            t = f["type"]
+            if isinstance(t, list):
+                t = next((x for x in t if x != "null"), "null")
+            if isinstance(t, dict):
+                t = t.get("type")
+            if t not in kinds:
+                raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: {t}",
+                                statement=text)
+            out.append(ast.ColumnDef(f["name"].upper(), ast.SqlType(kinds[t])))
+        return tuple(out)
+
+    def _topic_exists(self, topic: str) -> bool:
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            md = client.metadata([topic])
+        t = md.topics.get(topic)
+        return t is not None and t.error == ErrorCode.NONE
+
+    def _ensure_topic(self, topic: str, partitions: object, replicas: object, text: str) -> None:
+        if self._topic_exists(topic):
+            return
+        if partitions is None:
+            raise KsqlError(f"Topic '{topic}' does not exist. If you want to create a new topic for the "
+                            "stream/table please re-run the statement providing the required 'PARTITIONS' "
+                            "configuration in the WITH clause (and optionally 'REPLICAS').", statement=text)
+        try:
+            count, rf = int(str(partitions)), int(str(replicas)) if replicas is not None else -1
+        except ValueError:
+            raise KsqlError("PARTITIONS and REPLICAS must be numbers", statement=text) from None
+        with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+            err = admin.create_topics([NewTopic(topic, count, rf)])[topic]
+        if err is not None and err.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise KsqlError(f"Could not create topic '{topic}': {err}", statement=text)
+
+    # -- persistent queries -----------------------------------------------------------------
+    def _check_select(self, s: ast.CreateAsSelect, src: DataSource, text: str) -> None:
+        q = s.query
+        if q.window is not None and not q.group_by:
+            raise KsqlError("WINDOW clause requires a GROUP BY clause.", statement=text)
+        aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items)
+        if s.kind == "STREAM" and aggregate:
+            raise KsqlError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
+                            "SELECT statement instead.", statement=text)
+        if s.kind == "TABLE" and not aggregate:
+            raise KsqlError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
+                            "AS SELECT statement instead.", statement=text)
+        if q.partition_by is not None and aggregate:
+            raise KsqlError("PARTITION BY and GROUP BY in the same query is not supported.", statement=text)
+        known = {c.name for c in src.columns} | set(PSEUDO)
+        for e in [i.expr for i in q.items if i.expr is not None] + [q.where, q.partition_by, q.having,
+                                                                     *q.group_by]:
+            if e is not None:
+                to_spark(e, known, text)                   # unknown columns and functions fail here
+        if q.where is not None and has_aggregate(q.where):
+            raise KsqlError("WHERE clause can not contain aggregate functions; use HAVING", statement=text)
+        fmt = str(dict((k.upper(), v) for k, v in s.properties).get("VALUE_FORMAT", src.value_format)).upper()
+        if fmt not in FORMATS:
+            raise KsqlError(f"Unknown format: {fmt}", statement=text)
+
+    def _plan(self, s: ast.CreateAsSelect, text: str, props: dict[str, Any], query_id: str) -> "QueryPlan":
+        src = self.metastore.require(s.query.source, text)
+        self._check_select(s, src, text)
+        with_props = {k.upper(): v for k, v in s.properties}
+        topic = str(with_props.get("KAFKA_TOPIC") or s.name)
+        value_format = str(with_props.get("VALUE_FORMAT") or src.value_format).upper()
+        key_format = str(with_props.get("KEY_FORMAT") or src.key_format).upper()
+        partitions = with_props.get("PARTITIONS")
+        if partitions is None:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                partitions = len(client.partitions_for(src.topic))
+        self._ensure_topic(topic, partitions, with_props.get("REPLICAS"), text)
+        q = s.query
+        aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
+        items: list[tuple[str, ast.Expr]] = []
+        for index, item in enumerate(q.items):
+            if item.expr is None:
+                items += [(c.name, ast.Column(c.name)) for c in src.columns]
+            else:
+                items.append((output_name(item, index), item.expr))
+        if aggregate:
+            key_exprs = list(q.group_by)
+        elif q.partition_by is not None:
+            key_exprs = [q.partition_by]
+        else:
+            key_exprs = [ast.Column(k.name) for k in src.key_columns if any(
+                isinstance(e, ast.Column) and e.name == k.name for _, e in items)]
+        key_names: list[str] = []
+        for e in key_exprs:
+            match = next((n for n, x in items if x == e), None)
+            key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
+        value_items = [(n, e) for n, e in items if n not in key_names]
+        sink_columns = tuple(ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in key_names) + tuple(
+            ast.ColumnDef(n, ast.SqlType("STRING")) for n, _ in value_items)
+        sink = DataSource(s.name, s.kind, topic, sink_columns, key_format, value_format, None, q.window,
+                          statement=text)
+        return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
+                         str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
+                             or self.config.streams_property("auto.offset.reset", "latest")))
+
+    def _run(self, plan: "QueryPlan") -> None:
+        spark = self.spark
+        src, q = plan.source, plan.select
+        view = f"ksql_{plan.query_id.lower()}"
+        frame = self._source_frame(src, plan.offset_reset)
+        if q.window is not None:
+            grace = q.window.grace_ms if q.window.grace_ms is not None else 24 * 3600 * 1000
+            frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
+        frame.createOrReplaceTempView(view)
+        known = {c.name for c in src.columns} | set(PSEUDO)
+        text = plan.source.statement
+        select = [f"{to_spark(e, known, text)} AS {quote(n)}" for n, e in plan.items]
+        keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
+        for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
+            if name not in [n for n, _ in plan.items]:
+                select.append(f"{sql} AS {quote(name)}")
+        group = ""
+        if plan.aggregate:
+            parts = list(keys_sql)
+            if q.window is not None:
+                w = q.window
+                wexpr = (f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
+                         f"window(`ROWTIME`, '{w.size_ms} milliseconds'"
+                         + (f", '{w.advance_ms} milliseconds')" if w.advance_ms else ")"))
+                select.append(f"{wexpr} AS `__window`")
+                parts.append(wexpr)
+            group = " GROUP BY " + ", ".join(parts)
+            if q.having is not None:
+                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text)
+        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
+        result = spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}{group}")
+        out = result.selectExpr(self._key_sql(plan), *self._value_sql(plan, result))
+        sink_options = {"kafka.bootstrap.servers": self.config.bootstrap_servers, "topic": plan.sink.topic,
+                        "deliveryGuarantee": "exactly_once", **self._security_options()}
+        if plan.sink.value_format == "AVRO":
+            sink_options.update({"schemaRegistryUrl": self.config.schema_registry_url or "",
+                                 "valueAvroSubject": f"{plan.sink.topic}-value"})
+        # Spark aggregates session windows in append mode only: a session is written once, when
+        # its grace period has passed (as with EMIT FINAL)
+        update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
+        writer = (out.writeStream.queryName(plan.query_id)
+                  .option("checkpointLocation", str(Path(self.config.state_dir) / self.config.service_id
+                                                    / plan.query_id))
+                  .outputMode("update" if update else "append")
+                  .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
+                                          "milliseconds"))
+        if update:
+            # Python data sources take appends only: each micro-batch's changed rows are written by
+            # a batch write in foreachBatch, exactly once through the sink's batchId option
+            prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
+
+            def write_batch(batch: Any, batch_id: int) -> None:
+                w = batch.write.format("kafkalite").mode("append")
+                for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
+                    w = w.option(k, v)
+                w.save()
+            writer = writer.foreachBatch(write_batch)
+        else:
+            writer = writer.format("kafkalite")
+            for k, v in sink_options.items():
+                writer = writer.option(k, v)
+        self.running[plan.query_id] = writer.start()
+        log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
+
+    def _security_options(self) -> dict[str, str]:
+        sec = self.config.security
+        out = {"kafka.security.protocol": sec.protocol}
+        if sec.sasl and sec.username is not None:
+            out.update({"kafka.sasl.mechanism": sec.mechanism, "kafka.sasl.username": sec.username,
+                        "kafka.sasl.password": sec.password or ""})
+        if sec.ca_location:
+            out["kafka.ssl.ca.location"] = sec.ca_location
+        return out
+
+    def _source_frame(self, src: DataSource, offset_reset: str) -> Any:
+        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET."""
+        reader = (self.spark.readStream.format("kafkalite")
+                  .option("kafka.bootstrap.servers", self.config.bootstrap_servers)
+                  .option("subscribe", src.topic).option("startingOffsets", offset_reset)
+                  .option("kafka.isolation.level", "read_committed"))
+        for k, v in self._security_options().items():
+            reader = reader.option(k, v)
+        if src.value_format == "AVRO":
+            reader = reader.option("schemaRegistryUrl", self.config.schema_registry_url or "") \
+                .option("valueAvroSubject", f"{src.topic}-value")
+        raw = reader.load()
+        cols: list[str] = []
+        keys = src.key_columns
+        if len(keys) == 1 and src.key_format in ("KAFKA", "DELIMITED"):
+            cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
+        elif keys:
+            cols += _json_columns("key", keys)
+        values = src.value_columns
+        if src.value_format == "JSON":
+            cols += _json_columns("value", values)
+        elif src.value_format == "DELIMITED":
+            # a regex for split(), inside a SQL string literal (whose parser eats one level of backslashes)
+            delim = re.escape(src.value_delimiter).replace("\\", "\\\\").replace("'", "\\'")
+            cols += [f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(c.type)}) AS {quote(c.name)}"
+                     for i, c in enumerate(values)]
+        elif src.value_format == "KAFKA":
+            if len(values) != 1:
+                raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
+            cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
+        else:                                             # AVRO: the source decoded it into a struct
+            cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
+        ts_col = src.column(src.timestamp) if src.timestamp else None
+        rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
+                   else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
+        parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
+                                "offset AS `ROWOFFSET`")
+        if src.timestamp:
+            return parsed.selectExpr("*", f"{rowtime} AS `ROWTIME`").drop("__record_time")
+        return parsed.withColumnRenamed("__record_time", "ROWTIME")
+
+    def _key_sql(self, plan: "QueryPlan") -> str:
+        names = plan.key_names
+        if not names:
+            key = "CAST(NULL AS BINARY)"
+        elif plan.sink.key_format == "JSON":
+            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in names) + ")) AS BINARY)"
+        else:
+            if len(names) > 1:
+                raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "
+                                f"[{', '.join(names)}]", statement=plan.sink.statement)
+            key = f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)"
+        w = plan.select.window
+        if w is not None and names:
+            # Kafka Streams' windowed keys: key bytes + window start (+ end first for sessions), 8 bytes each
+            def be(ts: str) -> str:
+                return f"unhex(lpad(hex(unix_millis({ts})), 16, '0'))"
+            key = (f"concat({key}, {be('`__window`.end')}, {be('`__window`.start')})" if w.kind == "SESSION"
+                   else f"concat({key}, {be('`__window`.start')})")
+        return f"{key} AS key"
+
+    def _value_sql(self, plan: "QueryPlan", result: Any) -> list[str]:
+        values = [n for n, _ in plan.items if n not in plan.key_names]
+        fmt = plan.sink.value_format
+        if fmt == "JSON":
+            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ")) AS value"]
+        if fmt == "DELIMITED":
+            return ["concat_ws(',', " + ", ".join(f"CAST({quote(n)} AS STRING)" for n in values) + ") AS value"]
+        if fmt == "KAFKA":
+            if len(values) != 1:
+                raise KsqlError("The 'KAFKA' format only supports a single field.", statement=plan.sink.statement)
+            return [f"CAST({quote(values[0])} AS STRING) AS value"]
+        types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
+        self._register_avro(plan, [(n, types[n]) for n in values])
+        return ["named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ") AS value"]
+
+    def _register_avro(self, plan: "QueryPlan", columns: list[tuple[str, str]]) -> None:
+        from kafkalite.registry.client import RegistryClient
+
+        if not self.config.schema_registry_url:
+            raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=plan.sink.statement)
+        RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
+                                                                 avro_schema(plan.sink.name, columns))
+
+    # -- SHOW / DESCRIBE ----------------------------------------------------------------------
+    def _show(self, s: ast.Show, text: str) -> Entity:
+        ms = self.metastore
+        if s.what in ("STREAMS", "TABLES"):
+            kind = s.what[:-1]
+            items = [{"type": kind, "name": d.name, "topic": d.topic, "keyFormat": d.key_format,
+                      "valueFormat": d.value_format, "isWindowed": d.window is not None}
+                     for d in sorted(ms.sources.values(), key=lambda d: d.name) if d.kind == kind]
+            return {"@type": s.what.lower(), "statementText": text, s.what.lower(): items, "warnings": []}
+        if s.what == "QUERIES":
+            queries = [{"queryString": q.statement, "sinks": [q.sink],
+                        "sinkKafkaTopics": [ms.sources[q.sink].topic] if q.sink in ms.sources else [],
+                        "id": q.id, "statusCount": {self._state(q): 1}, "queryType": "PERSISTENT",
+                        "state": self._state(q)} for q in ms.live_queries()]
+            return {"@type": "queries", "statementText": text, "queries": queries, "warnings": []}
+        if s.what == "TOPICS":
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                md = client.metadata(None)
+            topics = [{"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
+                      for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
+            return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
+        return {"@type": "properties", "statementText": text, "properties": [
+            {"name": f"ksql.streams.{k}", "scope": "KSQL", "value": v} for k, v in self.config.streams],
+            "overwrittenProperties": [], "defaultProperties": [], "warnings": []}
+
+    def _state(self, q: PersistentQuery) -> str:
+        running = self.running.get(q.id)
+        if running is not None and not running.isActive:
+            q.state = "ERROR"
+            q.error = str(running.exception())
+        return q.state
+
+    def _describe(self, s: ast.Describe, text: str) -> Entity:
+        ms = self.metastore
+        d = ms.get(s.name)
+        if d is None:
+            raise KsqlError(f"Could not find STREAM/TABLE '{s.name}' in the Metastore", statement=text)
+        readers, writers = ms.readers_and_writers(s.name)
+        fields = [{"name": "ROWTIME", "schema": {"type": "BIGINT", "fields": None, "memberSchema": None}}] \
+            if s.extended else []
+        fields += [{"name": c.name, "schema": _schema_json(c.type),
+                    **({"type": "KEY" if d.kind == "STREAM" else "PRIMARY_KEY"} if c.key else {})}
+                   for c in d.columns]
+        return {"@type": "sourceDescription", "statementText": text, "sourceDescription": {
+            "name": d.name, "windowType": d.window.kind if d.window else None,
+            "readQueries": [{"id": r} for r in readers], "writeQueries": [{"id": w} for w in writers],
+            "fields": fields, "type": d.kind, "timestamp": d.timestamp or "", "statistics": "", "errorStats": "",
+            "extended": s.extended, "keyFormat": d.key_format, "valueFormat": d.value_format, "topic": d.topic,
+            "partitions": 0, "replication": 0, "statement": d.statement, "queryOffsetSummaries": [],
+            "sourceConstraints": []}, "warnings": []}
+
+
+class QueryPlan:
+    def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
+                 items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
+                 aggregate: bool, offset_reset: str) -> None:
+        self.query_id = query_id
+        self.source = source
+        self.sink = sink
+        self.select = select
+        self.items = items
+        self.key_exprs = key_exprs
+        self.key_names = key_names
+        self.aggregate = aggregate
+        self.offset_reset = offset_reset
+
+
+def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
+    """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
+    Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
+    if not columns:
+        return []
+    upper = ", ".join(f"{quote(c.name)} {spark_type(c.type)}" for c in columns)
+    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(c.type)}" for c in columns)
+    u = f"from_json(CAST({field} AS STRING), '{upper}')"
+    low = f"from_json(CAST({field} AS STRING), '{lower}')"
+    return [f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())}) AS {quote(c.name)}" for c in columns]
+
+
+def _avro_field(raw: Any, upper: str) -> str:
+    struct = raw.schema["value"].dataType
+    return next((f.name for f in struct.fields if f.name.upper() == upper), upper)
+
+
+def _schema_json(t: ast.SqlType) -> dict[str, Any]:
+    if t.name == "ARRAY":
+        return {"type": "ARRAY", "fields": None, "memberSchema": _schema_json(t.items[0])}
+    if t.name == "MAP":
+        return {"type": "MAP", "fields": None, "memberSchema": _schema_json(t.items[1])}
+    if t.name == "STRUCT":
+        return {"type": "STRUCT", "fields": [{"name": n, "schema": _schema_json(ft)} for n, ft in t.fields],
+                "memberSchema": None}
+    return {"type": str(t) if t.name == "DECIMAL" else t.name, "fields": None, "memberSchema": None}
+
+
+def _command_id(s: ast.Statement) -> str:
+    if isinstance(s, (ast.CreateSource, ast.CreateAsSelect)):
+        return f"{s.kind.lower()}/`{s.name}`/create"
+    if isinstance(s, ast.Drop):
+        return f"{s.kind.lower()}/`{s.name}`/drop"
+    if isinstance(s, ast.Terminate):
+        return f"terminate/`{s.query_id or 'ALL'}`/execute"
+    return "unknown/`?`/execute"
+
+
+def _status(text: str, s: ast.Statement, seq: int, message: str) -> Entity:
+    return {"@type": "currentStatus", "statementText": text, "commandId": _command_id(s),
+            "commandStatus": {"status": "SUCCESS", "message": message, "queryId": None},
+            "commandSequenceNumber": seq, "warnings": []}
+
+
+__all__ = ["BAD_STATEMENT", "Engine", "Entity", "QueryPlan"]

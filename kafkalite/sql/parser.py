@@ -1,0 +1,460 @@
+"""ksqlDB statements to :mod:`kafkalite.sql.ast`, with Lark (an LALR(1) grammar below, ksqlDB's
+``SqlBase.g4`` in small) rather than hand-written string matching: every statement has one
+grammar, and an error names the line and column where the text stopped making sense, as
+ksqlDB's ``line 1:15: mismatched input ...`` does.
+
+Unquoted identifiers are upper-cased (ksqlDB's rule); back-quoted ones keep their case.
+A request's text may hold several statements separated by ``;`` (:func:`parse`).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from kafkalite.sql import ast
+from kafkalite.sql.errors import KsqlError
+
+GRAMMAR = r"""
+?statement: create_source | create_as | insert_into | query | show | describe | drop | terminate
+          | set_prop | unset_prop
+
+create_source: "CREATE"i or_replace kind if_not_exists ident ["(" column_defs ")"] with_props
+create_as: "CREATE"i or_replace kind if_not_exists ident [with_props] "AS"i select
+insert_into: "INSERT"i "INTO"i ident select
+query: select
+or_replace: OR_REPLACE?
+if_not_exists: IF_NOT_EXISTS?
+OR_REPLACE.2: /OR\s+REPLACE/i
+IF_NOT_EXISTS.2: /IF\s+NOT\s+EXISTS/i
+kind: STREAM | TABLE
+STREAM: "STREAM"i
+TABLE: "TABLE"i
+
+column_defs: column_def ("," column_def)*
+column_def: ident type key_spec
+key_spec: -> no_key
+        | "KEY"i -> key
+        | "PRIMARY"i "KEY"i -> key
+type: ident ["(" INT ("," INT)? ")"]            -> base_type
+    | "ARRAY"i LT type GT                       -> array_type
+    | "MAP"i LT type "," type GT                -> map_type
+    | "STRUCT"i LT struct_field ("," struct_field)* GT -> struct_type
+struct_field: ident type
+
+with_props: "WITH"i "(" prop ("," prop)* ")"
+prop: ident EQ literal
+
+select: "SELECT"i select_items "FROM"i ident [ident] [window] [where] [group_by] [partition_by] [having] [emit] [limit]
+select_items: select_item ("," select_item)*
+select_item: "*"                                -> star
+           | expr ["AS"i ident]                 -> item
+window: "WINDOW"i window_spec
+?window_spec: "TUMBLING"i "(" "SIZE"i duration [grace] ")"                              -> tumbling
+            | "HOPPING"i "(" "SIZE"i duration "," "ADVANCE"i "BY"i duration [grace] ")" -> hopping
+            | "SESSION"i "(" duration [grace] ")"                                       -> session
+grace: "," "GRACE"i "PERIOD"i duration
+duration: INT ident
+where: "WHERE"i expr
+group_by: "GROUP"i "BY"i expr ("," expr)*
+partition_by: "PARTITION"i "BY"i expr
+having: "HAVING"i expr
+emit: "EMIT"i EMIT_KIND
+EMIT_KIND: "CHANGES"i | "FINAL"i
+limit: "LIMIT"i INT
+
+show: SHOW_WORD SHOW_WHAT [EXTENDED]
+SHOW_WORD: "SHOW"i | "LIST"i
+SHOW_WHAT: "STREAMS"i | "TABLES"i | "QUERIES"i | "TOPICS"i | "PROPERTIES"i
+EXTENDED: "EXTENDED"i
+describe: "DESCRIBE"i [EXTENDED] ident
+drop: "DROP"i kind [IF_EXISTS] ident [DELETE_TOPIC]
+IF_EXISTS.2: /IF\s+EXISTS/i
+DELETE_TOPIC.2: /DELETE\s+TOPIC/i
+terminate: "TERMINATE"i (ident | ALL)
+ALL: "ALL"i
+set_prop: "SET"i STRING EQ STRING
+unset_prop: "UNSET"i STRING
+
+?expr: or_expr
+?or_expr: and_expr ("OR"i and_expr)*            -> or_chain
+?and_expr: not_expr ("AND"i not_expr)*          -> and_chain
+?not_expr: "NOT"i not_expr                      -> not_
+         | predicate
+?predicate: sum
+          | sum comp_op sum                     -> compare
+          | sum "IS"i "NULL"i                   -> is_null
+          | sum "IS"i "NOT"i "NULL"i            -> is_not_null
+          | sum [NOT] "LIKE"i sum               -> like
+          | sum [NOT] "BETWEEN"i sum "AND"i sum -> between
+          | sum [NOT] "IN"i "(" expr ("," expr)* ")" -> in_list
+NOT: "NOT"i
+comp_op: EQ | NEQ | LTE | GTE | LT | GT
+EQ: "="
+NEQ: "!=" | "<>"
+LTE: "<="
+GTE: ">="
+LT: "<"
+GT: ">"
+?sum: product (ADD_OP product)*                 -> sum_chain
+ADD_OP: "+" | "-" | "||"
+?product: unary (MUL_OP unary)*                 -> product_chain
+MUL_OP: "*" | "/" | "%"
+?unary: "-" unary                               -> neg
+      | postfix
+?postfix: primary
+        | postfix "->" ident                    -> deref
+?primary: literal                               -> lit
+        | ident "(" "*" ")"                     -> call_star
+        | ident "(" [expr ("," expr)*] ")"      -> call
+        | "CAST"i "(" expr "AS"i type ")"       -> cast
+        | "CASE"i ("WHEN"i expr "THEN"i expr)+ ["ELSE"i expr] "END"i -> case
+        | ident "." ident                       -> qualified
+        | ident                                 -> column
+        | "(" expr ")"
+
+literal: STRING                                 -> string
+       | SIGNED_NUMBER                          -> number
+       | "TRUE"i                                -> true
+       | "FALSE"i                               -> false
+       | "NULL"i                                -> null
+
+ident: IDENT | QUOTED_IDENT
+IDENT: /[A-Za-z_][A-Za-z0-9_@]*/
+QUOTED_IDENT: /`([^`]|``)+`/
+STRING: /'([^']|'')*'/
+INT: /[0-9]+/
+SIGNED_NUMBER: /[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?/ | /\.[0-9]+/
+
+COMMENT: /--[^\n]*/
+%import common.WS
+%ignore WS
+%ignore COMMENT
+"""
+
+_UNITS = {"MILLISECOND": 1, "MILLISECONDS": 1, "SECOND": 1000, "SECONDS": 1000, "MINUTE": 60000,
+          "MINUTES": 60000, "HOUR": 3600000, "HOURS": 3600000, "DAY": 86400000, "DAYS": 86400000}
+_TYPE_NAMES = {"BOOLEAN", "INT", "INTEGER", "BIGINT", "DOUBLE", "DECIMAL", "STRING", "VARCHAR", "BYTES",
+               "DATE", "TIME", "TIMESTAMP"}
+
+
+class _Semantic(Exception):
+    """A grammatical statement that ksqlDB still refuses (unknown type, time unit...)."""
+
+
+@v_args(inline=True)
+class _ToAst(Transformer):
+    # identifiers and literals
+    def ident(self, tok: Token) -> str:
+        text = str(tok)
+        if tok.type == "QUOTED_IDENT":
+            return text[1:-1].replace("``", "`")
+        return text.upper()
+
+    def string(self, tok: Token) -> ast.Literal:
+        return ast.Literal(str(tok)[1:-1].replace("''", "'"))
+
+    def number(self, tok: Token) -> ast.Literal:
+        text = str(tok)
+        return ast.Literal(float(text) if any(c in text for c in ".eE") else int(text))
+
+    def true(self) -> ast.Literal:
+        return ast.Literal(True)
+
+    def false(self) -> ast.Literal:
+        return ast.Literal(False)
+
+    def null(self) -> ast.Literal:
+        return ast.Literal(None)
+
+    # statements
+    def or_replace(self, *words: Any) -> bool:
+        return True if words else False
+
+    def if_not_exists(self, *words: Any) -> bool:
+        return True if words else False
+
+    def kind(self, tok: Token) -> str:
+        return str(tok).upper()
+
+    def create_source(self, or_replace: bool, kind: str, if_not_exists: bool, name: str, columns: Any,
+                      props: Any) -> ast.CreateSource:
+        return ast.CreateSource(kind, name, tuple(columns or ()), tuple(props), if_not_exists, or_replace)
+
+    def create_as(self, or_replace: bool, kind: str, if_not_exists: bool, name: str, props: Any,
+                  select: ast.Select) -> ast.CreateAsSelect:
+        return ast.CreateAsSelect(kind, name, tuple(props or ()), select, if_not_exists, or_replace)
+
+    def insert_into(self, target: str, select: ast.Select) -> ast.InsertInto:
+        return ast.InsertInto(target, select)
+
+    def query(self, select: ast.Select) -> ast.Query:
+        return ast.Query(select)
+
+    def column_defs(self, *cols: ast.ColumnDef) -> list[ast.ColumnDef]:
+        return list(cols)
+
+    def column_def(self, name: str, type_: ast.SqlType, key: bool) -> ast.ColumnDef:
+        return ast.ColumnDef(name, type_, key)
+
+    def no_key(self) -> bool:
+        return False
+
+    def key(self) -> bool:
+        return True
+
+    def base_type(self, name: str, p: Any = None, s: Any = None) -> ast.SqlType:
+        name = {"INTEGER": "INT", "VARCHAR": "STRING"}.get(name, name)
+        if name not in _TYPE_NAMES:
+            raise _Semantic(f"Unknown type: {name}")
+        params = tuple(int(x) for x in (p, s) if x is not None)
+        if name == "DECIMAL" and len(params) != 2:
+            raise _Semantic("DECIMAL needs a precision and a scale: DECIMAL(p, s)")
+        return ast.SqlType(name, params)
+
+    def array_type(self, _lt: Token, item: ast.SqlType, _gt: Token) -> ast.SqlType:
+        return ast.SqlType("ARRAY", items=(item,))
+
+    def map_type(self, _lt: Token, k: ast.SqlType, v: ast.SqlType, _gt: Token) -> ast.SqlType:
+        return ast.SqlType("MAP", items=(k, v))
+
+    def struct_type(self, _lt: Token, *rest: Any) -> ast.SqlType:
+        return ast.SqlType("STRUCT", fields=tuple(rest[:-1]))
+
+    def struct_field(self, name: str, type_: ast.SqlType) -> tuple[str, ast.SqlType]:
+        return (name, type_)
+
+    def with_props(self, *props: tuple[str, object]) -> list[tuple[str, object]]:
+        return list(props)
+
+    def prop(self, name: str, _eq: Token, value: ast.Literal) -> tuple[str, object]:
+        return (name, value.value)
+
+    # SELECT
+    def select(self, items: list[ast.SelectItem], source: str, alias: Any, window: Any, where: Any,
+               group_by: Any, partition_by: Any, having: Any, emit: Any, limit: Any) -> ast.Select:
+        return ast.Select(tuple(items), source, alias, window, where, tuple(group_by or ()), partition_by, having,
+                          emit, limit)
+
+    def select_items(self, *items: ast.SelectItem) -> list[ast.SelectItem]:
+        return list(items)
+
+    def star(self) -> ast.SelectItem:
+        return ast.SelectItem(None)
+
+    def item(self, expr: ast.Expr, alias: Any = None) -> ast.SelectItem:
+        return ast.SelectItem(expr, alias)
+
+    def window(self, spec: ast.Window) -> ast.Window:
+        return spec
+
+    def tumbling(self, size: int, grace: Any = None) -> ast.Window:
+        return ast.Window("TUMBLING", size, None, grace)
+
+    def hopping(self, size: int, advance: int, grace: Any = None) -> ast.Window:
+        if advance > size:
+            raise _Semantic("Window advance must be less than or equal to the window size")
+        return ast.Window("HOPPING", size, advance, grace)
+
+    def session(self, size: int, grace: Any = None) -> ast.Window:
+        return ast.Window("SESSION", size, None, grace)
+
+    def grace(self, ms: int) -> int:
+        return ms
+
+    def duration(self, n: Token, unit: str) -> int:
+        if unit not in _UNITS:
+            raise _Semantic(f"Invalid time unit: {unit} (MILLISECONDS, SECONDS, MINUTES, HOURS or DAYS)")
+        return int(n) * _UNITS[unit]
+
+    def where(self, e: ast.Expr) -> ast.Expr:
+        return e
+
+    def having(self, e: ast.Expr) -> ast.Expr:
+        return e
+
+    def partition_by(self, e: ast.Expr) -> ast.Expr:
+        return e
+
+    def group_by(self, *exprs: ast.Expr) -> list[ast.Expr]:
+        return list(exprs)
+
+    def emit(self, tok: Token) -> str:
+        return str(tok).upper()
+
+    def limit(self, n: Token) -> int:
+        return int(n)
+
+    # other statements
+    def show(self, _word: Token, what: Token, extended: Any = None) -> ast.Show:
+        return ast.Show(str(what).upper(), extended is not None)
+
+    def describe(self, extended: Any, name: str) -> ast.Describe:
+        return ast.Describe(name, extended is not None)
+
+    def drop(self, kind: str, if_exists: Any, name: str, delete_topic: Any) -> ast.Drop:
+        return ast.Drop(kind, name, if_exists is not None, delete_topic is not None)
+
+    def terminate(self, target: Any) -> ast.Terminate:
+        return ast.Terminate(None if isinstance(target, Token) and target.type == "ALL" else str(target))
+
+    def set_prop(self, name: Token, _eq: Token, value: Token) -> ast.SetProperty:
+        return ast.SetProperty(str(name)[1:-1], str(value)[1:-1])
+
+    def unset_prop(self, name: Token) -> ast.SetProperty:
+        return ast.SetProperty(str(name)[1:-1], None)
+
+    # expressions
+    def or_chain(self, *parts: ast.Expr) -> ast.Expr:
+        return _fold("OR", parts)
+
+    def and_chain(self, *parts: ast.Expr) -> ast.Expr:
+        return _fold("AND", parts)
+
+    def not_(self, e: ast.Expr) -> ast.Expr:
+        return ast.Unary("NOT", e)
+
+    def comp_op(self, tok: Token) -> str:
+        return "!=" if str(tok) == "<>" else str(tok)
+
+    def compare(self, a: ast.Expr, op: str, b: ast.Expr) -> ast.Expr:
+        return ast.Binary(op, a, b)
+
+    def is_null(self, a: ast.Expr) -> ast.Expr:
+        return ast.IsNull(a)
+
+    def is_not_null(self, a: ast.Expr) -> ast.Expr:
+        return ast.IsNull(a, True)
+
+    def like(self, a: ast.Expr, neg: Any, b: ast.Expr) -> ast.Expr:
+        e: ast.Expr = ast.Binary("LIKE", a, b)
+        return ast.Unary("NOT", e) if neg is not None else e
+
+    def between(self, a: ast.Expr, neg: Any, lo: ast.Expr, hi: ast.Expr) -> ast.Expr:
+        return ast.Between(a, lo, hi, neg is not None)
+
+    def in_list(self, a: ast.Expr, neg: Any, *items: ast.Expr) -> ast.Expr:
+        return ast.InList(a, tuple(items), neg is not None)
+
+    def sum_chain(self, *parts: Any) -> ast.Expr:
+        return _fold_ops(parts)
+
+    def product_chain(self, *parts: Any) -> ast.Expr:
+        return _fold_ops(parts)
+
+    def neg(self, e: ast.Expr) -> ast.Expr:
+        if isinstance(e, ast.Literal) and isinstance(e.value, (int, float)) and not isinstance(e.value, bool):
+            return ast.Literal(-e.value)
+        return ast.Unary("-", e)
+
+    def deref(self, e: ast.Expr, name: str) -> ast.Expr:
+        return ast.Dereference(e, name)
+
+    def lit(self, value: ast.Literal) -> ast.Literal:
+        return value
+
+    def call_star(self, name: str) -> ast.Expr:
+        return ast.Call(name, (), True)
+
+    def call(self, name: str, *args: Any) -> ast.Expr:
+        return ast.Call(name, tuple(a for a in args if a is not None))
+
+    def cast(self, e: ast.Expr, type_: ast.SqlType) -> ast.Expr:
+        return ast.Cast(e, type_)
+
+    def case(self, *parts: Any) -> ast.Expr:
+        default = parts[-1] if len(parts) % 2 else None
+        pairs = parts[:-1] if len(parts) % 2 else parts
+        return ast.Case(tuple((pairs[i], pairs[i + 1]) for i in range(0, len(pairs), 2)), default)
+
+    def qualified(self, source: str, name: str) -> ast.Expr:
+        return ast.Column(name, source)
+
+    def column(self, name: str) -> ast.Expr:
+        return ast.Column(name)
+
+
+def _fold(op: str, parts: tuple[ast.Expr, ...]) -> ast.Expr:
+    out = parts[0]
+    for p in parts[1:]:
+        out = ast.Binary(op, out, p)
+    return out
+
+
+def _fold_ops(parts: tuple[Any, ...]) -> ast.Expr:
+    out = parts[0]
+    for i in range(1, len(parts), 2):
+        out = ast.Binary(str(parts[i]), out, parts[i + 1])
+    return out
+
+
+_PARSER = Lark(GRAMMAR, start="statement", parser="lalr", maybe_placeholders=True)
+
+
+def split(text: str) -> list[str]:
+    """The statements of a request, each with its own text (``;`` outside quotes ends one)."""
+    out, current, quote = [], [], ""
+    for ch in text:
+        if quote:
+            current.append(ch)
+            if ch == quote:
+                quote = ""
+            continue
+        if ch in ("'", "`"):
+            quote = ch
+        if ch == ";":
+            stmt = "".join(current).strip()
+            if stmt:
+                out.append(stmt + ";")
+            current = []
+            continue
+        current.append(ch)
+    rest = "".join(current).strip()
+    if rest and not all(line.strip().startswith("--") or not line.strip() for line in rest.splitlines()):
+        out.append(rest)
+    return out
+
+
+def parse(text: str) -> list[ast.ParsedStatement]:
+    """Every statement of ``text``; the first bad one is a :class:`KsqlError` with its position."""
+    return [ast.ParsedStatement(stmt, parse_one(stmt)) for stmt in split(text)]
+
+
+def parse_one(text: str) -> ast.Statement:
+    body = text.rstrip().rstrip(";")
+    try:
+        tree = _PARSER.parse(body)
+        return _ToAst().transform(tree)
+    except VisitError as exc:
+        if isinstance(exc.orig_exc, _Semantic):
+            raise KsqlError(str(exc.orig_exc), statement=text) from None
+        raise
+    except UnexpectedInput as exc:
+        raise _syntax_error(exc, body, text) from None
+
+
+def _syntax_error(exc: UnexpectedInput, body: str, text: str) -> KsqlError:
+    line, column = getattr(exc, "line", -1), getattr(exc, "column", -1)
+    if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
+        lines = body.splitlines() or [""]
+        line, column = len(lines), len(lines[-1]) + 1
+        found = "'<EOF>'"
+    elif isinstance(exc, UnexpectedToken):
+        found = f"'{exc.token}'"
+    elif isinstance(exc, UnexpectedCharacters):
+        pos = exc.pos_in_stream if exc.pos_in_stream is not None else -1
+        found = f"'{body[pos]}'" if 0 <= pos < len(body) else "'<EOF>'"
+    else:
+        found = "input"
+    expected = sorted(_readable(t) for t in (getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ()))
+    hint = f" expecting {{{', '.join(expected[:12])}}}" if expected else ""
+    return KsqlError(f"line {line}:{column}: mismatched input {found}{hint}", statement=text, line=line,
+                     column=column)
+
+
+def _readable(terminal: str) -> str:
+    pattern = _PARSER.get_terminal(terminal).pattern if terminal in {t.name for t in _PARSER.terminals} else None
+    if pattern is not None and pattern.type == "str":
+        return f"'{pattern.value.upper()}'"
+    return terminal

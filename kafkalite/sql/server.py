@@ -1,0 +1,79 @@
+"""``kafkalite-sql-server ksql-server.properties``: ksqlDB's server on kafkalite and Spark.
+
+Startup as ksqlDB's: read the properties, start the Spark session (``spark.master``, default
+``local[2]``; any ``spark.*`` property is passed on), create the command topic if needed and replay
+it (every stream, table and persistent query is rebuilt and resumes from its checkpoint), then
+open the REST listener. SIGTERM/SIGINT stop the queries and the session before the process exits.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from typing import Any
+
+from kafkalite.sql.config import ConfigError, KsqlConfig, read_properties
+
+log = logging.getLogger("kafkalite.sql.server")
+
+
+def spark_session(config: KsqlConfig) -> Any:
+    """The session the queries run in; the Python workers use this interpreter and import this
+    package (PySpark reference P2/P3)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
+    from pyspark.sql import SparkSession
+
+    from spark_integration import register
+
+    builder = (SparkSession.builder.master(config.spark_master).appName(f"kafkalite-sql-{config.service_id}")
+               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2"))
+    for key, value in config.spark_conf:
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    register(session)
+    return session
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="kafkalite-sql-server",
+                                     description="ksqlDB's statements as Spark streaming queries over kafkalite")
+    parser.add_argument("config", help="ksql-server.properties")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(levelname)s %(name)s: %(message)s")
+    try:
+        config = KsqlConfig.from_properties(read_properties(args.config))
+        host, port = config.listener
+    except (OSError, ConfigError) as exc:
+        print(f"kafkalite-sql-server: {exc}", file=sys.stderr)
+        return 2
+
+    from twisted.internet import reactor as _reactor
+
+    from kafkalite.sql.engine import Engine
+    from kafkalite.sql.rest import make_site
+
+    reactor: Any = _reactor
+    engine = Engine(config, lambda: spark_session(config))
+    try:
+        replayed = engine.start()
+    except Exception as exc:                      # brokers unreachable, Spark failed to start...
+        print(f"kafkalite-sql-server: cannot start: {exc}", file=sys.stderr)
+        return 1
+    log.info("replayed %d commands; listening on http://%s:%d", replayed, host, port)
+    reactor.listenTCP(port, make_site(engine), interface=host)
+
+    def shutdown() -> None:
+        engine.stop()
+        spark = engine._spark
+        if hasattr(spark, "stop"):
+            spark.stop()
+    reactor.addSystemEventTrigger("before", "shutdown", shutdown)
+    reactor.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""A continuous pipeline in the shared local[2] session: kafkalite -> Spark (processing-time
+trigger, maxOffsetsPerTrigger, kafka.group.id) -> kafkalite sink, running while a producer writes
+and a partition is added to the input topic. Checked: every input record reaches the output,
+no micro-batch exceeds maxOffsetsPerTrigger and the progress reports show the backlog, the new
+partition is read, and the group's committed offsets (the Admin API's and
+``kafkalite-consumer-groups --describe``'s view) follow the pipeline: a lag of exactly the
+records the next batch has not committed yet."""
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from typing import Any
+
+from kafkalite.client import KafkaClient, TopicPartition
+from kafkalite.client.admin import Admin
+from tests.spark.conftest import new_topic, produce
+from tests.support.waiting import wait_for
+
+MAX_PER_TRIGGER = 400
+
+
+def _latest(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    with KafkaClient(bootstrap) as client:
+        answers = client.list_offsets({TopicPartition(topic, p): -1 for p in range(partitions)})
+    return {tp.partition: v[0] for tp, v in answers.items()}
+
+
+def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    source, out = new_topic(kafka, 2, "pipe-in"), new_topic(kafka, 2, "pipe-out")
+    group = f"pipeline-{uuid.uuid4().hex[:6]}"
+    produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(2000)])        # a backlog to start with
+    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+          .option("subscribe", source).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", str(MAX_PER_TRIGGER)).option("kafka.group.id", group).load())
+    q = (df.select("key", "value").writeStream.format("kafkalite")
+         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", out)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds").start())
+    produced = 2000
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        nonlocal produced
+        while not stop.is_set():
+            produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(produced, produced + 100)])
+            produced += 100
+            stop.wait(0.25)
+
+    writer = threading.Thread(target=keep_producing, daemon=True)
+    try:
+        writer.start()
+        wait_for(lambda: len(q.recentProgress) >= 4, 120, "four micro-batches")
+        with Admin(kafka.bootstrap) as admin:
+            assert admin.create_partitions({source: 3})[source] is None
+        with KafkaClient(kafka.bootstrap) as client:
+            wait_for(lambda: len(client.metadata([source]).topics[source].partitions) == 3 and all(
+                p.leader >= 0 for p in client.metadata([source]).topics[source].partitions.values()),
+                60, "the new partition's leader")
+        produce(kafka, source, [(2, None, b"p2-%d" % i) for i in range(300)])
+        wait_for(lambda: produced >= 5000, 120, "5000 records produced while the query runs")
+        stop.set()
+        writer.join(60)
+        total = produced + 300
+        wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= total, 180,
+                 "every record through the pipeline")
+        before_tick = _latest(kafka.bootstrap, source, 3)
+        produce(kafka, source, [(0, None, b"tick")])     # the next batch commits the previous one's offsets
+        with Admin(kafka.bootstrap) as admin:
+            committed = wait_for(lambda: (lambda c: c if c == {TopicPartition(source, p): o for p, o in
+                                                               before_tick.items()} else None)(
+                admin.list_group_offsets(group)), 120, "the group's offsets at the end of the data")
+        latest = _latest(kafka.bootstrap, source, 3)
+        assert {tp.partition: latest[tp.partition] - o for tp, o in committed.items()} == {0: 1, 1: 0, 2: 0}
+        wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= total + 1, 120, "the tick's batch")
+    finally:
+        stop.set()
+        q.stop()
+    assert q.exception() is None
+    progress = q.recentProgress
+    rows = [p["numInputRows"] for p in progress]
+    assert max(rows) == MAX_PER_TRIGGER and all(r <= MAX_PER_TRIGGER for r in rows)
+    # reportLatestOffset: a batch that left a backlog shows the source's latest offsets past its end
+    def offsets_sum(offsets: Any) -> int:
+        data = json.loads(offsets) if isinstance(offsets, str) else offsets
+        return sum(int(o) for parts in data.values() for o in parts.values())
+    assert any(offsets_sum(p["sources"][0]["latestOffset"]) > offsets_sum(p["sources"][0]["endOffset"])
+               for p in progress if p["sources"][0].get("latestOffset"))
+    got = [r.v for r in spark.read.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+           .option("subscribe", out).load().selectExpr("cast(value as string) v").collect()]
+    assert len(got) == len(set(got)) == total + 1
+    assert set(got) == {str(i) for i in range(produced)} | {f"p2-{i}" for i in range(300)} | {"tick"}
