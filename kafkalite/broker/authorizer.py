@@ -2,8 +2,9 @@
 current by the change notifications, the decision of ``security/acl.py`` over it, and the
 writes of CreateAcls/DeleteAcls.
 
-At start every stored pattern is read; then both change roots are watched, and each new
-notification re-reads the one pattern it names (so a change made through any broker reaches
+At start every stored pattern is read; then both change roots are listened to (one
+``coordination.change_notifications`` listener each, purging notifications after 15 minutes as
+Kafka does), and each new notification re-reads the one pattern it names (so a change made through any broker reaches
 every broker). Writes are conditional on the znode version the cache holds; a lost race
 re-reads the znode and applies the change again, up to ``MAX_UPDATE_RETRIES`` times, as
 Kafka's ``updateResourceAcls``. The writing broker updates its own cache at once, so an
@@ -12,16 +13,18 @@ Kafka's ``updateResourceAcls``. The writing broker updates its own cache at once
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Callable, Iterable
 
 from twisted.internet import defer
 
 from kafkalite.coordination.acls import AclZkStore, VersionedAcls
 from kafkalite.coordination.errors import ZkVersionConflictError
-from kafkalite.coordination.interfaces import Watch
+from kafkalite.coordination.change_notifications import ChangeNotificationListener
 from kafkalite.security.acl import (AccessControlEntry, AclBinding, AclBindingFilter, AclMatcher, Operation,
                                     PatternType, ResourcePattern, ResourceType, parse_super_users)
 from zk_schema import acls as zacl
+from zk_schema.errors import ZkDataError
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +44,7 @@ class AclAuthorizer:
         self.allow_if_no_acl = allow_if_no_acl
         self.cache: dict[ResourcePattern, VersionedAcls] = {}
         self.matcher = self._matcher()
-        self.last_seen: dict[PatternType, int] = {}
-        self.watches: list[Watch] = []
+        self.listeners: list[ChangeNotificationListener] = []
 
     # -- the cache -----------------------------------------------------------------------------
     def _matcher(self) -> AclMatcher:
@@ -64,34 +66,26 @@ class AclAuthorizer:
         self.matcher = self._matcher()
         log.info("authorizer: %d ACL resource patterns loaded", len(self.cache))
         for pattern_type in zacl.STORE_ROOTS:
-            watch = yield self.store.watch_changes(pattern_type, self._changes)
-            self.watches.append(watch)
+            listener = ChangeNotificationListener(self.store.zk, zacl.change_root(pattern_type), zacl.CHANGE_PREFIX,
+                                                  partial(self._apply, pattern_type), what="ACL",
+                                                  expiration_ms=CHANGE_EXPIRATION_MS, now_ms=self.now_ms)
+            yield listener.start()
+            self.listeners.append(listener)
 
     def stop(self) -> None:
-        for watch in self.watches:
-            watch.cancel()
-        self.watches = []
-
-    def _changes(self, pattern_type: PatternType, children: list[str]) -> None:
-        seqs = sorted((int(c[len(zacl.CHANGE_PREFIX):]), c) for c in children
-                      if c.startswith(zacl.CHANGE_PREFIX) and c[len(zacl.CHANGE_PREFIX):].isdigit())
-        if pattern_type not in self.last_seen:
-            # the watch's first call: load_all has just read what these notifications name
-            self.last_seen[pattern_type] = seqs[-1][0] if seqs else -1
-            return
-        new = [name for seq, name in seqs if seq > self.last_seen[pattern_type]]
-        if new:
-            self.last_seen[pattern_type] = seqs[-1][0]
-            self._apply(pattern_type, new).addCallback(
-                lambda _: self.store.purge_changes(pattern_type, [name for _seq, name in seqs],
-                                                   self.now_ms() - CHANGE_EXPIRATION_MS)).addErrback(
-                lambda f: log.error("applying ACL changes failed: %s", f.getErrorMessage()))
+        for listener in self.listeners:
+            listener.stop()
+        self.listeners = []
 
     @defer.inlineCallbacks
-    def _apply(self, pattern_type: PatternType, names: list[str]) -> Any:
-        for name in names:
-            pattern = yield self.store.read_change(pattern_type, name)
-            if pattern is None or pattern.pattern_type not in zacl.STORE_ROOTS:
+    def _apply(self, pattern_type: PatternType, notifications: list[bytes]) -> Any:
+        for data in notifications:
+            try:
+                pattern = zacl.decode_change(pattern_type, data)
+            except ZkDataError as exc:
+                log.warning("ignoring unreadable ACL change notification: %s", exc)
+                continue
+            if pattern.pattern_type not in zacl.STORE_ROOTS:
                 continue
             versioned = yield self.store.read(pattern)
             self._set(pattern, versioned)

@@ -25,7 +25,7 @@ from twisted.internet import defer
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.partition import Partition
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.broker.services import BlockingRunner, Clock
+from kafkalite.broker.runtime import BlockingRunner, Clock
 from kafkalite.config import BrokerConfig
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.metadata import MetadataCache

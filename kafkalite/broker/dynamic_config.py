@@ -5,15 +5,17 @@ ones; AlterConfigs / IncrementalAlterConfigs for a BROKER resource write them (`
 ``/config/changes/config_change_<seq>`` notification whose ``entity_path`` is ``brokers/<id>`` or
 ``brokers/<default>``. Every broker reads both at start and re-reads them when such a notification
 arrives; the typed values become :class:`~kafkalite.config.BrokerConfig`'s dynamic layers
-(per-broker over default over ``server.properties``), and the broker's ``on_change`` callback
-applies what changed (replication throttle rates, the topic defaults of ``log.*`` synonyms,
-listeners, SASL settings, ...). Password configs (``sasl.jaas.config``) are stored encrypted with
+(per-broker over default over ``server.properties``). What changed is applied by the
+reconfigurables registered with :meth:`DynamicBrokerConfigSync.add_reconfigurable` (Kafka's
+``DynamicBrokerConfig.addReconfigurable``): each component declares the configs it reconfigures
+(replication throttle rates, listeners and SASL, the cleaner threads, the topic defaults of the
+``log.*`` synonyms, ...) and is told when one of them changed, in the order they registered. Password configs (``sasl.jaas.config``) are stored encrypted with
 ``password.encoder.secret`` in Kafka's format (kafkalite.security.password_encoder).
 """
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import AbstractSet, Any, Callable, Protocol
 
 from twisted.internet import defer
 
@@ -52,19 +54,46 @@ def entity_path_of(broker: str) -> str:
     return f"brokers/{broker or DEFAULT}"
 
 
+class Reconfigurable(Protocol):
+    """A component that applies dynamic broker configs (Kafka's ``BrokerReconfigurable``).
+    Values are validated when they are written (``BrokerConfig.validate_dynamic``, from the same
+    config table), so ``reconfigure`` applies what is already known to be valid."""
+
+    @property
+    def reconfigurable_configs(self) -> AbstractSet[str] | None:
+        """The configs it applies; None: it is told of every change."""
+
+    def reconfigure(self, changed: set[str]) -> None:
+        """Apply the new values (``changed``: the changed configs, all of them, not only its own)."""
+
+
 class DynamicBrokerConfigSync(ConfigChangeWatcher):
     """Keeps a BrokerConfig's dynamic layers equal to ZooKeeper's broker configs."""
 
     what = "broker config"
 
     def __init__(self, kafka_zk: KafkaZkClient, config: BrokerConfig, broker_id: Callable[[], int],
-                 on_change: Callable[[set[str]], None]) -> None:
+                 on_change: Callable[[set[str]], None] | None = None) -> None:
         self.kafka_zk = kafka_zk
         self.zk: ZooKeeper = kafka_zk.zk
         self.config = config
         self.broker_id = broker_id
+        #: told of every change after the reconfigurables (a listener, e.g. a test's)
         self.on_change = on_change
+        self.reconfigurables: list[Reconfigurable] = []
         super().__init__()
+
+    def add_reconfigurable(self, reconfigurable: Reconfigurable) -> None:
+        """Tell ``reconfigurable`` when one of its configs changes (after those registered before it)."""
+        self.reconfigurables.append(reconfigurable)
+
+    def _reconfigure(self, changed: set[str]) -> None:
+        for reconfigurable in self.reconfigurables:
+            mine = reconfigurable.reconfigurable_configs
+            if mine is None or not changed.isdisjoint(mine):
+                reconfigurable.reconfigure(changed)
+        if self.on_change is not None:
+            self.on_change(changed)
 
     @defer.inlineCallbacks
     def start(self) -> Any:
@@ -126,7 +155,7 @@ class DynamicBrokerConfigSync(ConfigChangeWatcher):
                  hide_passwords(default) or "none",
                  f"; changed {sorted(changed)}" if changed else "")
         if changed:
-            self.on_change(changed)
+            self._reconfigure(changed)
 
     def on_entity_change(self, entity_path: str) -> Any:
         if entity_path in (entity_path_of(str(self.broker_id())), entity_path_of("")):

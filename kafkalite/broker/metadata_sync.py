@@ -5,8 +5,8 @@ znodes the controller writes (``/brokers/ids``, ``/brokers/topics/<t>``, each pa
 ``state``, ``/config/topics/<t>``, ``/controller``, ``/admin/delete_topics``,
 ``/admin/preferred_replica_election``) instead of through
 LeaderAndIsr/UpdateMetadata RPCs. Every watch callback arrives on the reactor thread (the
-coordination layer marshals it) and only updates the cache and emits a :class:`Change`; the
-broker reacts to changes in one place.
+coordination layer marshals it) and only updates the cache and emits a typed :class:`MetadataChange`; the
+broker reacts to each type in one place (``broker/metadata_router.py``).
 """
 from __future__ import annotations
 
@@ -35,15 +35,62 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Change:
-    kind: str                  # brokers | controller | topic | topic-removed | state | config | deleting
-                               # | preferred-election
-    topic: str = ""            # "" for the cluster-wide kinds
-    partition: int = -1        # -1 unless kind == "state"
+class MetadataChange:
+    """What a watch saw change; the broker reacts by the change's type (``broker/metadata_router.py``)."""
+
+
+@dataclass(frozen=True)
+class ControllerChanged(MetadataChange):
+    """``/controller`` changed (a new controller, or none)."""
+
+
+@dataclass(frozen=True)
+class BrokersChanged(MetadataChange):
+    """A broker registered, re-registered or went away (``/brokers/ids``)."""
+
+
+@dataclass(frozen=True)
+class TopicChanged(MetadataChange):
+    """A topic appeared or its assignment changed (``/brokers/topics/<topic>``)."""
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicRemoved(MetadataChange):
+    """A topic's znode is gone (its deletion is complete)."""
+    topic: str
+
+
+@dataclass(frozen=True)
+class TopicConfigChanged(MetadataChange):
+    """``/config/topics/<topic>`` changed."""
+    topic: str
+
+
+@dataclass(frozen=True)
+class PartitionStateChanged(MetadataChange):
+    """A partition's ``state`` znode (leader, ISR, epochs) changed."""
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True)
+class DeletingChanged(MetadataChange):
+    """The topics marked for deletion (``/admin/delete_topics``) changed."""
+
+
+@dataclass(frozen=True)
+class PreferredElectionRequested(MetadataChange):
+    """``/admin/preferred_replica_election`` was written or removed."""
+
+
+@dataclass(frozen=True)
+class ReassignmentRequested(MetadataChange):
+    """``/admin/reassign_partitions`` was written or removed."""
 
 
 class MetadataSync:
-    def __init__(self, zk: ZooKeeper, cache: MetadataCache, on_change: Callable[[Change], None]) -> None:
+    def __init__(self, zk: ZooKeeper, cache: MetadataCache, on_change: Callable[[MetadataChange], None]) -> None:
         self.zk = zk
         self.cache = cache
         self.on_change = on_change
@@ -75,7 +122,7 @@ class MetadataSync:
         yield self.zk.watch_data(paths.REASSIGN_PARTITIONS, self._reassign_request_changed)
         self.loaded = True
 
-    def _emit(self, change: Change) -> None:
+    def _emit(self, change: MetadataChange) -> None:
         try:
             self.on_change(change)
         except Exception:
@@ -90,7 +137,7 @@ class MetadataSync:
             except ZkDataError as exc:
                 log.warning("unreadable /controller: %s", exc)
         self.cache.controller_id = controller
-        self._emit(Change("controller"))
+        self._emit(ControllerChanged())
 
     # -- brokers -----------------------------------------------------------------------------------
     def _brokers_changed(self, children: list[str]) -> None:
@@ -102,7 +149,7 @@ class MetadataSync:
             self.broker_epochs.pop(gone, None)
             if self.cache.brokers.pop(gone, None) is not None:
                 log.info("broker %d left the cluster", gone)
-                self._emit(Change("brokers"))
+                self._emit(BrokersChanged())
         for new in ids - set(self.broker_watches):
             self.broker_watches[new] = None
             self._watch(BrokerRegistration.path(new), partial(self._broker_data, new),
@@ -129,7 +176,7 @@ class MetadataSync:
         if data is None:
             self.broker_epochs.pop(broker_id, None)
             if self.cache.brokers.pop(broker_id, None) is not None:
-                self._emit(Change("brokers"))
+                self._emit(BrokersChanged())
             return
         try:
             reg = BrokerRegistration.decode(data, broker_id)
@@ -143,7 +190,7 @@ class MetadataSync:
             broker_id, {ep.listener_name: (ep.host, ep.port) for ep in reg.endpoints}, reg.rack)
         if not known:
             log.info("broker %d joined the cluster", broker_id)
-        self._emit(Change("brokers"))
+        self._emit(BrokersChanged())
 
     # -- topics ------------------------------------------------------------------------------------
     def _topics_changed(self, children: list[str]) -> None:
@@ -159,7 +206,7 @@ class MetadataSync:
                 self.cache.states.pop(key, None)
                 self.state_czxids.pop(key, None)
             if self.cache.topics.pop(gone, None) is not None:
-                self._emit(Change("topic-removed", gone))
+                self._emit(TopicRemoved(gone))
         for new in names - set(self.topic_watches):
             self.topic_watches[new] = []
             self._watch(TopicZNode.path(new), partial(self._assignment_changed, new),
@@ -194,7 +241,7 @@ class MetadataSync:
                 self.state_watches[(topic, p)] = None
                 self._watch(TopicPartitionStateZNode.path(topic, p), partial(self._state_changed, topic, p),
                             partial(self._keep_watch, self.state_watches, (topic, p)), f"{topic}-{p}")
-        self._emit(Change("topic", topic))
+        self._emit(TopicChanged(topic))
 
     def _config_changed(self, topic: str, data: bytes | None, stat: Any = None) -> None:
         overrides: dict[str, str] = {}
@@ -210,7 +257,7 @@ class MetadataSync:
         elif info.config == overrides:
             return
         info.config = overrides
-        self._emit(Change("config", topic))
+        self._emit(TopicConfigChanged(topic))
 
     def _state_changed(self, topic: str, partition: int, data: bytes | None, stat: Any) -> None:
         key = (topic, partition)
@@ -227,14 +274,14 @@ class MetadataSync:
                 return
             self.cache.states[key] = leader_and_isr(z, int(stat.version))
             self.state_czxids[key] = int(stat.czxid)
-        self._emit(Change("state", topic, partition))
+        self._emit(PartitionStateChanged(topic, partition))
 
     # -- deletion ----------------------------------------------------------------------------------
     def _deleting_changed(self, children: list[str]) -> None:
         self.deleting = set(children)
         for name, info in self.cache.topics.items():
             info.deleting = name in self.deleting
-        self._emit(Change("deleting"))
+        self._emit(DeletingChanged())
 
     # -- preferred replica election (the ZooKeeper-era tool's request) --------------------------
     def _preferred_election_changed(self, data: bytes | None, stat: Any) -> None:
@@ -245,7 +292,7 @@ class MetadataSync:
             except ZkDataError as exc:
                 log.warning("ignoring unreadable %s: %s", paths.PREFERRED_REPLICA_ELECTION, exc)
         self.preferred_election = request
-        self._emit(Change("preferred-election"))
+        self._emit(PreferredElectionRequested())
 
     # -- partition reassignment (the ZooKeeper-era tool's request) -----------------------------------
     def _reassign_request_changed(self, data: bytes | None, stat: Any) -> None:
@@ -256,4 +303,4 @@ class MetadataSync:
             except ZkDataError as exc:
                 log.warning("ignoring unreadable %s: %s", paths.REASSIGN_PARTITIONS, exc)
         self.reassign_request = request
-        self._emit(Change("reassign-request"))
+        self._emit(ReassignmentRequested())

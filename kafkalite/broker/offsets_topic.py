@@ -21,7 +21,7 @@ from twisted.internet import defer, task
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.coordinator_topic import CoordinatorTopic, read_chunks
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.broker.services import BlockingRunner, Clock
+from kafkalite.broker.runtime import BlockingRunner, Clock
 from kafkalite.config import BrokerConfig
 from kafkalite.group.coordinator import GroupConfig, GroupCoordinator
 from kafkalite.metadata import MetadataCache

@@ -21,6 +21,7 @@ from twisted.internet import defer
 
 from kafkalite.broker.config_changes import ConfigChangeWatcher
 from kafkalite.coordination.interfaces import ZooKeeper
+from kafkalite.config import BrokerConfig
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.quota.replication import ReplicationQuotas
 from kafkalite.quota import (CONSUMER_BYTE_RATE, DEFAULT, PRODUCER_BYTE_RATE, QUOTA_KEYS, REQUEST_PERCENTAGE,
@@ -81,6 +82,25 @@ def quota_values(config: dict[str, str], where: str) -> dict[str, float]:
 def format_quota(key: str, value: float) -> str:
     """The znode value as Kafka writes it: byte rates are longs, request_percentage a double."""
     return str(float(value)) if key == REQUEST_PERCENTAGE else str(int(value))
+
+
+class ReplicationThrottleRates:
+    """The replication throttle rates (KIP-73), a reconfigurable of the dynamic broker config:
+    ``leader/follower.replication.throttled.rate`` and ``replica.alter.log.dirs.io.max.bytes.per.second``
+    applied to the replication quotas at start and whenever one changes."""
+
+    reconfigurable_configs = frozenset(("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                        "replica.alter.log.dirs.io.max.bytes.per.second"))
+
+    def __init__(self, config: BrokerConfig, quotas: ReplicationQuotas) -> None:
+        self.config = config
+        self.quotas = quotas
+        self.reconfigure(set())
+
+    def reconfigure(self, changed: set[str]) -> None:
+        self.quotas.leader.update_bound(self.config["leader.replication.throttled.rate"])
+        self.quotas.follower.update_bound(self.config["follower.replication.throttled.rate"])
+        self.quotas.alter_log_dirs.update_bound(self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
 
 class BrokerQuotas:

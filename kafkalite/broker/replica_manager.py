@@ -21,7 +21,7 @@ from kafkalite.broker.delayed_produce import DelayedProduce, PendingAck
 from kafkalite.broker.fetch_reader import FetchParams, FetchRead, FetchReader, Wanted
 from kafkalite.broker.partition import READ_COMMITTED, FetchOutOfRangeError, IsrWriter, Partition, PartitionError
 from kafkalite.broker.purgatory import FollowerFetches, Purgatory
-from kafkalite.broker.services import Clock
+from kafkalite.broker.runtime import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import LONG_MAX, BrokerConfig, kafka_version
 from kafkalite.errors import ErrorCode, KafkaError, KafkaStorageError, RecordValidationError
@@ -148,14 +148,9 @@ class ReplicaManager:
             if key in self.offline:
                 continue
             self.offline.add(key)
-            if self.fetchers is not None:
-                self.fetchers.unfollow(key)
-            part = self.partitions.pop(key, None)
+            part = self._stop_replica(key, delete=False, offline=True)
             if part is not None:
-                part.mark_offline()
                 gone.append(part)
-                self._notify_role(part)
-            self.purgatory.retire(key)
         if gone:
             log.error("broker %d: %d replica(s) offline (failed log dir): %s", self.broker_id, len(gone),
                       ", ".join(f"{p.topic}-{p.index}" for p in gone))
@@ -227,45 +222,54 @@ class ReplicaManager:
         return sorted({k for k in self.partitions if k[0] == topic} | {k for k in self.offline if k[0] == topic}
                       | {k for k in self.logs.logs() if k[0] == topic})
 
+    def _stop_replica(self, key: tuple[str, int], *, delete: bool, offline: bool = False) -> Partition | None:
+        """Kafka's ``stopReplicas`` for one hosted partition, the one path every way of losing a
+        replica takes (a reassignment moved it away, its topic was deleted, its log dir failed):
+        the fetcher stops following it, the partition leaves its role (``offline``: for good, it
+        answers KAFKA_STORAGE_ERROR), the role listeners are told (coordinators unload), acks=all
+        waiters and fetch long-polls are woken (they find it gone), and with ``delete`` its log
+        goes. Returns the partition that was hosted, if any."""
+        if self.fetchers is not None:
+            self.fetchers.unfollow(key)
+        part = self.partitions.pop(key, None)
+        if part is not None:
+            if offline:
+                part.mark_offline()
+            else:
+                part.state = None
+            self._notify_role(part)
+        self.purgatory.retire(key)
+        if delete:
+            self.logs.delete(key[0], key[1])
+        return part
+
+    def _forget_offline(self, key: tuple[str, int], delete: bool) -> None:
+        """An offline replica no longer assigned here: only forgotten (its files are on the failed disk)."""
+        self.offline.discard(key)
+        if delete:
+            self.logs.delete(key[0], key[1])
+
     def remove_replica(self, topic: str, index: int, delete: bool = True) -> None:
         """Stop our replica of one partition (no longer assigned here: a reassignment moved it
-        away) and delete its log: the fetcher stops following, acks=all waiters and fetch
-        long-polls are woken (they answer NOT_LEADER_OR_FOLLOWER), role listeners are told."""
+        away) and delete its log (:meth:`_stop_replica`)."""
         key = (topic, index)
         if key in self.offline:
-            self.offline.discard(key)
-            if delete:
-                self.logs.delete(topic, index)      # only forgotten: its files are on the failed disk
+            self._forget_offline(key, delete)
             return
-        part = self.partitions.pop(key, None)
-        if part is None:
+        if key not in self.partitions:
             if delete and self.logs.delete(topic, index):
                 log.info("%s-%d: stray log deleted on broker %d (not assigned here)", topic, index, self.broker_id)
             return
-        part.state = None
-        self._notify_role(part)
-        if self.fetchers is not None:
-            self.fetchers.unfollow(key)
-        self.purgatory.retire(key)
-        if delete:
-            self.logs.delete(topic, index)
+        self._stop_replica(key, delete=delete)
         log.info("%s-%d: replica removed from broker %d%s", topic, index, self.broker_id,
                  ", log deleted" if delete else "")
 
     def remove_topic(self, topic: str, delete: bool = True) -> None:
+        """Stop every replica of a deleted topic (:meth:`_stop_replica`)."""
         for key in [k for k in self.offline if k[0] == topic]:
-            self.offline.discard(key)
-            if delete:
-                self.logs.delete(topic, key[1])   # only forgotten: its files are on the failed disk
+            self._forget_offline(key, delete)
         for key in [k for k in self.partitions if k[0] == topic]:
-            part = self.partitions.pop(key)
-            part.state = None
-            self._notify_role(part)
-            if self.fetchers is not None:
-                self.fetchers.unfollow(key)
-            self.purgatory.retire(key)
-            if delete:
-                self.logs.delete(topic, key[1])
+            self._stop_replica(key, delete=delete)
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")
 
     # -- replication (leader side) ---------------------------------------------------------------

@@ -9,65 +9,63 @@ ControlledShutdown); then it stops accepting, answers waiting requests, closes t
 session (our ephemeral registration vanishes at once), flushes and closes the logs with a
 clean-shutdown marker.
 
-Log-dir failure (Kafka's ``ReplicaManager.handleLogDirFailure``): storage reports a failed dir
-from whatever thread met the error; the broker hops to the reactor, takes that dir's replicas
-offline (they answer KAFKA_STORAGE_ERROR, are no longer followed, their acks=all waiters are
-answered), writes ``/log_dir_event_notification`` so the controller moves their leadership, and
-keeps serving its other dirs, still registered. With no dir left it stops.
+Log-dir failure (Kafka's ``ReplicaManager.handleLogDirFailure``) is ``storage_events.py``'s: the
+broker keeps serving its other dirs, still registered; with no dir left it stops.
 """
 from __future__ import annotations
 
-import functools
 import logging
 import os
-import socket
 import time
-from functools import partial
-from typing import Any, Callable
+from typing import Any
 
-from twisted.internet import defer, task, threads
+from twisted.internet import defer, task
 from twisted.internet.interfaces import IReactorCore
 from twisted.python.failure import Failure
 
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.credentials import UserCredentials
-from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.fetch_session import FetchSessionCache
+from kafkalite.broker.controlled_shutdown import ControlledShutdown
 from kafkalite.broker.heap import HeapKeeper
+from kafkalite.broker.inter_broker import InterBrokerRequests
 from kafkalite.broker.metrics import BrokerMetrics, MetricsSources, registry_for
 from kafkalite.broker.reactor_delay import ReactorDelayMonitor
-from kafkalite.broker.metadata_sync import Change, MetadataSync
+from kafkalite.broker.metadata_router import MetadataRouter
+from kafkalite.broker.metadata_sync import MetadataChange, MetadataSync
 from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+from kafkalite.broker.listeners import ListenerManager
 from kafkalite.broker.log_dir_mover import LogDirMover
 from kafkalite.broker.authorizer import AclAuthorizer
-from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync
+from kafkalite.broker.cleaner_threads import CleanerThreads
+from kafkalite.broker.dynamic_log_config import DynamicLogConfig
+from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync, ReplicationThrottleRates
+from kafkalite.broker.scheduler import BrokerScheduler
 from kafkalite.coordination.acls import AclZkStore
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
-from kafkalite.broker.services import BlockingRunner, BrokerServices, Clock, ThreadPoolRunner
+from kafkalite.broker.runtime import BlockingRunner, Clock, ThreadPoolRunner
+from kafkalite.broker.services import BrokerServices
 from kafkalite.broker.status_http import Health, site
+from kafkalite.broker.storage_events import StorageEvents
 from kafkalite.broker.topic_configs import TopicConfigs
-from kafkalite.config import LISTENER_RECONFIGURABLE, BrokerConfig, ConfigError, Endpoint
+from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
 from kafkalite.coordination.client import SessionState
-from kafkalite.errors import ErrorCode, KafkaError
-from kafkalite.metadata import METADATA_CHANGED, MetadataCache
-from kafkalite.net import client as net_client
-from kafkalite.net import tls
-from kafkalite.net.sasl import SaslSettings
-from kafkalite.net.server import ConnectionQuotas, KafkaServerFactory, SocketOptions, resolve_connection_overrides
+from kafkalite.errors import KafkaError
+from kafkalite.metadata import MetadataCache
+from kafkalite.net.server import KafkaServerFactory
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
-from kafkalite.storage.cleaner import LogCleaner
 from zk_schema import paths
 from zk_schema.brokers import BrokerRegistration, EndPoint
 
@@ -92,12 +90,12 @@ def zookeeper_credentials(set_acl: bool) -> tuple[str, str] | None:
     return login
 
 
-#: dynamic configs that change what SASL listeners offer (applied to the next connections)
-SASL_RECONFIGURABLE = frozenset(("sasl.enabled.mechanisms", "sasl.jaas.config"))
-
-
 class KafkaBroker:
-    """One broker: storage, ZooKeeper session, controller, listeners, and the services between.
+    """One broker, as a composition root: it builds the parts (storage, ZooKeeper session,
+    replica manager, controller, coordinators, listeners, schedulers), wires them to each other
+    (:meth:`_wire`), and starts and stops them in Kafka's order; the work is the parts' own
+    (``listeners.py``, ``metadata_router.py``, ``scheduler.py``, ``cleaner_threads.py``,
+    ``controlled_shutdown.py``, ``inter_broker.py``, the reconfigurables of ``dynamic_config.py``).
 
     ``reactor`` is the broker's one clock and event loop; ``zk`` (a KafkaZkClient, default: one
     connected to ``zookeeper.connect``) and ``blocking`` (where blocking work runs, default: the
@@ -112,6 +110,8 @@ class KafkaBroker:
         self.clock = Clock(reactor)
         self.blocking: BlockingRunner = blocking or ThreadPoolRunner(reactor)
         self.broker_id = config.broker_id
+        self.broker_epoch = -1               # czxid of our registration znode
+        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
         self.metadata = MetadataCache()
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.purgatory = Purgatory(reactor)
@@ -119,22 +119,15 @@ class KafkaBroker:
         # Blocking on purpose: logs are recovered before the reactor runs (nothing to serve yet).
         self.log_manager = LogManager(config.log_dirs, self.topic_configs.log_config(None), clock=self.clock.now_ms,
                                       producer_id_expiration_ms=config["producer.id.expiration.ms"])
-        # from now on storage's deferred file work (unlinks, epoch checkpoints) runs in the
-        # blocking runner; jobs handed over before the reactor runs wait for it
-        self.log_manager.background = self._storage_background
-        self.log_manager.add_failure_listener(lambda log_dir, reason: self._on_reactor(self._log_dir_failed, log_dir))
-        #: Why the broker stopped by itself (every log dir offline), for the exit code.
-        self.fatal: str | None = None
+        self.stopping = False
+        # storage's failures and deferred file work reach the broker through this from now on
+        self.storage_events = StorageEvents(reactor, self.blocking, self.log_manager, lambda: self.replica_manager,
+                                            lambda: self.kafka_zk, lambda: self.broker_id, lambda: self.broker_epoch,
+                                            lambda: self.stopping)
         log.info("loaded %d partition log(s) in %.2f s", len(self.log_manager.logs()),
                  time.monotonic() - started)
-        self.cleaner: LogCleaner | None = None
-        self.cleaner_loops: list[task.LoopingCall] = []
-        if config["log.cleaner.enable"] and config["log.cleaner.threads"] > 0:
-            # cleaner passes run in worker threads; their one mutation, the segment swap, runs on
-            # the reactor (the logs' owner thread) through blockingCallFromThread
-            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=config["log.cleaner.dedupe.buffer.size"],
-                                      threads=config["log.cleaner.threads"], clock=self.clock.now_ms,
-                                      owner_call=lambda fn: threads.blockingCallFromThread(reactor, fn))
+        self.scheduler = BrokerScheduler(reactor, self.blocking, lambda: self.stopping)
+        self.cleaner_threads = CleanerThreads(config, reactor, self.log_manager, self.clock.now_ms, self.scheduler)
         self.kafka_zk = zk or KafkaZkClient(config["zookeeper.connect"],
                                             session_timeout_ms=config.zookeeper_session_timeout_ms,
                                             connect_timeout_ms=config["zookeeper.connection.timeout.ms"],
@@ -144,7 +137,7 @@ class KafkaBroker:
                                               self.topic_configs, self.clock, self.metadata, self.kafka_zk)
         self.topics = TopicAdmin(config, self.metadata, self.kafka_zk, self.purgatory)
         self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
-        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self.on_metadata_change)
+        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self._on_metadata_change)
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
@@ -153,70 +146,74 @@ class KafkaBroker:
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
         self.credentials = UserCredentials(self.kafka_zk)
-        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id,
-                                                      self._dynamic_config_changed)
+        self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id)
         # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
         self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
                                          allow_if_no_acl=config["allow.everyone.if.no.acl.found"],
                                          now_ms=self.clock.now_ms)
                            if config["authorizer.class.name"] else None)
-        # TLS contexts, SASL settings and our own inter-broker identity: built before the reactor
-        # runs, so a bad key store or JAAS entry stops start-up with one line
-        self.listener_security = {ep.listener: self._listener_security(ep.listener) for ep in config.listeners}
-        self.inter_broker_security = net_client.ClientSecurity.for_inter_broker(config)
+        # our own inter-broker identity (and, in ListenerManager, the listeners' TLS and SASL):
+        # built before the reactor runs, so a bad key store or JAAS entry stops start-up with one line
+        self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services,
+                                         self._endpoints_changed)
+        self.inter_broker = InterBrokerRequests(config, reactor, self.metadata)
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
                                    RateConfig(config["replication.quota.window.num"],
                                               config["replication.quota.window.size.seconds"] * 1000))
-        self._apply_replication_rates()
-        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self._endpoint_of,
-                                              functools.partial(net_client.connect, security=self.inter_broker_security),
+        self.replication_rates = ReplicationThrottleRates(config, self.quotas.replication)
+        self.metadata_router = MetadataRouter(lambda: self.broker_id, lambda: self.first_broker_epoch, self.metadata,
+                                              lambda: self.sync, self.replica_manager, self.topic_configs,
+                                              self.quotas, self.controller, self.purgatory)
+        self.fetchers = ReplicaFetcherManager(self.broker_id, reactor, config, self.inter_broker.endpoint_of,
+                                              self.inter_broker.connect,
                                               quota=self.quotas.replication.follower)
-        self.replica_manager.fetchers = self.fetchers
         self.log_dir_mover = LogDirMover(self.replica_manager, self.log_manager, reactor, self.clock,
                                          config["replica.fetch.max.bytes"], self.quotas.replication.alter_log_dirs)
         self.groups = OffsetsTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                    self.blocking)      # group coordinator + __consumer_offsets
-        self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.metrics = BrokerMetrics()
         self.reactor_delay = ReactorDelayMonitor(reactor, self.metrics.reactor_delay)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"],
                                                 config["min.incremental.fetch.session.eviction.ms"])
         self.quota_sync = QuotaConfigSync(self.kafka_zk, self.quotas)
-        self.replica_manager.isr_listener = self.metrics.isr_changed
         self.metrics_registry = registry_for(MetricsSources(
             lambda: self.broker_id, self.metrics, self.replica_manager, self.controller, self.metadata,
             lambda: self.groups.coordinator, self.log_manager,
-            lambda: ((f.listener, c.client_software) for f in self.factories for c in f.connections),
+            self.listeners.connections,
             fetch_sessions=self.fetch_sessions))
         self.metrics_port: Any = None
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
-                                   self._endpoint_of, request_timeout_ms=config["request.timeout.ms"],
+                                   self.inter_broker.endpoint_of, request_timeout_ms=config["request.timeout.ms"],
                                    groups=self.groups.coordinator,
-                                   connect=functools.partial(net_client.connect, security=self.inter_broker_security))
+                                   connect=self.inter_broker.connect)
         self.txns = TransactionTopic(config, self.clock, self.metadata, self.topics, self.replica_manager,
                                      self.blocking, self.producer_ids, markers)   # transaction coordinator
-        self.replica_manager.role_listeners.append(self.txns.on_partition_role)
-        self.ports: list[Any] = []
-        self.factories: list[KafkaServerFactory] = []
-        #: listener name -> (its configured endpoint, the listening port, its factory)
-        self.bound: dict[str, tuple[Endpoint, Any, KafkaServerFactory]] = {}
-        self.canonical_host: str | None = None
-        self.request_services: BrokerServices | None = None
-        #: dynamic listener changes, applied one after another
-        self.listener_changes = defer.DeferredLock()
-        listeners = config.listeners
-        protected = config.inter_broker_listener if len(listeners) > 1 else None
-        # host names in the overrides are resolved here, before the reactor runs (blocking DNS)
-        self.connection_quotas = ConnectionQuotas(
-            config["max.connections"], config["max.connections.per.ip"],
-            resolve_connection_overrides(config.max_connections_per_ip_overrides), protected)
-        self.socket_options = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
-        self.loops: list[task.LoopingCall] = []
-        self.background: dict[str, defer.Deferred] = {}
-        self.stopping = False
-        self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see _apply_state)
+        self.controlled_shutdown = ControlledShutdown(config, reactor, self.metadata, self.controller,
+                                                      self.replica_manager, self.fetchers, self.inter_broker,
+                                                      lambda: self.broker_id, lambda: self.broker_epoch)
+        self._wire()
         registry.load_handlers()
+
+    def _wire(self) -> None:
+        """The second phase of construction: the links between parts built above that each
+        needed the other to exist (Kafka's KafkaServer.startup does the same after creating its
+        managers). Nothing runs yet; start() connects and registers."""
+        self.replica_manager.fetchers = self.fetchers
+        # role changes of __consumer_offsets / __transaction_state partitions load and unload the
+        # coordinators (in this order)
+        self.replica_manager.role_listeners.append(self.groups.on_partition_role)
+        self.replica_manager.role_listeners.append(self.txns.on_partition_role)
+        self.replica_manager.isr_listener = self.metrics.isr_changed
+        # dynamic broker configs reach these, in this order (Kafka's addReconfigurable)
+        for reconfigurable in (self.replication_rates, self.listeners, self.cleaner_threads,
+                               DynamicLogConfig(self.topic_configs, self.metadata, self.log_manager,
+                                                self.replica_manager, self.purgatory)):
+            self.dynamic_config.add_reconfigurable(reconfigurable)
+
+    def _adopt_broker_id(self, broker_id: int) -> None:
+        """A generated broker id (``broker.id`` unset) reaches the parts that keep their own copy."""
+        self.broker_id = broker_id
+        self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = broker_id
 
     def services(self) -> BrokerServices:
         """What handlers get (built once the broker id is known)."""
@@ -245,18 +242,17 @@ class KafkaBroker:
         if self.authorizer is not None:
             yield self.authorizer.start()       # ACLs loaded before the first request is served
         if self.broker_id < 0:
-            self.broker_id = yield self._generate_broker_id()
-            self.replica_manager.broker_id = self.controller.broker_id = self.fetchers.broker_id = self.broker_id
+            self._adopt_broker_id((yield self._generate_broker_id()))
         yield self.dynamic_config.start()
         self._unless_stopping("listening")
-        advertised = self._listen()
+        advertised = self.listeners.start()
         self._listen_metrics()
         registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
         self.broker_epoch = yield self.kafka_zk.register_broker(registration)
         self.first_broker_epoch = self.broker_epoch
-        if tuple(self._advertised()) != registration.endpoints:
+        if tuple(self.listeners.advertised()) != registration.endpoints:
             # a dynamic listener change landed while we registered
-            yield self.listener_changes.run(self._reconfigure_listeners)
+            yield self.listeners.apply_listeners()
         self._unless_stopping("loading metadata")
         self.kafka_zk.add_reregistration_listener(self._reregistered)
         self.kafka_zk.add_state_listener(self._session_state)
@@ -266,10 +262,7 @@ class KafkaBroker:
         self._start_loops()
         self.reactor_delay.start()
         self.groups.start()
-        if self.log_manager.offline_dirs:
-            # dirs that failed at start-up or before we registered: tell the controller now
-            self.replica_manager.take_offline(self.log_manager.offline_partitions())
-            self._report_log_dir_failure()
+        self.storage_events.offline_at_start()
         self.txns.start()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
@@ -286,120 +279,29 @@ class KafkaBroker:
         stat = yield self.kafka_zk.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
         return stat.version + self.config["reserved.broker.max.id"]
 
-    def _listener_security(self, listener: str) -> tuple[Any, SaslSettings | None]:
-        """(TLS context factory or None, SASL settings or None) of one listener."""
-        lc = self.config.listener_config(listener)
-        proto = lc.security_protocol
-        options = tls.server_options(tls.key_material(lc)) if proto in ("SSL", "SASL_SSL") else None
-        return options, self._sasl_settings(listener)
-
-    def _sasl_settings(self, listener: str) -> SaslSettings | None:
-        """The SASL settings of a SASL listener (None for others), from the current config."""
-        lc = self.config.listener_config(listener)
-        sasl = None
-        if lc.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-            mechanisms = tuple(lc["sasl.enabled.mechanisms"])
-            plain = self.config.jaas_config(listener, "PLAIN") if "PLAIN" in mechanisms else None
-            sasl = SaslSettings(mechanisms, plain.plain_users() if plain is not None else {},
-                                # read afresh on every authentication: a changed or deleted
-                                # credential applies to the next connection
-                                self.credentials.credential, lc["connection.failed.authentication.delay.ms"] / 1000.0,
-                                self.reactor, lc["connections.max.reauth.ms"])
-        return sasl
-
-    def _listen(self) -> list[EndPoint]:
-        """Bind every listener; the endpoints to register (see :meth:`_advertised`)."""
-        if set(self.config.dynamic_broker) & (LISTENER_RECONFIGURABLE | SASL_RECONFIGURABLE):
-            # dynamic listener / SASL configs read from ZooKeeper at start: the listeners' security
-            # as they make it (a bad key store or JAAS entry still stops start-up with one line)
-            self.listener_security = {ep.listener: self._listener_security(ep.listener)
-                                      for ep in self.config.listeners}
-        for ep in self.config.listeners:
-            self._bind(ep)
-        if self._needs_canonical_host():
-            self.canonical_host = socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
-        return self._advertised()
-
-    def _bind(self, ep: Endpoint) -> None:
-        """Listen on one listener (its TLS / SASL settings from ``listener_security``)."""
-        tls_options, sasl = self.listener_security[ep.listener]
-        if self.request_services is None:
-            self.request_services = self.services()      # one for every listener, also those added later
-        factory = KafkaServerFactory(Dispatcher(self.request_services, ep.listener), self.config["socket.request.max.bytes"],
-                                     self.config["queued.max.requests"], listener=ep.listener,
-                                     quotas=self.connection_quotas, socket_options=self.socket_options,
-                                     max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
-                                     tls_options=tls_options, sasl=sasl)
-        port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
-        self.ports.append(port)
-        self.factories.append(factory)
-        self.bound[ep.listener] = (ep, port, factory)
-
     @defer.inlineCallbacks
-    def _unbind(self, listener: str) -> Any:
-        """Stop listening on ``listener`` and close its connections (Kafka's removeListeners)."""
-        _, port, factory = self.bound.pop(listener)
-        self.ports.remove(port)
-        self.factories.remove(factory)
-        yield port.stopListening()
-        factory.close_all()
-
-    def _needs_canonical_host(self) -> bool:
-        return self.canonical_host is None and any(not ep.host for ep in self.config.advertised_listeners)
-
-    def _advertised(self) -> list[EndPoint]:
-        """What ``/brokers/ids/<id>`` lists, as Kafka's createBrokerInfo: the advertised listeners
-        (``listeners`` when unset) that are bound, a port 0 replaced by the bound one and an empty
-        host by this machine's canonical host name."""
-        advertised: list[EndPoint] = []
-        for adv in self.config.advertised_listeners:
-            bound = self.bound.get(adv.listener)
-            if bound is None:        # its bind failed (logged)
-                continue
-            host = adv.host or self.canonical_host or ""
-            advertised.append(EndPoint(adv.listener, host, adv.port or bound[1].getHost().port,
-                                       self.config.security_protocol(adv.listener)))
-        return advertised
-
-    @defer.inlineCallbacks
-    def _reconfigure_listeners(self) -> Any:
-        """Kafka's DynamicListenerConfig.reconfigure after ``listeners`` / ``advertised.listeners`` /
-        ``listener.security.protocol.map`` changed: close the listeners gone (or moved to another
-        host:port), bind the new ones, then re-write ``/brokers/ids/<id>`` (updateBrokerInfo) so
-        clients and the other brokers see the new endpoints."""
-        wanted = {ep.listener: ep for ep in self.config.listeners}
-        for name, (ep, _, _) in list(self.bound.items()):
-            if name not in wanted or (wanted[name].host, wanted[name].port) != (ep.host, ep.port):
-                log.info("closing listener %s (%s)", name, ep.uri())
-                yield self._unbind(name)
-        for name, ep in wanted.items():
-            if name in self.bound:
-                continue
-            try:
-                self.listener_security[name] = self._listener_security(name)
-                self._bind(ep)
-                log.info("listening on new listener %s", ep.uri())
-            except Exception as exc:  # noqa: BLE001 - a port in use or bad key store: the others keep serving
-                log.error("cannot listen on %s: %s", ep.uri(), exc)
-        if self._needs_canonical_host():
-            # getfqdn may block on DNS: off the reactor
-            self.canonical_host = yield self.blocking.run(socket.getfqdn)
+    def _endpoints_changed(self, advertised: list[EndPoint]) -> Any:
+        """The listeners changed: re-write ``/brokers/ids/<id>`` (Kafka's updateBrokerInfo) so
+        clients and the other brokers see the new endpoints (before we registered, start()
+        registers what is bound then)."""
         if self.broker_epoch < 0:
-            return               # not registered yet: start() registers what is bound now
-        advertised = self._advertised()
+            return
         yield self.kafka_zk.update_broker_info(BrokerRegistration(self.broker_id, tuple(advertised),
                                                                   self.clock.now_ms(), rack=self.config["broker.rack"]))
         log.info("broker %d now advertises %s", self.broker_id, ", ".join(ep.connection_string() for ep in advertised))
 
-    def _reconfigure_sasl(self) -> None:
-        """``sasl.enabled.mechanisms`` or ``sasl.jaas.config`` changed: the SASL listeners offer the
-        new mechanisms and the PLAIN users of their JAAS entry to the next connections; open ones
-        keep their session."""
-        for name, (_, _, factory) in self.bound.items():
-            sasl = self._sasl_settings(name)
-            self.listener_security[name] = (self.listener_security[name][0], sasl)
-            if sasl is not None:
-                factory.sasl = sasl
+    # views of the listener manager's state (tests and tools read them off the broker)
+    @property
+    def bound(self) -> dict[str, tuple[Endpoint, Any, KafkaServerFactory]]:
+        return self.listeners.bound
+
+    @property
+    def ports(self) -> list[Any]:
+        return self.listeners.ports
+
+    @property
+    def factories(self) -> list[KafkaServerFactory]:
+        return self.listeners.factories
 
     def _listen_metrics(self) -> None:
         """``metrics.port`` (0: off): /metrics and /health over HTTP, bound before we register so
@@ -423,100 +325,33 @@ class KafkaBroker:
                       list(self.log_manager.offline_dirs), self.controller.active)
 
     def _start_loops(self) -> None:
-        def every(ms: int, fn: Callable[[], Any]) -> None:
-            loop = task.LoopingCall(fn)
-            loop.clock = self.reactor
-            loop.start(ms / 1000.0, now=False).addErrback(lambda f: log.error("periodic task failed: %s", f.value))
-            self.loops.append(loop)
-
+        every = self.scheduler.every
         every(self.config["log.retention.check.interval.ms"], self._retention)
         every(self.config["producer.id.expiration.check.interval.ms"],
               lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
-        every(self.config["replica.high.watermark.checkpoint.interval.ms"], lambda: self._off_reactor("checkpoint", self._checkpoint))
+        every(self.config["replica.high.watermark.checkpoint.interval.ms"],
+              lambda: self.scheduler.off_reactor("checkpoint", self._checkpoint))
         every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
-        self._start_cleaner_threads()
+        self.cleaner_threads.start()
         self.log_dir_mover.start()
         flush_interval = self.config["log.flush.scheduler.interval.ms"]
         if flush_interval < 2**62:
-            every(flush_interval, lambda: self._off_reactor("flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
+            every(flush_interval, lambda: self.scheduler.off_reactor(
+                "flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
 
-    def _start_cleaner_threads(self) -> None:
-        """``log.cleaner.threads`` periodic cleaner passes (again after a dynamic change of the
-        threads, back-off or dedupe buffer: Kafka's LogCleaner.reconfigure restarts its threads;
-        a pass already running finishes, its successor waits for it)."""
-        for loop in self.cleaner_loops:
-            if loop.running:
-                loop.stop()
-        self.cleaner_loops = []
-        count = self.config["log.cleaner.threads"]
-        if not self.config["log.cleaner.enable"] or count <= 0 or self.stopping:
-            return
-        if self.cleaner is None:
-            self.cleaner = LogCleaner(self.log_manager, dedupe_buffer_size=self.config["log.cleaner.dedupe.buffer.size"],
-                                      threads=count, clock=self.clock.now_ms,
-                                      owner_call=lambda fn: threads.blockingCallFromThread(self.reactor, fn))
-        cleaner = self.cleaner
-        cleaner.map_memory = self.config["log.cleaner.dedupe.buffer.size"] // count
-        for i in range(count):
-            loop = task.LoopingCall(partial(self._off_reactor, f"cleaner-{i}", cleaner.run))
-            loop.clock = self.reactor
-            loop.start(max(self.config["log.cleaner.backoff.ms"], 1) / 1000.0, now=False).addErrback(
-                lambda f: log.error("periodic task failed: %s", f.value))
-            self.cleaner_loops.append(loop)
+    # views of the parts' state (tests read them off the broker)
+    @property
+    def loops(self) -> list[task.LoopingCall]:
+        return self.scheduler.loops
 
-    def _off_reactor(self, name: str, work: Callable[[], Any]) -> defer.Deferred | None:
-        """Run fsync-bound work (checkpoint files, log flushes) in a worker thread: storage allows
-        flush() and checkpoint writes beside the reactor thread's appends. One run of each kind at
-        a time; the LoopingCall waits for the returned Deferred."""
-        if name in self.background or self.stopping:
-            return None
-        d = self.blocking.run(work)
-        d.addErrback(lambda f: log.error("%s failed: %s", name, f.value))
-        # (returning the popped Deferred itself would chain d onto itself: the LoopingCall would
-        # wait for ever and the job would run once)
-        d.addBoth(lambda _: self.background.pop(name, None) and None)
-        self.background[name] = d
-        return d
+    @property
+    def cleaner_loops(self) -> list[task.LoopingCall]:
+        return self.cleaner_threads.loops
 
-    # -- storage: background work and log-dir failure ----------------------------------------------
-    def _on_reactor(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run ``fn`` on the reactor thread (from any thread; queued until the reactor runs). A
-        memory reactor (in-process tests) has one thread only: run it now."""
-        call_from_thread = getattr(self.reactor, "callFromThread", None)
-        if call_from_thread is None:
-            fn(*args)
-        else:
-            call_from_thread(fn, *args)
-
-    def _storage_background(self, job: Callable[[], None]) -> None:
-        """LogManager's ``background``: the job goes to the blocking runner, handed over on the
-        reactor (storage may call this from a flush or cleaner thread)."""
-        def submit() -> None:
-            self.blocking.run(job).addErrback(lambda f: log.error("storage background job failed: %s", f.value))
-        self._on_reactor(submit)
-
-    def _log_dir_failed(self, log_dir: str) -> None:
-        """Reactor thread, once per failed dir: its replicas go offline here, the controller is
-        told, and the broker goes on serving its other dirs (stopping when none is left)."""
-        self.log_manager.handle_dir_failures()
-        self.replica_manager.take_offline(self.log_manager.partitions_in(log_dir))
-        if not self.log_manager.online_dirs:
-            self.fatal = f"every log dir is offline (last: {log_dir})"
-            log.critical("broker %d: %s; shutting down", self.broker_id, self.fatal)
-            if not self.stopping:
-                self.reactor.stop()          # run_broker's shutdown trigger runs shutdown()
-            return
-        self._report_log_dir_failure()
-
-    def _report_log_dir_failure(self) -> None:
-        """``/log_dir_event_notification/log_dir_event_<seq>`` naming us: the controller then asks
-        us with DescribeLogDirs which replicas are offline. Before we are registered start() does it."""
-        if self.broker_epoch < 0 or self.stopping:
-            return
-        d = self.kafka_zk.propagate_log_dir_event(self.broker_id)
-        d.addCallbacks(lambda path: log.info("reported offline log dir(s) %s at %s",
-                                             ", ".join(self.log_manager.offline_dirs), path),
-                       lambda f: log.error("could not report the log dir failure: %s", f.value))
+    @property
+    def fatal(self) -> str | None:
+        """Why the broker stopped by itself (every log dir offline), for the exit code."""
+        return self.storage_events.fatal
 
     @defer.inlineCallbacks
     def _describe_log_dirs_of(self, broker_id: int) -> Any:
@@ -525,16 +360,8 @@ class KafkaBroker:
         if broker_id == self.broker_id:
             results = self.replica_manager.describe_log_dirs(None)
         else:
-            endpoint = self._endpoint_of(broker_id)
-            if endpoint is None:
-                raise KafkaError(f"broker {broker_id} has no {self.config.inter_broker_listener} endpoint")
-            timeout = self.config["controller.socket.timeout.ms"] / 1000.0
-            conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"controller-{self.broker_id}",
-                                            timeout, security=self.inter_broker_security)
-            try:
-                resp = yield conn.request(ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None}, timeout)
-            finally:
-                conn.close()
+            resp = yield self.inter_broker.request(broker_id, f"controller-{self.broker_id}",
+                                                   ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None})
             results = resp["results"]
         return [(r["log_dir"], r["error_code"],
                  {(t["name"], p["partition_index"]) for t in r["topics"] for p in t["partitions"]})
@@ -562,176 +389,36 @@ class KafkaBroker:
         if self.stopping:
             return
         self.stopping = True
+        self.listeners.shutting_down = True
         log.info("broker %d shutting down", self.broker_id)
         if self.authorizer is not None:
             self.authorizer.stop()
         if self.config["controlled.shutdown.enable"] and self.sync.loaded:
             try:
-                yield self._controlled_shutdown()
+                yield self.controlled_shutdown.run()
             except Exception:
                 log.exception("controlled shutdown failed")
-        if self.cleaner is not None:
-            self.cleaner.shutdown()         # a running pass stops at its next batch
-        for loop in self.loops + self.cleaner_loops:
-            if loop.running:
-                loop.stop()
+        self.cleaner_threads.stop()         # a running pass stops at its next batch
+        self.scheduler.stop()
         self.reactor_delay.stop()
         self.log_dir_mover.stop()
-        for port in self.ports:
-            yield port.stopListening()
+        yield self.listeners.stop_accepting()
         if self.metrics_port is not None:
             yield self.metrics_port.stopListening()
-        for factory in self.factories:
-            factory.close_all()
+        self.listeners.close_connections()
         self.groups.stop()
         self.txns.stop()
         self.purgatory.complete_all()
         self.fetchers.shutdown()
         self.controller.resign("shutting down")
         yield self.kafka_zk.stop(2.0)
-        for pending in list(self.background.values()):
-            yield pending          # a checkpoint or flush still running in its thread
+        yield self.scheduler.wait()          # a checkpoint or flush still running in its thread
         self._checkpoint()
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
 
-    # -- controlled shutdown -----------------------------------------------------------------------
-    @defer.inlineCallbacks
-    def _controlled_shutdown(self) -> Any:
-        """Kafka's ``KafkaServer.controlledShutdown``: up to ``controlled.shutdown.max.retries``
-        attempts, ``controlled.shutdown.retry.backoff.ms`` apart, to have the controller move our
-        leaderships away; then wait until our own view shows them gone, so clients get
-        NOT_LEADER_OR_FOLLOWER and re-route rather than a closed socket. We stop following first:
-        a leader must not add us back to an ISR the controller just took us out of."""
-        self.fetchers.shutdown()
-        retries = self.config["controlled.shutdown.max.retries"]
-        backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000.0
-        for attempt in range(1, retries + 1):
-            try:
-                code, remaining = yield self._ask_controller_to_shut_down()
-            except Exception as exc:
-                code, remaining = None, []
-                log.info("controlled shutdown attempt %d failed: %s", attempt, exc)
-            if code == ErrorCode.NONE and not remaining:
-                log.info("controlled shutdown succeeded (attempt %d)", attempt)
-                yield self._leaderships_gone(max(backoff, 2.0))
-                return True
-            if code is not None:
-                log.info("controlled shutdown attempt %d: %s, %d partition(s) still led here", attempt,
-                         ErrorCode(code).name, len(remaining))
-            if attempt < retries:
-                yield task.deferLater(self.reactor, backoff, lambda: None)
-        log.warning("proceeding to an unclean shutdown: all %d controlled shutdown attempts failed", retries)
-        return False
-
-    @defer.inlineCallbacks
-    def _ask_controller_to_shut_down(self) -> Any:
-        controller = self.metadata.controller_id
-        if controller == self.broker_id and self.controller.active:
-            result = yield self.controller.controlled_shutdown(self.broker_id, self.broker_epoch)
-            return result
-        endpoint = self._endpoint_of(controller) if controller >= 0 else None
-        if endpoint is None:
-            raise KafkaError(f"no reachable controller (controller id {controller})")
-        timeout = self.config["controller.socket.timeout.ms"] / 1000.0
-        conn = yield net_client.connect(self.reactor, endpoint[0], endpoint[1], f"broker-{self.broker_id}", timeout,
-                                        security=self.inter_broker_security)
-        try:
-            resp = yield conn.request(ApiKey.CONTROLLED_SHUTDOWN, 3,
-                                      {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch}, timeout)
-        finally:
-            conn.close()
-        return resp["error_code"], [(r["topic_name"], r["partition_index"]) for r in resp["remaining_partitions"]]
-
-    @defer.inlineCallbacks
-    def _leaderships_gone(self, limit_s: float) -> Any:
-        """Wait (bounded) until the state watches have told us that we lead no replicated partition."""
-        deadline = self.reactor.seconds() + limit_s
-        while self.reactor.seconds() < deadline:
-            if not self.replica_manager.leads_replicated_partitions():
-                return
-            yield task.deferLater(self.reactor, 0.01, lambda: None)
-
-    # -- metadata changes --------------------------------------------------------------------------
-    def on_metadata_change(self, change: Change) -> None:
-        if change.kind == "state":
-            self._apply_state(change.topic, change.partition)
-        elif change.kind == "topic":
-            assignment = self.metadata.topics[change.topic].assignment
-            for p in assignment:
-                self._apply_state(change.topic, p)
-            # a reassignment that completed (or was cancelled) without this broker: stop the
-            # replica and delete its log (Kafka's StopReplica with deletePartition)
-            for key in self.replica_manager.hosted(change.topic):
-                if self.broker_id not in assignment.get(key[1], ()):
-                    self.replica_manager.remove_replica(key[0], key[1])
-            self._update_throttled_replicas(change.topic)
-        elif change.kind == "topic-removed":
-            self.topic_configs.forget(change.topic)
-            self.quotas.replication.remove_topic(change.topic)
-            self.replica_manager.remove_topic(change.topic, delete=True)
-        elif change.kind == "config":
-            self.replica_manager.update_config(change.topic)
-            self._update_throttled_replicas(change.topic)
-        elif change.kind == "controller":
-            self.controller.on_controller_changed()
-        self.purgatory.check(METADATA_CHANGED)
-        if change.kind == "state":
-            self.controller.on_state_changed(change.topic, change.partition)
-        else:
-            self.controller.reconcile()
-
-    def _update_throttled_replicas(self, topic: str) -> None:
-        """A topic's ``*.replication.throttled.replicas`` as this broker's throttled partitions."""
-        if topic not in self.metadata.topics:
-            return
-        effective = self.topic_configs.effective(topic)
-        self.quotas.replication.update_topic(topic, effective["leader.replication.throttled.replicas"],
-                                             effective["follower.replication.throttled.replicas"], self.broker_id)
-
-    def _apply_replication_rates(self) -> None:
-        self.quotas.replication.leader.update_bound(self.config["leader.replication.throttled.rate"])
-        self.quotas.replication.follower.update_bound(self.config["follower.replication.throttled.rate"])
-        self.quotas.replication.alter_log_dirs.update_bound(
-            self.config["replica.alter.log.dirs.io.max.bytes.per.second"])
-
-    def _dynamic_config_changed(self, changed: set[str]) -> None:
-        """Apply dynamic broker configs that changed: throttle rates at once; topic defaults (the
-        ``log.*`` synonyms, ``message.max.bytes``, ``min.insync.replicas``, ...) by recomputing
-        every topic's effective config and handing the new log config to its partitions."""
-        self._apply_replication_rates()
-        if changed & LISTENER_RECONFIGURABLE and self.bound and not self.stopping:   # before _listen: it binds them
-            d = self.listener_changes.run(self._reconfigure_listeners)
-            d.addErrback(lambda f: log.error("applying the new listeners failed: %s", f.getErrorMessage()))
-        if changed & SASL_RECONFIGURABLE and self.bound:
-            self._reconfigure_sasl()
-        if changed & {"log.cleaner.threads", "log.cleaner.backoff.ms", "log.cleaner.dedupe.buffer.size"} and self.loops:
-            self._start_cleaner_threads()
-        self.topic_configs.clear()
-        self.log_manager.default_config = self.topic_configs.log_config(None)
-        for topic in list(self.metadata.topics):
-            self.replica_manager.update_config(topic)
-        self.purgatory.check(METADATA_CHANGED)
-
-    def _apply_state(self, topic: str, partition: int) -> None:
-        info = self.metadata.topics.get(topic)
-        state = self.metadata.states.get((topic, partition))
-        if info is None or state is None or partition not in info.assignment:
-            return
-        # A state znode created after this process first registered belongs to a partition that
-        # cannot have data on a dir that was offline at start: its replica is new (Kafka's isNew).
-        is_new = self.first_broker_epoch >= 0 and \
-            self.sync.state_czxids.get((topic, partition), -1) > self.first_broker_epoch
-        try:
-            self.replica_manager.apply_state(topic, partition, info.assignment[partition], state, is_new=is_new)
-        except Exception:
-            log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
-
-    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
-        info = self.metadata.brokers.get(broker_id)
-        if info is None:
-            return None
-        return info.endpoint(self.config.inter_broker_listener)
+    def _on_metadata_change(self, change: MetadataChange) -> None:
+        self.metadata_router.on_change(change)    # (the router is built after the sync it listens to)
 
 
 def run_broker(config: BrokerConfig) -> int:

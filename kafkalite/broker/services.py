@@ -1,4 +1,4 @@
-"""The narrow services a request handler is given, and the two the whole broker shares.
+"""The narrow services a request handler is given.
 
 A handler sees a :class:`RequestContext`: the request's header fields, its connection and
 listener, and typed services (replica manager, metadata, group coordinator, topic admin,
@@ -6,20 +6,19 @@ producer ids, controller, configuration, clock, the request-path metrics), as Re
 No handler, coordinator or admin module reaches the broker object itself, so what a handler
 depends on is visible in what it calls on ``ctx``.
 
-:class:`Clock` is the broker's one clock: the injected reactor's time (the wall clock in
-production, ``task.Clock`` in the in-process tests), so timers and timestamps agree and a test
-drives the whole broker by advancing one clock. :class:`BlockingRunner` is where blocking work
-(fsync, file deletion, reading a whole partition) goes so it never stalls the reactor; tests run
-it inline.
+The clock and the blocking runner every part shares live in ``broker/runtime.py`` (no project
+imports, so no import circle); they are re-exported here for the request-path code and tests
+that name them beside the context.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from twisted.internet import defer, threads
-from twisted.internet.interfaces import IReactorTime
-
+from kafkalite.broker.runtime import BlockingRunner as BlockingRunner
+from kafkalite.broker.runtime import Clock as Clock
+from kafkalite.broker.runtime import InlineRunner as InlineRunner
+from kafkalite.broker.runtime import ThreadPoolRunner as ThreadPoolRunner
 from kafkalite.security.acl import CLUSTER_NAME, SUPPORTED_OPERATIONS, Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -39,46 +38,6 @@ if TYPE_CHECKING:
     from kafkalite.broker.txn_topic import TransactionTopic
     from kafkalite.metadata import MetadataCache
     from kafkalite.net.server import KafkaConnection
-
-T = TypeVar("T")
-
-
-class Clock:
-    """Milliseconds from the reactor whose timers the broker uses."""
-
-    def __init__(self, reactor: IReactorTime) -> None:
-        self.reactor = reactor
-
-    def now_ms(self) -> int:
-        return int(self.reactor.seconds() * 1000)
-
-    def seconds(self) -> float:
-        """Fractional seconds (request latencies need better than whole milliseconds)."""
-        return float(self.reactor.seconds())
-
-
-class BlockingRunner(Protocol):
-    """Runs a blocking function away from the reactor thread; the Deferred fires on the reactor."""
-
-    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
-        ...
-
-
-class ThreadPoolRunner:
-    """Production: the reactor's thread pool (``deferToThreadPool``)."""
-
-    def __init__(self, reactor: Any) -> None:
-        self.reactor = reactor
-
-    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
-        return threads.deferToThreadPool(self.reactor, self.reactor.getThreadPool(), fn, *args)
-
-
-class InlineRunner:
-    """Tests on a memory reactor: run at once on the calling thread (there is no other)."""
-
-    def run(self, fn: Callable[..., T], *args: Any) -> defer.Deferred:
-        return defer.maybeDeferred(fn, *args)
 
 
 @dataclass(frozen=True)

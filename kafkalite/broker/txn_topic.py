@@ -22,7 +22,7 @@ from twisted.internet import defer
 from kafkalite.broker.admin import TopicAdmin
 from kafkalite.broker.coordinator_topic import CoordinatorTopic, read_chunks
 from kafkalite.broker.replica_manager import ReplicaManager
-from kafkalite.broker.services import BlockingRunner, Clock
+from kafkalite.broker.runtime import BlockingRunner, Clock
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.config import BrokerConfig

@@ -9,12 +9,12 @@ change notification that every broker's authorizer watches. A lost race is
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from typing import Any
 
 from twisted.internet import defer
 
 from kafkalite.coordination.errors import BadVersionError, NodeExistsError, NoNodeError, ZkVersionConflictError
-from kafkalite.coordination.interfaces import Watch, ZooKeeper
+from kafkalite.coordination.interfaces import ZooKeeper
 from kafkalite.security.acl import AccessControlEntry, PatternType, ResourcePattern, ResourceType
 from zk_schema import acls as zacl
 from zk_schema.errors import ZkDataError
@@ -94,35 +94,6 @@ class AclZkStore:
         yield self.zk.create(zacl.change_prefix(pattern.pattern_type), zacl.encode_change(pattern),
                              sequence=True, makepath=True)
         return new_version
-
-    def watch_changes(self, pattern_type: PatternType,
-                      callback: Callable[[PatternType, list[str]], None]) -> "defer.Deferred[Watch]":
-        return self.zk.watch_children(zacl.change_root(pattern_type), lambda names: callback(pattern_type, names))
-
-    @defer.inlineCallbacks
-    def purge_changes(self, pattern_type: PatternType, names: list[str], before_ms: int) -> Any:
-        """Delete the notifications created before ``before_ms`` (Kafka's
-        ZkNodeChangeNotificationListener purges those older than 15 minutes)."""
-        root = zacl.change_root(pattern_type)
-        for name in names:
-            stat = yield self.zk.exists(f"{root}/{name}")
-            if stat is not None and stat.ctime < before_ms:
-                try:
-                    yield self.zk.delete(f"{root}/{name}")
-                except NoNodeError:
-                    pass              # another broker purged it first
-
-    @defer.inlineCallbacks
-    def read_change(self, pattern_type: PatternType, name: str) -> Any:
-        """Fires the ResourcePattern a notification names, or None (gone or unreadable)."""
-        data, stat = yield self.zk.get_or_none(f"{zacl.change_root(pattern_type)}/{name}")
-        if stat is None:
-            return None
-        try:
-            return zacl.decode_change(pattern_type, data)
-        except ZkDataError as exc:
-            log.warning("ignoring unreadable ACL change notification %s: %s", name, exc)
-            return None
 
 
 __all__ = ["AclZkStore", "VersionedAcls", "ResourceType"]

@@ -20,7 +20,7 @@ from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
 from kafkalite.group import records
-from kafkalite.group.hashing import partition_for
+from kafkalite.coordinator_runtime import CoordinatorRuntime, coordinator_append_error
 from kafkalite.group.state import Group, GroupState, Member, OffsetAndMetadata
 from kafkalite.topic_partition import TopicPartition
 
@@ -61,37 +61,22 @@ def join_result(member_id: str, error: int, group: Group | None = None, members:
             "members": members or []}
 
 
-class GroupCoordinator:
+class GroupCoordinator(CoordinatorRuntime):
+    """Ownership of ``__consumer_offsets`` partitions comes from :class:`CoordinatorRuntime`."""
+
     def __init__(self, config: GroupConfig, clock: Any, store: GroupStore,
                  partition_count: Callable[[], int]) -> None:
+        super().__init__(partition_count)
         self.config = config
         self.clock = clock
         self.store = store
-        self.partition_count = partition_count
         self.groups: dict[str, Group] = {}
-        #: offsets partitions this broker leads: partition -> "loading" | "loaded"
-        self.owned: dict[int, str] = {}
         self.group_partition: dict[str, int] = {}
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
 
-    # -- ownership -------------------------------------------------------------------------------
-    def partition_of(self, group_id: str) -> int:
-        return partition_for(group_id, self.partition_count())
-
-    def coordinator_error(self, group_id: str) -> ErrorCode | None:
-        """Kafka's validateGroupStatus without the group-id check: not ours -> 16, loading -> 14."""
-        status = self.owned.get(self.partition_of(group_id))
-        if status is None:
-            return ErrorCode.NOT_COORDINATOR
-        if status == "loading":
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None
-
-    def begin_load(self, partition: int) -> None:
-        self.owned[partition] = "loading"
-
+    # -- ownership (partition_of, coordinator_error, begin_load: CoordinatorRuntime) ---------------
     def complete_load(self, partition: int, entries: Iterable[tuple[bytes, bytes | None]],
                       pending_txn: dict[int, list[tuple[bytes, bytes | None]]] | None = None) -> int:
         """Replay an offsets partition (key, value) in log order and materialise its groups.
@@ -99,7 +84,7 @@ class GroupCoordinator:
         ``entries`` holds committed transactional offsets in place (the loader resolved the
         markers); ``pending_txn`` the offset records of transactions whose marker is not in the
         log yet, per producer id: they stay pending until :meth:`complete_txn`."""
-        if self.owned.get(partition) != "loading":
+        if not self._loading(partition):
             return 0
         now = self.now_ms()
         group_values: dict[str, dict | None] = {}
@@ -133,13 +118,13 @@ class GroupCoordinator:
                 if isinstance(rec, records.OffsetRecord) and rec.value is not None:
                     holder = self.groups.get(rec.group_id) or self._add_group(rec.group_id)
                     holder.pending_txn_offsets.setdefault(pid, {})[(rec.topic, rec.partition)] = rec.value
-        self.owned[partition] = "loaded"
+        self._loaded(partition)
         log.info("loaded %d group(s) from __consumer_offsets-%d", loaded, partition)
         return loaded
 
     def unload(self, partition: int) -> None:
         """Leadership lost: every group of the partition goes Dead, parked calls get 16."""
-        self.owned.pop(partition, None)
+        self._disown(partition)
         for group_id in [g for g, p in self.group_partition.items() if p == partition]:
             group = self.groups.pop(group_id, None)
             del self.group_partition[group_id]
@@ -749,7 +734,7 @@ class GroupCoordinator:
         removed = 0
         writes = []
         for group in list(self.groups.values()):
-            if self.owned.get(self.group_partition.get(group.group_id, -1)) != "loaded":
+            if not self.is_loaded(self.group_partition.get(group.group_id, -1)):
                 continue
             expired: list[TopicPartition] = []
             if group.is_(S.EMPTY):
@@ -804,8 +789,8 @@ class GroupCoordinator:
         return base
 
     def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[Group]]:
-        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if "loading" in self.owned.values() else ErrorCode.NONE
-        found = [g for g in self.groups.values() if self.owned.get(self.group_partition.get(g.group_id, -1)) == "loaded"
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.any_loading() else ErrorCode.NONE
+        found = [g for g in self.groups.values() if self.is_loaded(self.group_partition.get(g.group_id, -1))
                  and (not states or g.state.value in states)]
         return error, found
 
@@ -909,13 +894,7 @@ class GroupCoordinator:
 
         def coordinator_errors(error: Any) -> ErrorCode:
             """Storage errors as the coordinator's (GroupMetadataManager.storeGroup's mapping)."""
-            error = ErrorCode(error)
-            if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                         ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            if error in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
-                return ErrorCode.NOT_COORDINATOR
-            return error
+            return coordinator_append_error(error)
 
         def failed(f: Any) -> ErrorCode:
             log.error("append to __consumer_offsets-%d failed: %s", partition, f.value)

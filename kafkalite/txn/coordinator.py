@@ -33,7 +33,7 @@ from typing import Any, Callable, Iterable, Protocol
 from twisted.internet import defer
 
 from kafkalite.errors import ErrorCode
-from kafkalite.group.hashing import partition_for
+from kafkalite.coordinator_runtime import LOADED, CoordinatorRuntime, coordinator_append_error
 from kafkalite.txn import records
 from kafkalite.txn.state import (MAX_EPOCH, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, IllegalStateTransition,
                                  TopicPartition, TransactionMetadata, TxnState, TxnTransition)
@@ -77,17 +77,6 @@ class TxnConfig:
                    config["transaction.remove.expired.transaction.cleanup.interval.ms"])
 
 
-#: Kafka's TransactionStateManager maps append errors to the coordinator's
-_APPEND_ERRORS = {
-    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.REQUEST_TIMED_OUT: ErrorCode.COORDINATOR_NOT_AVAILABLE,
-    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
-    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
-}
-
-
 @dataclass
 class InitResult:
     error: ErrorCode
@@ -95,21 +84,22 @@ class InitResult:
     producer_epoch: int = NO_PRODUCER_EPOCH
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(CoordinatorRuntime):
+    """Ownership of ``__transaction_state`` partitions (with the coordinator epoch each was
+    loaded under) comes from :class:`CoordinatorRuntime`."""
+
     def __init__(self, config: TxnConfig, clock: Any, store: TxnStore, markers: MarkerSender,
                  next_producer_id: Callable[[], defer.Deferred],
                  partition_count: Callable[[], int] | None = None) -> None:
         """``partition_count``: partitions of ``__transaction_state`` (the topic's own count once
         it exists, as Kafka; ``transaction.state.log.num.partitions`` by default)."""
+        super().__init__(partition_count or (lambda: config.num_partitions))
         self.config = config
-        self.partition_count = partition_count or (lambda: config.num_partitions)
         self.clock = clock
         self.store = store
         self.markers = markers
         self.next_producer_id = next_producer_id
         self.txns: dict[str, TransactionMetadata] = {}
-        #: __transaction_state partitions this broker leads: partition -> (status, coordinator epoch)
-        self.owned: dict[int, tuple[str, int]] = {}
         self._timers: list[Any] = []
         #: transactional id -> requests waiting for its Prepare* transaction to complete
         self._completion_waiters: dict[str, list[defer.Deferred]] = {}
@@ -142,34 +132,20 @@ class TransactionCoordinator:
         for txn_id in list(self._completion_waiters):
             self._wake_completion_waiters(txn_id)
 
-    # -- ownership ---------------------------------------------------------------------------------
-    def partition_of(self, transactional_id: str) -> int:
-        return partition_for(transactional_id, self.partition_count())
-
-    def coordinator_error(self, transactional_id: str) -> ErrorCode | None:
-        owned = self.owned.get(self.partition_of(transactional_id))
-        if owned is None:
-            return ErrorCode.NOT_COORDINATOR
-        if owned[0] == "loading":
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return None
-
-    def begin_load(self, partition: int, coordinator_epoch: int) -> None:
-        self.owned[partition] = ("loading", coordinator_epoch)
-
+    # -- ownership (partition_of, coordinator_error, begin_load: CoordinatorRuntime) ---------------
     def complete_load(self, partition: int, coordinator_epoch: int,
                       entries: Iterable[tuple[bytes, bytes | None]]) -> int:
         """Replay a partition (key, value) in log order; the last record of each id wins. Then
         finish what the previous coordinator left half done: markers of PrepareCommit/PrepareAbort
         transactions are sent again (Kafka's loadTransactionsForTxnTopicPartition)."""
-        if self.owned.get(partition) != ("loading", coordinator_epoch):
+        if not self._loading(partition, coordinator_epoch):
             return 0
         loaded: dict[str, TransactionMetadata | None] = {}
         for key, value in entries:
             rec = records.decode(key, value)
             if rec is not None:
                 loaded[rec.transactional_id] = rec.metadata
-        self.owned[partition] = ("loaded", coordinator_epoch)
+        self._loaded(partition, coordinator_epoch)
         count = 0
         for txn_id, meta in loaded.items():
             if meta is None:
@@ -185,14 +161,10 @@ class TransactionCoordinator:
 
     def unload(self, partition: int) -> None:
         """Leadership of the partition moved: forget its transactional ids."""
-        self.owned.pop(partition, None)
+        self._disown(partition)
         for txn_id in [t for t in self.txns if self.partition_of(t) == partition]:
             del self.txns[txn_id]
             self._wake_completion_waiters(txn_id)      # they answer NOT_COORDINATOR now
-
-    def _epoch_of(self, transactional_id: str) -> int:
-        owned = self.owned.get(self.partition_of(transactional_id))
-        return owned[1] if owned is not None else -1
 
     # -- writes ------------------------------------------------------------------------------------
     def _write(self, meta: TransactionMetadata, transition: TxnTransition) -> defer.Deferred:
@@ -200,18 +172,18 @@ class TransactionCoordinator:
         applying it on success or dropping it on failure."""
         txn_id = meta.transactional_id
         partition = self.partition_of(txn_id)
-        epoch = self._epoch_of(txn_id)
+        epoch = self.epoch_of(txn_id)
         value = None if transition.state == T.DEAD else records.txn_value(transition)
         d = self.store.append(partition, [(records.txn_key(txn_id), value)])
 
         def written(code: ErrorCode) -> ErrorCode:
             code = ErrorCode(code)
-            if self.owned.get(partition) != ("loaded", epoch) or self.txns.get(txn_id) is not meta:
+            if self.owned.get(partition) != (LOADED, epoch) or self.txns.get(txn_id) is not meta:
                 meta.abandon()
                 return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
             if code != ErrorCode.NONE:
                 meta.abandon()
-                return _APPEND_ERRORS.get(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+                return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
             meta.complete(transition)
             if transition.state == T.DEAD:
                 del self.txns[txn_id]
@@ -394,7 +366,7 @@ class TransactionCoordinator:
         now = self.now_ms()
         t = meta.transition_to(T.PREPARE_COMMIT if commit else T.PREPARE_ABORT, producer_epoch=epoch,
                                txn_last_update_timestamp=now)
-        coordinator_epoch = self._epoch_of(meta.transactional_id)
+        coordinator_epoch = self.epoch_of(meta.transactional_id)
 
         def prepared(code: ErrorCode) -> ErrorCode:
             if code == ErrorCode.NONE:
@@ -412,7 +384,7 @@ class TransactionCoordinator:
         """Every marker is written: the transaction is complete (retried until the write works
         or the partition is no longer ours)."""
         txn_id = meta.transactional_id
-        if self.txns.get(txn_id) is not meta or self._epoch_of(txn_id) != coordinator_epoch \
+        if self.txns.get(txn_id) is not meta or self.epoch_of(txn_id) != coordinator_epoch \
                 or meta.state != (T.PREPARE_COMMIT if commit else T.PREPARE_ABORT):
             return None
         if meta.pending is not None:

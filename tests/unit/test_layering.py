@@ -2,42 +2,58 @@
 
 Each module of kafkalite/, zk_schema/ and spark_integration/ is parsed (not imported) and every
 import of a project module is checked against the layer table: a module may import its own layer
-and the layers below it, never one above. The pure core also never imports Twisted's reactor
-machinery or kazoo, and the operator side never imports the broker. A new package must be given
-a layer here, so the table stays the architecture's one source.
+and the layers below it, never one above. The pure core never imports Twisted or kazoo, the
+packages allowed Deferreds take only ``twisted.internet.defer``, and the tools never import the
+broker. The table is ARCHITECTURE.md's "Layers" section, read here, so the document and the
+check are one source: a new package gets its row there.
 """
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-#: (module prefix, layer); the longest matching prefix wins.
-LAYERS: list[tuple[str, int]] = [
-    # 0 core: pure data and logic
-    ("kafkalite.errors", 0), ("kafkalite.config", 0), ("kafkalite.protocol", 0),
-    ("kafkalite.records", 0), ("kafkalite.storage", 0), ("kafkalite.metadata", 0),
-    ("kafkalite.group", 0), ("kafkalite.controller.decisions", 0),
-    ("kafkalite.controller.assignment", 0), ("kafkalite.security", 0), ("kafkalite.txn", 0),
-    ("zk_schema", 0), ("kafkalite", 0),
-    # 1 adapters: ZooKeeper sessions, sockets, follower fetching
-    ("kafkalite.coordination", 1), ("kafkalite.net", 1), ("kafkalite.replication", 1),
-    # 2 the broker's wiring (the controller's I/O half included)
-    ("kafkalite.broker", 2), ("kafkalite.controller.controller", 2), ("kafkalite.controller.context", 2),
-    ("kafkalite.controller", 2), ("kafkalite.metrics", 2),
-    # 3 tools: reach brokers over the wire (or, like Kafka's tools, ZooKeeper)
-    ("kafkalite.client", 3), ("kafkalite.cli", 3), ("kafkalite.cluster", 3), ("kafkalite.demo", 3),
-    ("kafkalite.registry", 3), ("kafkalite.connect", 3), ("kafkalite.console", 3), ("kafkalite.sql", 3),
-    ("spark_integration", 3),
-]
 NAMES = {0: "core", 1: "adapters", 2: "broker", 3: "tools"}
-#: Core modules that are pure: no reactor, no sockets, no kazoo.
-PURE = ("kafkalite.protocol", "kafkalite.quota", "kafkalite.records", "kafkalite.storage", "kafkalite.metadata",
-        "zk_schema", "kafkalite.controller.decisions", "kafkalite.config", "kafkalite.errors")
 IMPURE_THIRD_PARTY = ("twisted", "kazoo")
+_ROW = re.compile(r"^\|\s*`([\w.]+)`\s*\|\s*(\d)\s+(\w+)\s*\|\s*(\w*)\s*\|\s*$")
+
+
+def read_layer_table(text: str) -> list[tuple[str, int, str]]:
+    """(module prefix, layer, Twisted/kazoo rule) of each row of the table under "## Layers"."""
+    section = text.split("\n## Layers\n", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        match = _ROW.match(line)
+        if match:
+            prefix, layer, name, rule = match.groups()
+            assert NAMES[int(layer)] == name, f"layer {layer} is {NAMES[int(layer)]}, not {name}: {line}"
+            rows.append((prefix, int(layer), rule))
+    return rows
+
+
+TABLE = read_layer_table((ROOT / "ARCHITECTURE.md").read_text())
+#: (module prefix, layer); the longest matching prefix wins.
+LAYERS: list[tuple[str, int]] = [(prefix, layer) for prefix, layer, _ in TABLE]
+#: Core modules that are pure: no reactor, no Deferred, no kazoo.
+PURE = tuple(prefix for prefix, _, rule in TABLE if rule == "none")
+#: Core modules that use Deferreds as values (and nothing else of Twisted, no kazoo).
+DEFERRED_ONLY = tuple(prefix for prefix, _, rule in TABLE if rule == "defer")
+TOOLS = [prefix for prefix, layer, _ in TABLE if layer == 3]
+
+
+def test_the_layer_table_is_read_from_architecture_md() -> None:
+    """The document's table parses into every layer and both rules (a reformatted table that the
+    reader silently skipped would otherwise check nothing)."""
+    assert len(TABLE) >= 30
+    assert {layer for _, layer in LAYERS} == {0, 1, 2, 3}
+    assert len({prefix for prefix, _ in LAYERS}) == len(LAYERS), "a prefix listed twice"
+    assert "kafkalite.protocol" in PURE and "kafkalite.group" in DEFERRED_ONLY
+    assert {"kafkalite.connect", "kafkalite.sql", "kafkalite.console", "kafkalite.registry"} <= set(TOOLS)
+    assert read_layer_table("x\n## Layers\n| `a.b` | 2 broker | |\n| `c` | 0 core | none |\n## Next\n"
+                            "| `d` | 1 adapters | |\n") == [("a.b", 2, ""), ("c", 0, "none")]
 
 
 def layer_of(module: str) -> int | None:
@@ -98,6 +114,21 @@ def test_imports_point_one_way() -> None:
     assert not wrong, "\n".join(sorted(set(wrong)))
 
 
+def test_core_packages_allowed_deferreds_take_nothing_else_of_twisted() -> None:
+    """``group`` and ``txn`` answer with Deferreds (no reactor, ARCHITECTURE.md "Layers"): they may
+    import ``twisted.internet.defer`` and nothing else of Twisted, and no kazoo."""
+    wrong = []
+    for module, path in modules():
+        if not module.startswith(DEFERRED_ONLY):
+            continue
+        for target, line in imports_of(module, path):
+            if target.split(".")[0] in IMPURE_THIRD_PARTY and not (
+                    target == "twisted.internet.defer" or target.startswith("twisted.internet.defer.")
+                    or target == "twisted.internet"):
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports {target}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
 def test_the_pure_core_imports_no_reactor_and_no_kazoo() -> None:
     wrong = []
     for module, path in modules():
@@ -109,8 +140,7 @@ def test_the_pure_core_imports_no_reactor_and_no_kazoo() -> None:
     assert not wrong, "\n".join(sorted(set(wrong)))
 
 
-@pytest.mark.parametrize("tool", ["kafkalite.cli", "kafkalite.client", "kafkalite.registry", "spark_integration",
-                                  "kafkalite.cluster", "kafkalite.demo"])
+@pytest.mark.parametrize("tool", TOOLS)
 def test_tools_never_import_the_broker(tool: str) -> None:
     """Tools and Spark reach brokers over the wire: none imports the broker's wiring or adapters
     other than ZooKeeper (Kafka's own tools read and write ZooKeeper too)."""

@@ -1,0 +1,121 @@
+"""The broker's composition parts on their own: dynamic broker configs reach the reconfigurables
+that declare them (in registration order, Kafka's ``DynamicBrokerConfig.addReconfigurable``),
+and each typed metadata change reaches its one reaction in ``MetadataRouter``'s table, then the
+requests waiting on metadata and the controller."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from twisted.internet import defer
+from twisted.internet.testing import MemoryReactorClock
+
+from kafkalite.broker import metadata_sync
+from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
+from kafkalite.broker.metadata_router import MetadataRouter
+from kafkalite.broker.metadata_sync import (BrokersChanged, MetadataChange, PartitionStateChanged, TopicConfigChanged,
+                                            TopicRemoved)
+from kafkalite.config import BrokerConfig
+from kafkalite.coordination.kafka_zk_client import KafkaZkClient
+from kafkalite.coordination.memory import MemoryZooKeeperServer
+from kafkalite.metadata import METADATA_CHANGED
+
+
+class Recorder:
+    def __init__(self, name: str, configs: frozenset[str] | None, calls: list[tuple[str, frozenset[str]]]) -> None:
+        self.name = name
+        self.reconfigurable_configs = configs
+        self.calls = calls
+
+    def reconfigure(self, changed: set[str]) -> None:
+        self.calls.append((self.name, frozenset(changed)))
+
+
+def fired(clock: MemoryReactorClock, d: defer.Deferred) -> Any:
+    box: list[Any] = []
+    d.addBoth(box.append)
+    for _ in range(50):
+        clock.advance(0.1)
+        if box:
+            break
+    assert box and not isinstance(box[0], Exception), box
+    return box[0]
+
+
+def test_reconfigurables_are_told_of_their_own_configs_in_registration_order() -> None:
+    """A change of the follower throttle reaches the throttle's reconfigurable and the one that
+    wants every change, in the order they registered, and not the listeners' one."""
+    clock = MemoryReactorClock()
+    server = MemoryZooKeeperServer(clock)
+    zk = KafkaZkClient(zk=server.client("memory/k"))
+    fired(clock, zk.start())
+    config = BrokerConfig.from_properties({"zookeeper.connect": "memory", "broker.id": "1"})
+    seen: list[set[str]] = []
+    sync = DynamicBrokerConfigSync(zk, config, lambda: 1, seen.append)
+    calls: list[tuple[str, frozenset[str]]] = []
+    sync.add_reconfigurable(Recorder("rates", frozenset({"follower.replication.throttled.rate"}), calls))
+    sync.add_reconfigurable(Recorder("listeners", frozenset({"listeners"}), calls))
+    sync.add_reconfigurable(Recorder("every", None, calls))
+    fired(clock, sync.start())
+    assert calls == [] and seen == []
+    fired(clock, sync.write("1", {"follower.replication.throttled.rate": "5000"}))
+    clock.advance(0.1)
+    for _ in range(20):
+        clock.advance(0.1)
+    changed = frozenset({"follower.replication.throttled.rate"})
+    assert calls == [("rates", changed), ("every", changed)]
+    assert seen == [set(changed)]                      # the plain listener comes after them
+    assert config["follower.replication.throttled.rate"] == 5000
+
+
+def router(calls: list[Any]) -> MetadataRouter:
+    info = SimpleNamespace(assignment={0: [1, 2]})
+    metadata = SimpleNamespace(topics={"t": info}, states={("t", 0): "state"})
+    replicas = SimpleNamespace(
+        apply_state=lambda t, p, replicas, state, is_new: calls.append(("apply_state", t, p, is_new)),
+        hosted=lambda t: [], remove_replica=lambda t, p: calls.append(("remove_replica", t, p)),
+        update_config=lambda t: calls.append(("update_config", t)),
+        remove_topic=lambda t, delete: calls.append(("remove_topic", t, delete)))
+    topic_configs = SimpleNamespace(forget=lambda t: calls.append(("forget", t)),
+                                    effective=lambda t: {"leader.replication.throttled.replicas": [],
+                                                         "follower.replication.throttled.replicas": []})
+    quotas = SimpleNamespace(replication=SimpleNamespace(
+        remove_topic=lambda t: calls.append(("quota_remove", t)),
+        update_topic=lambda t, leader, follower, broker: calls.append(("throttles", t))))
+    controller = SimpleNamespace(on_state_changed=lambda t, p: calls.append(("controller_state", t, p)),
+                                 reconcile=lambda: calls.append(("reconcile",)),
+                                 on_controller_changed=lambda: calls.append(("controller_changed",)))
+    purgatory = SimpleNamespace(check=lambda key: calls.append(("check", key)))
+    sync = SimpleNamespace(state_czxids={("t", 0): 50})
+    return MetadataRouter(lambda: 1, lambda: 10, metadata, lambda: sync, replicas, topic_configs,  # type: ignore[arg-type]
+                          quotas, controller, purgatory)  # type: ignore[arg-type]
+
+
+def test_each_change_type_has_its_reaction_then_wakes_waiters_and_the_controller() -> None:
+    calls: list[Any] = []
+    r = router(calls)
+    r.on_change(PartitionStateChanged("t", 0))
+    # the state znode is younger than our first registration (czxid 50 > 10): a new replica
+    assert calls == [("apply_state", "t", 0, True), ("check", METADATA_CHANGED), ("controller_state", "t", 0)]
+    calls.clear()
+    r.on_change(TopicConfigChanged("t"))
+    assert calls == [("update_config", "t"), ("throttles", "t"), ("check", METADATA_CHANGED), ("reconcile",)]
+    calls.clear()
+    r.on_change(TopicRemoved("t"))
+    assert calls == [("forget", "t"), ("quota_remove", "t"), ("remove_topic", "t", True),
+                     ("check", METADATA_CHANGED), ("reconcile",)]
+    calls.clear()
+    r.on_change(BrokersChanged())                      # no reaction of its own
+    assert calls == [("check", METADATA_CHANGED), ("reconcile",)]
+
+
+def test_every_change_type_is_a_dataclass_the_router_knows() -> None:
+    """Each kind of change metadata_sync emits is a MetadataChange subclass; those with a reaction
+    are exactly the router's table (a new kind must be added to one or the other on purpose)."""
+    kinds = {c for c in vars(metadata_sync).values()
+             if isinstance(c, type) and issubclass(c, MetadataChange) and c is not MetadataChange}
+    assert len(kinds) == 9
+    r = router([])
+    assert set(r.reactions) <= kinds
+    assert {k.__name__ for k in kinds - set(r.reactions)} == {
+        "BrokersChanged", "DeletingChanged", "PreferredElectionRequested", "ReassignmentRequested"}
