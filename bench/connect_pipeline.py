@@ -231,9 +231,20 @@ def end_offset(consumer: Consumer, topic: str) -> int:
         return -1
 
 
+def stalled_for(samples: list[Sample]) -> float:
+    """Seconds since the samples last saw progress (a new end offset or more delivered)."""
+    if not samples:
+        return 0.0
+    last = samples[-1]
+    moved = next((s.t for s in reversed(samples) if (s.offset, s.done) != (last.offset, last.done)), None)
+    since = samples[0].t if moved is None else next(s.t for s in samples if s.t > moved)
+    return last.t - since
+
+
 def watch(worker: Worker, topic: str, bootstrap: str, done: Callable[[], int], done_at: int,
-          timeout: float, interval: float = 0.25) -> list[Sample]:
-    """Samples until ``done()`` reaches ``done_at``; raises if the worker dies or ``timeout`` passes."""
+          timeout: float, interval: float = 0.25, stall: float = 180.0) -> list[Sample]:
+    """Samples until ``done()`` reaches ``done_at``; raises if the worker dies, ``timeout`` passes
+    or nothing moves for ``stall`` s (a task that died inside a live worker)."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{time.time_ns()}"})
     samples: list[Sample] = []
     deadline = time.monotonic() + timeout
@@ -248,6 +259,9 @@ def watch(worker: Worker, topic: str, bootstrap: str, done: Callable[[], int], d
             if not worker.alive:
                 raise RuntimeError(f"{worker.kind} worker exited ({worker.proc.returncode if worker.proc else '?'}):"
                                    f"\n{worker.tail()}")
+            if stalled_for(samples) > stall:
+                raise TimeoutError(f"{worker.kind} worker: no progress for {stall:.0f} s at {s.done} of {done_at} "
+                                   f"delivered (topic end offset {s.offset}):\n{worker.tail()}")
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{worker.kind} worker: {s.done} of {done_at} delivered after {timeout:.0f} s "
                                    f"(topic end offset {s.offset}):\n{worker.tail()}")

@@ -52,7 +52,7 @@ from bench import kafka09, scenarios
 from bench import report
 from bench.report import Results, Row
 from bench.scenarios import Sizes
-from bench.systems import Kafka09, Kafkalite, System
+from bench.systems import Kafka09, Kafkalite, SingleBrokerKafkalite, System
 from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,11 +158,12 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
     if "connect" in chosen and isinstance(system, Kafkalite):
         print(f"== {system.name} cluster: Connect workers (kafkalite's, Kafka {kafka09.KAFKA_VERSION}'s), "
               f"{sizes.connect_mb:,.0f} MB of lines, {sizes.connect_rows:,} JDBC rows", flush=True)
-        system.start(1)
+        single = SingleBrokerKafkalite(system.zookeeper, system.workdir / "connect")
+        single.start(1)
         try:
-            scenarios.connect(system, results, sizes, system.workdir / "connect")
+            scenarios.connect(single, results, sizes, single.workdir / "workers")
         finally:
-            system.stop()
+            single.stop()
     elif "connect" in chosen:
         print(f"   {system.name}: scenario 16 runs both workers on the kafkalite cluster", flush=True)
 

@@ -109,3 +109,15 @@ def test_rows_side_by_side_under_one_key() -> None:
         r.run = "x"
     assert results.ratio(pipeline) is None         # the ratio is on the kafkalite row
     assert results.ratio(next(r for m, r in lite.items() if "last line" in m)) == pytest.approx(0.5)
+
+
+def test_stalled_for_counts_from_the_last_change() -> None:
+    assert cp.stalled_for([]) == 0.0
+    moving = [Sample(0.0, 0, 0), Sample(1.0, 5, 0), Sample(2.0, 9, 0)]
+    assert cp.stalled_for(moving) == 0.0
+    stuck = [Sample(0.0, 0, 0), Sample(1.0, 5, 0), Sample(2.0, 5, 0), Sample(4.5, 5, 0)]
+    assert cp.stalled_for(stuck) == 3.5                  # unchanged since the sample at 1.0
+    never = [Sample(10.0, 0, 0), Sample(70.0, 0, 0)]
+    assert cp.stalled_for(never) == 60.0                 # nothing ever moved: since the first sample
+    sink_moves = [Sample(0.0, 9, 0), Sample(1.0, 9, 50), Sample(3.0, 9, 50)]
+    assert cp.stalled_for(sink_moves) == 2.0
