@@ -22,8 +22,10 @@ rows/s from the first row in the table to the last.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -114,6 +116,22 @@ def read_proc(pid: int) -> tuple[float, int] | None:
 # ------------------------------------------------------------------------------ summary
 
 
+#: the line each worker logs as it starts a connector (kafkalite: "starting connector <name>";
+#: Kafka 0.9.0.1's Worker: "Creating connector <name> of type ..."), both in log4j's layout
+CONNECTOR_START = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] INFO .*"
+                             r"(?:starting|Creating) connector (\S+)")
+
+
+def connector_started(log: str, name: str) -> float | None:
+    """The wall-clock time (epoch s, the log's local time) the worker's log says it started connector
+    ``name``, None if it does not say."""
+    for line in log.splitlines():
+        m = CONNECTOR_START.match(line)
+        if m and m.group(2) == name:
+            return datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+    return None
+
+
 @dataclass
 class Sample:
     t: float                 # monotonic seconds
@@ -124,9 +142,9 @@ class Sample:
 @dataclass
 class Figures:
     records: int
-    startup_s: float          # worker spawn to the first record in the topic
-    pipeline_rate: float      # records/s, first record in the topic to the last one delivered
-    source_rate: float        # records/s, first record in the topic to the last one
+    startup_s: float          # worker spawn to the source connector's start
+    pipeline_rate: float      # records/s, the source connector's start to the last line delivered
+    source_rate: float        # records/s, the source connector's start to the last record in the topic
     cpu_s: float
     peak_rss_mib: float
     notes: list[str] = field(default_factory=list)
@@ -136,19 +154,24 @@ def first_time(samples: list[Sample], pred: Callable[[Sample], bool]) -> float |
     return next((s.t for s in samples if pred(s)), None)
 
 
-def summarize(samples: list[Sample], spawned: float, records: int, done_at: int,
+def summarize(samples: list[Sample], spawned: float, started: float | None, records: int, done_at: int,
               cpu_s: float, peak_kib: int) -> Figures:
-    """The figures of one worker run from its samples: ``done_at`` is the ``done`` value that
-    means every record delivered (the source file's size)."""
+    """The figures of one worker run from its samples (monotonic times): ``started`` is when the
+    source connector started (None if the log did not say: the first record in the topic then
+    stands for it, noted); ``done_at`` is the ``done`` value that means every record delivered."""
     t_first = first_time(samples, lambda s: s.offset > 0)
     t_all_in = first_time(samples, lambda s: s.offset >= records)
     t_done = first_time(samples, lambda s: s.done >= done_at)
     if t_first is None or t_all_in is None or t_done is None:
         raise ValueError("the samples never saw every record in the topic and in the sink")
+    notes = []
+    if started is None:
+        started = t_first
+        notes.append("no connector start in the worker's log: timed from the first record in the topic")
     # a run shorter than the sampling interval has no measurable time: count one interval
     step = min((b.t - a.t for a, b in zip(samples, samples[1:]) if b.t > a.t), default=1.0)
-    return Figures(records, t_first - spawned, records / max(t_done - t_first, step),
-                   records / max(t_all_in - t_first, step), cpu_s, peak_kib / 1024)
+    return Figures(records, started - spawned, records / max(t_done - started, step),
+                   records / max(t_all_in - started, step), cpu_s, peak_kib / 1024, notes)
 
 
 def row_rate(samples: list[Sample], rows: int) -> float:
@@ -176,6 +199,7 @@ class Worker:
         self.proc: subprocess.Popen[bytes] | None = None
         self.log = self.dir / "worker.log"
         self.last_proc: tuple[float, int] | None = None
+        self.spawned_wall = 0.0
 
     def command(self) -> tuple[list[str], dict[str, str]]:
         files = [str(write_properties(self.dir / "worker.properties", self.props))]
@@ -189,7 +213,9 @@ class Worker:
         return [sys.executable, "-m", "kafkalite.connect.runtime.connect_standalone", *files], env
 
     def start(self) -> float:
+        """Spawn the worker; the monotonic time of the spawn (``spawned_wall`` keeps the clock's)."""
         cmd, env = self.command()
+        self.spawned_wall = time.time()
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.dir,
                                          start_new_session=True)
@@ -294,7 +320,9 @@ def run_file_pipeline(kind: str, bootstrap: str, create_topic: Callable[[str], N
         cpu = worker.last_proc
         worker.stop()
     assert cpu is not None
-    figures = summarize(samples, spawned, lines, size, cpu[0], cpu[1])
+    wall = connector_started(worker.tail(10**7), "bench-file-source")
+    started = None if wall is None else spawned + (wall - worker.spawned_wall)
+    figures = summarize(samples, spawned, started, lines, size, cpu[0], cpu[1])
     if file_size(sink) != size:
         figures.notes.append(f"sink file {file_size(sink)} bytes, source {size}")
     return figures

@@ -59,25 +59,50 @@ def test_read_proc_of_this_process() -> None:
     assert got is not None and got[0] > 0 and got[1] > 1000
 
 
-def test_summary_counts_from_the_first_record_in_the_topic() -> None:
-    samples = [Sample(10.0, 0, 0), Sample(11.0, 0, 0), Sample(12.0, 400, 0), Sample(14.0, 1000, 30_000),
-               Sample(16.0, 1000, 90_000), Sample(17.0, 1000, 100_000)]
-    f = cp.summarize(samples, spawned=9.0, records=1000, done_at=100_000, cpu_s=7.5, peak_kib=2048)
-    assert f.startup_s == 3.0                      # spawned at 9, first record seen at 12
-    assert f.source_rate == 1000 / 2.0             # 12 -> 14
-    assert f.pipeline_rate == 1000 / 5.0           # 12 -> 17
+SAMPLES = [Sample(10.0, 0, 0), Sample(11.0, 0, 0), Sample(12.0, 400, 0), Sample(14.0, 1000, 30_000),
+           Sample(16.0, 1000, 90_000), Sample(17.0, 1000, 100_000)]
+
+
+def test_summary_counts_from_the_connector_start() -> None:
+    f = cp.summarize(SAMPLES, spawned=9.0, started=10.0, records=1000, done_at=100_000, cpu_s=7.5, peak_kib=2048)
+    assert f.startup_s == 1.0                      # spawned at 9, the connector started at 10
+    assert f.source_rate == 1000 / 4.0             # 10 -> 14 (every record in the topic)
+    assert f.pipeline_rate == 1000 / 7.0           # 10 -> 17 (every byte in the sink file)
     assert (f.cpu_s, f.peak_rss_mib) == (7.5, 2.0)
+    assert f.notes == []
+
+
+def test_summary_without_a_logged_start_counts_from_the_first_record_and_says_so() -> None:
+    f = cp.summarize(SAMPLES, 9.0, None, 1000, 100_000, 1.0, 1024)
+    assert f.startup_s == 3.0 and f.source_rate == 1000 / 2.0 and f.pipeline_rate == 1000 / 5.0
+    assert "first record" in f.notes[0]
 
 
 def test_summary_of_a_run_faster_than_one_sample_counts_one_interval() -> None:
     samples = [Sample(0.0, 0, 0), Sample(0.5, 10, 1000)]
-    f = cp.summarize(samples, 0.0, 10, 1000, 1.0, 1024)
+    f = cp.summarize(samples, 0.0, 0.2, 10, 1000, 1.0, 1024)
     assert f.pipeline_rate == f.source_rate == 10 / 0.5
 
 
 def test_summary_refuses_incomplete_samples() -> None:
     with pytest.raises(ValueError):
-        cp.summarize([Sample(0.0, 5, 0), Sample(1.0, 10, 999)], 0.0, 10, 1000, 1.0, 1)
+        cp.summarize([Sample(0.0, 5, 0), Sample(1.0, 10, 999)], 0.0, 0.0, 10, 1000, 1.0, 1)
+
+
+def test_connector_start_from_either_workers_log() -> None:
+    import datetime
+    kafkalite = ("[2026-11-29 03:53:41,600] INFO kafkalite.connect.runtime.standalone: herder started\n"
+                 "[2026-11-29 03:53:41,682] INFO kafkalite.connect.runtime.worker: starting connector "
+                 "bench-file-source (org.apache.kafka.connect.file.FileStreamSourceConnector)\n")
+    java = ("  at some.Trace(Line.java:1)\n[2026-11-29 03:54:08,352] INFO Creating connector bench-file-sink of type "
+            "x (org.apache.kafka.connect.runtime.Worker:170)\n[2026-11-29 03:54:08,400] INFO Creating connector "
+            "bench-file-source of type org.apache.kafka.connect.file.FileStreamSourceConnector "
+            "(org.apache.kafka.connect.runtime.Worker:170)\n")
+    expect = datetime.datetime(2026, 11, 29, 3, 53, 41, 682000).timestamp()
+    assert cp.connector_started(kafkalite, "bench-file-source") == pytest.approx(expect)
+    assert cp.connector_started(java, "bench-file-source") == pytest.approx(
+        datetime.datetime(2026, 11, 29, 3, 54, 8, 400000).timestamp())
+    assert cp.connector_started(java, "other") is None
 
 
 def test_row_rate() -> None:
