@@ -734,9 +734,9 @@ def connect(system: System, results: Results, sizes: Sizes, workdir: Path) -> No
                 f = connect_pipeline.run_file_pipeline(kind, bootstrap, create, source, lines,
                                                        workdir / f"{kind}-{run}", timeout)
             except (RuntimeError, TimeoutError) as exc:
-                # Kafka 0.9.0.1's FileStreamSourceTask doubles its read buffer whenever a read fills
-                # it and copies the whole buffer for every line it extracts: on a file already there
-                # the time grows with the square of its size (and the buffer outgrows the heap)
+                # Kafka 0.9.0.1's FileStreamSourceTask reads a file already there in one poll,
+                # doubling its read buffer whenever a read fills it and copying the whole buffer for
+                # every line it extracts: past a few MB it sends nothing for minutes
                 first = str(exc).splitlines()[0]
                 print(f"    {name} worker did not finish: {first}", flush=True)
                 failed.setdefault(name, first)
