@@ -13,7 +13,10 @@ partitions), ``recovery`` (11: kill -9 with GBs of unflushed log), ``transaction
 kafkalite only: transactions of 1,000 records vs plain acks=all produce, RF 3), ``quotas``
 (13, kafkalite only: a well-behaved producer's latency next to a greedy one, with and without a
 quota on it), ``security`` (14, kafkalite only: produce and consume over PLAINTEXT and SASL_SSL), ``console`` (15, kafkalite
-only: the web console's pages at 10,000 partitions, bench/console_pages.py), or ``all``.
+only: the web console's pages at 10,000 partitions, bench/console_pages.py), ``connect`` (16:
+kafkalite's Connect worker and Kafka 0.9.0.1's Java worker, both on a 1-broker kafkalite cluster,
+moving a file through a topic into a file, then kafkalite's JDBC sink into a throwaway PostgreSQL,
+bench/connect_pipeline.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -45,11 +48,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import kafka09, scenarios
 from bench import report
 from bench.report import Results, Row
 from bench.scenarios import Sizes
-from bench.systems import Kafka09, Kafkalite, System
+from bench.systems import Kafka09, Kafkalite, SingleBrokerKafkalite, System
 from tests.support.zookeeper import ZooKeeperServer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -58,7 +61,7 @@ PUBLISHED = ROOT / "bench" / "RESULTS.json"
 CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
-         "security", "console"]
+         "security", "console", "connect"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
@@ -152,6 +155,17 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
         scenarios.console(system.zookeeper, system.workdir / "console", results, sizes)
     elif "console" in chosen:
         print(f"   {system.name}: scenario 15 skipped: Kafka 0.9.0.1 has no web console", flush=True)
+    if "connect" in chosen and isinstance(system, Kafkalite):
+        print(f"== {system.name} cluster: Connect workers (kafkalite's, Kafka {kafka09.KAFKA_VERSION}'s), "
+              f"{sizes.connect_mb:,.0f} MB of lines, {sizes.connect_rows:,} JDBC rows", flush=True)
+        single = SingleBrokerKafkalite(system.zookeeper, system.workdir / "connect")
+        single.start(1)
+        try:
+            scenarios.connect(single, results, sizes, single.workdir / "workers")
+        finally:
+            single.stop()
+    elif "connect" in chosen:
+        print(f"   {system.name}: scenario 16 runs both workers on the kafkalite cluster", flush=True)
 
 
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
@@ -306,6 +320,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--console-views", type=int, help="views of each console page per run (default 20; --quick: 5)")
     ap.add_argument("--console-records", type=int,
                     help="records in the partition the message browser reads (default 100,000)")
+    ap.add_argument("--connect-mb", type=float,
+                    help="MB of lines the Connect workers move in scenario 16 (default 1,000; --quick: 20)")
+    ap.add_argument("--connect-rows", type=int,
+                    help="rows the JDBC sink writes in scenario 16 (default 1,000,000; --quick: 20,000)")
     ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
@@ -322,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                         ("growth_gb", args.growth_gb), ("live_gb", args.live_gb), ("failover_runs", args.failover_runs),
                         ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb),
                         ("console_partitions", args.console_partitions), ("console_views", args.console_views),
-                        ("console_records", args.console_records)):
+                        ("console_records", args.console_records), ("connect_mb", args.connect_mb),
+                        ("connect_rows", args.connect_rows)):
         if value is not None:
             setattr(sizes, attr, value)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench import ceiling_load, console_pages, latency_probe, load, partitions
+from bench import ceiling_load, connect_pipeline, console_pages, latency_probe, load, partitions
 from bench import many_clients as many_clients_load
 from bench.report import Results, Row
 from bench.systems import System
@@ -48,6 +48,8 @@ class Sizes:
     console_partitions: int = 10_000
     console_records: int = 100_000
     console_views: int = 20
+    connect_mb: float = 1000.0
+    connect_rows: int = 1_000_000
 
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
@@ -55,7 +57,8 @@ class Sizes:
                    latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
                    partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2, quota_seconds=4.0,
                    growth_gb=0.2, live_gb=0.5, failover_runs=runs, console_partitions=300,
-                   console_records=5_000, console_views=5)
+                   console_records=5_000, console_views=5, connect_mb=4.0,
+                   connect_rows=20_000)
 
 
 def rss_kib(pid: int) -> int:
@@ -680,3 +683,101 @@ def ceiling(results: Results, sizes: Sizes) -> None:
         mbs = total / records * sorted(values)[len(values) // 2] / 1e6
         results.add(Row("0 machine ceiling", name, "machine", "records/s", values,
                         note=f"{total / 1e6:,.0f} MB = {records:,} records in v2 batches; {mbs:,.0f} MB/s"))
+
+
+# ------------------------------------------------------------------------------ 16: Kafka Connect
+
+CONNECT_SCENARIO = "16 Kafka Connect (both workers on a kafkalite cluster)"
+
+
+def connect_rows(megabytes: float, figures: dict[str, connect_pipeline.Figures]) -> list[Row]:
+    """The file pipeline's rows, one per figure and worker (``figures``: system name -> figures)."""
+    rows = []
+    for system, f in figures.items():
+        what = f"file source -> topic -> file sink, {megabytes:,.0f} MB = {f.records:,} lines"
+        note = f"worker start-up {f.startup_s:.1f} s (spawn to the source connector's start)"
+        note += "".join(f"; {n}" for n in f.notes)
+        rows += [Row(CONNECT_SCENARIO, f"{what}: records/s, connector start to the last line in the sink file",
+                     system, "records/s", [f.pipeline_rate], note=note),
+                 Row(CONNECT_SCENARIO, f"{what}: source records/s, connector start to the last record in the topic",
+                     system, "records/s", [f.source_rate]),
+                 Row(CONNECT_SCENARIO, f"{what}: worker CPU seconds (utime + stime, start-up included)",
+                     system, "s", [f.cpu_s], higher_is_better=False),
+                 Row(CONNECT_SCENARIO, f"{what}: worker peak RSS (VmHWM)",
+                     system, "MiB", [f.peak_rss_mib], higher_is_better=False)]
+    return rows
+
+
+def connect(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+    """Scenario 16: kafkalite's standalone Connect worker and Kafka 0.9.0.1's Java one, one after
+    the other on the running 1-broker kafkalite cluster, move the same file through a topic into a
+    file (bench/connect_pipeline.py); then kafkalite's JDBC sink writes rows into PostgreSQL."""
+    from bench.systems import KAFKA
+    from tests.support.postgres import PostgresServer, postgres_bin_dir
+    assert system.cluster is not None
+    workdir.mkdir(parents=True, exist_ok=True)
+    bootstrap = system.cluster.bootstrap
+    source = workdir / "source.txt"
+    t0 = time.monotonic()
+    lines = connect_pipeline.generate_lines(source, sizes.connect_mb)
+    print(f"    source file: {sizes.connect_mb:,.0f} MB, {lines:,} lines in {time.monotonic() - t0:.1f} s", flush=True)
+
+    def create(topic: str) -> None:
+        system.create_topic(topic, 1, 1)
+
+    timeout = max(300.0, sizes.connect_mb * 20)            # 50 KB/s: a stuck worker, not a slow one
+    runs: dict[str, list[connect_pipeline.Figures]] = {system.name: [], KAFKA: []}
+    failed: dict[str, str] = {}
+    for run in range(sizes.runs):
+        for kind, name in (("kafkalite", system.name), ("kafka", KAFKA)):
+            try:
+                f = connect_pipeline.run_file_pipeline(kind, bootstrap, create, source, lines,
+                                                       workdir / f"{kind}-{run}", timeout)
+            except (RuntimeError, TimeoutError) as exc:
+                # Kafka 0.9.0.1's FileStreamSourceTask reads a file already there in one poll,
+                # doubling its read buffer whenever a read fills it and copying the whole buffer for
+                # every line it extracts: past a few MB it sends nothing for minutes
+                first = str(exc).splitlines()[0]
+                print(f"    {name} worker did not finish: {first}", flush=True)
+                failed.setdefault(name, first)
+                continue
+            print(f"    {name} worker: {f.pipeline_rate:,.0f} records/s end to end, source {f.source_rate:,.0f}/s, "
+                  f"CPU {f.cpu_s:.1f} s, peak RSS {f.peak_rss_mib:,.0f} MiB, start-up {f.startup_s:.1f} s", flush=True)
+            runs[name].append(f)
+    source.unlink()
+    merged: dict[str, list[Row]] = {}
+    for name, figs in runs.items():
+        for f in figs:
+            for row in connect_rows(sizes.connect_mb, {name: f}):
+                if row.key in {r.key for r in merged.get(name, [])}:
+                    next(r for r in merged[name] if r.key == row.key).values += row.values
+                else:
+                    merged.setdefault(name, []).append(row)
+    for name in runs:
+        for row in merged.get(name, []):
+            others = "; ".join(f"{n}'s worker did not finish: {why}" for n, why in failed.items() if n != name)
+            if others and "last line in the sink file" in row.metric:
+                row.note = f"{row.note}; {others}" if row.note else others
+            results.add(row)
+
+    bin_dir = postgres_bin_dir()
+    if bin_dir is None:
+        print("    JDBC sink skipped: PostgreSQL is not installed (scripts/setup installs it)", flush=True)
+        return
+    server = PostgresServer(bin_dir).start()
+    try:
+        rates, cpus, rss = [], [], []
+        for run in range(sizes.runs):
+            rate, cpu, peak = connect_pipeline.run_jdbc_sink(bootstrap, create, server, sizes.connect_rows,
+                                                             workdir / f"jdbc-{run}", timeout)
+            print(f"    JDBC sink: {rate:,.0f} rows/s, CPU {cpu:.1f} s, peak RSS {peak / 1024:,.0f} MiB", flush=True)
+            rates.append(rate)
+            cpus.append(cpu)
+            rss.append(peak / 1024)
+    finally:
+        server.remove()
+    what = f"JDBC sink into PostgreSQL, {sizes.connect_rows:,} rows (insert, JSON with schemas; kafkalite only)"
+    results.add(Row(CONNECT_SCENARIO, f"{what}: rows/s, first row in the table to the last", system.name,
+                    "rows/s", rates, note="Kafka 0.9.0.1 ships no JDBC connector"))
+    results.add(Row(CONNECT_SCENARIO, f"{what}: worker CPU seconds", system.name, "s", cpus, higher_is_better=False))
+    results.add(Row(CONNECT_SCENARIO, f"{what}: worker peak RSS", system.name, "MiB", rss, higher_is_better=False))

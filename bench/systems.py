@@ -137,6 +137,18 @@ class MeteredKafkalite(Kafkalite):
         from kafkalite.cluster.processes import free_port
         return BenchBroker(cluster, broker_id, {}, metrics_port=free_port())
 
+class SingleBrokerKafkalite(Kafkalite):
+    """kafkalite whose internal topics fit one broker (``offsets.topic.replication.factor=1``, as
+    Kafka's quickstart server.properties has it): scenario 16's Connect sinks join consumer groups
+    on a 1-broker cluster, and the default RF 3 would leave __consumer_offsets uncreatable."""
+
+    def _make_broker(self, cluster: Cluster, broker_id: int) -> BrokerProcess:
+        from bench.broker import BenchBroker
+        return BenchBroker(cluster, broker_id, {"offsets.topic.replication.factor": "1",
+                                                "transaction.state.log.replication.factor": "1",
+                                                "transaction.state.log.min.isr": "1"})
+
+
 class Kafka09(System):
     name = KAFKA
     raw_produce_version = 1      # v0 message sets: the newest 0.9 understands
