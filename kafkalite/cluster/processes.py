@@ -801,30 +801,73 @@ class SchemaRegistryProcess(Process):
                            f"see {self.log_path}:\n{tail(self.log_path)}")
 
 
+class HttpServiceProcess(Process):
+    """A service process answering HTTP on ``127.0.0.1:port`` (the console, a Connect worker).
 
-class ConsoleProcess(Process):
-    """One ``kafkalite-console`` process on ``127.0.0.1:port``, pointed at the cluster's brokers,
-    registry, metrics endpoints and ZooKeeper.
-
-    Started means: alive and serving its stylesheet (a page that needs no broker), so the web
-    server listens; a foreign server cannot pass, since our process would have failed to bind.
+    Started means: alive and ``GET <ready_path>`` answers 200; a foreign server on the port cannot
+    pass, since our process would have failed to bind and exited.
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
-                 registry_url: str | None = None, metrics_urls: Sequence[str] = (), zookeeper: str | None = None,
-                 extra_args: Sequence[str] = (), name: str = "console") -> None:
+    #: what error messages call the service, and the path that answers 200 once it serves
+    what = "service"
+    ready_path = "/"
+
+    def __init__(self, workdir: str | os.PathLike[str], name: str, port: int = 0) -> None:
         super().__init__()
         self.dir = Path(workdir) / name
-        self.bootstrap = bootstrap
         self.port = port or free_port()
-        self.registry_url = registry_url
-        self.metrics_urls = list(metrics_urls)
-        self.zookeeper = zookeeper
-        self.extra_args = list(extra_args)
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
+
+    def _check_port(self) -> None:
+        if port_in_use(self.port):
+            raise ClusterError(f"{self.what}: port 127.0.0.1:{self.port} is already in use")
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(self.url + self.ready_path, timeout=2) as resp:
+                return resp.status == 200
+        except (OSError, urllib.error.URLError):
+            return False
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.alive:
+                code = self.proc.returncode if self.proc is not None else "?"
+                raise ClusterError(f"{self.what} exited with code {code} during start-up; "
+                                   f"see {self.log_path}:\n{tail(self.log_path)}")
+            if self.answers():
+                return
+            time.sleep(0.1)
+        raise ClusterError(f"{self.what} did not answer on {self.url} within {timeout:.0f} s; "
+                           f"see {self.log_path}:\n{tail(self.log_path)}")
+
+
+class ConsoleProcess(HttpServiceProcess):
+    """One ``kafkalite-console`` process on ``127.0.0.1:port``, pointed at the cluster's brokers,
+    registry, metrics endpoints and ZooKeeper.
+
+    Started means: alive and serving its stylesheet (a page that needs no broker), so the web
+    server listens.
+    """
+
+    what = "console"
+    ready_path = "/static/console.css"
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
+                 registry_url: str | None = None, metrics_urls: Sequence[str] = (), zookeeper: str | None = None,
+                 extra_args: Sequence[str] = (), name: str = "console") -> None:
+        super().__init__(workdir, name, port)
+        self.bootstrap = bootstrap
+        self.registry_url = registry_url
+        self.metrics_urls = list(metrics_urls)
+        self.zookeeper = zookeeper
+        self.extra_args = list(extra_args)
 
     @property
     def log_path(self) -> Path:
@@ -842,35 +885,12 @@ class ConsoleProcess(Process):
         return cmd + self.extra_args
 
     def launch(self) -> None:
-        if port_in_use(self.port):
-            raise ClusterError(f"console: port 127.0.0.1:{self.port} is already in use")
+        self._check_port()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._spawn(self.command(), self.log_path, dict(os.environ, PYTHONUNBUFFERED="1"))
 
-    def answers(self) -> bool:
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen(self.url + "/static/console.css", timeout=2) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive:
-                code = self.proc.returncode if self.proc is not None else "?"
-                raise ClusterError(f"console exited with code {code} during start-up; "
-                                   f"see {self.log_path}:\n{tail(self.log_path)}")
-            if self.answers():
-                return
-            time.sleep(0.1)
-        raise ClusterError(f"console did not answer on {self.url} within {timeout:.0f} s; "
-                           f"see {self.log_path}:\n{tail(self.log_path)}")
-
-
-class ConnectWorkerProcess(Process):
+class ConnectWorkerProcess(HttpServiceProcess):
     """One Kafka Connect worker (``kafkalite-connect-distributed``, or ``-standalone`` with
     connector property files) on ``127.0.0.1:port``.
 
@@ -878,20 +898,17 @@ class ConnectWorkerProcess(Process):
     worker does only once it has read its topics and joined the group.
     """
 
+    what = "connect worker"
+    ready_path = "/health"
+
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
                  overrides: dict[str, str] | None = None, name: str = "connect",
                  standalone_connectors: list[dict[str, str]] | None = None) -> None:
-        super().__init__()
-        self.dir = Path(workdir) / name
+        super().__init__(workdir, name, port)
         self.bootstrap = bootstrap
-        self.port = port or free_port()
         self.overrides = dict(overrides or {})
         self.standalone = standalone_connectors is not None
         self.connectors = list(standalone_connectors or [])
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -918,8 +935,7 @@ class ConnectWorkerProcess(Process):
         return props
 
     def launch(self) -> None:
-        if port_in_use(self.port):
-            raise ClusterError(f"connect worker: port 127.0.0.1:{self.port} is already in use")
+        self._check_port()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
         files = []
@@ -931,28 +947,6 @@ class ConnectWorkerProcess(Process):
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._spawn([sys.executable, "-m", f"kafkalite.connect.runtime.{module}", str(self.properties_path), *files],
                     self.log_path, env)
-
-    def answers(self) -> bool:
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen(self.url + "/health", timeout=2) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive:
-                code = self.proc.returncode if self.proc is not None else "?"
-                raise ClusterError(f"connect worker exited with code {code} during start-up; "
-                                   f"see {self.log_path}:\n{tail(self.log_path)}")
-            if self.answers():
-                return
-            time.sleep(0.1)
-        raise ClusterError(f"connect worker did not answer on {self.url} within {timeout:.0f} s; "
-                           f"see {self.log_path}:\n{tail(self.log_path)}")
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
