@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from urllib.parse import unquote
 
 from twisted.internet import defer
@@ -39,6 +39,30 @@ FORWARDED_HEADER = "x-kafkalite-registry-forwarded"
 
 Handler = Callable[["Call"], Any]
 _UNSET = object()
+
+
+def match_route(routes: Sequence[tuple[Any, ...]], method: str, segments: Sequence[str]
+                ) -> tuple[tuple[Any, ...] | None, list[str], bool]:
+    """The route ``(method, pattern, ...)`` whose pattern matches the path's segments (``"*"``
+    matches one segment and is returned among the params), the params, and whether some route
+    matched the path with another method (so the answer is 405, not 404). The registry's and
+    Connect's REST layers share it."""
+    path_known = False
+    for route in routes:
+        pattern = route[1]
+        if len(pattern) != len(segments):
+            continue
+        params = []
+        for p, s in zip(pattern, segments):
+            if p == "*":
+                params.append(s)
+            elif p != s:
+                break
+        else:
+            path_known = True
+            if route[0] == method:
+                return route, params, True
+    return None, [], path_known
 
 
 class LimitedRequest(server.Request):
@@ -177,20 +201,9 @@ class RegistryResource(resource.Resource):
         return self._encode(request, result, accept)
 
     def _match(self, method: str, segments: list[str]) -> tuple[Callable, list[str], bool]:
-        path_known = False
-        for m, pattern, handler, is_write in self.routes:
-            if len(pattern) != len(segments):
-                continue
-            params = []
-            for p, s in zip(pattern, segments):
-                if p == "*":
-                    params.append(s)
-                elif p != s:
-                    break
-            else:
-                path_known = True
-                if m == method:
-                    return handler, params, is_write
+        route, params, path_known = match_route(self.routes, method, segments)
+        if route is not None:
+            return route[2], params, route[3]
         if path_known:
             raise errors.method_not_allowed(method)
         raise errors.not_found("/" + "/".join(segments))

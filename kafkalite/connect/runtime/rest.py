@@ -25,7 +25,7 @@ from twisted.web.http_headers import Headers
 from twisted.web.iweb import IBodyProducer
 
 from kafkalite.connect.errors import AlreadyExistsException, ConfigException, ConnectException, NotFoundException
-from kafkalite.registry.rest import Call, LimitedRequest
+from kafkalite.registry.rest import Call, LimitedRequest, match_route
 
 from .herder import BadRequestException, NotLeaderException, RebalanceNeededException
 from .metrics import CONTENT_TYPE_LATEST
@@ -158,20 +158,9 @@ class ConnectResource(resource.Resource):
         return self._encode(request, result)
 
     def _match(self, method: str, segments: list[str]) -> tuple[Handler, list[str]]:
-        path_known = False
-        for m, pattern, handler in self.routes:
-            if len(pattern) != len(segments):
-                continue
-            params = []
-            for p, s in zip(pattern, segments):
-                if p == "*":
-                    params.append(s)
-                elif p != s:
-                    break
-            else:
-                path_known = True
-                if m == method:
-                    return handler, params
+        route, params, path_known = match_route(self.routes, method, segments)
+        if route is not None:
+            return route[2], params
         if path_known:
             raise RestError(405, "HTTP 405 Method Not Allowed")
         raise RestError(404, "HTTP 404 Not Found")
