@@ -4,7 +4,10 @@ It bootstraps from any listed broker, keeps one connection per broker (negotiati
 with ApiVersions on connect), routes each request by the latest metadata (partition leaders,
 the controller, group coordinators) and retries retriable failures with exponential backoff
 until ``retries`` attempts or ``request_timeout_ms`` are used up (Java's ``retry.backoff.ms``
-and ``delivery.timeout.ms`` ideas in one bound). Every socket operation has a deadline.
+and ``delivery.timeout.ms`` ideas in one bound). A failure that says the cluster is changing (a
+broker unreachable, a leader or coordinator moved) does not count against ``retries``: it marks
+the metadata stale and is retried by the new leaders until the deadline, as Java's clients fail
+over (:meth:`KafkaClient.note_retriable`). Every socket operation has a deadline.
 """
 from __future__ import annotations
 
