@@ -4,7 +4,10 @@ It bootstraps from any listed broker, keeps one connection per broker (negotiati
 with ApiVersions on connect), routes each request by the latest metadata (partition leaders,
 the controller, group coordinators) and retries retriable failures with exponential backoff
 until ``retries`` attempts or ``request_timeout_ms`` are used up (Java's ``retry.backoff.ms``
-and ``delivery.timeout.ms`` ideas in one bound). Every socket operation has a deadline.
+and ``delivery.timeout.ms`` ideas in one bound). A failure that says the cluster is changing (a
+broker unreachable, a leader or coordinator moved) does not count against ``retries``: it marks
+the metadata stale and is retried by the new leaders until the deadline, as Java's clients fail
+over (:meth:`KafkaClient.note_retriable`). Every socket operation has a deadline.
 """
 from __future__ import annotations
 
@@ -38,6 +41,11 @@ _STALE_METADATA = frozenset({
     ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.NETWORK_EXCEPTION, ErrorCode.REPLICA_NOT_AVAILABLE,
 })
 _COORDINATOR_MOVED = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
+#: Failures that mean the cluster is changing under the client (a broker died, a leadership or a
+#: coordinator is moving): the controller settles them within the ZooKeeper session timeout, so
+#: they are retried against fresh metadata until the call's deadline and do not use up
+#: ``retries`` (as Java's clients mark the node down, refresh metadata and carry on).
+_CLUSTER_CHANGING = _STALE_METADATA | _COORDINATOR_MOVED | {ErrorCode.COORDINATOR_LOAD_IN_PROGRESS}
 
 
 class FetchedPartition(NamedTuple):
@@ -159,11 +167,18 @@ class KafkaClient:
 
     # -- retries --------------------------------------------------------------------------------
     def _with_retries(self, attempt: Callable[[], T], what: str, *, deadline: float | None = None) -> T:
-        """Run ``attempt`` until it succeeds, a non-retriable error, or retries/time run out."""
+        """Run ``attempt`` until it succeeds, a non-retriable error, or retries/time run out.
+
+        A failure that says the cluster is changing (see :meth:`note_retriable`) is retried until
+        ``deadline`` (default ``request_timeout_ms``) however many attempts that takes: a kill -9'd
+        leader keeps refusing connections until the controller elects a new one, and a fixed
+        count of quick retries would give up before that. Other retriable errors count against
+        ``retries`` too.
+        """
         if deadline is None:
             deadline = time.monotonic() + self.request_timeout
         backoff = self.retry_backoff
-        tries = 0
+        tries = counted = 0
         while True:
             try:
                 return attempt()
@@ -171,15 +186,25 @@ class KafkaClient:
                 tries += 1
                 if not exc.retriable:
                     raise
+                if not self.note_retriable(exc):
+                    counted += 1
                 now = time.monotonic()
-                if tries > self.retries or now + backoff >= deadline:
+                if counted > self.retries or now + backoff >= deadline:
                     raise ClientError(f"{what}: {exc} (gave up after {tries} attempts)", exc.code,
                                       retriable=True) from None
                 log.debug("%s: %s; retrying in %.0f ms", what, exc, backoff * 1000)
-                if exc.code in _STALE_METADATA or isinstance(exc, ConnectionFailed):
-                    self._invalidate_metadata()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
+
+    def note_retriable(self, exc: ClientError) -> bool:
+        """Take note of a retriable failure; True when it means the cluster is changing (a broker
+        unreachable, a leader or coordinator moved), after marking the metadata stale so the next
+        attempt routes by fresh leaders. The one rule for every retry loop (this client's and the
+        producer's per-batch retries), so fetch and produce fail over alike."""
+        if isinstance(exc, ConnectionFailed) or exc.code in _STALE_METADATA:
+            self._invalidate_metadata()
+            return True
+        return exc.code in _CLUSTER_CHANGING
 
     def _invalidate_metadata(self) -> None:
         self._stale = True

@@ -37,15 +37,11 @@ from kafkalite.records.compression import Codec, codec_by_name
 
 from .cluster import ConsumerGroupMetadata, TopicPartition
 from .core import KafkaClient
-from .errors import ClientError, ConnectionFailed
+from .errors import ClientError
 from .partitioner import StickyPartitioner, partition_for_key
 from .security import ClientSecurity
 
 log = logging.getLogger(__name__)
-
-_RETRY_METADATA = frozenset({ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.LEADER_NOT_AVAILABLE,
-                             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NETWORK_EXCEPTION,
-                             ErrorCode.KAFKA_STORAGE_ERROR})
 
 
 _TXN_RETRIABLE = frozenset({ErrorCode.CONCURRENT_TRANSACTIONS})
@@ -554,8 +550,7 @@ class Producer:
         backoff = self.retry_backoff * min(2 ** b.attempts, 10)
         if exc.retriable and now + backoff < b.created + self.delivery_timeout:
             b.attempts += 1
-            if exc.code in _RETRY_METADATA or isinstance(exc, ConnectionFailed):
-                self.client._invalidate_metadata()
+            self.client.note_retriable(exc)
             log.debug("retrying batch for %s after %s", b.tp, exc)
             with self._cond:
                 b.retry_at = now + backoff
