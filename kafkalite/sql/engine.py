@@ -187,6 +187,14 @@ class Engine:
             running.stop()
         tq._stop = stop
         self.transient[tq_id] = tq
+        # the first micro-batch fixes the starting offsets: once it has run, every record produced
+        # after the client got the header reaches it (ksqlDB's push queries start from "latest" too)
+        try:
+            running.processAllAvailable()
+        except Exception as exc:
+            tq.close()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise KsqlError(f"Push query failed to start: {first}", statement=text) from None
         log.info("push query %s started over %s", tq_id, src.topic)
         return tq
 
