@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kafkalite.client import KafkaClient
+from kafkalite.client import TopicPartition
 from kafkalite.client.admin import Admin, NewTopic
+from kafkalite.client.consumer import Consumer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast
 from kafkalite.sql.command_topic import CommandTopic
@@ -29,7 +31,7 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
-from kafkalite.sql.queries import StateStore, TransientQuery, evaluate, json_value, ksql_type
+from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, avro_schema, columns_of, has_aggregate, output_name, quote,
                                      spark_type, to_spark)
 
@@ -550,6 +552,8 @@ class Engine:
             key_sql, value_sql = self._key_sql(plan), self._value_sql(plan, result)
             store = self._store_for(plan, result)
             windowed = q.window is not None
+            if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+                self._restore_store(plan, store)          # a resumed query: the table so far is in its topic
 
             def write_batch(batch: Any, batch_id: int) -> None:
                 batch.persist()
@@ -580,6 +584,33 @@ class Engine:
                            [types.get(n, "BIGINT") for n in names])
         self.stores[plan.sink.name] = store
         return store
+
+    def _restore_store(self, plan: "QueryPlan", store: StateStore) -> None:
+        """Rebuilds a resumed table's state store from its output topic (read_committed, to the
+        end), as Kafka Streams restores a store from its changelog; then the query goes on."""
+        topic = plan.sink.topic
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
+        consumer = Consumer(self.config.bootstrap_servers, auto_offset_reset="earliest", enable_auto_commit=False,
+                            isolation_level="read_committed", security=self.config.security,
+                            client_id=f"ksql-restore-{plan.query_id}")
+        restored = 0
+        try:
+            consumer.assign(tps)
+            ends = consumer.end_offsets(tps)
+            consumer.seek_to_beginning(tps)
+            idle = 0                  # an open transaction keeps read_committed below the end
+            while idle < 3 and any(consumer.position(tp) < ends[tp] for tp in tps):
+                records = consumer.poll(1000)
+                idle = 0 if records else idle + 1
+                rows = [decode_output(r.key, r.value, plan.sink, store, plan.select.window) for r in records]
+                store.update([r for r in rows if r is not None])
+                restored += len(records)
+        except Exception as exc:                         # the query still runs; pull queries see less
+            log.error("restoring the state of %s from %s failed: %s", plan.query_id, topic, exc)
+        finally:
+            consumer.close(autocommit=False)
+        log.info("state of %s restored from %d records of %s", plan.query_id, restored, topic)
 
     def _security_options(self) -> dict[str, str]:
         sec = self.config.security

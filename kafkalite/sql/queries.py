@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import datetime
 import decimal
+import json
 import logging
 import threading
 import uuid
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
+
+if TYPE_CHECKING:
+    from kafkalite.sql.metastore import DataSource
 
 log = logging.getLogger(__name__)
 
@@ -179,3 +183,54 @@ def evaluate(e: ast.Expr, row: dict[str, Any], statement: str) -> Any:
             return ops[e.op](a, b)
     raise KsqlError("Unsupported pull query WHERE clause: only comparisons of the key and window bounds with "
                     "literals are supported", statement=statement)
+
+
+def _typed(text: Any, ksql: str) -> Any:
+    if text is None or not isinstance(text, str):
+        return text
+    try:
+        if ksql in ("BIGINT", "INTEGER"):
+            return int(text)
+        if ksql == "DOUBLE":
+            return float(text)
+    except ValueError:
+        return text
+    if ksql == "BOOLEAN":
+        return text.lower() == "true"
+    return text
+
+
+def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
+                  window: ast.Window | None) -> dict[str, Any] | None:
+    """One record of a table's output topic back into a state-store row (the inverse of the
+    query's key and value encoding); None for a tombstone or a record this cannot read."""
+    if value is None or key is None:
+        return None
+    types = dict(zip(store.column_names, store.column_types))
+    row: dict[str, Any] = {}
+    if window is not None:
+        if window.kind == "SESSION":
+            key, end, start = key[:-16], int.from_bytes(key[-16:-8], "big"), int.from_bytes(key[-8:], "big")
+        else:
+            key, start = key[:-8], int.from_bytes(key[-8:], "big")
+            end = start + window.size_ms
+        row["WINDOWSTART"], row["WINDOWEND"] = start, end
+    try:
+        if sink.key_format == "JSON":
+            doc = json.loads(key)
+            row.update({k: doc.get(k) for k in store.key_names})
+        elif store.key_names:
+            row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
+        values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]
+        if sink.value_format == "JSON":
+            doc = json.loads(value)
+            row.update({c: doc.get(c) for c in values})
+        elif sink.value_format == "DELIMITED":
+            row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
+        elif sink.value_format == "KAFKA" and len(values) == 1:
+            row[values[0]] = _typed(value.decode(), types[values[0]])
+        else:
+            return None                                   # AVRO: not restored (see docs/sql.md)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return row

@@ -157,3 +157,21 @@ def test_state_store_and_pull_where() -> None:
     with pytest.raises(KsqlError, match="NOPE"):
         store.scan(lambda r: evaluate(where, r, ""))
     assert ksql_type("array<bigint>") == "ARRAY<BIGINT>" and ksql_type("decimal(4,2)") == "DECIMAL(4,2)"
+
+
+def test_decode_output_inverts_the_table_encoding() -> None:
+    from kafkalite.sql.metastore import DataSource
+    from kafkalite.sql.queries import decode_output
+
+    store = StateStore(["TRUCK"], True, ["TRUCK", "WINDOWSTART", "WINDOWEND", "AVG", "N"],
+                       ["STRING", "BIGINT", "BIGINT", "DOUBLE", "BIGINT"])
+    tumbling = parse("SELECT a FROM s WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY a;")[0].statement.query.window  # type: ignore
+    sink = DataSource("T", "TABLE", "t", (), "KAFKA", "JSON", None, tumbling)
+    key = b"t1" + (20_000).to_bytes(8, "big")
+    assert decode_output(key, b'{"AVG": 2.5, "N": 4}', sink, store, tumbling) == {
+        "TRUCK": "t1", "WINDOWSTART": 20_000, "WINDOWEND": 30_000, "AVG": 2.5, "N": 4}
+    assert decode_output(key, None, sink, store, tumbling) is None                  # a tombstone
+    plain = StateStore(["ID"], False, ["ID", "N", "TOP"], ["BIGINT", "BIGINT", "DOUBLE"])
+    delimited = DataSource("T", "TABLE", "t", (), "KAFKA", "DELIMITED", None, None)
+    assert decode_output(b"7", b"3,9.5", delimited, plain, None) == {"ID": 7, "N": 3, "TOP": 9.5}
+    assert decode_output(b"7", b"\xff\xfe", delimited, plain, None) is None
