@@ -197,8 +197,19 @@ class Engine:
             tq.close()
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KsqlError(f"Push query failed to start: {first}", statement=text) from None
+        threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
         log.info("push query %s started over %s", tq_id, src.topic)
         return tq
+
+    @staticmethod
+    def _watch(tq: TransientQuery, running: Any) -> None:
+        """Ends the client's response if the Spark query stops on its own (a failure), so that
+        no push query hangs open without a query behind it."""
+        try:
+            running.awaitTermination()
+        except Exception as exc:
+            log.error("push query %s failed: %s", tq.id, str(exc).strip().splitlines()[:1])
+        tq.close()
 
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
         src = self.metastore.require(q.source, text)
