@@ -167,7 +167,7 @@ class Engine:
                 select.append(f"{to_spark(item.expr, known, text)} AS {quote(output_name(item, index))}")
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
         offset_reset = str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                           or "latest")
+                           or self.config.streams_property("auto.offset.reset", "latest"))
         tq_id = f"transient_{src.name}_{uuid.uuid4().int % 10**18}"
         view = tq_id.lower()
         self._source_frame(src, offset_reset).createOrReplaceTempView(view)
