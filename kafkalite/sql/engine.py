@@ -16,11 +16,14 @@ import json
 import logging
 import re
 import threading
+import uuid
 from pathlib import Path
 from typing import Any, Callable
 
 from kafkalite.client import KafkaClient
+from kafkalite.client import TopicPartition
 from kafkalite.client.admin import Admin, NewTopic
+from kafkalite.client.consumer import Consumer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast
 from kafkalite.sql.command_topic import CommandTopic
@@ -28,6 +31,7 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
+from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, avro_schema, columns_of, has_aggregate, output_name, quote,
                                      spark_type, to_spark)
 
@@ -45,6 +49,8 @@ class Engine:
         self.commands = CommandTopic(config.bootstrap_servers, config.service_id, security=config.security)
         self.running: dict[str, Any] = {}             # query id -> Spark StreamingQuery
         self.statuses: dict[str, str] = {}            # command id -> SUCCESS / ERROR (ksqlDB's /status)
+        self.stores: dict[str, StateStore] = {}       # table name -> its CTAS query's latest rows
+        self.transient: dict[str, TransientQuery] = {}  # running push queries by id
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -72,6 +78,9 @@ class Engine:
         return len(history)
 
     def stop(self) -> None:
+        for tq in list(self.transient.values()):
+            tq.close()
+        self.transient.clear()
         with self._lock:
             for qid, q in list(self.running.items()):
                 try:
@@ -119,6 +128,113 @@ class Engine:
                 raise
             self.statuses[_command_id(s)] = "SUCCESS"
             return entity
+
+    # -- transient queries (/query, /query-stream) -------------------------------------------
+    def query(self, text: str, properties: dict[str, Any] | None = None) -> TransientQuery:
+        """One SELECT: a push query (EMIT CHANGES) is started and returned running (rows go to
+        its listener); a pull query is answered at once from the table's state store."""
+        statements = parse(text)
+        if len(statements) != 1 or not isinstance(statements[0].statement, ast.Query):
+            raise KsqlError("The /query endpoint accepts exactly one SELECT statement",
+                            statement=statements[0].text if statements else text)
+        stmt = statements[0]
+        q = statements[0].statement.query
+        props = dict(properties or {})
+        if q.emit == "CHANGES":
+            return self._push(q, stmt.text, props)
+        return self._pull(q, stmt.text)
+
+    def close_query(self, query_id: str) -> bool:
+        tq = self.transient.pop(query_id, None)
+        if tq is None:
+            return False
+        tq.close()
+        return True
+
+    def _push(self, q: ast.Select, text: str, props: dict[str, Any]) -> TransientQuery:
+        src = self.metastore.require(q.source, text)
+        if q.group_by or q.window is not None or any(has_aggregate(i.expr) for i in q.items):
+            raise KsqlError("Aggregations in push queries are not supported by this server: create a table "
+                            "with CREATE TABLE ... AS SELECT and query it", statement=text)
+        if q.partition_by is not None:
+            raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
+        known = {c.name for c in src.columns} | set(PSEUDO)
+        select: list[str] = []
+        for index, item in enumerate(q.items):
+            if item.expr is None:
+                select += [quote(c.name) for c in src.columns]
+            else:
+                select.append(f"{to_spark(item.expr, known, text)} AS {quote(output_name(item, index))}")
+        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
+        offset_reset = str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
+                           or self.config.streams_property("auto.offset.reset", "latest"))
+        tq_id = f"transient_{src.name}_{uuid.uuid4().int % 10**18}"
+        view = tq_id.lower()
+        self._source_frame(src, offset_reset).createOrReplaceTempView(view)
+        result = self.spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}")
+        names = [f.name for f in result.schema.fields]
+        tq = TransientQuery(text, names, [ksql_type(f.dataType.simpleString()) for f in result.schema.fields],
+                            q.limit, push=True)
+        tq.id = tq_id
+
+        def each_batch(batch: Any, batch_id: int) -> None:
+            if not tq.closed:
+                tq.offer([[json_value(v) for v in r] for r in batch.collect()])
+
+        running = (result.writeStream.queryName(tq_id).foreachBatch(each_batch)
+                   .trigger(processingTime="200 milliseconds").start())
+
+        def stop() -> None:
+            self.transient.pop(tq_id, None)
+            running.stop()
+        tq._stop = stop
+        self.transient[tq_id] = tq
+        # the first micro-batch fixes the starting offsets: once it has run, every record produced
+        # after the client got the header reaches it (ksqlDB's push queries start from "latest" too)
+        try:
+            running.processAllAvailable()
+        except Exception as exc:
+            tq.close()
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise KsqlError(f"Push query failed to start: {first}", statement=text) from None
+        threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
+        log.info("push query %s started over %s", tq_id, src.topic)
+        return tq
+
+    @staticmethod
+    def _watch(tq: TransientQuery, running: Any) -> None:
+        """Ends the client's response if the Spark query stops on its own (a failure), so that
+        no push query hangs open without a query behind it."""
+        try:
+            running.awaitTermination()
+        except Exception as exc:
+            log.error("push query %s failed: %s", tq.id, str(exc).strip().splitlines()[:1])
+        tq.close()
+
+    def _pull(self, q: ast.Select, text: str) -> TransientQuery:
+        src = self.metastore.require(q.source, text)
+        store = self.stores.get(src.name)
+        if src.kind != "TABLE" or store is None:
+            raise KsqlError(f"Pull queries are not supported on streams or non-materialized tables: '{src.name}' "
+                            "(add EMIT CHANGES for a push query)", statement=text)
+        if q.group_by or q.window is not None or q.partition_by is not None:
+            raise KsqlError("Pull queries don't support GROUP BY, WINDOW or PARTITION BY clauses.", statement=text)
+        names: list[str] = []
+        for index, item in enumerate(q.items):
+            if item.expr is None:
+                names += store.column_names
+            elif isinstance(item.expr, ast.Column) and item.expr.name in store.column_names:
+                names.append(item.expr.name)
+            else:
+                raise KsqlError("Pull queries select columns of the table only", statement=text)
+        where = q.where
+        rows = store.scan(lambda r: where is None or bool(evaluate(where, r, text)))
+        position = {c: i for i, c in enumerate(store.column_names)}
+        rows = [[json_value(r[position[n]]) for n in names] for r in rows]
+        if q.limit is not None:
+            rows = rows[:q.limit]
+        types = dict(zip(store.column_names, store.column_types))
+        return TransientQuery(text, names, [types[n] for n in names], q.limit, push=False, rows=rows)
 
     # -- server information -----------------------------------------------------------------
     def info(self) -> Entity:
@@ -431,29 +547,81 @@ class Engine:
         # Spark aggregates session windows in append mode only: a session is written once, when
         # its grace period has passed (as with EMIT FINAL)
         update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
-        writer = (out.writeStream.queryName(plan.query_id)
-                  .option("checkpointLocation", str(Path(self.config.state_dir) / self.config.service_id
-                                                    / plan.query_id))
-                  .outputMode("update" if update else "append")
-                  .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
-                                          "milliseconds"))
+
+        def stream(frame: Any) -> Any:
+            return (frame.writeStream.queryName(plan.query_id)
+                    .option("checkpointLocation", str(Path(self.config.state_dir) / self.config.service_id
+                                                      / plan.query_id))
+                    .outputMode("update" if update else "append")
+                    .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
+                                            "milliseconds"))
         if update:
             # Python data sources take appends only: each micro-batch's changed rows are written by
-            # a batch write in foreachBatch, exactly once through the sink's batchId option
+            # a batch write in foreachBatch, exactly once through the sink's batchId option; once
+            # written, the batch's rows update the table's state store that pull queries read
             prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
+            key_sql, value_sql = self._key_sql(plan), self._value_sql(plan, result)
+            store = self._store_for(plan, result)
+            windowed = q.window is not None
+            if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+                self._restore_store(plan, store)          # a resumed query: the table so far is in its topic
 
             def write_batch(batch: Any, batch_id: int) -> None:
-                w = batch.write.format("kafkalite").mode("append")
-                for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
-                    w = w.option(k, v)
-                w.save()
-            writer = writer.foreachBatch(write_batch)
+                batch.persist()
+                try:
+                    w = batch.selectExpr(key_sql, *value_sql).write.format("kafkalite").mode("append")
+                    for k, v in {**sink_options, "transactionalIdPrefix": prefix,
+                                 "batchId": str(batch_id)}.items():
+                        w = w.option(k, v)
+                    w.save()
+                    store.update([_store_row(r.asDict(), windowed) for r in batch.collect()])
+                finally:
+                    batch.unpersist()
+            writer = stream(result).foreachBatch(write_batch)
         else:
-            writer = writer.format("kafkalite")
+            writer = stream(out).format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         self.running[plan.query_id] = writer.start()
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
+
+    def _store_for(self, plan: "QueryPlan", result: Any) -> StateStore:
+        """The table's state store: key columns, window bounds (ms) if windowed, then the values."""
+        types = {f.name: ksql_type(f.dataType.simpleString()) for f in result.schema.fields}
+        values = [n for n, _ in plan.items if n not in plan.key_names]
+        bounds = ["WINDOWSTART", "WINDOWEND"] if plan.select.window is not None else []
+        names = list(plan.key_names) + bounds + values
+        store = StateStore(list(plan.key_names), bool(bounds), names,
+                           [types.get(n, "BIGINT") for n in names])
+        self.stores[plan.sink.name] = store
+        return store
+
+    def _restore_store(self, plan: "QueryPlan", store: StateStore) -> None:
+        """Rebuilds a resumed table's state store from its output topic (read_committed, to the
+        end), as Kafka Streams restores a store from its changelog; then the query goes on."""
+        topic = plan.sink.topic
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
+        consumer = Consumer(self.config.bootstrap_servers, auto_offset_reset="earliest", enable_auto_commit=False,
+                            isolation_level="read_committed", security=self.config.security,
+                            client_id=f"ksql-restore-{plan.query_id}")
+        restored = 0
+        try:
+            consumer.assign(tps)
+            ends = consumer.end_offsets(tps)
+            consumer.seek_to_beginning(tps)
+            idle = 0                  # an open transaction keeps read_committed below the end
+            while idle < 3 and any(consumer.position(tp) < ends[tp] for tp in tps):
+                records = consumer.poll(1000)
+                idle = 0 if records else idle + 1
+                rows = [decode_output(r.key, r.value, plan.sink, store, plan.select.window) for r in records]
+                store.update([r for r in rows if r is not None])
+                restored += len(records)
+        except Exception as exc:                         # the query still runs; pull queries see less
+            log.error("restoring the state of %s from %s failed: %s", plan.query_id, topic, exc)
+        finally:
+            consumer.close(autocommit=False)
+        log.info("state of %s restored from %d records of %s", plan.query_id, restored, topic)
 
     def _security_options(self) -> dict[str, str]:
         sec = self.config.security
@@ -614,6 +782,15 @@ class QueryPlan:
         self.key_names = key_names
         self.aggregate = aggregate
         self.offset_reset = offset_reset
+
+
+def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
+    """A result row for the state store: Spark's ``__window`` struct as WINDOWSTART/WINDOWEND in ms."""
+    window = row.pop("__window", None)
+    if windowed and window is not None:
+        row["WINDOWSTART"] = int(window["start"].timestamp() * 1000)
+        row["WINDOWEND"] = int(window["end"].timestamp() * 1000)
+    return row
 
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:

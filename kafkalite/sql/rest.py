@@ -7,8 +7,18 @@ list at a time.
   a statement error is 400 with ksqlDB's ``statement_error`` body;
 * ``GET /info``, ``GET /healthcheck``, ``GET /status``, ``GET /status/<type>/<entity>/<action>``.
 
-Push and pull queries (``/query``, ``/query-stream``, ``/close-query``) are not served yet: those
-paths answer ksqlDB's error JSON with 501, never a stack trace.
+* ``POST /query`` ``{"ksql": "SELECT ...;", "streamsProperties": {...}}`` -> ksqlDB's streamed JSON
+  array over chunked HTTP/1.1: ``[{"header":{"queryId":..,"schema":..}},`` then one
+  ``{"row":{"columns":[..]}},`` per row, ``{"finalMessage":"Limit Reached"}]`` at a LIMIT;
+* ``POST /query-stream`` ``{"sql": ..., "properties": {...}}`` -> with ``Accept:
+  application/vnd.ksqlapi.delimited.v1`` (the default) one metadata JSON line
+  ``{"queryId","columnNames","columnTypes"}`` then one JSON array per row; with
+  ``application/json`` one JSON array of the metadata and the rows;
+* ``POST /close-query`` ``{"queryId": ...}`` stops a push query.
+
+A push query's rows arrive on Spark's callback thread and are written from the reactor thread
+(``callFromThread``); the query is stopped (off the reactor) when the client disconnects, on
+/close-query, or at its LIMIT. ``/inserts-stream`` answers 501 with ksqlDB's error JSON.
 """
 from __future__ import annotations
 
@@ -16,16 +26,18 @@ import json
 import logging
 from typing import Any, Protocol
 
-from twisted.internet import threads
+from twisted.internet import reactor, threads
 from twisted.python.failure import Failure
 from twisted.web import resource, server
 
 from kafkalite.sql.errors import BAD_REQUEST, NOT_FOUND, SERVER_ERROR, KsqlError
+from kafkalite.sql.queries import Row, TransientQuery
 
 log = logging.getLogger(__name__)
 
 KSQL_JSON = "application/vnd.ksql.v1+json"
-NOT_SERVED = {b"/query", b"/query-stream", b"/close-query", b"/inserts-stream"}
+DELIMITED = "application/vnd.ksqlapi.delimited.v1"
+NOT_SERVED = {b"/inserts-stream"}
 
 
 class EngineLike(Protocol):
@@ -36,6 +48,10 @@ class EngineLike(Protocol):
     def health(self) -> dict[str, Any]: ...
 
     def command_statuses(self) -> dict[str, str]: ...
+
+    def query(self, text: str, properties: dict[str, Any] | None = None) -> TransientQuery: ...
+
+    def close_query(self, query_id: str) -> bool: ...
 
 
 class KsqlApi(resource.Resource):
@@ -66,20 +82,48 @@ class KsqlApi(resource.Resource):
 
     def render_POST(self, request: server.Request) -> bytes | int:
         path = request.path.rstrip(b"/")
-        if path != b"/ksql":
+        if path not in (b"/ksql", b"/query", b"/query-stream", b"/close-query"):
             return self._unknown(request, path)
         try:
             body = json.loads((request.content.read() if request.content is not None else b"") or b"{}")
         except ValueError as exc:
             return _error(request, 400, KsqlError(f"Invalid JSON in request: {exc}", code=BAD_REQUEST))
-        if not isinstance(body, dict) or not isinstance(body.get("ksql"), str):
-            return _error(request, 400, KsqlError("The request must be a JSON object with a 'ksql' string",
+        if not isinstance(body, dict):
+            return _error(request, 400, KsqlError("The request must be a JSON object", code=BAD_REQUEST))
+        if path == b"/close-query":
+            return self._close(request, body)
+        field, props_field = ("sql", "properties") if path == b"/query-stream" else ("ksql", "streamsProperties")
+        if not isinstance(body.get(field), str):
+            return _error(request, 400, KsqlError(f"The request must be a JSON object with a '{field}' string",
                                                   code=BAD_REQUEST))
-        props = body.get("streamsProperties") or {}
+        props = body.get(props_field) or {}
         if not isinstance(props, dict):
-            return _error(request, 400, KsqlError("streamsProperties must be a JSON object", code=BAD_REQUEST))
-        d = threads.deferToThread(self.engine.execute, body["ksql"], props)
-        d.addCallbacks(lambda entities: _finish(request, 200, entities), lambda f: _failed(request, f))
+            return _error(request, 400, KsqlError(f"{props_field} must be a JSON object", code=BAD_REQUEST))
+        if path == b"/ksql":
+            d = threads.deferToThread(self.engine.execute, body[field], props)
+            d.addCallbacks(lambda entities: _finish(request, 200, entities), lambda f: _failed(request, f))
+            return server.NOT_DONE_YET
+        accept = (request.getHeader(b"accept") or b"").decode("latin-1")
+        writer: QueryWriter = (QueryWriter(request) if path == b"/query"
+                               else JsonStreamWriter(request) if "application/json" in accept
+                               and DELIMITED not in accept else DelimitedWriter(request))
+        dq = threads.deferToThread(self.engine.query, body[field], props)
+        dq.addCallbacks(writer.start, lambda f: _failed(request, f))
+        return server.NOT_DONE_YET
+
+    def _close(self, request: server.Request, body: dict[str, Any]) -> bytes | int:
+        query_id = body.get("queryId")
+        if not isinstance(query_id, str):
+            return _error(request, 400, KsqlError("The request must be a JSON object with a 'queryId' string",
+                                                  code=BAD_REQUEST))
+        d = threads.deferToThread(self.engine.close_query, query_id)
+
+        def answered(found: bool) -> None:
+            if found:
+                _finish(request, 200, {})
+            else:
+                _finish(request, 400, KsqlError(f"No query with id {query_id}", code=BAD_REQUEST).body())
+        d.addCallbacks(answered, lambda f: _failed(request, f))
         return server.NOT_DONE_YET
 
     def _unknown(self, request: server.Request, path: bytes) -> bytes:
@@ -88,6 +132,95 @@ class KsqlApi(resource.Resource):
                                                   "this server yet", code=50100))
         return _error(request, 404, KsqlError(f"Path not found: {path.decode('utf-8', 'replace')}",
                                               code=NOT_FOUND))
+
+
+class QueryWriter:
+    """Streams one transient query to the client in ``/query``'s shape (ksqlDB's
+    ``QueryStreamWriter``); the subclasses are ``/query-stream``'s two shapes. Every write happens
+    on the reactor thread; the query is stopped in the thread pool."""
+
+    content_type = "application/json"
+
+    def __init__(self, request: server.Request) -> None:
+        self.request = request
+        self.query: TransientQuery | None = None
+        self.sent = 0
+        self.done = False
+
+    def start(self, query: TransientQuery) -> None:
+        self.query = query
+        if getattr(self.request, "_disconnected", False):
+            self._close_query()
+            return
+        self.request.setResponseCode(200)
+        self.request.setHeader(b"content-type", self.content_type.encode())
+        self.request.write(self.header(query))
+        if not query.push:
+            self.rows(query.rows, final=True)
+            return
+        self.request.notifyFinish().addErrback(lambda _: self._close_query())
+        query.on_close.append(lambda: reactor.callFromThread(self.rows, [], True))  # type: ignore[attr-defined]
+        query.listen(lambda rows: reactor.callFromThread(self.rows, rows))  # type: ignore[attr-defined]
+
+    def rows(self, rows: list[Row], final: bool = False) -> None:
+        if self.done or self.query is None:
+            return
+        limit = self.query.limit
+        for row in rows:
+            if limit is not None and self.sent >= limit:
+                break
+            self.request.write(self.row(row))
+            self.sent += 1
+        if final or (limit is not None and self.sent >= limit):
+            self.done = True
+            self.request.write(self.end(limit is not None and self.sent >= limit))
+            self.request.finish()
+            self._close_query()
+
+    def _close_query(self) -> None:
+        self.done = True
+        if self.query is not None and self.query.push and not self.query.closed:
+            threads.deferToThread(self.query.close)
+
+    def header(self, query: TransientQuery) -> bytes:
+        return b"[" + json.dumps({"header": {"queryId": query.id, "schema": query.schema}}).encode()
+
+    def row(self, row: Row) -> bytes:
+        return b",\n" + json.dumps({"row": {"columns": row}}).encode()
+
+    def end(self, limit_reached: bool) -> bytes:
+        return (b",\n" + json.dumps({"finalMessage": "Limit Reached"}).encode() if limit_reached else b"") + b"]\n"
+
+
+class DelimitedWriter(QueryWriter):
+    """``/query-stream`` as ``application/vnd.ksqlapi.delimited.v1``: one JSON document per line."""
+
+    content_type = DELIMITED
+
+    def header(self, query: TransientQuery) -> bytes:
+        return json.dumps({"queryId": query.id, "columnNames": query.column_names,
+                           "columnTypes": query.column_types}).encode() + b"\n"
+
+    def row(self, row: Row) -> bytes:
+        return json.dumps(row).encode() + b"\n"
+
+    def end(self, limit_reached: bool) -> bytes:
+        return b""
+
+
+class JsonStreamWriter(DelimitedWriter):
+    """``/query-stream`` as ``application/json``: one JSON array of the metadata then the rows."""
+
+    content_type = "application/json"
+
+    def header(self, query: TransientQuery) -> bytes:
+        return b"[" + super().header(query).rstrip(b"\n")
+
+    def row(self, row: Row) -> bytes:
+        return b",\n" + json.dumps(row).encode()
+
+    def end(self, limit_reached: bool) -> bytes:
+        return b"]\n"
 
 
 def _json(request: server.Request, status: int, doc: Any) -> bytes:

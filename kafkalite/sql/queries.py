@@ -1,0 +1,236 @@
+"""Transient queries (ksqlDB's push and pull queries): what ``/query`` and ``/query-stream`` serve.
+
+* A push query (``SELECT ... EMIT CHANGES [LIMIT n]``) runs as a Spark Structured Streaming query
+  over the source topic, with the same decoding and expression translation as persistent queries;
+  each micro-batch's rows are collected in the driver and handed to a listener (the HTTP layer),
+  which writes them to the client. It is stopped when the client goes away, on ``/close-query``,
+  or when LIMIT rows have been sent.
+* A pull query (``SELECT ... FROM table WHERE key = ...``) is answered from a ``StateStore``: the
+  materialized table's latest row per key (and window), kept in memory by the CTAS query's
+  ``foreachBatch`` after each batch is written; the topic is not re-read per query.
+"""
+from __future__ import annotations
+
+import datetime
+import decimal
+import json
+import logging
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any, Callable
+
+from kafkalite.sql import ast
+from kafkalite.sql.errors import KsqlError
+
+if TYPE_CHECKING:
+    from kafkalite.sql.metastore import DataSource
+
+log = logging.getLogger(__name__)
+
+Row = list[Any]
+Listener = Callable[[list[Row]], None]
+
+# Spark's simpleString -> ksqlDB's type names, for headers and metadata
+_KSQL_TYPES = {"string": "STRING", "bigint": "BIGINT", "int": "INTEGER", "integer": "INTEGER",
+               "double": "DOUBLE", "float": "DOUBLE", "boolean": "BOOLEAN", "binary": "BYTES",
+               "timestamp": "TIMESTAMP", "date": "DATE", "smallint": "INTEGER", "tinyint": "INTEGER"}
+
+
+def ksql_type(spark_simple: str) -> str:
+    if spark_simple.startswith("decimal"):
+        return spark_simple.upper()
+    if spark_simple.startswith("array<"):
+        return f"ARRAY<{ksql_type(spark_simple[6:-1])}>"
+    if spark_simple.startswith("map<"):
+        return "MAP<" + ", ".join(ksql_type(p) for p in spark_simple[4:-1].split(",", 1)) + ">"
+    return _KSQL_TYPES.get(spark_simple, spark_simple.upper())
+
+
+def json_value(v: Any) -> Any:
+    """A Spark/Python value as ksqlDB writes it in JSON rows (timestamps as ISO text, decimals as numbers)."""
+    if isinstance(v, datetime.datetime):
+        return v.isoformat(timespec="milliseconds")
+    if isinstance(v, (datetime.date, datetime.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, (bytes, bytearray)):
+        import base64
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    if hasattr(v, "asDict"):                              # a Spark Row (STRUCT)
+        return {k: json_value(x) for k, x in v.asDict().items()}
+    return v
+
+
+class TransientQuery:
+    """One running or finished transient query, as the HTTP layer sees it."""
+
+    def __init__(self, statement: str, column_names: list[str], column_types: list[str],
+                 limit: int | None, push: bool, rows: list[Row] | None = None) -> None:
+        self.id = ("transient_" if push else "query_") + uuid.uuid4().hex[:16]
+        self.statement = statement
+        self.column_names = column_names
+        self.column_types = column_types
+        self.limit = limit
+        self.push = push
+        self.rows = rows or []                            # a pull query's whole answer
+        self.listener: Listener | None = None
+        self._stop: Callable[[], None] = lambda: None
+        self._buffer: list[Row] = []                      # rows that came before a listener was set
+        self._lock = threading.Lock()
+        self.closed = False
+        self.on_close: list[Callable[[], None]] = []      # e.g. end the HTTP response on /close-query
+
+    @property
+    def schema(self) -> str:
+        """ksqlDB's header schema text: ```COL` TYPE, ...``."""
+        return ", ".join(f"`{n}` {t}" for n, t in zip(self.column_names, self.column_types))
+
+    def listen(self, listener: Listener) -> None:
+        with self._lock:
+            self.listener, pending, self._buffer = listener, self._buffer, []
+        if pending:
+            listener(pending)
+
+    def offer(self, rows: list[Row]) -> None:
+        """Called per micro-batch from Spark's callback thread."""
+        if not rows or self.closed:
+            return
+        with self._lock:
+            listener = self.listener
+            if listener is None:
+                self._buffer.extend(rows)
+                return
+        listener(rows)
+
+    def close(self) -> None:
+        """Stops the Spark query (blocking: call it off the reactor thread)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._stop()
+        except Exception as exc:                          # a failed query may refuse to stop cleanly
+            log.warning("stopping transient query %s: %s", self.id, exc)
+        for callback in self.on_close:
+            callback()
+
+
+class StateStore:
+    """A materialized table's latest row per key (and window): ``key tuple -> row dict``."""
+
+    def __init__(self, key_names: list[str], windowed: bool, column_names: list[str],
+                 column_types: list[str]) -> None:
+        self.key_names = key_names
+        self.column_types = column_types
+        self.windowed = windowed
+        self.column_names = column_names                  # keys, WINDOWSTART/END if windowed, values
+        self._rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def update(self, rows: list[dict[str, Any]]) -> None:
+        with self._lock:
+            for r in rows:
+                key = tuple(r.get(k) for k in self.key_names)
+                if self.windowed:
+                    key += (r.get("WINDOWSTART"), r.get("WINDOWEND"))
+                self._rows[key] = r
+
+    def scan(self, predicate: Callable[[dict[str, Any]], bool]) -> list[Row]:
+        with self._lock:
+            found = [r for r in self._rows.values() if predicate(r)]
+        found.sort(key=lambda r: tuple(str(r.get(c)) for c in self.column_names))
+        return [[r.get(c) for c in self.column_names] for r in found]
+
+
+def evaluate(e: ast.Expr, row: dict[str, Any], statement: str) -> Any:
+    """A pull query's WHERE over one stored row: comparisons of columns with literals joined by
+    AND/OR/NOT, IN, BETWEEN (what ksqlDB accepts on keys and window bounds)."""
+    if isinstance(e, ast.Literal):
+        return e.value
+    if isinstance(e, ast.Column):
+        if e.name not in row:
+            raise KsqlError(f"Column '{e.name}' cannot be resolved.", statement=statement)
+        return row[e.name]
+    if isinstance(e, ast.Unary) and e.op == "NOT":
+        return not evaluate(e.operand, row, statement)
+    if isinstance(e, ast.InList):
+        v = evaluate(e.operand, row, statement)
+        return (v in [evaluate(i, row, statement) for i in e.items]) != e.negated
+    if isinstance(e, ast.Between):
+        v = evaluate(e.operand, row, statement)
+        inside = evaluate(e.low, row, statement) <= v <= evaluate(e.high, row, statement)
+        return inside != e.negated
+    if isinstance(e, ast.Binary):
+        if e.op == "AND":
+            return bool(evaluate(e.left, row, statement)) and bool(evaluate(e.right, row, statement))
+        if e.op == "OR":
+            return bool(evaluate(e.left, row, statement)) or bool(evaluate(e.right, row, statement))
+        a, b = evaluate(e.left, row, statement), evaluate(e.right, row, statement)
+        if a is None or b is None:
+            return False
+        if isinstance(a, str) != isinstance(b, str):
+            a, b = str(a), str(b)
+        ops: dict[str, Callable[[Any, Any], bool]] = {
+            "=": lambda x, y: x == y, "!=": lambda x, y: x != y, "<>": lambda x, y: x != y,
+            "<": lambda x, y: x < y, "<=": lambda x, y: x <= y, ">": lambda x, y: x > y,
+            ">=": lambda x, y: x >= y}
+        if e.op in ops:
+            return ops[e.op](a, b)
+    raise KsqlError("Unsupported pull query WHERE clause: only comparisons of the key and window bounds with "
+                    "literals are supported", statement=statement)
+
+
+def _typed(text: Any, ksql: str) -> Any:
+    if text is None or not isinstance(text, str):
+        return text
+    try:
+        if ksql in ("BIGINT", "INTEGER"):
+            return int(text)
+        if ksql == "DOUBLE":
+            return float(text)
+    except ValueError:
+        return text
+    if ksql == "BOOLEAN":
+        return text.lower() == "true"
+    return text
+
+
+def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
+                  window: ast.Window | None) -> dict[str, Any] | None:
+    """One record of a table's output topic back into a state-store row (the inverse of the
+    query's key and value encoding); None for a tombstone or a record this cannot read."""
+    if value is None or key is None:
+        return None
+    types = dict(zip(store.column_names, store.column_types))
+    row: dict[str, Any] = {}
+    if window is not None:
+        if window.kind == "SESSION":
+            key, end, start = key[:-16], int.from_bytes(key[-16:-8], "big"), int.from_bytes(key[-8:], "big")
+        else:
+            key, start = key[:-8], int.from_bytes(key[-8:], "big")
+            end = start + window.size_ms
+        row["WINDOWSTART"], row["WINDOWEND"] = start, end
+    try:
+        if sink.key_format == "JSON":
+            doc = json.loads(key)
+            row.update({k: doc.get(k) for k in store.key_names})
+        elif store.key_names:
+            row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
+        values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]
+        if sink.value_format == "JSON":
+            doc = json.loads(value)
+            row.update({c: doc.get(c) for c in values})
+        elif sink.value_format == "DELIMITED":
+            row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
+        elif sink.value_format == "KAFKA" and len(values) == 1:
+            row[values[0]] = _typed(value.decode(), types[values[0]])
+        else:
+            return None                                   # AVRO: not restored (see docs/sql.md)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return row

@@ -1,0 +1,74 @@
+"""The ``kafkalite-sql`` shell against a double of the REST API (httpx's MockTransport): statements
+split on ``;`` across lines (quotes and comments respected), SHOW output as a table, a push query's
+rows printed as they arrive with LIMIT, a statement error printed as one line with its position,
+SET carried into later requests, RUN SCRIPT, and the exit status of a failing script."""
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from kafkalite.sql.cli import Shell, split_statements
+
+
+def test_split_statements() -> None:
+    done, rest = split_statements("SHOW STREAMS; SELECT ';' FROM s\n-- a comment; still one\nEMIT CHANGES;\nDESC")
+    assert done == ["SHOW STREAMS;", "SELECT ';' FROM s\n-- a comment; still one\nEMIT CHANGES;"]
+    assert rest.strip() == "DESC"
+    assert split_statements("-- only a comment\n") == ([], "")
+
+
+def _server(seen: list[tuple[str, Any]]) -> httpx.MockTransport:
+    def handle(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content)
+        seen.append((request.url.path, body))
+        if request.url.path == "/query-stream":
+            lines = [{"queryId": "transient_S_1", "columnNames": ["ID", "SPEED"], "columnTypes": ["STRING", "DOUBLE"]},
+                     ["a", 1.5], ["b", None]]
+            return httpx.Response(200, content="".join(json.dumps(x) + "\n" for x in lines).encode())
+        text = body["ksql"]
+        if text.startswith("SHO "):
+            return httpx.Response(400, json={"@type": "statement_error", "error_code": 40001,
+                                             "message": "line 1:1: mismatched input 'SHO' expecting {...}\n(more)",
+                                             "statementText": text, "entities": []})
+        if text.startswith("SET"):
+            return httpx.Response(200, json=[{"@type": "currentStatus", "statementText": text,
+                                              "commandStatus": {"status": "SUCCESS", "message": "Property set"}}])
+        return httpx.Response(200, json=[{"@type": "streams", "statementText": text, "streams": [
+            {"type": "STREAM", "name": "TRUCKS", "topic": "gps", "keyFormat": "KAFKA", "valueFormat": "JSON",
+             "isWindowed": False}], "warnings": []}])
+    return httpx.MockTransport(handle)
+
+
+def test_shell_session(tmp_path: Path) -> None:
+    seen: list[tuple[str, Any]] = []
+    out = io.StringIO()
+    shell = Shell("http://sql.test", out, transport=_server(seen))
+    script = tmp_path / "s.sql"
+    script.write_text("SHOW STREAMS;\n")
+    status = shell.run(iter(["SET 'auto.offset.reset' = 'earliest';\n", "SHOW\n", "  STREAMS;\n", "SHO x;\n",
+                             "SELECT * FROM trucks EMIT CHANGES LIMIT 2;\n", f"RUN SCRIPT '{script}';\n"]), False)
+    text = out.getvalue()
+    assert status == 1                                              # one statement failed
+    assert "| Stream Name | Kafka Topic | Key Format | Value Format | Windowed |" in text
+    assert "| TRUCKS      | gps         | KAFKA      | JSON         | false    |" in text
+    assert "line 1:1: mismatched input 'SHO' expecting {...} (more)\n" in text    # one line
+    assert "| a            | 1.5          |" in text and "| b            | null         |" in text
+    assert "Limit Reached" in text
+    assert [p for p, _ in seen] == ["/ksql", "/ksql", "/ksql", "/query-stream", "/ksql"]
+    assert seen[1][1] == {"ksql": "SHOW\n  STREAMS;", "streamsProperties": {"auto.offset.reset": "earliest"}}
+    assert seen[3][1]["properties"] == {"auto.offset.reset": "earliest"}
+    assert seen[4][1]["ksql"] == "SHOW STREAMS;"
+    shell.close()
+
+
+def test_unreachable_server_is_one_line() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("connection refused")
+    out = io.StringIO()
+    assert Shell("http://nowhere.test", out, transport=httpx.MockTransport(refuse)).run(iter(["SHOW TOPICS;"]),
+                                                                                       False) == 1
+    assert out.getvalue().startswith("Error: cannot reach the server at http://nowhere.test")
