@@ -45,6 +45,8 @@ class WorkerSourceTask(WorkerTask):
         self._send_error: BaseException | None = None
         self._last_commit = time.monotonic()
         self.flush_interval = worker_flush_interval(self.worker.config)
+        # the labelled counter looked up once: it is bumped from every send's callback
+        self._written = self.metrics.source_written.labels(*self.labels)
 
     def execute(self) -> None:
         task = self.task
@@ -107,7 +109,7 @@ class WorkerSourceTask(WorkerTask):
             log.error("%s failed to send record to %s: %s", self.id, record.topic, exc)
             self._send_error = exc
             return
-        self.metrics.source_written.labels(*self.labels).inc()
+        self._written.inc()
         self.topic_used(fut.result().topic)
         self._commit_record(record, fut.result())
 
