@@ -109,9 +109,10 @@ class WorkerSourceTask(WorkerTask):
             log.error("%s failed to send record to %s: %s", self.id, record.topic, exc)
             self._send_error = exc
             return
+        metadata = fut.result()
         self._written.inc()
-        self.topic_used(fut.result().topic)
-        self._commit_record(record, fut.result())
+        self.topic_used(metadata.topic)
+        self._commit_record(record, metadata)
 
     def _commit_record(self, record: SourceRecord, metadata: Any) -> None:
         task = self.task
