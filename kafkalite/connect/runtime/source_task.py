@@ -82,14 +82,17 @@ class WorkerSourceTask(WorkerTask):
                 return
             op = self.operator
             op.reset(source_record=record)
-            transformed = op.execute(lambda: self.chain.apply(record), Stage.TRANSFORMATION, self.chain)
+            # stages that cannot fail (no transformations, no headers) are not run through the
+            # operator: they would only give the record back / an empty list
+            transformed = (op.execute(lambda: self.chain.apply(record), Stage.TRANSFORMATION, self.chain)
+                           if self.chain.transformations else record)
             if transformed is None:
                 self._commit_record(record, None)
                 continue
             topic = transformed.topic
             conv = self.converters
-            headers = op.execute(lambda: headers_to_bytes(conv.header, topic, transformed.headers),
-                                 Stage.HEADER_CONVERTER, conv.header)
+            headers = (op.execute(lambda: headers_to_bytes(conv.header, topic, transformed.headers),
+                                  Stage.HEADER_CONVERTER, conv.header) if transformed.headers else [])
             key = op.execute(lambda: conv.key.from_connect_data(topic, transformed.key_schema, transformed.key),
                              Stage.KEY_CONVERTER, conv.key)
             value = op.execute(lambda: conv.value.from_connect_data(topic, transformed.value_schema,
