@@ -131,16 +131,20 @@ class FileStreamSourceTask(SourceTask):
         if chunk:
             self.buffer += chunk
         records: list[SourceRecord] = []
-        while len(records) < self.batch_size:
-            nl = self.buffer.find(b"\n")
+        buffer, start = self.buffer, 0      # lines are cut at an index, the rest sliced off once:
+        while len(records) < self.batch_size:           # no copy of the whole buffer per line
+            nl = buffer.find(b"\n", start)
             if nl < 0:
                 break
-            raw, self.buffer = self.buffer[:nl], self.buffer[nl + 1:]
-            self.position += nl + 1
-            line = raw[:-1] if raw.endswith(b"\r") else raw
+            end = nl - 1 if nl > start and buffer[nl - 1] == 13 else nl          # "\r\n"
+            line = buffer[start:end]
+            self.position += nl + 1 - start
+            start = nl + 1
             records.append(SourceRecord(self._partition(), self._offset(), self.topic, None, None, None,
                                         STRING_SCHEMA, line.decode("utf-8", "replace"),
                                         int(time.time() * 1000)))
+        if start:
+            self.buffer = buffer[start:]
         if not records and not chunk:
             self._stopping.wait(1.0)       # Kafka's task waits a second for more data
             return None
@@ -211,8 +215,8 @@ class FileStreamSinkTask(SinkTask):
 
     def put(self, records: list[SinkRecord]) -> None:
         assert self.out is not None
-        for record in records:
-            self.out.write(f"{_text(record.value)}\n")
+        if records:                 # one write per batch, not per record
+            self.out.write("".join([f"{_text(record.value)}\n" for record in records]))
 
     def flush(self, current_offsets: Mapping[TopicPartition, int]) -> None:
         if self.out is not None:

@@ -358,8 +358,15 @@ class _ToleranceExceeded(ConnectException):
         self.__cause__ = cause
 
 
+#: class -> its Java-style qualified name; looked up for every stage of every record
+_CLASS_NAMES: dict[type, str] = {}
+
+
 def _class_name(executing: Any) -> str:
     if isinstance(executing, str):
         return executing
     cls = executing if isinstance(executing, type) else type(executing)
-    return f"{cls.__module__}.{cls.__qualname__}"
+    name = _CLASS_NAMES.get(cls)
+    if name is None:
+        name = _CLASS_NAMES[cls] = f"{cls.__module__}.{cls.__qualname__}"
+    return name

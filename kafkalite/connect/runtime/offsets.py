@@ -157,23 +157,36 @@ class OffsetStorageWriter:
         self.store = store
         self.connector = connector
         self._staged: dict[bytes, bytes | None] = {}
+        # staged as copies of the maps, keyed by their frozen partition, and serialized once per
+        # flush in take() (as Kafka's writer does), not once per record sent
+        self._pending: dict[Any, tuple[dict[str, Any], dict[str, Any] | None]] = {}
         self._lock = threading.Lock()
 
     def offset(self, partition: Mapping[str, Any] | None, offset: Mapping[str, Any] | None) -> None:
         if partition is None:
             return
-        value = None if offset is None else json.dumps(dict(offset), separators=(",", ":")).encode()
+        staged = (dict(partition), None if offset is None else dict(offset))
+        key = _freeze(partition)
         with self._lock:
-            self._staged[offset_key(self.connector, partition)] = value
+            self._pending[key] = staged
+
+    def _serialize_pending(self) -> None:
+        """Move the pending maps into ``_staged`` as bytes (under the lock)."""
+        for partition, offset in self._pending.values():
+            key = offset_key(self.connector, partition)
+            self._staged[key] = None if offset is None else json.dumps(offset, separators=(",", ":")).encode()
+        self._pending = {}
 
     def take(self) -> dict[bytes, bytes | None]:
         """The staged offsets, cleared (a failed flush puts them back with :meth:`restore`)."""
         with self._lock:
+            self._serialize_pending()
             out, self._staged = self._staged, {}
             return out
 
     def restore(self, offsets: Mapping[bytes, bytes | None]) -> None:
         with self._lock:
+            self._serialize_pending()
             merged = dict(offsets)
             merged.update(self._staged)
             self._staged = merged

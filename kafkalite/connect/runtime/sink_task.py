@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from kafkalite.client import ClientError, ConsumerRecord, TopicPartition
 from kafkalite.connect.connector import SinkTask
 from kafkalite.connect.errors import ConnectException, RetriableException
-from kafkalite.connect.records import SinkRecord, TimestampType
+from kafkalite.connect.records import ConnectHeaders, SinkRecord, TimestampType
 
 from .errors import ConsumedRecord, Stage
 from .worker_task import PAUSED, WorkerTask, headers_from_bytes, worker_flush_interval
@@ -171,13 +171,16 @@ class WorkerSinkTask(WorkerTask):
         conv = self.converters
         key = op.execute(lambda: conv.key.to_connect_data(r.topic, r.key), Stage.KEY_CONVERTER, conv.key)
         value = op.execute(lambda: conv.value.to_connect_data(r.topic, r.value), Stage.VALUE_CONVERTER, conv.value)
-        headers = op.execute(lambda: headers_from_bytes(conv.header, r.topic, r.headers),
-                             Stage.HEADER_CONVERTER, conv.header)
+        # stages that cannot fail (no headers, no transformations) are not run through the operator
+        headers = (op.execute(lambda: headers_from_bytes(conv.header, r.topic, r.headers),
+                              Stage.HEADER_CONVERTER, conv.header) if r.headers else ConnectHeaders())
         if op.failed or key is None or value is None:
             return None
         ts_type = TimestampType.LOG_APPEND_TIME if r.timestamp_type == 1 else TimestampType.CREATE_TIME
         record = SinkRecord(r.topic, r.partition, key.schema, key.value, value.schema, value.value, r.offset,
                             r.timestamp if r.timestamp >= 0 else None, ts_type, headers)
+        if not self.chain.transformations:
+            return record
         result = op.execute(lambda: self.chain.apply(record), Stage.TRANSFORMATION, self.chain)
         return None if op.failed else result
 

@@ -45,6 +45,8 @@ class WorkerSourceTask(WorkerTask):
         self._send_error: BaseException | None = None
         self._last_commit = time.monotonic()
         self.flush_interval = worker_flush_interval(self.worker.config)
+        # the labelled counter looked up once: it is bumped from every send's callback
+        self._written = self.metrics.source_written.labels(*self.labels)
 
     def execute(self) -> None:
         task = self.task
@@ -80,14 +82,17 @@ class WorkerSourceTask(WorkerTask):
                 return
             op = self.operator
             op.reset(source_record=record)
-            transformed = op.execute(lambda: self.chain.apply(record), Stage.TRANSFORMATION, self.chain)
+            # stages that cannot fail (no transformations, no headers) are not run through the
+            # operator: they would only give the record back / an empty list
+            transformed = (op.execute(lambda: self.chain.apply(record), Stage.TRANSFORMATION, self.chain)
+                           if self.chain.transformations else record)
             if transformed is None:
                 self._commit_record(record, None)
                 continue
             topic = transformed.topic
             conv = self.converters
-            headers = op.execute(lambda: headers_to_bytes(conv.header, topic, transformed.headers),
-                                 Stage.HEADER_CONVERTER, conv.header)
+            headers = (op.execute(lambda: headers_to_bytes(conv.header, topic, transformed.headers),
+                                  Stage.HEADER_CONVERTER, conv.header) if transformed.headers else [])
             key = op.execute(lambda: conv.key.from_connect_data(topic, transformed.key_schema, transformed.key),
                              Stage.KEY_CONVERTER, conv.key)
             value = op.execute(lambda: conv.value.from_connect_data(topic, transformed.value_schema,
@@ -107,9 +112,10 @@ class WorkerSourceTask(WorkerTask):
             log.error("%s failed to send record to %s: %s", self.id, record.topic, exc)
             self._send_error = exc
             return
-        self.metrics.source_written.labels(*self.labels).inc()
-        self.topic_used(fut.result().topic)
-        self._commit_record(record, fut.result())
+        metadata = fut.result()
+        self._written.inc()
+        self.topic_used(metadata.topic)
+        self._commit_record(record, metadata)
 
     def _commit_record(self, record: SourceRecord, metadata: Any) -> None:
         task = self.task
