@@ -30,7 +30,11 @@ WAIT_S = 30
 
 
 def text(driver: Any, css: str) -> str:
-    return str(driver.find_element(By.CSS_SELECTOR, css).text)
+    """The text of the element ``css`` names, once it is on the page: after a form's submit the
+    next page may still be loading when the test reads it."""
+    element = WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(
+        lambda d: d.find_element(By.CSS_SELECTOR, css), message=f"{css} on the page")
+    return str(element.text)
 
 
 def submit(driver: Any, form_css: str, fields: dict[str, str], button_css: str = "button") -> None:
@@ -75,7 +79,8 @@ def test_golden_paths(driver: Any, cluster_factory: Any, registry_factory: Any, 
     # register the value schema through the console: checked first, then saved
     driver.get(base + "/schemas")
     submit(driver, "#register", {"subject": "orders-value", "schema": ORDER})
-    assert "Compatible" in text(driver, "#verdict")
+    # the verdict is on the page the form posts to: wait for it (reading at once can race the load)
+    until(driver, lambda d: "Compatible" in text(d, "#verdict"), "the compatibility verdict")
     driver.find_element(By.ID, "save").click()
     until(driver, lambda d: "/subject?name=orders-value" in d.current_url, "the subject's page")
 
