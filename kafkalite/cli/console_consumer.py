@@ -29,8 +29,9 @@ def build_parser():
     p.add_argument("--max-messages", type=int)
     p.add_argument("--timeout-ms", type=int, help="exit when no record arrives for this long")
     p.add_argument("--property", action="append", metavar="PROP=VALUE",
-                   help="print.key, print.timestamp, print.partition, print.offset, print.value, "
-                        "key.separator, line.separator")
+                   help="print.key, print.timestamp, print.partition, print.offset, print.headers, print.value, "
+                        "key.separator, line.separator, headers.separator, headers.key.value.separator, "
+                        "null.literal")
     p.add_argument("--consumer-property", action="append", metavar="PROP=VALUE",
                    help="consumer settings with Kafka's names, e.g. group.id=g, security.protocol=SASL_SSL")
     client_config_arg(p, "consumer")
@@ -78,7 +79,10 @@ def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str]
     ``security`` is the client's TLS/SASL (from the consumer properties)."""
     print_key, print_ts = _flag(props, "print.key"), _flag(props, "print.timestamp")
     print_part, print_off = _flag(props, "print.partition"), _flag(props, "print.offset")
-    print_value = _flag(props, "print.value", True)
+    print_value, print_headers = _flag(props, "print.value", True), _flag(props, "print.headers")
+    headers_sep = _unescape(props.get("headers.separator", ",")).encode()
+    header_kv_sep = _unescape(props.get("headers.key.value.separator", ":")).encode()
+    null = _unescape(props.get("null.literal", "null")).encode()
     sep = _unescape(props.get("key.separator", "\t")).encode()
     line_sep = _unescape(props.get("line.separator", "\n")).encode()
     if a.partition is None and a.offset != "latest":
@@ -142,12 +146,15 @@ def consume(a: argparse.Namespace, props: dict[str, str], cprops: dict[str, str]
                     parts.append(b"Partition:%d" % r.partition)
                 if print_off:
                     parts.append(b"Offset:%d" % r.offset)
+                if print_headers:
+                    parts.append(headers_sep.join(k.encode() + header_kv_sep + (null if v is None else v)
+                                                  for k, v in r.headers) if r.headers else b"NO_HEADERS")
                 if print_key:
-                    parts.append(b"null" if key is None else key)
+                    parts.append(null if key is None else key)
                 line = sep.join(parts)
                 if print_value:
-                    line = line + sep + (b"null" if value is None else value) if parts else (
-                        b"null" if value is None else value)
+                    line = line + sep + (null if value is None else value) if parts else (
+                        null if value is None else value)
                 elif parts:
                     line += sep
                 out.write(line + line_sep)

@@ -65,7 +65,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                            _overrides(args.override), zookeepers=zookeepers,
                            schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port,
                            console=args.console, console_port=args.console_port,
-                           connect_workers=args.connect)
+                           connect_workers=args.connect, connect_port=args.connect_port)
     servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
     registry = ", a schema registry" if args.schema_registry else ""
     if args.connect:
@@ -304,6 +304,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--connect", type=int, default=0, metavar="N",
                     help="start N Kafka Connect workers in distributed mode (group connect-cluster) after the "
                          "brokers and print their REST URL")
+    up.add_argument("--connect-port", type=int, default=0, metavar="PORT",
+                    help="worker i's REST API on 127.0.0.1:PORT+i (Kafka Connect's default is 8083; "
+                         "default: free ports)")
     up.add_argument("--no-console", dest="console", action="store_false",
                     help="do not start the web console (by default kafkalite-console starts last)")
     up.add_argument("--console-port", type=int, default=0,

@@ -116,7 +116,9 @@ class LocalCluster:
     default a free port), started after the brokers and stopped before them; ``kafkalite-cluster
     up`` asks for it unless ``--no-schema-registry``. ``console=True`` adds a ``kafkalite-console``
     (on ``console_port``, default a free port) pointed at the brokers, their metrics, ZooKeeper and
-    the registry, started last and stopped first (a client of them all).
+    the registry, started last and stopped first (a client of them all). ``connect_workers``
+    adds distributed Kafka Connect workers (worker i's REST API on ``connect_port + i``, default
+    free ports).
     """
 
     broker_class: type[BrokerProcess] = BrokerProcess
@@ -128,7 +130,7 @@ class LocalCluster:
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
                  metrics: bool = True, console: bool = False, console_port: int = 0,
-                 connect_workers: int = 0) -> None:
+                 connect_workers: int = 0, connect_port: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -155,7 +157,8 @@ class LocalCluster:
             self.registry = SchemaRegistryProcess(self.dir, "", schema_registry_port, name=REGISTRY_DIR)
         #: Kafka Connect workers in distributed mode (one group), started after the brokers
         self.connect: list[ConnectWorkerProcess] = [
-            ConnectWorkerProcess(self.dir, "", name=f"connect-{i}") for i in range(connect_workers)]
+            ConnectWorkerProcess(self.dir, "", connect_port + i if connect_port else 0, name=f"connect-{i}")
+            for i in range(connect_workers)]
         #: the web console (None without one); pointed at the cluster once it runs
         self.console: ConsoleProcess | None = None
         if console:

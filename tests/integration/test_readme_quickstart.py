@@ -1,9 +1,11 @@
-"""The README's quickstart, run as written: the bash block between its ``<!-- quickstart begin -->``
-and ``<!-- quickstart end -->`` markers (the same block as docs/getting-started.md's) runs in bash
-from the repository's root, against the cluster it starts itself. Only three things change: the
-broker's port 9092 becomes a free port, the cluster directory is a temp dir
-(``$KAFKALITE_CLUSTER_DIR``, which the launcher reads) and ``.venv/bin/`` is the directory of the
-interpreter running the tests. The outputs the block shows as ``#   ...`` lines must be printed."""
+"""The README's runnable blocks, run as written: the bash block between ``<!-- NAME begin -->`` and
+``<!-- NAME end -->`` markers runs in bash from the repository's root, against the cluster it
+starts itself. The quickstart (the same block as docs/getting-started.md's) and the Kafka Connect
+section are run. Only these things change: the well-known ports (the broker's 9092, Connect's
+8083) become free ports, the cluster directory is a temp dir (``$KAFKALITE_CLUSTER_DIR``, which the
+launcher reads), ``/tmp/kafkalite-*`` scratch directories move into the test's temp dir, and
+``.venv/bin/`` is the directory of the interpreter running the tests. The outputs a block shows as
+``#   ...`` lines must be printed."""
 from __future__ import annotations
 
 import os
@@ -15,22 +17,26 @@ from pathlib import Path
 from kafkalite.cluster.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-BEGIN, END = "<!-- quickstart begin -->", "<!-- quickstart end -->"
 
 
-def quickstart_block(path: Path) -> str:
+def marked_block(path: Path, name: str = "quickstart") -> str:
+    begin, end = f"<!-- {name} begin -->", f"<!-- {name} end -->"
     text = path.read_text()
-    assert text.count(BEGIN) == 1 and text.count(END) == 1, f"{path.name}: one pair of quickstart markers"
-    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+    assert text.count(begin) == 1 and text.count(end) == 1, f"{path.name}: one pair of {name} markers"
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+def bash_script(block: str, name: str) -> str:
+    scripts = re.findall(r"```bash\n(.*?)```", block, re.S)
+    assert len(scripts) == 1, f"the {name} is one bash block"
+    return scripts[0]
 
 
 def quickstart_script() -> str:
-    block = quickstart_block(ROOT / "README.md")
-    assert block == quickstart_block(ROOT / "docs" / "getting-started.md"), \
+    block = marked_block(ROOT / "README.md")
+    assert block == marked_block(ROOT / "docs" / "getting-started.md"), \
         "README.md's and docs/getting-started.md's quickstarts differ: keep them the same"
-    scripts = re.findall(r"```bash\n(.*?)```", block, re.S)
-    assert len(scripts) == 1, "the quickstart is one bash block"
-    return scripts[0]
+    return bash_script(block, "quickstart")
 
 
 def shown_outputs(script: str) -> list[str]:
@@ -38,11 +44,15 @@ def shown_outputs(script: str) -> list[str]:
     return [" ".join(line[len("#   "):].split()) for line in script.splitlines() if line.startswith("#   ")]
 
 
-def test_the_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
-    script = quickstart_script()
-    port = free_port()
-    runnable = script.replace("127.0.0.1:9092", f"127.0.0.1:{port}").replace("--base-port 9092", f"--base-port {port}")
-    assert "9092" not in runnable, "the quickstart names port 9092 only as 127.0.0.1:9092 and --base-port 9092"
+def run_as_written(script: str, tmp_path: Path, ports: dict[int, int], timeout: float) -> tuple[str, int]:
+    """Run ``script`` with its well-known ports replaced by ``ports`` and its scratch paths moved
+    under ``tmp_path``; assert it succeeded and printed every line it shows. Returns what it printed
+    (whitespace-normalised lines joined) and the broker's port."""
+    runnable = script.replace("/tmp/kafkalite-", f"{tmp_path}/kafkalite-")
+    for known, port in ports.items():
+        runnable = runnable.replace(f"127.0.0.1:{known}", f"127.0.0.1:{port}").replace(
+            f"port {known}", f"port {port}")
+        assert str(known) not in runnable, f"the block names port {known} only as 127.0.0.1:{known} or --...-port {known}"
     bindir = Path(sys.executable).parent
     assert (bindir / "kafkalite-cluster").exists(), f"the console scripts are not installed in {bindir}"
     runnable = runnable.replace(".venv/bin/", f"{bindir}/")
@@ -51,19 +61,37 @@ def test_the_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
         done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + runnable], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=90)
+                              capture_output=True, text=True, timeout=timeout)
     finally:
         if cluster_dir.exists():
             subprocess.run([sys.executable, "-m", "kafkalite.cluster", "--data-dir", str(cluster_dir), "down",
                             "--delete-data"], cwd=ROOT, env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, f"exit {done.returncode}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     printed = [" ".join(line.split()) for line in done.stdout.splitlines()]
-    shown = [line.replace("127.0.0.1:9092", f"127.0.0.1:{port}") for line in shown_outputs(script)]
-    assert shown, "the quickstart shows what its commands print"
+    shown = shown_outputs(script)
+    for known, port in ports.items():
+        shown = [line.replace(f"127.0.0.1:{known}", f"127.0.0.1:{port}") for line in shown]
+    assert shown, "the block shows what its commands print"
     for line in shown:
-        assert line in printed, f"the quickstart shows {line!r}, not printed:\n{done.stdout[-3000:]}"
+        assert line in printed, f"the block shows {line!r}, not printed:\n{done.stdout[-3000:]}"
+    assert not cluster_dir.exists(), "`kafkalite-cluster down --delete-data` removed the cluster's directory"
+    return done.stdout, ports[9092]
+
+
+def test_the_readme_quickstart_runs_as_written(tmp_path: Path) -> None:
+    stdout, port = run_as_written(quickstart_script(), tmp_path, {9092: free_port()}, timeout=90)
+    printed = [" ".join(line.split()) for line in stdout.splitlines()]
     # the events were read twice: by the console consumer and by kcat
     for event in ("This is my first event", "This is my second event"):
-        assert printed.count(event) == 2, done.stdout[-3000:]
-    assert f"broker 101 at 127.0.0.1:{port}" in done.stdout      # kcat -L: any client sees the broker
-    assert not cluster_dir.exists(), "`kafkalite-cluster down --delete-data` removed the cluster's directory"
+        assert printed.count(event) == 2, stdout[-3000:]
+    assert f"broker 101 at 127.0.0.1:{port}" in stdout      # kcat -L: any client sees the broker
+
+
+def test_the_readme_connect_section_runs_as_written(tmp_path: Path) -> None:
+    """Distributed Connect through its REST API: a file source, a sink whose unreadable record is
+    dead-lettered with Connect's error headers, the good records written, the lifecycle calls."""
+    script = bash_script(marked_block(ROOT / "README.md", "connect"), "Connect section")
+    stdout, _ = run_as_written(script, tmp_path, {9092: free_port(), 8083: free_port()}, timeout=120)
+    assert '"state":"RUNNING"' in stdout.replace(" ", ""), stdout[-3000:]        # the sink's status
+    written = (tmp_path / "kafkalite-connect" / "orders.txt").read_text().splitlines()
+    assert len(written) == 2 and all("id" in line for line in written), written    # the good records, in order

@@ -99,6 +99,13 @@ def test_console_producer_to_console_consumer_with_keys(cluster3):
     out = r.stdout.splitlines()
     assert out and all(re.fullmatch(r"Partition:0\tOffset:\d+\tvalue \d+", l) for l in out)
     assert [int(l.split("\t")[1][7:]) for l in out] == list(range(len(out)))
+    # print.headers as Kafka's DefaultMessageFormatter: key:value pairs joined by ",", NO_HEADERS if none
+    with Producer(bs, acks="all") as p:
+        p.send(topic, b"with", partition=1, headers=[("h1", b"a"), ("h2", None)]).result(10)
+        p.send(topic, b"without", partition=1).result(10)
+    r = cli("console_consumer", "--bootstrap-server", bs, "--topic", topic, "--partition", "1", "--offset", "0",
+            "--timeout-ms", "2000", "--property", "print.headers=true", "--property", "null.literal=<none>")
+    assert r.stdout.splitlines()[-2:] == ["h1:a,h2:<none>\twith", "NO_HEADERS\twithout"], r.stdout
     r = cli("console_producer", "--bootstrap-server", bs, "--topic", topic, "--property", "parse.key=true",
             stdin="no separator here\n")
     assert r.returncode == 1 and "No key separator found on line number 1" in r.stderr
