@@ -65,11 +65,14 @@ def cmd_up(args: argparse.Namespace) -> int:
                            _overrides(args.override), zookeepers=zookeepers,
                            schema_registry=args.schema_registry, schema_registry_port=args.schema_registry_port,
                            console=args.console, console_port=args.console_port,
-                           connect_workers=args.connect, connect_port=args.connect_port)
+                           connect_workers=args.connect, connect_port=args.connect_port,
+                           sql=args.sql, sql_port=args.sql_port)
     servers = "ZooKeeper" if zookeepers == 1 else f"a ZooKeeper ensemble of {zookeepers}"
     registry = ", a schema registry" if args.schema_registry else ""
     if args.connect:
         registry += f", {args.connect} Connect worker(s)"
+    if args.sql:
+        registry += ", a SQL server"
     registry += " and the web console" if args.console else ""
     print(f"starting {servers}, {args.brokers} broker(s){registry} in {cluster.dir} ...", flush=True)
     cluster.up(args.timeout)
@@ -101,6 +104,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"connect worker      {w.url}  pid {w.pid}  log {w.log_path}")
     if cluster.connect:
         print(f"connect REST URL    {cluster.connect[0].url}")
+    if cluster.sql is not None:
+        print(f"sql server          {cluster.sql.url}  pid {cluster.sql.pid}  log {cluster.sql.log_path}")
+        print(f"sql server URL      {cluster.sql.url}")
     if cluster.console is not None:
         print(f"console URL         {cluster.console.url}")
     return 0
@@ -139,6 +145,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     for w in cluster.connect:
         state = "alive" if w.alive and w.answers() else ("not answering" if w.alive else "dead ")
         print(f"  connect worker  {state:5}  pid {w.pid if w.alive else '-':<7} {w.url}")
+    if cluster.sql is not None:
+        q = cluster.sql
+        state = "alive" if q.alive and q.answers() else ("not answering" if q.alive else "dead ")
+        print(f"  sql server      {state:5}  pid {q.pid if q.alive else '-':<7} {q.url}")
     if st.console is not None:
         alive, pid, url = st.console
         print(f"  console         {'up' if alive else 'down':5}  pid {pid if pid else '-':<7} {url}")
@@ -307,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--connect-port", type=int, default=0, metavar="PORT",
                     help="worker i's REST API on 127.0.0.1:PORT+i (Kafka Connect's default is 8083; "
                          "default: free ports)")
+    up.add_argument("--sql", action="store_true",
+                    help="start kafkalite-sql-server (streaming SQL on a local Spark) after the brokers and print "
+                         "its URL, for kafkalite-sql")
+    up.add_argument("--sql-port", type=int, default=0, metavar="PORT",
+                    help="the SQL server's port on 127.0.0.1 (ksqlDB's default is 8088; default: a free port)")
     up.add_argument("--no-console", dest="console", action="store_false",
                     help="do not start the web console (by default kafkalite-console starts last)")
     up.add_argument("--console-port", type=int, default=0,

@@ -38,7 +38,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from kafkalite.cluster.processes import (SERVING_MODES, BrokerProcess, ClusterError, ConnectWorkerProcess,
-                                         ConsoleProcess, SchemaRegistryProcess,
+                                         ConsoleProcess, HttpServiceProcess, SchemaRegistryProcess, SqlServerProcess,
                                          ZooKeeperEnsemble, ZooKeeperProcess, free_port, port_in_use, wait_until)
 
 STATE_FILE = "cluster.json"
@@ -118,7 +118,7 @@ class LocalCluster:
     (on ``console_port``, default a free port) pointed at the brokers, their metrics, ZooKeeper and
     the registry, started last and stopped first (a client of them all). ``connect_workers``
     adds distributed Kafka Connect workers (worker i's REST API on ``connect_port + i``, default
-    free ports).
+    free ports); ``sql=True`` a ``kafkalite-sql-server`` (on ``sql_port``, default a free port).
     """
 
     broker_class: type[BrokerProcess] = BrokerProcess
@@ -130,7 +130,7 @@ class LocalCluster:
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
                  metrics: bool = True, console: bool = False, console_port: int = 0,
-                 connect_workers: int = 0, connect_port: int = 0) -> None:
+                 connect_workers: int = 0, connect_port: int = 0, sql: bool = False, sql_port: int = 0) -> None:
         self.dir = Path(data_dir).resolve()
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
@@ -159,6 +159,8 @@ class LocalCluster:
         self.connect: list[ConnectWorkerProcess] = [
             ConnectWorkerProcess(self.dir, "", connect_port + i if connect_port else 0, name=f"connect-{i}")
             for i in range(connect_workers)]
+        #: the streaming SQL server (None without one), started after the registry
+        self.sql: SqlServerProcess | None = SqlServerProcess(self.dir, "", sql_port) if sql else None
         #: the web console (None without one); pointed at the cluster once it runs
         self.console: ConsoleProcess | None = None
         if console:
@@ -272,8 +274,7 @@ class LocalCluster:
         started is stopped again before the error propagates."""
         self.dir.mkdir(parents=True, exist_ok=True)
         running = [b.broker_id for b in self.brokers if b.alive]
-        if running or self._own_zookeeper_alive() or (self.registry is not None and self.registry.alive) \
-                or (self.console is not None and self.console.alive) or any(w.alive for w in self.connect):
+        if running or self._own_zookeeper_alive() or self._any_service_alive():
             raise ClusterError(f"a cluster is already running in {self.dir}; run `down` first")
         try:
             self.start_zookeeper(timeout)
@@ -288,6 +289,7 @@ class LocalCluster:
             self.wait_for_full_view(timeout)
             self.start_registry(timeout)
             self.start_connect(timeout)
+            self.start_sql(timeout)
             self.start_console(timeout)
         except BaseException:
             self.down()
@@ -318,6 +320,28 @@ class LocalCluster:
         self.save_state()
         for w in self.connect:
             w.wait_ready(timeout)
+    def start_sql(self, timeout: float = 90.0) -> None:
+        """Start the SQL server (if the cluster has one; a client of the brokers and the registry)
+        and wait until it has replayed its command topic and serves."""
+        if self.sql is None:
+            return
+        self.sql.bootstrap = self.bootstrap
+        self.sql.registry_url = self.registry.url if self.registry is not None else None
+        self.sql.launch()
+        self.save_state()
+        self.sql.wait_ready(timeout)
+
+    def services(self) -> list[tuple[str, SchemaRegistryProcess | HttpServiceProcess]]:
+        """The HTTP services around the brokers, named for the user, in the order ``down`` stops
+        them (the clients of the others first)."""
+        named: list[tuple[str, SchemaRegistryProcess | HttpServiceProcess | None]] = [
+            ("console", self.console), *((f"connect worker {w.url}", w) for w in self.connect),
+            ("SQL server", self.sql), ("schema registry", self.registry)]
+        return [(name, svc) for name, svc in named if svc is not None]
+
+    def _any_service_alive(self) -> bool:
+        return any(svc.alive for _, svc in self.services())
+
     def start_console(self, timeout: float = 90.0) -> None:
         """Start the web console (if the cluster has one) against the running brokers (their
         /metrics too), ZooKeeper and the registry, and wait until it serves."""
@@ -532,30 +556,15 @@ class LocalCluster:
     def down(self, timeout: float = 30.0) -> list[str]:
         """Stop everything (idempotent); returns what was stopped, for the user."""
         stopped: list[str] = []
-        if self.console is not None and self.console.alive:
-            self.console.terminate()
-            if self.console.wait(timeout):
-                stopped.append("console")
+        live_services = [(label, svc) for label, svc in self.services() if svc.alive]
+        for _, svc in live_services:       # clients of the brokers: SIGTERM lets them leave their groups
+            svc.terminate()
+        for label, svc in live_services:
+            if svc.wait(timeout):
+                stopped.append(label)
             else:
-                self.console.kill()
-                stopped.append(f"console (killed after {timeout:.0f} s)")
-        live_workers = [w for w in self.connect if w.alive]
-        for w in live_workers:           # clients of the brokers: they leave their group first
-            w.terminate()
-        for w in live_workers:
-            if w.wait(timeout):
-                stopped.append(f"connect worker {w.url}")
-            else:
-                w.kill()
-                stopped.append(f"connect worker {w.url} (killed after {timeout:.0f} s)")
-        if self.registry is not None and self.registry.alive:
-            # a client of the brokers: SIGTERM lets it leave its group before they go away
-            self.registry.terminate()
-            if self.registry.wait(timeout):
-                stopped.append("schema registry")
-            else:
-                self.registry.kill()
-                stopped.append(f"schema registry (killed after {timeout:.0f} s)")
+                svc.kill()
+                stopped.append(f"{label} (killed after {timeout:.0f} s)")
         live = [b for b in self.brokers if b.alive]
         for b in live:
             b.terminate()
@@ -580,9 +589,7 @@ class LocalCluster:
         return self.ensemble is not None and self.ensemble.alive
 
     def delete_data(self) -> None:
-        if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or \
-                (self.registry is not None and self.registry.alive) or (self.console is not None and self.console.alive) \
-                or any(w.alive for w in self.connect):
+        if any(b.alive for b in self.brokers) or self._own_zookeeper_alive() or self._any_service_alive():
             raise ClusterError("refusing to delete the data of a running cluster")
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -591,11 +598,7 @@ class LocalCluster:
         ports = [b.configured_port or b.port for b in self.brokers]
         if self.ensemble is not None:
             ports += self.ensemble.ports
-        if self.registry is not None:
-            ports.append(self.registry.port)
-        ports += [w.port for w in self.connect]
-        if self.console is not None:
-            ports.append(self.console.port)
+        ports += [svc.port for _, svc in self.services()]
         return [p for p in ports if p and port_in_use(p)]
 
     # -- status ---------------------------------------------------------------------------
@@ -652,6 +655,8 @@ class LocalCluster:
             "connect": [{"port": w.port, "bootstrap": w.bootstrap, "name": w.dir.name, **w.record()}
                         for w in self.connect],
             "console": None if self.console is None else {"port": self.console.port, **self.console.record()},
+            "sql": None if self.sql is None else {"port": self.sql.port, "bootstrap": self.sql.bootstrap,
+                                                  "registry_url": self.sql.registry_url, **self.sql.record()},
         }
         self.dir.mkdir(parents=True, exist_ok=True)
         tmp = self.state_path.with_suffix(".tmp")
@@ -692,6 +697,11 @@ class LocalCluster:
                                      name=rec.get("name", "connect"))
             w.attach(rec)
             cluster.connect.append(w)
+        sql = state.get("sql")
+        if sql:
+            cluster.sql = SqlServerProcess(cluster.dir, sql.get("bootstrap", ""), int(sql["port"]),
+                                           registry_url=sql.get("registry_url"))
+            cluster.sql.attach(sql)
         con = state.get("console")
         if con:
             cluster.console = ConsoleProcess(cluster.dir, cluster.bootstrap if cluster.brokers else "", int(con["port"]),

@@ -949,6 +949,49 @@ class ConnectWorkerProcess(HttpServiceProcess):
                     self.log_path, env)
 
 
+class SqlServerProcess(HttpServiceProcess):
+    """One ``kafkalite-sql-server`` (the ksqlDB role) on ``127.0.0.1:port``, running its queries on
+    a local Spark (``spark.master=local[2]``) with its state under its own directory.
+
+    Started means: alive and ``GET /healthcheck`` answers 200, which it does only once it has
+    replayed its command topic (it listens after that).
+    """
+
+    what = "SQL server"
+    ready_path = "/healthcheck"
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
+                 registry_url: str | None = None, overrides: dict[str, str] | None = None,
+                 name: str = "sql") -> None:
+        super().__init__(workdir, name, port)
+        self.bootstrap = bootstrap
+        self.registry_url = registry_url
+        self.overrides = dict(overrides or {})
+
+    @property
+    def log_path(self) -> Path:
+        return self.dir / "ksql-server.log"
+
+    @property
+    def properties_path(self) -> Path:
+        return self.dir / "ksql-server.properties"
+
+    def properties(self) -> dict[str, str]:
+        props = {"listeners": self.url, "bootstrap.servers": self.bootstrap, "ksql.service.id": "default_",
+                 "ksql.streams.state.dir": str(self.dir / "state"), "spark.master": "local[2]"}
+        if self.registry_url:
+            props["ksql.schema.registry.url"] = self.registry_url
+        props.update(self.overrides)
+        return props
+
+    def launch(self) -> None:
+        self._check_port()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        self._spawn([sys.executable, "-m", "kafkalite.sql.server", str(self.properties_path)], self.log_path,
+                    dict(os.environ, PYTHONUNBUFFERED="1"))
+
+
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
     """Poll ``condition`` until it returns something truthy; ClusterError naming ``what`` after ``timeout``."""
     deadline = time.monotonic() + timeout

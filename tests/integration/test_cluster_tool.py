@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafkalite.cluster.processes import port_in_use, proc_start_ticks
+from kafkalite.cluster.processes import free_port, port_in_use, proc_start_ticks
 from tests.support.waiting import wait_for
 
 
@@ -122,23 +122,31 @@ def test_up_status_kill_start_down(data_dir: Path) -> None:
     assert again.returncode == 0 and "nothing running" in again.stdout
 
 
-def test_up_without_schema_registry_with_a_connect_worker(data_dir: Path) -> None:
+def test_up_without_schema_registry_with_a_connect_worker_and_a_sql_server(data_dir: Path) -> None:
     """--no-schema-registry starts ZooKeeper and the brokers only: up prints no registry URL,
-    status shows none; --connect 1 adds a distributed Connect worker whose REST URL up prints and
-    which answers; down stops what ran."""
-    up = tool(data_dir, "up", "--brokers", "1", "--no-schema-registry", "--connect", "1")
+    status shows none; --connect 1 --connect-port P adds a distributed Connect worker on P whose
+    REST URL up prints and which answers; --sql adds a SQL server that answers ksqlDB's /info;
+    down stops what ran."""
+    port = free_port()
+    up = tool(data_dir, "up", "--brokers", "1", "--no-schema-registry", "--connect", "1", "--connect-port", str(port),
+              "--sql")
     assert up.returncode == 0, up.stderr
     assert "schema registry" not in up.stdout and "schema.registry.url" not in up.stdout
     assert json.loads((data_dir / "cluster.json").read_text())["schema_registry"] is None
     connect_url = re.search(r"^connect REST URL\s+(http://127\.0\.0\.1:\d+)$", up.stdout, re.M).group(1)
+    assert connect_url == f"http://127.0.0.1:{port}"
     with urllib.request.urlopen(connect_url + "/connectors", timeout=10) as resp:
         assert json.loads(resp.read()) == []
+    sql_url = re.search(r"^sql server URL\s+(http://127\.0\.0\.1:\d+)$", up.stdout, re.M).group(1)
+    with urllib.request.urlopen(sql_url + "/info", timeout=10) as resp:
+        assert json.loads(resp.read())["KsqlServerInfo"]["ksqlServiceId"] == "default_"
     status = tool(data_dir, "status")
     assert status.returncode == 0 and "schema registry" not in status.stdout, status.stdout
     assert re.search(rf"connect worker\s+alive\s+pid \d+\s+{re.escape(connect_url)}$", status.stdout, re.M)
+    assert re.search(rf"sql server\s+alive\s+pid \d+\s+{re.escape(sql_url)}$", status.stdout, re.M)
     down = tool(data_dir, "down")
     assert down.returncode == 0 and "broker 101" in down.stdout and "schema registry" not in down.stdout
-    assert f"connect worker {connect_url}" in down.stdout
+    assert f"connect worker {connect_url}" in down.stdout and "SQL server" in down.stdout
     assert processes_using(data_dir) == []
 
 
