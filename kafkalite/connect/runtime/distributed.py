@@ -6,7 +6,11 @@ One herder thread does everything that changes what runs here, in order: rebalan
 stop what was revoked and start what was assigned), config topic updates (a connector's new
 config restarts it; new task configs or connectors make every worker rejoin so the leader
 reassigns), target states, restart requests, and the task configurations of the connectors it
-runs (generated and written to the config topic by the worker that runs the connector).
+runs. As in Kafka, only the leader writes task configurations: a follower running a connector
+sends the configurations it generated to the leader's internal endpoint
+(``POST <leader URL>/connectors/<name>/tasks``) from a forwarding thread (blocking the herder
+thread on the leader could push this worker out of the group), retrying every 250 ms until the
+leader has them or the connector stops running here.
 
 ``connect.protocol``: ``eager`` (every rebalance stops everything, the leader deals it all out
 again round-robin) or ``compatible`` / ``sessioned`` (KIP-415 incremental cooperative: only
@@ -16,15 +20,17 @@ come back). REST writes that need the leader (create, update, delete, restart) r
 """
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
-from typing import Any, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping
 
 from kafkalite.client import ClientError, KafkaClient
 from kafkalite.client.group import GroupMember
-from kafkalite.connect.errors import AlreadyExistsException, NotFoundException
+from kafkalite.connect.errors import AlreadyExistsException, ConnectException, NotFoundException
 
 from . import protocol as proto
 from . import status as st
@@ -32,12 +38,16 @@ from .connector_config import ConnectorConfig
 from .herder import Herder, NotLeaderException, RebalanceNeededException
 from .kafka_stores import ConfigUpdate, KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .metrics import ConnectMetrics
+from .rest_client import http_request_raw, task_configs_url
 from .worker import PAUSED, STARTED, ConnectorTaskId, Worker
 from .worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
 Unit = proto.Unit
+
+#: Kafka's RECONFIGURE_CONNECTOR_TASKS_BACKOFF_MS: how soon a failed forward of task configs is retried
+RECONFIGURE_BACKOFF_S = 0.25
 
 
 class ConnectMember(GroupMember):
@@ -88,6 +98,10 @@ class DistributedHerder(Herder):
         self._known: set[str] = set()
         #: the config each task running here was started with (a commit of the same configs is no change)
         self._started_with: dict[ConnectorTaskId, dict[str, str]] = {}
+        #: Kafka's forwardRequestExecutor: sends task configs to the leader off the herder thread
+        self._forwarder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="connect-forward")
+        #: the blocking HTTP call to another worker (url, method, body bytes, headers)
+        self.http: Callable[..., Any] = http_request_raw
         worker.generation = lambda: self.generation
         worker.reconfiguration_listener = lambda name: self._events.put(("reconfigure", name))
         config_store.on_update = lambda update: self._events.put(update)
@@ -117,6 +131,7 @@ class DistributedHerder(Herder):
         self._events.put(None)
         if self._thread is not None:
             self._thread.join(self.config.task_shutdown_graceful_timeout_ms / 1000.0 + 30)
+        self._forwarder.shutdown(wait=False, cancel_futures=True)
         self._stop_all()
         try:
             self.member.leave()
@@ -308,9 +323,50 @@ class DistributedHerder(Herder):
             log.error("%s failed to generate task configs: %s", connector, exc)
             self.worker.connector_failed(connector, exc)
             return
-        if new != snapshot.tasks.get(connector):
+        if new == snapshot.tasks.get(connector):
+            return
+        if self.is_leader():
             log.info("writing %d task configs for %s", len(new), connector)
             self.config_store.put_task_configs(connector, new)
+        else:
+            self._forwarder.submit(self._forward_task_configs, connector, new)
+
+    def is_leader(self) -> bool:
+        return bool(self.leader_id) and self.leader_id == self.member.member_id
+
+    def _forward_task_configs(self, connector: str, configs: list[dict[str, str]]) -> None:
+        """On the forwarding thread: POST the configs to the leader; on failure ask the herder
+        thread to reconfigure again after a back-off (it regenerates them and compares with the
+        config topic, so a write that did land is not repeated)."""
+        leader = self.leader_url
+        try:
+            if not leader or not leader.strip():
+                raise ConnectException("Request to leader to reconfigure connector tasks failed because the URL of "
+                                       "the leader's REST interface is empty!")
+            body = json.dumps(configs, separators=(",", ":")).encode()
+            self.http(task_configs_url(leader, connector), "POST", body, self._internal_request_headers(body))
+            log.info("sent %d task configs for %s to the leader %s", len(configs), connector, leader)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the same retry
+            log.error("Request to leader to reconfigure connector tasks of %s failed, retrying after backoff: %s",
+                      connector, exc)
+            if not self._stop.is_set():
+                timer = threading.Timer(RECONFIGURE_BACKOFF_S, self._events.put, args=(("reconfigure", connector),))
+                timer.daemon = True
+                timer.start()
+
+    def _internal_request_headers(self, body: bytes) -> dict[str, str]:
+        """Headers of an internal request to the leader (none unless requests are signed)."""
+        return {}
+
+    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: Any = None) -> None:
+        """The internal endpoint (Kafka's ``putTaskConfigs``): only the leader writes task configs."""
+        if not self.is_leader():
+            raise NotLeaderException("Only the leader may write task configurations.", self.leader_url)
+        with self.lock:
+            if name not in self.state.connectors:
+                raise NotFoundException(f"Connector {name} not found")
+        log.info("writing %d task configs for %s sent by the worker running it", len(configs), name)
+        self.config_store.put_task_configs(name, configs)
 
     def _handle(self, event: Any) -> None:
         if isinstance(event, tuple) and event[0] == "reconfigure":
@@ -374,7 +430,7 @@ class DistributedHerder(Herder):
     def _require_leader(self) -> None:
         if self.rebalancing and not self.ready:
             raise RebalanceNeededException("Request cannot be completed because a rebalance is expected")
-        if self.leader_id != self.member.member_id:
+        if not self.is_leader():
             raise NotLeaderException("Cannot complete request because this worker is not the leader",
                                      self.leader_url)
 
@@ -423,7 +479,7 @@ class DistributedHerder(Herder):
         if tid in self.running_tasks:
             self._restart_task_here(tid, snapshot.connectors[name], snapshot.tasks[name][task], snapshot.target(name))
             return
-        if self.leader_id == self.member.member_id:
+        if self.is_leader():
             owner = self.owners.get((name, task))
             if owner is None or owner == self.url:
                 raise RebalanceNeededException("Cannot restart task: it is not assigned yet")

@@ -128,6 +128,7 @@ class ConnectResource(resource.Resource):
             ("PUT", ("connectors", "*", "pause"), self.pause),
             ("PUT", ("connectors", "*", "resume"), self.resume),
             ("GET", ("connectors", "*", "tasks"), self.get_tasks),
+            ("POST", ("connectors", "*", "tasks"), self.put_task_configs),
             ("GET", ("connectors", "*", "tasks", "*", "status"), self.get_task_status),
             ("POST", ("connectors", "*", "tasks", "*", "restart"), self.restart_task),
             ("GET", ("connectors", "*", "topics"), self.get_topics),
@@ -210,6 +211,10 @@ class ConnectResource(resource.Resource):
         url = (leader_url.rstrip("/") + request.path.decode() + "?" + urlencode(args)).encode()
         producer = cast(IBodyProducer, FileBodyProducer(BytesIO(call.raw))) if call.raw else None
         headers = Headers({b"content-type": [JSON], b"accept": [JSON]})
+        for name in INTERNAL_REQUEST_HEADERS:           # a signature covers the body, which goes unchanged
+            value = request.getHeader(name)
+            if value is not None:
+                headers.setRawHeaders(name, [value.encode("latin-1") if isinstance(value, str) else value])
         try:
             d = self.agent.request(request.method, url, headers, producer)
             d.addTimeout(90, self.reactor)
@@ -336,6 +341,20 @@ class ConnectResource(resource.Resource):
     def get_tasks(self, call: ConnectCall) -> Any:
         return self._run(self.herder.task_configs, call.params[0])
 
+    def put_task_configs(self, call: ConnectCall) -> Any:
+        """The internal endpoint a follower running a connector sends its task configs to; the
+        leader writes them (204). The body is a list of string maps, as Kafka's reader wants."""
+        name, body = call.params[0], call.body()
+        configs = _task_config_list(body)
+        signature = self.signature_from(call)
+        d = self._run(self.herder.put_task_configs, name, configs, signature)
+        d.addCallback(lambda _: Reply(204))
+        return d
+
+    def signature_from(self, call: ConnectCall) -> Any:
+        """The request's KIP-507 signature (None: unsigned)."""
+        return None
+
     def _task(self, call: ConnectCall) -> int:
         try:
             return int(call.params[1])
@@ -420,6 +439,24 @@ _LOG4J_NAMES = {level: name for name, level in _LEVELS.items() if name != "TRACE
 def _level_name(level: int) -> str:
     """A logger's level as Kafka's ``/admin/loggers`` shows it: log4j's name for it."""
     return _LOG4J_NAMES.get(level) or logging.getLevelName(level)
+
+
+#: the headers of a signed internal request (KIP-507), kept when a request is forwarded to the leader
+INTERNAL_REQUEST_HEADERS = (b"x-connect-authorization", b"x-connect-request-signature-algorithm")
+
+
+def _task_config_list(body: Any) -> list[dict[str, str]]:
+    """``[{"k": "v"}, ...]`` as Kafka's ``List<Map<String, String>>`` reads it (scalars as
+    strings); anything else is the 500 Kafka's JSON mapper answers."""
+    if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
+        raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
+    out = []
+    for c in body:
+        if any(isinstance(v, (dict, list)) for v in c.values()):
+            raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
+        out.append({str(k): ("null" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
+                    for k, v in c.items()})
+    return out
 
 
 def _same_plugin(given: str, requested: str) -> bool:
