@@ -26,11 +26,11 @@ def _call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(raw) if raw else None
 
 
-def _status_history(bootstrap: str) -> dict[str, list[Any]]:
-    """Every record of the status topic, by key, in order."""
+def _status_history(bootstrap: str, topic: str = "connect-status") -> dict[str, list[Any]]:
+    """Every record of a Connect topic (the status topic by default), by key, in order."""
     out: dict[str, list[Any]] = {}
     with Consumer(bootstrap) as consumer:
-        tps = [TopicPartition("connect-status", p) for p in consumer.client.partitions_for("connect-status")]
+        tps = [TopicPartition(topic, p) for p in consumer.client.partitions_for(topic)]
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)
         end = consumer.end_offsets(tps)
@@ -55,13 +55,14 @@ def _all_running(url: str, name: str, tasks: int) -> Any:
 
 def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: Any, connect_factory: Any,
                                                              tmp_path: Path) -> None:
-    """Three workers (incremental cooperative protocol, a 2 s scheduled rebalance delay): a file
-    source and a 3-task file sink created through a follower; SIGKILL of a worker running sink
+    """Three workers (incremental cooperative protocol with signed internal requests, sessioned,
+    a 2 s scheduled rebalance delay): a file source and a 3-task file sink created through a
+    follower (task configs reach the config topic through the leader); SIGKILL of a worker running sink
     tasks: after the session timeout and the delay its tasks RUN on the others (their status
     records name the new workers) and every line still reaches the sink file; a fourth worker
     joins and the work is spread evenly again (two units each)."""
     create_topic(broker, "dist-lines", 3)
-    props = {"connect.protocol": "compatible", "scheduled.rebalance.max.delay.ms": "2000"}
+    props = {"connect.protocol": "sessioned", "scheduled.rebalance.max.delay.ms": "2000"}
     workers = [connect_factory(broker.bootstrap, **props) for _ in range(3)]
     url = workers[1].url
     source_file, sink_file = tmp_path / "in.txt", tmp_path / "out.txt"
@@ -84,6 +85,11 @@ def test_tasks_move_when_a_worker_is_killed_and_spread_when_one_joins(broker: An
     assert len(owners) >= 2, status                           # spread over the workers
     wait_for(lambda: sink_file.exists() and len(set(sink_file.read_text().split())) == 20, timeout=60,
              what="the first lines in the sink")
+    # KIP-507: the leader's session key, Kafka's record; no internal request was refused
+    [key] = _status_history(broker.bootstrap, "connect-configs")["session-key"][-1:]
+    assert set(key) == {"key", "algorithm", "creation-timestamp"} and key["algorithm"] == "HmacSHA256"
+    logs = "".join(w.log_path.read_text(errors="replace") for w in workers)
+    assert "signature" not in logs, logs[-3000:]
 
     victim = next(w for w in workers if f"127.0.0.1:{w.port}" in owners)
     victim.kill()

@@ -15,7 +15,10 @@ leader has them or the connector stops running here.
 ``connect.protocol``: ``eager`` (every rebalance stops everything, the leader deals it all out
 again round-robin) or ``compatible`` / ``sessioned`` (KIP-415 incremental cooperative: only
 moved work stops; a departed worker's work waits ``scheduled.rebalance.max.delay.ms`` for it to
-come back). REST writes that need the leader (create, update, delete, restart) raise
+come back). Under ``sessioned`` (protocol v2) internal requests are signed (KIP-507, ``signing.py``):
+the leader writes a session key to the config topic (again when it expires after
+``inter.worker.key.ttl.ms`` or was made with other settings), followers sign the task configs
+they send with it, and the leader refuses an unsigned or wrongly signed one. REST writes that need the leader (create, update, delete, restart) raise
 :class:`NotLeaderException` with the leader's URL on a follower; the REST layer forwards them.
 """
 from __future__ import annotations
@@ -38,7 +41,8 @@ from .connector_config import ConnectorConfig
 from .herder import Herder, NotLeaderException, RebalanceNeededException
 from .kafka_stores import ConfigUpdate, KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .metrics import ConnectMetrics
-from .rest_client import http_request_raw, task_configs_url
+from .rest_client import ConnectRestException, http_request_raw, task_configs_url
+from .signing import InternalRequestSignature, SessionKey, sign, verify
 from .worker import PAUSED, STARTED, ConnectorTaskId, Worker
 from .worker_config import WorkerConfig
 
@@ -102,9 +106,13 @@ class DistributedHerder(Herder):
         self._forwarder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="connect-forward")
         #: the blocking HTTP call to another worker (url, method, body bytes, headers)
         self.http: Callable[..., Any] = http_request_raw
+        #: KIP-507: the current session key (read from the config topic) and when the leader replaces it
+        self.key_generator = config.signing.key_generator()
+        self.session_key: SessionKey | None = None
+        self.key_expiration = float("inf")
         worker.generation = lambda: self.generation
         worker.reconfiguration_listener = lambda name: self._events.put(("reconfigure", name))
-        config_store.on_update = lambda update: self._events.put(update)
+        config_store.on_update = self._on_config_update
 
     @classmethod
     def create(cls, config: WorkerConfig, worker_id: str, cluster_id: str,
@@ -142,12 +150,52 @@ class DistributedHerder(Herder):
         self.member.client.close()
         log.info("distributed herder stopped")
 
+    def _on_config_update(self, update: ConfigUpdate) -> None:
+        """From the config topic's reader: a new session key is used at once (requests signed
+        with it may already be on their way); everything else goes to the herder thread."""
+        if update.session_key is not None:
+            self._adopt_key(update.session_key)
+        self._events.put(update)
+
+    def _adopt_key(self, key: SessionKey) -> None:
+        log.info("Session key updated")
+        self.session_key = key
+        self.key_expiration = key.expiration(self.config.signing.key_ttl_ms)
+
+    def request_signing_enabled(self) -> bool:
+        """Kafka's internalRequestValidationEnabled: the group speaks protocol v2 (sessioned)."""
+        return proto.VERSION_OF.get(self.protocol, 0) >= 2
+
+    def _check_key_rotation(self) -> None:
+        """Kafka's checkForKeyRotation: the leader distributes a key when there is none, it has
+        expired, or it was made with another algorithm or size; a follower picks up the key
+        its start-up read of the config topic found."""
+        if not self.request_signing_enabled() or not self.ready:
+            return
+        key = self.session_key
+        if not self.is_leader():
+            stored = getattr(self.config_store, "session_key", None)
+            if key is None and stored is not None:
+                self._adopt_key(stored)
+            return
+        now = int(time.time() * 1000)
+        if key is None or self.key_expiration <= now or not self.key_generator.matches(key):
+            log.info("distributing a new session key (%s)", "none yet" if key is None else "expired or outdated")
+            self.key_expiration = float("inf")            # until our own key comes back from the topic
+            try:
+                self.config_store.put_session_key(self.key_generator.generate(now))
+            except Exception as exc:  # noqa: BLE001 - retried on the next tick after a re-read
+                log.warning("Failed to write new session key to config topic: %s", exc)
+                self.key_expiration = 0
+                self._stop.wait(1.0)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 if self.member.needs_rejoin or (self._rejoin_at is not None and time.monotonic() >= self._rejoin_at):
                     self._rebalance()
                     continue
+                self._check_key_rotation()
                 timeout = 0.1 if self._rejoin_at is None else max(0.0, min(0.1, self._rejoin_at - time.monotonic()))
                 try:
                     event = self._events.get(timeout=timeout)
@@ -347,19 +395,31 @@ class DistributedHerder(Herder):
             self.http(task_configs_url(leader, connector), "POST", body, self._internal_request_headers(body))
             log.info("sent %d task configs for %s to the leader %s", len(configs), connector, leader)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the same retry
-            log.error("Request to leader to reconfigure connector tasks of %s failed, retrying after backoff: %s",
-                      connector, exc)
+            if isinstance(exc, ConnectRestException) and exc.status == 403:
+                log.info("Failed to reconfigure the tasks of %s (%s), possibly due to a rotated session key; "
+                         "retrying after backoff", connector, exc)
+            else:
+                log.error("Request to leader to reconfigure connector tasks of %s failed, retrying after backoff: %s",
+                          connector, exc)
             if not self._stop.is_set():
                 timer = threading.Timer(RECONFIGURE_BACKOFF_S, self._events.put, args=(("reconfigure", connector),))
                 timer.daemon = True
                 timer.start()
 
     def _internal_request_headers(self, body: bytes) -> dict[str, str]:
-        """Headers of an internal request to the leader (none unless requests are signed)."""
-        return {}
+        """The signature headers of an internal request, once a session key is known (Kafka's
+        RestClient signs whenever it has a key)."""
+        key = self.session_key
+        if key is None:
+            return {}
+        return sign(key, body, self.config.signing.signature_algorithm)
 
-    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: Any = None) -> None:
-        """The internal endpoint (Kafka's ``putTaskConfigs``): only the leader writes task configs."""
+    def put_task_configs(self, name: str, configs: list[dict[str, str]],
+                         signature: InternalRequestSignature | None = None) -> None:
+        """The internal endpoint (Kafka's ``putTaskConfigs``): under ``sessioned`` the request
+        must be signed with the current session key; only the leader writes task configs."""
+        if self.request_signing_enabled():
+            verify(signature, self.session_key, self.config.signing.verification_algorithms)
         if not self.is_leader():
             raise NotLeaderException("Only the leader may write task configurations.", self.leader_url)
         with self.lock:

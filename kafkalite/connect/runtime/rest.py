@@ -29,6 +29,7 @@ from kafkalite.registry.rest import Call, LimitedRequest, match_route
 
 from .herder import BadRequestException, NotLeaderException, RebalanceNeededException
 from .metrics import CONTENT_TYPE_LATEST
+from .signing import BadSignatureRequest, ForbiddenRequest, InternalRequestSignature
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,9 @@ def error_for(exc: BaseException) -> RestError:
         return RestError(409, str(exc))
     if isinstance(exc, NotLeaderException):
         return RestError(409, "Cannot complete request because of a conflicting operation (e.g. worker rebalance)")
-    if isinstance(exc, (BadRequestException, ConfigException)):
+    if isinstance(exc, ForbiddenRequest):
+        return RestError(403, str(exc))
+    if isinstance(exc, (BadRequestException, BadSignatureRequest, ConfigException)):
         return RestError(400, str(exc))
     if isinstance(exc, ConnectException):
         return RestError(500, str(exc))
@@ -351,9 +354,13 @@ class ConnectResource(resource.Resource):
         d.addCallback(lambda _: Reply(204))
         return d
 
-    def signature_from(self, call: ConnectCall) -> Any:
-        """The request's KIP-507 signature (None: unsigned)."""
-        return None
+    def signature_from(self, call: ConnectCall) -> InternalRequestSignature | None:
+        """The request's KIP-507 signature over the exact body bytes (None: unsigned; 400 when
+        its headers cannot be used)."""
+        def header(name: str) -> str | None:
+            value = call.request.getHeader(name)
+            return value.decode("latin-1") if isinstance(value, bytes) else value
+        return InternalRequestSignature.from_headers(call.raw, header)
 
     def _task(self, call: ConnectCall) -> int:
         try:

@@ -4,9 +4,10 @@ writes them to the config topic. Two distributed herders in memory (fake config 
 leader's REST resource answering the follower's HTTP calls through Twisted's DummyRequest)."""
 from __future__ import annotations
 
+import base64
 import json
-import queue
 import threading
+import time
 from io import BytesIO
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,9 +19,11 @@ from twisted.web.test.requesthelper import DummyRequest
 
 from kafkalite.connect.runtime.distributed import DistributedHerder
 from kafkalite.connect.runtime.herder import ClusterConfigState
+from kafkalite.connect.runtime.kafka_stores import ConfigUpdate
 from kafkalite.connect.runtime.offsets import MemoryOffsetStore
 from kafkalite.connect.runtime.rest import ConnectResource
 from kafkalite.connect.runtime.rest_client import ConnectRestException
+from kafkalite.connect.runtime.signing import SessionKey, sign
 from kafkalite.connect.runtime.status import MemoryStatusStore
 from kafkalite.connect.runtime.worker import Worker
 from kafkalite.connect.runtime.worker_config import WorkerConfig
@@ -38,6 +41,8 @@ class FakeConfigStore:
         self.on_update: Any = None
         self.task_writes: list[tuple[str, list[dict[str, str]]]] = []
         self.session_keys: list[Any] = []
+        self.session_key: Any = None
+        self.readers: list[Any] = []             # other workers' stores reading the same topic
 
     def snapshot(self) -> ClusterConfigState:
         with self.lock:
@@ -52,7 +57,13 @@ class FakeConfigStore:
             self.state.tasks[name] = [dict(c) for c in configs]
 
     def put_session_key(self, key: Any) -> None:
+        """As the topic would: every reader (this store too) replays the record."""
         self.session_keys.append(key)
+        for store in [self] + self.readers:
+            store.session_key = key
+            update = ConfigUpdate()
+            update.session_key = key
+            store.on_update(update)
 
 
 def _config(tmp: Path, name: str, **extra: str) -> WorkerConfig:
@@ -75,6 +86,13 @@ def _herder(tmp: Path, name: str, state: ClusterConfigState, **extra: str) -> Di
     h.protocol = "sessioned" if config.connect_protocol == "sessioned" else h.protocol
     h.ready, h.rebalancing = True, False
     return h
+
+
+def _start_session(leader: DistributedHerder, follower: DistributedHerder) -> None:
+    """The leader's first tick under sessioned: it distributes a key, which both workers read."""
+    leader.member.member_id = "member-leader"
+    leader._check_key_rotation()
+    assert leader.session_key is not None and follower.session_key == leader.session_key
 
 
 def call(resource: ConnectResource, method: str, path: str, data: bytes,
@@ -120,6 +138,7 @@ def pair(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
                 raise ConnectRestException(code, body["message"])
             return body
         follower.http = http
+        leader.config_store.readers.append(follower.config_store)
         src = tmp_path / "in.txt"
         src.write_text("a\n")
         cfg = {"name": "files", "connector.class": "FileStreamSource", "file": str(src), "topic": "t"}
@@ -200,3 +219,81 @@ def test_standalone_refuses_the_internal_endpoint(tmp_path: Path) -> None:
     code, body = call(resource, "POST", "/connectors/x/tasks", b"[]")
     assert code == 500 and body["message"].startswith("Kafka Connect in standalone mode does not support")
     herder.stop()
+
+
+def test_sessioned_the_leader_distributes_a_key_and_the_follower_signs_with_it(pair: Any) -> None:
+    leader, follower, sent = pair()                                     # sessioned is the default
+    assert leader.request_signing_enabled()
+    _start_session(leader, follower)
+    [key] = leader.config_store.session_keys
+    assert key.algorithm == "HmacSHA256" and len(key.key) == 32        # the JVM's default HmacSHA256 key
+    _run_connector_on(follower)
+    follower._reconfigure_tasks("files")
+    wait_for(lambda: leader.config_store.task_writes, what="the leader's write")
+    headers = sent[0][1]
+    assert headers["X-Connect-Request-Signature-Algorithm"] == "HmacSHA256"
+    assert len(base64.b64decode(headers["X-Connect-Authorization"])) == 32
+    leader._check_key_rotation()                                        # still valid: no new key
+    assert len(leader.config_store.session_keys) == 1
+
+
+def test_sessioned_leader_refuses_unsigned_and_badly_signed_requests(pair: Any) -> None:
+    leader, follower, _ = pair()
+    _start_session(leader, follower)
+    resource = ConnectResource(leader, reactor=None, run_blocking=lambda fn, *a: defer.maybeDeferred(fn, *a))
+    body = b'[{"topic":"t"}]'
+    assert call(resource, "POST", "/connectors/files/tasks", body) == (
+        400, {"error_code": 400, "message": "Internal request missing required signature"})
+    forged = sign(SessionKey(b"k" * 32, "HmacSHA256", 0), body, "HmacSHA256")
+    assert call(resource, "POST", "/connectors/files/tasks", body, forged) == (
+        403, {"error_code": 403, "message": "Internal request contained invalid signature."})
+    good = sign(leader.session_key, body, "HmacSHA256")
+    assert call(resource, "POST", "/connectors/files/tasks", body + b" ", good)[0] == 403   # another body
+    code, answer = call(resource, "POST", "/connectors/files/tasks", body,
+                        sign(leader.session_key, body, "HmacSHA512"))
+    assert code == 400 and answer["message"].startswith(
+        "This worker does not support the 'HmacSHA512' key signing algorithm used by other workers. "
+        "This worker is currently configured to use: [HmacSHA256].")
+    code, answer = call(resource, "POST", "/connectors/files/tasks", body,
+                        {**good, "X-Connect-Request-Signature-Algorithm": "HmacNope"})
+    assert (code, answer["message"]) == (400, "Algorithm HmacNope not available")
+    code, answer = call(resource, "POST", "/connectors/files/tasks", body,
+                        {**good, "X-Connect-Authorization": "***"})
+    assert code == 400
+    assert leader.config_store.task_writes == []
+    assert call(resource, "POST", "/connectors/files/tasks", body, good) == (204, None)
+    assert leader.config_store.task_writes == [("files", [{"topic": "t"}])]
+
+
+def test_a_follower_with_a_stale_key_is_refused_then_retries(pair: Any) -> None:
+    leader, follower, sent = pair()
+    _start_session(leader, follower)
+    follower.session_key = SessionKey(b"old" * 11, "HmacSHA256", 0)     # missed a rotation
+    _run_connector_on(follower)
+    follower._reconfigure_tasks("files")
+    events = iter(lambda: follower._events.get(timeout=10), ("reconfigure", "files"))
+    assert all(isinstance(e, ConfigUpdate) for e in events)              # the key's update, then the retry
+    assert sent and leader.config_store.task_writes == []
+
+
+def test_the_leader_rotates_an_expired_or_outdated_key(pair: Any) -> None:
+    leader, follower, _ = pair(**{"inter.worker.key.ttl.ms": "60000", "inter.worker.key.size": "512"})
+    _start_session(leader, follower)
+    first = leader.session_key
+    assert len(first.key) == 64 and leader.key_expiration == first.creation_timestamp + 60000
+    leader.key_expiration = 0                                            # the TTL has passed
+    leader._check_key_rotation()
+    assert leader.session_key != first and follower.session_key == leader.session_key
+    short = SessionKey(b"x" * 32, "HmacSHA256", int(time.time() * 1000))  # another worker's key size
+    leader.config_store.put_session_key(short)
+    leader._check_key_rotation()
+    assert leader.session_key != short and len(leader.session_key.key) == 64
+
+
+def test_compatible_mode_requires_no_signature(pair: Any) -> None:
+    leader, follower, _ = pair(**{"connect.protocol": "compatible"})
+    leader.member.member_id = "member-leader"
+    leader._check_key_rotation()
+    assert not leader.request_signing_enabled() and leader.config_store.session_keys == []
+    leader.put_task_configs("files", [{"a": "b"}], None)
+    assert leader.config_store.task_writes == [("files", [{"a": "b"}])]
