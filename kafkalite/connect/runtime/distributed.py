@@ -18,8 +18,9 @@ moved work stops; a departed worker's work waits ``scheduled.rebalance.max.delay
 come back). Under ``sessioned`` (protocol v2) internal requests are signed (KIP-507, ``signing.py``):
 the leader writes a session key to the config topic (again when it expires after
 ``inter.worker.key.ttl.ms`` or was made with other settings), followers sign the task configs
-they send with it, and the leader refuses an unsigned or wrongly signed one. REST writes that need the leader (create, update, delete, restart) raise
-:class:`NotLeaderException` with the leader's URL on a follower; the REST layer forwards them.
+they send with it, and the leader refuses an unsigned or wrongly signed one. REST writes that
+need the leader (create, update, delete, restart) raise :class:`NotLeaderException` with the
+leader's URL on a follower; the REST layer forwards them.
 """
 from __future__ import annotations
 
