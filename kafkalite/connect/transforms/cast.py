@@ -186,9 +186,9 @@ class Cast(KeyOrValueTransformation):
         return self.new_record(record, updated_schema, updated)
 
     def _updated_schema(self, schema: Schema) -> Schema:
-        cached = self.cache.get(schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(schema, self._build_schema)
+
+    def _build_schema(self, schema: Schema) -> Schema:
         if self.whole is not None:
             # a logical type's name would no longer describe the cast value
             builder = (SchemaBuilder(self.whole) if schema.name in LOGICAL_NAMES
@@ -210,9 +210,7 @@ class Cast(KeyOrValueTransformation):
             builder.optional()
         if schema.default is not None:
             builder.default_value(cast_value(schema, schema.default, builder.type))
-        updated = builder.build()
-        self.cache.put(schema, updated)
-        return updated
+        return builder.build()
 
 
 class CastKey(KeySide, Cast):
