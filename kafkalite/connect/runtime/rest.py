@@ -29,7 +29,8 @@ from kafkalite.registry.rest import Call, LimitedRequest, match_route
 
 from .herder import BadRequestException, NotLeaderException, RebalanceNeededException
 from .metrics import CONTENT_TYPE_LATEST
-from .signing import BadSignatureRequest, ForbiddenRequest, InternalRequestSignature
+from .signing import (SIGNATURE_ALGORITHM_HEADER, SIGNATURE_HEADER, BadSignatureRequest, ForbiddenRequest,
+                      InternalRequestSignature)
 
 log = logging.getLogger(__name__)
 
@@ -449,20 +450,19 @@ def _level_name(level: int) -> str:
 
 
 #: the headers of a signed internal request (KIP-507), kept when a request is forwarded to the leader
-INTERNAL_REQUEST_HEADERS = (b"x-connect-authorization", b"x-connect-request-signature-algorithm")
+INTERNAL_REQUEST_HEADERS = tuple(h.lower().encode("ascii") for h in (SIGNATURE_HEADER, SIGNATURE_ALGORITHM_HEADER))
 
 
 def _task_config_list(body: Any) -> list[dict[str, str]]:
     """``[{"k": "v"}, ...]`` as Kafka's ``List<Map<String, String>>`` reads it (scalars as
-    strings); anything else is the 500 Kafka's JSON mapper answers."""
+    strings, a null value as no setting); anything else is the 500 Kafka's JSON mapper answers."""
     if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
         raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
     out = []
     for c in body:
         if any(isinstance(v, (dict, list)) for v in c.values()):
             raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
-        out.append({str(k): ("null" if v is None else (str(v).lower() if isinstance(v, bool) else str(v)))
-                    for k, v in c.items()})
+        out.append({str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in c.items() if v is not None})
     return out
 
 

@@ -180,8 +180,8 @@ def test_the_leader_writes_its_own_connectors_task_configs(pair: Any) -> None:
 def test_internal_endpoint_answers(pair: Any, tmp_path: Path) -> None:
     leader, follower, _ = pair(**{"connect.protocol": "compatible"})
     resource = ConnectResource(leader, reactor=None, run_blocking=lambda fn, *a: defer.maybeDeferred(fn, *a))
-    assert call(resource, "POST", "/connectors/files/tasks", b'[{"a":"1","n":2}]') == (204, None)
-    assert leader.config_store.task_writes == [("files", [{"a": "1", "n": "2"}])]
+    assert call(resource, "POST", "/connectors/files/tasks", b'[{"a":"1","n":2,"b":true,"z":null}]') == (204, None)
+    assert leader.config_store.task_writes == [("files", [{"a": "1", "n": "2", "b": "true"}])]
     assert call(resource, "POST", "/connectors/nobody/tasks", b"[]") == (
         404, {"error_code": 404, "message": "Connector nobody not found"})
     assert call(resource, "POST", "/connectors/files/tasks", b'{"a":"1"}')[0] == 500
