@@ -297,3 +297,47 @@ def test_compatible_mode_requires_no_signature(pair: Any) -> None:
     assert not leader.request_signing_enabled() and leader.config_store.session_keys == []
     leader.put_task_configs("files", [{"a": "b"}], None)
     assert leader.config_store.task_writes == [("files", [{"a": "b"}])]
+
+
+class _FakeResponse:
+    code = 204
+    phrase = b"No Content"
+    length = 0
+
+    def __init__(self) -> None:
+        from twisted.web.http_headers import Headers
+        self.headers = Headers()
+
+    def deliverBody(self, protocol: Any) -> None:
+        from twisted.python.failure import Failure
+        from twisted.web.client import ResponseDone
+        protocol.connectionLost(Failure(ResponseDone()))
+
+
+class _RecordingAgent:
+    def __init__(self) -> None:
+        self.requests: list[tuple[bytes, bytes, Any, Any]] = []
+
+    def request(self, method: bytes, url: bytes, headers: Any = None, body: Any = None) -> Any:
+        self.requests.append((method, url, headers, body))
+        d: Any = defer.succeed(_FakeResponse())
+        d.addTimeout = lambda *a, **k: d
+        return d
+
+
+def test_a_follower_receiving_a_signed_request_forwards_it_to_the_leader_with_its_signature(pair: Any) -> None:
+    """A request that lands on a follower (its leader moved) goes on to the leader byte for byte,
+    with the signature headers, so the leader can still verify it."""
+    leader, follower, _ = pair()
+    _start_session(leader, follower)
+    resource = ConnectResource(follower, reactor=None, run_blocking=lambda fn, *a: defer.maybeDeferred(fn, *a))
+    agent = _RecordingAgent()
+    resource.agent = agent
+    body = b'[{"topic":"t"}]'
+    headers = sign(follower.session_key, body, "HmacSHA256")
+    assert call(resource, "POST", "/connectors/files/tasks", body, headers) == (204, None)
+    [(method, url, sent_headers, _)] = agent.requests
+    assert (method, url) == (b"POST", b"http://leader:8083/connectors/files/tasks?forward=true")
+    assert sent_headers.getRawHeaders(b"x-connect-authorization") == [headers["X-Connect-Authorization"].encode()]
+    assert sent_headers.getRawHeaders(b"x-connect-request-signature-algorithm") == [b"HmacSHA256"]
+    assert follower.config_store.task_writes == []
