@@ -633,6 +633,26 @@ _PLAIN_CLASSES: dict[Type, tuple[type, ...]] = {
 }
 
 
+def schema_type_of(value: Any) -> Type | None:
+    """The schema type of a schemaless value, as Kafka's ``ConnectSchema.schemaType(Class)`` finds
+    it from the value's class (a Python int is Java's Long, a float a Double); None for a class
+    with no schema type of its own, which includes the logical types' values (Decimal, dates and
+    times: BigDecimal and java.util.Date are not in Kafka's table). The JSON converter and Cast
+    each turn None into their own error."""
+    for python_type, schema_type in _SCHEMALESS_TYPES:
+        if isinstance(value, python_type):
+            return schema_type
+    return None
+
+
+#: bool before int (a bool is an int in Python, a Boolean in Java)
+_SCHEMALESS_TYPES: tuple[tuple[type | tuple[type, ...], Type], ...] = (
+    (bool, Type.BOOLEAN), (int, Type.INT64), (float, Type.FLOAT64), (str, Type.STRING),
+    ((bytes, bytearray, memoryview), Type.BYTES), ((list, tuple), Type.ARRAY), (dict, Type.MAP),
+    (Struct, Type.STRUCT),
+)
+
+
 def _matches(schema: Schema, value: Any) -> bool:
     """Whether ``value``'s Python type is one the schema accepts (ConnectSchema.expectedClassesFor)."""
     name = schema.name

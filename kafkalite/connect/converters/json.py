@@ -24,7 +24,7 @@ from ..config import (
     AbstractConfig, CaseInsensitiveValidString, ConfigDef, Importance, Range, Type as ConfigType,
 )
 from ..data import (
-    Date, Decimal, Schema, SchemaAndValue, SchemaBuilder, Struct, Time, Timestamp, Type, validate_value,
+    Date, Decimal, Schema, SchemaAndValue, SchemaBuilder, Struct, Time, Timestamp, Type, schema_type_of, validate_value,
 )
 from ..errors import DataException
 from ..records import ConnectHeaders
@@ -187,27 +187,6 @@ def _required(schema: Schema | None) -> Schema:
 
 
 # -- Connect -> JSON --------------------------------------------------------------------------
-def _infer_type(value: Any) -> Type:
-    """The schema type of a schemaless value (ConnectSchema.schemaType(Class))."""
-    if isinstance(value, bool):
-        return Type.BOOLEAN
-    if isinstance(value, int):
-        return Type.INT64
-    if isinstance(value, float):
-        return Type.FLOAT64
-    if isinstance(value, str):
-        return Type.STRING
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return Type.BYTES
-    if isinstance(value, (list, tuple)):
-        return Type.ARRAY
-    if isinstance(value, dict):
-        return Type.MAP
-    if isinstance(value, Struct):
-        return Type.STRUCT
-    raise DataException(f"Java class {type(value).__name__} does not have corresponding schema type.")
-
-
 _AS_IS = frozenset({Type.INT8, Type.INT16, Type.INT32, Type.INT64, Type.BOOLEAN, Type.STRING})
 _FLOATS = frozenset({Type.FLOAT32, Type.FLOAT64})
 
@@ -227,7 +206,9 @@ def _to_json(schema: Schema | None, value: Any, numeric_decimals: bool, checked:
         logical = _logical_to_json(schema, value, numeric_decimals)
         if logical is not _NOT_LOGICAL:
             return logical
-    schema_type = schema.type if schema is not None else _infer_type(value)
+    schema_type = schema.type if schema is not None else schema_type_of(value)
+    if schema_type is None:
+        raise DataException(f"Java class {type(value).__name__} does not have corresponding schema type.")
     try:
         if schema_type in _AS_IS:
             if schema is not None and not checked:

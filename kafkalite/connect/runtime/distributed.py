@@ -6,25 +6,35 @@ One herder thread does everything that changes what runs here, in order: rebalan
 stop what was revoked and start what was assigned), config topic updates (a connector's new
 config restarts it; new task configs or connectors make every worker rejoin so the leader
 reassigns), target states, restart requests, and the task configurations of the connectors it
-runs (generated and written to the config topic by the worker that runs the connector).
+runs. As in Kafka, only the leader writes task configurations: a follower running a connector
+sends the configurations it generated to the leader's internal endpoint
+(``POST <leader URL>/connectors/<name>/tasks``) from a forwarding thread (blocking the herder
+thread on the leader could push this worker out of the group), retrying every 250 ms until the
+leader has them or the connector stops running here.
 
 ``connect.protocol``: ``eager`` (every rebalance stops everything, the leader deals it all out
 again round-robin) or ``compatible`` / ``sessioned`` (KIP-415 incremental cooperative: only
 moved work stops; a departed worker's work waits ``scheduled.rebalance.max.delay.ms`` for it to
-come back). REST writes that need the leader (create, update, delete, restart) raise
-:class:`NotLeaderException` with the leader's URL on a follower; the REST layer forwards them.
+come back). Under ``sessioned`` (protocol v2) internal requests are signed (KIP-507, ``signing.py``):
+the leader writes a session key to the config topic (again when it expires after
+``inter.worker.key.ttl.ms`` or was made with other settings), followers sign the task configs
+they send with it, and the leader refuses an unsigned or wrongly signed one. REST writes that
+need the leader (create, update, delete, restart) raise :class:`NotLeaderException` with the
+leader's URL on a follower; the REST layer forwards them.
 """
 from __future__ import annotations
 
+import json
 import logging
 import queue
 import threading
 import time
-from typing import Any, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping
 
 from kafkalite.client import ClientError, KafkaClient
 from kafkalite.client.group import GroupMember
-from kafkalite.connect.errors import AlreadyExistsException, NotFoundException
+from kafkalite.connect.errors import AlreadyExistsException, ConnectException, NotFoundException
 
 from . import protocol as proto
 from . import status as st
@@ -32,12 +42,17 @@ from .connector_config import ConnectorConfig
 from .herder import Herder, NotLeaderException, RebalanceNeededException
 from .kafka_stores import ConfigUpdate, KafkaConfigStore, KafkaOffsetStore, KafkaStatusStore
 from .metrics import ConnectMetrics
+from .rest_client import ConnectRestException, http_request_raw, task_configs_url
+from .signing import InternalRequestSignature, SessionKey, sign, verify
 from .worker import PAUSED, STARTED, ConnectorTaskId, Worker
 from .worker_config import WorkerConfig
 
 log = logging.getLogger(__name__)
 
 Unit = proto.Unit
+
+#: Kafka's RECONFIGURE_CONNECTOR_TASKS_BACKOFF_MS: how soon a failed forward of task configs is retried
+RECONFIGURE_BACKOFF_S = 0.25
 
 
 class ConnectMember(GroupMember):
@@ -88,9 +103,17 @@ class DistributedHerder(Herder):
         self._known: set[str] = set()
         #: the config each task running here was started with (a commit of the same configs is no change)
         self._started_with: dict[ConnectorTaskId, dict[str, str]] = {}
+        #: Kafka's forwardRequestExecutor: sends task configs to the leader off the herder thread
+        self._forwarder = ThreadPoolExecutor(max_workers=1, thread_name_prefix="connect-forward")
+        #: the blocking HTTP call to another worker (url, method, body bytes, headers)
+        self.http: Callable[..., Any] = http_request_raw
+        #: KIP-507: the current session key (read from the config topic) and when the leader replaces it
+        self.key_generator = config.signing.key_generator()
+        self.session_key: SessionKey | None = None
+        self.key_expiration = float("inf")
         worker.generation = lambda: self.generation
         worker.reconfiguration_listener = lambda name: self._events.put(("reconfigure", name))
-        config_store.on_update = lambda update: self._events.put(update)
+        config_store.on_update = self._on_config_update
 
     @classmethod
     def create(cls, config: WorkerConfig, worker_id: str, cluster_id: str,
@@ -117,6 +140,7 @@ class DistributedHerder(Herder):
         self._events.put(None)
         if self._thread is not None:
             self._thread.join(self.config.task_shutdown_graceful_timeout_ms / 1000.0 + 30)
+        self._forwarder.shutdown(wait=False, cancel_futures=True)
         self._stop_all()
         try:
             self.member.leave()
@@ -127,12 +151,52 @@ class DistributedHerder(Herder):
         self.member.client.close()
         log.info("distributed herder stopped")
 
+    def _on_config_update(self, update: ConfigUpdate) -> None:
+        """From the config topic's reader: a new session key is used at once (requests signed
+        with it may already be on their way); everything else goes to the herder thread."""
+        if update.session_key is not None:
+            self._adopt_key(update.session_key)
+        self._events.put(update)
+
+    def _adopt_key(self, key: SessionKey) -> None:
+        log.info("Session key updated")
+        self.session_key = key
+        self.key_expiration = key.expiration(self.config.signing.key_ttl_ms)
+
+    def request_signing_enabled(self) -> bool:
+        """Kafka's internalRequestValidationEnabled: the group speaks protocol v2 (sessioned)."""
+        return proto.VERSION_OF.get(self.protocol, 0) >= 2
+
+    def _check_key_rotation(self) -> None:
+        """Kafka's checkForKeyRotation: the leader distributes a key when there is none, it has
+        expired, or it was made with another algorithm or size; a follower picks up the key
+        its start-up read of the config topic found."""
+        if not self.request_signing_enabled() or not self.ready:
+            return
+        key = self.session_key
+        if not self.is_leader():
+            stored = getattr(self.config_store, "session_key", None)
+            if key is None and stored is not None:
+                self._adopt_key(stored)
+            return
+        now = int(time.time() * 1000)
+        if key is None or self.key_expiration <= now or not self.key_generator.matches(key):
+            log.info("distributing a new session key (%s)", "none yet" if key is None else "expired or outdated")
+            self.key_expiration = float("inf")            # until our own key comes back from the topic
+            try:
+                self.config_store.put_session_key(self.key_generator.generate(now))
+            except Exception as exc:  # noqa: BLE001 - retried on the next tick after a re-read
+                log.warning("Failed to write new session key to config topic: %s", exc)
+                self.key_expiration = 0
+                self._stop.wait(1.0)
+
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
                 if self.member.needs_rejoin or (self._rejoin_at is not None and time.monotonic() >= self._rejoin_at):
                     self._rebalance()
                     continue
+                self._check_key_rotation()
                 timeout = 0.1 if self._rejoin_at is None else max(0.0, min(0.1, self._rejoin_at - time.monotonic()))
                 try:
                     event = self._events.get(timeout=timeout)
@@ -308,9 +372,62 @@ class DistributedHerder(Herder):
             log.error("%s failed to generate task configs: %s", connector, exc)
             self.worker.connector_failed(connector, exc)
             return
-        if new != snapshot.tasks.get(connector):
+        if new == snapshot.tasks.get(connector):
+            return
+        if self.is_leader():
             log.info("writing %d task configs for %s", len(new), connector)
             self.config_store.put_task_configs(connector, new)
+        else:
+            self._forwarder.submit(self._forward_task_configs, connector, new)
+
+    def is_leader(self) -> bool:
+        return bool(self.leader_id) and self.leader_id == self.member.member_id
+
+    def _forward_task_configs(self, connector: str, configs: list[dict[str, str]]) -> None:
+        """On the forwarding thread: POST the configs to the leader; on failure ask the herder
+        thread to reconfigure again after a back-off (it regenerates them and compares with the
+        config topic, so a write that did land is not repeated)."""
+        leader = self.leader_url
+        try:
+            if not leader or not leader.strip():
+                raise ConnectException("Request to leader to reconfigure connector tasks failed because the URL of "
+                                       "the leader's REST interface is empty!")
+            body = json.dumps(configs, separators=(",", ":")).encode()
+            self.http(task_configs_url(leader, connector), "POST", body, self._internal_request_headers(body))
+            log.info("sent %d task configs for %s to the leader %s", len(configs), connector, leader)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the same retry
+            if isinstance(exc, ConnectRestException) and exc.status == 403:
+                log.info("Failed to reconfigure the tasks of %s (%s), possibly due to a rotated session key; "
+                         "retrying after backoff", connector, exc)
+            else:
+                log.error("Request to leader to reconfigure connector tasks of %s failed, retrying after backoff: %s",
+                          connector, exc)
+            if not self._stop.is_set():
+                timer = threading.Timer(RECONFIGURE_BACKOFF_S, self._events.put, args=(("reconfigure", connector),))
+                timer.daemon = True
+                timer.start()
+
+    def _internal_request_headers(self, body: bytes) -> dict[str, str]:
+        """The signature headers of an internal request, once a session key is known (Kafka's
+        RestClient signs whenever it has a key)."""
+        key = self.session_key
+        if key is None:
+            return {}
+        return sign(key, body, self.config.signing.signature_algorithm)
+
+    def put_task_configs(self, name: str, configs: list[dict[str, str]],
+                         signature: InternalRequestSignature | None = None) -> None:
+        """The internal endpoint (Kafka's ``putTaskConfigs``): under ``sessioned`` the request
+        must be signed with the current session key; only the leader writes task configs."""
+        if self.request_signing_enabled():
+            verify(signature, self.session_key, self.config.signing.verification_algorithms)
+        if not self.is_leader():
+            raise NotLeaderException("Only the leader may write task configurations.", self.leader_url)
+        with self.lock:
+            if name not in self.state.connectors:
+                raise NotFoundException(f"Connector {name} not found")
+        log.info("writing %d task configs for %s sent by the worker running it", len(configs), name)
+        self.config_store.put_task_configs(name, configs)
 
     def _handle(self, event: Any) -> None:
         if isinstance(event, tuple) and event[0] == "reconfigure":
@@ -374,7 +491,7 @@ class DistributedHerder(Herder):
     def _require_leader(self) -> None:
         if self.rebalancing and not self.ready:
             raise RebalanceNeededException("Request cannot be completed because a rebalance is expected")
-        if self.leader_id != self.member.member_id:
+        if not self.is_leader():
             raise NotLeaderException("Cannot complete request because this worker is not the leader",
                                      self.leader_url)
 
@@ -423,7 +540,7 @@ class DistributedHerder(Herder):
         if tid in self.running_tasks:
             self._restart_task_here(tid, snapshot.connectors[name], snapshot.tasks[name][task], snapshot.target(name))
             return
-        if self.leader_id == self.member.member_id:
+        if self.is_leader():
             owner = self.owners.get((name, task))
             if owner is None or owner == self.url:
                 raise RebalanceNeededException("Cannot restart task: it is not assigned yet")

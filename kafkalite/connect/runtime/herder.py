@@ -118,19 +118,26 @@ class Herder:
                     for i, c in enumerate(self.state.tasks.get(name, []))]
 
     def connector_status(self, name: str) -> dict[str, Any]:
-        cfg = self._config(name)
+        """Kafka's ``AbstractHerder.connectorStatus``: the status topic's word, so a connector
+        that no worker has reported on yet (just created, or its worker not yet assigned) is a
+        404 "No status found", as it is for a name nobody knows."""
         status = self.status_store.get(name)
-        connector = status.rest() if status else {"state": st.UNASSIGNED, "worker_id": self.worker.worker_id}
+        if status is None:
+            raise NotFoundException(f"No status found for connector {name}")
         with self.lock:
+            cfg = self.state.connectors.get(name)
             count = len(self.state.tasks.get(name, []))
         tasks = []
         for s in self.status_store.tasks(name):
             if s.task is not None and s.task < count:
                 tasks.append({"id": s.task, **s.rest()})
-        return {"name": name, "connector": connector, "tasks": tasks, "type": self.connector_type(cfg)}
+        tasks.sort(key=lambda t: t["id"])
+        return {"name": name, "connector": status.rest(), "tasks": tasks,
+                "type": self.connector_type(cfg) if cfg is not None else "unknown"}
 
     def task_status(self, name: str, task: int) -> dict[str, Any]:
-        self._config(name)
+        """Kafka's ``AbstractHerder.taskStatus``: 404 "No status found for task <name>-<id>"
+        when the status topic has nothing for it (whether or not the connector exists)."""
         s = self.status_store.get_task(name, task)
         if s is None:
             raise NotFoundException(f"No status found for task {name}-{task}")
@@ -235,6 +242,9 @@ class Herder:
         return restart_connector, tasks
 
     def restarting_status(self, name: str, connector: bool, tasks: list[int]) -> dict[str, Any]:
+        """KIP-745's answer; without a status there is no restart plan (Kafka's 404)."""
+        if self.status_store.get(name) is None:
+            raise NotFoundException(f"Status for connector {name} not found")
         out = self.connector_status(name)
         if connector:
             out["connector"] = {"state": st.RESTARTING, "worker_id": out["connector"].get("worker_id")}

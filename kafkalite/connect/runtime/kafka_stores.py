@@ -9,6 +9,7 @@ Config topic (one partition; keys are strings)::
     commit-<name>            {"tasks": <count>}             (the task configs written before it)
     target-state-<name>      {"state": "STARTED" | "PAUSED"}
     restart-connector-<name> {"include-tasks": bool, "only-failed": bool}   (KIP-745)
+    session-key              {"key": <base64>, "algorithm": "HmacSHA256", "creation-timestamp": <ms>}  (KIP-507)
 
 Offsets topic (``offset.storage.partitions``): key ``["<connector>", {partition}]``, value the
 offset map (null: reset). Status topic (``status.storage.partitions``)::
@@ -30,6 +31,7 @@ from . import status as st
 from .herder import ClusterConfigState
 from .kafka_log import KafkaBasedLog
 from .offsets import MemoryOffsetStore
+from .signing import SESSION_KEY_KEY, SessionKey
 from .status import MemoryStatusStore, Status
 from .worker_config import WorkerConfig
 
@@ -63,6 +65,8 @@ class KafkaConfigStore:
     def __init__(self, config: WorkerConfig, on_update: Callable[["ConfigUpdate"], None]) -> None:
         self.state = ClusterConfigState()
         self._pending_tasks: dict[str, dict[int, dict[str, str]]] = {}
+        #: the latest session key read (KIP-507), None before the leader has written one
+        self.session_key: SessionKey | None = None
         self.lock = threading.RLock()
         self.on_update = on_update
         self.log = KafkaBasedLog(config, config.config_topic, 1, config.config_replication_factor, self._apply,
@@ -122,6 +126,13 @@ class KafkaConfigStore:
                 else:
                     self.state.targets[connector] = state
                 update.targets.add(connector)
+            elif name == SESSION_KEY_KEY:
+                if data is None:
+                    log.error("Ignoring session key because it is unexpectedly null")
+                else:
+                    session_key = SessionKey.from_json(data)
+                    if session_key is not None:
+                        self.session_key = update.session_key = session_key
             elif name.startswith("restart-connector-") and data is not None:
                 update.restarts.append((name[len("restart-connector-"):], bool(data.get("include-tasks")),
                                         bool(data.get("only-failed"))))
@@ -154,6 +165,10 @@ class KafkaConfigStore:
                       _json({"include-tasks": include_tasks, "only-failed": only_failed}))
         self.log.read_to_end()
 
+    def put_session_key(self, key: SessionKey) -> None:
+        self.log.send(SESSION_KEY_KEY.encode(), _json(key.to_json()))
+        self.log.read_to_end()
+
     def refresh(self, timeout: float = 30.0) -> None:
         self.log.read_to_end(timeout)
 
@@ -165,9 +180,11 @@ class ConfigUpdate:
         self.tasks: set[str] = set()
         self.targets: set[str] = set()
         self.restarts: list[tuple[str, bool, bool]] = []
+        self.session_key: SessionKey | None = None
 
     def __bool__(self) -> bool:
-        return bool(self.configs or self.removed or self.tasks or self.targets or self.restarts)
+        return bool(self.configs or self.removed or self.tasks or self.targets or self.restarts
+                    or self.session_key)
 
 
 class KafkaOffsetStore(MemoryOffsetStore):

@@ -29,6 +29,8 @@ from kafkalite.registry.rest import Call, LimitedRequest, match_route
 
 from .herder import BadRequestException, NotLeaderException, RebalanceNeededException
 from .metrics import CONTENT_TYPE_LATEST
+from .signing import (SIGNATURE_ALGORITHM_HEADER, SIGNATURE_HEADER, BadSignatureRequest, ForbiddenRequest,
+                      InternalRequestSignature)
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +68,9 @@ def error_for(exc: BaseException) -> RestError:
         return RestError(409, str(exc))
     if isinstance(exc, NotLeaderException):
         return RestError(409, "Cannot complete request because of a conflicting operation (e.g. worker rebalance)")
-    if isinstance(exc, (BadRequestException, ConfigException)):
+    if isinstance(exc, ForbiddenRequest):
+        return RestError(403, str(exc))
+    if isinstance(exc, (BadRequestException, BadSignatureRequest, ConfigException)):
         return RestError(400, str(exc))
     if isinstance(exc, ConnectException):
         return RestError(500, str(exc))
@@ -128,6 +132,7 @@ class ConnectResource(resource.Resource):
             ("PUT", ("connectors", "*", "pause"), self.pause),
             ("PUT", ("connectors", "*", "resume"), self.resume),
             ("GET", ("connectors", "*", "tasks"), self.get_tasks),
+            ("POST", ("connectors", "*", "tasks"), self.put_task_configs),
             ("GET", ("connectors", "*", "tasks", "*", "status"), self.get_task_status),
             ("POST", ("connectors", "*", "tasks", "*", "restart"), self.restart_task),
             ("GET", ("connectors", "*", "topics"), self.get_topics),
@@ -210,6 +215,10 @@ class ConnectResource(resource.Resource):
         url = (leader_url.rstrip("/") + request.path.decode() + "?" + urlencode(args)).encode()
         producer = cast(IBodyProducer, FileBodyProducer(BytesIO(call.raw))) if call.raw else None
         headers = Headers({b"content-type": [JSON], b"accept": [JSON]})
+        for name in INTERNAL_REQUEST_HEADERS:           # a signature covers the body, which goes unchanged
+            value = request.getHeader(name)
+            if value is not None:
+                headers.setRawHeaders(name, [value.encode("latin-1") if isinstance(value, str) else value])
         try:
             d = self.agent.request(request.method, url, headers, producer)
             d.addTimeout(90, self.reactor)
@@ -336,6 +345,24 @@ class ConnectResource(resource.Resource):
     def get_tasks(self, call: ConnectCall) -> Any:
         return self._run(self.herder.task_configs, call.params[0])
 
+    def put_task_configs(self, call: ConnectCall) -> Any:
+        """The internal endpoint a follower running a connector sends its task configs to; the
+        leader writes them (204). The body is a list of string maps, as Kafka's reader wants."""
+        name, body = call.params[0], call.body()
+        configs = _task_config_list(body)
+        signature = self.signature_from(call)
+        d = self._run(self.herder.put_task_configs, name, configs, signature)
+        d.addCallback(lambda _: Reply(204))
+        return d
+
+    def signature_from(self, call: ConnectCall) -> InternalRequestSignature | None:
+        """The request's KIP-507 signature over the exact body bytes (None: unsigned; 400 when
+        its headers cannot be used)."""
+        def header(name: str) -> str | None:
+            value = call.request.getHeader(name)
+            return value.decode("latin-1") if isinstance(value, bytes) else value
+        return InternalRequestSignature.from_headers(call.raw, header)
+
     def _task(self, call: ConnectCall) -> int:
         try:
             return int(call.params[1])
@@ -420,6 +447,23 @@ _LOG4J_NAMES = {level: name for name, level in _LEVELS.items() if name != "TRACE
 def _level_name(level: int) -> str:
     """A logger's level as Kafka's ``/admin/loggers`` shows it: log4j's name for it."""
     return _LOG4J_NAMES.get(level) or logging.getLevelName(level)
+
+
+#: the headers of a signed internal request (KIP-507), kept when a request is forwarded to the leader
+INTERNAL_REQUEST_HEADERS = tuple(h.lower().encode("ascii") for h in (SIGNATURE_HEADER, SIGNATURE_ALGORITHM_HEADER))
+
+
+def _task_config_list(body: Any) -> list[dict[str, str]]:
+    """``[{"k": "v"}, ...]`` as Kafka's ``List<Map<String, String>>`` reads it (scalars as
+    strings, a null value as no setting); anything else is the 500 Kafka's JSON mapper answers."""
+    if not isinstance(body, list) or not all(isinstance(c, dict) for c in body):
+        raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
+    out = []
+    for c in body:
+        if any(isinstance(v, (dict, list)) for v in c.values()):
+            raise RestError(500, "Cannot deserialize the request body into a list of task configurations")
+        out.append({str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in c.items() if v is not None})
+    return out
 
 
 def _same_plugin(given: str, requested: str) -> bool:

@@ -120,6 +120,11 @@ class StandaloneHerder(Herder):
                 self._restart_task(name, t)
             return answer
 
+    def put_task_configs(self, name: str, configs: list[dict[str, str]], signature: Any = None) -> None:
+        """The distributed workers' internal endpoint; Kafka's standalone herder refuses it."""
+        raise ConnectException("Kafka Connect in standalone mode does not support externally setting task "
+                               "configurations.")
+
     def restart_task(self, name: str, task: int) -> None:
         with self.lock:
             self._config(name)

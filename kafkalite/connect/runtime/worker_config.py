@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from kafkalite.client.security import ClientSecurity
 from kafkalite.client import ClientError
 
+from .signing import SigningConfig
+
 
 class WorkerConfigError(ValueError):
     """A bad worker property; str() is the one-line message the CLI prints."""
@@ -65,6 +67,12 @@ DISTRIBUTED_DEFAULTS: dict[str, str] = {
     "status.storage.partitions": "5",
     "connect.protocol": "sessioned",
     "scheduled.rebalance.max.delay.ms": "300000",
+    # KIP-507: signed internal requests under connect.protocol=sessioned (see signing.py)
+    "inter.worker.key.generation.algorithm": "HmacSHA256",
+    "inter.worker.key.size": "",
+    "inter.worker.key.ttl.ms": "3600000",
+    "inter.worker.signature.algorithm": "HmacSHA256",
+    "inter.worker.verification.algorithms": "HmacSHA256",
 }
 
 STANDALONE_DEFAULTS: dict[str, str] = {"offset.storage.file.filename": ""}
@@ -114,6 +122,7 @@ class WorkerConfig:
     status_partitions: int = 5
     connect_protocol: str = "sessioned"
     scheduled_rebalance_max_delay_ms: int = 300000
+    signing: SigningConfig = field(default_factory=SigningConfig)
     # standalone
     offset_file: str = ""
     extra: dict[str, str] = field(default_factory=dict)
@@ -159,6 +168,10 @@ class WorkerConfig:
             cfg.status_replication_factor = _int(props, "status.storage.replication.factor")
             cfg.status_partitions = _int(props, "status.storage.partitions")
             cfg.scheduled_rebalance_max_delay_ms = _int(props, "scheduled.rebalance.max.delay.ms")
+            try:
+                cfg.signing = SigningConfig.parse(props)
+            except ValueError as exc:
+                raise WorkerConfigError(str(exc)) from None
         else:
             if not props["offset.storage.file.filename"]:
                 raise WorkerConfigError('Missing required configuration "offset.storage.file.filename" '

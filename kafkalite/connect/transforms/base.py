@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from collections import OrderedDict
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .. import __version__
 from ..config import AbstractConfig, ConfigDef
@@ -20,8 +20,9 @@ __all__ = ["Transformation", "Predicate", "KeyOrValueTransformation", "KeySide",
            "require_struct", "require_sink_record", "require_schema", "SchemaUpdateCache"]
 
 
-class Transformation(abc.ABC):
-    """A single message transform: ``apply`` returns the new record, or None to drop it."""
+class ConfigurablePlugin(abc.ABC):
+    """What transformations and predicates share (Kafka's Versioned, Configurable and Closeable):
+    a ConfigDef, configuration through it, a version, ``close``."""
 
     def version(self) -> str:
         return __version__
@@ -35,33 +36,22 @@ class Transformation(abc.ABC):
     def configure_parsed(self, config: AbstractConfig) -> None:
         """Read the parsed configuration (the common path of ``configure``)."""
 
+    def close(self) -> None:
+        pass
+
+
+class Transformation(ConfigurablePlugin):
+    """A single message transform: ``apply`` returns the new record, or None to drop it."""
+
     @abc.abstractmethod
     def apply(self, record: ConnectRecord) -> ConnectRecord | None: ...
 
-    def close(self) -> None:
-        pass
 
-
-class Predicate(abc.ABC):
+class Predicate(ConfigurablePlugin):
     """A condition on a record: a transformation with ``transforms.X.predicate`` applies only where it holds."""
-
-    def version(self) -> str:
-        return __version__
-
-    @abc.abstractmethod
-    def config(self) -> ConfigDef: ...
-
-    def configure(self, configs: Mapping[str, Any]) -> None:
-        self.configure_parsed(AbstractConfig(self.config(), configs))
-
-    def configure_parsed(self, config: AbstractConfig) -> None:
-        pass
 
     @abc.abstractmethod
     def test(self, record: ConnectRecord) -> bool: ...
-
-    def close(self) -> None:
-        pass
 
 
 class KeyOrValueTransformation(Transformation):
@@ -159,3 +149,11 @@ class SchemaUpdateCache:
         self._entries[schema] = updated
         while len(self._entries) > self.size:
             self._entries.popitem(last=False)
+
+    def get_or_build(self, schema: Schema, build: Callable[[Schema], Schema]) -> Schema:
+        """The output schema for ``schema``, built (and remembered) on a miss."""
+        found = self.get(schema)
+        if found is None:
+            found = build(schema)
+            self.put(schema, found)
+        return found

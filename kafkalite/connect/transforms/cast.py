@@ -14,7 +14,7 @@ from typing import Any
 
 from ..config import AbstractConfig, ConfigDef, ConfigException, Importance, Type as ConfigType
 from ..data import (
-    LOGICAL_NAMES, Date, Schema, SchemaBuilder, Struct, Time, Timestamp, Type, copy_schema_basics,
+    LOGICAL_NAMES, Date, Schema, SchemaBuilder, Struct, Time, Timestamp, Type, copy_schema_basics, schema_type_of,
 )
 from ..errors import DataException
 from ..records import ConnectRecord
@@ -78,28 +78,6 @@ def config_def() -> ConfigDef:
         "float64, boolean, and string. Note that binary fields can only be cast to string.")
 
 
-def _infer(value: Any) -> Type | None:
-    if isinstance(value, bool):
-        return Type.BOOLEAN
-    if isinstance(value, int):
-        return Type.INT64
-    if isinstance(value, (float, decimal.Decimal)):
-        return Type.FLOAT64
-    if isinstance(value, str):
-        return Type.STRING
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return Type.BYTES
-    if isinstance(value, (list, tuple)):
-        return Type.ARRAY
-    if isinstance(value, dict):
-        return Type.MAP
-    if isinstance(value, Struct):
-        return Type.STRUCT
-    if isinstance(value, (_dt.date, _dt.time)):
-        return Type.INT64
-    return None
-
-
 def _wrap(number: int, bits: int) -> int:
     number &= (1 << bits) - 1
     return number - (1 << bits) if number >= 1 << (bits - 1) else number
@@ -126,7 +104,7 @@ def cast_value(schema: Schema | None, value: Any, target: Type) -> Any:
     """One value to ``target`` (Kafka's castValueToType)."""
     if value is None:
         return None
-    inferred = schema.type if schema is not None else _infer(value)
+    inferred = schema.type if schema is not None else schema_type_of(value)
     if inferred is None:
         raise DataException(f"Cast transformation was passed a value of type {type(value).__name__} which is not "
                             "supported by Connect's data API")
@@ -137,8 +115,6 @@ def cast_value(schema: Schema | None, value: Any, target: Type) -> Any:
         raise DataException(f"Unexpected type in Cast transformation: bytes can only be cast to string, not {target}")
     if schema is not None and schema.name is not None and target is not Type.STRING:
         value = _encode_logical(schema, value)
-    elif schema is None and target is not Type.STRING and isinstance(value, _dt.datetime):
-        value = Timestamp.from_logical(Timestamp.SCHEMA, value)
     if target is Type.STRING:
         if isinstance(value, _dt.datetime):
             return format_timestamp(value)
@@ -210,9 +186,9 @@ class Cast(KeyOrValueTransformation):
         return self.new_record(record, updated_schema, updated)
 
     def _updated_schema(self, schema: Schema) -> Schema:
-        cached = self.cache.get(schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(schema, self._build_schema)
+
+    def _build_schema(self, schema: Schema) -> Schema:
         if self.whole is not None:
             # a logical type's name would no longer describe the cast value
             builder = (SchemaBuilder(self.whole) if schema.name in LOGICAL_NAMES
@@ -234,9 +210,7 @@ class Cast(KeyOrValueTransformation):
             builder.optional()
         if schema.default is not None:
             builder.default_value(cast_value(schema, schema.default, builder.type))
-        updated = builder.build()
-        self.cache.put(schema, updated)
-        return updated
+        return builder.build()
 
 
 class CastKey(KeySide, Cast):

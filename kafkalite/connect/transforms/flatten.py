@@ -40,12 +40,7 @@ class Flatten(KeyOrValueTransformation):
             self._flatten_map(require_map(value, PURPOSE), "", out)
             return self.new_record(record, None, out)
         struct = require_struct(value, PURPOSE)
-        updated_schema = self.cache.get(struct.schema)
-        if updated_schema is None:
-            builder = copy_schema_basics(struct.schema, SchemaBuilder.struct())
-            self._build_schema(struct.schema, "", builder, struct.schema.optional)
-            updated_schema = builder.build()
-            self.cache.put(struct.schema, updated_schema)
+        updated_schema = self.cache.get_or_build(struct.schema, self._flat_schema)
         updated = Struct(updated_schema)
         self._flatten_struct(struct, struct.schema, "", updated)
         return self.new_record(record, updated_schema, updated)
@@ -60,6 +55,11 @@ class Flatten(KeyOrValueTransformation):
                                     f"without schemas (for field {name}).")
             else:
                 out[name] = inner
+
+    def _flat_schema(self, schema: Schema) -> Schema:
+        builder = copy_schema_basics(schema, SchemaBuilder.struct())
+        self._build_schema(schema, "", builder, schema.optional)
+        return builder.build()
 
     def _build_schema(self, schema: Schema, prefix: str, builder: SchemaBuilder, optional: bool) -> None:
         for field in schema.fields:

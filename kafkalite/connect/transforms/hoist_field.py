@@ -25,10 +25,7 @@ class HoistField(KeyOrValueTransformation):
         value = self.operating_value(record)
         if schema is None:
             return self.new_record(record, None, {self.field: value})
-        updated_schema = self.cache.get(schema)
-        if updated_schema is None:
-            updated_schema = SchemaBuilder.struct().field(self.field, schema).build()
-            self.cache.put(schema, updated_schema)
+        updated_schema = self.cache.get_or_build(schema, lambda s: SchemaBuilder.struct().field(self.field, s).build())
         return self.new_record(record, updated_schema, Struct(updated_schema).put(self.field, value))
 
 

@@ -109,9 +109,9 @@ class InsertField(KeyOrValueTransformation):
         return self.new_record(record, None, value)
 
     def _updated_schema(self, schema: Schema) -> Schema:
-        cached = self.cache.get(schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(schema, self._build_schema)
+
+    def _build_schema(self, schema: Schema) -> Schema:
         builder = copy_schema_basics(schema, SchemaBuilder.struct())
         for field in schema.fields:
             builder.field(field.name, field.schema)
@@ -126,9 +126,7 @@ class InsertField(KeyOrValueTransformation):
             builder.field(self.timestamp.name, (ts.optional() if self.timestamp.optional else ts).build())
         if self.static:
             builder.field(self.static.name, OPTIONAL_STRING_SCHEMA if self.static.optional else STRING_SCHEMA)
-        updated = builder.build()
-        self.cache.put(schema, updated)
-        return updated
+        return builder.build()
 
     def _with_schema(self, record: ConnectRecord) -> ConnectRecord:
         value = require_struct(self.operating_value(record), PURPOSE)

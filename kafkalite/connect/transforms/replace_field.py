@@ -77,16 +77,14 @@ class ReplaceField(KeyOrValueTransformation):
         return self.new_record(record, schema, updated)
 
     def _updated_schema(self, schema: Schema) -> Schema:
-        cached = self.cache.get(schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(schema, self._build_schema)
+
+    def _build_schema(self, schema: Schema) -> Schema:
         builder = copy_schema_basics(schema, SchemaBuilder.struct())
         for field in schema.fields:
             if self.keep(field.name):
                 builder.field(self.renamed(field.name), field.schema)
-        updated = builder.build()
-        self.cache.put(schema, updated)
-        return updated
+        return builder.build()
 
 
 class ReplaceFieldKey(KeySide, ReplaceField):

@@ -161,9 +161,9 @@ class TimestampConverter(KeyOrValueTransformation):
         return self.new_record(record, updated_schema, updated)
 
     def _updated_schema(self, schema: Schema) -> Schema:
-        cached = self.cache.get(schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(schema, self._build_schema)
+
+    def _build_schema(self, schema: Schema) -> Schema:
         builder = copy_schema_basics(schema, SchemaBuilder.struct())
         for field in schema.fields:
             if field.name == self.field:
@@ -172,9 +172,7 @@ class TimestampConverter(KeyOrValueTransformation):
                 builder.field(field.name, field.schema)
         if schema.optional:
             builder.optional()
-        updated = builder.build()
-        self.cache.put(schema, updated)
-        return updated
+        return builder.build()
 
 
 class TimestampConverterKey(KeySide, TimestampConverter):

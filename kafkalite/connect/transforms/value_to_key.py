@@ -51,15 +51,13 @@ class ValueToKey(Transformation):
                                  record.value, record.timestamp)
 
     def _key_schema(self, value_schema: Schema) -> Schema:
-        cached = self.cache.get(value_schema)
-        if cached is not None:
-            return cached
+        return self.cache.get_or_build(value_schema, self._build_key_schema)
+
+    def _build_key_schema(self, value_schema: Schema) -> Schema:
         builder = SchemaBuilder.struct()
         for name in self.fields:
             field = value_schema.field(name)
             if field is None:
                 raise DataException(f"Field does not exist: {name}")
             builder.field(name, field.schema)
-        built = builder.build()
-        self.cache.put(value_schema, built)
-        return built
+        return builder.build()

@@ -212,3 +212,27 @@ def test_enrich_adds_transform_keys_for_validation():
     errors = {v.name: v.error_messages for v in bad.validate({"transforms": "x",
                                                               "transforms.x.type": "org.apache.kafka.connect.json.JsonConverter"})}
     assert errors["transforms.x.type"] and "Not a Transformation" in errors["transforms.x.type"][0]
+
+
+def test_schemaless_type_inference_is_kafkas_and_shared_by_cast_and_json():
+    """One ConnectSchema.schemaType for the JSON converter and Cast: a Python value's class picks
+    the type; Decimal and dates/times (BigDecimal, java.util.Date in Kafka) have none, so both
+    refuse them with their own Kafka message instead of guessing."""
+    import decimal
+
+    from kafkalite.connect.converters.json import JsonConverter
+    from kafkalite.connect.data import Type, schema_type_of
+
+    assert [schema_type_of(v) for v in (True, 3, 2.5, "s", b"b", [1], (1,), {"a": 1})] == [
+        Type.BOOLEAN, Type.INT64, Type.FLOAT64, Type.STRING, Type.BYTES, Type.ARRAY, Type.ARRAY, Type.MAP]
+    odd = [decimal.Decimal("1.5"), dt.date(2021, 1, 1), dt.datetime(2021, 1, 1), dt.time(1, 2), object()]
+    assert [schema_type_of(v) for v in odd] == [None] * 5
+    conv = JsonConverter()
+    conv.configure({"schemas.enable": "false"}, False)
+    cast = make("Cast$Value", spec="a:float64")
+    assert cast.apply(sink({"a": 2})).value == {"a": 2.0}
+    for value in odd[:4]:
+        with pytest.raises(DataException, match=f"Java class {type(value).__name__} does not have corresponding"):
+            conv.from_connect_data("t", None, {"a": value})
+        with pytest.raises(DataException, match="which is not supported by Connect's data API"):
+            cast.apply(sink({"a": value}))

@@ -16,7 +16,7 @@ from twisted.web.test.requesthelper import DummyRequest
 from kafkalite.connect.runtime.offsets import MemoryOffsetStore
 from kafkalite.connect.runtime.rest import ConnectResource
 from kafkalite.connect.runtime.standalone import StandaloneHerder
-from kafkalite.connect.runtime.status import MemoryStatusStore
+from kafkalite.connect.runtime.status import MemoryStatusStore, Status
 from kafkalite.connect.runtime.worker import Worker
 from tests.support.waiting import wait_for
 
@@ -50,6 +50,7 @@ def api(tmp_path: Path) -> Any:
             assert isinstance(out, bytes)
             text = out
         return req.responseCode or 200, json.loads(text) if text else None
+    call.herder = herder                       # type: ignore[attr-defined]
     yield call, tmp_path
     herder.stop()
 
@@ -90,6 +91,32 @@ def test_connector_crud_and_status_codes(api: Any) -> None:
     assert call("DELETE", "/connectors/s") == (204, None)
     assert call("GET", "/connectors/s") == (404, {"error_code": 404, "message": "Connector s not found"})
     assert call("GET", "/connectors/s/status")[0] == 404
+
+
+def test_a_connector_without_a_status_is_404_as_in_kafka(api: Any) -> None:
+    """Kafka 2.8's AbstractHerder: status comes from the status topic only; a connector whose
+    config exists but that no worker has reported on yet is 404, and so is each of its tasks."""
+    call, tmp = api
+    herder = call.herder
+    with herder.lock:                          # configured, not started by any worker yet
+        herder.state.connectors["quiet"] = {"name": "quiet", "connector.class": "FileStreamSink", "topics": "t",
+                                            "file": str(tmp / "q.txt")}
+        herder.state.tasks["quiet"] = [{"task.class": "x"}]
+    assert call("GET", "/connectors/quiet")[0] == 200
+    assert call("GET", "/connectors/quiet/status") == (
+        404, {"error_code": 404, "message": "No status found for connector quiet"})
+    assert call("GET", "/connectors/quiet/tasks/0/status") == (
+        404, {"error_code": 404, "message": "No status found for task quiet-0"})
+    assert call("GET", "/connectors/nobody/status") == (
+        404, {"error_code": 404, "message": "No status found for connector nobody"})
+    assert call("POST", "/connectors/quiet/restart?includeTasks=true") == (
+        404, {"error_code": 404, "message": "Status for connector quiet not found"})
+    code, body = call("GET", "/connectors?expand=status")
+    assert code == 200 and "quiet" not in body                     # as a deleted one: skipped
+    herder.status_store.put(Status(
+        "quiet", None, "RUNNING", "w:8083", 1))
+    code, body = call("GET", "/connectors/quiet/status")
+    assert code == 200 and body["connector"] == {"state": "RUNNING", "worker_id": "w:8083"} and body["tasks"] == []
 
 
 def test_bad_requests_answer_connects_error_json(api: Any) -> None:
