@@ -21,8 +21,8 @@ from typing import Any
 
 from twisted.internet import defer, threads
 
-from kafkalite.client import Admin, ClientError, Consumer, KafkaClient, NewTopic, Producer, TopicPartition
-from kafkalite.client.admin import TOPIC
+from kafkalite.client import ClientError, Consumer, KafkaClient, Producer, TopicPartition
+from kafkalite.client.topic_log import TopicLogError, cleanup_policy, ensure_topic, is_compacted
 from kafkalite.errors import ErrorCode
 
 from . import errors
@@ -119,38 +119,16 @@ class KafkaStore:
                                   delivery_timeout_ms=int(self.timeout * 1000), request_timeout_ms=int(self.timeout * 1000))
 
     def _ensure_topic(self, deadline: float) -> None:
-        admin = Admin(client=self.client)
-        while True:
-            try:
-                md = self.client.metadata([self.topic])
-                t = md.topics.get(self.topic)
-                if t is None or t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    rf = max(1, min(self.replication_factor, len(md.brokers)))
-                    result = admin.create_topics([NewTopic(self.topic, 1, rf, configs={"cleanup.policy": "compact"})])
-                    err = result.get(self.topic)
-                    if err is not None and err.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                        raise err
-                    log.info("created %s (1 partition, replication factor %d, compacted)", self.topic, rf)
-                    continue
-                if t.error and t.error != ErrorCode.LEADER_NOT_AVAILABLE:
-                    raise ClientError.from_code(t.error, f"topic {self.topic}")
-                if len(t.partitions) > 1:
-                    raise StoreStartError(f"topic {self.topic} has {len(t.partitions)} partitions; "
-                                          "the schema registry's store must have exactly 1")
-                if t.partitions and self.client.leader_for(self.tp) >= 0:
-                    break
-            except StoreStartError:
-                raise
-            except ClientError as exc:
-                if time.monotonic() > deadline:
-                    raise StoreStartError(f"cannot reach the store topic {self.topic}: {exc}") from None
-                log.info("waiting for %s: %s", self.topic, exc)
-            if time.monotonic() > deadline:
-                raise StoreStartError(f"topic {self.topic} has no leader within kafkastore.init.timeout.ms")
-            time.sleep(0.2)
-        entry = admin.describe_configs(TOPIC, self.topic, ["cleanup.policy"]).get("cleanup.policy")
-        policy = entry.value if entry is not None else None
-        if "compact" not in (policy or ""):
+        try:
+            partitions = ensure_topic(self.client, self.topic, 1, max(1, self.replication_factor),
+                                      {"cleanup.policy": "compact"}, deadline)
+        except TopicLogError as exc:
+            raise StoreStartError(str(exc)) from None
+        if partitions > 1:
+            raise StoreStartError(f"topic {self.topic} has {partitions} partitions; "
+                                  "the schema registry's store must have exactly 1")
+        policy = cleanup_policy(self.client, self.topic)
+        if not is_compacted(policy):
             raise StoreStartError(f"the retention policy of the schema topic {self.topic} is incorrect: "
                                   f"cleanup.policy={policy!r}, expected compact")
 

@@ -14,10 +14,9 @@ import threading
 import time
 from typing import Callable
 
-from kafkalite.client import Admin, ClientError, Consumer, KafkaClient, NewTopic, Producer, TopicPartition
-from kafkalite.client.admin import TOPIC
+from kafkalite.client import ClientError, Consumer, KafkaClient, Producer, TopicPartition
+from kafkalite.client.topic_log import TopicLogError, cleanup_policy, ensure_topic, is_compacted
 from kafkalite.connect.errors import ConnectException
-from kafkalite.errors import ErrorCode
 
 from .worker_config import WorkerConfig
 
@@ -64,39 +63,13 @@ class KafkaBasedLog:
 
     def _ensure_topic(self, deadline: float) -> None:
         assert self._client is not None
-        admin = Admin(client=self._client)
-        while True:
-            try:
-                md = self._client.metadata([self.topic])
-                t = md.topics.get(self.topic)
-                if t is None or t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    rf = self.replication_factor if self.replication_factor > 0 else 3
-                    if rf > len(md.brokers):
-                        log.warning("%s: replication factor %d is more than the %d live brokers; using %d",
-                                    self.topic, rf, len(md.brokers), max(1, len(md.brokers)))
-                        rf = max(1, len(md.brokers))
-                    err = admin.create_topics([NewTopic(self.topic, self.partitions, rf,
-                                                        configs={"cleanup.policy": "compact"})]).get(self.topic)
-                    if err is not None and err.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                        raise err
-                    log.info("created topic %s (%d partitions, replication factor %d, compacted)", self.topic,
-                             self.partitions, rf)
-                    continue
-                if t.error and t.error != ErrorCode.LEADER_NOT_AVAILABLE:
-                    raise ClientError.from_code(t.error, f"topic {self.topic}")
-                if t.partitions and all(self._client.leader_for(TopicPartition(self.topic, p)) >= 0
-                                        for p in t.partitions):
-                    break
-            except ClientError as exc:
-                if time.monotonic() > deadline:
-                    raise ConnectException(f"cannot reach the topic {self.topic}: {exc}") from None
-                log.info("waiting for %s: %s", self.topic, exc)
-            if time.monotonic() > deadline:
-                raise ConnectException(f"topic {self.topic} has no leader")
-            time.sleep(0.2)
-        entry = admin.describe_configs(TOPIC, self.topic, ["cleanup.policy"]).get("cleanup.policy")
-        policy = entry.value if entry is not None else None
-        if "compact" not in (policy or ""):
+        try:
+            ensure_topic(self._client, self.topic, self.partitions, self.replication_factor,
+                         {"cleanup.policy": "compact"}, deadline)
+        except TopicLogError as exc:
+            raise ConnectException(str(exc)) from None
+        policy = cleanup_policy(self._client, self.topic)
+        if not is_compacted(policy):
             raise ConnectException(f"Topic '{self.topic}' supplied via the '{self.name}' property is required to "
                                    f"have 'cleanup.policy=compact' to guarantee consistency and durability of "
                                    f"connector configurations, but found the topic currently has "

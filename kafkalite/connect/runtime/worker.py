@@ -365,22 +365,15 @@ def _security(props: Mapping[str, str]) -> Any:
 
 
 def ensure_topic(config: WorkerConfig, topic: str, partitions: int, replication_factor: int,
-                 configs: dict[str, str]) -> None:
-    """Create ``topic`` unless it exists; the replication factor is capped by the live brokers
-    (a one-broker development cluster with Kafka's default of 3 still works) with a warning."""
-    from kafkalite.client import Admin, NewTopic
-    from kafkalite.errors import ErrorCode
-    with Admin(config.bootstrap_servers, security=config.client_security("admin.")) as admin:
-        md = admin.client.metadata([topic])
-        t = md.topics.get(topic)
-        if t is not None and not t.error:
-            return
-        rf = replication_factor if replication_factor > 0 else 3
-        if rf > len(md.brokers):
-            log.warning("topic %s: replication factor %d is more than the %d live brokers; using %d", topic, rf,
-                        len(md.brokers), len(md.brokers))
-            rf = max(1, len(md.brokers))
-        err = admin.create_topics([NewTopic(topic, partitions, rf, configs=configs)]).get(topic)
-        if err is not None and err.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-            raise ConnectException(f"Unable to create topic {topic}: {err}")
-        log.info("created topic %s (%d partitions, replication factor %d, %s)", topic, partitions, rf, configs)
+                 configs: dict[str, str], timeout: float = 30.0) -> None:
+    """Create ``topic`` unless it exists (e.g. a dead-letter topic) and wait until it is led; the
+    replication factor is capped by the live brokers (a one-broker development cluster with Kafka's
+    default of 3 still works) with a warning."""
+    from kafkalite.client import KafkaClient
+    from kafkalite.client.topic_log import TopicLogError
+    from kafkalite.client.topic_log import ensure_topic as ensure_led_topic
+    with KafkaClient(config.bootstrap_servers, security=config.client_security("admin.")) as client:
+        try:
+            ensure_led_topic(client, topic, partitions, replication_factor, configs, time.monotonic() + timeout)
+        except TopicLogError as exc:
+            raise ConnectException(f"Unable to create topic {topic}: {exc}") from None
