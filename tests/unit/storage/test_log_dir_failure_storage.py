@@ -342,7 +342,31 @@ def test_epoch_checkpoint_writes_from_a_thread_pool_end_equal_to_memory(tmp_path
                 cache.truncate_from_end(offset)
             if epoch % 11 == 0:
                 cache.truncate_from_start(cache.entries()[1][1] if len(cache.entries()) > 1 else 0)
+    # equal to memory, but written without fsync: not durable until flush()
+    assert checkpoint.read_epochs(path) == cache.entries() and cache.dirty
+    cache.flush()
     assert checkpoint.read_epochs(path) == cache.entries() and not cache.dirty
+
+
+def test_epoch_checkpoint_background_writes_skip_fsync_and_flush_makes_them_durable(tmp_path, monkeypatch):
+    """A leadership change rewrites the file without fsync (thousands of them in a failover held
+    up the disk); flush(), which runs before the recovery point moves and at close, fsyncs the
+    file and its dir, once, even when the background write already holds the entries."""
+    path = str(tmp_path / "leader-epoch-checkpoint")
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    cache = LeaderEpochCache(path)                     # background runs inline
+    cache.assign(1, 0)
+    cache.assign(2, 5)
+    assert checkpoint.read_epochs(path) == [(1, 0), (2, 5)]
+    assert synced == [] and cache.dirty
+    cache.flush()
+    assert len(synced) == 2 and not cache.dirty        # the file, then its directory
+    cache.flush()
+    assert len(synced) == 2                            # nothing new: no write
+    cache.assign(3, 9)
+    assert len(synced) == 2 and cache.dirty
 
 
 def test_a_cleaner_io_error_takes_the_dir_offline_instead_of_marking_the_log_uncleanable(tmp_path, monkeypatch):
