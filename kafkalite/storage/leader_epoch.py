@@ -178,34 +178,36 @@ class LeaderEpochCache:
     def _background_write(self) -> None:
         self._write(from_queue=True)
 
-    def flush(self) -> None:
+    def flush(self, *, sync: bool = True) -> None:
         """Make the file hold memory's entries durably, now (any thread; raises OSError): written
         and fsynced unless an fsynced write already holds them. The partition log calls it
-        before moving its recovery point and at close."""
-        self._write(from_queue=False)
+        before moving its recovery point and at close. ``sync=False`` (a closing log manager
+        that makes every file durable with one sync afterwards): write without fsync."""
+        self._write(from_queue=False, sync=sync)
 
-    def _write(self, *, from_queue: bool) -> None:
+    def _write(self, *, from_queue: bool, sync: bool = False) -> None:
         """``from_queue``: a background write after a change, without fsync (see the module
         docstring: the file may lag memory, so it need not be durable before :meth:`flush`;
         a broker taking over thousands of leaderships wrote and fsynced a file and its dir for
         each, and those fsyncs held up everything else on the disk, ZooKeeper's log included)."""
+        sync = sync and not from_queue
         with self._write_lock:
             with self._lock:
                 if from_queue:
                     self._scheduled = False
-                done = self._written if from_queue else self._synced
+                done = self._synced if sync else self._written
                 if self._closed or self._version == done:
                     return
                 entries = list(zip(self._epochs, self._offsets))
                 version = self._version
             try:
-                checkpoint.write_epochs(self.path, entries, sync=not from_queue)
+                checkpoint.write_epochs(self.path, entries, sync=sync)
             except OSError:
                 if self._closed:
                     return        # deleted or taken offline meanwhile: nothing left to keep
                 raise
             self._written = version
-            if not from_queue:
+            if sync:
                 self._synced = version
 
     def close(self) -> None:

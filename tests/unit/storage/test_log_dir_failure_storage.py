@@ -425,3 +425,30 @@ def test_a_full_disk_takes_its_dir_offline_and_the_broker_keeps_the_other(small_
     mgr.close()
     assert os.path.exists(os.path.join(d2, ".kafka_cleanshutdown"))
     assert not os.path.exists(os.path.join(small_tmpfs, ".kafka_cleanshutdown"))
+
+
+def test_closing_makes_every_log_durable_with_one_sync_before_the_clean_shutdown_mark(tmp_path, monkeypatch):
+    """At close each log's leader-epoch checkpoint and producer snapshot are written without an
+    fsync each; one sync makes them all durable, then the checkpoints and the marker follow (a
+    controlled shutdown at 3,000 partitions spent 16 s in three fsyncs per log)."""
+    d = str(tmp_path / "d")
+    os.makedirs(d)
+    mgr = LogManager([d], LogConfig())
+    for p in range(20):
+        plog = mgr.get_or_create("t", p)
+        append(plog, batch(1), epoch=3)
+        plog.flush()
+    events: list[str] = []
+    real_fsync, real_sync = os.fsync, os.sync
+    monkeypatch.setattr(os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(os, "sync", lambda: (events.append("sync"), real_sync())[1])
+    for p in range(20):
+        mgr.get("t", p).assign_epoch(4, 1)               # a leadership since the last flush
+    mgr.close()
+    assert events.count("sync") == 1
+    before = events[:events.index("sync")]
+    assert before == [], f"{len(before)} fsyncs before the one sync"
+    assert os.path.exists(os.path.join(d, ".kafka_cleanshutdown"))
+    for p in range(20):
+        assert checkpoint.read_epochs(os.path.join(d, f"t-{p}", "leader-epoch-checkpoint"))[-1] == (4, 1)
+        assert any(n.endswith(".snapshot") for n in os.listdir(os.path.join(d, f"t-{p}")))
