@@ -11,13 +11,13 @@ then wakes the requests waiting on metadata and lets the controller see the chan
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
-from kafkalite.broker.metadata_sync import (MetadataChange, MetadataSync, PartitionStateChanged, TopicChanged,
+from kafkalite.broker.metadata_sync import (MetadataChange, MetadataSync, PartitionStatesChanged, TopicChanged,
                                             TopicConfigChanged, TopicRemoved, ControllerChanged)
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.quotas import BrokerQuotas
-from kafkalite.broker.replica_manager import ReplicaManager
+from kafkalite.broker.replica_manager import ReplicaManager, StateToApply
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.controller.controller import Controller
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
@@ -46,7 +46,7 @@ class MetadataRouter:
         self.purgatory = purgatory
         #: change type -> this broker's reaction (types without one only wake waiters and the controller)
         self.reactions: dict[type[MetadataChange], Callable[[MetadataChange], None]] = {
-            PartitionStateChanged: self._state_changed,     # type: ignore[dict-item]  # each takes its own type
+            PartitionStatesChanged: self._states_changed,   # type: ignore[dict-item]  # each takes its own type
             TopicChanged: self._topic_changed,              # type: ignore[dict-item]
             TopicRemoved: self._topic_removed,              # type: ignore[dict-item]
             TopicConfigChanged: self._config_changed,       # type: ignore[dict-item]
@@ -58,18 +58,17 @@ class MetadataRouter:
         if reaction is not None:
             reaction(change)
         self.purgatory.check(METADATA_CHANGED)
-        if isinstance(change, PartitionStateChanged):
-            self.controller.on_state_changed(change.topic, change.partition)
+        if isinstance(change, PartitionStatesChanged):
+            self.controller.on_states_changed(change.keys)
         else:
             self.controller.reconcile()
 
-    def _state_changed(self, change: PartitionStateChanged) -> None:
-        self.apply_state(change.topic, change.partition)
+    def _states_changed(self, change: PartitionStatesChanged) -> None:
+        self.apply_states(change.keys)
 
     def _topic_changed(self, change: TopicChanged) -> None:
         assignment = self.metadata.topics[change.topic].assignment
-        for p in assignment:
-            self.apply_state(change.topic, p)
+        self.apply_states([(change.topic, p) for p in assignment])
         # a reassignment that completed (or was cancelled) without this broker: stop the
         # replica and delete its log (Kafka's StopReplica with deletePartition)
         broker_id = self.broker_id()
@@ -95,16 +94,22 @@ class MetadataRouter:
         self.quotas.replication.update_topic(topic, effective["leader.replication.throttled.replicas"],
                                              effective["follower.replication.throttled.replicas"], self.broker_id())
 
-    def apply_state(self, topic: str, partition: int) -> None:
-        info = self.metadata.topics.get(topic)
-        state = self.metadata.states.get((topic, partition))
-        if info is None or state is None or partition not in info.assignment:
-            return
-        # A state znode created after this process first registered belongs to a partition that
-        # cannot have data on a dir that was offline at start: its replica is new (Kafka's isNew).
+    def apply_states(self, keys: Sequence[tuple[str, int]]) -> None:
+        """Give each partition's replica here the role its state says, all in one pass (Kafka's
+        ``becomeLeaderOrFollower`` over one LeaderAndIsr request): the replica manager batches
+        what is per round rather than per partition (fetcher changes, wake-ups)."""
         first_epoch = self.first_broker_epoch()
-        is_new = first_epoch >= 0 and self.sync().state_czxids.get((topic, partition), -1) > first_epoch
-        try:
-            self.replicas.apply_state(topic, partition, info.assignment[partition], state, is_new=is_new)
-        except Exception:
-            log.exception("%s-%d: could not apply partition state %s", topic, partition, state)
+        czxids = self.sync().state_czxids
+        batch: list[StateToApply] = []
+        for topic, partition in keys:
+            info = self.metadata.topics.get(topic)
+            state = self.metadata.states.get((topic, partition))
+            if info is None or state is None or partition not in info.assignment:
+                continue
+            # A state znode created after this process first registered belongs to a partition
+            # that cannot have data on a dir that was offline at start: its replica is new
+            # (Kafka's isNew).
+            is_new = first_epoch >= 0 and czxids.get((topic, partition), -1) > first_epoch
+            batch.append(StateToApply(topic, partition, info.assignment[partition], state, is_new))
+        if batch:
+            self.replicas.apply_states(batch)

@@ -68,10 +68,11 @@ class TopicConfigChanged(MetadataChange):
 
 
 @dataclass(frozen=True)
-class PartitionStateChanged(MetadataChange):
-    """A partition's ``state`` znode (leader, ISR, epochs) changed."""
-    topic: str
-    partition: int
+class PartitionStatesChanged(MetadataChange):
+    """``state`` znodes (leader, ISR, epochs) changed: every one whose watch delivered within one
+    reactor turn, in delivery order (a controller round's thousands of writes come back as a few
+    such batches, which the broker applies in one pass, as Kafka's one LeaderAndIsr request)."""
+    keys: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -90,10 +91,18 @@ class ReassignmentRequested(MetadataChange):
 
 
 class MetadataSync:
-    def __init__(self, zk: ZooKeeper, cache: MetadataCache, on_change: Callable[[MetadataChange], None]) -> None:
+    """``call_soon(fn)`` runs ``fn`` later in this reactor turn (after the deliveries already
+    queued: ``reactor.callLater(0, fn)``); partition-state deliveries are gathered until then and
+    emitted as one :class:`PartitionStatesChanged`. Without it each is emitted at once."""
+
+    def __init__(self, zk: ZooKeeper, cache: MetadataCache, on_change: Callable[[MetadataChange], None],
+                 call_soon: Callable[[Callable[[], None]], Any] | None = None) -> None:
         self.zk = zk
         self.cache = cache
         self.on_change = on_change
+        self.call_soon = call_soon
+        #: partition states delivered since the last PartitionStatesChanged (insertion-ordered)
+        self._changed_states: dict[tuple[str, int], None] = {}
         self.broker_watches: dict[int, Watch | None] = {}      # None: being installed
         self.topic_watches: dict[str, list[Watch]] = {}
         self.state_watches: dict[tuple[str, int], Watch | None] = {}
@@ -274,7 +283,18 @@ class MetadataSync:
                 return
             self.cache.states[key] = leader_and_isr(z, int(stat.version))
             self.state_czxids[key] = int(stat.czxid)
-        self._emit(PartitionStateChanged(topic, partition))
+        if self.call_soon is None:
+            self._emit(PartitionStatesChanged((key,)))
+            return
+        if not self._changed_states:
+            self.call_soon(self._emit_states)
+        self._changed_states[key] = None
+
+    def _emit_states(self) -> None:
+        """The states delivered this turn, as one change (the cache already holds them all)."""
+        keys, self._changed_states = tuple(self._changed_states), {}
+        if keys:
+            self._emit(PartitionStatesChanged(keys))
 
     # -- deletion ----------------------------------------------------------------------------------
     def _deleting_changed(self, children: list[str]) -> None:

@@ -1,6 +1,6 @@
 """The partitions this broker holds and the routes from requests to them.
 
-Partition state arrives from ZooKeeper (the broker calls :meth:`apply_state`); requests arrive
+Partition state arrives from ZooKeeper (the broker calls :meth:`apply_states` with each batch); requests arrive
 from handlers. Like Kafka's ``ReplicaManager`` this only routes: what replication decides per
 partition (role, ISR, high watermark, "replicated yet?") is :class:`Partition`'s. The acks=all
 wait lives here once, for every writer: Produce, the group coordinator's ``__consumer_offsets``
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from twisted.internet import defer
@@ -47,6 +48,17 @@ ZSTD = 4
 #: this broker just took (:meth:`ReplicaManager.awaits_first_fetch`): short, so it asks again soon
 #: with the partition in, few enough that a follower slow to hear of the change costs no CPU
 FIRST_FETCH_WAIT_MS = 20
+
+
+@dataclass(frozen=True)
+class StateToApply:
+    """One partition's state for :meth:`ReplicaManager.apply_states`: its assigned replicas, the
+    state the watch delivered, whether the partition is newer than this process (``is_new``)."""
+    topic: str
+    partition: int
+    replicas: list[int]
+    state: LeaderAndIsr
+    is_new: bool = True
 
 
 class ReplicaManager:
@@ -96,45 +108,78 @@ class ReplicaManager:
     # -- state changes from ZooKeeper ------------------------------------------------------------
     def apply_state(self, topic: str, index: int, replicas: list[int], state: LeaderAndIsr, *,
                     is_new: bool = True) -> Partition | None:
-        """Make our replica of the partition leader or follower as ``state`` says.
+        """:meth:`apply_states` for one partition; its Partition here, or None (not a replica
+        here, offline, or its log cannot be created)."""
+        return self.apply_states([StateToApply(topic, index, replicas, state, is_new)]).get((topic, index))
+
+    def apply_states(self, batch: Sequence["StateToApply"]) -> dict[tuple[str, int], Partition]:
+        """Make our replica of each partition leader or follower as its state says, in one pass
+        (Kafka's ``becomeLeaderOrFollower`` over one LeaderAndIsr request): new leaderships first
+        take their role, then followers change leaders, then the wake-ups are done once per key
+        (each partition's waiters, each follower whose parked Fetch must see the new leaderships)
+        and the role listeners run. Returns the partitions of the batch hosted here.
 
         ``is_new``: the partition's state appeared after this process started, so no log of it can
         be on a dir that was already offline (Kafka's LeaderAndIsr ``isNew``); a replica that is not
         new is never created afresh while a dir is offline (storage refuses, the replica goes
         offline here), since its data may be on the failed disk."""
-        if self.broker_id not in replicas:
-            return None
-        key = (topic, index)
+        hosted: dict[tuple[str, int], Partition] = {}
+        changed: list[Partition] = []
+        new_leaderships: dict[int, list[tuple[str, int]]] = {}     # follower -> partitions
+        now_ms = self.clock.now_ms()
+        fetchers = self.fetchers
+        for item in batch:
+            if self.broker_id not in item.replicas:
+                continue
+            key = (item.topic, item.partition)
+            part = self._replica_for(key, item.is_new)
+            if part is None:
+                continue
+            hosted[key] = part
+            state = item.state
+            old = part.state
+            if old is not None and state.leader_epoch < old.leader_epoch:
+                continue          # a stale notification; ZooKeeper already told us newer
+            if state.leader == self.broker_id:
+                part.become_leader(state, item.replicas, now_ms)
+                if fetchers is not None:
+                    fetchers.unfollow(key)
+                if old is None or old.leader != self.broker_id or old.leader_epoch != state.leader_epoch:
+                    for follower in state.isr:
+                        if follower != self.broker_id:
+                            new_leaderships.setdefault(follower, []).append(key)
+            else:
+                part.become_follower(state, item.replicas)
+                new_term = old is None or old.leader != state.leader or old.leader_epoch != state.leader_epoch
+                if fetchers is not None and (new_term or key not in fetchers.leader_of):
+                    fetchers.follow(part, state.leader)
+            changed.append(part)
+        if new_leaderships:
+            self._expect_first_fetches(new_leaderships)
+        check = self.purgatory.check
+        for part in changed:
+            check(part.key)
+        for part in changed:
+            self._notify_role(part)
+        return hosted
+
+    def _replica_for(self, key: tuple[str, int], is_new: bool) -> Partition | None:
+        """Our replica of ``key``, created (with its log) on its first state; None while offline."""
         if key in self.offline:
-            log.debug("%s-%d: offline here, ignoring state %s", topic, index, state)
+            log.debug("%s-%d: offline here, ignoring its state", key[0], key[1])
             return None
         part = self.partitions.get(key)
-        if part is None:
-            try:
-                plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic), is_new=is_new)
-            except KafkaStorageError as exc:
-                log.error("%s-%d: replica offline on broker %d: %s", topic, index, self.broker_id, exc)
-                self.offline.add(key)
-                return None
-            part = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer,
-                             isr_listener=self.isr_listener)
-            self.partitions[key] = part
-        elif part.state is not None and state.leader_epoch < part.state.leader_epoch:
-            return part           # a stale notification; ZooKeeper already told us newer
-        old = part.state
-        if state.leader == self.broker_id:
-            part.become_leader(state, replicas, self.clock.now_ms())
-            if self.fetchers is not None:
-                self.fetchers.unfollow(key)
-            if old is None or old.leader != self.broker_id or old.leader_epoch != state.leader_epoch:
-                self._expect_first_fetches(key, state.isr)
-        else:
-            part.become_follower(state, replicas)
-            new_term = old is None or old.leader != state.leader or old.leader_epoch != state.leader_epoch
-            if self.fetchers is not None and (new_term or key not in self.fetchers.leader_of):
-                self.fetchers.follow(part, state.leader)
-        self.purgatory.check(key)
-        self._notify_role(part)
+        if part is not None:
+            return part
+        topic, index = key
+        try:
+            plog = self.logs.get_or_create(topic, index, self.topic_configs.log_config(topic), is_new=is_new)
+        except KafkaStorageError as exc:
+            log.error("%s-%d: replica offline on broker %d: %s", topic, index, self.broker_id, exc)
+            self.offline.add(key)
+            return None
+        part = self.partitions[key] = Partition(topic, index, self.broker_id, plog, self.purgatory, self.isr_writer,
+                                                isr_listener=self.isr_listener)
         return part
 
     def take_offline(self, keys: Sequence[tuple[str, int]]) -> list[Partition]:
@@ -273,21 +318,22 @@ class ReplicaManager:
             log.info("%s-%d: %s", topic, key[1], "deleted" if delete else "stopped")
 
     # -- replication (leader side) ---------------------------------------------------------------
-    def _expect_first_fetches(self, key: tuple[str, int], isr: tuple[int, ...]) -> None:
-        """This broker just took the partition's leadership: each in-sync follower's parked Fetch is
-        answered now (it cannot name the partition yet), and until the follower fetches the
-        partition, or ``replica.fetch.wait.max.ms`` has passed, its Fetches park only briefly.
-        A follower usually hears of the new leader a moment before the leader does, and then
-        its request is the one woken; when it hears after, its next request would otherwise sit
-        out a whole long poll before it can ask for the partition, with acks=all produces
-        waiting on it. (Followers out of the ISR hold up no acks=all, and may be dead.)"""
+    def _expect_first_fetches(self, new_leaderships: dict[int, list[tuple[str, int]]]) -> None:
+        """This broker just took these leaderships (in-sync follower -> partitions): each such
+        follower's parked Fetch is answered now (it cannot name the partitions yet), and until
+        the follower fetches a partition, or ``replica.fetch.wait.max.ms`` has passed, its
+        Fetches park only briefly. A follower usually hears of the new leader a moment before
+        the leader does, and then its request is the one woken; when it hears after, its next
+        request would otherwise sit out a whole long poll before it can ask for the partition,
+        with acks=all produces waiting on it. (Followers out of the ISR hold up no acks=all,
+        and may be dead.) One wake-up per follower for a whole batch of leaderships."""
         until = self.clock.now_ms() + self.config["replica.fetch.wait.max.ms"]
-        for follower in isr:
-            if follower != self.broker_id:
-                due = self.first_fetch_due.setdefault(follower, {})
+        for follower, keys in new_leaderships.items():
+            due = self.first_fetch_due.setdefault(follower, {})
+            for key in keys:
                 due.pop(key, None)                # to the end: the dict stays ordered by deadline
                 due[key] = until
-                self.purgatory.check(FollowerFetches(follower))
+            self.purgatory.check(FollowerFetches(follower))
 
     def awaits_first_fetch(self, replica_id: int) -> bool:
         """Has this broker begun leading a partition that follower ``replica_id`` has not

@@ -111,7 +111,7 @@ class KafkaBroker:
         self.blocking: BlockingRunner = blocking or ThreadPoolRunner(reactor)
         self.broker_id = config.broker_id
         self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_state)
+        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_states)
         self.metadata = MetadataCache()
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.purgatory = Purgatory(reactor)
@@ -137,7 +137,8 @@ class KafkaBroker:
                                               self.topic_configs, self.clock, self.metadata, self.kafka_zk)
         self.topics = TopicAdmin(config, self.metadata, self.kafka_zk, self.purgatory)
         self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
-        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self._on_metadata_change)
+        self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self._on_metadata_change,
+                                 call_soon=lambda fn: reactor.callLater(0, fn))
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],

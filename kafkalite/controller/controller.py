@@ -272,14 +272,17 @@ class Controller:
         self.reconcile()
 
     # -- reconciliation --------------------------------------------------------------------------
-    def on_state_changed(self, topic: str, partition: int) -> None:
-        """A partition's state znode changed: plan again, unless the change is this controller's
-        own write coming back through the watch (the round after a write plans from it already).
-        A topic of 1,000 partitions otherwise set off a round over every partition for each."""
-        state = self.cache.states.get((topic, partition))
-        if self.active and state is not None and self.context.is_own_write((topic, partition), state):
-            return
-        self.reconcile({(topic, partition)})
+    def on_states_changed(self, keys: Iterable[tuple[str, int]]) -> None:
+        """Partitions' state znodes changed: plan those again, except the changes that are this
+        controller's own writes coming back through the watches (the round after a write plans
+        from it already). A topic of 1,000 partitions otherwise set off a round over every
+        partition for each."""
+        states = self.cache.states
+        own = self.context.is_own_write if self.active else None
+        changed = {key for key in keys
+                   if own is None or (state := states.get(key)) is None or not own(key, state)}
+        if changed:
+            self.reconcile(changed)
 
     def reconcile(self, keys: set[tuple[str, int]] | None = None) -> None:
         """Ask for a round over every partition, or over ``keys`` only (see ``event_manager.py``)."""

@@ -102,8 +102,8 @@ def read_offsets(path: str) -> dict[tuple[str, int], int]:
         raise CheckpointError(f"{path}: non-integer partition or offset") from None
 
 
-def write_epochs(path: str, entries: list[tuple[int, int]]) -> None:
-    write_lines(path, (f"{e} {o}" for e, o in entries))
+def write_epochs(path: str, entries: list[tuple[int, int]], *, sync: bool = True) -> None:
+    write_lines(path, (f"{e} {o}" for e, o in entries), sync=sync)
 
 
 def read_epochs(path: str) -> list[tuple[int, int]] | None:

@@ -4,8 +4,8 @@ It answers OffsetForLeaderEpoch, which followers use to find where their log div
 leader's. Entries are strictly increasing in both epoch and start offset.
 
 Persistence is off the owner thread: every change updates memory at once and asks the
-``background`` executor to rewrite ``leader-epoch-checkpoint`` (tmp file, fsync, rename, fsync of
-the dir). A write takes the entries as they are when it runs and writes are serialised, so an
+``background`` executor to rewrite ``leader-epoch-checkpoint`` (tmp file, rename; no fsync: only
+:meth:`flush` makes it durable, with tmp file, fsync, rename, fsync of the dir). A write takes the entries as they are when it runs and writes are serialised, so an
 older state never overwrites a newer one (a race Kafka's own asynchronous epoch-checkpoint writes
 had to be fixed for). The file may lag memory; recovery tolerates that because of two rules the
 partition log keeps:
@@ -54,7 +54,8 @@ class LeaderEpochCache:
         self._lock = threading.Lock()          # entries vs. the writer's copy
         self._write_lock = threading.Lock()    # one file write at a time
         self._version = 0                      # bumped by every change
-        self._written = 0                      # the version the file holds
+        self._written = 0                      # the version the file holds (maybe not on disk yet)
+        self._synced = 0                       # the version the file holds durably (fsynced)
         self._scheduled = False                # a background write is queued and has not started
         self._closed = False                   # no more writes (log closed, deleted or offline)
 
@@ -162,8 +163,8 @@ class LeaderEpochCache:
 
     @property
     def dirty(self) -> bool:
-        """Memory holds changes the file does not (yet)."""
-        return self._version != self._written
+        """Memory holds changes the file does not hold durably (yet)."""
+        return self._version != self._synced
 
     def _schedule_write(self) -> None:
         """Owner thread: queue one background write unless one is queued already (it will see
@@ -177,27 +178,37 @@ class LeaderEpochCache:
     def _background_write(self) -> None:
         self._write(from_queue=True)
 
-    def flush(self) -> None:
-        """Write the file now if it lags memory (any thread; raises OSError). The partition log
-        calls it before moving its recovery point and at close."""
-        self._write(from_queue=False)
+    def flush(self, *, sync: bool = True) -> None:
+        """Make the file hold memory's entries durably, now (any thread; raises OSError): written
+        and fsynced unless an fsynced write already holds them. The partition log calls it
+        before moving its recovery point and at close. ``sync=False`` (a closing log manager
+        that makes every file durable with one sync afterwards): write without fsync."""
+        self._write(from_queue=False, sync=sync)
 
-    def _write(self, *, from_queue: bool) -> None:
+    def _write(self, *, from_queue: bool, sync: bool = False) -> None:
+        """``from_queue``: a background write after a change, without fsync (see the module
+        docstring: the file may lag memory, so it need not be durable before :meth:`flush`;
+        a broker taking over thousands of leaderships wrote and fsynced a file and its dir for
+        each, and those fsyncs held up everything else on the disk, ZooKeeper's log included)."""
+        sync = sync and not from_queue
         with self._write_lock:
             with self._lock:
                 if from_queue:
                     self._scheduled = False
-                if self._closed or self._version == self._written:
+                done = self._synced if sync else self._written
+                if self._closed or self._version == done:
                     return
                 entries = list(zip(self._epochs, self._offsets))
                 version = self._version
             try:
-                checkpoint.write_epochs(self.path, entries)
+                checkpoint.write_epochs(self.path, entries, sync=sync)
             except OSError:
                 if self._closed:
                     return        # deleted or taken offline meanwhile: nothing left to keep
                 raise
             self._written = version
+            if sync:
+                self._synced = version
 
     def close(self) -> None:
         """Stop writing (the log is closed, deleted or its dir offline); a write already running

@@ -1000,11 +1000,13 @@ class PartitionLog:
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
         """Write buffered index entries, the leader-epoch checkpoint and a producer snapshot at
         the log end; close the files. Does not fsync the segments: the LogManager flushes before
         it marks a clean shutdown. Runs at shutdown, so the writes stay on the calling thread.
-        A log whose dir is offline only closes its file handles (no I/O on a failed disk)."""
+        A log whose dir is offline only closes its file handles (no I/O on a failed disk).
+        ``sync=False``: the checkpoint and snapshot are written without fsync; the caller makes
+        them durable (LogManager.close: one sync for every log before the clean-shutdown mark)."""
         with self._lock:
             if self._closed:
                 return
@@ -1012,9 +1014,9 @@ class PartitionLog:
                 self.close_handles()
                 return
             try:
-                self.epochs.flush()
+                self.epochs.flush(sync=sync)
                 self.epochs.close()
-                self.producers.take_snapshot(self._next_offset, sync=True)
+                self.producers.take_snapshot(self._next_offset, sync=sync)
                 for seg in self._segments:
                     seg.close()
                 # shutdown: nothing is served any more, so the pending unlinks run here

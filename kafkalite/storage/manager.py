@@ -528,16 +528,20 @@ class LogManager:
     def close(self) -> None:
         """Flush and close every online log, write the checkpoints, then mark each dir that is
         still online cleanly shut down (an offline dir is recovered in full at the next start).
-        Runs at shutdown, when nothing is served any more, so its fsyncs run on the caller."""
+        Runs at shutdown, when nothing is served any more, so its fsyncs run on the caller.
+        Each log's leader-epoch checkpoint and producer snapshot are written without fsync and
+        made durable together by one ``sync`` before the checkpoints and the marker: at 3,000
+        partitions the three fsyncs per log took a controlled shutdown 16 s on a busy disk."""
         if self._closed:
             return
         self.handle_dir_failures()
         for plog in list(self._logs.values()) + list(self._futures.values()):
             try:
                 plog.flush()
-                plog.close()
+                plog.close(sync=False)
             except KafkaStorageError:
                 continue
+        os.sync()                # every file written above, durable before the clean-shutdown mark
         self.handle_dir_failures()
         self.checkpoint()
         for d in self.online_dirs:

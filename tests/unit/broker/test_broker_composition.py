@@ -13,7 +13,7 @@ from twisted.internet.testing import MemoryReactorClock
 from kafkalite.broker import metadata_sync
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.metadata_router import MetadataRouter
-from kafkalite.broker.metadata_sync import (BrokersChanged, MetadataChange, PartitionStateChanged, TopicConfigChanged,
+from kafkalite.broker.metadata_sync import (BrokersChanged, MetadataChange, PartitionStatesChanged, TopicConfigChanged,
                                             TopicRemoved)
 from kafkalite.config import BrokerConfig
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
@@ -72,7 +72,7 @@ def router(calls: list[Any]) -> MetadataRouter:
     info = SimpleNamespace(assignment={0: [1, 2]})
     metadata = SimpleNamespace(topics={"t": info}, states={("t", 0): "state"})
     replicas = SimpleNamespace(
-        apply_state=lambda t, p, replicas, state, is_new: calls.append(("apply_state", t, p, is_new)),
+        apply_states=lambda batch: calls.extend(("apply_state", s.topic, s.partition, s.is_new) for s in batch),
         hosted=lambda t: [], remove_replica=lambda t, p: calls.append(("remove_replica", t, p)),
         update_config=lambda t: calls.append(("update_config", t)),
         remove_topic=lambda t, delete: calls.append(("remove_topic", t, delete)))
@@ -82,7 +82,7 @@ def router(calls: list[Any]) -> MetadataRouter:
     quotas = SimpleNamespace(replication=SimpleNamespace(
         remove_topic=lambda t: calls.append(("quota_remove", t)),
         update_topic=lambda t, leader, follower, broker: calls.append(("throttles", t))))
-    controller = SimpleNamespace(on_state_changed=lambda t, p: calls.append(("controller_state", t, p)),
+    controller = SimpleNamespace(on_states_changed=lambda keys: calls.append(("controller_states", tuple(keys))),
                                  reconcile=lambda: calls.append(("reconcile",)),
                                  on_controller_changed=lambda: calls.append(("controller_changed",)))
     purgatory = SimpleNamespace(check=lambda key: calls.append(("check", key)))
@@ -94,9 +94,12 @@ def router(calls: list[Any]) -> MetadataRouter:
 def test_each_change_type_has_its_reaction_then_wakes_waiters_and_the_controller() -> None:
     calls: list[Any] = []
     r = router(calls)
-    r.on_change(PartitionStateChanged("t", 0))
-    # the state znode is younger than our first registration (czxid 50 > 10): a new replica
-    assert calls == [("apply_state", "t", 0, True), ("check", METADATA_CHANGED), ("controller_state", "t", 0)]
+    r.on_change(PartitionStatesChanged((("t", 0), ("t", 7), ("gone", 0))))
+    # the state znode is younger than our first registration (czxid 50 > 10): a new replica; a
+    # partition without a state or topic here is skipped; one wake-up and one controller call
+    # for the whole batch
+    assert calls == [("apply_state", "t", 0, True), ("check", METADATA_CHANGED),
+                     ("controller_states", (("t", 0), ("t", 7), ("gone", 0)))]
     calls.clear()
     r.on_change(TopicConfigChanged("t"))
     assert calls == [("update_config", "t"), ("throttles", "t"), ("check", METADATA_CHANGED), ("reconcile",)]
@@ -119,3 +122,33 @@ def test_every_change_type_is_a_dataclass_the_router_knows() -> None:
     assert set(r.reactions) <= kinds
     assert {k.__name__ for k in kinds - set(r.reactions)} == {
         "BrokersChanged", "DeletingChanged", "PreferredElectionRequested", "ReassignmentRequested"}
+
+
+def test_state_deliveries_of_one_reactor_turn_are_emitted_as_one_batch() -> None:
+    """A controller round's writes come back through thousands of state watches: the sync keeps
+    the cache current at each delivery but emits one PartitionStatesChanged for all that arrived
+    before its call_soon job runs (in delivery order, each key once), so the broker applies them
+    in one pass."""
+    from kafkalite.metadata import MetadataCache
+    from zk_schema.topics import TopicPartitionStateZNode
+    emitted: list[Any] = []
+    soon: list[Any] = []
+    sync = metadata_sync.MetadataSync(None, MetadataCache(), emitted.append, call_soon=soon.append)  # type: ignore[arg-type]
+    keys = [("t", 2), ("t", 0), ("u", 1)]
+    for key in keys:
+        sync.state_watches[key] = None
+
+    def deliver(key: tuple[str, int], leader: int, version: int) -> None:
+        data = TopicPartitionStateZNode(leader, version, (leader,), 1).encode()
+        sync._state_changed(key[0], key[1], data, SimpleNamespace(version=version, czxid=7))
+    for version, key in enumerate(keys + [("t", 2)]):
+        deliver(key, 1 + version % 3, version)
+    deliver(("gone", 0), 1, 0)                          # not watched (topic removed): ignored
+    assert emitted == [] and len(soon) == 1              # one job for the whole turn
+    assert sync.cache.states[("t", 2)].leader_epoch == 3  # the cache is current at once
+    soon.pop()()
+    assert emitted == [PartitionStatesChanged((("t", 2), ("t", 0), ("u", 1)))]
+    deliver(("t", 0), 2, 9)                              # the next turn: a new batch
+    assert len(soon) == 1
+    soon.pop()()
+    assert emitted[-1] == PartitionStatesChanged((("t", 0),))

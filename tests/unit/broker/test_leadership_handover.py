@@ -19,9 +19,9 @@ from twisted.internet import task
 from kafkalite.broker.handlers.fetch import handle_fetch
 from kafkalite.broker.handlers.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from kafkalite.broker.metrics import BrokerMetrics
-from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.purgatory import FollowerFetches, Purgatory
 from kafkalite.broker.quotas import BrokerQuotas
-from kafkalite.broker.replica_manager import FIRST_FETCH_WAIT_MS, ReplicaManager
+from kafkalite.broker.replica_manager import FIRST_FETCH_WAIT_MS, ReplicaManager, StateToApply
 from kafkalite.broker.services import Clock
 from kafkalite.broker.topic_configs import TopicConfigs
 from kafkalite.config import BrokerConfig
@@ -136,6 +136,24 @@ def test_taking_a_leadership_answers_the_followers_parked_fetch(node: Node) -> N
     node.take_t1()                                     # the follower also replicates t-1
     assert answered, "the follower's long poll was not answered when this broker took t-1"
     assert answered[0]["responses"][0]["partitions"][0]["error_code"] == ErrorCode.NONE
+
+
+def test_a_batch_of_leaderships_takes_every_role_then_wakes_each_follower_once(node: Node) -> None:
+    """A controller round's changes come as one batch (Kafka's one LeaderAndIsr request): every
+    partition takes its role first, then the follower's parked Fetch is woken once, for all of
+    them, and each partition's own waiters once."""
+    woken: list[Any] = []
+    real_check = node.rm.purgatory.check
+
+    def check(key: Any) -> None:
+        woken.append((key, node.rm.get("t", 1).is_leader, node.rm.get("t", 2).is_leader))  # type: ignore[union-attr]
+        real_check(key)
+    node.rm.purgatory.check = check  # type: ignore[method-assign]
+    taken = node.rm.apply_states([StateToApply("t", p, [OTHER, ME, FOLLOWER], LeaderAndIsr(ME, 1, (ME, FOLLOWER), 1))
+                                  for p in (1, 2)])
+    assert set(taken) == {("t", 1), ("t", 2)} and all(part.is_leader for part in taken.values())
+    assert woken == [(FollowerFetches(FOLLOWER), True, True), (("t", 1), True, True), (("t", 2), True, True)]
+    assert list(node.rm.first_fetch_due[FOLLOWER])[-2:] == [("t", 1), ("t", 2)]    # (t-0: the fixture's)
 
 
 def test_a_follower_that_has_not_fetched_the_new_partition_polls_briefly(node: Node) -> None:
