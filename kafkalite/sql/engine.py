@@ -24,8 +24,9 @@ from kafkalite.client import KafkaClient
 from kafkalite.client import TopicPartition
 from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
+from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast
+from kafkalite.sql import ast, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
@@ -51,6 +52,8 @@ class Engine:
         self.statuses: dict[str, str] = {}            # command id -> SUCCESS / ERROR (ksqlDB's /status)
         self.stores: dict[str, StateStore] = {}       # table name -> its CTAS query's latest rows
         self.transient: dict[str, TransientQuery] = {}  # running push queries by id
+        self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
+        self.last_sequence = -1                        # the command topic's last offset applied
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -68,6 +71,7 @@ class Engine:
         parsed = [(c, parse(c.statement)[0]) for c in history]
         terminated = {p.statement.query_id for _, p in parsed if isinstance(p.statement, ast.Terminate)}
         for command, stmt in parsed:
+            self.last_sequence = max(self.last_sequence, command.offset)
             try:
                 self._apply(stmt, command.streams_properties, command.offset, replay_terminated=terminated)
                 self.statuses[command.command_id] = "SUCCESS"
@@ -96,31 +100,38 @@ class Engine:
         props = dict(properties or {})
         out: list[Entity] = []
         for stmt in parse(text):
-            out.append(self.execute_one(stmt, props))
+            entity = self.execute_one(stmt, props)
+            if entity is not None:
+                out.append(entity)
         return out
 
-    def execute_one(self, stmt: ast.ParsedStatement, props: dict[str, Any]) -> Entity:
+    def execute_one(self, stmt: ast.ParsedStatement, props: dict[str, Any]) -> Entity | None:
+        """One statement; None for those ksqlDB answers with no entity (SET, UNSET, INSERT VALUES).
+        ``props`` are the request's properties: a SET changes them for the later statements of the
+        same request (ksqlDB's ``PropertyExecutor`` on the request's session properties)."""
         s = stmt.statement
         if isinstance(s, ast.Show):
-            return self._show(s, stmt.text)
+            return self._show(s, stmt.text, props)
         if isinstance(s, ast.Describe):
             return self._describe(s, stmt.text)
+        if isinstance(s, ast.Explain):
+            return self._explain(s, stmt.text, props)
         if isinstance(s, ast.SetProperty):
             if s.value is None:
                 props.pop(s.name, None)
             else:
                 props[s.name] = s.value
-            return {"@type": "currentStatus", "statementText": stmt.text, "commandId": None,
-                    "commandStatus": {"status": "SUCCESS", "message": "Property set" if s.value is not None
-                                      else "Property unset"}, "commandSequenceNumber": -1, "warnings": []}
-        if isinstance(s, ast.Query):
+            return None
+        if isinstance(s, ast.InsertValues):
+            self._insert_values(s, stmt.text)
+            return None
+        if isinstance(s, (ast.Query, ast.Print)):
             raise KsqlError("The following statement types should be issued to the websocket endpoint '/query':"
                             "\n\t* PRINT\n\t* SELECT", statement=stmt.text, code=QUERY_ENDPOINT)
-        if isinstance(s, ast.InsertInto):
-            raise KsqlError("INSERT INTO is not supported by this server yet", statement=stmt.text)
         with self._lock:
             self._validate(s, stmt.text)
             seq = self.commands.append(_command_id(s), stmt.text, {k: str(v) for k, v in props.items()})
+            self.last_sequence = max(self.last_sequence, seq)
             try:
                 entity = self._apply(stmt, props, seq)
             except KsqlError:
@@ -141,7 +152,7 @@ class Engine:
         q = statements[0].statement.query
         props = dict(properties or {})
         if q.emit == "CHANGES":
-            return self._push(q, stmt.text, props)
+            return self._push(statements[0].statement, stmt.text, props)
         return self._pull(q, stmt.text)
 
     def close_query(self, query_id: str) -> bool:
@@ -151,27 +162,15 @@ class Engine:
         tq.close()
         return True
 
-    def _push(self, q: ast.Select, text: str, props: dict[str, Any]) -> TransientQuery:
-        src = self.metastore.require(q.source, text)
-        if q.group_by or q.window is not None or any(has_aggregate(i.expr) for i in q.items):
-            raise KsqlError("Aggregations in push queries are not supported by this server: create a table "
-                            "with CREATE TABLE ... AS SELECT and query it", statement=text)
-        if q.partition_by is not None:
-            raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
-        known = {c.name for c in src.columns} | set(PSEUDO)
-        select: list[str] = []
-        for index, item in enumerate(q.items):
-            if item.expr is None:
-                select += [quote(c.name) for c in src.columns]
-            else:
-                select.append(f"{to_spark(item.expr, known, text)} AS {quote(output_name(item, index))}")
-        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
-        offset_reset = str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                           or self.config.streams_property("auto.offset.reset", "latest"))
-        tq_id = f"transient_{src.name}_{uuid.uuid4().int % 10**18}"
-        view = tq_id.lower()
-        self._source_frame(src, offset_reset).createOrReplaceTempView(view)
-        result = self.spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}")
+    def _push(self, query: ast.Query, text: str, props: dict[str, Any]) -> TransientQuery:
+        """A push query is planned and compiled as a persistent query is (one pipeline); its rows
+        go to the client instead of a topic: every row for a stream, every changed row of an
+        aggregate (Spark's update mode; session windows once closed, as in persistent queries)."""
+        tq_id = f"transient_{query.query.source}_{uuid.uuid4().int % 10**18}"
+        plan = self._plan(query, text, props, tq_id)
+        q = plan.select
+        compiled, _ = self._compile(plan)
+        result = compiled.select(*[quote(n) for n, _ in plan.items])
         names = [f.name for f in result.schema.fields]
         tq = TransientQuery(text, names, [ksql_type(f.dataType.simpleString()) for f in result.schema.fields],
                             q.limit, push=True)
@@ -181,8 +180,9 @@ class Engine:
             if not tq.closed:
                 tq.offer([[json_value(v) for v in r] for r in batch.collect()])
 
-        running = (result.writeStream.queryName(tq_id).foreachBatch(each_batch)
-                   .trigger(processingTime="200 milliseconds").start())
+        update = plan.aggregate and (q.window is None or q.window.kind != "SESSION")
+        running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
+                   .foreachBatch(each_batch).trigger(processingTime="200 milliseconds").start())
 
         def stop() -> None:
             self.transient.pop(tq_id, None)
@@ -198,7 +198,7 @@ class Engine:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KsqlError(f"Push query failed to start: {first}", statement=text) from None
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
-        log.info("push query %s started over %s", tq_id, src.topic)
+        log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
 
     @staticmethod
@@ -278,8 +278,9 @@ class Engine:
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
             else:
-                src = ms.require(s.query.source, text)
-                self._check_select(s, src, text)
+                self._plan(s, text, {}, "validate")           # the statement's query must plan
+        elif isinstance(s, ast.InsertInto):
+            self._plan(s, text, {}, "validate")
         elif isinstance(s, ast.Drop):
             if ms.get(s.name) is None and not s.if_exists:
                 raise KsqlError(f"{s.kind.capitalize()} {s.name} does not exist.", statement=text)
@@ -303,13 +304,15 @@ class Engine:
             self._ensure_topic(source.topic, s.prop("PARTITIONS"), s.prop("REPLICAS"), stmt.text)
             ms.add(source, replace_existing=s.or_replace, statement=stmt.text)
             return _status(stmt.text, s, seq, f"{s.kind.capitalize()} created")
-        if isinstance(s, ast.CreateAsSelect):
-            if ms.get(s.name) is not None and s.if_not_exists:
+        if isinstance(s, (ast.CreateAsSelect, ast.InsertInto)):
+            if isinstance(s, ast.CreateAsSelect) and ms.get(s.name) is not None and s.if_not_exists:
                 return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
-            query_id = f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
+            query_id = _query_id(s, seq)
             plan = self._plan(s, stmt.text, props, query_id)
-            ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
-            ms.add_query(PersistentQuery(query_id, stmt.text, s.name, (s.query.source,)))
+            if isinstance(s, ast.CreateAsSelect):
+                self._ensure_sink_topic(plan, stmt.text)
+                ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
+            ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
             else:
@@ -443,15 +446,15 @@ class Engine:
             raise KsqlError(f"Could not create topic '{topic}': {err}", statement=text)
 
     # -- persistent queries -----------------------------------------------------------------
-    def _check_select(self, s: ast.CreateAsSelect, src: DataSource, text: str) -> None:
-        q = s.query
+    def _check_select(self, kind: str, properties: tuple[tuple[str, object], ...], q: ast.Select,
+                      src: DataSource, text: str) -> None:
         if q.window is not None and not q.group_by:
             raise KsqlError("WINDOW clause requires a GROUP BY clause.", statement=text)
         aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items)
-        if s.kind == "STREAM" and aggregate:
+        if kind == "STREAM" and aggregate:
             raise KsqlError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
                             "SELECT statement instead.", statement=text)
-        if s.kind == "TABLE" and not aggregate:
+        if kind == "TABLE" and not aggregate:
             raise KsqlError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
                             "AS SELECT statement instead.", statement=text)
         if q.partition_by is not None and aggregate:
@@ -463,24 +466,29 @@ class Engine:
                 to_spark(e, known, text)                   # unknown columns and functions fail here
         if q.where is not None and has_aggregate(q.where):
             raise KsqlError("WHERE clause can not contain aggregate functions; use HAVING", statement=text)
-        fmt = str(dict((k.upper(), v) for k, v in s.properties).get("VALUE_FORMAT", src.value_format)).upper()
+        fmt = str(dict((k.upper(), v) for k, v in properties).get("VALUE_FORMAT", src.value_format)).upper()
         if fmt not in FORMATS:
             raise KsqlError(f"Unknown format: {fmt}", statement=text)
 
-    def _plan(self, s: ast.CreateAsSelect, text: str, props: dict[str, Any], query_id: str) -> "QueryPlan":
-        src = self.metastore.require(s.query.source, text)
-        self._check_select(s, src, text)
-        with_props = {k.upper(): v for k, v in s.properties}
-        topic = str(with_props.get("KAFKA_TOPIC") or s.name)
-        value_format = str(with_props.get("VALUE_FORMAT") or src.value_format).upper()
-        key_format = str(with_props.get("KEY_FORMAT") or src.key_format).upper()
-        partitions = with_props.get("PARTITIONS")
-        if partitions is None:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
-                partitions = len(client.partitions_for(src.topic))
-        self._ensure_topic(topic, partitions, with_props.get("REPLICAS"), text)
+    def _plan(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str, props: dict[str, Any],
+              query_id: str) -> "QueryPlan":
+        """A persistent query's plan (no side effects): its source, its sink (a new stream or
+        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key."""
+        ms = self.metastore
+        target = ms.require(s.target, text) if isinstance(s, ast.InsertInto) else None
+        if target is not None and target.kind != "STREAM":
+            raise KsqlError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.",
+                            statement=text)
         q = s.query
         aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
+        kind = s.kind if isinstance(s, ast.CreateAsSelect) else "TABLE" if isinstance(s, ast.Query) and aggregate \
+            else "STREAM"
+        src = ms.require(q.source, text)
+        properties = () if isinstance(s, ast.Query) else s.properties
+        if isinstance(s, ast.Query) and q.partition_by is not None:
+            raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
+        self._check_select(kind, properties, q, src, text)
+        with_props = {k.upper(): v for k, v in properties}
         items: list[tuple[str, ast.Expr]] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
@@ -499,15 +507,35 @@ class Engine:
             match = next((n for n, x in items if x == e), None)
             key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
         value_items = [(n, e) for n, e in items if n not in key_names]
-        sink_columns = tuple(ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in key_names) + tuple(
-            ast.ColumnDef(n, ast.SqlType("STRING")) for n, _ in value_items)
-        sink = DataSource(s.name, s.kind, topic, sink_columns, key_format, value_format, None, q.window,
-                          statement=text)
+        types = {c.name: c.type for c in src.columns}
+        # (name, key?, type): a computed column's type (None) is Spark's to decide
+        typed = [(n, True, _static_type(e, types)) for n, e in zip(key_names, key_exprs)] + [
+            (n, False, _static_type(e, types)) for n, e in value_items]
+        sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
+        if target is not None:
+            _check_insert_schema(typed, target, text)
+            sink = target
+        else:
+            name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
+            sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
+                              str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
+                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
+                              statement=text)
         return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                             or self.config.streams_property("auto.offset.reset", "latest")))
+                             or self.config.streams_property("auto.offset.reset", "latest")), with_props)
 
-    def _run(self, plan: "QueryPlan") -> None:
+    def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
+        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's)."""
+        partitions = plan.with_props.get("PARTITIONS")
+        if partitions is None:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                partitions = len(client.partitions_for(plan.source.topic))
+        self._ensure_topic(plan.sink.topic, partitions, plan.with_props.get("REPLICAS"), text)
+
+    def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
+        """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
+        and the Spark SQL text it runs (what EXPLAIN shows)."""
         spark = self.spark
         src, q = plan.source, plan.select
         view = f"ksql_{plan.query_id.lower()}"
@@ -537,7 +565,14 @@ class Engine:
             if q.having is not None:
                 group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text)
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
-        result = spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}{group}")
+        sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
+        return spark.sql(sql), sql
+
+    def _run(self, plan: "QueryPlan") -> None:
+        q = plan.select
+        src = plan.source
+        result, sql = self._compile(plan)
+        self.plans[plan.query_id] = (plan, sql)
         out = result.selectExpr(self._key_sql(plan), *self._value_sql(plan, result))
         sink_options = {"kafka.bootstrap.servers": self.config.bootstrap_servers, "topic": plan.sink.topic,
                         "deliveryGuarantee": "exactly_once", **self._security_options()}
@@ -717,8 +752,60 @@ class Engine:
         RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
                                                                  avro_schema(plan.sink.name, columns))
 
+    # -- INSERT VALUES / EXPLAIN ------------------------------------------------------------
+    def _insert_values(self, s: ast.InsertValues, text: str) -> None:
+        """One record produced to the source's topic (ksqlDB writes it directly, not through the
+        command topic), encoded as the engine's queries decode that source."""
+        source = self.metastore.require(s.target, text)
+        row, rowtime = serde.row_of(s, source, text)
+        record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
+                              text)
+        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                            client_id=f"ksql-insert-{self.config.service_id}")
+        try:
+            producer.send(source.topic, record.value, record.key, timestamp_ms=record.timestamp_ms).result(30)
+        except Exception as exc:
+            raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
+        finally:
+            producer.close(5)
+
+    def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
+        from kafkalite.registry.client import RegistryClient
+        from kafkalite.registry.serde import parse_avro
+
+        latest = RegistryClient(str(self.config.schema_registry_url)).latest(subject)
+        return latest.schema_id, parse_avro(latest.schema, latest.dependencies), [
+            f["name"] for f in json.loads(latest.schema).get("fields", [])]
+
+    def _explain(self, s: ast.Explain, text: str, props: dict[str, Any]) -> Entity:
+        """ksqlDB's ``queryDescription``: a running persistent query by id, or a statement planned
+        and compiled (not run) as it would run now; the topology is Spark's plan of the query."""
+        if s.query_id is not None:
+            q = self.metastore.queries.get(s.query_id)
+            found = self.plans.get(s.query_id)
+            if q is None or q.state == "TERMINATED" or found is None:
+                raise KsqlError(f"Query with id:{s.query_id} does not exist, use SHOW QUERIES to view the full "
+                                "set of queries.", statement=text)
+            plan, sql = found
+            running = self.running.get(q.id)
+            topology = running._jsq.explainInternal(True) if running is not None else ""
+            host = "%s:%d" % self.config.listener
+            return _query_description(text, plan, q.statement, sql, topology, "PERSISTENT", {host: self._state(q)},
+                                      q.error)
+        assert s.statement is not None
+        if not isinstance(s.statement, (ast.CreateAsSelect, ast.InsertInto)) and s.statement.query.emit != "CHANGES":
+            raise KsqlError("The provided statement does not run a ksql query", statement=text)
+        transient = isinstance(s.statement, ast.Query)
+        query_id = (f"transient_{s.statement.query.source}_0" if isinstance(s.statement, ast.Query)
+                    else _query_id(s.statement, self.last_sequence + 1))
+        plan = self._plan(s.statement, s.text, props, query_id)
+        compiled, sql = self._compile(plan)
+        topology = compiled._jdf.queryExecution().toString()
+        return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
+                                  None)
+
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------
-    def _show(self, s: ast.Show, text: str) -> Entity:
+    def _show(self, s: ast.Show, text: str, props: dict[str, Any]) -> Entity:
         ms = self.metastore
         if s.what in ("STREAMS", "TABLES"):
             kind = s.what[:-1]
@@ -738,9 +825,11 @@ class Engine:
             topics = [{"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
                       for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
+        overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
+        server = {f"ksql.streams.{k}": v for k, v in self.config.streams}
         return {"@type": "properties", "statementText": text, "properties": [
-            {"name": f"ksql.streams.{k}", "scope": "KSQL", "value": v} for k, v in self.config.streams],
-            "overwrittenProperties": [], "defaultProperties": [], "warnings": []}
+            {"name": k, "scope": "KSQL", "value": v} for k, v in sorted({**server, **overridden}.items())],
+            "overwrittenProperties": sorted(overridden), "defaultProperties": [], "warnings": []}
 
     def _state(self, q: PersistentQuery) -> str:
         running = self.running.get(q.id)
@@ -772,7 +861,7 @@ class Engine:
 class QueryPlan:
     def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
                  items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
-                 aggregate: bool, offset_reset: str) -> None:
+                 aggregate: bool, offset_reset: str, with_props: dict[str, object] | None = None) -> None:
         self.query_id = query_id
         self.source = source
         self.sink = sink
@@ -782,6 +871,11 @@ class QueryPlan:
         self.key_names = key_names
         self.aggregate = aggregate
         self.offset_reset = offset_reset
+        self.with_props = with_props or {}
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        return (self.source.name,)
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
@@ -821,9 +915,63 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
     return {"type": str(t) if t.name == "DECIMAL" else t.name, "fields": None, "memberSchema": None}
 
 
+def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, topology: str, query_type: str,
+                       host_status: dict[str, str], error: str | None) -> Entity:
+    """ksqlDB's ``QueryDescriptionEntity`` (``@type: queryDescription``)."""
+    fields = [{"name": c.name, "schema": _schema_json(c.type), **({"type": "KEY"} if c.key else {})}
+              for c in plan.sink.columns]
+    state = ("ERROR" if "ERROR" in host_status.values() else "RUNNING") if host_status else None
+    return {"@type": "queryDescription", "statementText": text, "queryDescription": {
+        "id": plan.query_id, "statementText": statement,
+        "windowType": plan.select.window.kind if plan.select.window else None, "fields": fields,
+        "sources": list(plan.source_names), "sinks": [plan.sink.name] if query_type == "PERSISTENT" else [],
+        "topology": topology, "executionPlan": sql, "overriddenProperties": {}, "ksqlHostQueryStatus": host_status,
+        "queryType": query_type, "queryErrors": [] if error is None else [
+            {"timestamp": 0, "errorMessage": error, "type": "UNKNOWN"}],
+        "tasksMetadata": [], "state": state,
+        # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
+        "consumerGroupId": ""},
+        "warnings": []}
+
+
+def _query_id(s: ast.CreateAsSelect | ast.InsertInto, seq: int) -> str:
+    """ksqlDB's query ids: CSAS_<SINK>_<n>, CTAS_<SINK>_<n>, INSERTQUERY_<n> (n: the command's offset)."""
+    if isinstance(s, ast.InsertInto):
+        return f"INSERTQUERY_{seq}"
+    return f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
+
+
+def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | None:
+    """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
+    if isinstance(e, ast.Column):
+        return types.get(e.name) or (ast.SqlType("BIGINT") if e.name in PSEUDO else None)
+    if isinstance(e, ast.Cast):
+        return e.type
+    if isinstance(e, ast.Literal) and e.value is not None:
+        v = e.value
+        return ast.SqlType("BOOLEAN" if isinstance(v, bool) else "INT" if isinstance(v, int)
+                           else "DOUBLE" if isinstance(v, float) else "STRING")
+    return None
+
+
+def _check_insert_schema(result: list[tuple[str, bool, ast.SqlType | None]], sink: DataSource, text: str) -> None:
+    """ksqlDB's rule for INSERT INTO: the query's columns (names, key or value, and types where
+    they are known before Spark runs) are the sink stream's, in the same order."""
+    ordered = [c for c in result if c[1]] + [c for c in result if not c[1]]
+    same = len(ordered) == len(sink.columns) and all(
+        n == c.name and k == c.key and (t is None or t == c.type) for (n, k, t), c in zip(ordered, sink.columns))
+    if not same:
+        def show(cols: list[tuple[str, bool, ast.SqlType | None]]) -> str:
+            return ", ".join(f"`{n}` {t or '?'}{' KEY' if k else ''}" for n, k, t in cols)
+        raise KsqlError(f"Incompatible schema between results and sink.\nResult schema is {show(ordered)}\n"
+                        f"Sink schema is {show([(c.name, c.key, c.type) for c in sink.columns])}", statement=text)
+
+
 def _command_id(s: ast.Statement) -> str:
     if isinstance(s, (ast.CreateSource, ast.CreateAsSelect)):
         return f"{s.kind.lower()}/`{s.name}`/create"
+    if isinstance(s, ast.InsertInto):
+        return f"stream/`{s.target}`/create"
     if isinstance(s, ast.Drop):
         return f"{s.kind.lower()}/`{s.name}`/drop"
     if isinstance(s, ast.Terminate):

@@ -1,0 +1,258 @@
+"""The engine's statements without brokers or Spark: a recording double stands at the Spark
+boundary (it keeps the Spark SQL text and the reader options the engine hands it) and another at
+the command topic. INSERT INTO ... SELECT, INSERT VALUES, SET/UNSET within a request, EXPLAIN and
+aggregating push queries go through the same plan as CREATE ... AS SELECT; ksqlDB's refusals."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kafkalite.sql import engine as engine_mod
+from kafkalite.sql.command_topic import Command
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from kafkalite.sql.errors import KsqlError
+
+
+class Field:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dataType = self
+
+    def simpleString(self) -> str:
+        return "bigint" if self.name.startswith("KSQL_COL") else "string"
+
+
+class Frame:
+    """A Spark DataFrame / reader / writer / streaming query double: every call chains, the
+    calls the engine's plan depends on are recorded."""
+
+    def __init__(self, spark: "FakeSpark", columns: list[str] | None = None) -> None:
+        self.spark = spark
+        self.columns = columns or []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("writeStream", "write"):
+            return self
+
+        def call(*args: Any, **kwargs: Any) -> Frame:
+            if name == "option":
+                self.spark.options[args[0]] = args[1]
+            if name == "select":
+                return Frame(self.spark, [a.strip("`") for a in args])
+            return self
+        return call
+
+    @property
+    def schema(self) -> Any:
+        return type("Schema", (), {"fields": [Field(c) for c in self.columns]})()
+
+    @property
+    def _jdf(self) -> Any:
+        return type("J", (), {"queryExecution": lambda _: type("Q", (), {"toString": lambda _: "== Plan =="})()})()
+
+    @property
+    def _jsq(self) -> Any:
+        return type("J", (), {"explainInternal": lambda _, extended: "== Running plan =="})()
+
+    isActive = True
+
+    def processAllAvailable(self) -> None:
+        pass
+
+
+class FakeSpark:
+    def __init__(self) -> None:
+        self.sql_texts: list[str] = []
+        self.options: dict[str, str] = {}
+        self.readStream = Frame(self)
+
+    def sql(self, text: str) -> Frame:
+        self.sql_texts.append(text)
+        return Frame(self)
+
+
+class FakeCommands:
+    topic = "_confluent-ksql-default__command_topic"
+
+    def __init__(self) -> None:
+        self.log: list[Command] = []
+
+    def ensure(self) -> None:
+        pass
+
+    def append(self, command_id: str, statement: str, properties: dict[str, Any]) -> int:
+        self.log.append(Command(command_id, statement, properties, len(self.log)))
+        return len(self.log) - 1
+
+    def read_all(self) -> list[Command]:
+        return list(self.log)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(monkeypatch: Any) -> Engine:
+    e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",)), FakeSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
+    monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
+    e.execute("CREATE STREAM s (id STRING KEY, v INT, name STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+              "CREATE STREAM o (id STRING KEY, v INT) WITH (KAFKA_TOPIC='o', VALUE_FORMAT='JSON');"
+              "CREATE TABLE t (id STRING PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
+    return e
+
+
+def _spark(e: Engine) -> FakeSpark:
+    spark = e.spark
+    assert isinstance(spark, FakeSpark)
+    return spark
+
+
+def test_insert_into_select_is_a_persistent_query_into_the_stream(engine: Engine) -> None:
+    out = engine.execute("INSERT INTO o SELECT id, v FROM s WHERE v > 1;")
+    assert out[0]["@type"] == "currentStatus" and out[0]["commandId"] == "stream/`O`/create"
+    assert out[0]["commandStatus"]["queryId"] == "INSERTQUERY_3"
+    assert engine.commands.log[-1].statement == "INSERT INTO o SELECT id, v FROM s WHERE v > 1;"  # type: ignore
+    assert "WHERE (`V` > 1)" in _spark(engine).sql_texts[-1]
+    shown = engine.execute("SHOW QUERIES;")[0]["queries"]
+    assert [(q["id"], q["sinks"], q["sinkKafkaTopics"]) for q in shown] == [("INSERTQUERY_3", ["O"], ["o"])]
+    with pytest.raises(KsqlError, match=r"Cannot drop O.\nThe following queries read from this source: \[\]."
+                                        r"\nThe following queries write into this source: \[INSERTQUERY_3\]"):
+        engine.execute("DROP STREAM o;")
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO o SELECT id, v AS w FROM s;", "Incompatible schema between results and sink.\n"
+     "Result schema is `ID` STRING KEY, `W` INT\nSink schema is `ID` STRING KEY, `V` INT"),
+    ("INSERT INTO o SELECT id, name AS v FROM s;", "Incompatible schema between results and sink."),
+    ("INSERT INTO o SELECT * FROM s;", "Incompatible schema between results and sink."),
+    ("INSERT INTO t SELECT id, v FROM s;", "INSERT INTO can only be used to insert into a stream. T is a table."),
+    ("INSERT INTO nope SELECT id, v FROM s;", "NOPE does not exist."),
+    ("INSERT INTO o SELECT id, COUNT(*) AS v FROM s GROUP BY id;", "Invalid result type. Your SELECT query "
+     "produces a TABLE."),
+])
+def test_insert_into_refusals(engine: Engine, statement: str, message: str) -> None:
+    before = len(engine.commands.log)  # type: ignore[attr-defined]
+    with pytest.raises(KsqlError) as info:
+        engine.execute(statement)
+    assert info.value.message.startswith(message) and info.value.statement == statement
+    assert len(engine.commands.log) == before                    # type: ignore[attr-defined]  # nothing logged
+
+
+def test_set_applies_to_the_later_statements_of_the_request(engine: Engine) -> None:
+    out = engine.execute("SET 'auto.offset.reset'='earliest'; CREATE STREAM a AS SELECT * FROM s;"
+                         "UNSET 'auto.offset.reset'; CREATE STREAM b AS SELECT * FROM s; SHOW PROPERTIES;")
+    assert [e["@type"] for e in out] == ["currentStatus", "currentStatus", "properties"]   # SET: no entity
+    log = engine.commands.log                                      # type: ignore[attr-defined]
+    assert (log[-2].statement, log[-2].streams_properties) == ("CREATE STREAM a AS SELECT * FROM s;",
+                                                               {"auto.offset.reset": "earliest"})
+    assert log[-1].streams_properties == {}
+    shown = engine.execute("SHOW PROPERTIES;", {"auto.offset.reset": "earliest"})[0]
+    assert shown["overwrittenProperties"] == ["ksql.streams.auto.offset.reset"]
+    assert {"name": "ksql.streams.auto.offset.reset", "scope": "KSQL", "value": "earliest"} in shown["properties"]
+
+
+def test_explain_a_query_id_and_a_statement(engine: Engine) -> None:
+    engine.execute("CREATE STREAM fast AS SELECT id, v * 2 AS dbl FROM s WHERE v > 80;")
+    described = engine.execute("EXPLAIN CSAS_FAST_3;")[0]
+    assert described["@type"] == "queryDescription" and described["statementText"] == "EXPLAIN CSAS_FAST_3;"
+    d = described["queryDescription"]
+    assert set(d) == {"id", "statementText", "windowType", "fields", "sources", "sinks", "topology",
+                      "executionPlan", "overriddenProperties", "ksqlHostQueryStatus", "queryType", "queryErrors",
+                      "tasksMetadata", "state", "consumerGroupId"}
+    assert (d["id"], d["sources"], d["sinks"], d["queryType"], d["state"]) == (
+        "CSAS_FAST_3", ["S"], ["FAST"], "PERSISTENT", "RUNNING")
+    assert d["statementText"] == "CREATE STREAM fast AS SELECT id, v * 2 AS dbl FROM s WHERE v > 80;"
+    assert d["ksqlHostQueryStatus"] == {"127.0.0.1:18088": "RUNNING"}
+    assert [f["name"] for f in d["fields"]] == ["ID", "DBL"] and d["fields"][0]["type"] == "KEY"
+    assert d["topology"] == "== Running plan ==" and "(`V` * 2) AS `DBL`" in d["executionPlan"]
+    logged = len(engine.commands.log)                              # type: ignore[attr-defined]
+    planned = engine.execute("EXPLAIN CREATE TABLE c AS SELECT id, COUNT(*) FROM s "
+                             "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;")[0]["queryDescription"]
+    assert (planned["id"], planned["windowType"], planned["topology"]) == ("CTAS_C_4", "TUMBLING", "== Plan ==")
+    assert planned["ksqlHostQueryStatus"] == {} and planned["state"] is None
+    assert len(engine.commands.log) == logged and engine.metastore.get("C") is None      # type: ignore
+    with pytest.raises(KsqlError, match="Query with id:CSAS_NOPE_1 does not exist, use SHOW QUERIES"):
+        engine.execute("EXPLAIN CSAS_NOPE_1;")
+    with pytest.raises(KsqlError, match="The provided statement does not run a ksql query"):
+        engine.execute("EXPLAIN SELECT * FROM t WHERE id = 'a';")
+
+
+def test_replay_rebuilds_insert_queries_with_the_same_ids(engine: Engine) -> None:
+    engine.execute("INSERT INTO o SELECT id, v FROM s; TERMINATE INSERTQUERY_3; INSERT INTO o SELECT id, v FROM s;")
+    again = Engine(engine.config, FakeSpark())
+    again.commands = engine.commands
+    assert again.start() == 6
+    assert {q.id: q.state for q in again.metastore.queries.values()} == {
+        "INSERTQUERY_3": "TERMINATED", "INSERTQUERY_5": "RUNNING"}
+    assert list(again.plans) == ["INSERTQUERY_5"] and again.last_sequence == 5
+
+
+def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch: Any) -> None:
+    modes: list[str] = []
+    orig = Frame.__getattr__
+
+    def spy(self: Frame, name: str) -> Any:
+        if name == "outputMode":
+            return lambda mode: modes.append(mode) or self
+        return orig(self, name)
+    monkeypatch.setattr(Frame, "__getattr__", spy)
+    monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
+    tq = engine.query("SELECT id, COUNT(*) FROM s WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id EMIT CHANGES;")
+    assert tq.push and tq.column_names == ["ID", "KSQL_COL_1"] and modes == ["update"]
+    sql = _spark(engine).sql_texts[-1]
+    assert "count(*) AS `KSQL_COL_1`" in sql and "window(`ROWTIME`, '10000 milliseconds')" in sql
+    tq.close()
+    with pytest.raises(KsqlError, match="PARTITION BY is not supported in push queries"):
+        engine.query("SELECT * FROM s PARTITION BY v EMIT CHANGES;")
+
+
+class FakeProducer:
+    sent: list[tuple[str, Any, Any, int | None]] = []
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        pass
+
+    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None) -> Any:
+        FakeProducer.sent.append((topic, key, value, timestamp_ms))
+        return type("F", (), {"result": lambda _, timeout: None})()
+
+    def close(self, timeout: float) -> None:
+        pass
+
+
+def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    FakeProducer.sent = []
+    assert engine.execute("INSERT INTO s (ROWTIME, id, v, name) VALUES (1700000000000, 'k1', 7, 'it''s');") == []
+    assert engine.execute("INSERT INTO s VALUES ('k2', 8, NULL);") == []
+    topic, key, value, ts = FakeProducer.sent[0]
+    assert (topic, key, json.loads(value), ts) == ("s", b"k1", {"V": 7, "NAME": "it's"}, 1700000000000)
+    assert FakeProducer.sent[1][1:3] == (b"k2", b'{"V": 8, "NAME": null}')
+    engine.execute("CREATE STREAM d (id STRING KEY, x DOUBLE, ok BOOLEAN) WITH (KAFKA_TOPIC='d', "
+                   "VALUE_FORMAT='DELIMITED');")
+    engine.execute("INSERT INTO d (id, x, ok) VALUES ('a', 2, true);")
+    assert FakeProducer.sent[-1][1:3] == (b"a", b"2.0,true")
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO s VALUES ('k', 1);", "Expected a value for each column. Expected Columns: [ID, V, NAME]. "
+                                       "Got ['k', 1]"),
+    ("INSERT INTO s (id, nope) VALUES ('k', 1);", "Column name `NOPE` does not exist."),
+    ("INSERT INTO s (id, v) VALUES ('k', 'x');", "Expected type INT for field V but got STRING(x)"),
+    ("INSERT INTO s (id, ROWOFFSET) VALUES ('k', 1);", "Inserting into column `ROWOFFSET` is not allowed."),
+    ("INSERT INTO t (v) VALUES (1);", "Failed to insert values into 'T'. Value for primary key column(s) ID is "
+                                      "required for tables"),
+    ("INSERT INTO nope VALUES (1);", "NOPE does not exist."),
+])
+def test_insert_values_refusals(engine: Engine, monkeypatch: Any, statement: str, message: str) -> None:
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    FakeProducer.sent = []
+    with pytest.raises(KsqlError) as info:
+        engine.execute(statement)
+    assert info.value.message == message and FakeProducer.sent == []
