@@ -26,7 +26,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, serde
+from kafkalite.sql import ast, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
@@ -145,8 +145,10 @@ class Engine:
         """One SELECT: a push query (EMIT CHANGES) is started and returned running (rows go to
         its listener); a pull query is answered at once from the table's state store."""
         statements = parse(text)
+        if len(statements) == 1 and isinstance(statements[0].statement, ast.Print):
+            return self._print(statements[0].statement, statements[0].text)
         if len(statements) != 1 or not isinstance(statements[0].statement, ast.Query):
-            raise KsqlError("The /query endpoint accepts exactly one SELECT statement",
+            raise KsqlError("The /query endpoint accepts exactly one SELECT or PRINT statement",
                             statement=statements[0].text if statements else text)
         stmt = statements[0]
         q = statements[0].statement.query
@@ -200,6 +202,40 @@ class Engine:
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
         log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
+
+    def _print(self, s: ast.Print, text: str) -> TransientQuery:
+        """PRINT: the topic's records as text lines, streamed until LIMIT or the client leaves."""
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            topics = sorted(client.metadata(None).topics)
+        topic = printing.resolve_topic(s, topics, text)
+        tq = TransientQuery(text, [], [], None, push=True, printing=True)
+        avro = self._avro_text if self.config.schema_registry_url else None
+        printer = printing.TopicPrinter(self.config.bootstrap_servers, self.config.security, topic, s, tq, avro)
+        stop_printer = tq._stop
+
+        def stop() -> None:
+            self.transient.pop(tq.id, None)
+            stop_printer()
+        tq._stop = stop
+        self.transient[tq.id] = tq
+        printer.start()
+        return tq
+
+    def _avro_text(self, data: bytes) -> str | None:
+        """A registry-framed Avro value as JSON text (PRINT's AVRO format), None if it is not one."""
+        from kafkalite.registry.client import RegistryClient
+        from kafkalite.registry.serde import decode, parse_avro
+
+        registry = RegistryClient(str(self.config.schema_registry_url))
+
+        def lookup(schema_id: int) -> Any:
+            registered = registry.by_id(schema_id)
+            return registered, parse_avro(registered.schema, registered.dependencies)
+        try:
+            _, _, datum = decode(data, lookup)
+        except Exception:                                 # not framed, unknown id, or not this schema
+            return None
+        return json.dumps(json_value(datum))
 
     @staticmethod
     def _watch(tq: TransientQuery, running: Any) -> None:
