@@ -33,12 +33,14 @@ from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, avro_schema, columns_of, has_aggregate, output_name, quote,
+from kafkalite.sql.translate import (PSEUDO, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
                                      spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
 Entity = dict[str, Any]
+#: ksqlDB's grace period for windows and stream-stream joins without GRACE PERIOD (0.2x: 24 hours)
+DEFAULT_GRACE_MS = 24 * 3600 * 1000
 VERSION = "0.29.0-kafkalite"
 
 
@@ -483,7 +485,7 @@ class Engine:
 
     # -- persistent queries -----------------------------------------------------------------
     def _check_select(self, kind: str, properties: tuple[tuple[str, object], ...], q: ast.Select,
-                      src: DataSource, text: str) -> None:
+                      src: DataSource, known: "set[str] | Scope", text: str) -> None:
         if q.window is not None and not q.group_by:
             raise KsqlError("WINDOW clause requires a GROUP BY clause.", statement=text)
         aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items)
@@ -495,7 +497,6 @@ class Engine:
                             "AS SELECT statement instead.", statement=text)
         if q.partition_by is not None and aggregate:
             raise KsqlError("PARTITION BY and GROUP BY in the same query is not supported.", statement=text)
-        known = {c.name for c in src.columns} | set(PSEUDO)
         for e in [i.expr for i in q.items if i.expr is not None] + [q.where, q.partition_by, q.having,
                                                                      *q.group_by]:
             if e is not None:
@@ -523,18 +524,27 @@ class Engine:
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
-        self._check_select(kind, properties, q, src, text)
+        joins = self._join_sources(q, src, aggregate, text)
+        left = q.alias or src.name
+        scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
+            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
+            if joins else {c.name for c in src.columns} | set(PSEUDO)
+        self._check_select(kind, properties, q, src, scope, text)
         with_props = {k.upper(): v for k, v in properties}
+        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         items: list[tuple[str, ast.Expr]] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
-                items += [(c.name, ast.Column(c.name)) for c in src.columns]
+                items += ([(f"{a}_{c.name}", ast.Column(c.name, a)) for a, d in sources for c in d.columns]
+                          if joins else [(c.name, ast.Column(c.name)) for c in src.columns])
             else:
                 items.append((output_name(item, index), item.expr))
         if aggregate:
             key_exprs = list(q.group_by)
         elif q.partition_by is not None:
             key_exprs = [q.partition_by]
+        elif joins:
+            key_exprs = _join_key(joins[0][0], items, scope, kind, s, text)
         else:
             key_exprs = [ast.Column(k.name) for k in src.key_columns if any(
                 isinstance(e, ast.Column) and e.name == k.name for _, e in items)]
@@ -543,10 +553,13 @@ class Engine:
             match = next((n for n, x in items if x == e), None)
             key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
         value_items = [(n, e) for n, e in items if n not in key_names]
-        types = {c.name: c.type for c in src.columns}
+        types = {c.name: c.type for c in src.columns} if not joins else {
+            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         # (name, key?, type): a computed column's type (None) is Spark's to decide
-        typed = [(n, True, _static_type(e, types)) for n, e in zip(key_names, key_exprs)] + [
-            (n, False, _static_type(e, types)) for n, e in value_items]
+        def type_of(e: ast.Expr) -> ast.SqlType | None:
+            return _static_type(_qualified(e, scope) if isinstance(e, ast.Column) else e, types)
+        typed = [(n, True, type_of(e)) for n, e in zip(key_names, key_exprs)] + [
+            (n, False, type_of(e)) for n, e in value_items]
         sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
         if target is not None:
             _check_insert_schema(typed, target, text)
@@ -559,7 +572,52 @@ class Engine:
                               statement=text)
         return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                             or self.config.streams_property("auto.offset.reset", "latest")), with_props)
+                             or self.config.streams_property("auto.offset.reset", "latest")), with_props,
+                         joins, scope)
+
+    def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
+                      text: str) -> list[tuple[ast.Join, DataSource, str]]:
+        """The joined sources with their aliases, refused in ksqlDB's words where ksqlDB refuses
+        the join's shape; stream-stream joins are what this server runs."""
+        out: list[tuple[ast.Join, DataSource, str]] = []
+        aliases = [q.alias or left.name]
+        for j in q.joins:
+            right = self.metastore.require(j.source, text)
+            alias = j.alias or right.name
+            if alias in aliases:
+                raise KsqlError(f"Can not join '{right.name}' to '{right.name}': self joins are not yet supported.",
+                                statement=text)
+            aliases.append(alias)
+            kinds = (left.kind if not out else "STREAM", right.kind)
+            shape = {"STREAM": "Stream", "TABLE": "Table"}
+            if kinds == ("STREAM", "STREAM") and j.within is None:
+                raise KsqlError("Stream-Stream joins must have a WITHIN clause specified. None was provided. To "
+                                "learn about how to specify a WITHIN clause with a stream-stream join, please "
+                                "visit: https://docs.confluent.io/current/ksql/docs/syntax-reference.html"
+                                "#create-stream-as-select", statement=text)
+            if kinds != ("STREAM", "STREAM") and j.within is not None:
+                raise KsqlError(f"A window definition was provided for a {shape[kinds[0]]}-{shape[kinds[1]]} join. "
+                                "These joins are not windowed. Please drop the window definition (ie. the WITHIN "
+                                "clause) and try to execute your join again.", statement=text)
+            if kinds == ("TABLE", "STREAM"):
+                raise KsqlError(f"Invalid join order: table-stream joins are not supported; only stream-table "
+                                f"joins. Got {left.name} [{j.kind}] JOIN {right.name}.", statement=text)
+            if kinds == ("STREAM", "TABLE") and j.kind in ("FULL", "RIGHT"):
+                raise KsqlError(f"Invalid join type: {'full-outer' if j.kind == 'FULL' else 'right'} join not "
+                                f"supported for stream-table join. Got {left.name} [{j.kind}] JOIN {right.name}.",
+                                statement=text)
+            if not (isinstance(j.on, ast.Binary) and j.on.op == "=" and isinstance(j.on.left, ast.Column)
+                    and isinstance(j.on.right, ast.Column)):
+                raise KsqlError(f"Unsupported join expression: {_expr_text(j.on)}. ksqlDB joins on an equality "
+                                "of one column of each source.", statement=text)
+            if kinds != ("STREAM", "STREAM"):
+                raise KsqlError(f"{shape[kinds[0]]}-{shape[kinds[1]]} joins are not supported by this server yet: "
+                                "it runs stream-stream joins (WITHIN)", statement=text)
+            out.append((j, right, alias))
+        if out and aggregate:
+            raise KsqlError("Aggregations over joins are not supported by this server yet: write the join to a "
+                            "stream with CREATE STREAM ... AS SELECT and aggregate that stream", statement=text)
+        return out
 
     def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
         """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's)."""
@@ -577,10 +635,13 @@ class Engine:
         view = f"ksql_{plan.query_id.lower()}"
         frame = self._source_frame(src, plan.offset_reset)
         if q.window is not None:
-            grace = q.window.grace_ms if q.window.grace_ms is not None else 24 * 3600 * 1000
+            grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
+        if plan.joins:
+            return self._compile_join(plan, frame, view)
         frame.createOrReplaceTempView(view)
-        known = {c.name for c in src.columns} | set(PSEUDO)
+        known = plan.scope
+        assert isinstance(known, set)                     # one source: a join's Scope went above
         text = plan.source.statement
         select = [f"{to_spark(e, known, text)} AS {quote(n)}" for n, e in plan.items]
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
@@ -603,6 +664,33 @@ class Engine:
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
+
+    def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
+        """A stream-stream join as Spark's: each side a view with a watermark of its grace period
+        (ksqlDB's default without GRACE PERIOD: 24 hours), the ON equality plus the WITHIN bounds
+        as a time-range condition on ROWTIME (right.ROWTIME BETWEEN left.ROWTIME - before AND
+        left.ROWTIME + after), so Spark drops old state and emits an outer join's unmatched rows
+        once the grace period has passed."""
+        q, scope, text = plan.select, plan.scope, plan.sink.statement
+        graces = [j.within.grace_ms if j.within and j.within.grace_ms is not None else DEFAULT_GRACE_MS
+                  for j, _, _ in plan.joins]
+        left_alias = q.alias or plan.source.name
+        left.withWatermark("ROWTIME", f"{max(graces)} milliseconds").createOrReplaceTempView(f"{view}_0")
+        from_sql = f"{view}_0 AS {quote(left_alias)}"
+        kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
+                 "FULL": "FULL OUTER JOIN"}
+        for index, ((join, right, alias), grace) in enumerate(zip(plan.joins, graces), start=1):
+            assert join.within is not None
+            (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
+             .createOrReplaceTempView(f"{view}_{index}"))
+            lt, rt = f"{quote(left_alias)}.`ROWTIME`", f"{quote(alias)}.`ROWTIME`"
+            from_sql += (f" {kinds[join.kind]} {view}_{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f" AND {rt} >= {lt} - INTERVAL {join.within.before_ms} MILLISECONDS"
+                         f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
+        return self.spark.sql(sql), sql
 
     def _run(self, plan: "QueryPlan") -> None:
         q = plan.select
@@ -897,7 +985,9 @@ class Engine:
 class QueryPlan:
     def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
                  items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
-                 aggregate: bool, offset_reset: str, with_props: dict[str, object] | None = None) -> None:
+                 aggregate: bool, offset_reset: str, with_props: dict[str, object] | None = None,
+                 joins: list[tuple[ast.Join, DataSource, str]] | None = None,
+                 scope: "set[str] | Scope | None" = None) -> None:
         self.query_id = query_id
         self.source = source
         self.sink = sink
@@ -908,10 +998,12 @@ class QueryPlan:
         self.aggregate = aggregate
         self.offset_reset = offset_reset
         self.with_props = with_props or {}
+        self.joins = joins or []                   # (join, joined source, its alias), in order
+        self.scope = scope if scope is not None else {c.name for c in source.columns} | set(PSEUDO)
 
     @property
     def source_names(self) -> tuple[str, ...]:
-        return (self.source.name,)
+        return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
@@ -977,10 +1069,47 @@ def _query_id(s: ast.CreateAsSelect | ast.InsertInto, seq: int) -> str:
     return f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
 
 
+def _join_key(join: ast.Join, items: list[tuple[str, ast.Expr]], scope: "set[str] | Scope", kind: str,
+              s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str) -> list[ast.Expr]:
+    """A join's output key: the projected join column (either side of ON), as ksqlDB keys a
+    join's result; a persistent query must project it (ksqlDB's 'Key missing from projection')."""
+    assert isinstance(join.on, ast.Binary)
+    sides = [_qualified(join.on.left, scope), _qualified(join.on.right, scope)]
+    for _, e in items:
+        if isinstance(e, ast.Column) and _qualified(e, scope) in sides:
+            return [e]
+    if isinstance(s, ast.Query):
+        return []
+    first = sides[0]
+    name = s.name if isinstance(s, ast.CreateAsSelect) else s.target
+    raise KsqlError(f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to "
+                    f"build `{name}` must include the join expression {first.source}.{first.name} in its "
+                    f"projection (eg, SELECT {first.source}.{first.name}...).", statement=text)
+
+
+def _qualified(e: ast.Expr, scope: "set[str] | Scope") -> ast.Column:
+    assert isinstance(e, ast.Column)
+    if e.source is not None or not isinstance(scope, Scope):
+        return e
+    owner = next((a for a, cols in scope.sources if e.name in cols), None)
+    return ast.Column(e.name, owner)
+
+
+def _expr_text(e: ast.Expr) -> str:
+    if isinstance(e, ast.Column):
+        return f"{e.source}.{e.name}" if e.source else e.name
+    if isinstance(e, ast.Binary):
+        return f"({_expr_text(e.left)} {e.op} {_expr_text(e.right)})"
+    if isinstance(e, ast.Literal):
+        return repr(e.value)
+    return type(e).__name__.upper()
+
+
 def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | None:
     """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
     if isinstance(e, ast.Column):
-        return types.get(e.name) or (ast.SqlType("BIGINT") if e.name in PSEUDO else None)
+        found = types.get(f"{e.source}.{e.name}") if e.source else types.get(e.name)
+        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO else None)
     if isinstance(e, ast.Cast):
         return e.type
     if isinstance(e, ast.Literal) and e.value is not None:

@@ -256,3 +256,49 @@ def test_insert_values_refusals(engine: Engine, monkeypatch: Any, statement: str
     with pytest.raises(KsqlError) as info:
         engine.execute(statement)
     assert info.value.message == message and FakeProducer.sent == []
+
+
+def test_stream_stream_join_plan(engine: Engine) -> None:
+    out = engine.execute("CREATE STREAM j AS SELECT s.id AS id, name, o.v AS ov FROM s JOIN o "
+                         "WITHIN (1 SECOND, 2 SECONDS) GRACE PERIOD 3 SECONDS ON s.id = o.id WHERE s.v > 0;")
+    assert out[0]["commandStatus"]["queryId"] == "CSAS_J_3"
+    sql = _spark(engine).sql_texts[-1]
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `O`.`V` AS `OV` FROM ksql_csas_j_3_0 AS `S` "
+                   "INNER JOIN ksql_csas_j_3_1 AS `O` ON (`S`.`ID` = `O`.`ID`) "
+                   "AND `O`.`ROWTIME` >= `S`.`ROWTIME` - INTERVAL 1000 MILLISECONDS "
+                   "AND `O`.`ROWTIME` <= `S`.`ROWTIME` + INTERVAL 2000 MILLISECONDS WHERE (`S`.`V` > 0)")
+    j = engine.metastore.require("J")
+    assert [(c.name, str(c.type), c.key) for c in j.columns] == [
+        ("ID", "STRING", True), ("NAME", "STRING", False), ("OV", "INT", False)]
+    assert engine.metastore.readers_and_writers("O") == (["CSAS_J_3"], [])
+    star = engine.execute("EXPLAIN SELECT * FROM s x LEFT JOIN o WITHIN 1 MINUTE ON x.id = o.id EMIT CHANGES;")
+    fields = star[0]["queryDescription"]["fields"]
+    assert [f["name"] for f in fields] == ["X_ID", "X_V", "X_NAME", "O_ID", "O_V"]
+    assert "LEFT OUTER JOIN" in _spark(engine).sql_texts[-1]
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("SELECT * FROM s JOIN o ON s.id = o.id EMIT CHANGES;", "Stream-Stream joins must have a WITHIN clause"),
+    ("SELECT * FROM s JOIN t WITHIN 1 SECOND ON s.id = t.id EMIT CHANGES;", "A window definition was provided "
+     "for a Stream-Table join. These joins are not windowed."),
+    ("SELECT * FROM t JOIN s ON t.id = s.id EMIT CHANGES;", "Invalid join order: table-stream joins are not "
+     "supported; only stream-table joins. Got T [INNER] JOIN S."),
+    ("SELECT * FROM s FULL OUTER JOIN t ON s.id = t.id EMIT CHANGES;", "Invalid join type: full-outer join not "
+     "supported for stream-table join. Got S [FULL] JOIN T."),
+    ("SELECT * FROM s JOIN o WITHIN 1 SECOND ON s.v > o.v EMIT CHANGES;", "Unsupported join expression: "
+     "(S.V > O.V)."),
+    ("SELECT * FROM s JOIN s WITHIN 1 SECOND ON s.id = s.id EMIT CHANGES;", "Can not join 'S' to 'S': self joins"),
+    ("SELECT id FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id EMIT CHANGES;", "Column 'ID' is ambiguous. Could be "
+     "any of: S.ID, O.ID"),
+    ("SELECT s.nope FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id EMIT CHANGES;", "Column 'S.NOPE' cannot be "
+     "resolved."),
+    ("CREATE STREAM k AS SELECT name FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id;", "Key missing from "
+     "projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to build `K` must include the join "
+     "expression S.ID in its projection (eg, SELECT S.ID...)."),
+    ("SELECT s.id, COUNT(*) FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id GROUP BY s.id EMIT CHANGES;",
+     "Aggregations over joins are not supported by this server yet"),
+])
+def test_join_refusals(engine: Engine, statement: str, message: str) -> None:
+    with pytest.raises(KsqlError) as info:
+        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
+    assert info.value.message.startswith(message), info.value.message
