@@ -1,0 +1,104 @@
+"""Joins, INSERT INTO and an aggregating push query in the shared local[2] session, each checked
+against a plain-Python oracle on the same input: a stream-stream INNER JOIN ... WITHIN as a CSAS
+(every pair of records with the same key at most a minute apart, nothing else), then INSERT INTO
+the joined stream from a filter of one side (its records join the output topic), then
+``SELECT id, COUNT(*) ... GROUP BY id EMIT CHANGES`` streaming counts whose last value per key is
+the oracle's."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from tests.support.waiting import wait_for
+
+T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
+ORDERS = [(f"o{i}", float(10 * i), T0 + i * 20_000) for i in range(12)] + [("o1", 99.0, T0 + 50_000)]
+SHIPMENTS = [(f"o{i}", f"c{i % 3}", T0 + i * 20_000 + (45_000 if i % 4 else 90_000)) for i in range(0, 12, 2)]
+
+
+def _produce(bootstrap: str, topic: str, rows: list[tuple[str, dict[str, Any], int]]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for key, value, ts in rows:
+        p.produce(topic, json.dumps(value).encode(), key.encode(), timestamp=ts)
+    assert p.flush(60) == 0
+
+
+def _read(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any]]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([CTP(topic, 0, 0)])
+    out = []
+    try:
+        while True:
+            msgs = c.consume(1000, 2.0)
+            if not msgs:
+                return out
+            out += [(m.key().decode(), json.loads(m.value())) for m in msgs if m.error() is None]
+    finally:
+        c.close()
+
+
+def _join_oracle() -> list[tuple[str, float, str]]:
+    return sorted((oid, amount, carrier) for oid, amount, ots in ORDERS for sid, carrier, sts in SHIPMENTS
+                  if oid == sid and abs(sts - ots) <= 60_000)
+
+
+def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    suffix = uuid.uuid4().hex[:6]
+    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"join_{suffix}_", state_dir=str(tmp_path),
+                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    orders, shipments, shipped = f"orders-{suffix}", f"shipments-{suffix}", f"shipped-{suffix}"
+    engine = Engine(config, spark)
+    try:
+        engine.start()
+        engine.execute(f"CREATE STREAM orders (id VARCHAR KEY, amount DOUBLE) WITH (KAFKA_TOPIC='{orders}', "
+                       f"VALUE_FORMAT='JSON', PARTITIONS=1); CREATE STREAM shipments (id VARCHAR KEY, carrier STRING) "
+                       f"WITH (KAFKA_TOPIC='{shipments}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        _produce(kafka.bootstrap, orders, [(k, {"amount": a}, ts) for k, a, ts in ORDERS])
+        _produce(kafka.bootstrap, shipments, [(k, {"carrier": c}, ts) for k, c, ts in SHIPMENTS])
+        joined = engine.execute(
+            f"CREATE STREAM shipped WITH (KAFKA_TOPIC='{shipped}') AS SELECT o.id AS id, amount, carrier "
+            "FROM orders o JOIN shipments s WITHIN 1 MINUTE GRACE PERIOD 1 MINUTE ON o.id = s.id;")
+        join_id = joined[0]["commandStatus"]["queryId"]
+        want = _join_oracle()
+        assert want and len(want) < len(SHIPMENTS) + 1               # some pairs fall outside WITHIN
+
+        def joined_rows() -> list[tuple[str, float, str]]:
+            return sorted((k, v["AMOUNT"], v["CARRIER"]) for k, v in _read(kafka.bootstrap, shipped))
+        wait_for(lambda: joined_rows() == want, 120, "the join to match the oracle")
+        described = engine.execute("DESCRIBE shipped;")[0]["sourceDescription"]["fields"]
+        assert [(f["name"], f["schema"]["type"]) for f in described] == [
+            ("ID", "STRING"), ("AMOUNT", "DOUBLE"), ("CARRIER", "STRING")]
+        engine.execute(f"TERMINATE {join_id};")                   # one query at a time on local[2]
+
+        inserted = engine.execute("INSERT INTO shipped SELECT id, amount, 'manual' AS carrier FROM orders "
+                                  "WHERE amount >= 100;")
+        insert_id = inserted[0]["commandStatus"]["queryId"]
+        assert insert_id.startswith("INSERTQUERY_")
+        manual = sorted((k, a, "manual") for k, a, _ in ORDERS if a >= 100)
+        wait_for(lambda: joined_rows() == sorted(want + manual), 120, "INSERT INTO's records in the stream")
+        engine.execute(f"TERMINATE {insert_id};")
+
+        counts: dict[str, int] = {}
+        seen = threading.Event()
+        oracle = {k: sum(1 for o, _, _ in ORDERS if o == k) for k, _, _ in ORDERS}
+        tq = engine.query("SELECT id, COUNT(*) AS n FROM orders GROUP BY id EMIT CHANGES;",
+                          {"auto.offset.reset": "earliest"})
+        assert (tq.column_names, tq.column_types) == (["ID", "N"], ["STRING", "BIGINT"])
+
+        def rows(batch: list[list[Any]]) -> None:
+            counts.update({r[0]: r[1] for r in batch})
+            if counts == oracle:
+                seen.set()
+        tq.listen(rows)
+        assert seen.wait(60), counts
+        engine.close_query(tq.id)
+    finally:
+        engine.stop()
