@@ -102,7 +102,11 @@ class Engine:
         props = dict(properties or {})
         out: list[Entity] = []
         for stmt in parse(text):
-            entity = self.execute_one(stmt, props)
+            try:
+                entity = self.execute_one(stmt, props)
+            except KsqlError as exc:
+                exc.entities = out                        # ksqlDB's error lists the entities so far
+                raise
             if entity is not None:
                 out.append(entity)
         return out
@@ -174,15 +178,23 @@ class Engine:
         plan = self._plan(query, text, props, tq_id)
         q = plan.select
         compiled, _ = self._compile(plan)
-        result = compiled.select(*[quote(n) for n, _ in plan.items])
-        names = [f.name for f in result.schema.fields]
-        tq = TransientQuery(text, names, [ksql_type(f.dataType.simpleString()) for f in result.schema.fields],
-                            q.limit, push=True)
+        join = compiled if isinstance(compiled, TableJoin) else None
+        columns = [quote(n) for n, _ in plan.items]
+        if join is not None:
+            result = join.stream
+            types = self._plan_types(plan)
+            names, kinds = [n for n, _ in plan.items], [types.get(n, "STRING") for n, _ in plan.items]
+        else:
+            result = compiled.select(*columns)
+            names = [f.name for f in result.schema.fields]
+            kinds = [ksql_type(f.dataType.simpleString()) for f in result.schema.fields]
+        tq = TransientQuery(text, names, kinds, q.limit, push=True)
         tq.id = tq_id
 
         def each_batch(batch: Any, batch_id: int) -> None:
             if not tq.closed:
-                tq.offer([[json_value(v) for v in r] for r in batch.collect()])
+                rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
+                tq.offer([[json_value(v) for v in r] for r in rows])
 
         update = plan.aggregate and (q.window is None or q.window.kind != "SESSION")
         running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
@@ -204,6 +216,12 @@ class Engine:
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
         log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
+
+    @staticmethod
+    def _plan_types(plan: "QueryPlan") -> dict[str, str]:
+        """A stream-table join's column types for a push query's header, before any batch ran:
+        the sources' declared types (a computed column is Spark's to decide: STRING here)."""
+        return {c.name: _ksql_name(c.type) for c in plan.sink.columns}
 
     def _print(self, s: ast.Print, text: str) -> TransientQuery:
         """PRINT: the topic's records as text lines, streamed until LIMIT or the client leaves."""
@@ -246,7 +264,10 @@ class Engine:
         try:
             running.awaitTermination()
         except Exception as exc:
-            log.error("push query %s failed: %s", tq.id, str(exc).strip().splitlines()[:1])
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.error("push query %s failed: %s", tq.id, first)
+            if not tq.closed:
+                tq.error = first
         tq.close()
 
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
@@ -610,9 +631,22 @@ class Engine:
                     and isinstance(j.on.right, ast.Column)):
                 raise KsqlError(f"Unsupported join expression: {_expr_text(j.on)}. ksqlDB joins on an equality "
                                 "of one column of each source.", statement=text)
-            if kinds != ("STREAM", "STREAM"):
-                raise KsqlError(f"{shape[kinds[0]]}-{shape[kinds[1]]} joins are not supported by this server yet: "
-                                "it runs stream-stream joins (WITHIN)", statement=text)
+            if kinds == ("TABLE", "TABLE"):
+                raise KsqlError("Table-Table joins are not supported by this server yet: it runs stream-stream "
+                                "(WITHIN) and stream-table joins", statement=text)
+            if kinds == ("STREAM", "TABLE"):
+                assert isinstance(j.on, ast.Binary)
+                sides = [c for c in (j.on.left, j.on.right) if isinstance(c, ast.Column)]
+                on_table = [c for c in sides if c.source == alias or (c.source is None and right.column(c.name))]
+                pk = [c.name for c in right.key_columns]
+                if not on_table or on_table[0].name not in pk:
+                    got = on_table[0].name if on_table else _expr_text(j.on)
+                    raise KsqlError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
+                                    f"criteria uses the TABLE's key column {', '.join(pk)} instead of {got}",
+                                    statement=text)
+                if q.joins.index(j) != 0 or len(q.joins) > 1:
+                    raise KsqlError("A stream-table join with further joins is not supported by this server yet",
+                                    statement=text)
             out.append((j, right, alias))
         if out and aggregate:
             raise KsqlError("Aggregations over joins are not supported by this server yet: write the join to a "
@@ -629,7 +663,8 @@ class Engine:
 
     def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
         """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
-        and the Spark SQL text it runs (what EXPLAIN shows)."""
+        and the Spark SQL text it runs (what EXPLAIN shows). A stream-table join's DataFrame is
+        the stream's rows with the join still to do per micro-batch (``TableJoin``)."""
         spark = self.spark
         src, q = plan.source, plan.select
         view = f"ksql_{plan.query_id.lower()}"
@@ -637,6 +672,8 @@ class Engine:
         if q.window is not None:
             grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
+        if plan.joins and plan.joins[0][1].kind == "TABLE":
+            return self._compile_table_join(plan, frame, view)
         if plan.joins:
             return self._compile_join(plan, frame, view)
         frame.createOrReplaceTempView(view)
@@ -664,6 +701,32 @@ class Engine:
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
+
+    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str) -> tuple[Any, str]:
+        """A stream-table join: each micro-batch of the stream is joined with the table as it is
+        at that moment, the latest record per key of the table's topic (read_committed; a
+        tombstone deletes), as ksqlDB joins a stream record with the table's current row. The
+        table's topic is read again for each micro-batch: meant for dimension tables."""
+        q, scope, text = plan.select, plan.scope, plan.sink.statement
+        join, table, alias = plan.joins[0]
+        left_alias = q.alias or plan.source.name
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        keys = ", ".join(quote(c.name) for c in table.key_columns)
+        sql = (f"SELECT {', '.join(select)} FROM {view}_stream AS {quote(left_alias)} "
+               f"{'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table AS {quote(alias)} "
+               f"ON {to_spark(join.on, scope, text)}{where}")
+
+        def per_batch(batch: Any) -> Any:
+            session = batch.sparkSession
+            batch.createOrReplaceTempView(f"{view}_stream")
+            snapshot = self._source_frame(table, "earliest", session)
+            snapshot.createOrReplaceTempView(f"{view}_changelog")
+            session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
+                        f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {view}_changelog) "
+                        f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(f"{view}_table")
+            return session.sql(sql)
+        return TableJoin(stream, per_batch), sql
 
     def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
@@ -697,7 +760,6 @@ class Engine:
         src = plan.source
         result, sql = self._compile(plan)
         self.plans[plan.query_id] = (plan, sql)
-        out = result.selectExpr(self._key_sql(plan), *self._value_sql(plan, result))
         sink_options = {"kafka.bootstrap.servers": self.config.bootstrap_servers, "topic": plan.sink.topic,
                         "deliveryGuarantee": "exactly_once", **self._security_options()}
         if plan.sink.value_format == "AVRO":
@@ -706,6 +768,8 @@ class Engine:
         # Spark aggregates session windows in append mode only: a session is written once, when
         # its grace period has passed (as with EMIT FINAL)
         update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
+        prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
+        key_sql = self._key_sql(plan)
 
         def stream(frame: Any) -> Any:
             return (frame.writeStream.queryName(plan.query_id)
@@ -714,12 +778,22 @@ class Engine:
                     .outputMode("update" if update else "append")
                     .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
                                             "milliseconds"))
-        if update:
-            # Python data sources take appends only: each micro-batch's changed rows are written by
-            # a batch write in foreachBatch, exactly once through the sink's batchId option; once
-            # written, the batch's rows update the table's state store that pull queries read
-            prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
-            key_sql, value_sql = self._key_sql(plan), self._value_sql(plan, result)
+
+        def write(frame: Any, batch_id: int) -> None:
+            """One micro-batch by a batch write, exactly once through the sink's batchId option
+            (Python data sources take appends only, so update mode and per-batch joins go here)."""
+            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame)).write.format("kafkalite").mode("append")
+            for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
+                w = w.option(k, v)
+            w.save()
+        if isinstance(result, TableJoin):
+            join = result
+
+            def join_batch(batch: Any, batch_id: int) -> None:
+                write(join.per_batch(batch), batch_id)
+            writer = stream(join.stream).foreachBatch(join_batch)
+        elif update:
+            # once written, the batch's rows update the table's state store that pull queries read
             store = self._store_for(plan, result)
             windowed = q.window is not None
             if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
@@ -728,17 +802,13 @@ class Engine:
             def write_batch(batch: Any, batch_id: int) -> None:
                 batch.persist()
                 try:
-                    w = batch.selectExpr(key_sql, *value_sql).write.format("kafkalite").mode("append")
-                    for k, v in {**sink_options, "transactionalIdPrefix": prefix,
-                                 "batchId": str(batch_id)}.items():
-                        w = w.option(k, v)
-                    w.save()
+                    write(batch, batch_id)
                     store.update([_store_row(r.asDict(), windowed) for r in batch.collect()])
                 finally:
                     batch.unpersist()
             writer = stream(result).foreachBatch(write_batch)
         else:
-            writer = stream(out).format("kafkalite")
+            writer = stream(result.selectExpr(key_sql, *self._value_sql(plan, result))).format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         self.running[plan.query_id] = writer.start()
@@ -792,11 +862,14 @@ class Engine:
             out["kafka.ssl.ca.location"] = sec.ca_location
         return out
 
-    def _source_frame(self, src: DataSource, offset_reset: str) -> Any:
-        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET."""
-        reader = (self.spark.readStream.format("kafkalite")
+    def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None) -> Any:
+        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET;
+        with ``batch_session``, the topic's committed records so far as a batch DataFrame (with
+        ``__tombstone``), decoded the same way."""
+        reader = ((batch_session.read if batch_session is not None else self.spark.readStream).format("kafkalite")
                   .option("kafka.bootstrap.servers", self.config.bootstrap_servers)
-                  .option("subscribe", src.topic).option("startingOffsets", offset_reset)
+                  .option("subscribe", src.topic)
+                  .option("startingOffsets", "earliest" if batch_session is not None else offset_reset)
                   .option("kafka.isolation.level", "read_committed"))
         for k, v in self._security_options().items():
             reader = reader.option(k, v)
@@ -827,6 +900,8 @@ class Engine:
         ts_col = src.column(src.timestamp) if src.timestamp else None
         rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
                    else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
+        if batch_session is not None:
+            cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if src.timestamp:
@@ -924,7 +999,8 @@ class Engine:
                     else _query_id(s.statement, self.last_sequence + 1))
         plan = self._plan(s.statement, s.text, props, query_id)
         compiled, sql = self._compile(plan)
-        topology = compiled._jdf.queryExecution().toString()
+        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled
+        topology = frame._jdf.queryExecution().toString()
         return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
                                   None)
 
@@ -980,6 +1056,14 @@ class Engine:
             "extended": s.extended, "keyFormat": d.key_format, "valueFormat": d.value_format, "topic": d.topic,
             "partitions": 0, "replication": 0, "statement": d.statement, "queryOffsetSummaries": [],
             "sourceConstraints": []}, "warnings": []}
+
+
+class TableJoin:
+    """A compiled stream-table join: the stream's DataFrame and the join each micro-batch needs."""
+
+    def __init__(self, stream: Any, per_batch: Callable[[Any], Any]) -> None:
+        self.stream = stream
+        self.per_batch = per_batch
 
 
 class QueryPlan:
@@ -1060,6 +1144,11 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
         "consumerGroupId": ""},
         "warnings": []}
+
+
+def _ksql_name(t: ast.SqlType) -> str:
+    """A SQL type as ksqlDB names it in query headers (INT is INTEGER there)."""
+    return "INTEGER" if t.name == "INT" else str(t)
 
 
 def _query_id(s: ast.CreateAsSelect | ast.InsertInto, seq: int) -> str:

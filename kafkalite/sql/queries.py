@@ -78,6 +78,7 @@ class TransientQuery:
         self.limit = limit
         self.push = push
         self.printing = printing                          # PRINT: rows are text lines, not column values
+        self.error: str | None = None                     # why the query ended on its own (a failure)
         self.rows = rows or []                            # a pull query's whole answer
         self.listener: Listener | None = None
         self._stop: Callable[[], None] = lambda: None

@@ -174,6 +174,8 @@ class QueryWriter:
             self.sent += 1
         if final or (limit is not None and self.sent >= limit):
             self.done = True
+            if self.query.error is not None:             # ksqlDB's error row: the query failed
+                self.request.write(self.row_error(KsqlError(self.query.error, code=SERVER_ERROR).body()))
             self.request.write(self.end(limit is not None and self.sent >= limit))
             self.request.finish()
             self._close_query()
@@ -188,6 +190,9 @@ class QueryWriter:
 
     def row(self, row: Row) -> bytes:
         return b",\n" + json.dumps({"row": {"columns": row}}).encode()
+
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return b",\n" + json.dumps({"errorMessage": error}).encode()
 
     def end(self, limit_reached: bool) -> bytes:
         return (b",\n" + json.dumps({"finalMessage": "Limit Reached"}).encode() if limit_reached else b"") + b"]\n"
@@ -205,6 +210,9 @@ class DelimitedWriter(QueryWriter):
     def row(self, row: Row) -> bytes:
         return json.dumps(row).encode() + b"\n"
 
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return json.dumps(error).encode() + b"\n"
+
     def end(self, limit_reached: bool) -> bytes:
         return b""
 
@@ -219,6 +227,9 @@ class JsonStreamWriter(DelimitedWriter):
 
     def row(self, row: Row) -> bytes:
         return b",\n" + json.dumps(row).encode()
+
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return b",\n" + json.dumps(error).encode()
 
     def end(self, limit_reached: bool) -> bytes:
         return b"]\n"

@@ -36,6 +36,8 @@ class Frame:
     def __getattr__(self, name: str) -> Any:
         if name in ("writeStream", "write"):
             return self
+        if name == "sparkSession":
+            return self.spark
 
         def call(*args: Any, **kwargs: Any) -> Frame:
             if name == "option":
@@ -68,6 +70,7 @@ class FakeSpark:
         self.sql_texts: list[str] = []
         self.options: dict[str, str] = {}
         self.readStream = Frame(self)
+        self.read = Frame(self)
 
     def sql(self, text: str) -> Frame:
         self.sql_texts.append(text)
@@ -142,6 +145,15 @@ def test_insert_into_refusals(engine: Engine, statement: str, message: str) -> N
         engine.execute(statement)
     assert info.value.message.startswith(message) and info.value.statement == statement
     assert len(engine.commands.log) == before                    # type: ignore[attr-defined]  # nothing logged
+
+
+def test_a_failing_statement_reports_the_entities_before_it(engine: Engine) -> None:
+    with pytest.raises(KsqlError) as info:
+        engine.execute("SHOW STREAMS; DROP STREAM nope;")
+    body = info.value.body()
+    assert (body["@type"], body["error_code"], body["statementText"]) == ("statement_error", 40001,
+                                                                          "DROP STREAM nope;")
+    assert [e["@type"] for e in body["entities"]] == ["streams"]
 
 
 def test_set_applies_to_the_later_statements_of_the_request(engine: Engine) -> None:
@@ -302,3 +314,27 @@ def test_join_refusals(engine: Engine, statement: str, message: str) -> None:
     with pytest.raises(KsqlError) as info:
         engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
     assert info.value.message.startswith(message), info.value.message
+
+
+def test_stream_table_join_joins_each_batch_with_the_tables_latest_rows(engine: Engine) -> None:
+    out = engine.execute("CREATE STREAM e AS SELECT s.id AS id, name, t.v AS tv FROM s LEFT JOIN t ON s.id = t.id;")
+    assert out[0]["commandStatus"]["queryId"] == "CSAS_E_3"
+    plan, sql = engine.plans["CSAS_E_3"]
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `T`.`V` AS `TV` FROM ksql_csas_e_3_stream AS `S` "
+                   "LEFT OUTER JOIN ksql_csas_e_3_table AS `T` ON (`S`.`ID` = `T`.`ID`)")
+    compiled, _ = engine._compile(plan)
+    assert isinstance(compiled, engine_mod.TableJoin)
+    spark = _spark(engine)
+    before = len(spark.sql_texts)
+    compiled.per_batch(Frame(spark))                     # what each micro-batch runs
+    latest, joined = spark.sql_texts[before:]
+    assert latest == ("SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY `ID` ORDER BY `ROWPARTITION` DESC, "
+                      "`ROWOFFSET` DESC) AS `__latest` FROM ksql_csas_e_3_changelog) WHERE `__latest` = 1 AND NOT "
+                      "`__tombstone`")
+    assert joined == sql and spark.options["startingOffsets"] == "earliest"
+    assert engine.metastore.readers_and_writers("T") == (["CSAS_E_3"], [])
+    with pytest.raises(KsqlError, match="Cannot repartition a TABLE source. If this is a join, make sure that the "
+                                        "criteria uses the TABLE's key column ID instead of V"):
+        engine.query("SELECT * FROM s JOIN t ON s.v = t.v EMIT CHANGES;")
+    with pytest.raises(KsqlError, match="Table-Table joins are not supported by this server yet"):
+        engine.query("SELECT * FROM t JOIN t AS u ON t.id = u.id EMIT CHANGES;")
