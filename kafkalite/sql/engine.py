@@ -932,7 +932,9 @@ class Engine:
         values = [n for n, _ in plan.items if n not in plan.key_names]
         fmt = plan.sink.value_format
         if fmt == "JSON":
-            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ")) AS value"]
+            # null columns are written as null, as ksqlDB writes them (Spark drops them by default)
+            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values)
+                    + "), map('ignoreNullFields', 'false')) AS value"]
         if fmt == "DELIMITED":
             return ["concat_ws(',', " + ", ".join(f"CAST({quote(n)} AS STRING)" for n in values) + ") AS value"]
         if fmt == "KAFKA":

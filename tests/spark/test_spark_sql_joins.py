@@ -1,9 +1,10 @@
 """Joins, INSERT INTO and an aggregating push query in the shared local[2] session, each checked
 against a plain-Python oracle on the same input: a stream-stream INNER JOIN ... WITHIN as a CSAS
 (every pair of records with the same key at most a minute apart, nothing else), then INSERT INTO
-the joined stream from a filter of one side (its records join the output topic), then
-``SELECT id, COUNT(*) ... GROUP BY id EMIT CHANGES`` streaming counts whose last value per key is
-the oracle's."""
+the joined stream from a filter of one side (its records join the output topic), a stream-table
+LEFT JOIN against a table with updates and a tombstone (each shipment gets its carrier's latest
+name, or null), then ``SELECT id, COUNT(*) ... GROUP BY id EMIT CHANGES`` streaming counts whose
+last value per key is the oracle's."""
 from __future__ import annotations
 
 import json
@@ -23,10 +24,13 @@ ORDERS = [(f"o{i}", float(10 * i), T0 + i * 20_000) for i in range(12)] + [("o1"
 SHIPMENTS = [(f"o{i}", f"c{i % 3}", T0 + i * 20_000 + (45_000 if i % 4 else 90_000)) for i in range(0, 12, 2)]
 
 
-def _produce(bootstrap: str, topic: str, rows: list[tuple[str, dict[str, Any], int]]) -> None:
+CARRIERS = [("c0", "Acme"), ("c1", "Bolt"), ("c0", "Acme2"), ("c1", None)]      # None: a tombstone
+
+
+def _produce(bootstrap: str, topic: str, rows: list[tuple[str, Any, int]]) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
     for key, value, ts in rows:
-        p.produce(topic, json.dumps(value).encode(), key.encode(), timestamp=ts)
+        p.produce(topic, None if value is None else json.dumps(value).encode(), key.encode(), timestamp=ts)
     assert p.flush(60) == 0
 
 
@@ -85,6 +89,24 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         manual = sorted((k, a, "manual") for k, a, _ in ORDERS if a >= 100)
         wait_for(lambda: joined_rows() == sorted(want + manual), 120, "INSERT INTO's records in the stream")
         engine.execute(f"TERMINATE {insert_id};")
+
+        carriers, named = f"carriers-{suffix}", f"named-{suffix}"
+        engine.execute(f"CREATE TABLE carriers (id VARCHAR PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='{carriers}', "
+                       "VALUE_FORMAT='JSON', PARTITIONS=1);")
+        _produce(kafka.bootstrap, carriers, [(k, None if n is None else {"name": n}, T0) for k, n in CARRIERS])
+        latest: dict[str, str | None] = {}
+        for k, n in CARRIERS:
+            latest[k] = n
+        table_join = engine.execute(
+            f"CREATE STREAM named WITH (KAFKA_TOPIC='{named}') AS SELECT s.carrier AS carrier, s.id AS shipment, "
+            "c.name AS name FROM shipments s LEFT JOIN carriers c ON s.carrier = c.id;")
+        lookups = sorted((c, sid, latest.get(c)) for sid, c, _ in SHIPMENTS)
+        assert {n for _, _, n in lookups} == {"Acme2", None}            # updated, tombstoned and missing keys
+
+        def named_rows() -> list[tuple[str, str, str | None]]:
+            return sorted((k, v["SHIPMENT"], v["NAME"]) for k, v in _read(kafka.bootstrap, named))
+        wait_for(lambda: named_rows() == lookups, 120, "the stream-table join to match the oracle")
+        engine.execute(f"TERMINATE {table_join[0]['commandStatus']['queryId']};")
 
         counts: dict[str, int] = {}
         seen = threading.Event()
