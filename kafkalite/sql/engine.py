@@ -33,7 +33,7 @@ from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
                                      spark_type, to_spark)
 
 log = logging.getLogger(__name__)
@@ -549,7 +549,7 @@ class Engine:
         left = q.alias or src.name
         scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
             (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
-            if joins else {c.name for c in src.columns} | set(PSEUDO)
+            if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
         self._check_select(kind, properties, q, src, scope, text)
         with_props = {k.upper(): v for k, v in properties}
         sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
@@ -680,7 +680,12 @@ class Engine:
         known = plan.scope
         assert isinstance(known, set)                     # one source: a join's Scope went above
         text = plan.source.statement
-        select = [f"{to_spark(e, known, text)} AS {quote(n)}" for n, e in plan.items]
+        w = q.window if plan.aggregate else None
+        wexpr = None if w is None else (
+            f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
+            f"window(`ROWTIME`, '{w.size_ms} milliseconds'" + (f", '{w.advance_ms} milliseconds')" if w.advance_ms
+                                                             else ")"))
+        select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
         for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
             if name not in [n for n, _ in plan.items]:
@@ -688,16 +693,12 @@ class Engine:
         group = ""
         if plan.aggregate:
             parts = list(keys_sql)
-            if q.window is not None:
-                w = q.window
-                wexpr = (f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
-                         f"window(`ROWTIME`, '{w.size_ms} milliseconds'"
-                         + (f", '{w.advance_ms} milliseconds')" if w.advance_ms else ")"))
+            if wexpr is not None:
                 select.append(f"{wexpr} AS `__window`")
                 parts.append(wexpr)
             group = " GROUP BY " + ", ".join(parts)
             if q.having is not None:
-                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text)
+                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text, wexpr)
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
@@ -817,8 +818,8 @@ class Engine:
     def _store_for(self, plan: "QueryPlan", result: Any) -> StateStore:
         """The table's state store: key columns, window bounds (ms) if windowed, then the values."""
         types = {f.name: ksql_type(f.dataType.simpleString()) for f in result.schema.fields}
-        values = [n for n, _ in plan.items if n not in plan.key_names]
-        bounds = ["WINDOWSTART", "WINDOWEND"] if plan.select.window is not None else []
+        bounds = list(WINDOW_BOUNDS) if plan.select.window is not None else []
+        values = [n for n, _ in plan.items if n not in plan.key_names and n not in bounds]
         names = list(plan.key_names) + bounds + values
         store = StateStore(list(plan.key_names), bool(bounds), names,
                            [types.get(n, "BIGINT") for n in names])
@@ -1200,7 +1201,7 @@ def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | No
     """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
     if isinstance(e, ast.Column):
         found = types.get(f"{e.source}.{e.name}") if e.source else types.get(e.name)
-        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO else None)
+        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO or e.name in WINDOW_BOUNDS else None)
     if isinstance(e, ast.Cast):
         return e.type
     if isinstance(e, ast.Literal) and e.value is not None:

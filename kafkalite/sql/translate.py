@@ -122,9 +122,14 @@ def columns_of(e: ast.Expr | None) -> set[str]:
     return out
 
 
-def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "") -> str:
+#: a windowed aggregate's bounds, selectable as columns (ms)
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+
+
+def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window: str | None = None) -> str:
     """Spark SQL text for ``e``; ``known`` are the columns in scope (others: ksqlDB's error), a
-    :class:`Scope` for a join."""
+    :class:`Scope` for a join; ``window`` is a windowed aggregate's window expression, whose
+    bounds WINDOWSTART/WINDOWEND name."""
     def go(x: ast.Expr) -> str:
         if isinstance(x, ast.Literal):
             return literal(x.value)
@@ -134,6 +139,8 @@ def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "") -> str
                 return f"unix_millis({sql})" if x.name == "ROWTIME" else sql
             if x.name not in known:
                 raise KsqlError(f"Column '{x.name}' cannot be resolved.", statement=statement)
+            if window is not None and x.name in WINDOW_BOUNDS:
+                return f"unix_millis({window}.{'start' if x.name == 'WINDOWSTART' else 'end'})"
             return "unix_millis(`ROWTIME`)" if x.name == "ROWTIME" else quote(x.name)
         if isinstance(x, ast.Binary):
             op = {"||": "||", "=": "="}.get(x.op, x.op)

@@ -215,10 +215,14 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
         return orig(self, name)
     monkeypatch.setattr(Frame, "__getattr__", spy)
     monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
-    tq = engine.query("SELECT id, COUNT(*) FROM s WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id EMIT CHANGES;")
-    assert tq.push and tq.column_names == ["ID", "KSQL_COL_1"] and modes == ["update"]
+    tq = engine.query("SELECT id, WINDOWSTART, WINDOWEND AS we, COUNT(*) FROM s WINDOW TUMBLING (SIZE 10 SECONDS) "
+                      "GROUP BY id EMIT CHANGES;")
+    assert tq.push and tq.column_names == ["ID", "WINDOWSTART", "WE", "KSQL_COL_3"] and modes == ["update"]
     sql = _spark(engine).sql_texts[-1]
-    assert "count(*) AS `KSQL_COL_1`" in sql and "window(`ROWTIME`, '10000 milliseconds')" in sql
+    assert sql == ("SELECT `ID` AS `ID`, unix_millis(window(`ROWTIME`, '10000 milliseconds').start) AS `WINDOWSTART`, "
+                   "unix_millis(window(`ROWTIME`, '10000 milliseconds').end) AS `WE`, count(*) AS `KSQL_COL_3`, "
+                   "window(`ROWTIME`, '10000 milliseconds') AS `__window` FROM ksql_" + tq.id.lower()
+                   + " GROUP BY `ID`, window(`ROWTIME`, '10000 milliseconds')")
     tq.close()
     with pytest.raises(KsqlError, match="PARTITION BY is not supported in push queries"):
         engine.query("SELECT * FROM s PARTITION BY v EMIT CHANGES;")
