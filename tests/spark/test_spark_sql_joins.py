@@ -3,8 +3,8 @@ against a plain-Python oracle on the same input: a stream-stream INNER JOIN ... 
 (every pair of records with the same key at most a minute apart, nothing else), then INSERT INTO
 the joined stream from a filter of one side (its records join the output topic), a stream-table
 LEFT JOIN against a table with updates and a tombstone (each shipment gets its carrier's latest
-name, or null), then ``SELECT id, COUNT(*) ... GROUP BY id EMIT CHANGES`` streaming counts whose
-last value per key is the oracle's."""
+name, or null), then ``SELECT id, WINDOWSTART, WINDOWEND, COUNT(*) ... WINDOW TUMBLING ... GROUP BY
+id EMIT CHANGES`` streaming counts whose last value per key and window is the oracle's."""
 from __future__ import annotations
 
 import json
@@ -108,15 +108,19 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         wait_for(lambda: named_rows() == lookups, 120, "the stream-table join to match the oracle")
         engine.execute(f"TERMINATE {table_join[0]['commandStatus']['queryId']};")
 
-        counts: dict[str, int] = {}
+        counts: dict[tuple[str, int, int], int] = {}
         seen = threading.Event()
-        oracle = {k: sum(1 for o, _, _ in ORDERS if o == k) for k, _, _ in ORDERS}
-        tq = engine.query("SELECT id, COUNT(*) AS n FROM orders GROUP BY id EMIT CHANGES;",
-                          {"auto.offset.reset": "earliest"})
-        assert (tq.column_names, tq.column_types) == (["ID", "N"], ["STRING", "BIGINT"])
+        oracle: dict[tuple[str, int, int], int] = {}
+        for k, _, ts in ORDERS:
+            start = ts - ts % 60_000
+            oracle[(k, start, start + 60_000)] = oracle.get((k, start, start + 60_000), 0) + 1
+        tq = engine.query("SELECT id, WINDOWSTART, WINDOWEND, COUNT(*) AS n FROM orders "
+                          "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id EMIT CHANGES;", {"auto.offset.reset": "earliest"})
+        assert (tq.column_names, tq.column_types) == (["ID", "WINDOWSTART", "WINDOWEND", "N"],
+                                                      ["STRING", "BIGINT", "BIGINT", "BIGINT"])
 
         def rows(batch: list[list[Any]]) -> None:
-            counts.update({r[0]: r[1] for r in batch})
+            counts.update({(r[0], r[1], r[2]): r[3] for r in batch})
             if counts == oracle:
                 seen.set()
         tq.listen(rows)
