@@ -128,6 +128,24 @@ class Window:
 
 
 @dataclass(frozen=True)
+class Within:
+    """A stream-stream join's window: ``WITHIN n unit`` (before = after) or ``WITHIN (before, after)``."""
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int | None = None
+
+
+@dataclass(frozen=True)
+class Join:
+    kind: str                       # INNER, LEFT, RIGHT, FULL
+    source: str
+    alias: str | None
+    within: Within | None
+    on: "Expr"
+
+
+@dataclass(frozen=True)
 class Select:
     items: tuple[SelectItem, ...]
     source: str
@@ -139,6 +157,7 @@ class Select:
     having: Expr | None = None
     emit: str | None = None         # CHANGES or FINAL
     limit: int | None = None
+    joins: tuple[Join, ...] = ()
 
 
 # -- statements ---------------------------------------------------------------------------------
@@ -174,8 +193,40 @@ class CreateAsSelect:
 
 @dataclass(frozen=True)
 class InsertInto:
+    """INSERT INTO stream [WITH (...)] SELECT ... (a persistent query into an existing stream)"""
+
     target: str
     query: Select
+    properties: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class InsertValues:
+    """INSERT INTO source [(columns)] VALUES (...)"""
+
+    target: str
+    columns: tuple[str, ...]
+    values: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Explain:
+    """EXPLAIN query_id, or EXPLAIN a statement (a CSAS/CTAS/INSERT INTO/SELECT not run)."""
+
+    query_id: str | None
+    statement: "CreateAsSelect | InsertInto | Query | None" = None
+    text: str = ""                  # the explained statement's text
+
+
+@dataclass(frozen=True)
+class Print:
+    """PRINT topic [FROM BEGINNING] [INTERVAL n] [LIMIT n]"""
+
+    topic: str
+    quoted: bool = False            # 'topic' or `topic`: exact case; else matched case-insensitively
+    from_beginning: bool = False
+    interval: int = 1
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +267,8 @@ class SetProperty:
     value: str | None = None        # None: UNSET
 
 
-Statement = Union[CreateSource, CreateAsSelect, InsertInto, Query, Show, Describe, Drop, Terminate, SetProperty]
+Statement = Union[CreateSource, CreateAsSelect, InsertInto, InsertValues, Query, Show, Describe, Drop, Terminate,
+                  SetProperty, Explain, Print]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ import httpx
 DEFAULT_SERVER = "http://localhost:8088"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
 _RUN_SCRIPT = re.compile(r"^\s*RUN\s+SCRIPT\s+'((?:[^']|'')*)'\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_SET = re.compile(r"^\s*SET\s+'((?:[^']|'')+)'\s*=\s*'((?:[^']|'')*)'\s*;?\s*$", re.IGNORECASE | re.DOTALL)
+_UNSET = re.compile(r"^\s*UNSET\s+'((?:[^']|'')+)'\s*;?\s*$", re.IGNORECASE | re.DOTALL)
 
 
 def split_statements(text: str) -> tuple[list[str], str]:
@@ -98,7 +100,25 @@ def render(entity: dict[str, Any]) -> str:
                                                       for p in entity["properties"]])
     if kind == "currentStatus":
         return table(["Message"], [[entity["commandStatus"]["message"]]])
+    if kind == "queryDescription":
+        return _describe_query(entity["queryDescription"])
     return json.dumps(entity, indent=2)
+
+
+def _describe_query(d: dict[str, Any]) -> str:
+    """EXPLAIN's output, in the order ksqlDB's CLI prints a query description."""
+    status = ", ".join(f"{host}: {state}" for host, state in d.get("ksqlHostQueryStatus", {}).items())
+    head = (f"ID                   : {d['id']}\nQuery Type           : {d['queryType']}\n"
+            f"SQL                  : {d['statementText']}\n"
+            + (f"Host Query Status    : {{{status}}}\n" if status else ""))
+    fields = table(["Field", "Type"], [[f["name"], f["schema"]["type"] + (" (key)" if f.get("type") == "KEY" else "")]
+                                      for f in d["fields"]])
+    return (head + "\n" + fields + "\n\nSources that this query reads from: \n"
+            + "".join(f"-----------------------------------\n{s}\n" for s in d["sources"])
+            + "\nSinks that this query writes to: \n"
+            + "".join(f"-----------------------------------\n{s}\n" for s in d["sinks"])
+            + f"\nExecution plan      \n--------------      \n{d['executionPlan']}\n"
+            + f"\nProcessing topology \n------------------- \n{d['topology']}")
 
 
 class Shell:
@@ -143,8 +163,12 @@ class Shell:
         try:
             if script:
                 return self.run_script(script.group(1).replace("''", "'"))
+            if _SET.match(stmt) or _UNSET.match(stmt):
+                return self.set_property(stmt)
             if re.match(r"^\s*SELECT\b", stmt, re.IGNORECASE):
                 return self.query(stmt)
+            if re.match(r"^\s*PRINT\b", stmt, re.IGNORECASE):
+                return self.print_topic(stmt)
             return self.ksql(stmt)
         except httpx.HTTPError as exc:
             self.say(f"Error: cannot reach the server at {self.server}: {exc}")
@@ -170,18 +194,46 @@ class Shell:
             self.say(_error_line(body, resp))
             return False
         for entity in body if isinstance(body, list) else [body]:
-            self._track_properties(entity)
             self.say(render(entity))
         return True
 
-    def _track_properties(self, entity: dict[str, Any]) -> None:
-        m = re.match(r"^\s*(SET|UNSET)\s+'([^']+)'\s*(?:=\s*'((?:[^']|'')*)')?", entity.get("statementText", ""),
-                     re.IGNORECASE)
-        if entity.get("@type") == "currentStatus" and m:
-            if m.group(1).upper() == "SET" and m.group(3) is not None:
-                self.properties[m.group(2)] = m.group(3).replace("''", "'")
-            else:
-                self.properties.pop(m.group(2), None)
+    def set_property(self, stmt: str) -> bool:
+        """SET/UNSET change the session's properties, sent with every later request as
+        ``streamsProperties`` (ksqlDB's CLI keeps them locally, the server never stores them)."""
+        m = _SET.match(stmt)
+        if m:
+            name, value = m.group(1).replace("''", "'"), m.group(2).replace("''", "'")
+            prior = self.properties.get(name)
+            self.properties[name] = value
+            self.say(f"Successfully changed local property '{name}'" + (f" from '{prior}'" if prior is not None
+                                                                         else "")
+                     + f" to '{value}'." + (" Use the UNSET command to revert your change." if prior is None else ""))
+            return True
+        unset = _UNSET.match(stmt)
+        assert unset is not None
+        name = unset.group(1).replace("''", "'")
+        if name not in self.properties:
+            self.say(f"Cannot unset local property '{name}' which was never set in the first place")
+            return False
+        self.say(f"Successfully unset local property '{name}' (value was '{self.properties.pop(name)}').")
+        return True
+
+    def print_topic(self, stmt: str) -> bool:
+        """PRINT over /query: the server streams one line per record (blank lines keep the
+        connection alive) until LIMIT, or Ctrl-C here."""
+        try:
+            with self.http.stream("POST", "/query", json={"ksql": stmt, "streamsProperties": self.properties}) as resp:
+                if resp.status_code != 200:
+                    resp.read()
+                    self.say(_error_line(_json(resp), resp))
+                    return False
+                for line in resp.iter_lines():
+                    if line.strip():
+                        self.say(line)
+        except KeyboardInterrupt:
+            pass
+        self.say("Topic printing ceased")
+        return True
 
     def query(self, stmt: str) -> bool:
         """A push or pull query over /query-stream; rows printed as they arrive."""

@@ -24,20 +24,23 @@ from kafkalite.client import KafkaClient
 from kafkalite.client import TopicPartition
 from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
+from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast
+from kafkalite.sql import ast, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, avro_schema, columns_of, has_aggregate, output_name, quote,
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
                                      spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
 Entity = dict[str, Any]
+#: ksqlDB's grace period for windows and stream-stream joins without GRACE PERIOD (0.2x: 24 hours)
+DEFAULT_GRACE_MS = 24 * 3600 * 1000
 VERSION = "0.29.0-kafkalite"
 
 
@@ -51,6 +54,8 @@ class Engine:
         self.statuses: dict[str, str] = {}            # command id -> SUCCESS / ERROR (ksqlDB's /status)
         self.stores: dict[str, StateStore] = {}       # table name -> its CTAS query's latest rows
         self.transient: dict[str, TransientQuery] = {}  # running push queries by id
+        self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
+        self.last_sequence = -1                        # the command topic's last offset applied
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -68,6 +73,7 @@ class Engine:
         parsed = [(c, parse(c.statement)[0]) for c in history]
         terminated = {p.statement.query_id for _, p in parsed if isinstance(p.statement, ast.Terminate)}
         for command, stmt in parsed:
+            self.last_sequence = max(self.last_sequence, command.offset)
             try:
                 self._apply(stmt, command.streams_properties, command.offset, replay_terminated=terminated)
                 self.statuses[command.command_id] = "SUCCESS"
@@ -96,31 +102,42 @@ class Engine:
         props = dict(properties or {})
         out: list[Entity] = []
         for stmt in parse(text):
-            out.append(self.execute_one(stmt, props))
+            try:
+                entity = self.execute_one(stmt, props)
+            except KsqlError as exc:
+                exc.entities = out                        # ksqlDB's error lists the entities so far
+                raise
+            if entity is not None:
+                out.append(entity)
         return out
 
-    def execute_one(self, stmt: ast.ParsedStatement, props: dict[str, Any]) -> Entity:
+    def execute_one(self, stmt: ast.ParsedStatement, props: dict[str, Any]) -> Entity | None:
+        """One statement; None for those ksqlDB answers with no entity (SET, UNSET, INSERT VALUES).
+        ``props`` are the request's properties: a SET changes them for the later statements of the
+        same request (ksqlDB's ``PropertyExecutor`` on the request's session properties)."""
         s = stmt.statement
         if isinstance(s, ast.Show):
-            return self._show(s, stmt.text)
+            return self._show(s, stmt.text, props)
         if isinstance(s, ast.Describe):
             return self._describe(s, stmt.text)
+        if isinstance(s, ast.Explain):
+            return self._explain(s, stmt.text, props)
         if isinstance(s, ast.SetProperty):
             if s.value is None:
                 props.pop(s.name, None)
             else:
                 props[s.name] = s.value
-            return {"@type": "currentStatus", "statementText": stmt.text, "commandId": None,
-                    "commandStatus": {"status": "SUCCESS", "message": "Property set" if s.value is not None
-                                      else "Property unset"}, "commandSequenceNumber": -1, "warnings": []}
-        if isinstance(s, ast.Query):
+            return None
+        if isinstance(s, ast.InsertValues):
+            self._insert_values(s, stmt.text)
+            return None
+        if isinstance(s, (ast.Query, ast.Print)):
             raise KsqlError("The following statement types should be issued to the websocket endpoint '/query':"
                             "\n\t* PRINT\n\t* SELECT", statement=stmt.text, code=QUERY_ENDPOINT)
-        if isinstance(s, ast.InsertInto):
-            raise KsqlError("INSERT INTO is not supported by this server yet", statement=stmt.text)
         with self._lock:
             self._validate(s, stmt.text)
             seq = self.commands.append(_command_id(s), stmt.text, {k: str(v) for k, v in props.items()})
+            self.last_sequence = max(self.last_sequence, seq)
             try:
                 entity = self._apply(stmt, props, seq)
             except KsqlError:
@@ -134,14 +151,16 @@ class Engine:
         """One SELECT: a push query (EMIT CHANGES) is started and returned running (rows go to
         its listener); a pull query is answered at once from the table's state store."""
         statements = parse(text)
+        if len(statements) == 1 and isinstance(statements[0].statement, ast.Print):
+            return self._print(statements[0].statement, statements[0].text)
         if len(statements) != 1 or not isinstance(statements[0].statement, ast.Query):
-            raise KsqlError("The /query endpoint accepts exactly one SELECT statement",
+            raise KsqlError("The /query endpoint accepts exactly one SELECT or PRINT statement",
                             statement=statements[0].text if statements else text)
         stmt = statements[0]
         q = statements[0].statement.query
         props = dict(properties or {})
         if q.emit == "CHANGES":
-            return self._push(q, stmt.text, props)
+            return self._push(statements[0].statement, stmt.text, props)
         return self._pull(q, stmt.text)
 
     def close_query(self, query_id: str) -> bool:
@@ -151,38 +170,35 @@ class Engine:
         tq.close()
         return True
 
-    def _push(self, q: ast.Select, text: str, props: dict[str, Any]) -> TransientQuery:
-        src = self.metastore.require(q.source, text)
-        if q.group_by or q.window is not None or any(has_aggregate(i.expr) for i in q.items):
-            raise KsqlError("Aggregations in push queries are not supported by this server: create a table "
-                            "with CREATE TABLE ... AS SELECT and query it", statement=text)
-        if q.partition_by is not None:
-            raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
-        known = {c.name for c in src.columns} | set(PSEUDO)
-        select: list[str] = []
-        for index, item in enumerate(q.items):
-            if item.expr is None:
-                select += [quote(c.name) for c in src.columns]
-            else:
-                select.append(f"{to_spark(item.expr, known, text)} AS {quote(output_name(item, index))}")
-        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
-        offset_reset = str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                           or self.config.streams_property("auto.offset.reset", "latest"))
-        tq_id = f"transient_{src.name}_{uuid.uuid4().int % 10**18}"
-        view = tq_id.lower()
-        self._source_frame(src, offset_reset).createOrReplaceTempView(view)
-        result = self.spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}")
-        names = [f.name for f in result.schema.fields]
-        tq = TransientQuery(text, names, [ksql_type(f.dataType.simpleString()) for f in result.schema.fields],
-                            q.limit, push=True)
+    def _push(self, query: ast.Query, text: str, props: dict[str, Any]) -> TransientQuery:
+        """A push query is planned and compiled as a persistent query is (one pipeline); its rows
+        go to the client instead of a topic: every row for a stream, every changed row of an
+        aggregate (Spark's update mode; session windows once closed, as in persistent queries)."""
+        tq_id = f"transient_{query.query.source}_{uuid.uuid4().int % 10**18}"
+        plan = self._plan(query, text, props, tq_id)
+        q = plan.select
+        compiled, _ = self._compile(plan)
+        join = compiled if isinstance(compiled, TableJoin) else None
+        columns = [quote(n) for n, _ in plan.items]
+        if join is not None:
+            result = join.stream
+            types = self._plan_types(plan)
+            names, kinds = [n for n, _ in plan.items], [types.get(n, "STRING") for n, _ in plan.items]
+        else:
+            result = compiled.select(*columns)
+            names = [f.name for f in result.schema.fields]
+            kinds = [ksql_type(f.dataType.simpleString()) for f in result.schema.fields]
+        tq = TransientQuery(text, names, kinds, q.limit, push=True)
         tq.id = tq_id
 
         def each_batch(batch: Any, batch_id: int) -> None:
             if not tq.closed:
-                tq.offer([[json_value(v) for v in r] for r in batch.collect()])
+                rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
+                tq.offer([[json_value(v) for v in r] for r in rows])
 
-        running = (result.writeStream.queryName(tq_id).foreachBatch(each_batch)
-                   .trigger(processingTime="200 milliseconds").start())
+        update = plan.aggregate and (q.window is None or q.window.kind != "SESSION")
+        running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
+                   .foreachBatch(each_batch).trigger(processingTime="200 milliseconds").start())
 
         def stop() -> None:
             self.transient.pop(tq_id, None)
@@ -198,8 +214,48 @@ class Engine:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise KsqlError(f"Push query failed to start: {first}", statement=text) from None
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
-        log.info("push query %s started over %s", tq_id, src.topic)
+        log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
+
+    @staticmethod
+    def _plan_types(plan: "QueryPlan") -> dict[str, str]:
+        """A stream-table join's column types for a push query's header, before any batch ran:
+        the sources' declared types (a computed column is Spark's to decide: STRING here)."""
+        return {c.name: _ksql_name(c.type) for c in plan.sink.columns}
+
+    def _print(self, s: ast.Print, text: str) -> TransientQuery:
+        """PRINT: the topic's records as text lines, streamed until LIMIT or the client leaves."""
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            topics = sorted(client.metadata(None).topics)
+        topic = printing.resolve_topic(s, topics, text)
+        tq = TransientQuery(text, [], [], None, push=True, printing=True)
+        avro = self._avro_text if self.config.schema_registry_url else None
+        printer = printing.TopicPrinter(self.config.bootstrap_servers, self.config.security, topic, s, tq, avro)
+        stop_printer = tq._stop
+
+        def stop() -> None:
+            self.transient.pop(tq.id, None)
+            stop_printer()
+        tq._stop = stop
+        self.transient[tq.id] = tq
+        printer.start()
+        return tq
+
+    def _avro_text(self, data: bytes) -> str | None:
+        """A registry-framed Avro value as JSON text (PRINT's AVRO format), None if it is not one."""
+        from kafkalite.registry.client import RegistryClient
+        from kafkalite.registry.serde import decode, parse_avro
+
+        registry = RegistryClient(str(self.config.schema_registry_url))
+
+        def lookup(schema_id: int) -> Any:
+            registered = registry.by_id(schema_id)
+            return registered, parse_avro(registered.schema, registered.dependencies)
+        try:
+            _, _, datum = decode(data, lookup)
+        except Exception:                                 # not framed, unknown id, or not this schema
+            return None
+        return json.dumps(json_value(datum))
 
     @staticmethod
     def _watch(tq: TransientQuery, running: Any) -> None:
@@ -208,7 +264,10 @@ class Engine:
         try:
             running.awaitTermination()
         except Exception as exc:
-            log.error("push query %s failed: %s", tq.id, str(exc).strip().splitlines()[:1])
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            log.error("push query %s failed: %s", tq.id, first)
+            if not tq.closed:
+                tq.error = first
         tq.close()
 
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
@@ -278,8 +337,9 @@ class Engine:
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
             else:
-                src = ms.require(s.query.source, text)
-                self._check_select(s, src, text)
+                self._plan(s, text, {}, "validate")           # the statement's query must plan
+        elif isinstance(s, ast.InsertInto):
+            self._plan(s, text, {}, "validate")
         elif isinstance(s, ast.Drop):
             if ms.get(s.name) is None and not s.if_exists:
                 raise KsqlError(f"{s.kind.capitalize()} {s.name} does not exist.", statement=text)
@@ -303,13 +363,15 @@ class Engine:
             self._ensure_topic(source.topic, s.prop("PARTITIONS"), s.prop("REPLICAS"), stmt.text)
             ms.add(source, replace_existing=s.or_replace, statement=stmt.text)
             return _status(stmt.text, s, seq, f"{s.kind.capitalize()} created")
-        if isinstance(s, ast.CreateAsSelect):
-            if ms.get(s.name) is not None and s.if_not_exists:
+        if isinstance(s, (ast.CreateAsSelect, ast.InsertInto)):
+            if isinstance(s, ast.CreateAsSelect) and ms.get(s.name) is not None and s.if_not_exists:
                 return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
-            query_id = f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
+            query_id = _query_id(s, seq)
             plan = self._plan(s, stmt.text, props, query_id)
-            ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
-            ms.add_query(PersistentQuery(query_id, stmt.text, s.name, (s.query.source,)))
+            if isinstance(s, ast.CreateAsSelect):
+                self._ensure_sink_topic(plan, stmt.text)
+                ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
+            ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
             else:
@@ -443,54 +505,67 @@ class Engine:
             raise KsqlError(f"Could not create topic '{topic}': {err}", statement=text)
 
     # -- persistent queries -----------------------------------------------------------------
-    def _check_select(self, s: ast.CreateAsSelect, src: DataSource, text: str) -> None:
-        q = s.query
+    def _check_select(self, kind: str, properties: tuple[tuple[str, object], ...], q: ast.Select,
+                      src: DataSource, known: "set[str] | Scope", text: str) -> None:
         if q.window is not None and not q.group_by:
             raise KsqlError("WINDOW clause requires a GROUP BY clause.", statement=text)
         aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items)
-        if s.kind == "STREAM" and aggregate:
+        if kind == "STREAM" and aggregate:
             raise KsqlError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
                             "SELECT statement instead.", statement=text)
-        if s.kind == "TABLE" and not aggregate:
+        if kind == "TABLE" and not aggregate:
             raise KsqlError("Invalid result type. Your SELECT query produces a STREAM. Please use CREATE STREAM "
                             "AS SELECT statement instead.", statement=text)
         if q.partition_by is not None and aggregate:
             raise KsqlError("PARTITION BY and GROUP BY in the same query is not supported.", statement=text)
-        known = {c.name for c in src.columns} | set(PSEUDO)
         for e in [i.expr for i in q.items if i.expr is not None] + [q.where, q.partition_by, q.having,
                                                                      *q.group_by]:
             if e is not None:
                 to_spark(e, known, text)                   # unknown columns and functions fail here
         if q.where is not None and has_aggregate(q.where):
             raise KsqlError("WHERE clause can not contain aggregate functions; use HAVING", statement=text)
-        fmt = str(dict((k.upper(), v) for k, v in s.properties).get("VALUE_FORMAT", src.value_format)).upper()
+        fmt = str(dict((k.upper(), v) for k, v in properties).get("VALUE_FORMAT", src.value_format)).upper()
         if fmt not in FORMATS:
             raise KsqlError(f"Unknown format: {fmt}", statement=text)
 
-    def _plan(self, s: ast.CreateAsSelect, text: str, props: dict[str, Any], query_id: str) -> "QueryPlan":
-        src = self.metastore.require(s.query.source, text)
-        self._check_select(s, src, text)
-        with_props = {k.upper(): v for k, v in s.properties}
-        topic = str(with_props.get("KAFKA_TOPIC") or s.name)
-        value_format = str(with_props.get("VALUE_FORMAT") or src.value_format).upper()
-        key_format = str(with_props.get("KEY_FORMAT") or src.key_format).upper()
-        partitions = with_props.get("PARTITIONS")
-        if partitions is None:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
-                partitions = len(client.partitions_for(src.topic))
-        self._ensure_topic(topic, partitions, with_props.get("REPLICAS"), text)
+    def _plan(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str, props: dict[str, Any],
+              query_id: str) -> "QueryPlan":
+        """A persistent query's plan (no side effects): its source, its sink (a new stream or
+        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key."""
+        ms = self.metastore
+        target = ms.require(s.target, text) if isinstance(s, ast.InsertInto) else None
+        if target is not None and target.kind != "STREAM":
+            raise KsqlError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.",
+                            statement=text)
         q = s.query
         aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
+        kind = s.kind if isinstance(s, ast.CreateAsSelect) else "TABLE" if isinstance(s, ast.Query) and aggregate \
+            else "STREAM"
+        src = ms.require(q.source, text)
+        properties = () if isinstance(s, ast.Query) else s.properties
+        if isinstance(s, ast.Query) and q.partition_by is not None:
+            raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
+        joins = self._join_sources(q, src, aggregate, text)
+        left = q.alias or src.name
+        scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
+            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
+            if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
+        self._check_select(kind, properties, q, src, scope, text)
+        with_props = {k.upper(): v for k, v in properties}
+        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         items: list[tuple[str, ast.Expr]] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
-                items += [(c.name, ast.Column(c.name)) for c in src.columns]
+                items += ([(f"{a}_{c.name}", ast.Column(c.name, a)) for a, d in sources for c in d.columns]
+                          if joins else [(c.name, ast.Column(c.name)) for c in src.columns])
             else:
                 items.append((output_name(item, index), item.expr))
         if aggregate:
             key_exprs = list(q.group_by)
         elif q.partition_by is not None:
             key_exprs = [q.partition_by]
+        elif joins:
+            key_exprs = _join_key(joins[0][0], items, scope, kind, s, text)
         else:
             key_exprs = [ast.Column(k.name) for k in src.key_columns if any(
                 isinstance(e, ast.Column) and e.name == k.name for _, e in items)]
@@ -499,26 +574,118 @@ class Engine:
             match = next((n for n, x in items if x == e), None)
             key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
         value_items = [(n, e) for n, e in items if n not in key_names]
-        sink_columns = tuple(ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in key_names) + tuple(
-            ast.ColumnDef(n, ast.SqlType("STRING")) for n, _ in value_items)
-        sink = DataSource(s.name, s.kind, topic, sink_columns, key_format, value_format, None, q.window,
-                          statement=text)
+        types = {c.name: c.type for c in src.columns} if not joins else {
+            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
+        # (name, key?, type): a computed column's type (None) is Spark's to decide
+        def type_of(e: ast.Expr) -> ast.SqlType | None:
+            return _static_type(_qualified(e, scope) if isinstance(e, ast.Column) else e, types)
+        typed = [(n, True, type_of(e)) for n, e in zip(key_names, key_exprs)] + [
+            (n, False, type_of(e)) for n, e in value_items]
+        sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
+        if target is not None:
+            _check_insert_schema(typed, target, text)
+            sink = target
+        else:
+            name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
+            sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
+                              str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
+                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
+                              statement=text)
         return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
-                             or self.config.streams_property("auto.offset.reset", "latest")))
+                             or self.config.streams_property("auto.offset.reset", "latest")), with_props,
+                         joins, scope)
 
-    def _run(self, plan: "QueryPlan") -> None:
+    def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
+                      text: str) -> list[tuple[ast.Join, DataSource, str]]:
+        """The joined sources with their aliases, refused in ksqlDB's words where ksqlDB refuses
+        the join's shape; stream-stream joins are what this server runs."""
+        out: list[tuple[ast.Join, DataSource, str]] = []
+        aliases = [q.alias or left.name]
+        for j in q.joins:
+            right = self.metastore.require(j.source, text)
+            alias = j.alias or right.name
+            if alias in aliases:
+                raise KsqlError(f"Can not join '{right.name}' to '{right.name}': self joins are not yet supported.",
+                                statement=text)
+            aliases.append(alias)
+            kinds = (left.kind if not out else "STREAM", right.kind)
+            shape = {"STREAM": "Stream", "TABLE": "Table"}
+            if kinds == ("STREAM", "STREAM") and j.within is None:
+                raise KsqlError("Stream-Stream joins must have a WITHIN clause specified. None was provided. To "
+                                "learn about how to specify a WITHIN clause with a stream-stream join, please "
+                                "visit: https://docs.confluent.io/current/ksql/docs/syntax-reference.html"
+                                "#create-stream-as-select", statement=text)
+            if kinds != ("STREAM", "STREAM") and j.within is not None:
+                raise KsqlError(f"A window definition was provided for a {shape[kinds[0]]}-{shape[kinds[1]]} join. "
+                                "These joins are not windowed. Please drop the window definition (ie. the WITHIN "
+                                "clause) and try to execute your join again.", statement=text)
+            if kinds == ("TABLE", "STREAM"):
+                raise KsqlError(f"Invalid join order: table-stream joins are not supported; only stream-table "
+                                f"joins. Got {left.name} [{j.kind}] JOIN {right.name}.", statement=text)
+            if kinds == ("STREAM", "TABLE") and j.kind in ("FULL", "RIGHT"):
+                raise KsqlError(f"Invalid join type: {'full-outer' if j.kind == 'FULL' else 'right'} join not "
+                                f"supported for stream-table join. Got {left.name} [{j.kind}] JOIN {right.name}.",
+                                statement=text)
+            if not (isinstance(j.on, ast.Binary) and j.on.op == "=" and isinstance(j.on.left, ast.Column)
+                    and isinstance(j.on.right, ast.Column)):
+                raise KsqlError(f"Unsupported join expression: {_expr_text(j.on)}. ksqlDB joins on an equality "
+                                "of one column of each source.", statement=text)
+            if kinds == ("TABLE", "TABLE"):
+                raise KsqlError("Table-Table joins are not supported by this server yet: it runs stream-stream "
+                                "(WITHIN) and stream-table joins", statement=text)
+            if kinds == ("STREAM", "TABLE"):
+                assert isinstance(j.on, ast.Binary)
+                sides = [c for c in (j.on.left, j.on.right) if isinstance(c, ast.Column)]
+                on_table = [c for c in sides if c.source == alias or (c.source is None and right.column(c.name))]
+                pk = [c.name for c in right.key_columns]
+                if not on_table or on_table[0].name not in pk:
+                    got = on_table[0].name if on_table else _expr_text(j.on)
+                    raise KsqlError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
+                                    f"criteria uses the TABLE's key column {', '.join(pk)} instead of {got}",
+                                    statement=text)
+                if q.joins.index(j) != 0 or len(q.joins) > 1:
+                    raise KsqlError("A stream-table join with further joins is not supported by this server yet",
+                                    statement=text)
+            out.append((j, right, alias))
+        if out and aggregate:
+            raise KsqlError("Aggregations over joins are not supported by this server yet: write the join to a "
+                            "stream with CREATE STREAM ... AS SELECT and aggregate that stream", statement=text)
+        return out
+
+    def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
+        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's)."""
+        partitions = plan.with_props.get("PARTITIONS")
+        if partitions is None:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                partitions = len(client.partitions_for(plan.source.topic))
+        self._ensure_topic(plan.sink.topic, partitions, plan.with_props.get("REPLICAS"), text)
+
+    def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
+        """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
+        and the Spark SQL text it runs (what EXPLAIN shows). A stream-table join's DataFrame is
+        the stream's rows with the join still to do per micro-batch (``TableJoin``)."""
         spark = self.spark
         src, q = plan.source, plan.select
         view = f"ksql_{plan.query_id.lower()}"
         frame = self._source_frame(src, plan.offset_reset)
         if q.window is not None:
-            grace = q.window.grace_ms if q.window.grace_ms is not None else 24 * 3600 * 1000
+            grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
+        if plan.joins and plan.joins[0][1].kind == "TABLE":
+            return self._compile_table_join(plan, frame, view)
+        if plan.joins:
+            return self._compile_join(plan, frame, view)
         frame.createOrReplaceTempView(view)
-        known = {c.name for c in src.columns} | set(PSEUDO)
+        known = plan.scope
+        assert isinstance(known, set)                     # one source: a join's Scope went above
         text = plan.source.statement
-        select = [f"{to_spark(e, known, text)} AS {quote(n)}" for n, e in plan.items]
+        w = q.window if plan.aggregate else None
+        wexpr = None if w is None else (
+            f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
+            f"window(`ROWTIME`, '{w.size_ms} milliseconds'" + (f", '{w.advance_ms} milliseconds')" if w.advance_ms
+                                                             else ")"))
+        select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
         for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
             if name not in [n for n, _ in plan.items]:
@@ -526,19 +693,74 @@ class Engine:
         group = ""
         if plan.aggregate:
             parts = list(keys_sql)
-            if q.window is not None:
-                w = q.window
-                wexpr = (f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
-                         f"window(`ROWTIME`, '{w.size_ms} milliseconds'"
-                         + (f", '{w.advance_ms} milliseconds')" if w.advance_ms else ")"))
+            if wexpr is not None:
                 select.append(f"{wexpr} AS `__window`")
                 parts.append(wexpr)
             group = " GROUP BY " + ", ".join(parts)
             if q.having is not None:
-                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text)
+                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text, wexpr)
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
-        result = spark.sql(f"SELECT {', '.join(select)} FROM {view}{where}{group}")
-        out = result.selectExpr(self._key_sql(plan), *self._value_sql(plan, result))
+        sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
+        return spark.sql(sql), sql
+
+    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str) -> tuple[Any, str]:
+        """A stream-table join: each micro-batch of the stream is joined with the table as it is
+        at that moment, the latest record per key of the table's topic (read_committed; a
+        tombstone deletes), as ksqlDB joins a stream record with the table's current row. The
+        table's topic is read again for each micro-batch: meant for dimension tables."""
+        q, scope, text = plan.select, plan.scope, plan.sink.statement
+        join, table, alias = plan.joins[0]
+        left_alias = q.alias or plan.source.name
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        keys = ", ".join(quote(c.name) for c in table.key_columns)
+        sql = (f"SELECT {', '.join(select)} FROM {view}_stream AS {quote(left_alias)} "
+               f"{'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table AS {quote(alias)} "
+               f"ON {to_spark(join.on, scope, text)}{where}")
+
+        def per_batch(batch: Any) -> Any:
+            session = batch.sparkSession
+            batch.createOrReplaceTempView(f"{view}_stream")
+            snapshot = self._source_frame(table, "earliest", session)
+            snapshot.createOrReplaceTempView(f"{view}_changelog")
+            session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
+                        f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {view}_changelog) "
+                        f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(f"{view}_table")
+            return session.sql(sql)
+        return TableJoin(stream, per_batch), sql
+
+    def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
+        """A stream-stream join as Spark's: each side a view with a watermark of its grace period
+        (ksqlDB's default without GRACE PERIOD: 24 hours), the ON equality plus the WITHIN bounds
+        as a time-range condition on ROWTIME (right.ROWTIME BETWEEN left.ROWTIME - before AND
+        left.ROWTIME + after), so Spark drops old state and emits an outer join's unmatched rows
+        once the grace period has passed."""
+        q, scope, text = plan.select, plan.scope, plan.sink.statement
+        graces = [j.within.grace_ms if j.within and j.within.grace_ms is not None else DEFAULT_GRACE_MS
+                  for j, _, _ in plan.joins]
+        left_alias = q.alias or plan.source.name
+        left.withWatermark("ROWTIME", f"{max(graces)} milliseconds").createOrReplaceTempView(f"{view}_0")
+        from_sql = f"{view}_0 AS {quote(left_alias)}"
+        kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
+                 "FULL": "FULL OUTER JOIN"}
+        for index, ((join, right, alias), grace) in enumerate(zip(plan.joins, graces), start=1):
+            assert join.within is not None
+            (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
+             .createOrReplaceTempView(f"{view}_{index}"))
+            lt, rt = f"{quote(left_alias)}.`ROWTIME`", f"{quote(alias)}.`ROWTIME`"
+            from_sql += (f" {kinds[join.kind]} {view}_{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f" AND {rt} >= {lt} - INTERVAL {join.within.before_ms} MILLISECONDS"
+                         f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
+        return self.spark.sql(sql), sql
+
+    def _run(self, plan: "QueryPlan") -> None:
+        q = plan.select
+        src = plan.source
+        result, sql = self._compile(plan)
+        self.plans[plan.query_id] = (plan, sql)
         sink_options = {"kafka.bootstrap.servers": self.config.bootstrap_servers, "topic": plan.sink.topic,
                         "deliveryGuarantee": "exactly_once", **self._security_options()}
         if plan.sink.value_format == "AVRO":
@@ -547,6 +769,8 @@ class Engine:
         # Spark aggregates session windows in append mode only: a session is written once, when
         # its grace period has passed (as with EMIT FINAL)
         update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
+        prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
+        key_sql = self._key_sql(plan)
 
         def stream(frame: Any) -> Any:
             return (frame.writeStream.queryName(plan.query_id)
@@ -555,12 +779,22 @@ class Engine:
                     .outputMode("update" if update else "append")
                     .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
                                             "milliseconds"))
-        if update:
-            # Python data sources take appends only: each micro-batch's changed rows are written by
-            # a batch write in foreachBatch, exactly once through the sink's batchId option; once
-            # written, the batch's rows update the table's state store that pull queries read
-            prefix = f"ksql-{self.config.service_id}-{plan.query_id}"
-            key_sql, value_sql = self._key_sql(plan), self._value_sql(plan, result)
+
+        def write(frame: Any, batch_id: int) -> None:
+            """One micro-batch by a batch write, exactly once through the sink's batchId option
+            (Python data sources take appends only, so update mode and per-batch joins go here)."""
+            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame)).write.format("kafkalite").mode("append")
+            for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
+                w = w.option(k, v)
+            w.save()
+        if isinstance(result, TableJoin):
+            join = result
+
+            def join_batch(batch: Any, batch_id: int) -> None:
+                write(join.per_batch(batch), batch_id)
+            writer = stream(join.stream).foreachBatch(join_batch)
+        elif update:
+            # once written, the batch's rows update the table's state store that pull queries read
             store = self._store_for(plan, result)
             windowed = q.window is not None
             if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
@@ -569,17 +803,13 @@ class Engine:
             def write_batch(batch: Any, batch_id: int) -> None:
                 batch.persist()
                 try:
-                    w = batch.selectExpr(key_sql, *value_sql).write.format("kafkalite").mode("append")
-                    for k, v in {**sink_options, "transactionalIdPrefix": prefix,
-                                 "batchId": str(batch_id)}.items():
-                        w = w.option(k, v)
-                    w.save()
+                    write(batch, batch_id)
                     store.update([_store_row(r.asDict(), windowed) for r in batch.collect()])
                 finally:
                     batch.unpersist()
             writer = stream(result).foreachBatch(write_batch)
         else:
-            writer = stream(out).format("kafkalite")
+            writer = stream(result.selectExpr(key_sql, *self._value_sql(plan, result))).format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         self.running[plan.query_id] = writer.start()
@@ -588,8 +818,8 @@ class Engine:
     def _store_for(self, plan: "QueryPlan", result: Any) -> StateStore:
         """The table's state store: key columns, window bounds (ms) if windowed, then the values."""
         types = {f.name: ksql_type(f.dataType.simpleString()) for f in result.schema.fields}
-        values = [n for n, _ in plan.items if n not in plan.key_names]
-        bounds = ["WINDOWSTART", "WINDOWEND"] if plan.select.window is not None else []
+        bounds = list(WINDOW_BOUNDS) if plan.select.window is not None else []
+        values = [n for n, _ in plan.items if n not in plan.key_names and n not in bounds]
         names = list(plan.key_names) + bounds + values
         store = StateStore(list(plan.key_names), bool(bounds), names,
                            [types.get(n, "BIGINT") for n in names])
@@ -633,11 +863,14 @@ class Engine:
             out["kafka.ssl.ca.location"] = sec.ca_location
         return out
 
-    def _source_frame(self, src: DataSource, offset_reset: str) -> Any:
-        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET."""
-        reader = (self.spark.readStream.format("kafkalite")
+    def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None) -> Any:
+        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET;
+        with ``batch_session``, the topic's committed records so far as a batch DataFrame (with
+        ``__tombstone``), decoded the same way."""
+        reader = ((batch_session.read if batch_session is not None else self.spark.readStream).format("kafkalite")
                   .option("kafka.bootstrap.servers", self.config.bootstrap_servers)
-                  .option("subscribe", src.topic).option("startingOffsets", offset_reset)
+                  .option("subscribe", src.topic)
+                  .option("startingOffsets", "earliest" if batch_session is not None else offset_reset)
                   .option("kafka.isolation.level", "read_committed"))
         for k, v in self._security_options().items():
             reader = reader.option(k, v)
@@ -668,6 +901,8 @@ class Engine:
         ts_col = src.column(src.timestamp) if src.timestamp else None
         rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
                    else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
+        if batch_session is not None:
+            cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if src.timestamp:
@@ -698,7 +933,9 @@ class Engine:
         values = [n for n, _ in plan.items if n not in plan.key_names]
         fmt = plan.sink.value_format
         if fmt == "JSON":
-            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ")) AS value"]
+            # null columns are written as null, as ksqlDB writes them (Spark drops them by default)
+            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values)
+                    + "), map('ignoreNullFields', 'false')) AS value"]
         if fmt == "DELIMITED":
             return ["concat_ws(',', " + ", ".join(f"CAST({quote(n)} AS STRING)" for n in values) + ") AS value"]
         if fmt == "KAFKA":
@@ -717,8 +954,61 @@ class Engine:
         RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
                                                                  avro_schema(plan.sink.name, columns))
 
+    # -- INSERT VALUES / EXPLAIN ------------------------------------------------------------
+    def _insert_values(self, s: ast.InsertValues, text: str) -> None:
+        """One record produced to the source's topic (ksqlDB writes it directly, not through the
+        command topic), encoded as the engine's queries decode that source."""
+        source = self.metastore.require(s.target, text)
+        row, rowtime = serde.row_of(s, source, text)
+        record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
+                              text)
+        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                            client_id=f"ksql-insert-{self.config.service_id}")
+        try:
+            producer.send(source.topic, record.value, record.key, timestamp_ms=record.timestamp_ms).result(30)
+        except Exception as exc:
+            raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
+        finally:
+            producer.close(5)
+
+    def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
+        from kafkalite.registry.client import RegistryClient
+        from kafkalite.registry.serde import parse_avro
+
+        latest = RegistryClient(str(self.config.schema_registry_url)).latest(subject)
+        return latest.schema_id, parse_avro(latest.schema, latest.dependencies), [
+            f["name"] for f in json.loads(latest.schema).get("fields", [])]
+
+    def _explain(self, s: ast.Explain, text: str, props: dict[str, Any]) -> Entity:
+        """ksqlDB's ``queryDescription``: a running persistent query by id, or a statement planned
+        and compiled (not run) as it would run now; the topology is Spark's plan of the query."""
+        if s.query_id is not None:
+            q = self.metastore.queries.get(s.query_id)
+            found = self.plans.get(s.query_id)
+            if q is None or q.state == "TERMINATED" or found is None:
+                raise KsqlError(f"Query with id:{s.query_id} does not exist, use SHOW QUERIES to view the full "
+                                "set of queries.", statement=text)
+            plan, sql = found
+            running = self.running.get(q.id)
+            topology = running._jsq.explainInternal(True) if running is not None else ""
+            host = "%s:%d" % self.config.listener
+            return _query_description(text, plan, q.statement, sql, topology, "PERSISTENT", {host: self._state(q)},
+                                      q.error)
+        assert s.statement is not None
+        if not isinstance(s.statement, (ast.CreateAsSelect, ast.InsertInto)) and s.statement.query.emit != "CHANGES":
+            raise KsqlError("The provided statement does not run a ksql query", statement=text)
+        transient = isinstance(s.statement, ast.Query)
+        query_id = (f"transient_{s.statement.query.source}_0" if isinstance(s.statement, ast.Query)
+                    else _query_id(s.statement, self.last_sequence + 1))
+        plan = self._plan(s.statement, s.text, props, query_id)
+        compiled, sql = self._compile(plan)
+        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled
+        topology = frame._jdf.queryExecution().toString()
+        return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
+                                  None)
+
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------
-    def _show(self, s: ast.Show, text: str) -> Entity:
+    def _show(self, s: ast.Show, text: str, props: dict[str, Any]) -> Entity:
         ms = self.metastore
         if s.what in ("STREAMS", "TABLES"):
             kind = s.what[:-1]
@@ -738,9 +1028,11 @@ class Engine:
             topics = [{"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
                       for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
+        overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
+        server = {f"ksql.streams.{k}": v for k, v in self.config.streams}
         return {"@type": "properties", "statementText": text, "properties": [
-            {"name": f"ksql.streams.{k}", "scope": "KSQL", "value": v} for k, v in self.config.streams],
-            "overwrittenProperties": [], "defaultProperties": [], "warnings": []}
+            {"name": k, "scope": "KSQL", "value": v} for k, v in sorted({**server, **overridden}.items())],
+            "overwrittenProperties": sorted(overridden), "defaultProperties": [], "warnings": []}
 
     def _state(self, q: PersistentQuery) -> str:
         running = self.running.get(q.id)
@@ -769,10 +1061,20 @@ class Engine:
             "sourceConstraints": []}, "warnings": []}
 
 
+class TableJoin:
+    """A compiled stream-table join: the stream's DataFrame and the join each micro-batch needs."""
+
+    def __init__(self, stream: Any, per_batch: Callable[[Any], Any]) -> None:
+        self.stream = stream
+        self.per_batch = per_batch
+
+
 class QueryPlan:
     def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
                  items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
-                 aggregate: bool, offset_reset: str) -> None:
+                 aggregate: bool, offset_reset: str, with_props: dict[str, object] | None = None,
+                 joins: list[tuple[ast.Join, DataSource, str]] | None = None,
+                 scope: "set[str] | Scope | None" = None) -> None:
         self.query_id = query_id
         self.source = source
         self.sink = sink
@@ -782,6 +1084,13 @@ class QueryPlan:
         self.key_names = key_names
         self.aggregate = aggregate
         self.offset_reset = offset_reset
+        self.with_props = with_props or {}
+        self.joins = joins or []                   # (join, joined source, its alias), in order
+        self.scope = scope if scope is not None else {c.name for c in source.columns} | set(PSEUDO)
+
+    @property
+    def source_names(self) -> tuple[str, ...]:
+        return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
@@ -821,9 +1130,105 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
     return {"type": str(t) if t.name == "DECIMAL" else t.name, "fields": None, "memberSchema": None}
 
 
+def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, topology: str, query_type: str,
+                       host_status: dict[str, str], error: str | None) -> Entity:
+    """ksqlDB's ``QueryDescriptionEntity`` (``@type: queryDescription``)."""
+    fields = [{"name": c.name, "schema": _schema_json(c.type), **({"type": "KEY"} if c.key else {})}
+              for c in plan.sink.columns]
+    state = ("ERROR" if "ERROR" in host_status.values() else "RUNNING") if host_status else None
+    return {"@type": "queryDescription", "statementText": text, "queryDescription": {
+        "id": plan.query_id, "statementText": statement,
+        "windowType": plan.select.window.kind if plan.select.window else None, "fields": fields,
+        "sources": list(plan.source_names), "sinks": [plan.sink.name] if query_type == "PERSISTENT" else [],
+        "topology": topology, "executionPlan": sql, "overriddenProperties": {}, "ksqlHostQueryStatus": host_status,
+        "queryType": query_type, "queryErrors": [] if error is None else [
+            {"timestamp": 0, "errorMessage": error, "type": "UNKNOWN"}],
+        "tasksMetadata": [], "state": state,
+        # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
+        "consumerGroupId": ""},
+        "warnings": []}
+
+
+def _ksql_name(t: ast.SqlType) -> str:
+    """A SQL type as ksqlDB names it in query headers (INT is INTEGER there)."""
+    return "INTEGER" if t.name == "INT" else str(t)
+
+
+def _query_id(s: ast.CreateAsSelect | ast.InsertInto, seq: int) -> str:
+    """ksqlDB's query ids: CSAS_<SINK>_<n>, CTAS_<SINK>_<n>, INSERTQUERY_<n> (n: the command's offset)."""
+    if isinstance(s, ast.InsertInto):
+        return f"INSERTQUERY_{seq}"
+    return f"{'CSAS' if s.kind == 'STREAM' else 'CTAS'}_{s.name}_{seq}"
+
+
+def _join_key(join: ast.Join, items: list[tuple[str, ast.Expr]], scope: "set[str] | Scope", kind: str,
+              s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str) -> list[ast.Expr]:
+    """A join's output key: the projected join column (either side of ON), as ksqlDB keys a
+    join's result; a persistent query must project it (ksqlDB's 'Key missing from projection')."""
+    assert isinstance(join.on, ast.Binary)
+    sides = [_qualified(join.on.left, scope), _qualified(join.on.right, scope)]
+    for _, e in items:
+        if isinstance(e, ast.Column) and _qualified(e, scope) in sides:
+            return [e]
+    if isinstance(s, ast.Query):
+        return []
+    first = sides[0]
+    name = s.name if isinstance(s, ast.CreateAsSelect) else s.target
+    raise KsqlError(f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to "
+                    f"build `{name}` must include the join expression {first.source}.{first.name} in its "
+                    f"projection (eg, SELECT {first.source}.{first.name}...).", statement=text)
+
+
+def _qualified(e: ast.Expr, scope: "set[str] | Scope") -> ast.Column:
+    assert isinstance(e, ast.Column)
+    if e.source is not None or not isinstance(scope, Scope):
+        return e
+    owner = next((a for a, cols in scope.sources if e.name in cols), None)
+    return ast.Column(e.name, owner)
+
+
+def _expr_text(e: ast.Expr) -> str:
+    if isinstance(e, ast.Column):
+        return f"{e.source}.{e.name}" if e.source else e.name
+    if isinstance(e, ast.Binary):
+        return f"({_expr_text(e.left)} {e.op} {_expr_text(e.right)})"
+    if isinstance(e, ast.Literal):
+        return repr(e.value)
+    return type(e).__name__.upper()
+
+
+def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | None:
+    """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
+    if isinstance(e, ast.Column):
+        found = types.get(f"{e.source}.{e.name}") if e.source else types.get(e.name)
+        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO or e.name in WINDOW_BOUNDS else None)
+    if isinstance(e, ast.Cast):
+        return e.type
+    if isinstance(e, ast.Literal) and e.value is not None:
+        v = e.value
+        return ast.SqlType("BOOLEAN" if isinstance(v, bool) else "INT" if isinstance(v, int)
+                           else "DOUBLE" if isinstance(v, float) else "STRING")
+    return None
+
+
+def _check_insert_schema(result: list[tuple[str, bool, ast.SqlType | None]], sink: DataSource, text: str) -> None:
+    """ksqlDB's rule for INSERT INTO: the query's columns (names, key or value, and types where
+    they are known before Spark runs) are the sink stream's, in the same order."""
+    ordered = [c for c in result if c[1]] + [c for c in result if not c[1]]
+    same = len(ordered) == len(sink.columns) and all(
+        n == c.name and k == c.key and (t is None or t == c.type) for (n, k, t), c in zip(ordered, sink.columns))
+    if not same:
+        def show(cols: list[tuple[str, bool, ast.SqlType | None]]) -> str:
+            return ", ".join(f"`{n}` {t or '?'}{' KEY' if k else ''}" for n, k, t in cols)
+        raise KsqlError(f"Incompatible schema between results and sink.\nResult schema is {show(ordered)}\n"
+                        f"Sink schema is {show([(c.name, c.key, c.type) for c in sink.columns])}", statement=text)
+
+
 def _command_id(s: ast.Statement) -> str:
     if isinstance(s, (ast.CreateSource, ast.CreateAsSelect)):
         return f"{s.kind.lower()}/`{s.name}`/create"
+    if isinstance(s, ast.InsertInto):
+        return f"stream/`{s.target}`/create"
     if isinstance(s, ast.Drop):
         return f"{s.kind.lower()}/`{s.name}`/drop"
     if isinstance(s, ast.Terminate):

@@ -25,12 +25,13 @@ class KsqlError(Exception):
         self.code = code
         self.line = line
         self.column = column
+        self.entities: list[dict[str, Any]] = []          # what the request's earlier statements answered
 
     def body(self) -> dict[str, Any]:
         """The REST error entity (``statement_error`` when a statement is at fault)."""
         if self.statement:
             return {"@type": "statement_error", "error_code": self.code, "message": self.message,
-                    "statementText": self.statement, "entities": []}
+                    "statementText": self.statement, "entities": self.entities}
         return {"@type": "generic_error", "error_code": self.code, "message": self.message}
 
     @property

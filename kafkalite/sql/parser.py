@@ -8,6 +8,8 @@ A request's text may hold several statements separated by ``;`` (:func:`parse`).
 """
 from __future__ import annotations
 
+import difflib
+import re
 from typing import Any
 
 from lark import Lark, Token, Transformer, v_args
@@ -17,12 +19,18 @@ from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
 
 GRAMMAR = r"""
-?statement: create_source | create_as | insert_into | query | show | describe | drop | terminate
-          | set_prop | unset_prop
+?statement: create_source | create_as | insert_into | insert_values | query | show | describe | drop
+          | terminate | set_prop | unset_prop | explain | print_topic
 
 create_source: "CREATE"i or_replace kind if_not_exists ident ["(" column_defs ")"] with_props
 create_as: "CREATE"i or_replace kind if_not_exists ident [with_props] "AS"i select
-insert_into: "INSERT"i "INTO"i ident select
+insert_into: "INSERT"i "INTO"i ident [with_props] select
+insert_values: "INSERT"i "INTO"i ident [insert_columns] "VALUES"i "(" expr ("," expr)* ")"
+insert_columns: "(" ident ("," ident)* ")"
+explain: "EXPLAIN"i (ident | create_as | insert_into | query)
+print_topic: "PRINT"i (IDENT | QUOTED_IDENT | STRING) [FROM_BEGINNING] [print_interval] [limit]
+FROM_BEGINNING.2: /FROM\s+BEGINNING/i
+print_interval: ("INTERVAL"i | "SAMPLE"i) INT
 query: select
 or_replace: OR_REPLACE?
 if_not_exists: IF_NOT_EXISTS?
@@ -46,10 +54,20 @@ struct_field: ident type
 with_props: "WITH"i "(" prop ("," prop)* ")"
 prop: ident EQ literal
 
-select: "SELECT"i select_items "FROM"i ident [ident] [window] [where] [group_by] [partition_by] [having] [emit] [limit]
+select: "SELECT"i select_items "FROM"i aliased joins [window] [where] [group_by] [partition_by] [having] [emit] [limit]
 select_items: select_item ("," select_item)*
 select_item: "*"                                -> star
            | expr ["AS"i ident]                 -> item
+aliased: ident [["AS"i] ident]
+joins: join*
+join: join_type "JOIN"i aliased [within] "ON"i expr
+join_type: -> inner_join
+         | "INNER"i -> inner_join
+         | "LEFT"i ["OUTER"i] -> left_join
+         | "RIGHT"i ["OUTER"i] -> right_join
+         | "FULL"i ["OUTER"i] -> full_join
+within: "WITHIN"i (duration | "(" duration "," duration ")") [within_grace]
+within_grace: "GRACE"i "PERIOD"i duration
 window: "WINDOW"i window_spec
 ?window_spec: "TUMBLING"i "(" "SIZE"i duration [grace] ")"                              -> tumbling
             | "HOPPING"i "(" "SIZE"i duration "," "ADVANCE"i "BY"i duration [grace] ")" -> hopping
@@ -186,8 +204,27 @@ class _ToAst(Transformer):
                   select: ast.Select) -> ast.CreateAsSelect:
         return ast.CreateAsSelect(kind, name, tuple(props or ()), select, if_not_exists, or_replace)
 
-    def insert_into(self, target: str, select: ast.Select) -> ast.InsertInto:
-        return ast.InsertInto(target, select)
+    def insert_into(self, target: str, props: Any, select: ast.Select) -> ast.InsertInto:
+        return ast.InsertInto(target, select, tuple(props or ()))
+
+    def insert_values(self, target: str, columns: Any, *values: ast.Expr) -> ast.InsertValues:
+        return ast.InsertValues(target, tuple(columns or ()), tuple(values))
+
+    def insert_columns(self, *names: str) -> list[str]:
+        return list(names)
+
+    def explain(self, target: Any) -> ast.Explain:
+        if isinstance(target, str):
+            return ast.Explain(target)
+        return ast.Explain(None, target)
+
+    def print_topic(self, topic: Token, beginning: Any, interval: Any, limit: Any) -> ast.Print:
+        quoted = topic.type != "IDENT"
+        name = str(topic)[1:-1] if quoted else str(topic)
+        return ast.Print(name, quoted, beginning is not None, interval if interval is not None else 1, limit)
+
+    def print_interval(self, n: Token) -> int:
+        return int(n)
 
     def query(self, select: ast.Select) -> ast.Query:
         return ast.Query(select)
@@ -232,10 +269,40 @@ class _ToAst(Transformer):
         return (name, value.value)
 
     # SELECT
-    def select(self, items: list[ast.SelectItem], source: str, alias: Any, window: Any, where: Any,
-               group_by: Any, partition_by: Any, having: Any, emit: Any, limit: Any) -> ast.Select:
-        return ast.Select(tuple(items), source, alias, window, where, tuple(group_by or ()), partition_by, having,
-                          emit, limit)
+    def select(self, items: list[ast.SelectItem], source: tuple[str, str | None], joins: list[ast.Join],
+               window: Any, where: Any, group_by: Any, partition_by: Any, having: Any, emit: Any,
+               limit: Any) -> ast.Select:
+        return ast.Select(tuple(items), source[0], source[1], window, where, tuple(group_by or ()), partition_by,
+                          having, emit, limit, tuple(joins))
+
+    def aliased(self, name: str, alias: Any) -> tuple[str, str | None]:
+        return (name, alias)
+
+    def joins(self, *joins: ast.Join) -> list[ast.Join]:
+        return list(joins)
+
+    def join(self, kind: str, source: tuple[str, str | None], within: Any, on: ast.Expr) -> ast.Join:
+        return ast.Join(kind, source[0], source[1], within, on)
+
+    def inner_join(self) -> str:
+        return "INNER"
+
+    def left_join(self) -> str:
+        return "LEFT"
+
+    def right_join(self) -> str:
+        return "RIGHT"
+
+    def full_join(self) -> str:
+        return "FULL"
+
+    def within(self, *parts: Any) -> ast.Within:
+        grace = parts[-1]
+        before, after = (parts[0], parts[1]) if len(parts) == 3 else (parts[0], parts[0])
+        return ast.Within(before, after, grace)
+
+    def within_grace(self, ms: int) -> int:
+        return ms
 
     def select_items(self, *items: ast.SelectItem) -> list[ast.SelectItem]:
         return list(items)
@@ -425,36 +492,93 @@ def parse_one(text: str) -> ast.Statement:
     body = text.rstrip().rstrip(";")
     try:
         tree = _PARSER.parse(body)
-        return _ToAst().transform(tree)
+        stmt: ast.Statement = _ToAst().transform(tree)
     except VisitError as exc:
         if isinstance(exc.orig_exc, _Semantic):
             raise KsqlError(str(exc.orig_exc), statement=text) from None
         raise
     except UnexpectedInput as exc:
         raise _syntax_error(exc, body, text) from None
+    if isinstance(stmt, ast.Explain) and stmt.statement is not None:
+        explained = re.sub(r"^\s*EXPLAIN\s+", "", body, flags=re.IGNORECASE).strip() + ";"
+        stmt = ast.Explain(None, stmt.statement, explained)
+    return stmt
+
+
+#: the statements a request may start with, for ksqlDB's "Unknown statement ... Did you mean" hint
+_STATEMENT_WORDS = ("CREATE", "INSERT", "SELECT", "SHOW", "LIST", "DESCRIBE", "DROP", "TERMINATE", "SET",
+                    "UNSET", "EXPLAIN", "PRINT", "RUN")
+#: ANTLR's display names (ksqlDB's SqlBase.g4 tokens) for the terminals that are not one keyword
+_TOKEN_NAMES = {"IDENT": "IDENTIFIER", "QUOTED_IDENT": "BACKQUOTED_IDENTIFIER", "STRING": "STRING",
+                "INT": "INTEGER_VALUE", "SIGNED_NUMBER": "DECIMAL_VALUE", "$END": "<EOF>"}
+#: the operator terminals that stand for several symbols
+_OPERATORS = {"NEQ": ("!=", "<>"), "ADD_OP": ("+", "-", "||"), "MUL_OP": ("*", "/", "%")}
 
 
 def _syntax_error(exc: UnexpectedInput, body: str, text: str) -> KsqlError:
+    """ksqlDB's wording (ANTLR's messages through its ``SyntaxErrorValidator``): ``line L:C:
+    mismatched input 'X' expecting {...}`` naming real keywords and token classes, ``Syntax error
+    at or near`` for a character no token starts with, and ``Unknown statement`` for a first word
+    that starts no statement. Lark's own terminal names never reach the user."""
     line, column = getattr(exc, "line", -1), getattr(exc, "column", -1)
+    if isinstance(exc, UnexpectedCharacters):
+        pos = exc.pos_in_stream if exc.pos_in_stream is not None else -1
+        near = body[pos] if 0 <= pos < len(body) else "<EOF>"
+        return KsqlError(f"line {line}:{column}: Syntax error at or near '{near}'", statement=text, line=line,
+                         column=column)
     if isinstance(exc, UnexpectedEOF) or (isinstance(exc, UnexpectedToken) and exc.token.type == "$END"):
         lines = body.splitlines() or [""]
         line, column = len(lines), len(lines[-1]) + 1
-        found = "'<EOF>'"
+        found = "<EOF>"
     elif isinstance(exc, UnexpectedToken):
-        found = f"'{exc.token}'"
-    elif isinstance(exc, UnexpectedCharacters):
-        pos = exc.pos_in_stream if exc.pos_in_stream is not None else -1
-        found = f"'{body[pos]}'" if 0 <= pos < len(body) else "'<EOF>'"
+        found = str(exc.token)
+        if exc.token.start_pos == len(body) - len(body.lstrip()):        # the statement's first word
+            return _unknown_statement(found, text, line, column)
     else:
         found = "input"
-    expected = sorted(_readable(t) for t in (getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ()))
-    hint = f" expecting {{{', '.join(expected[:12])}}}" if expected else ""
-    return KsqlError(f"line {line}:{column}: mismatched input {found}{hint}", statement=text, line=line,
+    expected = _expected(getattr(exc, "expected", None) or getattr(exc, "allowed", None) or ())
+    hint = f" expecting {expected[0]}" if len(expected) == 1 else \
+        f" expecting {{{', '.join(expected)}}}" if expected else ""
+    return KsqlError(f"line {line}:{column}: mismatched input '{found}'{hint}", statement=text, line=line,
                      column=column)
 
 
-def _readable(terminal: str) -> str:
-    pattern = _PARSER.get_terminal(terminal).pattern if terminal in {t.name for t in _PARSER.terminals} else None
-    if pattern is not None and pattern.type == "str":
-        return f"'{pattern.value.upper()}'"
-    return terminal
+def _unknown_statement(word: str, text: str, line: int, column: int) -> KsqlError:
+    close = difflib.get_close_matches(word.upper(), _STATEMENT_WORDS, n=1)
+    hint = f"\nDid you mean '{close[0]}'?" if close else ""
+    return KsqlError(f"line {line}:{column}: Syntax Error\nUnknown statement '{word}'{hint}", statement=text,
+                     line=line, column=column)
+
+
+def _expected(terminals: Any) -> list[str]:
+    """Display names of the terminals Lark expected: literals quoted as ANTLR quotes them
+    (keywords first), then token classes (IDENTIFIER, STRING, ...)."""
+    literals: set[str] = set()
+    classes: set[str] = set()
+    for name in terminals:
+        if name in _TOKEN_NAMES:
+            classes.add(_TOKEN_NAMES[name])
+            continue
+        if name in _OPERATORS:
+            literals.update(_OPERATORS[name])
+            continue
+        pattern = _TERMINALS[name].pattern if name in _TERMINALS else None
+        if pattern is None:
+            continue
+        if pattern.type == "str":
+            literals.add(str(pattern.value).upper())
+        else:
+            literals.update(w.upper() for w in _alternatives(str(pattern.value)))
+    return [f"'{w}'" for w in sorted(literals, key=lambda w: (w[0].isalpha(), w))] + sorted(classes)
+
+
+def _alternatives(regex: str) -> list[str]:
+    """The words a keyword terminal matches: ``(?:(?i:SHOW)|(?i:LIST))`` -> SHOW, LIST;
+    ``IF\\s+NOT\\s+EXISTS`` -> IF (the first token, as ANTLR would expect it)."""
+    words = re.findall(r"\(\?i:([^()]+)\)", regex)
+    if words:
+        return words
+    return [regex.split("\\s+")[0]]
+
+
+_TERMINALS = {t.name: t for t in _PARSER.terminals}

@@ -70,13 +70,15 @@ class TransientQuery:
     """One running or finished transient query, as the HTTP layer sees it."""
 
     def __init__(self, statement: str, column_names: list[str], column_types: list[str],
-                 limit: int | None, push: bool, rows: list[Row] | None = None) -> None:
+                 limit: int | None, push: bool, rows: list[Row] | None = None, printing: bool = False) -> None:
         self.id = ("transient_" if push else "query_") + uuid.uuid4().hex[:16]
         self.statement = statement
         self.column_names = column_names
         self.column_types = column_types
         self.limit = limit
         self.push = push
+        self.printing = printing                          # PRINT: rows are text lines, not column values
+        self.error: str | None = None                     # why the query ended on its own (a failure)
         self.rows = rows or []                            # a pull query's whole answer
         self.listener: Listener | None = None
         self._stop: Callable[[], None] = lambda: None

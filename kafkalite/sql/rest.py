@@ -104,11 +104,12 @@ class KsqlApi(resource.Resource):
             d.addCallbacks(lambda entities: _finish(request, 200, entities), lambda f: _failed(request, f))
             return server.NOT_DONE_YET
         accept = (request.getHeader(b"accept") or b"").decode("latin-1")
-        writer: QueryWriter = (QueryWriter(request) if path == b"/query"
-                               else JsonStreamWriter(request) if "application/json" in accept
-                               and DELIMITED not in accept else DelimitedWriter(request))
+        writer: type[QueryWriter] = (QueryWriter if path == b"/query"
+                                     else JsonStreamWriter if "application/json" in accept
+                                     and DELIMITED not in accept else DelimitedWriter)
         dq = threads.deferToThread(self.engine.query, body[field], props)
-        dq.addCallbacks(writer.start, lambda f: _failed(request, f))
+        dq.addCallbacks(lambda q: (PrintWriter if q.printing else writer)(request).start(q),
+                        lambda f: _failed(request, f))
         return server.NOT_DONE_YET
 
     def _close(self, request: server.Request, body: dict[str, Any]) -> bytes | int:
@@ -173,6 +174,8 @@ class QueryWriter:
             self.sent += 1
         if final or (limit is not None and self.sent >= limit):
             self.done = True
+            if self.query.error is not None:             # ksqlDB's error row: the query failed
+                self.request.write(self.row_error(KsqlError(self.query.error, code=SERVER_ERROR).body()))
             self.request.write(self.end(limit is not None and self.sent >= limit))
             self.request.finish()
             self._close_query()
@@ -187,6 +190,9 @@ class QueryWriter:
 
     def row(self, row: Row) -> bytes:
         return b",\n" + json.dumps({"row": {"columns": row}}).encode()
+
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return b",\n" + json.dumps({"errorMessage": error}).encode()
 
     def end(self, limit_reached: bool) -> bytes:
         return (b",\n" + json.dumps({"finalMessage": "Limit Reached"}).encode() if limit_reached else b"") + b"]\n"
@@ -204,6 +210,9 @@ class DelimitedWriter(QueryWriter):
     def row(self, row: Row) -> bytes:
         return json.dumps(row).encode() + b"\n"
 
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return json.dumps(error).encode() + b"\n"
+
     def end(self, limit_reached: bool) -> bytes:
         return b""
 
@@ -219,8 +228,27 @@ class JsonStreamWriter(DelimitedWriter):
     def row(self, row: Row) -> bytes:
         return b",\n" + json.dumps(row).encode()
 
+    def row_error(self, error: dict[str, Any]) -> bytes:
+        return b",\n" + json.dumps(error).encode()
+
     def end(self, limit_reached: bool) -> bytes:
         return b"]\n"
+
+
+class PrintWriter(QueryWriter):
+    """PRINT's stream (ksqlDB's ``TopicStreamWriter``): plain text, one line per record and per
+    change of the possible key and value formats."""
+
+    content_type = "text/plain"
+
+    def header(self, query: TransientQuery) -> bytes:
+        return b""
+
+    def row(self, row: Row) -> bytes:
+        return str(row).encode() + b"\n"
+
+    def end(self, limit_reached: bool) -> bytes:
+        return b""
 
 
 def _json(request: server.Request, status: int, doc: Any) -> bytes:

@@ -4,6 +4,7 @@ maps to a Spark function here, and an unknown one is ksqlDB's statement error.""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
@@ -30,6 +31,34 @@ _SPARK_TYPES = {"BOOLEAN": "boolean", "INT": "int", "BIGINT": "bigint", "DOUBLE"
 #: pseudo columns that the engine's view provides (ROWTIME is a Spark timestamp there, for windows
 #: and watermarks; in expressions it is ksqlDB's BIGINT of epoch milliseconds)
 PSEUDO = ("ROWTIME", "ROWPARTITION", "ROWOFFSET")
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The columns a join's expressions can name: each source's alias with its columns (pseudo
+    columns included). A qualified name (``A.ID``) must exist in that source; an unqualified one
+    in exactly one source, else it is ambiguous (ksqlDB's rule); pseudo columns unqualified are
+    the left source's."""
+
+    sources: tuple[tuple[str, frozenset[str]], ...]
+
+    def resolve(self, col: ast.Column, statement: str) -> str:
+        aliases = dict(self.sources)
+        if col.source is not None:
+            if col.source not in aliases:
+                raise KsqlError(f"Source '{col.source}' does not exist in the FROM clause.", statement=statement)
+            if col.name not in aliases[col.source]:
+                raise KsqlError(f"Column '{col.source}.{col.name}' cannot be resolved.", statement=statement)
+            return f"{quote(col.source)}.{quote(col.name)}"
+        owners = [a for a, cols in self.sources if col.name in cols]
+        if col.name in PSEUDO:
+            owners = owners[:1]
+        if not owners:
+            raise KsqlError(f"Column '{col.name}' cannot be resolved.", statement=statement)
+        if len(owners) > 1:
+            raise KsqlError(f"Column '{col.name}' is ambiguous. Could be any of: "
+                            f"{', '.join(f'{a}.{col.name}' for a in owners)}", statement=statement)
+        return f"{quote(owners[0])}.{quote(col.name)}"
 
 
 def quote(name: str) -> str:
@@ -93,14 +122,25 @@ def columns_of(e: ast.Expr | None) -> set[str]:
     return out
 
 
-def to_spark(e: ast.Expr, known: set[str], statement: str = "") -> str:
-    """Spark SQL text for ``e``; ``known`` are the columns in scope (others: ksqlDB's error)."""
+#: a windowed aggregate's bounds, selectable as columns (ms)
+WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
+
+
+def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window: str | None = None) -> str:
+    """Spark SQL text for ``e``; ``known`` are the columns in scope (others: ksqlDB's error), a
+    :class:`Scope` for a join; ``window`` is a windowed aggregate's window expression, whose
+    bounds WINDOWSTART/WINDOWEND name."""
     def go(x: ast.Expr) -> str:
         if isinstance(x, ast.Literal):
             return literal(x.value)
         if isinstance(x, ast.Column):
+            if isinstance(known, Scope):
+                sql = known.resolve(x, statement)
+                return f"unix_millis({sql})" if x.name == "ROWTIME" else sql
             if x.name not in known:
                 raise KsqlError(f"Column '{x.name}' cannot be resolved.", statement=statement)
+            if window is not None and x.name in WINDOW_BOUNDS:
+                return f"unix_millis({window}.{'start' if x.name == 'WINDOWSTART' else 'end'})"
             return "unix_millis(`ROWTIME`)" if x.name == "ROWTIME" else quote(x.name)
         if isinstance(x, ast.Binary):
             op = {"||": "||", "=": "="}.get(x.op, x.op)

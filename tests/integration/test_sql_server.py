@@ -1,8 +1,8 @@
 """``kafkalite-sql-server`` as a process against a broker, driven over ksqlDB's REST API: DDL
 through /ksql, a statement error with its position, /info, /healthcheck and /status; then the
 server is killed and started again with the same ksql.service.id, and it rebuilds its streams
-from the command topic. (No persistent query here, so no Spark session is started: Spark runs in
-tests/spark/test_spark_sql.py.)"""
+from the command topic; INSERT VALUES writes records that PRINT streams back over /query. (No
+persistent query here, so no Spark session is started: Spark runs in tests/spark/test_spark_sql.py.)"""
 from __future__ import annotations
 
 import json
@@ -94,6 +94,23 @@ def test_server_rest_and_replay_after_restart(broker: Any, tmp_path: Path) -> No
         fields = body[2]["sourceDescription"]["fields"]
         assert [(f["name"], f["schema"]["type"], f.get("type")) for f in fields] == [
             ("USERID", "STRING", "KEY"), ("PAGEID", "STRING", None)]
+        code, body = _call(url + "/ksql", {"ksql": "INSERT INTO pageviews (ROWTIME, userid, pageid) VALUES "
+                                                   "(1700000000000, 'u1', 'p1'); INSERT INTO pageviews VALUES "
+                                                   "('u2', 'p''2');"})
+        assert (code, body) == (200, [])                  # ksqlDB answers INSERT VALUES with no entity
+        code, body = _call(url + "/ksql", {"ksql": "INSERT INTO pageviews (userid, pageid) VALUES ('u3', 1);"})
+        assert code == 400 and body["message"] == "Expected type STRING for field PAGEID but got INT(1)"
+        req = urllib.request.Request(url + "/query", data=json.dumps(
+            {"ksql": f"PRINT '{topic}' FROM BEGINNING LIMIT 2;", "streamsProperties": {}}).encode())
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            lines = [line for line in resp.read().decode().splitlines() if line]
+        records = sorted(line for line in lines if line.startswith("rowtime:"))
+        assert lines[:2] == ["Key format: KAFKA_STRING", "Value format: JSON or KAFKA_STRING"], lines
+        assert records[0] == ('rowtime: 2023/11/14 22:13:20.000 Z, key: u1, value: {"PAGEID": "p1"}, partition: '
+                              + records[0].rsplit(" ", 1)[1])
+        assert records[1].startswith("rowtime: ") and ', key: u2, value: {"PAGEID": "p\'2"}' in records[1]
+        code, body = _call(url + "/query", {"ksql": "PRINT nosuchtopic;"})
+        assert code == 400 and body["message"].startswith("Could not find topic 'nosuchtopic'")
     finally:
         proc.terminate()
         proc.wait(30)

@@ -102,6 +102,26 @@ def test_query_stream_delimited_is_one_json_per_line_and_disconnect_stops(inline
     assert b"late" not in b"".join(req.written)
 
 
+@pytest.mark.parametrize("path, accept", [("/query", None), ("/query-stream", "application/vnd.ksqlapi.delimited.v1"),
+                                          ("/query-stream", "application/json")])
+def test_a_failed_push_query_ends_with_ksqls_error_row(inline: None, path: str, accept: str | None) -> None:
+    engine = QueryEngine()
+    field, props = ("ksql", "streamsProperties") if path == "/query" else ("sql", "properties")
+    req = _post(rest.KsqlApi(engine), path, {field: "SELECT * FROM s EMIT CHANGES;", props: {}}, accept=accept)
+    tq = engine.queries[0]
+    tq.offer([["a", 1.0]])
+    tq.error = "Query failed: broker unreachable"               # what Engine._watch records
+    tq.close()
+    assert req.finished
+    text = b"".join(req.written).decode()
+    error = {"@type": "generic_error", "error_code": 50000, "message": "Query failed: broker unreachable"}
+    if accept == "application/vnd.ksqlapi.delimited.v1":
+        assert json.loads(text.splitlines()[-1]) == error
+    else:
+        doc = json.loads(text)
+        assert doc[-1] == ({"errorMessage": error} if path == "/query" else error) and len(doc) == 3
+
+
 def test_rows_before_the_header_are_kept(inline: None) -> None:
     tq = TransientQuery("SELECT", ["X"], ["INTEGER"], None, push=True)
     tq.offer([[1]])

@@ -64,7 +64,7 @@ def test_ksql_endpoint_and_statement_errors(monkeypatch: Any) -> None:
     assert engine.calls == [("SHOW STREAMS;", {"auto.offset.reset": "earliest"})]
     code, body = _render(api, _request("POST", "/ksql", {"ksql": "SELEC * FROM x;"}), monkeypatch)
     assert code == 400 and body["@type"] == "statement_error" and body["error_code"] == 40001
-    assert body["message"].startswith("line 1:1: mismatched input 'SELEC'")
+    assert body["message"].startswith("line 1:1: Syntax Error\nUnknown statement 'SELEC'")
     assert body["statementText"] == "SELEC * FROM x;"
     code, body = _render(api, _request("POST", "/ksql", b"{not json"), monkeypatch)
     assert code == 400 and body["@type"] == "generic_error" and body["error_code"] == 40000

@@ -1,0 +1,344 @@
+"""The engine's statements without brokers or Spark: a recording double stands at the Spark
+boundary (it keeps the Spark SQL text and the reader options the engine hands it) and another at
+the command topic. INSERT INTO ... SELECT, INSERT VALUES, SET/UNSET within a request, EXPLAIN and
+aggregating push queries go through the same plan as CREATE ... AS SELECT; ksqlDB's refusals."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kafkalite.sql import engine as engine_mod
+from kafkalite.sql.command_topic import Command
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from kafkalite.sql.errors import KsqlError
+
+
+class Field:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.dataType = self
+
+    def simpleString(self) -> str:
+        return "bigint" if self.name.startswith("KSQL_COL") else "string"
+
+
+class Frame:
+    """A Spark DataFrame / reader / writer / streaming query double: every call chains, the
+    calls the engine's plan depends on are recorded."""
+
+    def __init__(self, spark: "FakeSpark", columns: list[str] | None = None) -> None:
+        self.spark = spark
+        self.columns = columns or []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("writeStream", "write"):
+            return self
+        if name == "sparkSession":
+            return self.spark
+
+        def call(*args: Any, **kwargs: Any) -> Frame:
+            if name == "option":
+                self.spark.options[args[0]] = args[1]
+            if name == "select":
+                return Frame(self.spark, [a.strip("`") for a in args])
+            return self
+        return call
+
+    @property
+    def schema(self) -> Any:
+        return type("Schema", (), {"fields": [Field(c) for c in self.columns]})()
+
+    @property
+    def _jdf(self) -> Any:
+        return type("J", (), {"queryExecution": lambda _: type("Q", (), {"toString": lambda _: "== Plan =="})()})()
+
+    @property
+    def _jsq(self) -> Any:
+        return type("J", (), {"explainInternal": lambda _, extended: "== Running plan =="})()
+
+    isActive = True
+
+    def processAllAvailable(self) -> None:
+        pass
+
+
+class FakeSpark:
+    def __init__(self) -> None:
+        self.sql_texts: list[str] = []
+        self.options: dict[str, str] = {}
+        self.readStream = Frame(self)
+        self.read = Frame(self)
+
+    def sql(self, text: str) -> Frame:
+        self.sql_texts.append(text)
+        return Frame(self)
+
+
+class FakeCommands:
+    topic = "_confluent-ksql-default__command_topic"
+
+    def __init__(self) -> None:
+        self.log: list[Command] = []
+
+    def ensure(self) -> None:
+        pass
+
+    def append(self, command_id: str, statement: str, properties: dict[str, Any]) -> int:
+        self.log.append(Command(command_id, statement, properties, len(self.log)))
+        return len(self.log) - 1
+
+    def read_all(self) -> list[Command]:
+        return list(self.log)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def engine(monkeypatch: Any) -> Engine:
+    e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",)), FakeSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
+    monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
+    e.execute("CREATE STREAM s (id STRING KEY, v INT, name STRING) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+              "CREATE STREAM o (id STRING KEY, v INT) WITH (KAFKA_TOPIC='o', VALUE_FORMAT='JSON');"
+              "CREATE TABLE t (id STRING PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='t', VALUE_FORMAT='JSON');")
+    return e
+
+
+def _spark(e: Engine) -> FakeSpark:
+    spark = e.spark
+    assert isinstance(spark, FakeSpark)
+    return spark
+
+
+def test_insert_into_select_is_a_persistent_query_into_the_stream(engine: Engine) -> None:
+    out = engine.execute("INSERT INTO o SELECT id, v FROM s WHERE v > 1;")
+    assert out[0]["@type"] == "currentStatus" and out[0]["commandId"] == "stream/`O`/create"
+    assert out[0]["commandStatus"]["queryId"] == "INSERTQUERY_3"
+    assert engine.commands.log[-1].statement == "INSERT INTO o SELECT id, v FROM s WHERE v > 1;"  # type: ignore
+    assert "WHERE (`V` > 1)" in _spark(engine).sql_texts[-1]
+    shown = engine.execute("SHOW QUERIES;")[0]["queries"]
+    assert [(q["id"], q["sinks"], q["sinkKafkaTopics"]) for q in shown] == [("INSERTQUERY_3", ["O"], ["o"])]
+    with pytest.raises(KsqlError, match=r"Cannot drop O.\nThe following queries read from this source: \[\]."
+                                        r"\nThe following queries write into this source: \[INSERTQUERY_3\]"):
+        engine.execute("DROP STREAM o;")
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO o SELECT id, v AS w FROM s;", "Incompatible schema between results and sink.\n"
+     "Result schema is `ID` STRING KEY, `W` INT\nSink schema is `ID` STRING KEY, `V` INT"),
+    ("INSERT INTO o SELECT id, name AS v FROM s;", "Incompatible schema between results and sink."),
+    ("INSERT INTO o SELECT * FROM s;", "Incompatible schema between results and sink."),
+    ("INSERT INTO t SELECT id, v FROM s;", "INSERT INTO can only be used to insert into a stream. T is a table."),
+    ("INSERT INTO nope SELECT id, v FROM s;", "NOPE does not exist."),
+    ("INSERT INTO o SELECT id, COUNT(*) AS v FROM s GROUP BY id;", "Invalid result type. Your SELECT query "
+     "produces a TABLE."),
+])
+def test_insert_into_refusals(engine: Engine, statement: str, message: str) -> None:
+    before = len(engine.commands.log)  # type: ignore[attr-defined]
+    with pytest.raises(KsqlError) as info:
+        engine.execute(statement)
+    assert info.value.message.startswith(message) and info.value.statement == statement
+    assert len(engine.commands.log) == before                    # type: ignore[attr-defined]  # nothing logged
+
+
+def test_a_failing_statement_reports_the_entities_before_it(engine: Engine) -> None:
+    with pytest.raises(KsqlError) as info:
+        engine.execute("SHOW STREAMS; DROP STREAM nope;")
+    body = info.value.body()
+    assert (body["@type"], body["error_code"], body["statementText"]) == ("statement_error", 40001,
+                                                                          "DROP STREAM nope;")
+    assert [e["@type"] for e in body["entities"]] == ["streams"]
+
+
+def test_set_applies_to_the_later_statements_of_the_request(engine: Engine) -> None:
+    out = engine.execute("SET 'auto.offset.reset'='earliest'; CREATE STREAM a AS SELECT * FROM s;"
+                         "UNSET 'auto.offset.reset'; CREATE STREAM b AS SELECT * FROM s; SHOW PROPERTIES;")
+    assert [e["@type"] for e in out] == ["currentStatus", "currentStatus", "properties"]   # SET: no entity
+    log = engine.commands.log                                      # type: ignore[attr-defined]
+    assert (log[-2].statement, log[-2].streams_properties) == ("CREATE STREAM a AS SELECT * FROM s;",
+                                                               {"auto.offset.reset": "earliest"})
+    assert log[-1].streams_properties == {}
+    shown = engine.execute("SHOW PROPERTIES;", {"auto.offset.reset": "earliest"})[0]
+    assert shown["overwrittenProperties"] == ["ksql.streams.auto.offset.reset"]
+    assert {"name": "ksql.streams.auto.offset.reset", "scope": "KSQL", "value": "earliest"} in shown["properties"]
+
+
+def test_explain_a_query_id_and_a_statement(engine: Engine) -> None:
+    engine.execute("CREATE STREAM fast AS SELECT id, v * 2 AS dbl FROM s WHERE v > 80;")
+    described = engine.execute("EXPLAIN CSAS_FAST_3;")[0]
+    assert described["@type"] == "queryDescription" and described["statementText"] == "EXPLAIN CSAS_FAST_3;"
+    d = described["queryDescription"]
+    assert set(d) == {"id", "statementText", "windowType", "fields", "sources", "sinks", "topology",
+                      "executionPlan", "overriddenProperties", "ksqlHostQueryStatus", "queryType", "queryErrors",
+                      "tasksMetadata", "state", "consumerGroupId"}
+    assert (d["id"], d["sources"], d["sinks"], d["queryType"], d["state"]) == (
+        "CSAS_FAST_3", ["S"], ["FAST"], "PERSISTENT", "RUNNING")
+    assert d["statementText"] == "CREATE STREAM fast AS SELECT id, v * 2 AS dbl FROM s WHERE v > 80;"
+    assert d["ksqlHostQueryStatus"] == {"127.0.0.1:18088": "RUNNING"}
+    assert [f["name"] for f in d["fields"]] == ["ID", "DBL"] and d["fields"][0]["type"] == "KEY"
+    assert d["topology"] == "== Running plan ==" and "(`V` * 2) AS `DBL`" in d["executionPlan"]
+    logged = len(engine.commands.log)                              # type: ignore[attr-defined]
+    planned = engine.execute("EXPLAIN CREATE TABLE c AS SELECT id, COUNT(*) FROM s "
+                             "WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;")[0]["queryDescription"]
+    assert (planned["id"], planned["windowType"], planned["topology"]) == ("CTAS_C_4", "TUMBLING", "== Plan ==")
+    assert planned["ksqlHostQueryStatus"] == {} and planned["state"] is None
+    assert len(engine.commands.log) == logged and engine.metastore.get("C") is None      # type: ignore
+    with pytest.raises(KsqlError, match="Query with id:CSAS_NOPE_1 does not exist, use SHOW QUERIES"):
+        engine.execute("EXPLAIN CSAS_NOPE_1;")
+    with pytest.raises(KsqlError, match="The provided statement does not run a ksql query"):
+        engine.execute("EXPLAIN SELECT * FROM t WHERE id = 'a';")
+
+
+def test_replay_rebuilds_insert_queries_with_the_same_ids(engine: Engine) -> None:
+    engine.execute("INSERT INTO o SELECT id, v FROM s; TERMINATE INSERTQUERY_3; INSERT INTO o SELECT id, v FROM s;")
+    again = Engine(engine.config, FakeSpark())
+    again.commands = engine.commands
+    assert again.start() == 6
+    assert {q.id: q.state for q in again.metastore.queries.values()} == {
+        "INSERTQUERY_3": "TERMINATED", "INSERTQUERY_5": "RUNNING"}
+    assert list(again.plans) == ["INSERTQUERY_5"] and again.last_sequence == 5
+
+
+def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch: Any) -> None:
+    modes: list[str] = []
+    orig = Frame.__getattr__
+
+    def spy(self: Frame, name: str) -> Any:
+        if name == "outputMode":
+            return lambda mode: modes.append(mode) or self
+        return orig(self, name)
+    monkeypatch.setattr(Frame, "__getattr__", spy)
+    monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
+    tq = engine.query("SELECT id, WINDOWSTART, WINDOWEND AS we, COUNT(*) FROM s WINDOW TUMBLING (SIZE 10 SECONDS) "
+                      "GROUP BY id EMIT CHANGES;")
+    assert tq.push and tq.column_names == ["ID", "WINDOWSTART", "WE", "KSQL_COL_3"] and modes == ["update"]
+    sql = _spark(engine).sql_texts[-1]
+    assert sql == ("SELECT `ID` AS `ID`, unix_millis(window(`ROWTIME`, '10000 milliseconds').start) AS `WINDOWSTART`, "
+                   "unix_millis(window(`ROWTIME`, '10000 milliseconds').end) AS `WE`, count(*) AS `KSQL_COL_3`, "
+                   "window(`ROWTIME`, '10000 milliseconds') AS `__window` FROM ksql_" + tq.id.lower()
+                   + " GROUP BY `ID`, window(`ROWTIME`, '10000 milliseconds')")
+    tq.close()
+    with pytest.raises(KsqlError, match="PARTITION BY is not supported in push queries"):
+        engine.query("SELECT * FROM s PARTITION BY v EMIT CHANGES;")
+
+
+class FakeProducer:
+    sent: list[tuple[str, Any, Any, int | None]] = []
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        pass
+
+    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None) -> Any:
+        FakeProducer.sent.append((topic, key, value, timestamp_ms))
+        return type("F", (), {"result": lambda _, timeout: None})()
+
+    def close(self, timeout: float) -> None:
+        pass
+
+
+def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    FakeProducer.sent = []
+    assert engine.execute("INSERT INTO s (ROWTIME, id, v, name) VALUES (1700000000000, 'k1', 7, 'it''s');") == []
+    assert engine.execute("INSERT INTO s VALUES ('k2', 8, NULL);") == []
+    topic, key, value, ts = FakeProducer.sent[0]
+    assert (topic, key, json.loads(value), ts) == ("s", b"k1", {"V": 7, "NAME": "it's"}, 1700000000000)
+    assert FakeProducer.sent[1][1:3] == (b"k2", b'{"V": 8, "NAME": null}')
+    engine.execute("CREATE STREAM d (id STRING KEY, x DOUBLE, ok BOOLEAN) WITH (KAFKA_TOPIC='d', "
+                   "VALUE_FORMAT='DELIMITED');")
+    engine.execute("INSERT INTO d (id, x, ok) VALUES ('a', 2, true);")
+    assert FakeProducer.sent[-1][1:3] == (b"a", b"2.0,true")
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("INSERT INTO s VALUES ('k', 1);", "Expected a value for each column. Expected Columns: [ID, V, NAME]. "
+                                       "Got ['k', 1]"),
+    ("INSERT INTO s (id, nope) VALUES ('k', 1);", "Column name `NOPE` does not exist."),
+    ("INSERT INTO s (id, v) VALUES ('k', 'x');", "Expected type INT for field V but got STRING(x)"),
+    ("INSERT INTO s (id, ROWOFFSET) VALUES ('k', 1);", "Inserting into column `ROWOFFSET` is not allowed."),
+    ("INSERT INTO t (v) VALUES (1);", "Failed to insert values into 'T'. Value for primary key column(s) ID is "
+                                      "required for tables"),
+    ("INSERT INTO nope VALUES (1);", "NOPE does not exist."),
+])
+def test_insert_values_refusals(engine: Engine, monkeypatch: Any, statement: str, message: str) -> None:
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    FakeProducer.sent = []
+    with pytest.raises(KsqlError) as info:
+        engine.execute(statement)
+    assert info.value.message == message and FakeProducer.sent == []
+
+
+def test_stream_stream_join_plan(engine: Engine) -> None:
+    out = engine.execute("CREATE STREAM j AS SELECT s.id AS id, name, o.v AS ov FROM s JOIN o "
+                         "WITHIN (1 SECOND, 2 SECONDS) GRACE PERIOD 3 SECONDS ON s.id = o.id WHERE s.v > 0;")
+    assert out[0]["commandStatus"]["queryId"] == "CSAS_J_3"
+    sql = _spark(engine).sql_texts[-1]
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `O`.`V` AS `OV` FROM ksql_csas_j_3_0 AS `S` "
+                   "INNER JOIN ksql_csas_j_3_1 AS `O` ON (`S`.`ID` = `O`.`ID`) "
+                   "AND `O`.`ROWTIME` >= `S`.`ROWTIME` - INTERVAL 1000 MILLISECONDS "
+                   "AND `O`.`ROWTIME` <= `S`.`ROWTIME` + INTERVAL 2000 MILLISECONDS WHERE (`S`.`V` > 0)")
+    j = engine.metastore.require("J")
+    assert [(c.name, str(c.type), c.key) for c in j.columns] == [
+        ("ID", "STRING", True), ("NAME", "STRING", False), ("OV", "INT", False)]
+    assert engine.metastore.readers_and_writers("O") == (["CSAS_J_3"], [])
+    star = engine.execute("EXPLAIN SELECT * FROM s x LEFT JOIN o WITHIN 1 MINUTE ON x.id = o.id EMIT CHANGES;")
+    fields = star[0]["queryDescription"]["fields"]
+    assert [f["name"] for f in fields] == ["X_ID", "X_V", "X_NAME", "O_ID", "O_V"]
+    assert "LEFT OUTER JOIN" in _spark(engine).sql_texts[-1]
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("SELECT * FROM s JOIN o ON s.id = o.id EMIT CHANGES;", "Stream-Stream joins must have a WITHIN clause"),
+    ("SELECT * FROM s JOIN t WITHIN 1 SECOND ON s.id = t.id EMIT CHANGES;", "A window definition was provided "
+     "for a Stream-Table join. These joins are not windowed."),
+    ("SELECT * FROM t JOIN s ON t.id = s.id EMIT CHANGES;", "Invalid join order: table-stream joins are not "
+     "supported; only stream-table joins. Got T [INNER] JOIN S."),
+    ("SELECT * FROM s FULL OUTER JOIN t ON s.id = t.id EMIT CHANGES;", "Invalid join type: full-outer join not "
+     "supported for stream-table join. Got S [FULL] JOIN T."),
+    ("SELECT * FROM s JOIN o WITHIN 1 SECOND ON s.v > o.v EMIT CHANGES;", "Unsupported join expression: "
+     "(S.V > O.V)."),
+    ("SELECT * FROM s JOIN s WITHIN 1 SECOND ON s.id = s.id EMIT CHANGES;", "Can not join 'S' to 'S': self joins"),
+    ("SELECT id FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id EMIT CHANGES;", "Column 'ID' is ambiguous. Could be "
+     "any of: S.ID, O.ID"),
+    ("SELECT s.nope FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id EMIT CHANGES;", "Column 'S.NOPE' cannot be "
+     "resolved."),
+    ("CREATE STREAM k AS SELECT name FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id;", "Key missing from "
+     "projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to build `K` must include the join "
+     "expression S.ID in its projection (eg, SELECT S.ID...)."),
+    ("SELECT s.id, COUNT(*) FROM s JOIN o WITHIN 1 SECOND ON s.id = o.id GROUP BY s.id EMIT CHANGES;",
+     "Aggregations over joins are not supported by this server yet"),
+])
+def test_join_refusals(engine: Engine, statement: str, message: str) -> None:
+    with pytest.raises(KsqlError) as info:
+        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
+    assert info.value.message.startswith(message), info.value.message
+
+
+def test_stream_table_join_joins_each_batch_with_the_tables_latest_rows(engine: Engine) -> None:
+    out = engine.execute("CREATE STREAM e AS SELECT s.id AS id, name, t.v AS tv FROM s LEFT JOIN t ON s.id = t.id;")
+    assert out[0]["commandStatus"]["queryId"] == "CSAS_E_3"
+    plan, sql = engine.plans["CSAS_E_3"]
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `T`.`V` AS `TV` FROM ksql_csas_e_3_stream AS `S` "
+                   "LEFT OUTER JOIN ksql_csas_e_3_table AS `T` ON (`S`.`ID` = `T`.`ID`)")
+    compiled, _ = engine._compile(plan)
+    assert isinstance(compiled, engine_mod.TableJoin)
+    spark = _spark(engine)
+    before = len(spark.sql_texts)
+    compiled.per_batch(Frame(spark))                     # what each micro-batch runs
+    latest, joined = spark.sql_texts[before:]
+    assert latest == ("SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY `ID` ORDER BY `ROWPARTITION` DESC, "
+                      "`ROWOFFSET` DESC) AS `__latest` FROM ksql_csas_e_3_changelog) WHERE `__latest` = 1 AND NOT "
+                      "`__tombstone`")
+    assert joined == sql and spark.options["startingOffsets"] == "earliest"
+    assert engine.metastore.readers_and_writers("T") == (["CSAS_E_3"], [])
+    with pytest.raises(KsqlError, match="Cannot repartition a TABLE source. If this is a join, make sure that the "
+                                        "criteria uses the TABLE's key column ID instead of V"):
+        engine.query("SELECT * FROM s JOIN t ON s.v = t.v EMIT CHANGES;")
+    with pytest.raises(KsqlError, match="Table-Table joins are not supported by this server yet"):
+        engine.query("SELECT * FROM t JOIN t AS u ON t.id = u.id EMIT CHANGES;")
