@@ -794,7 +794,10 @@ class Engine:
                 write(join.per_batch(batch), batch_id)
             writer = stream(join.stream).foreachBatch(join_batch)
         elif update:
-            # once written, the batch's rows update the table's state store that pull queries read
+            # the batch's rows update the table's state store that pull queries read before they
+            # are written, as ksqlDB's state stores run ahead of the output topic's commit: a reader
+            # that has seen a row in the topic finds it in a pull query (a batch Spark runs again
+            # recomputes the same rows, so an update whose write failed is made again)
             store = self._store_for(plan, result)
             windowed = q.window is not None
             if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
@@ -803,8 +806,8 @@ class Engine:
             def write_batch(batch: Any, batch_id: int) -> None:
                 batch.persist()
                 try:
-                    write(batch, batch_id)
                     store.update([_store_row(r.asDict(), windowed) for r in batch.collect()])
+                    write(batch, batch_id)
                 finally:
                     batch.unpersist()
             writer = stream(result).foreachBatch(write_batch)

@@ -1,8 +1,8 @@
 """The README's runnable blocks, run as written: the bash block between ``<!-- NAME begin -->`` and
 ``<!-- NAME end -->`` markers runs in bash from the repository's root, against the cluster it
-starts itself. The quickstart (the same block as docs/getting-started.md's) and the Kafka Connect
-section are run. Only these things change: the well-known ports (the broker's 9092, Connect's
-8083) become free ports, the cluster directory is a temp dir (``$KAFKALITE_CLUSTER_DIR``, which the
+starts itself. The quickstart (the same block as docs/getting-started.md's), the Kafka Connect
+and the Streaming SQL sections are run. Only these things change: the well-known ports (the
+broker's 9092, Connect's 8083, the SQL server's 8088) become free ports, the cluster directory is a temp dir (``$KAFKALITE_CLUSTER_DIR``, which the
 launcher reads), ``/tmp/kafkalite-*`` scratch directories move into the test's temp dir, and
 ``.venv/bin/`` is the directory of the interpreter running the tests. The outputs a block shows as
 ``#   ...`` lines must be printed."""
@@ -95,3 +95,13 @@ def test_the_readme_connect_section_runs_as_written(tmp_path: Path) -> None:
     assert '"state":"RUNNING"' in stdout.replace(" ", ""), stdout[-3000:]        # the sink's status
     written = (tmp_path / "kafkalite-connect" / "orders.txt").read_text().splitlines()
     assert len(written) == 2 and all("id" in line for line in written), written    # the good records, in order
+
+
+def test_the_readme_sql_section_runs_as_written(tmp_path: Path) -> None:
+    """The SQL server started by the launcher: a stream, INSERT VALUES, a persistent aggregate,
+    a push query that ends at its LIMIT and a pull query from the table's state, through the shell."""
+    script = bash_script(marked_block(ROOT / "README.md", "sql"), "Streaming SQL section")
+    stdout, _ = run_as_written(script, tmp_path, {9092: free_port(), 8088: free_port()}, timeout=300)
+    printed = [" ".join(line.split()) for line in stdout.splitlines()]
+    assert printed.count("| ann | 5.0 | 2 |") == 2, stdout[-3000:]      # the push query's row, then the pull's
+    assert "Created query with ID CTAS_KM_PER_DRIVER_1" in " ".join(printed), stdout[-3000:]
