@@ -344,10 +344,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the largest --connect-mb Kafka 0.9.0.1's Java worker is run at (default 10; its "
                          "FileStreamSourceTask's time grows with the square of the file); 0 JDBC rows: no JDBC part")
     ap.add_argument("--streams-rate", type=float,
-                    help="records/s of scenario 17's latency phase (default 1,000; --quick: 200)")
+                    help="records/s of scenario 17's latency phase (default 500; --quick: 200)")
     ap.add_argument("--streams-seconds", type=float, help="seconds of scenario 17's latency phase (default 15)")
     ap.add_argument("--streams-burst", type=int,
-                    help="records of scenario 17's throughput phase (default 50,000; --quick: 5,000)")
+                    help="records of scenario 17's throughput phase (default 30,000; --quick: 5,000)")
     ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")

@@ -51,9 +51,9 @@ class Sizes:
     connect_mb: float = 1000.0
     connect_rows: int = 1_000_000
     connect_java_mb: float = 10.0
-    streams_rate: float = 1_000.0
+    streams_rate: float = 500.0
     streams_seconds: float = 15.0
-    streams_burst: int = 50_000
+    streams_burst: int = 30_000
 
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
@@ -729,7 +729,10 @@ def connect(system: System, results: Results, sizes: Sizes, workdir: Path) -> No
     def create(topic: str) -> None:
         system.create_topic(topic, 1, 1)
 
-    timeout = max(300.0, sizes.connect_mb * 20)            # 50 KB/s: a stuck worker, not a slow one
+    timeout = max(600.0, sizes.connect_mb * 20)            # 50 KB/s: a stuck worker, not a slow one
+    # Kafka 0.9.0.1's source task sends nothing until it has read the whole file (one poll): at
+    # 10 MB that took 235 s on a loaded machine, all of it without a record in the topic
+    stall = 600.0
     runs: dict[str, list[connect_pipeline.Figures]] = {system.name: [], KAFKA: []}
     failed: dict[str, str] = {}
     workers = [("kafkalite", system.name), ("kafka", KAFKA)]
@@ -745,7 +748,7 @@ def connect(system: System, results: Results, sizes: Sizes, workdir: Path) -> No
         for kind, name in workers:
             try:
                 f = connect_pipeline.run_file_pipeline(kind, bootstrap, create, source, lines,
-                                                       workdir / f"{kind}-{run}", timeout)
+                                                       workdir / f"{kind}-{run}", timeout, stall=stall)
             except (RuntimeError, TimeoutError) as exc:
                 # Kafka 0.9.0.1's FileStreamSourceTask reads a file already there in one poll,
                 # doubling its read buffer whenever a read fills it and copying the whole buffer for
