@@ -893,6 +893,8 @@ def streams(kafkalite: System, kafka: System | None, results: Results, sizes: Si
         note = ""
         if engine == QUIX_ENGINE and name != KAFKA and (kind, engine, KAFKA) in failed:
             note = f"Quix Streams on {KAFKA}: {failed[(kind, engine, KAFKA)]}"
+        if (kind, engine, name) in failed:      # measured before it failed (later runs skip it)
+            note = f"{len(figs)} of {sizes.runs} runs; then: {failed[(kind, engine, name)]}"
         for row in stream_rows(kind, engine, name, sizes, figs, note):
             results.add(row)
     if startups:
