@@ -268,10 +268,13 @@ def stalled_for(samples: list[Sample]) -> float:
 
 
 def watch(worker: Worker, topic: str, bootstrap: str, done: Callable[[], int], done_at: int,
-          timeout: float, interval: float = 0.25, stall: float = 180.0) -> list[Sample]:
+          timeout: float, interval: float = 0.25, stall: float = 180.0,
+          client_conf: dict[str, Any] | None = None) -> list[Sample]:
     """Samples until ``done()`` reaches ``done_at``; raises if the worker dies, ``timeout`` passes
-    or nothing moves for ``stall`` s (a task that died inside a live worker)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{time.time_ns()}"})
+    or nothing moves for ``stall`` s (a task that died inside a live worker). ``client_conf``: the
+    sampling consumer's extra settings (Kafka 0.9.0.1's brokers need :data:`kafka09.CLIENT_CONF`)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-watch-{time.time_ns()}",
+                         **(client_conf or {})})
     samples: list[Sample] = []
     deadline = time.monotonic() + timeout
     try:
@@ -304,7 +307,8 @@ def file_size(path: Path) -> int:
 
 
 def run_file_pipeline(kind: str, bootstrap: str, create_topic: Callable[[str], None], source: Path,
-                      lines: int, workdir: Path, timeout: float) -> Figures:
+                      lines: int, workdir: Path, timeout: float, client_conf: dict[str, Any] | None = None,
+                      stall: float = 180.0) -> Figures:
     """One worker (``kind`` "kafkalite" or "kafka") moves ``source`` through a fresh topic into a
     fresh sink file; its figures."""
     topic = f"s16-lines-{kind}-{time.time_ns() % 10**9}"
@@ -315,7 +319,8 @@ def run_file_pipeline(kind: str, bootstrap: str, create_topic: Callable[[str], N
     size = source.stat().st_size
     spawned = worker.start()
     try:
-        samples = watch(worker, topic, bootstrap, lambda: file_size(sink), size, timeout)
+        samples = watch(worker, topic, bootstrap, lambda: file_size(sink), size, timeout, stall=stall,
+                        client_conf=client_conf)
     finally:
         cpu = worker.last_proc
         worker.stop()

@@ -16,7 +16,9 @@ quota on it), ``security`` (14, kafkalite only: produce and consume over PLAINTE
 only: the web console's pages at 10,000 partitions, bench/console_pages.py), ``connect`` (16:
 kafkalite's Connect worker and Kafka 0.9.0.1's Java worker, both on a 1-broker kafkalite cluster,
 moving a file through a topic into a file, then kafkalite's JDBC sink into a throwaway PostgreSQL,
-bench/connect_pipeline.py), or ``all``.
+bench/connect_pipeline.py), ``streams`` (17: a filter-and-project stream and a one-minute tumbling
+window aggregate run by kafkalite's SQL server on Spark local[2] and written with Quix Streams, on
+kafkalite and on Kafka 0.9.0.1, bench/stream_pipelines.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
 Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
@@ -61,7 +63,7 @@ PUBLISHED = ROOT / "bench" / "RESULTS.json"
 CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
-         "security", "console", "connect"]
+         "security", "console", "connect", "streams"]
 ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
@@ -166,6 +168,20 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
             single.stop()
     elif "connect" in chosen:
         print(f"   {system.name}: scenario 16 runs both workers on the kafkalite cluster", flush=True)
+    if "streams" in chosen and isinstance(system, Kafkalite):
+        print(f"== {system.name} and Kafka {kafka09.KAFKA_VERSION}: stream processing (SQL server, Quix Streams)",
+              flush=True)
+        single = SingleBrokerKafkalite(system.zookeeper, system.workdir / "streams")
+        single.start(1)
+        reference = Kafka09(system.zookeeper, system.workdir / "streams-kafka09")
+        reference.start(1)
+        try:
+            scenarios.streams(single, reference, results, sizes, single.workdir / "engines")
+        finally:
+            reference.stop()
+            single.stop()
+    elif "streams" in chosen:
+        print(f"   {system.name}: scenario 17 runs every engine from the kafkalite side", flush=True)
 
 
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
@@ -324,6 +340,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="MB of lines the Connect workers move in scenario 16 (default 1,000; --quick: 20)")
     ap.add_argument("--connect-rows", type=int,
                     help="rows the JDBC sink writes in scenario 16 (default 1,000,000; --quick: 20,000)")
+    ap.add_argument("--connect-java-mb", type=float,
+                    help="the largest --connect-mb Kafka 0.9.0.1's Java worker is run at (default 10; its "
+                         "FileStreamSourceTask's time grows with the square of the file); 0 JDBC rows: no JDBC part")
+    ap.add_argument("--streams-rate", type=float,
+                    help="records/s of scenario 17's latency phase (default 500; --quick: 200)")
+    ap.add_argument("--streams-seconds", type=float, help="seconds of scenario 17's latency phase (default 15)")
+    ap.add_argument("--streams-burst", type=int,
+                    help="records of scenario 17's throughput phase (default 30,000; --quick: 5,000)")
     ap.add_argument("--recovery-gb", type=float, help="GB written before the kill -9 of scenario 11 (default 5)")
     ap.add_argument("--failover-runs", type=int, help="failovers of each kind (default: --runs)")
     ap.add_argument("--profile", metavar="DIR", type=Path, help="py-spy the kafkalite brokers into DIR")
@@ -340,7 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                         ("growth_gb", args.growth_gb), ("live_gb", args.live_gb), ("failover_runs", args.failover_runs),
                         ("latency_warmup_seconds", args.latency_warmup), ("recovery_gb", args.recovery_gb),
                         ("console_partitions", args.console_partitions), ("console_views", args.console_views),
-                        ("console_records", args.console_records), ("connect_mb", args.connect_mb),
+                        ("console_records", args.console_records), ("connect_mb", args.connect_mb), ("connect_java_mb", args.connect_java_mb),
+                        ("streams_rate", args.streams_rate), ("streams_seconds", args.streams_seconds),
+                        ("streams_burst", args.streams_burst),
                         ("connect_rows", args.connect_rows)):
         if value is not None:
             setattr(sizes, attr, value)
