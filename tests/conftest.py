@@ -31,6 +31,7 @@ from tests.support.registry import registry_factory  # noqa: F401,E402
 from tests.support.connect import connect_factory  # noqa: F401,E402
 from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402
 from tests.support.postgres import postgres, postgres_factory  # noqa: F401,E402
+from tests.support.spark_cluster import spark_standalone  # noqa: F401,E402
 
 assert codec.STRICT_ENV == "KAFKALITE_STRICT_CODEC"
 codec.set_strict(True)      # also when a plugin imported the codec before this file ran

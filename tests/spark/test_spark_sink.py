@@ -112,3 +112,117 @@ def test_streaming_exactly_once_survives_a_stop_and_a_batch_run_again(spark: Any
     expected = {b"r%d" % i for i in range(800)}
     assert set(got) == expected and set(got.values()) == {1}, \
         f"{len(expected - set(got))} missing, {sum(1 for v in got.values() if v > 1)} duplicated"
+
+
+def _replicated_topic(cluster: Any, partitions: int, prefix: str) -> str:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from kafkalite.client import KafkaClient
+
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    futures = admin.create_topics(
+        [NewTopic(name, partitions, 3, config={"min.insync.replicas": "2"})], operation_timeout=30)
+    futures[name].result(60)
+    with KafkaClient(cluster.bootstrap) as client:
+        def ready() -> bool:
+            t = client.metadata([name]).topics.get(name)
+            return t is not None and len(t.partitions) == partitions and all(
+                p.leader >= 0 and len(p.isr) == 3 for p in t.partitions.values())
+        wait_for(ready, 60, f"leaders and full ISRs for {name}")
+    return name
+
+
+def _leader(cluster: Any, topic: str, partition: int) -> int:
+    from kafkalite.client import KafkaClient
+
+    with KafkaClient(cluster.bootstrap) as client:
+        return int(client.metadata([topic]).topics[topic].partitions[partition].leader)
+
+
+def test_exactly_once_survives_the_output_leader_killed_mid_batch(spark: Any, cluster_factory: Any,
+                                                                  tmp_path: Path) -> None:
+    """Three brokers, everything replicated three times (the transaction log and the marker
+    topic too); kill -9 the leader of an output partition while a micro-batch is in flight: its
+    transaction goes on with the new leader (or is aborted and the batch run again), and the
+    query ends with every input record in the output once for read_committed readers."""
+    cluster = cluster_factory(3, {"default.replication.factor": "3", "min.insync.replicas": "2",
+                                  "transaction.state.log.replication.factor": "3",
+                                  "transaction.state.log.min.isr": "2", "offsets.topic.replication.factor": "3",
+                                  "unclean.leader.election.enable": "false"})
+    source, out = _replicated_topic(cluster, 2, "lk-in"), _replicated_topic(cluster, 2, "lk-out")
+    total = 3000
+    produce(cluster, source, [(i % 2, None, b"r%d" % i) for i in range(total)], acks="all")
+    ckpt = tmp_path / "ckpt"
+
+    def batches(log: str) -> list[int]:
+        d = ckpt / log
+        return sorted(int(p.name) for p in d.iterdir() if p.name.isdigit()) if d.is_dir() else []
+
+    def in_flight(after: int) -> bool:
+        offsets, commits = batches("offsets"), batches("commits")
+        return bool(offsets) and offsets[-1] > after and (not commits or offsets[-1] > commits[-1])
+
+    def start() -> Any:
+        df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", cluster.bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest")
+              .option("maxOffsetsPerTrigger", "200").load())
+        return (df.select("key", "value").writeStream.format("kafkalite")
+                .option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", out)
+                .option("deliveryGuarantee", "exactly_once").option("checkpointLocation", str(ckpt))
+                .trigger(availableNow=True).start())
+
+    q = start()
+    try:
+        wait_for(lambda: len(batches("commits")) >= 2, 180, "two committed micro-batches")
+        wait_for(lambda: in_flight(batches("commits")[-1]), 60, "a micro-batch in flight", 0.005)
+        victim = cluster.broker(_leader(cluster, out, 0))
+        victim.kill()                                              # kill -9 the output leader mid-batch
+        victim.wait(30)
+        killed_in = batches("offsets")[-1]
+        q.awaitTermination(300)
+    finally:
+        q.stop()
+    assert killed_in < total // 200 - 1, "the broker died before the last batch"
+    print(f"leader of {out}-0 killed in batch {killed_in}: the query "
+          f"{'went on with the new leader' if q.exception() is None else 'failed; restarted from its checkpoint'}")
+    if q.exception() is not None:             # the sink gave up on the dead leader: run it again
+        q = start()
+        q.awaitTermination(300)
+        assert q.exception() is None, q.exception()
+    got = Counter(_read_committed(cluster.bootstrap, out, 2))
+    expected = {b"r%d" % i for i in range(total)}
+    assert set(got) == expected and set(got.values()) == {1}, \
+        f"{len(expected - set(got))} missing, {sum(1 for v in got.values() if v > 1)} duplicated"
+
+
+def test_at_least_once_writes_through_an_idempotent_producer(spark: Any, kafka: Any) -> None:
+    """The default guarantee: each task's producer is idempotent (acks=all), so a retried
+    produce request is deduplicated by the broker: every stored batch carries a producer id and
+    per-producer sequence numbers that run from 0 without gap or overlap, and no batch is
+    transactional. The 600 rows are there once each."""
+    from kafkalite.client import KafkaClient, TopicPartition
+    from kafkalite.records.batch import scan_valid_prefix
+
+    topic = new_topic(kafka, 2, "idem")
+    df = spark.createDataFrame([(f"k{i}", f"v{i}", i % 2) for i in range(600)], "key string, value string, partition int")
+    (df.repartition(3).write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap)
+     .option("topic", topic).option("kafka.batch.size", "2048").save())
+    sequences: dict[tuple[int, int], list[tuple[int, int]]] = {}
+    with KafkaClient(kafka.bootstrap) as client:
+        for partition in range(2):
+            fetched = client.fetch(TopicPartition(topic, partition), 0, max_bytes=8 << 20)
+            infos, _ = scan_valid_prefix(bytes(fetched.records))
+            assert infos and fetched.high_watermark == sum(i.last_offset_delta + 1 for i in infos)
+            for info in infos:
+                assert info.has_producer_id and not info.is_transactional, info
+                sequences.setdefault((info.producer_id, partition), []).append(
+                    (info.base_sequence, info.last_sequence))
+    assert len({pid for pid, _ in sequences}) >= 2                     # one producer per Spark task
+    for runs in sequences.values():
+        expected_next = 0
+        for first, last in runs:
+            assert first == expected_next, runs                          # no gap, no overlap
+            expected_next = last + 1
+    got = Counter(r.v for r in _read(spark, kafka, topic).selectExpr("cast(value as string) v").collect())
+    assert set(got) == {f"v{i}" for i in range(600)} and set(got.values()) == {1}
