@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from typing import Any
 
@@ -19,22 +18,11 @@ log = logging.getLogger("kafkalite.sql.server")
 
 
 def spark_session(config: KsqlConfig) -> Any:
-    """The session the queries run in; the Python workers use this interpreter and import this
-    package (PySpark reference P2/P3)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)
-    from pyspark.sql import SparkSession
-
-    from spark_integration import register
-
-    builder = (SparkSession.builder.master(config.spark_master).appName(f"kafkalite-sql-{config.service_id}")
-               .config("spark.ui.showConsoleProgress", "false").config("spark.sql.shuffle.partitions", "2"))
-    for key, value in config.spark_conf:
-        builder = builder.config(key, value)
-    session = builder.getOrCreate()
-    register(session)
-    return session
+    """The session the queries run in (``spark.master``, local by default); its Python workers run
+    this interpreter and import this package, also on a Spark cluster (spark_integration.session)."""
+    from spark_integration.session import spark_session as session_for
+    return session_for(f"kafkalite-sql-{config.service_id}", config.spark_master,
+                       {"spark.sql.shuffle.partitions": "2", **dict(config.spark_conf)})
 
 
 def main(argv: list[str] | None = None) -> int:

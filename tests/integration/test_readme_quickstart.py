@@ -1,7 +1,8 @@
 """The README's runnable blocks, run as written: the bash block between ``<!-- NAME begin -->`` and
 ``<!-- NAME end -->`` markers runs in bash from the repository's root, against the cluster it
 starts itself. The quickstart (the same block as docs/getting-started.md's), the Kafka Connect
-and the Streaming SQL sections are run. Only these things change: the well-known ports (the
+and the Streaming SQL sections are run here; the Stream processing section's (the same block as
+docs/streams.md's) by tests/spark/test_streams_quickstart.py. Only these things change: the well-known ports (the
 broker's 9092, Connect's 8083, the SQL server's 8088) become free ports, the cluster directory is a temp dir (``$KAFKALITE_CLUSTER_DIR``, which the
 launcher reads), ``/tmp/kafkalite-*`` scratch directories move into the test's temp dir, and
 ``.venv/bin/`` is the directory of the interpreter running the tests. The outputs a block shows as
@@ -44,11 +45,16 @@ def shown_outputs(script: str) -> list[str]:
     return [" ".join(line[len("#   "):].split()) for line in script.splitlines() if line.startswith("#   ")]
 
 
-def run_as_written(script: str, tmp_path: Path, ports: dict[int, int], timeout: float) -> tuple[str, int]:
-    """Run ``script`` with its well-known ports replaced by ``ports`` and its scratch paths moved
-    under ``tmp_path``; assert it succeeded and printed every line it shows. Returns what it printed
-    (whitespace-normalised lines joined) and the broker's port."""
+def run_as_written(script: str, tmp_path: Path, ports: dict[int, int], timeout: float,
+                   replace: dict[str, str] | None = None, env: dict[str, str] | None = None) -> tuple[str, int]:
+    """Run ``script`` with its well-known ports replaced by ``ports``, its scratch paths moved
+    under ``tmp_path`` (``/tmp/kafkalite-*``, and each key of ``replace`` by its value), ``env``
+    added to the environment; assert it succeeded and printed every line it shows. Returns what it
+    printed and the broker's port."""
     runnable = script.replace("/tmp/kafkalite-", f"{tmp_path}/kafkalite-")
+    for old, new in (replace or {}).items():
+        assert old in runnable, f"the block names {old}"
+        runnable = runnable.replace(old, new)
     for known, port in ports.items():
         runnable = runnable.replace(f"127.0.0.1:{known}", f"127.0.0.1:{port}").replace(
             f"port {known}", f"port {port}")
@@ -57,7 +63,7 @@ def run_as_written(script: str, tmp_path: Path, ports: dict[int, int], timeout: 
     assert (bindir / "kafkalite-cluster").exists(), f"the console scripts are not installed in {bindir}"
     runnable = runnable.replace(".venv/bin/", f"{bindir}/")
     cluster_dir = tmp_path / "cluster"
-    env = {**os.environ, "KAFKALITE_CLUSTER_DIR": str(cluster_dir),
+    env = {**os.environ, **(env or {}), "KAFKALITE_CLUSTER_DIR": str(cluster_dir),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     try:
         done = subprocess.run(["bash", "-c", "set -euo pipefail\n" + runnable], cwd=ROOT, env=env,
