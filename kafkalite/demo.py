@@ -49,6 +49,7 @@ import shutil
 import sys
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -281,6 +282,7 @@ class Run:
     rebalances: dict[int, int] = field(default_factory=dict)         # member -> assignments received
     commits: int = 0
     consumer_errors: list[str] = field(default_factory=list)
+    over_limit: int = 0                                             # reports above SPEED_LIMIT_KMH
 
     @property
     def consumed(self) -> int:
@@ -302,7 +304,11 @@ def producer_loop(run: Run, trucks: list[Truck], ticks: int, tick_s: float, star
     t0 = time.monotonic()
     for tick in range(ticks):
         for truck in trucks:
-            value = run.codec.encode(truck.report(start_ms + tick * 20_000))
+            report = truck.report(start_ms + tick * 20_000)
+            if report["speed_kmh"] > SPEED_LIMIT_KMH:
+                with run.lock:
+                    run.over_limit += 1
+            value = run.codec.encode(report)
             while True:
                 try:
                     p.produce(TOPIC, value, key=truck.id.encode(), timestamp=start_ms + tick * 20_000,
@@ -572,6 +578,90 @@ def wait_parquet(part: ConnectPart, expected: int, timeout: float = 60) -> tuple
 # ------------------------------------------------------------------------------ phases
 
 
+# ------------------------------------------------------------------------------ streaming SQL
+
+SPEED_LIMIT_KMH = 100.0
+SPEED_TABLE = "SPEED_PER_MINUTE"
+ALERTS_STREAM = "SPEED_ALERTS"
+#: the demo's ksqlDB statements, run by the cluster's kafkalite-sql-server while the trucks report
+SQL_STATEMENTS = (
+    f"CREATE STREAM positions (truck VARCHAR KEY) WITH (KAFKA_TOPIC='{TOPIC}', VALUE_FORMAT='AVRO');",
+    f"CREATE TABLE {SPEED_TABLE.lower()} AS SELECT truck, AVG(speed_kmh) AS avg_speed_kmh, COUNT(*) AS reports "
+    "FROM positions WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY truck EMIT CHANGES;",
+    f"CREATE STREAM {ALERTS_STREAM.lower()} AS SELECT truck, speed_kmh, lat, lon FROM positions "
+    f"WHERE speed_kmh > {SPEED_LIMIT_KMH} EMIT CHANGES;",
+)
+
+
+def sql_request(url: str, path: str, body: dict[str, Any], timeout: float = 120) -> Any:
+    """One call to the SQL server's REST API (ksqlDB's paths and JSON); its error JSON becomes a
+    RuntimeError with ksqlDB's message."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/vnd.ksql.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")
+        try:
+            detail = json.loads(detail).get("message", detail)
+        except ValueError:
+            pass
+        raise RuntimeError(f"SQL {path}: {exc.code} {detail}") from None
+    except OSError as exc:
+        raise RuntimeError(f"SQL {path}: {exc}") from None
+
+
+def start_sql_queries(url: str) -> list[str]:
+    """The stream over the positions, the per-minute speed table and the alerts stream, reading
+    from the beginning of the topic; returns the persistent queries' ids."""
+    body = sql_request(url, "/ksql", {"ksql": "\n".join(SQL_STATEMENTS),
+                                      "streamsProperties": {"auto.offset.reset": "earliest"}})
+    return [e["commandStatus"]["queryId"] for e in body if e.get("commandStatus", {}).get("queryId")]
+
+
+def latest_window(url: str, truck: str, reports: int, timeout: float = 180) -> dict[str, Any]:
+    """Pull queries on the speed table until every one of ``truck``'s ``reports`` is counted in
+    its windows; returns its latest window (WINDOWSTART, WINDOWEND, the average and count)."""
+    deadline = time.monotonic() + timeout
+    counted = 0
+    while True:
+        doc = sql_request(url, "/query", {"ksql": f"SELECT * FROM {SPEED_TABLE} WHERE truck = '{truck}';"})
+        names = [n.strip("`").split("`")[0] for n in doc[0]["header"]["schema"].split(", ")]
+        windows = [dict(zip(names, entry["row"]["columns"])) for entry in doc[1:] if "row" in entry]
+        counted = sum(w["REPORTS"] for w in windows)
+        if windows and counted >= reports:
+            return max(windows, key=lambda w: w["WINDOWSTART"])
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the speed table counts {counted} of {truck}'s {reports} reports after "
+                               f"{timeout:.0f} s")
+        time.sleep(1.0)
+
+
+def _utc(ms: int) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(ms / 1000))
+
+
+def count_topic(bootstrap: str, topic: str, expected: int, timeout: float = 120) -> int:
+    """Records in ``topic`` as a read_committed consumer sees them, waiting up to ``timeout`` for
+    ``expected`` of them."""
+    c = Consumer(client_conf(**{"bootstrap.servers": bootstrap, "group.id": f"demo-count-{uuid.uuid4().hex[:6]}",
+                                "auto.offset.reset": "earliest", "isolation.level": "read_committed",
+                                "enable.auto.commit": False}))
+    count = 0
+    try:
+        c.subscribe([topic])
+        deadline = time.monotonic() + timeout
+        while count < expected and time.monotonic() < deadline:
+            count += sum(1 for m in c.consume(500, 1.0) if m.error() is None)
+    finally:
+        c.close()
+    return count
+
+
 def leaders(admin: AdminClient) -> dict[int, int]:
     try:
         meta = admin.list_topics(TOPIC, timeout=5)
@@ -747,6 +837,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-spark", action="store_true", help="statistics from a plain consumer instead of Spark")
     ap.add_argument("--no-connect", action="store_true",
                     help="no Kafka Connect part (PostgreSQL depots through the JDBC source, positions to Parquet)")
+    ap.add_argument("--no-sql", action="store_true",
+                    help="no streaming SQL part (kafkalite-sql-server: speed per truck and minute, speed alerts)")
     ap.add_argument("--secure", action="store_true",
                     help="run the job over SASL_SSL with SCRAM-SHA-512 (throwaway CA, credentials in ZooKeeper)")
     args = ap.parse_args(argv)
@@ -764,9 +856,11 @@ def main(argv: list[str] | None = None) -> int:
         say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103, a schema registry and the web console "
             f"as local processes under {data_dir} ...")
         secure = make_secure_setup(data_dir / "pki") if args.secure else None
+        # the SQL server runs its queries on Spark; over SASL_SSL its clients are not configured yet
+        why_no_sql = ("--no-sql" if args.no_sql else "--secure" if args.secure else spark_unavailable())
         cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True, console=True,
                                overrides=secure.broker_overrides() if secure else None,
-                               connect_workers=0 if args.no_connect else 1)
+                               connect_workers=0 if args.no_connect else 1, sql=why_no_sql is None)
         secure_ports: dict[int, int] = {}
         if secure is not None:
             for b in cluster.brokers:       # fixed ports: a restarted broker keeps its address
@@ -785,7 +879,8 @@ def main(argv: list[str] | None = None) -> int:
             f"controller {cluster.controller_id()}, ZooKeeper leader server {cluster.ensemble.leader()}, "
             f"schema registry {cluster.registry.url}"
             + (f", web console {cluster.console.url}" if cluster.console is not None else "")
-            + (f", Connect worker {cluster.connect[0].url}" if cluster.connect else ""))
+            + (f", Connect worker {cluster.connect[0].url}" if cluster.connect else "")
+            + (f", SQL server {cluster.sql.url}" if cluster.sql is not None else f" (no SQL server: {why_no_sql})"))
         if pg_start is not None:
             pg = pg_start.result()
             part = ConnectPart(pg, cluster.connect[0], data_dir / "parquet",
@@ -948,8 +1043,26 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
                      f"after {time.monotonic() - t0:.1f} s")
         say(restarted)
 
+    sql_window: dict[str, Any] | None = None
+    alerts = 0
+    if cluster.sql is not None:
+        t0 = time.monotonic()
+        queries = start_sql_queries(cluster.sql.url)
+        say(f"streaming SQL: {', '.join(queries)} started on {cluster.sql.url} (a stream over {TOPIC}, average "
+            f"speed per truck and 1-minute tumbling window into table {SPEED_TABLE}, reports over "
+            f"{SPEED_LIMIT_KMH:.0f} km/h into stream {ALERTS_STREAM})")
+        first = trucks[0].id
+        sql_window = latest_window(cluster.sql.url, first, args.ticks)
+        alerts = count_topic(bootstrap, ALERTS_STREAM, run.over_limit)
+        say(f"pull query on {SPEED_TABLE} for {first}: latest window {_utc(sql_window['WINDOWSTART'])} - "
+            f"{_utc(sql_window['WINDOWEND'])} average {sql_window['AVG_SPEED_KMH']:.1f} km/h over "
+            f"{sql_window['REPORTS']} reports; {alerts} of {run.over_limit} alerts in {ALERTS_STREAM} "
+            f"({time.monotonic() - t0:.1f} s, Spark start included)")
+
     ok = (run.produced == total and not run.delivery_errors and run.consumed == run.produced
           and not run.consumer_errors and committed == run.produced and spark_records == committed)
+    if cluster.sql is not None:
+        ok = ok and sql_window is not None and alerts == run.over_limit
     if part is not None:
         ok = ok and len(depots) == len(DEPOTS) and 0 < parquet.records == parquet.distinct
     data_dir = cluster.dir
@@ -987,6 +1100,10 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
               f"({parquet.distinct} distinct) under {rel}/parquet/topics/{TOPIC}/partition=<n>/ "
               f"(flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS})"
               + (f"; {sink_restarts} failed sink task(s) restarted through the REST API" if sink_restarts else ""))
+    if cluster.sql is not None and sql_window is not None:
+        print(f"streaming sql        kafkalite-sql-server {cluster.sql.url}: table {SPEED_TABLE} (average speed per "
+              f"truck and minute), stream {ALERTS_STREAM} ({alerts} of {run.over_limit} reports over "
+              f"{SPEED_LIMIT_KMH:.0f} km/h); kafkalite-sql {cluster.sql.url} for more")
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")
     print(f"logs                 {rel}/broker-<id>/server.log, {rel}/zookeeper-<n>/zookeeper.log, "
           f"{rel}/schema-registry/schema-registry.log, {rel}/clients.log (librdkafka)"

@@ -2,7 +2,8 @@
 its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, sends
 the positions as Avro through the cluster's schema registry, survives the broker it kills
 half-way, loads the depots from a throwaway PostgreSQL through Kafka Connect's JDBC source and lands
-the positions in Parquet through the sink (each at most once), and leaves no process behind
+the positions in Parquet through the sink (each at most once), runs streaming SQL over the positions
+(a windowed table read by a pull query, an alerts stream), and leaves no process behind
 (PostgreSQL included). (Spark is left out here: the reader has its own tests in
 tests/spark; the statistics come from the plain consumer, which decodes the Avro values too.)"""
 from __future__ import annotations
@@ -35,6 +36,13 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
         "the Avro values" in out
     assert re.search(r"schema registry      http://127\.0\.0\.1:\d+: trucks_gps-value version 1 \(schema id \d+\), "
                      r"every value registry-framed Avro", out), out
+    # streaming SQL on the cluster's kafkalite-sql-server: a windowed table answered by a pull query,
+    # an alerts stream holding every report over the limit exactly once
+    assert re.search(r"pull query on SPEED_PER_MINUTE for truck-001: latest window \d\d:\d\d:00 - \d\d:\d\d:00 "
+                     r"average [0-9.]+ km/h over \d+ reports", out), out
+    alerts = re.search(r"streaming sql +kafkalite-sql-server http://127\.0\.0\.1:\d+: table SPEED_PER_MINUTE .*"
+                       r"stream SPEED_ALERTS \((\d+) of (\d+) reports over 100 km/h\)", out)
+    assert alerts and alerts.group(1) == alerts.group(2) and int(alerts.group(1)) > 0, out
     assert "result               OK" in out
     ensemble = re.search(r"cluster              ZooKeeper ensemble of 3 \((\S+)\)", out)
     assert ensemble and len(ensemble.group(1).split(",")) == 3, out
