@@ -845,30 +845,36 @@ class BrokerConfig:
             return self.dynamic_default[name]
         return self.values[name]
 
-    def set_dynamic(self, broker: Mapping[str, str], default: Mapping[str, str]) -> set[str]:
+    def set_dynamic(self, broker: Mapping[str, str], default: Mapping[str, str],
+                    check: Callable[["BrokerConfig"], None] | None = None) -> set[str]:
         """Replace the dynamic layers with these ZooKeeper configs (strings as stored); fires
         nothing, returns the names whose effective value changed. A key that is unknown, not
         dynamic or invalid, or a per-broker key at the cluster default, is skipped with a warning,
         as Kafka skips it. Configs that together are invalid (e.g. listeners without the
-        inter-broker one, written by another tool) leave the broker's config as it was, as Kafka's
-        updateCurrentConfig keeps its old config then."""
+        inter-broker one, written by another tool), or that ``check`` (the broker's
+        reconfigurables) refuses with a ConfigError, leave the broker's config as it was, as
+        Kafka's updateCurrentConfig keeps its old config then."""
         before = {n: self[n] for n in set(self.dynamic_broker) | set(self.dynamic_default)
                   | set(broker) | set(default) if n in BROKER_KEYS}
         new_broker = parse_dynamic(broker, "this broker's dynamic config")
         new_default = parse_dynamic(default, "the cluster-wide dynamic config", per_broker=False)
+        candidate = replace(self, dynamic_broker=new_broker, dynamic_default=new_default)
         try:
-            self.check_reconfiguration(replace(self, dynamic_broker=new_broker, dynamic_default=new_default))
+            self.check_reconfiguration(candidate)
+            if check is not None:
+                check(candidate)
         except ConfigError as exc:
             log.error("dynamic broker configs %s / default %s ignored: %s", sorted(broker), sorted(default), exc)
             return set()
         self.dynamic_broker, self.dynamic_default = new_broker, new_default
         return {n for n, v in before.items() if self[n] != v}
 
-    def validate_dynamic(self, config: Mapping[str, str], per_broker: bool) -> None:
+    def validate_dynamic(self, config: Mapping[str, str], per_broker: bool) -> "BrokerConfig":
         """Kafka's DynamicBrokerConfig.validate for a new ``/config/brokers/<id>`` (``per_broker``)
         or ``/config/brokers/<default>`` config, given as strings: every key dynamic, no per-broker
         key at the default, valid values, and the broker config they make valid as a whole and as
-        a change of this one (see :meth:`check_reconfiguration`). Raises ConfigError."""
+        a change of this one (see :meth:`check_reconfiguration`). Raises ConfigError; returns the
+        config the broker would run with (for the reconfigurables' own checks)."""
         static = sorted(n for n in config if n not in BROKER_KEYS or not BROKER_KEYS[n].dynamic)
         if static:
             raise ConfigError(f"Cannot update these configs dynamically: {', '.join(static)}")
@@ -883,6 +889,7 @@ class BrokerConfig:
         else:
             candidate = replace(self, dynamic_default=typed)
         self.check_reconfiguration(candidate)
+        return candidate
 
     def check_reconfiguration(self, new: "BrokerConfig") -> None:
         """Is ``new`` (this config with other dynamic layers) valid, and a change the running broker

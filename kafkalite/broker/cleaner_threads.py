@@ -14,7 +14,7 @@ from typing import Any, Callable
 from twisted.internet import task, threads
 
 from kafkalite.broker.scheduler import BrokerScheduler
-from kafkalite.config import BrokerConfig
+from kafkalite.config import BrokerConfig, ConfigError
 from kafkalite.storage import LogManager
 from kafkalite.storage.cleaner import LogCleaner
 
@@ -57,6 +57,19 @@ class CleanerThreads:
         for i in range(count):
             self.loops.append(self.scheduler.loop(max(self.config["log.cleaner.backoff.ms"], 1),
                                                   partial(self.scheduler.off_reactor, f"cleaner-{i}", cleaner.run)))
+
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration: the thread count moves by at most a factor
+        of two each way (Kafka registers the cleaner only when it is enabled: so is this check)."""
+        if not self.config["log.cleaner.enable"]:
+            return
+        threads, current = new["log.cleaner.threads"], self.config["log.cleaner.threads"]
+        if threads < 1:
+            raise ConfigError("Log cleaner threads should be at least 1")
+        if threads < current // 2:
+            raise ConfigError(f"Log cleaner threads cannot be reduced to less than half the current value {current}")
+        if threads > current * 2:
+            raise ConfigError(f"Log cleaner threads cannot be increased to more than double the current value {current}")
 
     def reconfigure(self, changed: set[str]) -> None:
         if self.started:         # before start-up's loops: start() reads the new values

@@ -9,8 +9,17 @@ arrives; the typed values become :class:`~kafkalite.config.BrokerConfig`'s dynam
 reconfigurables registered with :meth:`DynamicBrokerConfigSync.add_reconfigurable` (Kafka's
 ``DynamicBrokerConfig.addReconfigurable``): each component declares the configs it reconfigures
 (replication throttle rates, listeners and SASL, the cleaner threads, the topic defaults of the
-``log.*`` synonyms, ...) and is told when one of them changed, in the order they registered. Password configs (``sasl.jaas.config``) are stored encrypted with
-``password.encoder.secret`` in Kafka's format (kafkalite.security.password_encoder).
+``log.*`` synonyms, ...) and is told when one of them changed, in the order they registered.
+
+Validation, as Kafka's ``DynamicBrokerConfig.validate``: before a write (:meth:`validate`, called
+by AlterConfigs / IncrementalAlterConfigs, so also by ``kafkalite-configs --alter``) the new
+config is checked against the config table and as a whole (``BrokerConfig.validate_dynamic``),
+then every reconfigurable whose configs it changes is asked
+(``validate_reconfiguration``, Kafka's ``Reconfigurable.validateReconfiguration``): a refusal is
+a ConfigError and nothing is written. A config read from ZooKeeper (written by another tool)
+goes through the same checks and is ignored, the broker keeping its config, when one refuses,
+as Kafka's ``updateCurrentConfig`` does. Password configs (``sasl.jaas.config``) are stored
+encrypted with ``password.encoder.secret`` in Kafka's format (kafkalite.security.password_encoder).
 """
 from __future__ import annotations
 
@@ -56,15 +65,25 @@ def entity_path_of(broker: str) -> str:
 
 class Reconfigurable(Protocol):
     """A component that applies dynamic broker configs (Kafka's ``BrokerReconfigurable``).
-    Values are validated when they are written (``BrokerConfig.validate_dynamic``, from the same
-    config table), so ``reconfigure`` applies what is already known to be valid."""
+    Values are validated before they are written (the config table, then each reconfigurable's
+    :meth:`validate_reconfiguration`) and again before they are applied, so ``reconfigure``
+    applies what is already known to be valid."""
 
     @property
     def reconfigurable_configs(self) -> AbstractSet[str] | None:
         """The configs it applies; None: it is told of every change."""
 
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        """Can this component move from the running config to ``new`` (one of its configs
+        changed)? Raises ConfigError with the reason if not (Kafka's validateReconfiguration)."""
+
     def reconfigure(self, changed: set[str]) -> None:
         """Apply the new values (``changed``: the changed configs, all of them, not only its own)."""
+
+
+def _wants(reconfigurable: Reconfigurable, changed: AbstractSet[str]) -> bool:
+    mine = reconfigurable.reconfigurable_configs
+    return mine is None or not changed.isdisjoint(mine)
 
 
 class DynamicBrokerConfigSync(ConfigChangeWatcher):
@@ -81,7 +100,6 @@ class DynamicBrokerConfigSync(ConfigChangeWatcher):
         #: told of every change after the reconfigurables (a listener, e.g. a test's)
         self.on_change = on_change
         self.reconfigurables: list[Reconfigurable] = []
-        super().__init__()
 
     def add_reconfigurable(self, reconfigurable: Reconfigurable) -> None:
         """Tell ``reconfigurable`` when one of its configs changes (after those registered before it)."""
@@ -89,16 +107,36 @@ class DynamicBrokerConfigSync(ConfigChangeWatcher):
 
     def _reconfigure(self, changed: set[str]) -> None:
         for reconfigurable in self.reconfigurables:
-            mine = reconfigurable.reconfigurable_configs
-            if mine is None or not changed.isdisjoint(mine):
+            if _wants(reconfigurable, changed):
                 reconfigurable.reconfigure(changed)
         if self.on_change is not None:
             self.on_change(changed)
 
+    def validate(self, broker: str, config: dict[str, str]) -> None:
+        """Kafka's DynamicBrokerConfig.validate for a new ``/config/brokers/<broker>`` (``broker``
+        "" for the cluster default), before it is written: the table's checks, then the
+        reconfigurables'. Raises ConfigError."""
+        self.validate_reconfigurables(self.config.validate_dynamic(config, per_broker=bool(broker)))
+
+    def validate_reconfigurables(self, new: BrokerConfig) -> None:
+        """Ask every reconfigurable whose configs differ between the running config and ``new``
+        (Kafka's processReconfiguration with validateOnly); a refusal is re-raised as Kafka
+        words it, with the reason after it."""
+        changed = {name for name, key in BROKER_KEYS.items() if key.dynamic and new[name] != self.config[name]}
+        if not changed:
+            return
+        for reconfigurable in self.reconfigurables:
+            if _wants(reconfigurable, changed):
+                try:
+                    reconfigurable.validate_reconfiguration(new)
+                except ConfigError as exc:
+                    raise ConfigError(f"Invalid dynamic configuration: {exc}") from None
+
     @defer.inlineCallbacks
     def start(self) -> Any:
+        """Load this broker's dynamic configs (the broker's ConfigChangeManager, started before,
+        tells :meth:`on_entity_change` of later changes)."""
         yield self.reload()
-        yield self.watch_changes()
 
     def read(self, broker: str) -> defer.Deferred:
         """Fires the stored overrides of broker ``broker`` ("" for the cluster default)."""
@@ -150,7 +188,7 @@ class DynamicBrokerConfigSync(ConfigChangeWatcher):
     def reload(self) -> Any:
         mine = yield self.read_decoded(str(self.broker_id()))
         default = yield self.read("")
-        changed = self.config.set_dynamic(mine, default)
+        changed = self.config.set_dynamic(mine, default, check=self.validate_reconfigurables)
         log.info("dynamic broker configs: broker %s, default %s%s", hide_passwords(mine) or "none",
                  hide_passwords(default) or "none",
                  f"; changed {sorted(changed)}" if changed else "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.broker.topic_configs import TopicConfigs
+from kafkalite.config import BrokerConfig
 from kafkalite.metadata import METADATA_CHANGED, MetadataCache
 from kafkalite.storage import LogManager
 
@@ -27,6 +28,10 @@ class DynamicLogConfig:
         self.log_manager = log_manager
         self.replicas = replicas
         self.purgatory = purgatory
+
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        """Nothing beyond the config table's checks of names and values, as Kafka's
+        DynamicLogConfig (topic overrides get no more either)."""
 
     def reconfigure(self, changed: set[str]) -> None:
         self.topic_configs.clear()

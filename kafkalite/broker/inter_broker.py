@@ -16,13 +16,24 @@ from kafkalite.config import BrokerConfig
 from kafkalite.errors import KafkaError
 from kafkalite.metadata import MetadataCache
 from kafkalite.net import client as net_client
+from kafkalite.protocol.api_keys import ApiKey
+from kafkalite.protocol.messages_typed import DescribeLogDirsResponseDescribeLogDirsResult
+
+#: what the controller learns of one broker's log dirs: (log dir, error code, {(topic, partition)})
+LogDirState = tuple[str, int, set[tuple[str, int]]]
 
 
 class InterBrokerRequests:
-    def __init__(self, config: BrokerConfig, reactor: Any, metadata: MetadataCache) -> None:
+    """``broker_id`` is read when a request goes out (a generated id arrives after construction);
+    ``local_log_dirs`` answers DescribeLogDirs for this broker without a connection."""
+
+    def __init__(self, config: BrokerConfig, reactor: Any, metadata: MetadataCache, broker_id: Callable[[], int],
+                 local_log_dirs: Callable[[], list[DescribeLogDirsResponseDescribeLogDirsResult]]) -> None:
         self.config = config
         self.reactor = reactor
         self.metadata = metadata
+        self.broker_id = broker_id
+        self.local_log_dirs = local_log_dirs
         # our own inter-broker identity (TLS, SASL): built before the reactor runs, so a bad key
         # store or JAAS entry stops start-up with one line
         self.security = net_client.ClientSecurity.for_inter_broker(config)
@@ -50,3 +61,19 @@ class InterBrokerRequests:
         finally:
             conn.close()
         return resp
+
+    @defer.inlineCallbacks
+    def describe_log_dirs_of(self, broker_id: int) -> Any:
+        """For the controller: DescribeLogDirs of ``broker_id`` (ourselves directly, else over the
+        inter-broker listener), fired as a list of :data:`LogDirState`."""
+        if broker_id == self.broker_id():
+            results = self.local_log_dirs()
+        else:
+            resp = yield self.request(broker_id, f"controller-{self.broker_id()}", ApiKey.DESCRIBE_LOG_DIRS, 2,
+                                      {"topics": None})
+            results = resp["results"]
+        states: list[LogDirState] = [
+            (r["log_dir"], r["error_code"], {(t["name"], p["partition_index"]) for t in r["topics"]
+                                             for p in t["partitions"]})
+            for r in results]
+        return states

@@ -162,6 +162,13 @@ class ListenerManager:
         return advertised
 
     # -- dynamic reconfiguration -------------------------------------------------------------------
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        """Kafka's DynamicListenerConfig.validateReconfiguration (advertised listeners a subset of
+        the listeners, a protocol for each, an existing listener keeps its protocol, the
+        inter-broker listener stays) is ``BrokerConfig.check_reconfiguration``, which every
+        dynamic config passes before the reconfigurables are asked: it also guards configs read
+        from ZooKeeper where no reconfigurable exists yet (a tool's own checks)."""
+
     def reconfigure(self, changed: set[str]) -> None:
         """Dynamic listener or SASL configs changed (nothing to do before :meth:`start` binds)."""
         if changed & LISTENER_RECONFIGURABLE and self.bound and not self.shutting_down:

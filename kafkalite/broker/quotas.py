@@ -97,6 +97,9 @@ class ReplicationThrottleRates:
         self.quotas = quotas
         self.reconfigure(set())
 
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        """Any rate the config table accepts (a long, at least 0) can be applied."""
+
     def reconfigure(self, changed: set[str]) -> None:
         self.quotas.leader.update_bound(self.config["leader.replication.throttled.rate"])
         self.quotas.follower.update_bound(self.config["follower.replication.throttled.rate"])
@@ -128,12 +131,11 @@ class QuotaConfigSync(ConfigChangeWatcher):
         self.zk: ZooKeeper = kafka_zk.zk
         self.quotas = quotas
         quotas.store = self
-        super().__init__()
 
-    @defer.inlineCallbacks
-    def start(self) -> Any:
-        yield self.load_all()
-        yield self.watch_changes()
+    def start(self) -> defer.Deferred:
+        """Load every quota entity (the broker's ConfigChangeManager tells :meth:`on_entity_change`
+        of later changes)."""
+        return self.load_all()
 
     @defer.inlineCallbacks
     def load_all(self) -> Any:

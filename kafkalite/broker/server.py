@@ -25,6 +25,7 @@ from twisted.python.failure import Failure
 
 from kafkalite.broker import registry
 from kafkalite.broker.admin import TopicAdmin
+from kafkalite.broker.config_changes import ConfigChangeManager
 from kafkalite.broker.credentials import UserCredentials
 from kafkalite.broker.fetch_session import FetchSessionCache
 from kafkalite.broker.controlled_shutdown import ControlledShutdown
@@ -38,6 +39,7 @@ from kafkalite.broker.offsets_topic import OffsetsTopic
 from kafkalite.broker.producer_ids import ProducerIdManager
 from kafkalite.broker.txn_markers import TxnMarkerChannel
 from kafkalite.broker.txn_topic import TransactionTopic
+from kafkalite.broker.periodic_tasks import PeriodicTasks
 from kafkalite.broker.purgatory import Purgatory
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.listeners import ListenerManager
@@ -52,22 +54,18 @@ from kafkalite.broker.replica_manager import ReplicaManager
 from kafkalite.quota import RateConfig
 from kafkalite.broker.runtime import BlockingRunner, Clock, ThreadPoolRunner
 from kafkalite.broker.services import BrokerServices
-from kafkalite.broker.status_http import Health, site
+from kafkalite.broker.status_http import StatusServer
 from kafkalite.broker.storage_events import StorageEvents
 from kafkalite.broker.topic_configs import TopicConfigs
+from kafkalite.broker.zk_session import BrokerSession
 from kafkalite.config import BrokerConfig, ConfigError, Endpoint
 from kafkalite.security import jaas
 from kafkalite.controller.controller import Controller
 from kafkalite.coordination import KafkaZkClient
-from kafkalite.coordination.client import SessionState
-from kafkalite.errors import KafkaError
 from kafkalite.metadata import MetadataCache
 from kafkalite.net.server import KafkaServerFactory
-from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.replication.fetcher import ReplicaFetcherManager
 from kafkalite.storage import LogManager
-from zk_schema import paths
-from zk_schema.brokers import BrokerRegistration, EndPoint
 
 log = logging.getLogger(__name__)
 
@@ -94,8 +92,9 @@ class KafkaBroker:
     """One broker, as a composition root: it builds the parts (storage, ZooKeeper session,
     replica manager, controller, coordinators, listeners, schedulers), wires them to each other
     (:meth:`_wire`), and starts and stops them in Kafka's order; the work is the parts' own
-    (``listeners.py``, ``metadata_router.py``, ``scheduler.py``, ``cleaner_threads.py``,
-    ``controlled_shutdown.py``, ``inter_broker.py``, the reconfigurables of ``dynamic_config.py``).
+    (``listeners.py``, ``metadata_router.py``, ``scheduler.py`` + ``periodic_tasks.py``,
+    ``cleaner_threads.py``, ``controlled_shutdown.py``, ``inter_broker.py``, ``zk_session.py``,
+    ``status_http.py``, ``config_changes.py``, the reconfigurables of ``dynamic_config.py``).
 
     ``reactor`` is the broker's one clock and event loop; ``zk`` (a KafkaZkClient, default: one
     connected to ``zookeeper.connect``) and ``blocking`` (where blocking work runs, default: the
@@ -110,8 +109,6 @@ class KafkaBroker:
         self.clock = Clock(reactor)
         self.blocking: BlockingRunner = blocking or ThreadPoolRunner(reactor)
         self.broker_id = config.broker_id
-        self.broker_epoch = -1               # czxid of our registration znode
-        self.first_broker_epoch = -1         # ... of this process's first registration (see MetadataRouter.apply_states)
         self.metadata = MetadataCache()
         self.topic_configs = TopicConfigs(config, self.metadata)
         self.purgatory = Purgatory(reactor)
@@ -139,14 +136,21 @@ class KafkaBroker:
         self.producer_ids = ProducerIdManager(lambda: self.kafka_zk.allocate_producer_id_block(self.broker_id))
         self.sync = MetadataSync(self.kafka_zk.zk, self.metadata, self._on_metadata_change,
                                  call_soon=lambda fn: reactor.callLater(0, fn))
+        self.inter_broker = InterBrokerRequests(config, reactor, self.metadata, lambda: self.broker_id,
+                                                lambda: self.replica_manager.describe_log_dirs(None))
         self.controller = Controller(self.broker_id, self.kafka_zk, self.metadata,
                                      lambda: self.sync.deleting,
                                      lambda t: self.topic_configs.effective(t)["unclean.leader.election.enable"],
                                      config=config, reactor=reactor, broker_epochs=lambda: self.sync.broker_epochs,
-                                     describe_log_dirs=self._describe_log_dirs_of,
+                                     describe_log_dirs=self.inter_broker.describe_log_dirs_of,
                                      preferred_election=lambda: self.sync.preferred_election,
                                      reassign_request=lambda: self.sync.reassign_request)
+        # our registration, its epoch, the reactions to the session's expiry
+        self.session = BrokerSession(config, self.kafka_zk, self.clock, lambda: self.broker_id, self.controller,
+                                     lambda: self.sync.broker_epochs)
         self.credentials = UserCredentials(self.kafka_zk)
+        # one listener on /config/changes for both config syncs (Kafka's ZkConfigManager)
+        self.config_changes = ConfigChangeManager(self.kafka_zk.zk)
         self.dynamic_config = DynamicBrokerConfigSync(self.kafka_zk, config, lambda: self.broker_id)
         # authorizer.class.name set: Kafka's AclAuthorizer over /kafka-acl*; unset: none
         self.authorizer = (AclAuthorizer(AclZkStore(self.kafka_zk.zk), super_users=config["super.users"],
@@ -156,8 +160,7 @@ class KafkaBroker:
         # our own inter-broker identity (and, in ListenerManager, the listeners' TLS and SASL):
         # built before the reactor runs, so a bad key store or JAAS entry stops start-up with one line
         self.listeners = ListenerManager(config, reactor, self.credentials, self.blocking, self.services,
-                                         self._endpoints_changed)
-        self.inter_broker = InterBrokerRequests(config, reactor, self.metadata)
+                                         self.session.endpoints_changed)
         self.quotas = BrokerQuotas(RateConfig(config["quota.window.num"], config["quota.window.size.seconds"] * 1000),
                                    RateConfig(config["replication.quota.window.num"],
                                               config["replication.quota.window.size.seconds"] * 1000))
@@ -182,7 +185,10 @@ class KafkaBroker:
             lambda: self.groups.coordinator, self.log_manager,
             self.listeners.connections,
             fetch_sessions=self.fetch_sessions))
-        self.metrics_port: Any = None
+        self.status = StatusServer(config, reactor, self.metrics_registry,
+                                   lambda: self.session.health(list(self.log_manager.offline_dirs)))
+        self.periodic_tasks = PeriodicTasks(config, self.scheduler, self.clock, self.log_manager,
+                                            self.replica_manager, self.purgatory)
         markers = TxnMarkerChannel(lambda: self.broker_id, reactor, self.metadata, self.replica_manager,
                                    self.inter_broker.endpoint_of, request_timeout_ms=config["request.timeout.ms"],
                                    groups=self.groups.coordinator,
@@ -205,6 +211,8 @@ class KafkaBroker:
         self.replica_manager.role_listeners.append(self.groups.on_partition_role)
         self.replica_manager.role_listeners.append(self.txns.on_partition_role)
         self.replica_manager.isr_listener = self.metrics.isr_changed
+        self.config_changes.add_watcher(self.dynamic_config)
+        self.config_changes.add_watcher(self.quota_sync)
         # dynamic broker configs reach these, in this order (Kafka's addReconfigurable)
         for reconfigurable in (self.replication_rates, self.listeners, self.cleaner_threads,
                                DynamicLogConfig(self.topic_configs, self.metadata, self.log_manager,
@@ -243,24 +251,24 @@ class KafkaBroker:
         if self.authorizer is not None:
             yield self.authorizer.start()       # ACLs loaded before the first request is served
         if self.broker_id < 0:
-            self._adopt_broker_id((yield self._generate_broker_id()))
+            self._adopt_broker_id((yield self.session.generate_broker_id()))
+        yield self.config_changes.start()      # before the syncs load: no change falls in between
         yield self.dynamic_config.start()
         self._unless_stopping("listening")
         advertised = self.listeners.start()
-        self._listen_metrics()
-        registration = BrokerRegistration(self.broker_id, tuple(advertised), self.clock.now_ms(), rack=self.config["broker.rack"])
-        self.broker_epoch = yield self.kafka_zk.register_broker(registration)
-        self.first_broker_epoch = self.broker_epoch
+        self.status.listen()
+        registration = yield self.session.register(advertised)
         if tuple(self.listeners.advertised()) != registration.endpoints:
             # a dynamic listener change landed while we registered
             yield self.listeners.apply_listeners()
         self._unless_stopping("loading metadata")
-        self.kafka_zk.add_reregistration_listener(self._reregistered)
-        self.kafka_zk.add_state_listener(self._session_state)
+        self.session.watch()
         yield self.sync.start()
         yield self.quota_sync.start()
         self._unless_stopping("starting the background loops")
-        self._start_loops()
+        self.periodic_tasks.start()
+        self.cleaner_threads.start()
+        self.log_dir_mover.start()
         self.reactor_delay.start()
         self.groups.start()
         self.storage_events.offline_at_start()
@@ -271,25 +279,6 @@ class KafkaBroker:
     def _unless_stopping(self, step: str) -> None:
         if self.stopping:
             raise StartupInterrupted(f"shutdown requested before {step}")
-
-    @defer.inlineCallbacks
-    def _generate_broker_id(self) -> Any:
-        """Kafka's generated ids: bump /brokers/seqid's version; id = version + reserved.broker.max.id."""
-        if not self.config["broker.id.generation.enable"]:
-            raise KafkaError("broker.id is not set and broker.id.generation.enable is false")
-        stat = yield self.kafka_zk.zk.set(paths.BROKER_SEQUENCE_ID, b"", -1)
-        return stat.version + self.config["reserved.broker.max.id"]
-
-    @defer.inlineCallbacks
-    def _endpoints_changed(self, advertised: list[EndPoint]) -> Any:
-        """The listeners changed: re-write ``/brokers/ids/<id>`` (Kafka's updateBrokerInfo) so
-        clients and the other brokers see the new endpoints (before we registered, start()
-        registers what is bound then)."""
-        if self.broker_epoch < 0:
-            return
-        yield self.kafka_zk.update_broker_info(BrokerRegistration(self.broker_id, tuple(advertised),
-                                                                  self.clock.now_ms(), rack=self.config["broker.rack"]))
-        log.info("broker %d now advertises %s", self.broker_id, ", ".join(ep.connection_string() for ep in advertised))
 
     # views of the listener manager's state (tests and tools read them off the broker)
     @property
@@ -304,42 +293,6 @@ class KafkaBroker:
     def factories(self) -> list[KafkaServerFactory]:
         return self.listeners.factories
 
-    def _listen_metrics(self) -> None:
-        """``metrics.port`` (0: off): /metrics and /health over HTTP, bound before we register so
-        /health answers 503 until registration is done."""
-        port = self.config["metrics.port"]
-        if not port:
-            return
-        host = self.config["metrics.host"]
-        if host is None:
-            host = self.config.listeners[0].host
-        self.metrics_port = self.reactor.listenTCP(port, site(self.metrics_registry, self.health),
-                                                   interface=host or "0.0.0.0")
-        log.info("metrics and health on http://%s:%d/metrics, /health", host or "0.0.0.0",
-                 self.metrics_port.getHost().port)
-
-    def health(self) -> Health:
-        """Registered = the watches show /brokers/ids/<id> with the epoch our registration got."""
-        state = self.kafka_zk.zk.state
-        registered = self.broker_epoch >= 0 and self.sync.broker_epochs.get(self.broker_id) == self.broker_epoch
-        return Health(self.broker_id, registered, state.value if state is not None else "not started",
-                      list(self.log_manager.offline_dirs), self.controller.active)
-
-    def _start_loops(self) -> None:
-        every = self.scheduler.every
-        every(self.config["log.retention.check.interval.ms"], self._retention)
-        every(self.config["producer.id.expiration.check.interval.ms"],
-              lambda: self.log_manager.remove_expired_producers(self.clock.now_ms()))
-        every(self.config["replica.high.watermark.checkpoint.interval.ms"],
-              lambda: self.scheduler.off_reactor("checkpoint", self._checkpoint))
-        every(max(self.config["replica.lag.time.max.ms"] // 2, 1), self.replica_manager.shrink_isrs)
-        self.cleaner_threads.start()
-        self.log_dir_mover.start()
-        flush_interval = self.config["log.flush.scheduler.interval.ms"]
-        if flush_interval < 2**62:
-            every(flush_interval, lambda: self.scheduler.off_reactor(
-                "flush", lambda: self.log_manager.flush_dirty(self.clock.now_ms())))
-
     # views of the parts' state (tests read them off the broker)
     @property
     def loops(self) -> list[task.LoopingCall]:
@@ -350,40 +303,18 @@ class KafkaBroker:
         return self.cleaner_threads.loops
 
     @property
+    def broker_epoch(self) -> int:
+        """The czxid of our registration (-1 before it), as ``zk_session.BrokerSession`` keeps it."""
+        return self.session.broker_epoch
+
+    @property
+    def first_broker_epoch(self) -> int:
+        return self.session.first_broker_epoch
+
+    @property
     def fatal(self) -> str | None:
         """Why the broker stopped by itself (every log dir offline), for the exit code."""
         return self.storage_events.fatal
-
-    @defer.inlineCallbacks
-    def _describe_log_dirs_of(self, broker_id: int) -> Any:
-        """For the controller: DescribeLogDirs of ``broker_id`` (ourselves directly, else over the
-        inter-broker listener), as [(log dir, error code, {(topic, partition)})]."""
-        if broker_id == self.broker_id:
-            results = self.replica_manager.describe_log_dirs(None)
-        else:
-            resp = yield self.inter_broker.request(broker_id, f"controller-{self.broker_id}",
-                                                   ApiKey.DESCRIBE_LOG_DIRS, 2, {"topics": None})
-            results = resp["results"]
-        return [(r["log_dir"], r["error_code"],
-                 {(t["name"], p["partition_index"]) for t in r["topics"] for p in t["partitions"]})
-                for r in results]
-
-    def _retention(self) -> None:
-        for key in self.log_manager.cleanup(self.clock.now_ms()):
-            # a log start move is news for a follower's fetch session (it adopts the leader's)
-            self.purgatory.check(key)
-
-    def _checkpoint(self) -> None:
-        self.log_manager.checkpoint()
-
-    def _reregistered(self, path: str, czxid: int) -> None:
-        if path.endswith(f"/{self.broker_id}"):
-            self.broker_epoch = czxid
-
-    def _session_state(self, state: SessionState) -> None:
-        log.info("ZooKeeper session %s", state.value)
-        if state == SessionState.LOST:
-            self.controller.resign("ZooKeeper session expired")
 
     @defer.inlineCallbacks
     def shutdown(self) -> Any:
@@ -404,8 +335,7 @@ class KafkaBroker:
         self.reactor_delay.stop()
         self.log_dir_mover.stop()
         yield self.listeners.stop_accepting()
-        if self.metrics_port is not None:
-            yield self.metrics_port.stopListening()
+        yield self.status.stop()
         self.listeners.close_connections()
         self.groups.stop()
         self.txns.stop()
@@ -414,7 +344,7 @@ class KafkaBroker:
         self.controller.resign("shutting down")
         yield self.kafka_zk.stop(2.0)
         yield self.scheduler.wait()          # a checkpoint or flush still running in its thread
-        self._checkpoint()
+        self.periodic_tasks.checkpoint()
         self.log_manager.close()
         log.info("broker %d stopped", self.broker_id)
 

@@ -13,6 +13,7 @@ the JMX exporter; this port is kafkalite's stand-in, with the exporter's metric 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
@@ -21,6 +22,9 @@ from prometheus_client.registry import CollectorRegistry
 from twisted.web import http, resource, server
 
 from kafkalite.broker.metrics import render
+from kafkalite.config import BrokerConfig
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -90,3 +94,33 @@ def site(registry: CollectorRegistry, health: Callable[[], Health]) -> server.Si
     factory.displayTracebacks = False
     factory.noisy = False
     return factory
+
+
+class StatusServer:
+    """The ``metrics.port`` listener (0: off) with its /health answer: bound by the broker before
+    it registers (so /health says 503 until registration is done), closed as the broker stops
+    accepting. ``health`` builds the answer when asked (it reads the broker's live state)."""
+
+    def __init__(self, config: BrokerConfig, reactor: Any, registry: CollectorRegistry,
+                 health: Callable[[], Health]) -> None:
+        self.config = config
+        self.reactor = reactor
+        self.registry = registry
+        self.health = health
+        self.port: Any = None              # the listening port once bound
+
+    def listen(self) -> None:
+        port = self.config["metrics.port"]
+        if not port:
+            return
+        host = self.config["metrics.host"]
+        if host is None:
+            host = self.config.listeners[0].host
+        self.port = self.reactor.listenTCP(port, site(self.registry, self.health), interface=host or "0.0.0.0")
+        log.info("metrics and health on http://%s:%d/metrics, /health", host or "0.0.0.0", self.port.getHost().port)
+
+    def stop(self) -> Any:
+        """Stop listening (a Deferred, or None when the port was off)."""
+        if self.port is None:
+            return None
+        return self.port.stopListening()

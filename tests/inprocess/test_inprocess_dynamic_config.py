@@ -1,7 +1,8 @@
 """Dynamic broker configs on in-process brokers, end to end over the wire: IncrementalAlterConfigs
 for a BROKER resource changes live behaviour on the brokers it names, without a restart —
 ``message.max.bytes`` at the cluster default (a produce above it is refused on every broker),
-``log.cleaner.threads`` for one broker (its cleaner loops are restarted with the new count), and the
+``log.cleaner.threads`` for one broker (its cleaner loops are restarted with the new count; a step
+its cleaner refuses is not written), and the
 replication throttle rates (the brokers' quota bounds)."""
 from __future__ import annotations
 
@@ -40,9 +41,12 @@ def test_broker_configs_apply_live(inprocess_cluster_factory: Any) -> None:
 
     b2 = cluster.brokers[2]
     assert len(b2.cleaner_loops) == 1
-    assert alter(cluster, 2, "2", [("log.cleaner.threads", SET, "3"),
+    assert alter(cluster, 2, "2", [("log.cleaner.threads", SET, "2"),
                                    ("leader.replication.throttled.rate", SET, "1000")])["error_code"] == 0
-    cluster.pump_until(lambda: len(b2.cleaner_loops) == 3, what="broker 2's cleaner threads to be restarted")
+    cluster.pump_until(lambda: len(b2.cleaner_loops) == 2, what="broker 2's cleaner threads to be restarted")
+    # Kafka's LogCleaner.validateReconfiguration: at most double per change, refused before the write
+    assert alter(cluster, 2, "2", [("log.cleaner.threads", SET, "5")])["error_code"] == ErrorCode.INVALID_REQUEST
+    assert b2.config["log.cleaner.threads"] == 2
     assert b2.quotas.replication.leader.bound == 1000
     assert len(cluster.brokers[1].cleaner_loops) == 1                 # the per-broker config is broker 2's only
     assert cluster.brokers[1].quotas.replication.leader.bound == 2**63 - 1

@@ -232,6 +232,6 @@ def test_retention_on_the_leader_reaches_a_followers_idle_partition(inprocess_cl
     cluster.advance(6.0)                         # idle rounds, and the records pass retention.ms
     assert follower_sessions(cluster, 0)[0].partitions[(TOPIC, 0)].idle_since >= 0, "idle once copied"
 
-    cluster.brokers[0]._retention()
+    cluster.brokers[0].periodic_tasks.retention()
     assert cluster.partition(0, TOPIC, 0).log_start_offset == 3
     cluster.pump_until(lambda: follower.log_start_offset == 3, what="the follower to adopt the leader's log start")

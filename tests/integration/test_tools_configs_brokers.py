@@ -1,7 +1,8 @@
 """kafkalite-configs --entity-type brokers on real broker processes (dynamic broker configs,
 KIP-226): ``--entity-default`` and ``--entity-name <id>`` write ``/config/brokers/<default>`` and
 ``/config/brokers/<id>``, every named broker reports the value with its source, a key Kafka does
-not allow to change is refused in one line, and ``--delete-config`` removes it again."""
+not allow to change and a value a reconfigurable refuses (the cleaner threads' step) are refused
+in one line before anything is written, and ``--delete-config`` removes it again."""
 from __future__ import annotations
 
 import json
@@ -56,6 +57,14 @@ def test_broker_configs_through_the_tool(cluster_factory) -> None:
     assert r.stdout.splitlines()[0] == "Default configs for brokers in the cluster are:"
     assert sorted(line.split("=")[0].strip() for line in r.stdout.splitlines()[1:]) == [
         "follower.replication.throttled.rate", "log.retention.ms"]
+
+    # Kafka's LogCleaner.validateReconfiguration, asked before the write: at most double per change
+    r = tool("--bootstrap-server", bs, "--entity-type", "brokers", "--entity-name", "1", "--alter",
+             "--add-config", "log.cleaner.threads=5")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert ("Invalid config value for resource ConfigResource(type=BROKER, name='1'): Invalid dynamic configuration: "
+            "Log cleaner threads cannot be increased to more than double the current value 2") in r.stderr
+    assert json.loads(cluster.zk_get("/config/brokers/1"))["config"]["log.cleaner.threads"] == "2"
 
     r = tool("--bootstrap-server", bs, "--entity-type", "brokers", "--entity-name", "2", "--alter",
              "--add-config", "broker.id=7")

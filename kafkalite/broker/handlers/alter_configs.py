@@ -16,8 +16,9 @@ A BROKER resource (dynamic broker configs, KIP-226) names this broker's id (``/c
 or "" (``/config/brokers/<default>``, any broker may write it); only the keys Kafka marks dynamic
 are accepted (others: INVALID_REQUEST "Cannot update these configs dynamically", as Kafka), the
 per-broker ones (listeners, SASL settings) only for a broker id, values are checked with the broker
-table and the whole resulting config as Kafka's DynamicBrokerConfig.validate does
-(``BrokerConfig.validate_dynamic``), and the write notifies every broker (broker/dynamic_config.py).
+table and the whole resulting config, then by every reconfigurable the change concerns, as Kafka's
+DynamicBrokerConfig.validate does (``DynamicBrokerConfigSync.validate``), before anything is
+written; the write notifies every broker (broker/dynamic_config.py).
 """
 from __future__ import annotations
 
@@ -166,15 +167,16 @@ def _alter_broker(ctx: RequestContext, name: str, configs: _Configs, incremental
         new = _incremental(current, _ops(configs), lambda key: render(ctx.config[key]) or "", BROKER_KEYS)
     else:
         new = {c["name"]: c["value"] for c in configs if c["value"] is not None}     # last one wins
+    resource = f"ConfigResource(type=BROKER, name='{name}')"          # Kafka's ConfigResource.toString
     try:
-        ctx.config.validate_dynamic(new, per_broker=bool(name))
+        store.validate(name, new)             # the table's checks, then each reconfigurable's
     except ConfigError as exc:
-        raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
+        raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}")
     if not validate_only:
         try:
             d = store.write_encoded(name, new)
         except ConfigError as exc:
-            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource broker {name!r}: {exc}")
+            raise _Refused(ErrorCode.INVALID_REQUEST, f"Invalid config value for resource {resource}: {exc}")
         yield d
         log.info("dynamic config of %s now %s", f"broker {name}" if name else "the default broker",
                  {k: "[hidden]" if BROKER_KEYS[k].kind == "password" else v for k, v in new.items()})

@@ -11,6 +11,7 @@ from twisted.internet import defer
 from twisted.internet.testing import MemoryReactorClock
 
 from kafkalite.broker import metadata_sync
+from kafkalite.broker.config_changes import ConfigChangeManager, ConfigChangeWatcher
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.metadata_router import MetadataRouter
 from kafkalite.broker.metadata_sync import (BrokersChanged, MetadataChange, PartitionStatesChanged, TopicConfigChanged,
@@ -26,6 +27,9 @@ class Recorder:
         self.name = name
         self.reconfigurable_configs = configs
         self.calls = calls
+
+    def validate_reconfiguration(self, new: BrokerConfig) -> None:
+        self.calls.append((f"validate {self.name}", frozenset()))
 
     def reconfigure(self, changed: set[str]) -> None:
         self.calls.append((self.name, frozenset(changed)))
@@ -56,6 +60,9 @@ def test_reconfigurables_are_told_of_their_own_configs_in_registration_order() -
     sync.add_reconfigurable(Recorder("rates", frozenset({"follower.replication.throttled.rate"}), calls))
     sync.add_reconfigurable(Recorder("listeners", frozenset({"listeners"}), calls))
     sync.add_reconfigurable(Recorder("every", None, calls))
+    changes = ConfigChangeManager(zk.zk)
+    changes.add_watcher(sync)
+    fired(clock, changes.start())
     fired(clock, sync.start())
     assert calls == [] and seen == []
     fired(clock, sync.write("1", {"follower.replication.throttled.rate": "5000"}))
@@ -63,7 +70,9 @@ def test_reconfigurables_are_told_of_their_own_configs_in_registration_order() -
     for _ in range(20):
         clock.advance(0.1)
     changed = frozenset({"follower.replication.throttled.rate"})
-    assert calls == [("rates", changed), ("every", changed)]
+    # asked first (a config read from ZooKeeper is validated too), then told, each in order
+    assert calls == [("validate rates", frozenset()), ("validate every", frozenset()),
+                     ("rates", changed), ("every", changed)]
     assert seen == [set(changed)]                      # the plain listener comes after them
     assert config["follower.replication.throttled.rate"] == 5000
 
@@ -152,3 +161,33 @@ def test_state_deliveries_of_one_reactor_turn_are_emitted_as_one_batch() -> None
     assert len(soon) == 1
     soon.pop()()
     assert emitted[-1] == PartitionStatesChanged((("t", 0),))
+
+
+class EntityRecorder(ConfigChangeWatcher):
+    def __init__(self, name: str, seen: list[tuple[str, str]]) -> None:
+        self.what, self.seen = name, seen
+
+    def on_entity_change(self, entity_path: str) -> None:
+        self.seen.append((self.what, entity_path))
+
+
+def test_one_config_change_listener_serves_every_config_sync() -> None:
+    """Kafka's ZkConfigManager: one listener on /config/changes; each changed entity of a batch
+    goes once to every registered sync, in order (the dynamic broker configs, the quotas); what
+    existed before the start is not replayed."""
+    clock = MemoryReactorClock()
+    server = MemoryZooKeeperServer(clock)
+    zk = KafkaZkClient(zk=server.client("memory/k"))
+    fired(clock, zk.start())
+    fired(clock, zk.set_entity_config("clients/old", {"producer_byte_rate": "1"}))
+    seen: list[tuple[str, str]] = []
+    changes = ConfigChangeManager(zk.zk)
+    changes.add_watcher(EntityRecorder("brokers", seen))
+    changes.add_watcher(EntityRecorder("quotas", seen))
+    fired(clock, changes.start())
+    fired(clock, zk.set_entity_config("brokers/1", {"log.cleaner.threads": "2"}))
+    fired(clock, zk.set_entity_config("clients/app", {"producer_byte_rate": "5"}))
+    for _ in range(10):
+        clock.advance(0.1)
+    assert seen == [("brokers", "brokers/1"), ("quotas", "brokers/1"), ("brokers", "clients/app"),
+                    ("quotas", "clients/app")]

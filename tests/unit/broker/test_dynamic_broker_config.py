@@ -11,9 +11,13 @@ from typing import Any
 
 from twisted.internet.testing import MemoryReactorClock
 
+from kafkalite.broker.cleaner_threads import CleanerThreads
+from kafkalite.broker.config_changes import ConfigChangeManager
 from kafkalite.broker.dynamic_config import DynamicBrokerConfigSync
 from kafkalite.broker.handlers.alter_configs import handle_alter_configs, handle_incremental_alter_configs
 from kafkalite.broker.handlers.describe_configs import handle_describe_configs
+from kafkalite.broker.runtime import InlineRunner
+from kafkalite.broker.scheduler import BrokerScheduler
 from kafkalite.config import BrokerConfig
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.memory import MemoryZooKeeperServer
@@ -24,13 +28,19 @@ BROKER = 4
 SET, DELETE = 0, 1
 
 
-def broker(server: MemoryZooKeeperServer, clock: MemoryReactorClock, broker_id: int) -> Any:
+def broker(server: MemoryZooKeeperServer, clock: MemoryReactorClock, broker_id: int, cleaner: bool = False) -> Any:
     zk = KafkaZkClient(zk=server.client("memory/k"))
     result(clock, zk.start())
     config = BrokerConfig.from_properties({"zookeeper.connect": "memory", "broker.id": str(broker_id),
                                            "log.retention.hours": "24"})
     changes: list[set[str]] = []
     sync = DynamicBrokerConfigSync(zk, config, lambda: broker_id, changes.append)
+    if cleaner:      # the cleaner's threads as the broker registers them (no log dirs: never started)
+        sync.add_reconfigurable(CleanerThreads(config, clock, SimpleNamespace(online_dirs=[]),  # type: ignore[arg-type]
+                                               lambda: 0, BrokerScheduler(clock, InlineRunner(), lambda: False)))
+    manager = ConfigChangeManager(zk.zk)
+    manager.add_watcher(sync)
+    result(clock, manager.start())
     result(clock, sync.start())
     ctx = SimpleNamespace(broker_id=broker_id, config=config, dynamic_config=sync, metadata=SimpleNamespace(topics={}),
                           authorize=lambda *action: True)      # no authorizer: everything allowed
@@ -105,3 +115,39 @@ def test_static_keys_other_brokers_and_bad_values_are_refused() -> None:
     assert entry["error_code"] == ErrorCode.INVALID_REQUEST
     assert b1.config["leader.replication.throttled.rate"] == 2**63 - 1
     assert result(clock, b1.dynamic_config.zk.exists("/config/brokers/1")) is None
+
+
+def test_a_change_a_reconfigurable_refuses_is_never_written() -> None:
+    """Kafka's LogCleaner.validateReconfiguration through DynamicBrokerConfig.validate: the
+    cleaner threads may at most double or halve per change; a bigger step is refused with
+    INVALID_REQUEST and Kafka's message (the reason after it) before anything reaches ZooKeeper,
+    by IncrementalAlterConfigs and AlterConfigs, for the broker and the default entity; a step
+    within bounds is written and applied. A refused config written around the check (another
+    tool) is ignored when it arrives: the broker keeps its config."""
+    clock = MemoryReactorClock()
+    server = MemoryZooKeeperServer(clock)
+    b1, changes = broker(server, clock, 1, cleaner=True)
+    resource = "Invalid config value for resource ConfigResource(type=BROKER, name='1'): Invalid dynamic configuration: "
+    entry = alter(clock, b1, "1", [("log.cleaner.threads", SET, "3")])
+    assert entry["error_code"] == ErrorCode.INVALID_REQUEST
+    assert entry["error_message"] == resource + "Log cleaner threads cannot be increased to more than double the current value 1"
+    assert result(clock, b1.dynamic_config.zk.exists("/config/brokers/1")) is None
+    entry = alter(clock, b1, "", [("log.cleaner.threads", SET, "0")], incremental=False)
+    assert entry["error_code"] == ErrorCode.INVALID_REQUEST
+    assert entry["error_message"] == ("Invalid config value for resource ConfigResource(type=BROKER, name=''): "
+                                      "Invalid dynamic configuration: Log cleaner threads should be at least 1")
+    assert result(clock, b1.dynamic_config.zk.exists("/config/brokers/<default>")) is None
+    assert changes == [] and b1.config["log.cleaner.threads"] == 1
+
+    assert alter(clock, b1, "1", [("log.cleaner.threads", SET, "2")])["error_code"] == 0
+    assert b1.config["log.cleaner.threads"] == 2 and changes == [{"log.cleaner.threads"}]
+    entry = alter(clock, b1, "1", [("log.cleaner.threads", SET, "5")])
+    assert entry["error_message"] == resource + "Log cleaner threads cannot be increased to more than double the current value 2"
+    stored = result(clock, b1.dynamic_config.zk.get("/config/brokers/1"))[0]
+    assert json.loads(stored)["config"] == {"log.cleaner.threads": "2"}
+
+    result(clock, b1.dynamic_config.write("1", {"log.cleaner.threads": "9"}))     # around the check
+    clock.advance(0.1)
+    assert b1.config["log.cleaner.threads"] == 2 and changes == [{"log.cleaner.threads"}]
+    assert alter(clock, b1, "1", [("log.cleaner.threads", SET, "1")])["error_code"] == 0     # half of 2
+    assert b1.config["log.cleaner.threads"] == 1

@@ -166,7 +166,7 @@ def _get(resource_site: Any, path: bytes) -> tuple[int, bytes]:
 def test_health_is_503_until_registered_and_lists_offline_dirs(broker: KafkaBroker) -> None:
     """/health: 503 with the reasons while not registered or a log dir is offline, 200 when
     registered on a connected session with every dir online."""
-    http = site(broker.metrics_registry, broker.health)
+    http = site(broker.metrics_registry, broker.status.health)
     code, body = _get(http, b"health")
     doc = json.loads(body)
     assert code == 503 and doc["registered"] is False and doc["status"] == "unhealthy"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from twisted.internet.testing import MemoryReactorClock
 
+from kafkalite.broker.config_changes import ConfigChangeManager
 from kafkalite.broker.quotas import BrokerQuotas, QuotaConfigSync, entity_path, parse_entity_path
 from kafkalite.coordination.kafka_zk_client import KafkaZkClient
 from kafkalite.coordination.memory import MemoryZooKeeperServer
@@ -26,6 +27,9 @@ def test_quotas_load_at_start_and_follow_notifications() -> None:
     result(clock, reader.start())
     quotas = BrokerQuotas()
     sync = QuotaConfigSync(reader, quotas)
+    changes = ConfigChangeManager(reader.zk)
+    changes.add_watcher(sync)
+    result(clock, changes.start())
     result(clock, sync.start())
     assert quotas.entities.resolve(PRODUCER_BYTE_RATE, "ANONYMOUS", "early") == (QuotaEntity(None, "early"), 500.0)
 
