@@ -18,7 +18,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Protocol, Self, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Self, Sequence
 
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 SLF4J_JAR = "/usr/share/java/slf4j-simple.jar"
@@ -107,8 +107,19 @@ def tail(path: Path, lines: int = 30) -> str:
         return "<no log>"
 
 
+def write_properties(path: Path, props: Mapping[str, str]) -> Path:
+    """``props`` as a Java properties file at ``path`` (the form every kafkalite service reads)."""
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    return path
+
+
 class Process:
     """One OS process we manage: started here (``proc``) or re-attached from a state file."""
+
+    #: the process's own directory, and the names of its log and properties files in it
+    dir: Path
+    log_name = ""
+    properties_name = ""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
@@ -181,7 +192,15 @@ class Process:
     # -- start-up -------------------------------------------------------------------------
     @property
     def log_path(self) -> Path:
-        raise NotImplementedError
+        if not self.log_name:
+            raise NotImplementedError
+        return self.dir / self.log_name
+
+    @property
+    def properties_path(self) -> Path:
+        if not self.properties_name:
+            raise NotImplementedError
+        return self.dir / self.properties_name
 
     def launch(self) -> None:
         raise NotImplementedError
@@ -627,6 +646,9 @@ class BrokerProcess(Process):
     ``port=0`` the broker binds a free port and the registration tells us which.
     """
 
+    log_name = "server.log"
+    properties_name = "server.properties"
+
     def __init__(self, cluster: BrokerHost, broker_id: int, overrides: dict[str, str] | None = None,
                  port: int = 0, metrics_port: int = 0) -> None:
         super().__init__()
@@ -655,14 +677,6 @@ class BrokerProcess(Process):
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "server.log"
-
-    @property
-    def properties_path(self) -> Path:
-        return self.dir / "server.properties"
-
     def properties(self) -> dict[str, str]:
         props = {
             "broker.id": str(self.broker_id),
@@ -685,7 +699,7 @@ class BrokerProcess(Process):
         if self.configured_port and port_in_use(self.configured_port):
             raise ClusterError(f"broker {self.broker_id}: port 127.0.0.1:{self.configured_port} is already in use")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        write_properties(self.properties_path, self.properties())
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.launched_ms = int(time.time() * 1000)
         self._spawn(self.command(self.properties_path), self.log_path, env)
@@ -731,6 +745,9 @@ class SchemaRegistryProcess(Process):
     (before that they answer 50004).
     """
 
+    log_name = "schema-registry.log"
+    properties_name = "schema-registry.properties"
+
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
                  overrides: dict[str, str] | None = None, name: str = "registry") -> None:
         super().__init__()
@@ -744,14 +761,6 @@ class SchemaRegistryProcess(Process):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "schema-registry.log"
-
-    @property
-    def properties_path(self) -> Path:
-        return self.dir / "schema-registry.properties"
-
     def properties(self) -> dict[str, str]:
         props = {"listeners": f"http://127.0.0.1:{self.port}", "host.name": "127.0.0.1",
                  "kafkastore.bootstrap.servers": self.bootstrap}
@@ -762,7 +771,7 @@ class SchemaRegistryProcess(Process):
         if port_in_use(self.port):
             raise ClusterError(f"schema registry: port 127.0.0.1:{self.port} is already in use")
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        write_properties(self.properties_path, self.properties())
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._spawn([sys.executable, "-m", "kafkalite.registry.main", str(self.properties_path)], self.log_path, env)
@@ -856,6 +865,8 @@ class ConsoleProcess(HttpServiceProcess):
     server listens.
     """
 
+    log_name = "console.log"
+
     what = "console"
     ready_path = "/static/console.css"
 
@@ -868,10 +879,6 @@ class ConsoleProcess(HttpServiceProcess):
         self.metrics_urls = list(metrics_urls)
         self.zookeeper = zookeeper
         self.extra_args = list(extra_args)
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "console.log"
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "kafkalite.console", "--bootstrap-server", self.bootstrap,
@@ -898,6 +905,8 @@ class ConnectWorkerProcess(HttpServiceProcess):
     worker does only once it has read its topics and joined the group.
     """
 
+    log_name = "connect.log"
+
     what = "connect worker"
     ready_path = "/health"
 
@@ -909,10 +918,6 @@ class ConnectWorkerProcess(HttpServiceProcess):
         self.overrides = dict(overrides or {})
         self.standalone = standalone_connectors is not None
         self.connectors = list(standalone_connectors or [])
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "connect.log"
 
     @property
     def properties_path(self) -> Path:
@@ -937,12 +942,10 @@ class ConnectWorkerProcess(HttpServiceProcess):
     def launch(self) -> None:
         self._check_port()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        write_properties(self.properties_path, self.properties())
         files = []
         for i, connector in enumerate(self.connectors):
-            path = self.dir / f"connector-{i}.properties"
-            path.write_text("".join(f"{k}={v}\n" for k, v in connector.items()))
-            files.append(str(path))
+            files.append(str(write_properties(self.dir / f"connector-{i}.properties", connector)))
         module = "connect_standalone" if self.standalone else "connect_distributed"
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self._spawn([sys.executable, "-m", f"kafkalite.connect.runtime.{module}", str(self.properties_path), *files],
@@ -957,6 +960,9 @@ class SqlServerProcess(HttpServiceProcess):
     replayed its command topic (it listens after that).
     """
 
+    log_name = "ksql-server.log"
+    properties_name = "ksql-server.properties"
+
     what = "SQL server"
     ready_path = "/healthcheck"
 
@@ -967,14 +973,6 @@ class SqlServerProcess(HttpServiceProcess):
         self.bootstrap = bootstrap
         self.registry_url = registry_url
         self.overrides = dict(overrides or {})
-
-    @property
-    def log_path(self) -> Path:
-        return self.dir / "ksql-server.log"
-
-    @property
-    def properties_path(self) -> Path:
-        return self.dir / "ksql-server.properties"
 
     def properties(self) -> dict[str, str]:
         props = {"listeners": self.url, "bootstrap.servers": self.bootstrap, "ksql.service.id": "default_",
@@ -987,7 +985,7 @@ class SqlServerProcess(HttpServiceProcess):
     def launch(self) -> None:
         self._check_port()
         self.dir.mkdir(parents=True, exist_ok=True)
-        self.properties_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        write_properties(self.properties_path, self.properties())
         self._spawn([sys.executable, "-m", "kafkalite.sql.server", str(self.properties_path)], self.log_path,
                     dict(os.environ, PYTHONUNBUFFERED="1"))
 
