@@ -35,7 +35,7 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench import kafka09
+from bench import kafka09, procs
 from kafkalite.cluster.processes import free_port
 
 LINE_BYTES = 100                 # each line, its newline included
@@ -233,15 +233,8 @@ class Worker:
 
     def stop(self) -> None:
         """SIGTERM (both workers shut their connectors down on it), SIGKILL after 30 s."""
-        if self.proc is None:
-            return
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        if self.proc is not None:
+            procs.stop(self.proc)
 
     def tail(self, n: int = 3000) -> str:
         try:

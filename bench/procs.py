@@ -21,3 +21,14 @@ def kill_all(procs: list[subprocess.Popen]) -> None:
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def stop(proc: subprocess.Popen, grace: float = 30) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds; reaped either way (a no-op once it exited)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

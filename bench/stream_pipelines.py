@@ -42,6 +42,7 @@ from typing import Any, Callable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+from bench import procs
 from bench.connect_pipeline import CLK_TCK
 from kafkalite.cluster.processes import free_port
 
@@ -376,10 +377,4 @@ class QuixApp:
         return f"Quix Streams app exited ({self.proc.returncode}): {self.error_line()}"
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        procs.stop(self.proc)

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import urllib.error
 import urllib.request
 import uuid
 from pathlib import Path
@@ -18,18 +17,13 @@ from typing import Any
 
 from tests.support.waiting import wait_for
 from tests.support.zookeeper import free_port
+from tests.support.sql_rest import ksql_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _call(url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/vnd.ksql.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+    return ksql_call(url, body, timeout=60)
 
 
 def _start(props: Path, log: Path) -> subprocess.Popen:

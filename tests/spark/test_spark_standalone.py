@@ -23,8 +23,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -37,6 +35,7 @@ from tests.spark.conftest import new_topic, produce
 from tests.spark.test_sink_units import _read_committed
 from tests.support.spark_cluster import SparkStandalone
 from tests.support.waiting import wait_for
+from tests.support.sql_rest import ksql_call
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,13 +89,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _call(url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/vnd.ksql.v1+json"})
-    try:
-        with urllib.request.urlopen(req, timeout=300) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+    return ksql_call(url, body, timeout=300)
 
 
 def _healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> bool:
