@@ -21,6 +21,7 @@ same rows each time; ``read_committed`` consumers see every input record once.
 """
 from __future__ import annotations
 
+import datetime
 import logging
 import time
 import uuid
@@ -47,7 +48,11 @@ log = logging.getLogger(__name__)
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 QUERY_ID_PROPERTY = "sql.streaming.queryId"
 
-Record = tuple[str, "bytes | None", "bytes | None", "list[tuple[str, bytes | None]]", "int | None"]
+#: (topic, key, value, headers, partition, timestamp_ms): a None timestamp is the producer's clock
+Record = tuple[str, "bytes | None", "bytes | None", "list[tuple[str, bytes | None]]", "int | None", "int | None"]
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_MS = datetime.timedelta(milliseconds=1)
 
 
 @dataclass
@@ -81,10 +86,10 @@ def task_info() -> TaskInfo:
 
 # -- rows to records ----------------------------------------------------------------------------
 def record_encoder(opts: SinkOptions, avro: Sequence[ReaderSchema] = ()) -> Callable[[Any], Record]:
-    """A function from an input Row to (topic, key, value, headers, partition); a key or value
-    with a subject in ``avro`` is encoded with that schema in Confluent's framing."""
+    """A function from an input Row to (topic, key, value, headers, partition, timestamp_ms); a
+    key or value with a subject in ``avro`` is encoded with that schema in Confluent's framing."""
     i_topic, i_key, i_value = opts.index("topic"), opts.index("key"), opts.index("value")
-    i_headers, i_partition = opts.index("headers"), opts.index("partition")
+    i_headers, i_partition, i_timestamp = opts.index("headers"), opts.index("partition"), opts.index("timestamp")
     assert i_value is not None                        # parse_sink_options insists on it
     by_field = {r.field: r for r in avro}
     encode_key = _avro_encoder(by_field["key"]) if "key" in by_field else _bytes
@@ -97,8 +102,26 @@ def record_encoder(opts: SinkOptions, avro: Sequence[ReaderSchema] = ()) -> Call
         headers = [] if i_headers is None or row[i_headers] is None else \
             [(h[0], None if h[1] is None else bytes(h[1])) for h in row[i_headers]]
         return (topic, None if i_key is None else encode_key(row[i_key]), encode_value(row[i_value]), headers,
-                None if i_partition is None else row[i_partition])
+                None if i_partition is None else row[i_partition],
+                None if i_timestamp is None else timestamp_ms(row[i_timestamp]))
     return encode
+
+
+def timestamp_ms(value: Any) -> int | None:
+    """A ``timestamp`` column's value as a CreateTime in epoch milliseconds (None: the producer's
+    clock). PySpark hands a TimestampType over as a naive local datetime (an aware one when the
+    value came from elsewhere); both convert exactly, without a float in between."""
+    if value is None:
+        return None
+    if isinstance(value, datetime.datetime):
+        ms = (value.astimezone(datetime.timezone.utc) - _EPOCH) // _MS
+    elif isinstance(value, int) and not isinstance(value, bool):
+        ms = value
+    else:
+        raise ValueError(f"timestamp must be a timestamp or epoch milliseconds, found {type(value).__name__}")
+    if ms < 0:
+        raise ValueError(f"timestamp {value!r} is before 1970-01-01: Kafka record timestamps are not negative")
+    return ms
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -149,8 +172,8 @@ def _send_all(producer: Producer, records: Iterable[Record], *, check_every: int
     """Send every record; a failed delivery raises (checked as futures complete and at the end)."""
     pending: list[Future] = []
     n = 0
-    for topic, key, value, headers, partition in records:
-        pending.append(producer.send(topic, value, key, partition=partition, headers=headers))
+    for topic, key, value, headers, partition, ts in records:
+        pending.append(producer.send(topic, value, key, partition=partition, timestamp_ms=ts, headers=headers))
         n += 1
         if len(pending) >= check_every:
             _raise_failed(p for p in pending if p.done())

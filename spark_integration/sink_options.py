@@ -5,7 +5,10 @@ types. What Spark's ``KafkaWriter.validateQuery`` and ``KafkaSourceProvider`` sa
 the ``topic`` option overrides a ``topic`` column, ``value`` is required, ``key``/``value`` are
 ``string`` or ``binary``, ``headers`` is ``array<struct<key:string,value:binary>>``,
 ``partition`` is ``int``; every ``kafka.*`` option is a producer setting with the prefix
-stripped, and the serializers are fixed. Two settings are kafkalite's own:
+stripped, and the serializers are fixed. kafkalite adds an optional ``timestamp`` column
+(``timestamp``, or ``bigint`` epoch milliseconds; Spark's Kafka *source* has that column, so a
+read-then-write keeps each record's event time) written as the record's CreateTime; a null
+timestamp is "now", as a Kafka producer without one. Two settings are kafkalite's own:
 
 * ``deliveryGuarantee``: ``at_least_once`` (default; an idempotent producer, so retries never
   duplicate within a task) or ``exactly_once`` (each task's share of a micro-batch in one
@@ -20,7 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from pyspark.sql.types import ArrayType, BinaryType, DataType, IntegerType, StringType, StructType
+from pyspark.sql.types import (ArrayType, BinaryType, DataType, IntegerType, LongType, StringType, StructType,
+                               TimestampType)
 
 from kafkalite.client.security import PLAINTEXT, ClientSecurity
 from spark_integration.options import AvroSubject, _avro_options, _positive_int, security_from_options
@@ -50,7 +54,7 @@ class SinkOptions:
 
     bootstrap_servers: str
     topic: str | None                         # the ``topic`` option (overrides the column)
-    columns: tuple[tuple[str, int], ...]      # (key|value|topic|headers|partition, index in the row)
+    columns: tuple[tuple[str, int], ...]      # (key|value|topic|headers|partition|timestamp, index in the row)
     guarantee: str = AT_LEAST_ONCE
     transactional_id_prefix: str | None = None
     batch_id: int | None = None               # ``batchId``: a foreachBatch writer's micro-batch id
@@ -158,4 +162,7 @@ def _check_columns(schema: StructType, topic_option: str | None, avro: set[str])
     check("headers", (_HEADERS_TYPE,), "headers attribute type must be an array<struct<key:string,value:binary>>, "
                                        "found {dtype}")
     check("partition", (IntegerType(),), "partition attribute type must be an IntegerType, found {dtype}")
+    # kafkalite's addition (Spark's Kafka sink has no such column): the record's CreateTime
+    check("timestamp", (TimestampType(), LongType()),
+          "timestamp attribute type must be a TimestampType or a LongType of epoch milliseconds, found {dtype}")
     return tuple(sorted(found.items()))

@@ -686,6 +686,7 @@ class Engine:
             f"window(`ROWTIME`, '{w.size_ms} milliseconds'" + (f", '{w.advance_ms} milliseconds')" if w.advance_ms
                                                              else ")"))
         select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
+        select.append(_event_time(plan))
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
         for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
             if name not in [n for n, _ in plan.items]:
@@ -711,7 +712,7 @@ class Engine:
         q, scope, text = plan.select, plan.scope, plan.sink.statement
         join, table, alias = plan.joins[0]
         left_alias = q.alias or plan.source.name
-        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         keys = ", ".join(quote(c.name) for c in table.key_columns)
         sql = (f"SELECT {', '.join(select)} FROM {view}_stream AS {quote(left_alias)} "
@@ -751,7 +752,7 @@ class Engine:
             from_sql += (f" {kinds[join.kind]} {view}_{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
                          f" AND {rt} >= {lt} - INTERVAL {join.within.before_ms} MILLISECONDS"
                          f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
-        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items]
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
         return self.spark.sql(sql), sql
@@ -783,7 +784,8 @@ class Engine:
         def write(frame: Any, batch_id: int) -> None:
             """One micro-batch by a batch write, exactly once through the sink's batchId option
             (Python data sources take appends only, so update mode and per-batch joins go here)."""
-            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame)).write.format("kafkalite").mode("append")
+            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame), OUTPUT_TIMESTAMP).write.format("kafkalite") \
+                .mode("append")
             for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
                 w = w.option(k, v)
             w.save()
@@ -812,7 +814,8 @@ class Engine:
                     batch.unpersist()
             writer = stream(result).foreachBatch(write_batch)
         else:
-            writer = stream(result.selectExpr(key_sql, *self._value_sql(plan, result))).format("kafkalite")
+            writer = stream(result.selectExpr(key_sql, *self._value_sql(plan, result), OUTPUT_TIMESTAMP)) \
+                .format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         self.running[plan.query_id] = writer.start()
@@ -1096,8 +1099,33 @@ class QueryPlan:
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
+#: the compiled queries' hidden event-time column, written as each output record's CreateTime
+EVENT_TIME = "__rowtime"
+OUTPUT_TIMESTAMP = f"`{EVENT_TIME}` AS timestamp"
+
+
+def _event_time(plan: QueryPlan) -> str:
+    """The output record's timestamp as ksqlDB (Kafka Streams) gives it, as a select item: the
+    input record's ROWTIME (its TIMESTAMP column if the source names one) for projections,
+    filters and stream-table joins; the later of the joined records' for a stream-stream join
+    (``greatest`` skips an outer join's missing side); and for an aggregate the latest ROWTIME
+    of the records that formed the row (Kafka Streams' timestamped stores, KIP-258), which Spark
+    keeps in the group's state across micro-batches, windowed or not."""
+    if plan.aggregate:
+        expr = "max(`ROWTIME`)"
+    elif plan.joins and plan.joins[0][1].kind == "STREAM":
+        aliases = [plan.select.alias or plan.source.name] + [alias for _, _, alias in plan.joins]
+        expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in aliases) + ")"
+    elif plan.joins:
+        expr = f"{quote(plan.select.alias or plan.source.name)}.`ROWTIME`"
+    else:
+        expr = "`ROWTIME`"
+    return f"{expr} AS {quote(EVENT_TIME)}"
+
+
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
     """A result row for the state store: Spark's ``__window`` struct as WINDOWSTART/WINDOWEND in ms."""
+    row.pop(EVENT_TIME, None)
     window = row.pop("__window", None)
     if windowed and window is not None:
         row["WINDOWSTART"] = int(window["start"].timestamp() * 1000)

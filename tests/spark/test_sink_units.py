@@ -3,13 +3,15 @@ to records, and the exactly-once task protocol against the shared broker (a batc
 is recognised by its marker; a zombie attempt is fenced)."""
 from __future__ import annotations
 
+import datetime
 import uuid
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition as CTopicPartition
 from pyspark.sql import Row
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType)
+from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
+                               TimestampType)
 
 from kafkalite.client.errors import ClientError
 from spark_integration.sink import (TaskInfo, ensure_commit_topic, make_producer, record_encoder,
@@ -34,6 +36,10 @@ BS = {"kafka.bootstrap.servers": "127.0.0.1:1"}
      "partition attribute type must be an IntegerType"),
     ({**BS, "topic": "t"}, StructType([StructField("value", StringType()), StructField("headers", StringType())]),
      "headers attribute type must be an array<struct<key:string,value:binary>>"),
+    ({**BS, "topic": "t"}, StructType([StructField("value", StringType()), StructField("timestamp", StringType())]),
+     "timestamp attribute type must be a TimestampType or a LongType of epoch milliseconds, found string"),
+    ({**BS, "topic": "t"}, StructType([StructField("value", StringType()), StructField("timestamp", IntegerType())]),
+     "timestamp attribute type must be a TimestampType or a LongType of epoch milliseconds, found int"),
     ({**BS, "topic": "t", "kafka.value.serializer": "x"}, KV, "'value.serializer' is not supported"),
     ({**BS, "topic": "t", "kafka.transactional.id": "x"}, KV, "use deliveryGuarantee=exactly_once"),
     ({**BS, "topic": "t", "deliveryGuarantee": "twice"}, KV, "Invalid value 'twice' for option 'deliveryGuarantee'"),
@@ -57,15 +63,35 @@ def test_columns_map_to_records_and_the_topic_option_overrides_the_column() -> N
     row = Row(topic="a", Key="k", value=bytearray(b"v"), headers=[Row(key="h", value=bytearray(b"1"))],
               partition=2, extra=7)
     encode = record_encoder(parse_sink_options(BS, schema))
-    assert encode(row) == ("a", b"k", b"v", [("h", b"1")], 2)
+    assert encode(row) == ("a", b"k", b"v", [("h", b"1")], 2, None)
     assert record_encoder(parse_sink_options({**BS, "topic": "b"}, schema))(row)[0] == "b"
     nulls = Row(topic="a", Key=None, value=None, headers=None, partition=None, extra=None)
-    assert encode(nulls) == ("a", None, None, [], None)
+    assert encode(nulls) == ("a", None, None, [], None, None)
     with pytest.raises(ValueError, match="null topic present in the data"):
         encode(Row(topic=None, Key=None, value=b"v", headers=None, partition=None, extra=None))
     opts = parse_sink_options({**BS, "topic": "t", "deliveryGuarantee": "exactly-once",
                                "kafka.linger.ms": "0", "kafka.compression.type": "LZ4"}, KV)
     assert (opts.guarantee, opts.linger_ms, opts.compression_type, opts.acks) == (EXACTLY_ONCE, 0, "lz4", "all")
+
+
+@pytest.mark.parametrize("dtype", [TimestampType(), LongType()])
+def test_a_timestamp_column_becomes_the_records_create_time(dtype: Any) -> None:
+    """kafkalite's addition to Spark's sink columns: epoch milliseconds exactly (no float on the
+    way), from a naive local datetime as PySpark hands a TimestampType over, from an aware one,
+    or from a long; null is the producer's clock, as in Kafka."""
+    schema = StructType([StructField("value", StringType()), StructField("TimeStamp", dtype)])
+    encode = record_encoder(parse_sink_options({**BS, "topic": "t"}, schema))
+    ms = 1_700_000_123_456
+    aware = datetime.datetime(2023, 11, 14, 22, 15, 23, 456789, tzinfo=datetime.timezone.utc)
+    naive_local = aware.astimezone().replace(tzinfo=None)
+    for value in (ms, aware, naive_local, aware.astimezone(datetime.timezone(datetime.timedelta(hours=-5)))):
+        assert encode(Row(value="v", TimeStamp=value))[5] == ms
+    assert encode(Row(value="v", TimeStamp=0))[5] == 0
+    assert encode(Row(value="v", TimeStamp=None))[5] is None
+    with pytest.raises(ValueError, match="before 1970-01-01"):
+        encode(Row(value="v", TimeStamp=-1))
+    with pytest.raises(ValueError, match="timestamp must be a timestamp or epoch milliseconds, found str"):
+        encode(Row(value="v", TimeStamp="2023-11-14"))
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:

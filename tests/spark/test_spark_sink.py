@@ -46,6 +46,27 @@ def test_batch_write_then_read_back(spark: Any, kafka: Any) -> None:
         assert (None if r.headers is None else [(h.key, bytes(h.value)) for h in r.headers]) == headers
 
 
+def test_a_timestamp_column_sets_create_time_and_a_read_then_write_keeps_event_time(spark: Any, kafka: Any) -> None:
+    """kafkalite's ``timestamp`` column: a long of epoch ms (null: the producer's clock), then the
+    source's own TimestampType column copied into another topic unchanged."""
+    first, second = new_topic(kafka, 1, "ts-a"), new_topic(kafka, 1, "ts-b")
+    base = 1_600_000_000_000
+    df = spark.createDataFrame([(f"{i}", base + 1000 * i if i else None) for i in range(20)],
+                               "value string, timestamp bigint")
+    before = int(time.time() * 1000)
+    (df.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", kafka.bootstrap)
+     .option("topic", first).save())
+    got = {int(r.v): (r.ts, r.timestampType) for r in _read(spark, kafka, first).selectExpr(
+        "cast(value as string) v", "unix_millis(timestamp) ts", "timestampType").collect()}
+    assert {i: got[i] for i in range(1, 20)} == {i: (base + 1000 * i, 0) for i in range(1, 20)}
+    assert got[0][0] >= before and got[0][1] == 0            # null: now, as a Kafka producer stamps it
+    (_read(spark, kafka, first).select("value", "timestamp").write.format("kafkalite").mode("append")
+     .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", second).save())
+    copied = {int(r.v): r.ts for r in _read(spark, kafka, second).selectExpr(
+        "cast(value as string) v", "unix_millis(timestamp) ts").collect()}
+    assert copied == {i: ts for i, (ts, _) in got.items()}
+
+
 def test_topic_column_routes_to_several_topics(spark: Any, kafka: Any) -> None:
     topics = [new_topic(kafka, 1, "route") for _ in range(3)]
     df = spark.createDataFrame([(topics[i % 3], f"{i}") for i in range(90)], "topic string, value string")

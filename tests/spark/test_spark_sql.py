@@ -4,7 +4,9 @@ queries writing through the kafkalite sink; the table's last value per (truck, w
 plain-Python oracle on the same input. Then the engine is stopped, more input arrives, and a new
 engine with the same ksql.service.id replays the command topic: same streams, tables and query
 ids, the queries resume from their checkpoints (the table's state store rebuilt from its topic, so a
-pull query answers the windows closed before the restart), and the oracle over all input still holds."""
+pull query answers the windows closed before the restart), and the oracle over all input still holds.
+Output records carry event time as ksqlDB's do: a window's the latest of its records', a filtered
+record its input's."""
 from __future__ import annotations
 
 import json
@@ -44,12 +46,25 @@ def _oracle(rows: list[tuple[str, float, int]]) -> dict[tuple[str, int], tuple[f
     return {k: (sum(v) / len(v), len(v), max(v)) for k, v in groups.items()}
 
 
-def _table(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int], tuple[float, int, float]]:
-    """The last value per windowed key (Kafka Streams' key bytes + 8-byte window start)."""
+def _timed(oracle: dict[tuple[str, int], tuple[float, int, float]],
+           rows: list[tuple[str, float, int]]) -> dict[tuple[str, int], tuple[float, int, float, int]]:
+    """The oracle's rows with the output timestamp Kafka Streams gives an aggregate: the latest
+    timestamp of the records that formed it."""
+    latest: dict[tuple[str, int], int] = {}
+    for truck, speed, ts in rows:
+        if speed > 5:
+            key = (truck, ts - ts % WINDOW_MS)
+            latest[key] = max(latest.get(key, ts), ts)
+    return {k: v + (latest[k],) for k, v in oracle.items()}
+
+
+def _table(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int], tuple[float, int, float, int]]:
+    """The last value and its record's timestamp per windowed key (Kafka Streams' key bytes +
+    8-byte window start)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     c.assign([CTP(topic, p, 0) for p in range(partitions)])
-    out: dict[tuple[str, int], tuple[float, int, float]] = {}
+    out: dict[tuple[str, int], tuple[float, int, float, int]] = {}
     try:
         while True:
             msgs = c.consume(1000, 3.0)
@@ -61,12 +76,12 @@ def _table(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int],
                 key = m.key()
                 start = struct.unpack(">q", key[-8:])[0]
                 v = json.loads(m.value())
-                out[(key[:-8].decode(), start)] = (v["AVG_SPEED"], v["N"], v["TOP"])
+                out[(key[:-8].decode(), start)] = (v["AVG_SPEED"], v["N"], v["TOP"], m.timestamp()[1])
     finally:
         c.close()
 
 
-def _fast_alerts(bootstrap: str, topic: str) -> list[tuple[str, float]]:
+def _fast_alerts(bootstrap: str, topic: str) -> list[tuple[str, float, int]]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     c.assign([CTP(topic, p, 0) for p in range(2)])
@@ -76,7 +91,8 @@ def _fast_alerts(bootstrap: str, topic: str) -> list[tuple[str, float]]:
             msgs = c.consume(1000, 3.0)
             if not msgs:
                 return out
-            out += [(m.key().decode(), json.loads(m.value())["SPEED_KMH"]) for m in msgs if m.error() is None]
+            out += [(m.key().decode(), json.loads(m.value())["SPEED_KMH"], m.timestamp()[1])
+                    for m in msgs if m.error() is None]
     finally:
         c.close()
 
@@ -101,7 +117,7 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
             "WINDOW TUMBLING (SIZE 10 SECONDS, GRACE PERIOD 1 HOUR) WHERE speed > 5 GROUP BY truck EMIT CHANGES;")
         speeds_id = table[0]["commandStatus"]["queryId"]
         assert speeds_id == "CTAS_SPEEDS_1"          # named after its command's sequence number
-        want = _oracle(first)
+        want = _timed(_oracle(first), first)
         wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150, "the windowed table to match the oracle")
         shown = engine.execute("SHOW QUERIES; SHOW TABLES; DESCRIBE speeds;")
         assert {q["id"] for q in shown[0]["queries"]} == {speeds_id}
@@ -126,7 +142,7 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
         closed = {k: v for k, v in _oracle(first).items() if k[0] == "t0" and k[1] < T0 + 80_000}
         assert closed and {(r[0], r[1]): (r[3], r[4], r[5]) for r in pulled.rows} == closed
         assert all(r[2] == r[1] + WINDOW_MS for r in pulled.rows)
-        want = _oracle(first + more)
+        want = _timed(_oracle(first + more), first + more)
         wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150, "the table after the restart")
         # one query at a time on local[2]: the table's query ends, a filtering stream starts
         terminated = again.execute(f"TERMINATE {speeds_id};")
@@ -134,7 +150,7 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
         fast = again.execute(f"CREATE STREAM fast WITH (KAFKA_TOPIC='{alerts}') AS SELECT truck, "
                              "speed * 1.609 AS speed_kmh FROM trucks WHERE speed >= 80 PARTITION BY truck;")
         assert fast[0]["commandStatus"]["queryId"] == "CSAS_FAST_3"
-        expected = sorted((t, s * 1.609) for t, s, _ in first + more if s >= 80)
+        expected = sorted((t, s * 1.609, ts) for t, s, ts in first + more if s >= 80)    # each input's time
         wait_for(lambda: sorted(_fast_alerts(kafka.bootstrap, alerts)) == expected, 150, "the alerts stream")
     finally:
         again.stop()

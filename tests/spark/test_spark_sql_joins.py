@@ -4,7 +4,9 @@ against a plain-Python oracle on the same input: a stream-stream INNER JOIN ... 
 the joined stream from a filter of one side (its records join the output topic), a stream-table
 LEFT JOIN against a table with updates and a tombstone (each shipment gets its carrier's latest
 name, or null), then ``SELECT id, WINDOWSTART, WINDOWEND, COUNT(*) ... WINDOW TUMBLING ... GROUP BY
-id EMIT CHANGES`` streaming counts whose last value per key and window is the oracle's."""
+id EMIT CHANGES`` streaming counts whose last value per key and window is the oracle's. Every
+output record's timestamp is ksqlDB's event time: the later of a joined pair's, the input
+record's for INSERT INTO and for the stream-table join."""
 from __future__ import annotations
 
 import json
@@ -34,7 +36,8 @@ def _produce(bootstrap: str, topic: str, rows: list[tuple[str, Any, int]]) -> No
     assert p.flush(60) == 0
 
 
-def _read(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any]]]:
+def _read(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any], int]]:
+    """(key, value, the record's timestamp) of every committed record."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     c.assign([CTP(topic, 0, 0)])
@@ -44,14 +47,15 @@ def _read(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any]]]:
             msgs = c.consume(1000, 2.0)
             if not msgs:
                 return out
-            out += [(m.key().decode(), json.loads(m.value())) for m in msgs if m.error() is None]
+            out += [(m.key().decode(), json.loads(m.value()), m.timestamp()[1]) for m in msgs if m.error() is None]
     finally:
         c.close()
 
 
-def _join_oracle() -> list[tuple[str, float, str]]:
-    return sorted((oid, amount, carrier) for oid, amount, ots in ORDERS for sid, carrier, sts in SHIPMENTS
-                  if oid == sid and abs(sts - ots) <= 60_000)
+def _join_oracle() -> list[tuple[str, float, str, int]]:
+    """Each joined pair with Kafka Streams' output timestamp: the later of the two records'."""
+    return sorted((oid, amount, carrier, max(ots, sts)) for oid, amount, ots in ORDERS
+                  for sid, carrier, sts in SHIPMENTS if oid == sid and abs(sts - ots) <= 60_000)
 
 
 def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, kafka: Any, tmp_path: Any) -> None:
@@ -74,8 +78,9 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         want = _join_oracle()
         assert want and len(want) < len(SHIPMENTS) + 1               # some pairs fall outside WITHIN
 
-        def joined_rows() -> list[tuple[str, float, str]]:
-            return sorted((k, v["AMOUNT"], v["CARRIER"]) for k, v in _read(kafka.bootstrap, shipped))
+        # every output record carries event time (ksqlDB's), not the time the sink wrote it
+        def joined_rows() -> list[tuple[str, float, str, int]]:
+            return sorted((k, v["AMOUNT"], v["CARRIER"], ts) for k, v, ts in _read(kafka.bootstrap, shipped))
         wait_for(lambda: joined_rows() == want, 120, "the join to match the oracle")
         described = engine.execute("DESCRIBE shipped;")[0]["sourceDescription"]["fields"]
         assert [(f["name"], f["schema"]["type"]) for f in described] == [
@@ -86,7 +91,7 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
                                   "WHERE amount >= 100;")
         insert_id = inserted[0]["commandStatus"]["queryId"]
         assert insert_id.startswith("INSERTQUERY_")
-        manual = sorted((k, a, "manual") for k, a, _ in ORDERS if a >= 100)
+        manual = sorted((k, a, "manual", ts) for k, a, ts in ORDERS if a >= 100)
         wait_for(lambda: joined_rows() == sorted(want + manual), 120, "INSERT INTO's records in the stream")
         engine.execute(f"TERMINATE {insert_id};")
 
@@ -100,11 +105,11 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         table_join = engine.execute(
             f"CREATE STREAM named WITH (KAFKA_TOPIC='{named}') AS SELECT s.carrier AS carrier, s.id AS shipment, "
             "c.name AS name FROM shipments s LEFT JOIN carriers c ON s.carrier = c.id;")
-        lookups = sorted((c, sid, latest.get(c)) for sid, c, _ in SHIPMENTS)
-        assert {n for _, _, n in lookups} == {"Acme2", None}            # updated, tombstoned and missing keys
+        lookups = sorted((c, sid, latest.get(c), ts) for sid, c, ts in SHIPMENTS)     # the stream record's time
+        assert {n for _, _, n, _ in lookups} == {"Acme2", None}            # updated, tombstoned and missing keys
 
-        def named_rows() -> list[tuple[str, str, str | None]]:
-            return sorted((k, v["SHIPMENT"], v["NAME"]) for k, v in _read(kafka.bootstrap, named))
+        def named_rows() -> list[tuple[str, str, str | None, int]]:
+            return sorted((k, v["SHIPMENT"], v["NAME"], ts) for k, v, ts in _read(kafka.bootstrap, named))
         wait_for(lambda: named_rows() == lookups, 120, "the stream-table join to match the oracle")
         engine.execute(f"TERMINATE {table_join[0]['commandStatus']['queryId']};")
 

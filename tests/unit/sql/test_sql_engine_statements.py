@@ -221,7 +221,7 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
     sql = _spark(engine).sql_texts[-1]
     assert sql == ("SELECT `ID` AS `ID`, unix_millis(window(`ROWTIME`, '10000 milliseconds').start) AS `WINDOWSTART`, "
                    "unix_millis(window(`ROWTIME`, '10000 milliseconds').end) AS `WE`, count(*) AS `KSQL_COL_3`, "
-                   "window(`ROWTIME`, '10000 milliseconds') AS `__window` FROM ksql_" + tq.id.lower()
+                   "max(`ROWTIME`) AS `__rowtime`, window(`ROWTIME`, '10000 milliseconds') AS `__window` FROM ksql_" + tq.id.lower()
                    + " GROUP BY `ID`, window(`ROWTIME`, '10000 milliseconds')")
     tq.close()
     with pytest.raises(KsqlError, match="PARTITION BY is not supported in push queries"):
@@ -279,7 +279,8 @@ def test_stream_stream_join_plan(engine: Engine) -> None:
                          "WITHIN (1 SECOND, 2 SECONDS) GRACE PERIOD 3 SECONDS ON s.id = o.id WHERE s.v > 0;")
     assert out[0]["commandStatus"]["queryId"] == "CSAS_J_3"
     sql = _spark(engine).sql_texts[-1]
-    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `O`.`V` AS `OV` FROM ksql_csas_j_3_0 AS `S` "
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `O`.`V` AS `OV`, "
+                   "greatest(`S`.`ROWTIME`, `O`.`ROWTIME`) AS `__rowtime` FROM ksql_csas_j_3_0 AS `S` "
                    "INNER JOIN ksql_csas_j_3_1 AS `O` ON (`S`.`ID` = `O`.`ID`) "
                    "AND `O`.`ROWTIME` >= `S`.`ROWTIME` - INTERVAL 1000 MILLISECONDS "
                    "AND `O`.`ROWTIME` <= `S`.`ROWTIME` + INTERVAL 2000 MILLISECONDS WHERE (`S`.`V` > 0)")
@@ -324,7 +325,8 @@ def test_stream_table_join_joins_each_batch_with_the_tables_latest_rows(engine: 
     out = engine.execute("CREATE STREAM e AS SELECT s.id AS id, name, t.v AS tv FROM s LEFT JOIN t ON s.id = t.id;")
     assert out[0]["commandStatus"]["queryId"] == "CSAS_E_3"
     plan, sql = engine.plans["CSAS_E_3"]
-    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `T`.`V` AS `TV` FROM ksql_csas_e_3_stream AS `S` "
+    assert sql == ("SELECT `S`.`ID` AS `ID`, `S`.`NAME` AS `NAME`, `T`.`V` AS `TV`, "
+                   "`S`.`ROWTIME` AS `__rowtime` FROM ksql_csas_e_3_stream AS `S` "
                    "LEFT OUTER JOIN ksql_csas_e_3_table AS `T` ON (`S`.`ID` = `T`.`ID`)")
     compiled, _ = engine._compile(plan)
     assert isinstance(compiled, engine_mod.TableJoin)
