@@ -56,6 +56,8 @@ class Engine:
         self.transient: dict[str, TransientQuery] = {}  # running push queries by id
         self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
         self.last_sequence = -1                        # the command topic's last offset applied
+        self.restarts: dict[str, int] = {}             # persistent query id -> restarts after failures
+        self._stopping = threading.Event()             # the server is shutting down: restart nothing
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -84,6 +86,7 @@ class Engine:
         return len(history)
 
     def stop(self) -> None:
+        self._stopping.set()
         for tq in list(self.transient.values()):
             tq.close()
         self.transient.clear()
@@ -815,8 +818,55 @@ class Engine:
             writer = stream(result.selectExpr(key_sql, *self._value_sql(plan, result))).format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
-        self.running[plan.query_id] = writer.start()
+        running = self.running[plan.query_id] = writer.start()
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
+        threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
+                         daemon=True).start()
+
+    # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
+    def _supervise(self, plan: "QueryPlan", running: Any) -> None:
+        """Waits for the Spark query to end; if it failed (e.g. a Python worker that did not
+        connect back under load) while the query is still live, it is ERROR while it waits out a
+        back-off (``ksql.query.retry.backoff.initial.ms``, doubled at each failure of the same query
+        up to ``ksql.query.retry.backoff.max.ms``, as ksqlDB's retry event does), then restarted
+        from its checkpoint, so it resumes where its last committed micro-batch ended."""
+        try:
+            running.awaitTermination()
+            return                                        # stopped on purpose: TERMINATE, DROP, shutdown
+        except Exception as exc:
+            error = _first_line(exc)
+        query_id = plan.query_id
+        while True:
+            with self._lock:
+                q = self.metastore.queries.get(query_id)
+                if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
+                        or self.running.get(query_id) is not running:
+                    return
+                q.state, q.error = "ERROR", error
+                attempt = self.restarts[query_id] = self.restarts.get(query_id, 0) + 1
+            wait_ms = min(self.config.retry_backoff_initial_ms << min(attempt - 1, 40),
+                          self.config.retry_backoff_max_ms)
+            log.error("query %s failed: %s; restarting it from its checkpoint in %d ms (attempt #%d)",
+                      query_id, error, wait_ms, attempt)
+            if self._backoff(wait_ms):
+                return
+            with self._lock:
+                q = self.metastore.queries.get(query_id)
+                if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
+                        or self.running.get(query_id) is not running:
+                    return                                # terminated or dropped while waiting
+                try:
+                    self._run(plan)                       # same query id: same checkpoint location
+                except Exception as exc:                  # Spark could not start it: wait longer, try again
+                    error = _first_line(exc)
+                    continue
+                q.state = "RUNNING"
+            log.info("query %s restarted from its checkpoint (attempt #%d)", query_id, attempt)
+            return
+
+    def _backoff(self, wait_ms: int) -> bool:
+        """Waits out a restart back-off; True if the server stops meanwhile."""
+        return self._stopping.wait(wait_ms / 1000)
 
     def _store_for(self, plan: "QueryPlan", result: Any) -> StateStore:
         """The table's state store: key columns, window bounds (ms) if windowed, then the values."""
@@ -1150,6 +1200,12 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
         "consumerGroupId": ""},
         "warnings": []}
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line (Spark's carry the JVM stack trace after it)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _ksql_name(t: ast.SqlType) -> str:

@@ -342,3 +342,122 @@ def test_stream_table_join_joins_each_batch_with_the_tables_latest_rows(engine: 
         engine.query("SELECT * FROM s JOIN t ON s.v = t.v EMIT CHANGES;")
     with pytest.raises(KsqlError, match="Table-Table joins are not supported by this server yet"):
         engine.query("SELECT * FROM t JOIN t AS u ON t.id = u.id EMIT CHANGES;")
+
+
+class StandInQuery:
+    """A Spark StreamingQuery double: fails at once (as a query whose Python worker did not
+    connect back) or runs until stopped."""
+
+    def __init__(self, fails: bool) -> None:
+        import threading
+        self.fails = fails
+        self._stopped = threading.Event()
+
+    @property
+    def isActive(self) -> bool:
+        return not self.fails and not self._stopped.is_set()
+
+    def awaitTermination(self) -> None:
+        if self.fails:
+            raise RuntimeError("Python worker failed to connect back.\n\tat org.apache.spark...")
+        self._stopped.wait()
+
+    def exception(self) -> str:
+        return "Python worker failed to connect back." if self.fails else ""
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    @property
+    def _jsq(self) -> Any:
+        return type("J", (), {"explainInternal": lambda _, extended: "== Running plan =="})()
+
+
+def test_a_failed_persistent_query_is_restarted_from_its_checkpoint_with_back_off(
+        engine: Engine, monkeypatch: Any, caplog: Any) -> None:
+    import logging
+    import threading
+
+    from tests.support.waiting import wait_for
+
+    started: list[StandInQuery] = []
+    outcomes = [True, True, False]                  # fails twice, then runs
+
+    def start(frame: Frame) -> StandInQuery:
+        started.append(StandInQuery(fails=outcomes.pop(0)))
+        return started[-1]
+    monkeypatch.setattr(Frame, "start", start, raising=False)
+    waits: list[int] = []
+    release = threading.Semaphore(0)
+
+    def backoff(self: Engine, wait_ms: int) -> bool:
+        waits.append(wait_ms)
+        release.acquire()
+        return False
+    monkeypatch.setattr(Engine, "_backoff", backoff)
+    caplog.set_level(logging.INFO, logger="kafkalite.sql.engine")
+    checkpoints: list[str] = []
+    engine.execute("CREATE STREAM big AS SELECT id, v FROM s WHERE v > 1;")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+
+    def state() -> tuple[str, str]:
+        shown = engine.execute("SHOW QUERIES;")[0]["queries"]
+        explained = engine.execute("EXPLAIN CSAS_BIG_3;")[0]["queryDescription"]
+        return shown[0]["state"], explained["state"]
+    wait_for(lambda: waits == [15000], what="the first back-off")
+    assert state() == ("ERROR", "ERROR")             # ERROR while it waits, as ksqlDB shows it
+    explained = engine.execute("EXPLAIN CSAS_BIG_3;")[0]["queryDescription"]
+    assert explained["queryErrors"][0]["errorMessage"] == "Python worker failed to connect back."
+    release.release()
+    wait_for(lambda: waits == [15000, 30000], what="the second back-off, doubled")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+    assert state() == ("ERROR", "ERROR")
+    release.release()
+    wait_for(lambda: engine.metastore.queries["CSAS_BIG_3"].state == "RUNNING", what="the restart")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+    assert state() == ("RUNNING", "RUNNING") and len(started) == 3 and engine.running["CSAS_BIG_3"] is started[2]
+    assert checkpoints[0].endswith("CSAS_BIG_3") and len(set(checkpoints)) == 1    # resumed, not started anew
+    assert "query CSAS_BIG_3 restarted from its checkpoint (attempt #2)" in caplog.text
+    assert "restarting it from its checkpoint in 15000 ms (attempt #1)" in caplog.text
+    engine.execute("TERMINATE CSAS_BIG_3;")
+    assert started[2]._stopped.is_set() and engine.execute("SHOW QUERIES;")[0]["queries"] == []
+
+
+def test_a_query_terminated_during_its_back_off_is_not_restarted(engine: Engine, monkeypatch: Any) -> None:
+    import threading
+
+    from tests.support.waiting import wait_for
+
+    started: list[StandInQuery] = []
+
+    def start(frame: Frame) -> StandInQuery:
+        started.append(StandInQuery(fails=True))
+        return started[-1]
+    monkeypatch.setattr(Frame, "start", start, raising=False)
+    waiting, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def backoff(self: Engine, wait_ms: int) -> bool:
+        waiting.set()
+        release.wait(10)
+        done.set()
+        return False
+    monkeypatch.setattr(Engine, "_backoff", backoff)
+    engine.execute("CREATE STREAM big AS SELECT id, v FROM s;")
+    assert waiting.wait(10)
+    engine.execute("TERMINATE CSAS_BIG_3;")
+    release.set()
+    assert done.wait(10)
+    wait_for(lambda: not any(t.name == "supervise-CSAS_BIG_3" for t in threading.enumerate()),
+             what="the supervisor to give up")
+    assert len(started) == 1 and engine.metastore.queries["CSAS_BIG_3"].state == "TERMINATED"
+
+
+def test_retry_back_off_properties_have_ksqldbs_names_and_defaults() -> None:
+    from kafkalite.sql.config import ConfigError
+
+    assert (KsqlConfig().retry_backoff_initial_ms, KsqlConfig().retry_backoff_max_ms) == (15000, 900000)
+    c = KsqlConfig.from_properties({"ksql.query.retry.backoff.initial.ms": "100",
+                                    "ksql.query.retry.backoff.max.ms": "250", "listeners": "http://127.0.0.1:1"})
+    assert (c.retry_backoff_initial_ms, c.retry_backoff_max_ms) == (100, 250)
+    with pytest.raises(ConfigError, match="ksql.query.retry.backoff.max.ms"):
+        KsqlConfig.from_properties({"ksql.query.retry.backoff.max.ms": "soon", "listeners": "http://127.0.0.1:1"})
