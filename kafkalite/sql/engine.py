@@ -470,19 +470,13 @@ class Engine:
             raise KsqlError(f"Schema for message values on topic '{topic}' does not exist in the Schema Registry."
                             f"Subject: {topic}-value ({exc})", statement=text) from None
         doc = json.loads(registered.schema)
-        kinds = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
-                 "boolean": "BOOLEAN", "bytes": "BYTES"}
         out = []
         for f in doc.get("fields", []):
-            t = f["type"]
-            if isinstance(t, list):
-                t = next((x for x in t if x != "null"), "null")
-            if isinstance(t, dict):
-                t = t.get("type")
-            if t not in kinds:
-                raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: {t}",
-                                statement=text)
-            out.append(ast.ColumnDef(f["name"].upper(), ast.SqlType(kinds[t])))
+            sql_type = _avro_sql_type(f["type"])
+            if sql_type is None:
+                raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: "
+                                f"{json.dumps(f['type'])}", statement=text)
+            out.append(ast.ColumnDef(f["name"].upper(), sql_type))
         return tuple(out)
 
     def _topic_exists(self, topic: str) -> bool:
@@ -1200,6 +1194,39 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
         "consumerGroupId": ""},
         "warnings": []}
+
+
+#: Avro's primitive types as ksqlDB maps them (Confluent's AvroData to Connect, then ksqlDB's
+#: ConnectKsqlSchemaTranslator): both integer sizes below 64 bits are INT, both floats DOUBLE
+_AVRO_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
+               "boolean": "BOOLEAN", "bytes": "BYTES"}
+#: the logical types Connect knows (AvroData): ksqlDB reads them as its temporal types; others
+#: (timestamp-micros, local-timestamp-*, uuid...) stay their plain type, as Connect leaves them
+_AVRO_LOGICAL: dict[tuple[Any, Any], str] = {("long", "timestamp-millis"): "TIMESTAMP", ("int", "date"): "DATE", ("int", "time-millis"): "TIME"}
+
+
+def _avro_sql_type(t: Any) -> ast.SqlType | None:
+    """A registry field's Avro type as a ksqlDB column type (an optional field's union is its
+    non-null branch); None if ksqlDB-on-Spark has no column type for it."""
+    if isinstance(t, list):
+        branches = [x for x in t if x != "null"]
+        return _avro_sql_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(t, str):
+        return ast.SqlType(_AVRO_TYPES[t]) if t in _AVRO_TYPES else None
+    if not isinstance(t, dict):
+        return None
+    base, logical = t.get("type"), t.get("logicalType")
+    if logical == "decimal" and base in ("bytes", "fixed") and "precision" in t:
+        return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
+    if (base, logical) in _AVRO_LOGICAL:
+        return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
+    if base == "array":
+        items = _avro_sql_type(t.get("items"))
+        return None if items is None else ast.SqlType("ARRAY", items=(items,))
+    if base == "map":
+        values = _avro_sql_type(t.get("values"))
+        return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
+    return _avro_sql_type(base) if isinstance(base, str) else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -461,3 +461,69 @@ def test_retry_back_off_properties_have_ksqldbs_names_and_defaults() -> None:
     assert (c.retry_backoff_initial_ms, c.retry_backoff_max_ms) == (100, 250)
     with pytest.raises(ConfigError, match="ksql.query.retry.backoff.max.ms"):
         KsqlConfig.from_properties({"ksql.query.retry.backoff.max.ms": "soon", "listeners": "http://127.0.0.1:1"})
+
+
+def test_avro_columns_map_connect_logical_types_as_ksqldb_does(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB (ConnectKsqlSchemaTranslator) reads long timestamp-millis as TIMESTAMP, int date as
+    DATE, int time-millis as TIME, bytes decimal as DECIMAL; timestamp-micros has no Connect type
+    and stays BIGINT."""
+    from dataclasses import replace
+
+    from kafkalite.registry import client as registry_client
+
+    schema = {"type": "record", "name": "Reading", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None},
+        {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "micros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+    subjects: list[str] = []
+
+    def latest(self: Any, subject: str) -> Any:
+        subjects.append(subject)
+        return registry_client.RegisteredSchema(7, "AVRO", json.dumps(schema))
+    monkeypatch.setattr(registry_client.RegistryClient, "latest", latest)
+    engine.config = replace(engine.config, schema_registry_url="http://127.0.0.1:1")
+    engine.execute("CREATE STREAM readings WITH (KAFKA_TOPIC='readings', VALUE_FORMAT='AVRO', TIMESTAMP='ts');")
+    fields = engine.execute("DESCRIBE readings;")[0]["sourceDescription"]["fields"]
+    assert set(subjects) == {"readings-value"}              # at validation and when applied
+    assert [(f["name"], f["schema"]["type"]) for f in fields] == [
+        ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AT", "TIME"), ("AMOUNT", "DECIMAL(10, 2)"),
+        ("MICROS", "BIGINT"), ("TAGS", "ARRAY")]
+    schema["fields"] = [{"name": "choice", "type": ["null", "int", "string"]}]
+    with pytest.raises(KsqlError, match=r"Field choice of other-value has an Avro type this server cannot map: "
+                                        r"\[\"null\", \"int\", \"string\"\]"):
+        engine.execute("CREATE STREAM other WITH (KAFKA_TOPIC='other', VALUE_FORMAT='AVRO');")
+
+
+def test_temporal_and_decimal_columns_are_written_as_avro_logical_types() -> None:
+    """What a CSAS registers for its AVRO output, and the values Spark hands the sink (a naive
+    local datetime for TIMESTAMP, a date, a Decimal) encoded and read back through the registry's
+    serde: TIMESTAMP as long timestamp-millis, DATE as int date, DECIMAL as bytes decimal."""
+    import datetime
+    import decimal
+    import io
+
+    import fastavro
+
+    from kafkalite.registry.serde import encode, parse_avro
+    from kafkalite.sql.translate import avro_schema
+
+    text = avro_schema("OUT", [("TS", "timestamp"), ("DAY", "date"), ("AMOUNT", "decimal(10,2)"), ("N", "bigint")])
+    doc = json.loads(text)
+    assert [f["type"][1] for f in doc["fields"]] == [
+        {"type": "long", "logicalType": "timestamp-millis"}, {"type": "int", "logicalType": "date"},
+        {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}, "long"]
+    ms = 1_764_410_400_123                                   # 2025-11-29T10:00:00.123Z
+    spark_ts = datetime.datetime.fromtimestamp(ms / 1000)    # PySpark's TimestampType: naive, local time
+    data = encode(3, parse_avro(text), {"TS": spark_ts, "DAY": datetime.date(2025, 11, 29),
+                                        "AMOUNT": decimal.Decimal("12.34"), "N": 5})
+    assert data[:5] == b"\x00\x00\x00\x00\x03"
+    plain = json.loads(text.replace('"logicalType"', '"ignored"'))   # the raw Avro values ksqlDB reads
+    raw = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(plain), None)
+    assert (raw["TS"], raw["DAY"], raw["N"]) == (ms, (datetime.date(2025, 11, 29) - datetime.date(1970, 1, 1)).days, 5)
+    typed = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(doc), None)
+    assert typed["AMOUNT"] == decimal.Decimal("12.34")
+    assert typed["TS"] == datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc)
