@@ -1,7 +1,8 @@
 """A Python ksqlDB client from PyPI, unmodified, against ``kafkalite-sql-server``: ``ksqldb``
 (``KSQLdbClient``) drives the server process through its own API: ``ksql`` (DDL, SHOW, DESCRIBE
-... EXTENDED, INSERT VALUES, errors as ksqlDB's JSON with HTTP 400), ``get_properties`` and
-``close_query``. No persistent or push query, so no Spark session is started."""
+... EXTENDED, INSERT VALUES, errors as ksqlDB's JSON with HTTP 400), ``get_properties``,
+``close_query``, and ``query_sync`` over /query-stream, which it opens with HTTP/2 in cleartext
+(prior knowledge), as does a plain httpx HTTP/2 client streaming PRINT. No persistent or push query, so no Spark session is started."""
 from __future__ import annotations
 
 import signal
@@ -19,6 +20,7 @@ pytest.importorskip("ksqldb")
 
 
 def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
+    import httpx
     import requests
     from ksqldb import KSQLdbClient
 
@@ -52,6 +54,16 @@ def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
         properties = {p["name"]: p["value"] for p in client.get_properties()}
         assert properties["ksql.streams.commit.interval.ms"] == "1500"
         assert client.close_query("transient_CLICKS_1") is False          # unknown: 400
+        # the client's queries go over HTTP/2 with prior knowledge (h2c), as ksqlDB's listener takes them
+        answer = client.query_sync("SELECT * FROM clicks WHERE userid = 'u1';")
+        assert len(answer) == 1 and answer[0]["@type"] == "statement_error", answer
+        assert answer[0]["message"].startswith("Pull queries are not supported on streams")
+        with httpx.Client(http1=False, http2=True) as h2:
+            with h2.stream("POST", url + "/query-stream", json={"sql": f"PRINT '{topic}' FROM BEGINNING LIMIT 1;",
+                                                                 "properties": {}}, timeout=60) as printed:
+                assert printed.http_version == "HTTP/2" and printed.status_code == 200
+                lines = [line for line in printed.iter_lines() if line.startswith("rowtime:")]
+        assert len(lines) == 1 and ', key: u1, value: {"PAGE": "/home", "N": 3}, partition: 0' in lines[0]
         assert client.ksql("DROP STREAM clicks;")[0]["commandStatus"]["status"] == "SUCCESS"
         assert client.ksql("SHOW STREAMS;")[0]["streams"] == []
     finally:
