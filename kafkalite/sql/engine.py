@@ -1230,9 +1230,23 @@ def _avro_sql_type(t: Any) -> ast.SqlType | None:
 
 
 def _first_line(exc: BaseException) -> str:
-    """An exception's first line (Spark's carry the JVM stack trace after it)."""
+    """An exception's first line (Spark's carry the JVM stack trace after it); when that line
+    ends where a Python traceback starts (an error raised in Python code Spark called, as in
+    foreachBatch), the traceback's own exception line is added, since it says what went wrong."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    first = lines[0].rstrip()
+    if first.endswith("Traceback (most recent call last):"):
+        cause = next((line.strip() for line in lines[1:] if _PY_ERROR_LINE.match(line)), None)
+        if cause is not None:
+            first = first[:-len("Traceback (most recent call last):")].rstrip() + " " + cause
+    return first
+
+
+#: the last line of a Python traceback: ``SomeError: message`` at the start of a line
+_PY_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ")
 
 
 def _ksql_name(t: ast.SqlType) -> str:
