@@ -58,6 +58,7 @@ class Engine:
         self.last_sequence = -1                        # the command topic's last offset applied
         self.restarts: dict[str, int] = {}             # persistent query id -> restarts after failures
         self._stopping = threading.Event()             # the server is shutting down: restart nothing
+        self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -83,6 +84,7 @@ class Engine:
                 self.statuses[command.command_id] = "ERROR"
                 log.error("replaying command %d (%s) failed: %s", command.offset, command.command_id, exc.message)
         log.info("replayed %d commands from %s", len(history), self.commands.topic)
+        self.replayed = True
         return len(history)
 
     def stop(self) -> None:
@@ -311,7 +313,10 @@ class Engine:
                 "serverStatus": "RUNNING"}
 
     def health(self) -> Entity:
-        """ksqlDB's ``HealthCheckResponse``: the brokers answer Metadata, the queries are alive."""
+        """ksqlDB's ``HealthCheckResponse``: the brokers answer Metadata, and the command runner
+        has replayed the command topic. As in ksqlDB (``HealthCheckAgent``'s commandRunner check is
+        the command runner's status), a persistent query in ERROR, waiting to be restarted, does not
+        make the server unhealthy: SHOW QUERIES and EXPLAIN show it."""
         try:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
                 client.metadata([])
@@ -319,7 +324,7 @@ class Engine:
         except Exception as exc:
             log.warning("healthcheck: brokers unreachable: %s", exc)
             kafka = False
-        runner = all(q.isActive for q in list(self.running.values()))
+        runner = self.replayed
         return {"isHealthy": kafka and runner, "details": {"metastore": {"isHealthy": True},
                                                            "kafka": {"isHealthy": kafka},
                                                            "commandRunner": {"isHealthy": runner}}}

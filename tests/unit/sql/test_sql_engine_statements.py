@@ -527,3 +527,27 @@ def test_temporal_and_decimal_columns_are_written_as_avro_logical_types() -> Non
     typed = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(doc), None)
     assert typed["AMOUNT"] == decimal.Decimal("12.34")
     assert typed["TS"] == datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc)
+
+
+def test_health_follows_the_command_runner_not_a_failed_query(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB's commandRunner check is the command runner's state: unhealthy before the command
+    topic is replayed; a query waiting in ERROR for its restart leaves the server healthy."""
+    class Client:
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def __enter__(self) -> "Client":
+            return self
+
+        def __exit__(self, *a: Any) -> None:
+            pass
+
+        def metadata(self, topics: Any) -> Any:
+            return None
+    monkeypatch.setattr(engine_mod, "KafkaClient", Client)
+    assert engine.health()["details"]["commandRunner"] == {"isHealthy": False}
+    engine.start()
+    engine.running["CSAS_X_1"] = StandInQuery(fails=True)
+    assert engine.health() == {"isHealthy": True, "details": {"metastore": {"isHealthy": True},
+                                                              "kafka": {"isHealthy": True},
+                                                              "commandRunner": {"isHealthy": True}}}
