@@ -478,7 +478,7 @@ def test_avro_columns_map_connect_logical_types_as_ksqldb_does(engine: Engine, m
         {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
         {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
         {"name": "micros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-        {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+        {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None}]}
     subjects: list[str] = []
 
     def latest(self: Any, subject: str) -> Any:
@@ -492,6 +492,25 @@ def test_avro_columns_map_connect_logical_types_as_ksqldb_does(engine: Engine, m
     assert [(f["name"], f["schema"]["type"]) for f in fields] == [
         ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AT", "TIME"), ("AMOUNT", "DECIMAL(10, 2)"),
         ("MICROS", "BIGINT"), ("TAGS", "ARRAY")]
+    # INSERT VALUES into it: TIMESTAMP as epoch ms, DATE and TIME as ksqlDB's literal text
+    import datetime
+    import decimal
+
+    from kafkalite.registry.serde import decode, parse_avro
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    monkeypatch.setattr(Engine, "_avro_lookup", lambda self, subject: (
+        7, parse_avro(json.dumps(schema)), [f["name"] for f in schema["fields"]]))
+    FakeProducer.sent = []
+    engine.execute("INSERT INTO readings (id, ts, day, at, amount, micros, tags) VALUES "
+                   "(1, 1764410400123, '2025-11-29', '10:00:00.250', 12.34, 5, NULL);")
+    _, _, value, ts = FakeProducer.sent[0]
+    datum = decode(value, lambda i: (None, parse_avro(json.dumps(schema))))[2]
+    assert ts == 1764410400123                                # the TIMESTAMP column is the record's time
+    assert (datum["ts"], datum["day"], datum["at"], datum["amount"]) == (
+        datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc),
+        datetime.date(2025, 11, 29), datetime.time(10, 0, 0, 250000), decimal.Decimal("12.34"))
+    with pytest.raises(KsqlError, match=r"Invalid DATE for DAY: 'Sunday' \(expected yyyy-MM-dd\)"):
+        engine.execute("INSERT INTO readings (id, ts, day) VALUES (2, 1, 'Sunday');")
     schema["fields"] = [{"name": "choice", "type": ["null", "int", "string"]}]
     with pytest.raises(KsqlError, match=r"Field choice of other-value has an Avro type this server cannot map: "
                                         r"\[\"null\", \"int\", \"string\"\]"):
