@@ -29,6 +29,9 @@ class KsqlConfig:
     spark_conf: tuple[tuple[str, str], ...] = ()
     streams: tuple[tuple[str, str], ...] = ()        # ksql.streams.* with the prefix stripped
     security: ClientSecurity = ClientSecurity()
+    # a failed persistent query is restarted after a back-off that doubles up to the max (KsqlConfig)
+    retry_backoff_initial_ms: int = 15000         # ksql.query.retry.backoff.initial.ms
+    retry_backoff_max_ms: int = 900000            # ksql.query.retry.backoff.max.ms
 
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
@@ -52,6 +55,13 @@ class KsqlConfig:
         interval = dict(streams).get("commit.interval.ms", "2000")
         if not interval.isdigit() or int(interval) <= 0:
             raise ConfigError(f"ksql.streams.commit.interval.ms: {interval!r} is not a positive number")
+        backoff = {}
+        for name, default in (("ksql.query.retry.backoff.initial.ms", "15000"),
+                              ("ksql.query.retry.backoff.max.ms", "900000")):
+            text = p.get(name, default)
+            if not text.isdigit():
+                raise ConfigError(f"{name}: {text!r} is not a number of milliseconds")
+            backoff[name] = int(text)
         try:
             security = ClientSecurity.from_properties(p)
         except ClientError as exc:
@@ -63,7 +73,9 @@ class KsqlConfig:
             state_dir=p.get("ksql.streams.state.dir") or cls().state_dir,
             spark_master=p.get("spark.master", "local[2]"),
             spark_conf=tuple(sorted((k, v) for k, v in p.items() if k.startswith("spark.") and k != "spark.master")),
-            streams=streams, security=security)
+            streams=streams, security=security,
+            retry_backoff_initial_ms=backoff["ksql.query.retry.backoff.initial.ms"],
+            retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"])
         config.listener                                   # checks the first listener now
         return config
 

@@ -56,6 +56,9 @@ class Engine:
         self.transient: dict[str, TransientQuery] = {}  # running push queries by id
         self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
         self.last_sequence = -1                        # the command topic's last offset applied
+        self.restarts: dict[str, int] = {}             # persistent query id -> restarts after failures
+        self._stopping = threading.Event()             # the server is shutting down: restart nothing
+        self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -81,9 +84,11 @@ class Engine:
                 self.statuses[command.command_id] = "ERROR"
                 log.error("replaying command %d (%s) failed: %s", command.offset, command.command_id, exc.message)
         log.info("replayed %d commands from %s", len(history), self.commands.topic)
+        self.replayed = True
         return len(history)
 
     def stop(self) -> None:
+        self._stopping.set()
         for tq in list(self.transient.values()):
             tq.close()
         self.transient.clear()
@@ -308,7 +313,10 @@ class Engine:
                 "serverStatus": "RUNNING"}
 
     def health(self) -> Entity:
-        """ksqlDB's ``HealthCheckResponse``: the brokers answer Metadata, the queries are alive."""
+        """ksqlDB's ``HealthCheckResponse``: the brokers answer Metadata, and the command runner
+        has replayed the command topic. As in ksqlDB (``HealthCheckAgent``'s commandRunner check is
+        the command runner's status), a persistent query in ERROR, waiting to be restarted, does not
+        make the server unhealthy: SHOW QUERIES and EXPLAIN show it."""
         try:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
                 client.metadata([])
@@ -316,7 +324,7 @@ class Engine:
         except Exception as exc:
             log.warning("healthcheck: brokers unreachable: %s", exc)
             kafka = False
-        runner = all(q.isActive for q in list(self.running.values()))
+        runner = self.replayed
         return {"isHealthy": kafka and runner, "details": {"metastore": {"isHealthy": True},
                                                            "kafka": {"isHealthy": kafka},
                                                            "commandRunner": {"isHealthy": runner}}}
@@ -467,19 +475,13 @@ class Engine:
             raise KsqlError(f"Schema for message values on topic '{topic}' does not exist in the Schema Registry."
                             f"Subject: {topic}-value ({exc})", statement=text) from None
         doc = json.loads(registered.schema)
-        kinds = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
-                 "boolean": "BOOLEAN", "bytes": "BYTES"}
         out = []
         for f in doc.get("fields", []):
-            t = f["type"]
-            if isinstance(t, list):
-                t = next((x for x in t if x != "null"), "null")
-            if isinstance(t, dict):
-                t = t.get("type")
-            if t not in kinds:
-                raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: {t}",
-                                statement=text)
-            out.append(ast.ColumnDef(f["name"].upper(), ast.SqlType(kinds[t])))
+            sql_type = _avro_sql_type(f["type"])
+            if sql_type is None:
+                raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: "
+                                f"{json.dumps(f['type'])}", statement=text)
+            out.append(ast.ColumnDef(f["name"].upper(), sql_type))
         return tuple(out)
 
     def _topic_exists(self, topic: str) -> bool:
@@ -818,8 +820,55 @@ class Engine:
                 .format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
-        self.running[plan.query_id] = writer.start()
+        running = self.running[plan.query_id] = writer.start()
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
+        threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
+                         daemon=True).start()
+
+    # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
+    def _supervise(self, plan: "QueryPlan", running: Any) -> None:
+        """Waits for the Spark query to end; if it failed (e.g. a Python worker that did not
+        connect back under load) while the query is still live, it is ERROR while it waits out a
+        back-off (``ksql.query.retry.backoff.initial.ms``, doubled at each failure of the same query
+        up to ``ksql.query.retry.backoff.max.ms``, as ksqlDB's retry event does), then restarted
+        from its checkpoint, so it resumes where its last committed micro-batch ended."""
+        try:
+            running.awaitTermination()
+            return                                        # stopped on purpose: TERMINATE, DROP, shutdown
+        except Exception as exc:
+            error = _first_line(exc)
+        query_id = plan.query_id
+        while True:
+            with self._lock:
+                q = self.metastore.queries.get(query_id)
+                if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
+                        or self.running.get(query_id) is not running:
+                    return
+                q.state, q.error = "ERROR", error
+                attempt = self.restarts[query_id] = self.restarts.get(query_id, 0) + 1
+            wait_ms = min(self.config.retry_backoff_initial_ms << min(attempt - 1, 40),
+                          self.config.retry_backoff_max_ms)
+            log.error("query %s failed: %s; restarting it from its checkpoint in %d ms (attempt #%d)",
+                      query_id, error, wait_ms, attempt)
+            if self._backoff(wait_ms):
+                return
+            with self._lock:
+                q = self.metastore.queries.get(query_id)
+                if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
+                        or self.running.get(query_id) is not running:
+                    return                                # terminated or dropped while waiting
+                try:
+                    self._run(plan)                       # same query id: same checkpoint location
+                except Exception as exc:                  # Spark could not start it: wait longer, try again
+                    error = _first_line(exc)
+                    continue
+                q.state = "RUNNING"
+            log.info("query %s restarted from its checkpoint (attempt #%d)", query_id, attempt)
+            return
+
+    def _backoff(self, wait_ms: int) -> bool:
+        """Waits out a restart back-off; True if the server stops meanwhile."""
+        return self._stopping.wait(wait_ms / 1000)
 
     def _store_for(self, plan: "QueryPlan", result: Any) -> StateStore:
         """The table's state store: key columns, window bounds (ms) if windowed, then the values."""
@@ -1178,6 +1227,59 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
         "consumerGroupId": ""},
         "warnings": []}
+
+
+#: Avro's primitive types as ksqlDB maps them (Confluent's AvroData to Connect, then ksqlDB's
+#: ConnectKsqlSchemaTranslator): both integer sizes below 64 bits are INT, both floats DOUBLE
+_AVRO_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
+               "boolean": "BOOLEAN", "bytes": "BYTES"}
+#: the logical types Connect knows (AvroData): ksqlDB reads them as its temporal types; others
+#: (timestamp-micros, local-timestamp-*, uuid...) stay their plain type, as Connect leaves them
+_AVRO_LOGICAL: dict[tuple[Any, Any], str] = {("long", "timestamp-millis"): "TIMESTAMP", ("int", "date"): "DATE", ("int", "time-millis"): "TIME"}
+
+
+def _avro_sql_type(t: Any) -> ast.SqlType | None:
+    """A registry field's Avro type as a ksqlDB column type (an optional field's union is its
+    non-null branch); None if ksqlDB-on-Spark has no column type for it."""
+    if isinstance(t, list):
+        branches = [x for x in t if x != "null"]
+        return _avro_sql_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(t, str):
+        return ast.SqlType(_AVRO_TYPES[t]) if t in _AVRO_TYPES else None
+    if not isinstance(t, dict):
+        return None
+    base, logical = t.get("type"), t.get("logicalType")
+    if logical == "decimal" and base in ("bytes", "fixed") and "precision" in t:
+        return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
+    if (base, logical) in _AVRO_LOGICAL:
+        return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
+    if base == "array":
+        items = _avro_sql_type(t.get("items"))
+        return None if items is None else ast.SqlType("ARRAY", items=(items,))
+    if base == "map":
+        values = _avro_sql_type(t.get("values"))
+        return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
+    return _avro_sql_type(base) if isinstance(base, str) else None
+
+
+def _first_line(exc: BaseException) -> str:
+    """An exception's first line (Spark's carry the JVM stack trace after it); when that line
+    ends where a Python traceback starts (an error raised in Python code Spark called, as in
+    foreachBatch), the traceback's own exception line is added, since it says what went wrong."""
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    lines = text.splitlines()
+    first = lines[0].rstrip()
+    if first.endswith("Traceback (most recent call last):"):
+        cause = next((line.strip() for line in lines[1:] if _PY_ERROR_LINE.match(line)), None)
+        if cause is not None:
+            first = first[:-len("Traceback (most recent call last):")].rstrip() + " " + cause
+    return first
+
+
+#: the last line of a Python traceback: ``SomeError: message`` at the start of a line
+_PY_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt): ")
 
 
 def _ksql_name(t: ast.SqlType) -> str:

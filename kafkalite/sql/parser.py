@@ -86,7 +86,8 @@ show: SHOW_WORD SHOW_WHAT [EXTENDED]
 SHOW_WORD: "SHOW"i | "LIST"i
 SHOW_WHAT: "STREAMS"i | "TABLES"i | "QUERIES"i | "TOPICS"i | "PROPERTIES"i
 EXTENDED: "EXTENDED"i
-describe: "DESCRIBE"i [EXTENDED] ident
+// ksqlDB 0.29 (SqlBase.g4 #showColumns): DESCRIBE sourceName EXTENDED?
+describe: "DESCRIBE"i ident [EXTENDED]
 drop: "DROP"i kind [IF_EXISTS] ident [DELETE_TOPIC]
 IF_EXISTS.2: /IF\s+EXISTS/i
 DELETE_TOPIC.2: /DELETE\s+TOPIC/i
@@ -357,7 +358,7 @@ class _ToAst(Transformer):
     def show(self, _word: Token, what: Token, extended: Any = None) -> ast.Show:
         return ast.Show(str(what).upper(), extended is not None)
 
-    def describe(self, extended: Any, name: str) -> ast.Describe:
+    def describe(self, name: str, extended: Any) -> ast.Describe:
         return ast.Describe(name, extended is not None)
 
     def drop(self, kind: str, if_exists: Any, name: str, delete_topic: Any) -> ast.Drop:

@@ -19,6 +19,9 @@ list at a time.
 A push query's rows arrive on Spark's callback thread and are written from the reactor thread
 (``callFromThread``); the query is stopped (off the reactor) when the client disconnects, on
 /close-query, or at its LIMIT. ``/inserts-stream`` answers 501 with ksqlDB's error JSON.
+
+Every endpoint is served over HTTP/1.1 and over cleartext HTTP/2 with prior knowledge on the same
+listener (``PriorKnowledgeChannel``), as ksqlDB's Vert.x server does.
 """
 from __future__ import annotations
 
@@ -28,7 +31,7 @@ from typing import Any, Protocol
 
 from twisted.internet import reactor, threads
 from twisted.python.failure import Failure
-from twisted.web import resource, server
+from twisted.web import http, resource, server
 
 from kafkalite.sql.errors import BAD_REQUEST, NOT_FOUND, SERVER_ERROR, KsqlError
 from kafkalite.sql.queries import Row, TransientQuery
@@ -277,5 +280,36 @@ def _failed(request: server.Request, failure: Failure) -> None:
     _finish(request, 500, KsqlError(f"{type(err).__name__}: {err}", code=SERVER_ERROR).body())
 
 
+#: what an HTTP/2 client sends first on a cleartext connection with prior knowledge (RFC 7540 3.5)
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+class PriorKnowledgeChannel(http._GenericHTTPChannelProtocol):
+    """HTTP/1.1, or HTTP/2 over cleartext when the client starts with HTTP/2's preface ("prior
+    knowledge", h2c), as ksqlDB's Vert.x listener serves both on one port: the Python ksqlDB
+    clients (``ksqldb``, ``jetblack-ksql-dbapi``, ksql-python's http2 mode) open /query-stream so.
+    Twisted switches to its ``H2Connection`` only for TLS ALPN's ``h2``; this records the preface
+    as that negotiation (``INegotiated.negotiatedProtocol``) before Twisted looks at it."""
+
+    _seen = b""
+
+    def dataReceived(self, data: bytes) -> None:
+        if self._negotiatedProtocol is None and http.H2_ENABLED:
+            transport = self._channel.transport
+            if getattr(transport, "negotiatedProtocol", None) is None:
+                self._seen += data
+                if len(self._seen) < len(H2_PREFACE) and H2_PREFACE.startswith(self._seen):
+                    return                                # too early to tell: wait for more bytes
+                data, self._seen = self._seen, b""
+                if data.startswith(H2_PREFACE):
+                    transport.negotiatedProtocol = b"h2"
+        super().dataReceived(data)
+
+
+class KsqlSite(server.Site):
+    def protocol(self) -> PriorKnowledgeChannel:
+        return PriorKnowledgeChannel(http.HTTPChannel())
+
+
 def make_site(engine: EngineLike) -> server.Site:
-    return server.Site(KsqlApi(engine))
+    return KsqlSite(KsqlApi(engine))

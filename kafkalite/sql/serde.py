@@ -6,6 +6,7 @@ the registry's latest ``<topic>-value`` schema). Pure apart from the registry lo
 """
 from __future__ import annotations
 
+import datetime
 import decimal
 import json
 import time
@@ -84,7 +85,10 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
 
         schema_id, parsed, fields = avro(f"{source.topic}-value")
         by_upper = {f.upper(): f for f in fields}
-        datum = {by_upper.get(c.name, c.name): row.get(c.name) for c in values}
+        try:
+            datum = {by_upper.get(c.name, c.name): _avro_value(row.get(c.name), c) for c in values}
+        except ValueError as exc:
+            raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
         try:
             value = serde.encode(schema_id, parsed, datum)
         except serde.SerdeError as exc:
@@ -118,6 +122,22 @@ def _coerce(value: Any, column: ast.ColumnDef, text: str) -> Any:
     if t == "DECIMAL":
         return decimal.Decimal(str(value))
     return value
+
+
+def _avro_value(v: Any, column: ast.ColumnDef) -> Any:
+    """A DATE or TIME literal (ksqlDB's 'yyyy-MM-dd' / 'HH:mm:ss[.SSS]' text) as the value Avro's
+    ``date`` / ``time-millis`` logical types take; a TIMESTAMP is already its epoch milliseconds."""
+    if isinstance(v, str) and column.type.name == "DATE":
+        try:
+            return datetime.date.fromisoformat(v)
+        except ValueError:
+            raise ValueError(f"Invalid DATE for {column.name}: {v!r} (expected yyyy-MM-dd)") from None
+    if isinstance(v, str) and column.type.name == "TIME":
+        try:
+            return datetime.time.fromisoformat(v)
+        except ValueError:
+            raise ValueError(f"Invalid TIME for {column.name}: {v!r} (expected HH:mm:ss)") from None
+    return v
 
 
 def _json(v: Any) -> Any:

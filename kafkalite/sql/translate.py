@@ -4,7 +4,9 @@ maps to a Spark function here, and an unknown one is ksqlDB's statement error.""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
+from typing import Any
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
@@ -200,12 +202,19 @@ def output_name(item: ast.SelectItem, index: int) -> str:
 
 
 def avro_schema(name: str, columns: list[tuple[str, str]]) -> str:
-    """An Avro record schema (every field optional, as ksqlDB writes) for Spark types."""
-    kinds = {"string": "string", "bigint": "long", "int": "int", "double": "double", "boolean": "boolean",
-             "float": "float", "binary": "bytes"}
+    """An Avro record schema (every field optional, as ksqlDB writes) for Spark types. Temporal and
+    decimal columns get Avro's logical types as ksqlDB writes them (its Connect schemas through
+    Confluent's AvroData): TIMESTAMP a ``long`` ``timestamp-millis``, DATE an ``int`` ``date``,
+    DECIMAL(p, s) ``bytes`` ``decimal`` with its precision and scale."""
+    kinds: dict[str, Any] = {"string": "string", "bigint": "long", "int": "int", "double": "double",
+                             "boolean": "boolean", "float": "float", "binary": "bytes",
+                             "timestamp": {"type": "long", "logicalType": "timestamp-millis"},
+                             "date": {"type": "int", "logicalType": "date"}}
     fields = []
     for col, spark in columns:
-        avro = kinds.get(spark)
+        decimal = re.fullmatch(r"decimal\((\d+),(\d+)\)", spark)
+        avro = ({"type": "bytes", "logicalType": "decimal", "precision": int(decimal[1]), "scale": int(decimal[2])}
+                if decimal else kinds.get(spark))
         if avro is None:
             raise KsqlError(f"Column {col} of type {spark} cannot be written as AVRO by this server")
         fields.append({"name": col, "type": ["null", avro], "default": None})

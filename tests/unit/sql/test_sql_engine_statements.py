@@ -344,3 +344,231 @@ def test_stream_table_join_joins_each_batch_with_the_tables_latest_rows(engine: 
         engine.query("SELECT * FROM s JOIN t ON s.v = t.v EMIT CHANGES;")
     with pytest.raises(KsqlError, match="Table-Table joins are not supported by this server yet"):
         engine.query("SELECT * FROM t JOIN t AS u ON t.id = u.id EMIT CHANGES;")
+
+
+class StandInQuery:
+    """A Spark StreamingQuery double: fails at once (as a query whose Python worker did not
+    connect back) or runs until stopped."""
+
+    def __init__(self, fails: bool) -> None:
+        import threading
+        self.fails = fails
+        self._stopped = threading.Event()
+
+    @property
+    def isActive(self) -> bool:
+        return not self.fails and not self._stopped.is_set()
+
+    def awaitTermination(self) -> None:
+        if self.fails:
+            raise RuntimeError("Python worker failed to connect back.\n\tat org.apache.spark...")
+        self._stopped.wait()
+
+    def exception(self) -> str:
+        return "Python worker failed to connect back." if self.fails else ""
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    @property
+    def _jsq(self) -> Any:
+        return type("J", (), {"explainInternal": lambda _, extended: "== Running plan =="})()
+
+
+def test_a_failed_persistent_query_is_restarted_from_its_checkpoint_with_back_off(
+        engine: Engine, monkeypatch: Any, caplog: Any) -> None:
+    import logging
+    import threading
+
+    from tests.support.waiting import wait_for
+
+    started: list[StandInQuery] = []
+    outcomes = [True, True, False]                  # fails twice, then runs
+
+    def start(frame: Frame) -> StandInQuery:
+        started.append(StandInQuery(fails=outcomes.pop(0)))
+        return started[-1]
+    monkeypatch.setattr(Frame, "start", start, raising=False)
+    waits: list[int] = []
+    release = threading.Semaphore(0)
+
+    def backoff(self: Engine, wait_ms: int) -> bool:
+        waits.append(wait_ms)
+        release.acquire()
+        return False
+    monkeypatch.setattr(Engine, "_backoff", backoff)
+    caplog.set_level(logging.INFO, logger="kafkalite.sql.engine")
+    checkpoints: list[str] = []
+    engine.execute("CREATE STREAM big AS SELECT id, v FROM s WHERE v > 1;")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+
+    def state() -> tuple[str, str]:
+        shown = engine.execute("SHOW QUERIES;")[0]["queries"]
+        explained = engine.execute("EXPLAIN CSAS_BIG_3;")[0]["queryDescription"]
+        return shown[0]["state"], explained["state"]
+    wait_for(lambda: waits == [15000], what="the first back-off")
+    assert state() == ("ERROR", "ERROR")             # ERROR while it waits, as ksqlDB shows it
+    explained = engine.execute("EXPLAIN CSAS_BIG_3;")[0]["queryDescription"]
+    assert explained["queryErrors"][0]["errorMessage"] == "Python worker failed to connect back."
+    release.release()
+    wait_for(lambda: waits == [15000, 30000], what="the second back-off, doubled")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+    assert state() == ("ERROR", "ERROR")
+    release.release()
+    wait_for(lambda: engine.metastore.queries["CSAS_BIG_3"].state == "RUNNING", what="the restart")
+    checkpoints.append(_spark(engine).options["checkpointLocation"])
+    assert state() == ("RUNNING", "RUNNING") and len(started) == 3 and engine.running["CSAS_BIG_3"] is started[2]
+    assert checkpoints[0].endswith("CSAS_BIG_3") and len(set(checkpoints)) == 1    # resumed, not started anew
+    assert "query CSAS_BIG_3 restarted from its checkpoint (attempt #2)" in caplog.text
+    assert "restarting it from its checkpoint in 15000 ms (attempt #1)" in caplog.text
+    engine.execute("TERMINATE CSAS_BIG_3;")
+    assert started[2]._stopped.is_set() and engine.execute("SHOW QUERIES;")[0]["queries"] == []
+
+
+def test_a_query_terminated_during_its_back_off_is_not_restarted(engine: Engine, monkeypatch: Any) -> None:
+    import threading
+
+    from tests.support.waiting import wait_for
+
+    started: list[StandInQuery] = []
+
+    def start(frame: Frame) -> StandInQuery:
+        started.append(StandInQuery(fails=True))
+        return started[-1]
+    monkeypatch.setattr(Frame, "start", start, raising=False)
+    waiting, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def backoff(self: Engine, wait_ms: int) -> bool:
+        waiting.set()
+        release.wait(10)
+        done.set()
+        return False
+    monkeypatch.setattr(Engine, "_backoff", backoff)
+    engine.execute("CREATE STREAM big AS SELECT id, v FROM s;")
+    assert waiting.wait(10)
+    engine.execute("TERMINATE CSAS_BIG_3;")
+    release.set()
+    assert done.wait(10)
+    wait_for(lambda: not any(t.name == "supervise-CSAS_BIG_3" for t in threading.enumerate()),
+             what="the supervisor to give up")
+    assert len(started) == 1 and engine.metastore.queries["CSAS_BIG_3"].state == "TERMINATED"
+
+
+def test_retry_back_off_properties_have_ksqldbs_names_and_defaults() -> None:
+    from kafkalite.sql.config import ConfigError
+
+    assert (KsqlConfig().retry_backoff_initial_ms, KsqlConfig().retry_backoff_max_ms) == (15000, 900000)
+    c = KsqlConfig.from_properties({"ksql.query.retry.backoff.initial.ms": "100",
+                                    "ksql.query.retry.backoff.max.ms": "250", "listeners": "http://127.0.0.1:1"})
+    assert (c.retry_backoff_initial_ms, c.retry_backoff_max_ms) == (100, 250)
+    with pytest.raises(ConfigError, match="ksql.query.retry.backoff.max.ms"):
+        KsqlConfig.from_properties({"ksql.query.retry.backoff.max.ms": "soon", "listeners": "http://127.0.0.1:1"})
+
+
+def test_avro_columns_map_connect_logical_types_as_ksqldb_does(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB (ConnectKsqlSchemaTranslator) reads long timestamp-millis as TIMESTAMP, int date as
+    DATE, int time-millis as TIME, bytes decimal as DECIMAL; timestamp-micros has no Connect type
+    and stays BIGINT."""
+    from dataclasses import replace
+
+    from kafkalite.registry import client as registry_client
+
+    schema = {"type": "record", "name": "Reading", "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "day", "type": ["null", {"type": "int", "logicalType": "date"}], "default": None},
+        {"name": "at", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}},
+        {"name": "micros", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "tags", "type": ["null", {"type": "array", "items": "string"}], "default": None}]}
+    subjects: list[str] = []
+
+    def latest(self: Any, subject: str) -> Any:
+        subjects.append(subject)
+        return registry_client.RegisteredSchema(7, "AVRO", json.dumps(schema))
+    monkeypatch.setattr(registry_client.RegistryClient, "latest", latest)
+    engine.config = replace(engine.config, schema_registry_url="http://127.0.0.1:1")
+    engine.execute("CREATE STREAM readings WITH (KAFKA_TOPIC='readings', VALUE_FORMAT='AVRO', TIMESTAMP='ts');")
+    fields = engine.execute("DESCRIBE readings;")[0]["sourceDescription"]["fields"]
+    assert set(subjects) == {"readings-value"}              # at validation and when applied
+    assert [(f["name"], f["schema"]["type"]) for f in fields] == [
+        ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AT", "TIME"), ("AMOUNT", "DECIMAL(10, 2)"),
+        ("MICROS", "BIGINT"), ("TAGS", "ARRAY")]
+    # INSERT VALUES into it: TIMESTAMP as epoch ms, DATE and TIME as ksqlDB's literal text
+    import datetime
+    import decimal
+
+    from kafkalite.registry.serde import decode, parse_avro
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    monkeypatch.setattr(Engine, "_avro_lookup", lambda self, subject: (
+        7, parse_avro(json.dumps(schema)), [f["name"] for f in schema["fields"]]))
+    FakeProducer.sent = []
+    engine.execute("INSERT INTO readings (id, ts, day, at, amount, micros, tags) VALUES "
+                   "(1, 1764410400123, '2025-11-29', '10:00:00.250', 12.34, 5, NULL);")
+    _, _, value, ts = FakeProducer.sent[0]
+    datum = decode(value, lambda i: (None, parse_avro(json.dumps(schema))))[2]
+    assert ts == 1764410400123                                # the TIMESTAMP column is the record's time
+    assert (datum["ts"], datum["day"], datum["at"], datum["amount"]) == (
+        datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc),
+        datetime.date(2025, 11, 29), datetime.time(10, 0, 0, 250000), decimal.Decimal("12.34"))
+    with pytest.raises(KsqlError, match=r"Invalid DATE for DAY: 'Sunday' \(expected yyyy-MM-dd\)"):
+        engine.execute("INSERT INTO readings (id, ts, day) VALUES (2, 1, 'Sunday');")
+    schema["fields"] = [{"name": "choice", "type": ["null", "int", "string"]}]
+    with pytest.raises(KsqlError, match=r"Field choice of other-value has an Avro type this server cannot map: "
+                                        r"\[\"null\", \"int\", \"string\"\]"):
+        engine.execute("CREATE STREAM other WITH (KAFKA_TOPIC='other', VALUE_FORMAT='AVRO');")
+
+
+def test_temporal_and_decimal_columns_are_written_as_avro_logical_types() -> None:
+    """What a CSAS registers for its AVRO output, and the values Spark hands the sink (a naive
+    local datetime for TIMESTAMP, a date, a Decimal) encoded and read back through the registry's
+    serde: TIMESTAMP as long timestamp-millis, DATE as int date, DECIMAL as bytes decimal."""
+    import datetime
+    import decimal
+    import io
+
+    import fastavro
+
+    from kafkalite.registry.serde import encode, parse_avro
+    from kafkalite.sql.translate import avro_schema
+
+    text = avro_schema("OUT", [("TS", "timestamp"), ("DAY", "date"), ("AMOUNT", "decimal(10,2)"), ("N", "bigint")])
+    doc = json.loads(text)
+    assert [f["type"][1] for f in doc["fields"]] == [
+        {"type": "long", "logicalType": "timestamp-millis"}, {"type": "int", "logicalType": "date"},
+        {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2}, "long"]
+    ms = 1_764_410_400_123                                   # 2025-11-29T10:00:00.123Z
+    spark_ts = datetime.datetime.fromtimestamp(ms / 1000)    # PySpark's TimestampType: naive, local time
+    data = encode(3, parse_avro(text), {"TS": spark_ts, "DAY": datetime.date(2025, 11, 29),
+                                        "AMOUNT": decimal.Decimal("12.34"), "N": 5})
+    assert data[:5] == b"\x00\x00\x00\x00\x03"
+    plain = json.loads(text.replace('"logicalType"', '"ignored"'))   # the raw Avro values ksqlDB reads
+    raw = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(plain), None)
+    assert (raw["TS"], raw["DAY"], raw["N"]) == (ms, (datetime.date(2025, 11, 29) - datetime.date(1970, 1, 1)).days, 5)
+    typed = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(doc), None)
+    assert typed["AMOUNT"] == decimal.Decimal("12.34")
+    assert typed["TS"] == datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc)
+
+
+def test_health_follows_the_command_runner_not_a_failed_query(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB's commandRunner check is the command runner's state: unhealthy before the command
+    topic is replayed; a query waiting in ERROR for its restart leaves the server healthy."""
+    class Client:
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def __enter__(self) -> "Client":
+            return self
+
+        def __exit__(self, *a: Any) -> None:
+            pass
+
+        def metadata(self, topics: Any) -> Any:
+            return None
+    monkeypatch.setattr(engine_mod, "KafkaClient", Client)
+    assert engine.health()["details"]["commandRunner"] == {"isHealthy": False}
+    engine.start()
+    engine.running["CSAS_X_1"] = StandInQuery(fails=True)
+    assert engine.health() == {"isHealthy": True, "details": {"metastore": {"isHealthy": True},
+                                                              "kafka": {"isHealthy": True},
+                                                              "commandRunner": {"isHealthy": True}}}

@@ -56,11 +56,11 @@ def test_windowed_ctas_and_csas() -> None:
 
 
 def test_other_statements_and_splitting() -> None:
-    text = ("SHOW STREAMS; list topics extended; DESCRIBE EXTENDED x; DROP TABLE IF EXISTS y DELETE TOPIC;"
+    text = ("SHOW STREAMS; list topics extended; DESCRIBE x EXTENDED; describe y; DROP TABLE IF EXISTS y DELETE TOPIC;"
             " TERMINATE CSAS_X_1; TERMINATE ALL; SET 'auto.offset.reset'='earliest'; UNSET 'a';"
             " SELECT * FROM t WHERE k = 'a;b' EMIT CHANGES;")
     got = [p.statement for p in parse(text)]
-    assert got == [ast.Show("STREAMS"), ast.Show("TOPICS", True), ast.Describe("X", True),
+    assert got == [ast.Show("STREAMS"), ast.Show("TOPICS", True), ast.Describe("X", True), ast.Describe("Y", False),
                    ast.Drop("TABLE", "Y", True, True), ast.Terminate("CSAS_X_1"), ast.Terminate(None),
                    ast.SetProperty("auto.offset.reset", "earliest"), ast.SetProperty("a", None),
                    ast.Query(ast.Select((ast.SelectItem(None),), "T",

@@ -1,0 +1,71 @@
+"""A Python ksqlDB client from PyPI, unmodified, against ``kafkalite-sql-server``: ``ksqldb``
+(``KSQLdbClient``) drives the server process through its own API: ``ksql`` (DDL, SHOW, DESCRIBE
+... EXTENDED, INSERT VALUES, errors as ksqlDB's JSON with HTTP 400), ``get_properties``,
+``close_query``, and ``query_sync`` over /query-stream, which it opens with HTTP/2 in cleartext
+(prior knowledge), as does a plain httpx HTTP/2 client streaming PRINT. No persistent or push query, so no Spark session is started."""
+from __future__ import annotations
+
+import signal
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.test_sql_server import _ready, _start
+from tests.support.waiting import wait_for
+from tests.support.zookeeper import free_port
+
+pytest.importorskip("ksqldb")
+
+
+def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
+    import httpx
+    import requests
+    from ksqldb import KSQLdbClient
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    topic = f"clicks-{uuid.uuid4().hex[:6]}"
+    props = tmp_path / "ksql-server.properties"
+    props.write_text(f"listeners=http://127.0.0.1:{port}\nbootstrap.servers={broker.bootstrap}\n"
+                     f"ksql.service.id=kp_{uuid.uuid4().hex[:6]}_\nksql.streams.state.dir={tmp_path / 'state'}\n"
+                     "ksql.streams.commit.interval.ms=1500\n")
+    log = tmp_path / "server.log"
+    proc = _start(props, log)
+    try:
+        wait_for(lambda: _ready(url, proc, log), 90, "the SQL server")
+        client = KSQLdbClient(url)
+        created = client.ksql(f"CREATE STREAM clicks (userid VARCHAR KEY, page VARCHAR, n INT) "
+                              f"WITH (KAFKA_TOPIC='{topic}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        assert created[0]["@type"] == "currentStatus" and created[0]["commandStatus"]["status"] == "SUCCESS"
+        shown, described = client.ksql("SHOW STREAMS; DESCRIBE clicks EXTENDED;")
+        assert [s["name"] for s in shown["streams"]] == ["CLICKS"]
+        info = described["sourceDescription"]
+        assert (info["name"], info["topic"], info["extended"]) == ("CLICKS", topic, True)
+        assert [(f["name"], f["schema"]["type"]) for f in info["fields"]] == [
+            ("ROWTIME", "BIGINT"), ("USERID", "STRING"), ("PAGE", "STRING"), ("N", "INT")]
+        assert client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u1', '/home', 3);") == []
+        with pytest.raises(requests.HTTPError) as bad:
+            client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u2', '/x', 'three');")
+        error = bad.value.response.json()
+        assert bad.value.response.status_code == 400 and error["@type"] == "statement_error"
+        assert (error["error_code"], error["message"]) == (40001, "Expected type INT for field N but got STRING(three)")
+        properties = {p["name"]: p["value"] for p in client.get_properties()}
+        assert properties["ksql.streams.commit.interval.ms"] == "1500"
+        assert client.close_query("transient_CLICKS_1") is False          # unknown: 400
+        # the client's queries go over HTTP/2 with prior knowledge (h2c), as ksqlDB's listener takes them
+        answer = client.query_sync("SELECT * FROM clicks WHERE userid = 'u1';")
+        assert len(answer) == 1 and answer[0]["@type"] == "statement_error", answer
+        assert answer[0]["message"].startswith("Pull queries are not supported on streams")
+        with httpx.Client(http1=False, http2=True) as h2:
+            with h2.stream("POST", url + "/query-stream", json={"sql": f"PRINT '{topic}' FROM BEGINNING LIMIT 1;",
+                                                                 "properties": {}}, timeout=60) as printed:
+                assert printed.http_version == "HTTP/2" and printed.status_code == 200
+                lines = [line for line in printed.iter_lines() if line.startswith("rowtime:")]
+        assert len(lines) == 1 and ', key: u1, value: {"PAGE": "/home", "N": 3}, partition: 0' in lines[0]
+        assert client.ksql("DROP STREAM clicks;")[0]["commandStatus"]["status"] == "SUCCESS"
+        assert client.ksql("SHOW STREAMS;")[0]["streams"] == []
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
