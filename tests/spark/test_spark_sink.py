@@ -50,7 +50,10 @@ def test_a_timestamp_column_sets_create_time_and_a_read_then_write_keeps_event_t
     """kafkalite's ``timestamp`` column: a long of epoch ms (null: the producer's clock), then the
     source's own TimestampType column copied into another topic unchanged."""
     first, second = new_topic(kafka, 1, "ts-a"), new_topic(kafka, 1, "ts-b")
-    base = 1_600_000_000_000
+    # an hour ago, a whole second: old enough to tell from "now", young enough for the topic's
+    # 7-day time retention (a 2020 timestamp made the broker roll a segment for it and retention
+    # delete that segment, as Kafka's would, taking a record with it)
+    base = (int(time.time()) - 3600) * 1000
     df = spark.createDataFrame([(f"{i}", base + 1000 * i if i else None) for i in range(20)],
                                "value string, timestamp bigint")
     before = int(time.time() * 1000)
