@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -41,26 +42,58 @@ class ClusterError(RuntimeError):
 #: have bound it yet (a ZooKeeper election port and a schema registry once got the same one)
 _HANDED_OUT: dict[tuple[str, int], None] = {}
 _REMEMBERED = 4096
+#: the lowest port handed out: above the registered services most machines run
+_LOWEST_PORT = 10000
+#: where the kernel keeps its ephemeral range (Linux)
+_EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_random = random.Random()
+
+
+def unassigned_port_range() -> range:
+    """Ports the kernel never picks by itself: below (or else above) its ephemeral range.
+
+    A port chosen by binding to 0 lies in the ephemeral range, which is also where every outgoing
+    connection takes its local port; in the seconds between choosing a broker's port and the broker
+    binding it, a client connecting anywhere could take it (CI once saw a broker fail with "Address
+    already in use" that way). Outside that range only another process choosing at random could."""
+    try:
+        low, high = (int(n) for n in _EPHEMERAL_RANGE_FILE.read_text().split())
+    except (OSError, ValueError):
+        return range(0)
+    if low - _LOWEST_PORT >= 4096:
+        return range(_LOWEST_PORT, low)
+    if 65536 - (high + 1) >= 4096:
+        return range(high + 1, 65536)
+    return range(0)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A port the kernel considers free now (bind to 0) and this process has not handed out
-    lately. Another process may still take it before we do; starting on a taken port fails
-    loudly, never silently."""
+    """A port free now, outside the kernel's ephemeral range when it can be, and not handed out
+    lately by this process. Another process may still take it before we do; starting on a taken
+    port fails loudly, never silently."""
     return free_ports(1, host)[0]
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct ports that are free now and not handed out lately by this process: all
-    probe sockets stay bound until every port is chosen, so the kernel offers a new one each time
-    (same caveat as :func:`free_port`)."""
+    """``count`` distinct ports that are free now and not handed out lately by this process
+    (see :func:`unassigned_port_range` for where they come from). Each probe binds without
+    ``SO_REUSEADDR``, so a port with connections still in TIME_WAIT is passed over. All probe
+    sockets stay bound until every port is chosen (same caveat as :func:`free_port`)."""
+    candidates = unassigned_port_range()
     with ExitStack() as stack:
         ports: list[int] = []
+        attempts = 0
         while len(ports) < count:
             s = stack.enter_context(socket.socket())
-            s.bind((host, 0))
+            attempts += 1
+            # after many taken candidates (a crowded range) fall back to the kernel's choice
+            wanted = _random.choice(candidates) if candidates and attempts <= 64 * count else 0
+            try:
+                s.bind((host, wanted))
+            except OSError:
+                continue
             port = s.getsockname()[1]
-            if (host, port) not in _HANDED_OUT:
+            if (host, port) not in _HANDED_OUT and port not in ports:
                 ports.append(port)
     for port in ports:
         _HANDED_OUT[(host, port)] = None

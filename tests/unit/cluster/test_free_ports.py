@@ -46,3 +46,46 @@ def test_a_kernel_offer_already_handed_out_is_skipped(monkeypatch: pytest.Monkey
     monkeypatch.setattr(processes, "_HANDED_OUT", {})
     assert free_port() == 40001
     assert free_port() == 40002
+
+
+def test_ports_come_from_outside_the_kernels_ephemeral_range(monkeypatch: pytest.MonkeyPatch,
+                                                             tmp_path: object) -> None:
+    """Outgoing connections take their local ports from the ephemeral range; a port chosen there
+    could be taken by any client before the broker binds it (CI saw "Address already in use")."""
+    from pathlib import Path
+    range_file = Path(str(tmp_path)) / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    monkeypatch.setattr(processes, "_EPHEMERAL_RANGE_FILE", range_file)
+    assert processes.unassigned_port_range() == range(10000, 32768)
+    ports = free_ports(20)
+    assert all(10000 <= p < 32768 for p in ports), ports
+    range_file.write_text("1024\t30000\n")       # a machine whose ephemeral range starts low
+    assert processes.unassigned_port_range() == range(30001, 65536)
+    assert all(p > 30000 for p in free_ports(5))
+    range_file.write_text("1024\t65000\n")       # no room outside it: the kernel's choice
+    assert processes.unassigned_port_range() == range(0)
+    assert len(set(free_ports(3))) == 3
+
+
+def test_a_taken_candidate_is_passed_over() -> None:
+    """A port some process listens on is never handed out."""
+    import socket
+    candidates = processes.unassigned_port_range()
+    if not candidates:
+        pytest.skip("no room outside the ephemeral range on this machine")
+    holders = []
+    for port in list(candidates)[:: max(1, len(candidates) // 200)]:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            s.listen()
+            holders.append(s)
+        except OSError:
+            s.close()
+    taken = {s.getsockname()[1] for s in holders}
+    try:
+        chosen = free_ports(50)
+        assert not taken & set(chosen)
+    finally:
+        for s in holders:
+            s.close()
