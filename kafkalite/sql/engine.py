@@ -26,7 +26,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, printing, serde
+from kafkalite.sql import ast, inserts, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
@@ -1025,6 +1025,15 @@ class Engine:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
         finally:
             producer.close(5)
+
+    def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> inserts.InsertsSubscriber:
+        """``/inserts-stream``'s writer for one request (ksqlDB's ``InsertsStreamEndpoint``): the
+        target checked (unknown, windowed, the command topic), then a producer of its own."""
+        source = inserts.resolve_target(self.metastore, target, (self.commands.topic,))
+        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                            client_id=f"ksql-inserts-{self.config.service_id}")
+        return inserts.InsertsSubscriber(source, producer,
+                                         self._avro_lookup if self.config.schema_registry_url else None)
 
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient
