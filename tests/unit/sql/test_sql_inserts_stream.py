@@ -215,3 +215,50 @@ def test_json_rows_are_coerced_strictly_as_ksqldb_api_does() -> None:
         assert (err.value.code, err.value.message) == (40000, "Can't coerce a field of type " + message)
     with pytest.raises(KsqlError, match="Found duplicate column / struct field name: K"):
         serde.row_from_json({"K": 1, "k": 2}, src)
+
+
+def test_http2_rows_are_acked_while_the_client_is_still_sending(inline: None, monkeypatch: Any) -> None:
+    """A real HTTP/2 exchange (h2 as the client, Twisted's H2 server over a string transport, a
+    clock for its reactor): the server answers rows before the request's stream has ended."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    import twisted.internet
+    from twisted.internet import task
+    from twisted.internet.address import IPv4Address
+    from twisted.internet.testing import StringTransport
+
+    clock = task.Clock()
+    monkeypatch.setattr(twisted.internet, "reactor", clock)   # what Twisted's H2Connection schedules on
+    engine = InsertsEngine()
+    proto = rest.make_site(engine).buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+
+    def exchange() -> list[Any]:
+        events: list[Any] = []
+        for _ in range(5):
+            proto.dataReceived(client.data_to_send())
+            clock.advance(0)
+            events += client.receive_data(transport.value())
+            transport.clear()
+        return events
+
+    exchange()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(":method", "POST"), (":path", "/inserts-stream"), (":scheme", "http"),
+                              (":authority", "127.0.0.1")])
+    client.send_data(sid, b'{"target": "clicks"}\n{"USERID": "a", "N": 1}\n{"USERID": "b"')
+    events = exchange()
+    status = [dict(e.headers)[b":status"] for e in events if isinstance(e, h2.events.ResponseReceived)]
+    data = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+    assert status == [b"200"] and data == b'{"status":"ok","seq":0}\n'
+    assert not any(isinstance(e, h2.events.StreamEnded) for e in events)
+    client.send_data(sid, b', "N": 2}\n{"USERID": "c"}', end_stream=True)   # the last line needs no newline
+    events = exchange()
+    data = b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived))
+    assert data == b'{"status":"ok","seq":1}\n{"status":"ok","seq":2}\n'
+    assert any(isinstance(e, h2.events.StreamEnded) for e in events)
+    assert [r["USERID"] for r in engine.subscribers[0].rows] == ["a", "b", "c"] and engine.subscribers[0].closed
