@@ -1013,7 +1013,7 @@ class Engine:
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
         """One record produced to the source's topic (ksqlDB writes it directly, not through the
         command topic), encoded as the engine's queries decode that source."""
-        source = self.metastore.require(s.target, text)
+        source = inserts.writable_source(self.metastore, s.target, (self.commands.topic,), text)
         row, rowtime = serde.row_of(s, source, text)
         record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
                               text)

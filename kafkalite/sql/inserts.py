@@ -30,14 +30,22 @@ def resolve_target(metastore: MetaStore, target: str, read_only_topics: tuple[st
         name = serde.identifier(target)
     except ValueError as exc:
         raise KsqlError(f"Invalid target name: {exc}", code=BAD_STATEMENT) from None
+    return writable_source(metastore, name, read_only_topics, "")
+
+
+def writable_source(metastore: MetaStore, name: str, read_only_topics: tuple[str, ...], statement: str) -> DataSource:
+    """The source rows may be inserted into, by its exact name (INSERT VALUES words the windowed
+    refusal with a "!", as ksqlDB's ``InsertValuesExecutor`` does)."""
     source = metastore.get(name)
     if source is None:
         raise KsqlError(f"Cannot insert values into an unknown stream/table: `{name}`"
-                        + _alternatives(metastore, name), code=BAD_STATEMENT)
+                        + _alternatives(metastore, name), code=BAD_STATEMENT, statement=statement)
     if source.window is not None:
-        raise KsqlError("Cannot insert values into windowed stream/table", code=BAD_STATEMENT)
+        raise KsqlError("Cannot insert values into windowed stream/table" + ("!" if statement else ""),
+                        code=BAD_STATEMENT, statement=statement)
     if source.topic in read_only_topics:
-        raise KsqlError(f"Cannot insert values into read-only topic: {source.topic}", code=BAD_STATEMENT)
+        raise KsqlError(f"Cannot insert values into read-only topic: {source.topic}", code=BAD_STATEMENT,
+                        statement=statement)
     return source
 
 

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kafkalite.sql import ast
+from kafkalite.sql import ast, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
 from kafkalite.sql.metastore import DataSource
 
@@ -31,33 +31,37 @@ class EncodedRecord:
 
 
 def row_of(s: ast.InsertValues, source: DataSource, text: str) -> tuple[dict[str, Any], int | None]:
-    """The statement's values by column name (typed), and ROWTIME if it was given."""
+    """The statement's values by column name (typed), and ROWTIME if it was given (ksqlDB's
+    ``GenericRecordFactory``): every column checked first, then each value evaluated as a
+    constant expression (``values``) and coerced strictly to its column's type. Errors are
+    ksqlDB's, prefixed with "Failed to insert values into '<target>'." as its executor words them."""
     names = list(s.columns) or [c.name for c in source.columns]
     if len(names) != len(s.values):
-        raise KsqlError(f"Expected a value for each column. Expected Columns: [{', '.join(names)}]. "
-                        f"Got [{', '.join(_text(v) for v in s.values)}]", statement=text)
+        raise values.refuse(f"Expected a value for each column. Expected Columns: [{', '.join(names)}]. "
+                            f"Got [{', '.join(_text(v) for v in s.values)}]", source.name, text)
+    for name in names:
+        if name in ("ROWPARTITION", "ROWOFFSET"):
+            raise values.refuse(f"Inserting into column `{name}` is not allowed.", source.name, text)
+        if name != "ROWTIME" and source.column(name) is None:
+            raise values.refuse(f"Column name `{name}` does not exist.", source.name, text)
     row: dict[str, Any] = {}
     rowtime: int | None = None
     for name, expr in zip(names, s.values):
-        if not isinstance(expr, ast.Literal):
-            raise KsqlError(f"Only literals are supported in INSERT VALUES by this server. Got: {_text(expr)}",
-                            statement=text)
-        if name == "ROWTIME":
-            if not isinstance(expr.value, int) or isinstance(expr.value, bool):
-                raise KsqlError(f"Expected type BIGINT for field ROWTIME but got {_text(expr)}", statement=text)
-            rowtime = expr.value
-            continue
-        if name in ("ROWPARTITION", "ROWOFFSET"):
-            raise KsqlError(f"Inserting into column `{name}` is not allowed.", statement=text)
-        column = source.column(name)
-        if column is None:
-            raise KsqlError(f"Column name `{name}` does not exist.", statement=text)
-        row[name] = _coerce(expr.value, column, text)
+        try:
+            value = values.constant(expr)
+            if name == "ROWTIME":
+                rowtime = values.column_value(value, ast.SqlType("BIGINT"), name)
+            else:
+                column = source.column(name)
+                assert column is not None
+                row[name] = values.column_value(value, column.type, name)
+        except values.EvaluationError as exc:
+            raise values.refuse(str(exc), source.name, text) from None
     if source.kind == "TABLE":
         missing = [c.name for c in source.key_columns if row.get(c.name) is None]
         if missing:
-            raise KsqlError(f"Failed to insert values into '{source.name}'. Value for primary key column(s) "
-                            f"{', '.join(missing)} is required for tables", statement=text)
+            raise values.refuse(f"Value for primary key column(s) {', '.join(missing)} is required for tables",
+                                source.name, text)
     return row, rowtime
 
 
@@ -252,31 +256,6 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     if ts is None and source.timestamp and isinstance(row.get(source.timestamp), int):
         ts = row[source.timestamp]                       # the TIMESTAMP column is the record's time
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
-
-
-def _coerce(value: Any, column: ast.ColumnDef, text: str) -> Any:
-    """ksqlDB's implicit casts for literals: INT -> BIGINT/DOUBLE/DECIMAL, numbers stay numbers,
-    a STRING column takes only strings."""
-    if value is None:
-        return None
-    t = column.type.name
-    ok = {"BOOLEAN": isinstance(value, bool),
-          "INT": isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31,
-          "BIGINT": isinstance(value, int) and not isinstance(value, bool),
-          "DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "DECIMAL": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "STRING": isinstance(value, str),
-          "TIMESTAMP": isinstance(value, int) and not isinstance(value, bool),
-          "DATE": isinstance(value, str), "TIME": isinstance(value, str), "BYTES": isinstance(value, str)}
-    if not ok.get(t, False):
-        kind = type(value).__name__.upper().replace("STR", "STRING").replace("FLOAT", "DOUBLE")
-        raise KsqlError(f"Expected type {column.type} for field {column.name} but got {kind}({value})",
-                        statement=text)
-    if t == "DOUBLE":
-        return float(value)
-    if t == "DECIMAL":
-        return decimal.Decimal(str(value))
-    return value
 
 
 def _avro_value(v: Any, column: ast.ColumnDef) -> Any:

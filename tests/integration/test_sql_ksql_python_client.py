@@ -52,7 +52,8 @@ def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
             client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u2', '/x', 'three');")
         error = bad.value.response.json()
         assert bad.value.response.status_code == 400 and error["@type"] == "statement_error"
-        assert (error["error_code"], error["message"]) == (40001, "Expected type INT for field N but got STRING(three)")
+        assert (error["error_code"], error["message"]) == (
+            40001, "Failed to insert values into 'CLICKS'. Expected type INTEGER for field `N` but got STRING(three)")
         # /inserts-stream over HTTP/2: the client's own call, then raw HTTP (JSON shape, refusals)
         acks = client.inserts_stream("clicks", [{"USERID": "u2", "PAGE": "/a", "N": 4}, {"userid": "u3", "n": 5}])
         assert acks == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
