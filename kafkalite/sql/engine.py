@@ -953,16 +953,11 @@ class Engine:
             cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
             cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
-        ts_col = src.column(src.timestamp) if src.timestamp else None
-        rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
-                   else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
         if batch_session is not None:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
-        if src.timestamp:
-            return parsed.selectExpr("*", f"{rowtime} AS `ROWTIME`").drop("__record_time")
-        return parsed.withColumnRenamed("__record_time", "ROWTIME")
+        return with_event_time(parsed, src, self.config.timestamp_throw_on_invalid)
 
     def _key_sql(self, plan: "QueryPlan") -> str:
         names = plan.key_names
@@ -1189,6 +1184,27 @@ def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
         row["WINDOWSTART"] = int(window["start"].timestamp() * 1000)
         row["WINDOWEND"] = int(window["end"].timestamp() * 1000)
     return row
+
+
+def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False) -> Any:
+    """``parsed`` (the source's columns and the record's ``__record_time``) with ROWTIME: the
+    record's timestamp, or the source's TIMESTAMP column. A record whose column is null or
+    negative has no valid event time: ksqlDB's extractor (``LoggingTimestampExtractor``) then
+    returns -1 and Kafka Streams skips the record, so the query drops it here; with
+    ``ksql.timestamp.throw.on.invalid=true`` the query fails instead, as ksqlDB's does."""
+    ts_col = src.column(src.timestamp) if src.timestamp else None
+    if ts_col is None:
+        return parsed.withColumnRenamed("__record_time", "ROWTIME")
+    rowtime = (quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
+               else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
+    invalid = f"({quote(ts_col.name)} IS NULL OR unix_millis({rowtime}) < 0)"
+    if throw_on_invalid:
+        message = f"Failed to extract timestamp from row: column {ts_col.name} is null or negative"
+        timed = parsed.selectExpr("*", f"CASE WHEN {invalid} THEN raise_error('{message}') ELSE {rowtime} END "
+                                       "AS `ROWTIME`")
+    else:
+        timed = parsed.where(f"NOT {invalid}").selectExpr("*", f"{rowtime} AS `ROWTIME`")
+    return timed.drop("__record_time")
 
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
