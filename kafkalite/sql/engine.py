@@ -957,7 +957,7 @@ class Engine:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
-        return with_event_time(parsed, src, self.config.timestamp_throw_on_invalid)
+        return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
     def _key_sql(self, plan: "QueryPlan") -> str:
         names = plan.key_names
@@ -1184,6 +1184,27 @@ def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
         row["WINDOWSTART"] = int(window["start"].timestamp() * 1000)
         row["WINDOWEND"] = int(window["end"].timestamp() * 1000)
     return row
+
+
+def with_time_text(parsed: Any, src: DataSource) -> Any:
+    """TIME columns as the queries see them (``HH:mm:ss``, ``.SSS`` when there are milliseconds)
+    from what ksqlDB writes: milliseconds of the day (Avro ``time-millis``, a JSON number or
+    numeric text, a DELIMITED field); text that is already a time stays as it is."""
+    times = {c.name for c in src.columns if c.type.name == "TIME"}
+    if not times:
+        return parsed
+    items = []
+    for name in parsed.columns:
+        if name not in times:
+            items.append(quote(name))
+            continue
+        text, ms = f"CAST({quote(name)} AS STRING)", f"CAST({quote(name)} AS BIGINT)"
+        two = [f"lpad(CAST({part} AS STRING), 2, '0')" for part in
+               (f"{ms} div 3600000", f"({ms} div 60000) % 60", f"({ms} div 1000) % 60")]
+        formatted = (f"concat({two[0]}, ':', {two[1]}, ':', {two[2]}, CASE WHEN {ms} % 1000 = 0 THEN '' "
+                     f"ELSE concat('.', lpad(CAST({ms} % 1000 AS STRING), 3, '0')) END)")
+        items.append(f"CASE WHEN {text} RLIKE '^[0-9]+$' THEN {formatted} ELSE {text} END AS {quote(name)}")
+    return parsed.selectExpr(*items)
 
 
 def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False) -> Any:

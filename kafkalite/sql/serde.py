@@ -230,9 +230,9 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     value: bytes | None
     fmt = source.value_format
     if fmt == "JSON":
-        value = json.dumps({c.name: _json(row.get(c.name)) for c in values}).encode()
+        value = json.dumps({c.name: _json(_time_ms(row.get(c.name), c)) for c in values}).encode()
     elif fmt == "DELIMITED":
-        value = source.value_delimiter.join("" if row.get(c.name) is None else _plain(row[c.name])
+        value = source.value_delimiter.join("" if row.get(c.name) is None else _plain(_time_ms(row[c.name], c))
                                             for c in values).encode()
     elif fmt == "KAFKA":
         v = row.get(values[0].name) if len(values) == 1 else None
@@ -256,6 +256,15 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     if ts is None and source.timestamp and isinstance(row.get(source.timestamp), int):
         ts = row[source.timestamp]                       # the TIMESTAMP column is the record's time
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
+
+
+def _time_ms(v: Any, column: ast.ColumnDef) -> Any:
+    """A TIME as ksqlDB's JSON and DELIMITED formats write it: milliseconds of the day (Connect's
+    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``)."""
+    if isinstance(v, str) and column.type.name == "TIME":
+        t = datetime.time.fromisoformat(v)
+        return ((t.hour * 60 + t.minute) * 60 + t.second) * 1000 + t.microsecond // 1000
+    return v
 
 
 def _avro_value(v: Any, column: ast.ColumnDef) -> Any:

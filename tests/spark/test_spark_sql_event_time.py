@@ -38,3 +38,17 @@ def test_records_without_a_valid_timestamp_column_are_skipped_or_fail(spark: Any
     plain = DataSource("S", "STREAM", "s", src.columns)
     assert [r.ROWTIME for r in with_event_time(_frame(spark, ts_type), plain).collect()] == [
         datetime.datetime(2026, 1, 1)] * 4
+
+
+def test_time_columns_read_from_milliseconds_of_the_day(spark: Any) -> None:
+    """What ksqlDB writes for TIME (Avro time-millis as an int, JSON/DELIMITED numbers or their
+    text) reads back as the time's text; text already in that form is kept."""
+    from kafkalite.sql.engine import with_time_text
+
+    src = DataSource("S", "STREAM", "s", (ast.ColumnDef("AT", ast.SqlType("TIME")),
+                                          ast.ColumnDef("N", ast.SqlType("INT"))))
+    as_int = spark.createDataFrame([(36000250, 1), (0, 2), (None, 3)], "AT int, N int")
+    assert [(r.AT, r.N) for r in with_time_text(as_int, src).collect()] == [
+        ("10:00:00.250", 1), ("00:00:00", 2), (None, 3)]
+    as_text = spark.createDataFrame([("86399000",), ("10:11:12",)], "AT string")
+    assert [r.AT for r in with_time_text(as_text, src).collect()] == ["23:59:59", "10:11:12"]

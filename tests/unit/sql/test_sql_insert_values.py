@@ -95,3 +95,17 @@ def test_timestamps_take_text_epoch_ms_and_functions() -> None:
                   "FROM_DAYS(20421), CAST('10:11:12' AS TIME));")
     assert row["TS"] == int(datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, datetime.timezone.utc).timestamp() * 1000)
     assert (row["DAY"], row["AT"]) == ("2025-11-29", "10:11:12")
+
+
+def test_time_is_written_as_ksqldb_writes_it() -> None:
+    """JSON and DELIMITED: milliseconds of the day (Connect's Time through JsonConverter,
+    KsqlDelimitedSerializer); AVRO takes it as time-millis (checked with the registry's serde in
+    test_sql_engine_statements)."""
+    import dataclasses
+
+    row, _ = _row("INSERT INTO readings (id, at, day) VALUES ('k', '10:00:00.250', '2025-11-29');")
+    value = json.loads(serde.encode(SOURCE, row, None, None, "").value or b"")
+    assert (value["AT"], value["DAY"]) == (36000250, "2025-11-29")
+    delimited = dataclasses.replace(SOURCE, value_format="DELIMITED", columns=(
+        SOURCE.columns[0], ast.ColumnDef("AT", T("TIME")), ast.ColumnDef("N", T("INT"))))
+    assert serde.encode(delimited, {"ID": "k", "AT": "00:00:01", "N": 3}, None, None, "").value == b"1000,3"
