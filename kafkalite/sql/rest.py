@@ -304,6 +304,7 @@ class InsertsStreamHandler:
         self.request_ended = False
         self.failed = False                                 # an error line was written: no more acks
         self.finished = False
+        self.finish_at_end = False                          # a response complete before the request
         self.paused = False
         request.notifyFinish().addErrback(lambda _: self._client_gone())
 
@@ -325,6 +326,9 @@ class InsertsStreamHandler:
         if not self.args_read and not self.finished:
             self._refuse(KsqlError("Invalid JSON in request: No content to map due to end-of-input",
                                    code=BAD_REQUEST))
+        if self.finish_at_end:
+            self.finish_at_end = False
+            self._end_response()
         self._maybe_finish()
 
     def _line(self, line: bytes) -> None:
@@ -384,11 +388,25 @@ class InsertsStreamHandler:
     def _refuse(self, err: KsqlError) -> None:
         """The request fails as a whole: an HTTP error with ksqlDB's error JSON, no acks."""
         self.failed = True
+        self._flow()                                        # a paused body must be read to its end
         if self.finished:
             return
         self.finished = True
-        _finish(self.request, err.http_status if 400 <= err.http_status < 600 else 400,
-                {"@type": "generic_error", "error_code": err.code, "message": err.message})
+        if getattr(self.request, "_disconnected", False):
+            return
+        self.request.write(_json(self.request, err.http_status if 400 <= err.http_status < 600 else 400,
+                                 {"@type": "generic_error", "error_code": err.code, "message": err.message}))
+        self._end_response()
+
+    def _end_response(self) -> None:
+        """Ends the response, but not before the request: Twisted's HTTP/2 server forgets a stream
+        whose response is complete and fails on the client's later DATA frames for it, so a live
+        request's response waits for the client's END_STREAM (the client has every byte already)."""
+        if not self.request_ended:
+            self.finish_at_end = True
+            return
+        if not getattr(self.request, "_disconnected", False):
+            self.request.finish()
 
     # -- rows ------------------------------------------------------------------------------
     def _pump(self) -> None:
@@ -466,8 +484,7 @@ class InsertsStreamHandler:
         self.finished = True
         if self.json_array:
             self.request.write(b"]" if self.written else b"[]")
-        if not getattr(self.request, "_disconnected", False):
-            self.request.finish()
+        self._end_response()
         self._close()
 
     def _client_gone(self) -> None:

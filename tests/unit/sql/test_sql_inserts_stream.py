@@ -262,3 +262,50 @@ def test_http2_rows_are_acked_while_the_client_is_still_sending(inline: None, mo
     assert data == b'{"status":"ok","seq":1}\n{"status":"ok","seq":2}\n'
     assert any(isinstance(e, h2.events.StreamEnded) for e in events)
     assert [r["USERID"] for r in engine.subscribers[0].rows] == ["a", "b", "c"] and engine.subscribers[0].closed
+    # a refused target is answered at once; the response ends when the client ends its side, and
+    # rows the client still sends meanwhile are ignored (not a broken connection)
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(":method", "POST"), (":path", "/inserts-stream"), (":scheme", "http"),
+                              (":authority", "127.0.0.1")])
+    client.send_data(sid, b'{"target": "nope"}\n')
+    events = exchange()
+    status = [dict(e.headers)[b":status"] for e in events if isinstance(e, h2.events.ResponseReceived)]
+    body = json.loads(b"".join(e.data for e in events if isinstance(e, h2.events.DataReceived)))
+    assert status == [b"400"] and body["error_code"] == 40001
+    assert not any(isinstance(e, h2.events.StreamEnded) for e in events)
+    client.send_data(sid, b'{"USERID": "z"}\n', end_stream=True)
+    events = exchange()
+    assert any(isinstance(e, h2.events.StreamEnded) for e in events) and not transport.disconnecting
+    assert len(engine.subscribers) == 1
+
+
+def test_a_flood_of_rows_pauses_the_request_until_acks_drain(inline: None) -> None:
+    """Back pressure: past MAX_OUTSTANDING unanswered rows the HTTP/2 stream is paused (its flow
+    control then holds the client), and resumed once the acks have caught up."""
+    class Channel:
+        def __init__(self) -> None:
+            self.calls: list[str] = []
+
+        def pauseProducing(self) -> None:
+            self.calls.append("pause")
+
+        def resumeProducing(self) -> None:
+            self.calls.append("resume")
+
+    engine = InsertsEngine(hold=True)
+    req = DummyRequest([b"inserts-stream"])
+    req.method, req.path, req.clientproto = b"POST", b"/inserts-stream", b"HTTP/2"
+    req.channel = channel = Channel()
+    handler = rest.InsertsStreamHandler(req, engine)
+    handler.feed(b'{"target": "CLICKS"}\n' + b'{"USERID": "u"}\n' * (rest.InsertsStreamHandler.MAX_OUTSTANDING + 1))
+    assert channel.calls == ["pause"]
+    pending = engine.subscribers[0].pending
+    for done in pending[:rest.InsertsStreamHandler.MAX_OUTSTANDING // 2]:
+        done(None)
+    assert channel.calls == ["pause"]
+    pending[rest.InsertsStreamHandler.MAX_OUTSTANDING // 2](None)
+    assert channel.calls == ["pause", "resume"] and not req.finished
+    handler.end()
+    for done in pending[rest.InsertsStreamHandler.MAX_OUTSTANDING // 2 + 1:]:
+        done(None)
+    assert req.finished and len(_lines(req)) == rest.InsertsStreamHandler.MAX_OUTSTANDING + 1
