@@ -29,7 +29,7 @@ from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, inserts, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
-from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
+from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
@@ -1009,6 +1009,8 @@ class Engine:
         """One record produced to the source's topic (ksqlDB writes it directly, not through the
         command topic), encoded as the engine's queries decode that source."""
         source = inserts.writable_source(self.metastore, s.target, (self.commands.topic,), text)
+        if not self.config.insert_values_enabled:
+            raise KsqlError(f"Failed to insert values into '{source.name}'. {inserts.DISABLED}", statement=text)
         row, rowtime = serde.row_of(s, source, text)
         record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
                               text)
@@ -1024,6 +1026,8 @@ class Engine:
     def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> inserts.InsertsSubscriber:
         """``/inserts-stream``'s writer for one request (ksqlDB's ``InsertsStreamEndpoint``): the
         target checked (unknown, windowed, the command topic), then a producer of its own."""
+        if not self.config.insert_values_enabled:
+            raise KsqlError(inserts.DISABLED, code=BAD_REQUEST)
         source = inserts.resolve_target(self.metastore, target, (self.commands.topic,))
         producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
                             client_id=f"ksql-inserts-{self.config.service_id}")

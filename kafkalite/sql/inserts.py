@@ -19,6 +19,10 @@ from kafkalite.sql.metastore import DataSource, MetaStore
 
 log = logging.getLogger(__name__)
 
+#: ksqlDB's refusal when ``ksql.insert.into.values.enabled`` is false (INSERT VALUES and /inserts-stream)
+DISABLED = ("The server has disabled INSERT INTO ... VALUES functionality. To enable it, restart your ksqlDB "
+            "server with 'ksql.insert.into.values.enabled'=true")
+
 #: what a row's outcome is reported with: None when the broker acknowledged it
 Done = Callable[[BaseException | None], None]
 

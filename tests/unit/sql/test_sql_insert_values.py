@@ -109,3 +109,21 @@ def test_time_is_written_as_ksqldb_writes_it() -> None:
     delimited = dataclasses.replace(SOURCE, value_format="DELIMITED", columns=(
         SOURCE.columns[0], ast.ColumnDef("AT", T("TIME")), ast.ColumnDef("N", T("INT"))))
     assert serde.encode(delimited, {"ID": "k", "AT": "00:00:01", "N": 3}, None, None, "").value == b"1000,3"
+
+
+def test_insert_values_can_be_disabled_as_in_ksqldb() -> None:
+    """``ksql.insert.into.values.enabled=false`` refuses INSERT VALUES (a statement error) and
+    /inserts-stream (a request error, 40000), before any producer exists."""
+    from kafkalite.sql.config import KsqlConfig
+    from kafkalite.sql.engine import Engine
+
+    engine = Engine(KsqlConfig(insert_values_enabled=False), lambda: None)
+    engine.metastore.add(SOURCE)
+    disabled = ("The server has disabled INSERT INTO ... VALUES functionality. To enable it, restart your ksqlDB "
+                "server with 'ksql.insert.into.values.enabled'=true")
+    with pytest.raises(KsqlError) as err:
+        engine.execute("INSERT INTO readings (id) VALUES ('k');")
+    assert err.value.message == "Failed to insert values into 'READINGS'. " + disabled and err.value.code == 40001
+    with pytest.raises(KsqlError) as err:
+        engine.inserts_subscriber("readings")
+    assert (err.value.message, err.value.code, err.value.statement) == (disabled, 40000, "")
