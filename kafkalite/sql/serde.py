@@ -302,6 +302,4 @@ def _plain(v: Any) -> str:
 
 
 def _text(e: ast.Expr) -> str:
-    if isinstance(e, ast.Literal):
-        return "'" + e.value + "'" if isinstance(e.value, str) else "null" if e.value is None else str(e.value)
-    return type(e).__name__
+    return values.sql_text(e)

@@ -78,9 +78,31 @@ def java_text(v: Any) -> str:
     return "null" if v is None else str(v)
 
 
+def sql_text(e: ast.Expr) -> str:
+    """An expression as ksqlDB's ``ExpressionFormatter`` prints it in messages."""
+    if isinstance(e, ast.Literal):
+        v = e.value
+        if isinstance(v, str):
+            return "'" + v.replace("'", "''") + "'"
+        return "null" if v is None else java_text(v) if isinstance(v, bool) else str(v)
+    if isinstance(e, ast.Column):
+        return (f"{e.source}." if e.source else "") + e.name
+    if isinstance(e, ast.Call):
+        return f"{e.name}({'*' if e.star else ', '.join(sql_text(a) for a in e.args)})"
+    if isinstance(e, ast.Binary):
+        return f"({sql_text(e.left)} {e.op} {sql_text(e.right)})"
+    if isinstance(e, ast.Unary):
+        return f"(NOT {sql_text(e.operand)})" if e.op == "NOT" else f"-{sql_text(e.operand)}"
+    if isinstance(e, ast.Cast):
+        return f"CAST({sql_text(e.operand)} AS {e.type})"
+    if isinstance(e, ast.IsNull):
+        return f"(({sql_text(e.operand)}) IS {'NOT ' if e.negated else ''}NULL)"
+    return type(e).__name__
+
+
 def _no_columns(e: ast.Expr, whole: ast.Expr) -> None:
     if isinstance(e, ast.Column):
-        raise EvaluationError(f"Unsupported column reference in insert value: {e.name}")
+        raise EvaluationError(f"Unsupported column reference in insert value: {sql_text(whole)}")
     for child in _children(e):
         _no_columns(child, whole)
 

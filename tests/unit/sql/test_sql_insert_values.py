@@ -68,8 +68,10 @@ def test_constant_expressions(expr: str, expected: Any) -> None:
 
 
 @pytest.mark.parametrize("statement, message", [
-    ("INSERT INTO readings (id, n) VALUES ('k', n + 1);", "Unsupported column reference in insert value: N"),
+    ("INSERT INTO readings (id, n) VALUES ('k', n + 1);", "Unsupported column reference in insert value: (N + 1)"),
     ("INSERT INTO readings (id, n) VALUES ('k', NOSUCH(1));", "Can't find any functions with the name 'NOSUCH'"),
+    ("INSERT INTO readings (id, n) VALUES (UCASE('k'));",
+     "Expected a value for each column. Expected Columns: [ID, N]. Got [UCASE('k')]"),
     ("INSERT INTO readings (id, n) VALUES ('k', 1.5);", "Expected type INTEGER for field `N` but got DECIMAL(1.5)"),
     ("INSERT INTO readings (id, n) VALUES ('k', 3000000000);",
      "Expected type INTEGER for field `N` but got BIGINT(3000000000)"),
