@@ -309,3 +309,58 @@ def test_a_flood_of_rows_pauses_the_request_until_acks_drain(inline: None) -> No
     for done in pending[rest.InsertsStreamHandler.MAX_OUTSTANDING // 2 + 1:]:
         done(None)
     assert req.finished and len(_lines(req)) == rest.InsertsStreamHandler.MAX_OUTSTANDING + 1
+
+
+def test_subscriber_encodes_rows_as_the_source_and_reports_the_broker() -> None:
+    """The real InsertsSubscriber over a producer double: AVRO values through the subject's latest
+    schema (looked up once per request) with TIME as time-millis, TIMESTAMP as timestamp-millis
+    and DECIMAL as decimal; the producer's outcome reaches the callback."""
+    import datetime
+    import decimal
+    from concurrent.futures import Future
+
+    from kafkalite.registry.serde import decode, parse_avro
+
+    schema = {"type": "record", "name": "KsqlDataSourceSchema", "fields": [
+        {"name": "AT", "type": ["null", {"type": "int", "logicalType": "time-millis"}], "default": None},
+        {"name": "TS", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
+        {"name": "AMOUNT", "type": ["null", {"type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2}],
+         "default": None}]}
+    lookups: list[str] = []
+
+    def lookup(subject: str) -> tuple[int, Any, list[str]]:
+        lookups.append(subject)
+        return 9, parse_avro(json.dumps(schema)), [f["name"] for f in schema["fields"]]
+
+    class Producer:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, Any, Any, Any]] = []
+            self.futures: list[Future] = []
+
+        def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int, callback: Any) -> Future:
+            self.sent.append((topic, key, value, timestamp_ms))
+            f: Future = Future()
+            f.add_done_callback(callback)
+            self.futures.append(f)
+            return f
+
+    t = ast.SqlType
+    source = DataSource("R", "STREAM", "r", (ast.ColumnDef("ID", t("STRING"), key=True), ast.ColumnDef("AT", t("TIME")),
+                                             ast.ColumnDef("TS", t("TIMESTAMP")),
+                                             ast.ColumnDef("AMOUNT", t("DECIMAL", (6, 2)))), value_format="AVRO")
+    producer = Producer()
+    sub = InsertsSubscriber(source, producer, lookup)  # type: ignore[arg-type]
+    outcomes: list[Any] = []
+    sub.send({"id": "t1", "at": "10:00:00.250", "ts": "2026-01-01T00:00:00", "amount": 12.345}, outcomes.append)
+    sub.send({"id": "t2"}, outcomes.append)
+    assert lookups == ["r-value"]
+    (topic, key, value, ts), second = producer.sent
+    assert (topic, key) == ("r", b"t1") and isinstance(ts, int)
+    datum = decode(value, lambda i: (None, parse_avro(json.dumps(schema))))[2]
+    assert datum == {"AT": datetime.time(10, 0, 0, 250000), "AMOUNT": decimal.Decimal("12.35"),
+                     "TS": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)}
+    producer.futures[0].set_result(None)
+    producer.futures[1].set_exception(RuntimeError("NOT_LEADER"))
+    assert outcomes[0] is None and isinstance(outcomes[1], RuntimeError)
+    with pytest.raises(KsqlError, match="Key field must be specified: ID"):
+        sub.send({"at": "10:00:00"}, outcomes.append)
