@@ -13,6 +13,8 @@ with the name" error, never a wrong answer.
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import decimal
 import math
@@ -455,6 +457,11 @@ def column_value(v: Any, t: ast.SqlType, field: str) -> Any:
         ok = v
     elif name == "BYTES" and isinstance(v, bytes):
         ok = v
+    elif name == "BYTES" and isinstance(v, str):          # base64 text, as ksqlDB's coercer decodes it
+        try:
+            ok = base64.b64decode(v, validate=True)
+        except binascii.Error:
+            ok = _NO
     elif name == "TIMESTAMP":
         if isinstance(v, datetime.datetime):
             ok = int(v.timestamp() * 1000)

@@ -99,6 +99,17 @@ def test_timestamps_take_text_epoch_ms_and_functions() -> None:
     assert (row["DAY"], row["AT"]) == ("2025-11-29", "10:11:12")
 
 
+def test_bytes_take_base64_text() -> None:
+    import dataclasses
+
+    src = dataclasses.replace(SOURCE, columns=(SOURCE.columns[0], ast.ColumnDef("B", T("BYTES"))))
+    stmt = parse("INSERT INTO readings (id, b) VALUES ('k', 'AAEC');")[0]
+    assert isinstance(stmt.statement, ast.InsertValues)
+    row, _ = serde.row_of(stmt.statement, src, stmt.text)
+    assert row["B"] == b"\x00\x01\x02"
+    assert json.loads(serde.encode(src, row, None, None, "").value or b"") == {"B": "AAEC"}
+
+
 def test_time_is_written_as_ksqldb_writes_it() -> None:
     """JSON and DELIMITED: milliseconds of the day (Connect's Time through JsonConverter,
     KsqlDelimitedSerializer); AVRO takes it as time-millis (checked with the registry's serde in
