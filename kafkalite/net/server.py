@@ -42,6 +42,7 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from kafkalite.net.sendfile import RegionSender, close_regions, copy_regions, has_regions
+from kafkalite.net.tcp_receive import listen_tcp
 from kafkalite.net.transport import stream_transport
 from kafkalite.net.tls import TLSServerFactory, peer_certificate, tcp_transport
 from kafkalite.protocol.errors import ProtocolError
@@ -251,6 +252,27 @@ class KafkaConnection(protocol.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()
             return
+        self._received(frames)
+
+    # -- net.tcp_receive.BufferedReceiver: plaintext TCP reads straight into the frame's buffer --
+    def get_buffer(self, spare: memoryview) -> memoryview:
+        if self.closed:
+            return spare                       # read and dropped, as dataReceived drops it
+        return self.decoder.get_buffer(spare)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        self._touch()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.abort()
+            return
+        self._received(frames)
+
+    def _received(self, frames: list[bytearray]) -> None:
         if frames:
             self.queue.extend(frames)
             if len(self.queue) >= self.max_queued and not self.reading_paused:
@@ -449,10 +471,14 @@ class KafkaServerFactory(protocol.ServerFactory):
             quotas.factories.append(self)
 
     def listen(self, reactor: Any, port: int, interface: str) -> Any:
-        """Bind this listener (``reactor.listenTCP``); its receive buffer is set on the listening
-        socket too, so accepted connections start with it (as Kafka sets it before binding)."""
-        factory: Any = self if self.tls_options is None else TLSServerFactory(self.tls_options, False, self)
-        self.port = reactor.listenTCP(port, factory, interface=interface)
+        """Bind this listener (plaintext: ``net.tcp_receive.listen_tcp``, whose connections read
+        into the frame's buffer; TLS: ``reactor.listenTCP`` under Twisted's TLS protocol); its
+        receive buffer is set on the listening socket too, so accepted connections start with it
+        (as Kafka sets it before binding)."""
+        if self.tls_options is None:
+            self.port = listen_tcp(reactor, port, self, interface)      # reads with recv_into
+        else:
+            self.port = reactor.listenTCP(port, TLSServerFactory(self.tls_options, False, self), interface=interface)
         if self.socket_options is not None and getattr(self.port, "socket", None) is not None:
             self.socket_options.apply(self.port.socket, listening=True)
         return self.port

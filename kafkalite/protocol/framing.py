@@ -1,6 +1,10 @@
 """Splitting a byte stream into Kafka frames (int32 size, then that many bytes).
 
-No I/O: the network adapter feeds whatever ``dataReceived`` got and gets whole frames back.
+No I/O. Two ways in, one state: :meth:`FrameDecoder.feed` takes whatever bytes a transport got
+(``dataReceived``: TLS, in-memory transports), and :meth:`FrameDecoder.get_buffer` /
+:meth:`FrameDecoder.buffer_updated` let a transport that reads with ``recv_into``
+(``net/tcp_receive.py``, plaintext listeners) put a big frame's bytes straight into that frame's
+own buffer, as Kafka's ``NetworkReceive`` reads into the buffer it allocated for the frame.
 """
 from __future__ import annotations
 
@@ -17,6 +21,11 @@ _SIZE = struct.Struct(">i")
 #: Kafka's default ``socket.request.max.bytes``.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 
+#: A frame that still needs at least this many bytes is read straight into its own buffer; below
+#: that, one read into the caller's spare buffer also picks up the (small, pipelined) frames that
+#: follow, and the tail is copied once more (at most this many bytes per frame).
+DIRECT_READ_MIN = 16 * 1024
+
 
 class FrameDecoder:
     """Incremental frame splitter for one connection.
@@ -30,7 +39,7 @@ class FrameDecoder:
     because the stream position is lost and the connection must be closed.
     """
 
-    __slots__ = ("max_frame_bytes", "_head", "_frame", "_filled", "_failed")
+    __slots__ = ("max_frame_bytes", "_head", "_frame", "_filled", "_failed", "_spare")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         if max_frame_bytes < 0:
@@ -40,6 +49,7 @@ class FrameDecoder:
         self._frame: bytearray | None = None
         self._filled = 0
         self._failed: InvalidFrameError | None = None
+        self._spare: memoryview | None = None    # what get_buffer handed out, when not the frame
 
     @property
     def buffered(self) -> int:
@@ -56,8 +66,42 @@ class FrameDecoder:
         self._frame = bytearray(size)
         self._filled = 0
 
+    def get_buffer(self, spare: memoryview) -> memoryview:
+        """Where the next read from the socket should land (asyncio's ``BufferedProtocol`` pair):
+        the unfilled rest of the frame in progress when it needs at least
+        :data:`DIRECT_READ_MIN` bytes, so the read is that data's only copy; else ``spare``, a
+        scratch buffer the caller owns and may share between connections, because
+        :meth:`buffer_updated` copies everything out of it before it returns. Never empty when
+        ``spare`` is not (an empty ``recv_into`` target would read as end of stream)."""
+        if self._failed is not None:
+            raise self._failed
+        frame = self._frame
+        if frame is not None and len(frame) - self._filled >= DIRECT_READ_MIN:
+            self._spare = None
+            return memoryview(frame)[self._filled:]
+        self._spare = spare
+        return spare
+
+    def buffer_updated(self, nbytes: int) -> list[bytearray]:
+        """``nbytes`` were read into the buffer :meth:`get_buffer` returned; the frames that
+        completed, in order."""
+        spare = self._spare
+        if spare is not None:
+            self._spare = None
+            with spare[:nbytes] as got:
+                return self.feed(got)
+        frame = self._frame
+        assert frame is not None, "buffer_updated without get_buffer"
+        self._filled += nbytes
+        if self._filled < len(frame):
+            return []
+        self._frame = None
+        self._filled = 0
+        return [frame]
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[bytearray]:
-        """Consume ``data``; return the frames it completed, in order."""
+        """Consume ``data``; return the frames it completed, in order. Keeps no reference to
+        ``data`` (partial frames are copied into their own buffers)."""
         if self._failed is not None:
             raise self._failed
         view = memoryview(data).cast("B") if not isinstance(data, (bytes, bytearray)) else memoryview(data)

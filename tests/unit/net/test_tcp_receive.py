@@ -1,0 +1,155 @@
+"""Plaintext listeners read with recv_into (``net/tcp_receive.py``): a real listening socket and
+real connections on an epoll reactor that the test drives by hand (accept, then ``doRead`` until
+the socket is empty), with the real ``KafkaConnection`` and a dispatcher that records frames."""
+from __future__ import annotations
+
+import os
+import socket
+import struct
+from typing import Any, Iterator
+
+import pytest
+from twisted.internet import main, protocol
+from twisted.internet.epollreactor import EPollReactor
+from twisted.internet.testing import MemoryReactorClock
+
+from kafkalite.net.server import KafkaServerFactory
+from kafkalite.net.tcp_receive import RecvIntoPort, RecvIntoServer, listen_tcp
+from kafkalite.protocol.framing import DIRECT_READ_MIN
+
+pytestmark = pytest.mark.unit
+
+
+class Recorder:
+    """A dispatcher that keeps each frame and answers nothing (Produce acks=0 style)."""
+
+    def __init__(self) -> None:
+        self.frames: list[bytearray] = []
+
+    def dispatch(self, frame: bytearray, conn: Any) -> Any:
+        from kafkalite.net.server import NO_RESPONSE
+        self.frames.append(frame)
+        return NO_RESPONSE
+
+
+def _framed(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class Listener:
+    def __init__(self, reactor: EPollReactor, factory: protocol.ServerFactory) -> None:
+        self.reactor = reactor
+        self.port = listen_tcp(reactor, 0, factory, "127.0.0.1")
+        self.clients: list[socket.socket] = []
+
+    def connect(self) -> tuple[socket.socket, Any]:
+        client = socket.create_connection(("127.0.0.1", self.port.getHost().port))
+        self.clients.append(client)
+        self.port.doRead()                     # accept: builds the protocol and its transport
+        server = next(s for s in self.reactor.getReaders() if isinstance(s, RecvIntoServer)
+                      and s.getPeer().port == client.getsockname()[1])
+        return client, server
+
+
+def drain(server: Any) -> Any:
+    """doRead until the socket is empty (EAGAIN) or closed; the last result."""
+    while True:
+        why = server.doRead()
+        if why is not None:
+            return why
+        try:
+            waiting = server.socket.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        if not waiting:
+            return server.doRead()
+
+
+@pytest.fixture
+def listener() -> Iterator[Listener]:
+    reactor = EPollReactor()
+    recorder = Recorder()
+    factory = KafkaServerFactory(recorder, max_frame_bytes=1 << 20, max_queued=1000)
+    made = Listener(reactor, factory)
+    made.recorder = recorder               # type: ignore[attr-defined]
+    yield made
+    for selectable in reactor.removeAll():     # the port and the connections (not the waker)
+        selectable.socket.close()
+    for c in made.clients:
+        c.close()
+    reactor.waker.connectionLost(None)      # its pipe
+    reactor._poller.close()
+
+
+def test_plaintext_listeners_use_the_recv_into_port(listener: Listener) -> None:
+    assert isinstance(listener.port, RecvIntoPort)
+    # any other reactor (the in-process tier's in-memory one) keeps its own listenTCP
+    memory = MemoryReactorClock()
+    listen_tcp(memory, 9, protocol.ServerFactory(), "127.0.0.1")
+    assert memory.tcpServers and memory.tcpServers[0][0] == 9
+
+
+def test_frames_arrive_whole_however_the_peer_sends_them(listener: Listener) -> None:
+    client, server = listener.connect()
+    payloads = [b"small", os.urandom(3 * DIRECT_READ_MIN), b"", os.urandom(300_000), b"x"]
+    stream = b"".join(_framed(p) for p in payloads)
+    for cut in (1, 3, 6, 1000, DIRECT_READ_MIN + 17, 200_000):     # pieces of every kind
+        piece, stream = stream[:cut], stream[cut:]
+        client.sendall(piece)
+        assert drain(server) is None
+    client.sendall(stream)
+    assert drain(server) is None
+    assert listener.recorder.frames == payloads                    # type: ignore[attr-defined]
+
+
+def test_big_frames_are_read_into_their_own_buffer(listener: Listener, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After its first read, a big frame's bytes go straight into the frame: the spare buffer
+    sees at most one read of it plus a short tail."""
+    client, server = listener.connect()
+    seen: list[int] = []
+    original = server.protocol.buffer_updated
+    spare = server.spare
+
+    def spy(nbytes: int) -> None:
+        if server.protocol.decoder._spare is spare:
+            seen.append(nbytes)
+        original(nbytes)
+
+    monkeypatch.setattr(server.protocol, "buffer_updated", spy)
+    payload = os.urandom(1_000_000)
+    client.sendall(_framed(payload))
+    while not listener.recorder.frames:                             # type: ignore[attr-defined]
+        assert drain(server) is None
+    assert listener.recorder.frames == [payload]                   # type: ignore[attr-defined]
+    assert sum(seen) <= len(spare) + DIRECT_READ_MIN
+
+
+def test_an_oversized_frame_closes_the_connection(listener: Listener) -> None:
+    client, server = listener.connect()
+    client.sendall(struct.pack(">i", (1 << 20) + 1) + b"x" * 100)
+    server.doRead()
+    assert server.protocol.closed and server._aborting
+    assert listener.recorder.frames == []                          # type: ignore[attr-defined]
+
+
+def test_a_peer_closing_mid_frame_ends_the_connection_without_a_frame(listener: Listener) -> None:
+    client, server = listener.connect()
+    client.sendall(_framed(b"whole") + _framed(os.urandom(100_000))[:50_000])
+    client.close()
+    why = drain(server)
+    assert why is main.CONNECTION_DONE
+    assert listener.recorder.frames == [b"whole"]                  # type: ignore[attr-defined]
+
+
+def test_a_protocol_without_buffers_reads_through_twisted(listener: Listener) -> None:
+    got: list[bytes] = []
+
+    class Plain(protocol.Protocol):
+        def dataReceived(self, data: bytes) -> None:
+            got.append(data)
+
+    listener.port.factory = protocol.Factory.forProtocol(Plain)
+    client, server = listener.connect()
+    client.sendall(b"hello")
+    assert drain(server) is None
+    assert b"".join(got) == b"hello"
