@@ -46,7 +46,7 @@ from kafkalite.net.tcp_receive import listen_tcp
 from kafkalite.net.transport import stream_transport
 from kafkalite.net.tls import TLSServerFactory, peer_certificate, tcp_transport
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.protocol.framing import FrameDecoder
+from kafkalite.protocol.framing import FrameDecoder, FramePool, unshared
 from kafkalite.security import principal as principals
 
 if TYPE_CHECKING:
@@ -178,9 +178,10 @@ class ConnectionQuotas:
 class KafkaConnection(protocol.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int,
                  on_close: Callable[["KafkaConnection"], None] | None = None,
-                 socket_options: SocketOptions | None = None, clock: IReactorTime | None = None) -> None:
+                 socket_options: SocketOptions | None = None, clock: IReactorTime | None = None,
+                 frame_pool: FramePool | None = None) -> None:
         self.dispatcher = dispatcher
-        self.decoder = FrameDecoder(max_frame_bytes)
+        self.decoder = FrameDecoder(max_frame_bytes, frame_pool)
         self.max_queued = max_queued
         self.queue: deque[bytearray] = deque()
         self.busy = False
@@ -388,6 +389,11 @@ class KafkaConnection(protocol.Protocol):
                     result.addCallbacks(self._respond, self._failed)
                     continue
                 self._respond(result)
+                # answered at once (acks=1 produce): when nothing kept the frame or a view of it,
+                # its buffer serves a later big frame (FramePool)
+                pool = self.decoder.pool
+                if pool is not None and unshared(frame):
+                    pool.give(frame)
         finally:
             self.draining = False
 
@@ -464,6 +470,8 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.max_idle_ms = max_idle_ms          # needs ``clock``; negative: never close idle connections
         self.clock = clock
         self.connections: set[KafkaConnection] = set()
+        #: big request frames' buffers, reused across this listener's connections (reactor thread)
+        self.frame_pool = FramePool()
         self.port: Any = None
         self.accepting = True
         self.idle_sweep: task.LoopingCall | None = None
@@ -493,7 +501,8 @@ class KafkaServerFactory(protocol.ServerFactory):
                 log.info("rejected connection from %s: %s", host, refused)
                 return None
         conn = KafkaConnection(self.dispatcher, self.max_frame_bytes, self.max_queued,
-                               on_close=self._closed, socket_options=self.socket_options, clock=self.clock)
+                               on_close=self._closed, socket_options=self.socket_options, clock=self.clock,
+                               frame_pool=self.frame_pool)
         conn.quota_host = host if self.quotas is not None else None
         if self.tls_options is not None:
             conn.tls = True

@@ -153,3 +153,39 @@ def test_a_protocol_without_buffers_reads_through_twisted(listener: Listener) ->
     client.sendall(b"hello")
     assert drain(server) is None
     assert b"".join(got) == b"hello"
+
+
+class Keeper:
+    """Answers at once; keeps a view of each frame when told to (as a handler that parks its
+    request would)."""
+
+    def __init__(self, keep_views: bool) -> None:
+        self.keep_views = keep_views
+        self.seen: list[tuple[int, bytes]] = []
+        self.views: list[memoryview] = []
+
+    def dispatch(self, frame: bytearray, conn: Any) -> Any:
+        from kafkalite.net.server import NO_RESPONSE
+        self.seen.append((id(frame), bytes(frame)))
+        if self.keep_views:
+            self.views.append(memoryview(frame))
+        return NO_RESPONSE
+
+
+@pytest.mark.parametrize("keep_views", [False, True])
+def test_a_frame_nobody_holds_is_reused_for_the_next_big_frame(listener: Listener, keep_views: bool) -> None:
+    keeper = Keeper(keep_views)
+    listener.port.factory = KafkaServerFactory(keeper, max_frame_bytes=1 << 20, max_queued=1000)
+    client, server = listener.connect()
+    payloads = [os.urandom(200_000) for _ in range(3)]
+    for p in payloads:                                  # one at a time: each answered before the next
+        client.sendall(_framed(p))
+        while len(keeper.seen) < payloads.index(p) + 1:
+            assert drain(server) is None
+    assert [data for _, data in keeper.seen] == payloads
+    ids = {i for i, _ in keeper.seen}
+    if keep_views:
+        # a view still holds each frame: none was written over
+        assert len(ids) == 3 and [bytes(v) for v in keeper.views] == payloads
+    else:
+        assert len(ids) == 1                            # the same buffer, three times

@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from kafkalite.protocol.errors import InvalidFrameError
-from kafkalite.protocol.framing import DIRECT_READ_MIN, FrameDecoder
+from kafkalite.protocol.framing import DIRECT_READ_MIN, FrameDecoder, FramePool, unshared
 
 pytestmark = pytest.mark.unit
 
@@ -144,3 +144,45 @@ def test_feed_and_reads_mix_on_one_decoder() -> None:
     dec = FrameDecoder(1 << 20)
     assert dec.feed(STREAM[:10]) == []
     assert Reads(dec).all(STREAM[10:]) == PAYLOADS
+
+
+# -- FramePool: big frames' buffers reused once their request is done ---------------------------
+
+
+def test_unshared_sees_references_and_views() -> None:
+    buf = bytearray(10)
+    assert unshared(buf)
+    view = memoryview(buf)[2:]
+    assert not unshared(buf)
+    del view
+    kept = [buf]
+    assert not unshared(buf)
+    del kept
+    assert unshared(buf)
+
+
+def test_pool_hands_back_a_buffer_cut_to_the_size_asked() -> None:
+    pool = FramePool(max_bytes=1 << 20)
+    big = bytearray(os.urandom(100_000))
+    pool.give(big)
+    assert pool.take(200_001) is None                 # too small for it
+    assert pool.take(49_999) is None                  # would waste more than half of it
+    got = pool.take(60_000)
+    assert got is big and len(got) == 60_000 and pool.bytes == 0 and pool.take(60_000) is None
+
+
+def test_pool_keeps_only_big_buffers_up_to_its_bound() -> None:
+    pool = FramePool(max_bytes=100_000)
+    pool.give(bytearray(DIRECT_READ_MIN - 1))         # small frames are cheap: not kept
+    pool.give(bytearray(60_000))
+    pool.give(bytearray(60_000))                      # over the bound: dropped
+    assert len(pool.free) == 1 and pool.bytes == 60_000
+
+
+def test_a_decoder_fills_a_pooled_buffer_with_the_new_frame_only() -> None:
+    pool = FramePool()
+    old = bytearray(b"\xaa" * (DIRECT_READ_MIN * 2))
+    pool.give(old)
+    payload = os.urandom(DIRECT_READ_MIN * 2 - 10)
+    (got,) = Reads(FrameDecoder(1 << 20, pool)).all(_framed(payload))
+    assert got is old and got == payload
