@@ -276,6 +276,7 @@ class KafkaConnection(protocol.Protocol):
     def _received(self, frames: list[bytearray]) -> None:
         if frames:
             self.queue.extend(frames)
+            frames.clear()          # the queue holds them now; a frame done with is then unshared
             if len(self.queue) >= self.max_queued and not self.reading_paused:
                 self.reading_paused = True
                 if not self.muted:

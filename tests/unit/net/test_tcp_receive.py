@@ -175,17 +175,25 @@ class Keeper:
 @pytest.mark.parametrize("keep_views", [False, True])
 def test_a_frame_nobody_holds_is_reused_for_the_next_big_frame(listener: Listener, keep_views: bool) -> None:
     keeper = Keeper(keep_views)
-    listener.port.factory = KafkaServerFactory(keeper, max_frame_bytes=1 << 20, max_queued=1000)
+    factory = KafkaServerFactory(keeper, max_frame_bytes=1 << 20, max_queued=1000)
+    listener.port.factory = factory
+    pool = factory.frame_pool
     client, server = listener.connect()
-    payloads = [os.urandom(200_000) for _ in range(3)]
-    for p in payloads:                                  # one at a time: each answered before the next
-        client.sendall(_framed(p))
-        while len(keeper.seen) < payloads.index(p) + 1:
+    first, second = os.urandom(200_000), os.urandom(200_000)
+
+    def request(payload: bytes, count: int) -> None:
+        client.sendall(_framed(payload))
+        while len(keeper.seen) < count:
             assert drain(server) is None
-    assert [data for _, data in keeper.seen] == payloads
-    ids = {i for i, _ in keeper.seen}
+
+    request(first, 1)
     if keep_views:
-        # a view still holds each frame: none was written over
-        assert len(ids) == 3 and [bytes(v) for v in keeper.views] == payloads
-    else:
-        assert len(ids) == 1                            # the same buffer, three times
+        assert pool.free == []                          # a view still holds the frame: not reused
+        request(second, 2)
+        assert [bytes(v) for v in keeper.views] == [first, second]
+        return
+    assert len(pool.free) == 1 and pool.bytes == 200_000    # answered, held by nobody: pooled
+    pooled = pool.free[0]
+    request(second, 2)
+    assert keeper.seen[1] == (id(pooled), second)       # the pooled buffer, filled with the new frame
+    assert keeper.seen[0][1] == first and pool.free == []   # (``pooled`` holds it now: not given back)
