@@ -197,3 +197,67 @@ def test_a_frame_nobody_holds_is_reused_for_the_next_big_frame(listener: Listene
     request(second, 2)
     assert keeper.seen[1] == (id(pooled), second)       # the pooled buffer, filled with the new frame
     assert keeper.seen[0][1] == first and pool.free == []   # (``pooled`` holds it now: not given back)
+
+
+# -- the broker's outbound connections (net/client.py: followers fetching from their leader) ----
+
+
+def test_outbound_connections_read_responses_into_their_frames() -> None:
+    """``net.client.connect`` on a real (hand-iterated) epoll reactor: a RecvIntoClient transport,
+    and a 60 KB response sent in pieces arrives whole, its tail read straight into the frame."""
+    from kafkalite.net.client import connect
+    from kafkalite.net.tcp_receive import RecvIntoClient
+    from kafkalite.protocol import codec
+    from kafkalite.protocol.api_keys import ApiKey
+
+    reactor = EPollReactor()
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
+    peer = None
+
+    def settle(d: Any) -> Any:
+        got: list[Any] = []
+        d.addBoth(got.append)
+        for _ in range(2000):
+            if got:
+                return got[0]
+            reactor.iterate(0.005)
+        raise AssertionError("the reactor never settled it")
+
+    try:
+        conn = settle(connect(reactor, "127.0.0.1", server.getsockname()[1], "test", 10.0))
+        assert isinstance(conn.transport, RecvIntoClient)
+        peer, _ = server.accept()
+        answer = conn.request(ApiKey.API_VERSIONS, 0, {}, 10.0)
+        reactor.iterate(0)                                      # writes the request
+        size = struct.unpack(">i", peer.recv(4, socket.MSG_WAITALL))[0]
+        correlation = struct.unpack(">hhi", peer.recv(size, socket.MSG_WAITALL)[:8])[2]
+        body = {"error_code": 0, "api_keys": [{"api_key": i, "min_version": 0, "max_version": 3}
+                                             for i in range(10_000)]}
+        response = b"".join(bytes(c) for c in codec.encode_response(ApiKey.API_VERSIONS, 0, correlation, body))
+        assert len(response) > 2 * DIRECT_READ_MIN
+        spare_reads: list[int] = []
+        original = conn.buffer_updated
+
+        def spy(nbytes: int) -> None:
+            if conn.decoder._spare is not None:
+                spare_reads.append(nbytes)
+            original(nbytes)
+
+        conn.buffer_updated = spy
+        for piece in (response[:3], response[3:5000], response[5000:]):
+            peer.sendall(piece)
+            reactor.iterate(0.01)
+        got = settle(answer)
+        assert got["api_keys"] == body["api_keys"]
+        assert sum(spare_reads) < 5000 + DIRECT_READ_MIN        # the rest went straight into the frame
+        conn.close()
+        reactor.iterate(0.01)
+    finally:
+        if peer is not None:
+            peer.close()
+        server.close()
+        for selectable in reactor.removeAll():
+            selectable.socket.close()
+        reactor.waker.connectionLost(None)
+        reactor._poller.close()
