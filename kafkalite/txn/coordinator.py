@@ -23,6 +23,10 @@ that arrives while the previous transaction's markers are still being written wa
 answered CONCURRENT_TRANSACTIONS at once. A client that begins its next transaction right after a
 commit meets that window every time, and backs off 20 ms (Java, KAFKA-5477) or more (librdkafka)
 per transaction; Kafka 4 retries such requests broker-side for the same reason (KAFKA-18654).
+The Complete state the markers lead to and the waiting requests' Ongoing state are then written as
+one batch (two records, Kafka's order, both or neither), so the next transaction starts after one
+replicated write of ``__transaction_state`` instead of two in series; the log holds what Kafka's
+would and a new coordinator replays it the same way.
 """
 from __future__ import annotations
 
@@ -101,8 +105,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         self.next_producer_id = next_producer_id
         self.txns: dict[str, TransactionMetadata] = {}
         self._timers: list[Any] = []
-        #: transactional id -> requests waiting for its Prepare* transaction to complete
-        self._completion_waiters: dict[str, list[defer.Deferred]] = {}
+        #: transactional id -> requests waiting for its Prepare* transaction to complete, each with
+        #: the partitions its next transaction is to hold (AddPartitionsToTxn; empty otherwise)
+        self._completion_waiters: dict[str, list[tuple[frozenset[TopicPartition], defer.Deferred]]] = {}
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -167,14 +172,17 @@ class TransactionCoordinator(CoordinatorRuntime):
             self._wake_completion_waiters(txn_id)      # they answer NOT_COORDINATOR now
 
     # -- writes ------------------------------------------------------------------------------------
-    def _write(self, meta: TransactionMetadata, transition: TxnTransition) -> defer.Deferred:
-        """Write ``transition`` (pending on ``meta``); fires with the coordinator's ErrorCode after
-        applying it on success or dropping it on failure."""
+    def _write(self, meta: TransactionMetadata, transition: TxnTransition,
+               then: TxnTransition | None = None) -> defer.Deferred:
+        """Write ``transition`` (pending on ``meta``) and ``then`` (queued behind it) as one batch;
+        fires with the coordinator's ErrorCode after applying them on success or dropping them on
+        failure."""
         txn_id = meta.transactional_id
         partition = self.partition_of(txn_id)
         epoch = self.epoch_of(txn_id)
-        value = None if transition.state == T.DEAD else records.txn_value(transition)
-        d = self.store.append(partition, [(records.txn_key(txn_id), value)])
+        changes = [transition] if then is None else [transition, then]
+        key = records.txn_key(txn_id)
+        d = self.store.append(partition, [(key, None if t.state == T.DEAD else records.txn_value(t)) for t in changes])
 
         def written(code: ErrorCode) -> ErrorCode:
             code = ErrorCode(code)
@@ -184,8 +192,9 @@ class TransactionCoordinator(CoordinatorRuntime):
             if code != ErrorCode.NONE:
                 meta.abandon()
                 return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
-            meta.complete(transition)
-            if transition.state == T.DEAD:
+            for t in changes:
+                meta.complete(t)
+            if meta.state == T.DEAD:
                 del self.txns[txn_id]
             if transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
                 self._wake_completion_waiters(txn_id)
@@ -302,7 +311,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         completing = meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT)
         if completing and wait:
             asked = list(partitions)
-            return self._until_completed(transactional_id).addCallback(
+            # once the markers are written, the Complete state carries these partitions' Ongoing
+            # state in the same write (_complete); the retry then finds them added
+            return self._until_completed(transactional_id, frozenset(asked)).addCallback(
                 lambda _: self.add_partitions(transactional_id, producer_id, producer_epoch, asked, wait=False))
         if meta.pending is not None or completing:
             return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -317,16 +328,19 @@ class TransactionCoordinator(CoordinatorRuntime):
                                txn_start_timestamp=start, txn_last_update_timestamp=now)
         return self._write(meta, t)
 
-    def _until_completed(self, transactional_id: str) -> defer.Deferred:
+    def _until_completed(self, transactional_id: str,
+                         partitions: frozenset[TopicPartition] = frozenset()) -> defer.Deferred:
         """Fires (with None) when the id's transaction is written Complete, or after
-        :data:`COMPLETION_WAIT_S`, whichever comes first."""
+        :data:`COMPLETION_WAIT_S`, whichever comes first. ``partitions``: what the waiter's next
+        transaction holds, written Ongoing with the Complete state while it waits."""
         d: defer.Deferred = defer.Deferred()
         waiters = self._completion_waiters.setdefault(transactional_id, [])
-        waiters.append(d)
+        waiter = (partitions, d)
+        waiters.append(waiter)
 
         def timed_out() -> None:
-            if d in waiters:
-                waiters.remove(d)
+            if waiter in waiters:
+                waiters.remove(waiter)
                 if not waiters:
                     self._completion_waiters.pop(transactional_id, None)
                 d.callback(None)
@@ -335,8 +349,12 @@ class TransactionCoordinator(CoordinatorRuntime):
         return d
 
     def _wake_completion_waiters(self, transactional_id: str) -> None:
-        for d in self._completion_waiters.pop(transactional_id, []):
+        for _, d in self._completion_waiters.pop(transactional_id, []):
             d.callback(None)
+
+    def _next_partitions(self, transactional_id: str) -> frozenset[TopicPartition]:
+        """The partitions the requests waiting for this transaction's completion add."""
+        return frozenset().union(*(ps for ps, _ in self._completion_waiters.get(transactional_id, ())))
 
     # -- EndTxn ------------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> defer.Deferred:
@@ -390,13 +408,18 @@ class TransactionCoordinator(CoordinatorRuntime):
         if meta.pending is not None:
             self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
             return None
+        now = self.now_ms()
         t = meta.transition_to(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT, partitions=frozenset(),
-                               txn_last_update_timestamp=self.now_ms())
+                               txn_last_update_timestamp=now)
+        # the next transaction's AddPartitionsToTxn already waiting: its Ongoing state goes into
+        # the same batch (one replicated write; the waiters then find their partitions added)
+        nxt = self._next_partitions(txn_id)
+        then = meta.prepare_after(t, T.ONGOING, partitions=nxt, txn_start_timestamp=now) if nxt else None
 
         def written(code: ErrorCode) -> None:
             if code != ErrorCode.NONE and code != ErrorCode.NOT_COORDINATOR:
                 self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
-        return self._write(meta, t).addCallback(written)
+        return self._write(meta, t, then).addCallback(written)
 
     # -- fencing, timeouts, expiry -----------------------------------------------------------------
     def _fence_and_abort(self, meta: TransactionMetadata) -> defer.Deferred:
