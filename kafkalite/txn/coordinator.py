@@ -25,8 +25,10 @@ commit meets that window every time, and backs off 20 ms (Java, KAFKA-5477) or m
 per transaction; Kafka 4 retries such requests broker-side for the same reason (KAFKA-18654).
 The Complete state the markers lead to and the waiting requests' Ongoing state are then written as
 one batch (two records, Kafka's order, both or neither), so the next transaction starts after one
-replicated write of ``__transaction_state`` instead of two in series; the log holds what Kafka's
-would and a new coordinator replays it the same way.
+replicated write of ``__transaction_state`` instead of two in series; one that arrives while the
+Complete state is being written has its Ongoing state appended right behind it (one replication
+wait covers both, applied in order). The log holds what Kafka's would and a new coordinator
+replays it the same way.
 """
 from __future__ import annotations
 
@@ -108,6 +110,8 @@ class TransactionCoordinator(CoordinatorRuntime):
         #: transactional id -> requests waiting for its Prepare* transaction to complete, each with
         #: the partitions its next transaction is to hold (AddPartitionsToTxn; empty otherwise)
         self._completion_waiters: dict[str, list[tuple[frozenset[TopicPartition], defer.Deferred]]] = {}
+        #: transactional id -> Deferreds fired with the code of its write in flight once it settles
+        self._settle_observers: dict[str, list[defer.Deferred]] = {}
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -185,26 +189,58 @@ class TransactionCoordinator(CoordinatorRuntime):
         d = self.store.append(partition, [(key, None if t.state == T.DEAD else records.txn_value(t)) for t in changes])
 
         def written(code: ErrorCode) -> ErrorCode:
-            code = ErrorCode(code)
-            if self.owned.get(partition) != (LOADED, epoch) or self.txns.get(txn_id) is not meta:
-                meta.abandon()
-                return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
-            if code != ErrorCode.NONE:
-                meta.abandon()
-                return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
-            for t in changes:
-                meta.complete(t)
-            if meta.state == T.DEAD:
+            code = self._apply_written(meta, changes, ErrorCode(code), partition, epoch)
+            if code == ErrorCode.NONE and meta.state == T.DEAD:
                 del self.txns[txn_id]
-            if transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+            if code == ErrorCode.NONE and transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
                 self._wake_completion_waiters(txn_id)
-            return ErrorCode.NONE
+            for observer in self._settle_observers.pop(txn_id, []):
+                observer.callback(code)
+            return code
+        return d.addErrback(self._append_failed, txn_id).addCallback(written)
 
-        def failed(f: Any) -> ErrorCode:
-            log.warning("writing transaction %s failed: %s", txn_id, f.getErrorMessage())
+    def _apply_written(self, meta: TransactionMetadata, changes: list[TxnTransition], code: ErrorCode,
+                       partition: int, epoch: int) -> ErrorCode:
+        """Apply ``changes`` (pending on ``meta``, in order) if their append worked and the
+        partition is still ours under the same epoch; otherwise drop them. The coordinator's code."""
+        if self.owned.get(partition) != (LOADED, epoch) or self.txns.get(meta.transactional_id) is not meta:
             meta.abandon()
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return d.addCallbacks(written, failed)
+            return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
+        if code != ErrorCode.NONE:
+            meta.abandon()
+            return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for t in changes:
+            meta.complete(t)
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _append_failed(f: Any, txn_id: str) -> ErrorCode:
+        log.warning("writing transaction %s failed: %s", txn_id, f.getErrorMessage())
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def _write_behind(self, meta: TransactionMetadata, partitions: frozenset[TopicPartition]) -> defer.Deferred:
+        """The Complete state is being written: append the next transaction's Ongoing state right
+        behind it instead of after its replication. The partition replicates in order, so one wait
+        covers both; the Ongoing state is applied (and the request answered) only after the
+        Complete state, and dropped with it if that write fails."""
+        txn_id = meta.transactional_id
+        partition, epoch = self.partition_of(txn_id), self.epoch_of(txn_id)
+        first = meta.pending
+        assert first is not None
+        now = self.now_ms()
+        then = meta.prepare_after(first, T.ONGOING, partitions=partitions, txn_start_timestamp=now,
+                                  txn_last_update_timestamp=now)
+        settled: defer.Deferred = defer.Deferred()
+        self._settle_observers.setdefault(txn_id, []).append(settled)
+        appended = self.store.append(partition, [(records.txn_key(txn_id), records.txn_value(then))])
+        appended.addErrback(self._append_failed, txn_id)
+
+        def both(codes: list[ErrorCode]) -> ErrorCode:
+            first_code, code = codes
+            if meta.pending is not then:           # the Complete write failed: Ongoing went with it
+                return first_code if first_code != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS
+            return self._apply_written(meta, [then], ErrorCode(code), partition, epoch)
+        return defer.gatherResults([settled, appended]).addCallback(both)
 
     # -- InitProducerId ----------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int = -1,
@@ -309,6 +345,9 @@ class TransactionCoordinator(CoordinatorRuntime):
         if err is not None or meta is None:
             return defer.succeed(err)
         completing = meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT)
+        writing_complete = meta.pending is not None and meta.pending.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT)
+        if completing and wait and writing_complete and meta.queued is None:
+            return self._write_behind(meta, frozenset(partitions))
         if completing and wait:
             asked = list(partitions)
             # once the markers are written, the Complete state carries these partitions' Ongoing

@@ -319,3 +319,69 @@ def test_queued_change_follows_the_table():
     assert (meta.state, meta.pending) == (T.COMPLETE_COMMIT, then)
     meta.complete(then)
     assert (meta.state, meta.partitions, meta.pending) == (T.ONGOING, {("t", 0)}, None)
+
+
+def _commit_then_hold_complete(env: Env) -> int:
+    """A committed transaction whose markers are written and whose CompleteCommit append is held."""
+    r = init(env)
+    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 0)])) == E.NONE
+    assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE
+    env.store.held = []
+    env.markers.deliver()
+    assert env.store.batches[-1] == [T.COMPLETE_COMMIT] and len(env.store.held) == 1
+    return r.producer_id
+
+
+def test_add_partitions_while_complete_is_written_appends_ongoing_behind_it():
+    """AddPartitionsToTxn arriving while CompleteCommit is being written appends the Ongoing state
+    at once, behind it (no wait for CompleteCommit's replication first), and is answered only when
+    both writes are in and applied in order, whichever append is acknowledged first."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    assert env.store.batches[-1] == [T.ONGOING] and len(env.store.held) == 2
+    complete, ongoing = env.store.held
+    ongoing.callback(E.NONE)                          # the later append acknowledged first
+    assert not answers and env.coord.txns["tx"].state == T.PREPARE_COMMIT
+    complete.callback(E.NONE)
+    assert answers == [E.NONE]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.partitions, meta.pending, meta.queued) == (T.ONGOING, {("t", 1)}, None, None)
+    env.store.held = None
+    assert result(env.coord.end_txn("tx", pid, 0, True)) == E.NONE
+
+
+def test_ongoing_behind_a_failed_complete_is_dropped_with_it():
+    """If the CompleteCommit write fails, the Ongoing state appended behind it is not applied,
+    whatever its own append answered: the request gets the Complete write's error, the
+    transaction stays PrepareCommit and its Complete state is retried."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    complete, ongoing = env.store.held
+    complete.callback(E.NOT_ENOUGH_REPLICAS)
+    ongoing.callback(E.NONE)
+    assert answers == [E.COORDINATOR_NOT_AVAILABLE]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.pending, meta.queued) == (T.PREPARE_COMMIT, None, None)
+    env.store.held = None
+    env.clock.advance(0.1)                            # the Complete state is written again
+    assert meta.state == T.COMPLETE_COMMIT
+    assert result(env.coord.add_partitions("tx", pid, 0, [("t", 1)])) == E.NONE
+
+
+def test_ongoing_behind_complete_fails_alone():
+    """The Ongoing append failing after CompleteCommit succeeded: the transaction is complete,
+    the request gets the mapped error and the client's retry starts the transaction."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    complete, ongoing = env.store.held
+    complete.callback(E.NONE)
+    ongoing.callback(E.NOT_LEADER_OR_FOLLOWER)
+    assert answers == [E.NOT_COORDINATOR]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.pending, meta.queued) == (T.COMPLETE_COMMIT, None, None)
