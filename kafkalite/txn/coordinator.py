@@ -23,6 +23,12 @@ that arrives while the previous transaction's markers are still being written wa
 answered CONCURRENT_TRANSACTIONS at once. A client that begins its next transaction right after a
 commit meets that window every time, and backs off 20 ms (Java, KAFKA-5477) or more (librdkafka)
 per transaction; Kafka 4 retries such requests broker-side for the same reason (KAFKA-18654).
+The Complete state the markers lead to and the waiting requests' Ongoing state are then written as
+one batch (two records, Kafka's order, both or neither), so the next transaction starts after one
+replicated write of ``__transaction_state`` instead of two in series; one that arrives while the
+Complete state is being written has its Ongoing state appended right behind it (one replication
+wait covers both, applied in order). The log holds what Kafka's would and a new coordinator
+replays it the same way.
 """
 from __future__ import annotations
 
@@ -101,8 +107,11 @@ class TransactionCoordinator(CoordinatorRuntime):
         self.next_producer_id = next_producer_id
         self.txns: dict[str, TransactionMetadata] = {}
         self._timers: list[Any] = []
-        #: transactional id -> requests waiting for its Prepare* transaction to complete
-        self._completion_waiters: dict[str, list[defer.Deferred]] = {}
+        #: transactional id -> requests waiting for its Prepare* transaction to complete, each with
+        #: the partitions its next transaction is to hold (AddPartitionsToTxn; empty otherwise)
+        self._completion_waiters: dict[str, list[tuple[frozenset[TopicPartition], defer.Deferred]]] = {}
+        #: transactional id -> Deferreds fired with the code of its write in flight once it settles
+        self._settle_observers: dict[str, list[defer.Deferred]] = {}
 
     def now_ms(self) -> int:
         return int(self.clock.seconds() * 1000)
@@ -167,35 +176,71 @@ class TransactionCoordinator(CoordinatorRuntime):
             self._wake_completion_waiters(txn_id)      # they answer NOT_COORDINATOR now
 
     # -- writes ------------------------------------------------------------------------------------
-    def _write(self, meta: TransactionMetadata, transition: TxnTransition) -> defer.Deferred:
-        """Write ``transition`` (pending on ``meta``); fires with the coordinator's ErrorCode after
-        applying it on success or dropping it on failure."""
+    def _write(self, meta: TransactionMetadata, transition: TxnTransition,
+               then: TxnTransition | None = None) -> defer.Deferred:
+        """Write ``transition`` (pending on ``meta``) and ``then`` (queued behind it) as one batch;
+        fires with the coordinator's ErrorCode after applying them on success or dropping them on
+        failure."""
         txn_id = meta.transactional_id
         partition = self.partition_of(txn_id)
         epoch = self.epoch_of(txn_id)
-        value = None if transition.state == T.DEAD else records.txn_value(transition)
-        d = self.store.append(partition, [(records.txn_key(txn_id), value)])
+        changes = [transition] if then is None else [transition, then]
+        key = records.txn_key(txn_id)
+        d = self.store.append(partition, [(key, None if t.state == T.DEAD else records.txn_value(t)) for t in changes])
 
         def written(code: ErrorCode) -> ErrorCode:
-            code = ErrorCode(code)
-            if self.owned.get(partition) != (LOADED, epoch) or self.txns.get(txn_id) is not meta:
-                meta.abandon()
-                return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
-            if code != ErrorCode.NONE:
-                meta.abandon()
-                return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
-            meta.complete(transition)
-            if transition.state == T.DEAD:
+            code = self._apply_written(meta, changes, ErrorCode(code), partition, epoch)
+            if code == ErrorCode.NONE and meta.state == T.DEAD:
                 del self.txns[txn_id]
-            if transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
+            if code == ErrorCode.NONE and transition.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT):
                 self._wake_completion_waiters(txn_id)
-            return ErrorCode.NONE
+            for observer in self._settle_observers.pop(txn_id, []):
+                observer.callback(code)
+            return code
+        return d.addErrback(self._append_failed, txn_id).addCallback(written)
 
-        def failed(f: Any) -> ErrorCode:
-            log.warning("writing transaction %s failed: %s", txn_id, f.getErrorMessage())
+    def _apply_written(self, meta: TransactionMetadata, changes: list[TxnTransition], code: ErrorCode,
+                       partition: int, epoch: int) -> ErrorCode:
+        """Apply ``changes`` (pending on ``meta``, in order) if their append worked and the
+        partition is still ours under the same epoch; otherwise drop them. The coordinator's code."""
+        if self.owned.get(partition) != (LOADED, epoch) or self.txns.get(meta.transactional_id) is not meta:
             meta.abandon()
-            return ErrorCode.UNKNOWN_SERVER_ERROR
-        return d.addCallbacks(written, failed)
+            return ErrorCode.NOT_COORDINATOR      # the partition moved while we wrote
+        if code != ErrorCode.NONE:
+            meta.abandon()
+            return coordinator_append_error(code, ErrorCode.UNKNOWN_SERVER_ERROR)
+        for t in changes:
+            meta.complete(t)
+        return ErrorCode.NONE
+
+    @staticmethod
+    def _append_failed(f: Any, txn_id: str) -> ErrorCode:
+        log.warning("writing transaction %s failed: %s", txn_id, f.getErrorMessage())
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+    def _write_behind(self, meta: TransactionMetadata, partitions: frozenset[TopicPartition]) -> defer.Deferred:
+        """The Complete state is being written: append the next transaction's Ongoing state right
+        behind it instead of after its replication. The partition replicates in order, so one wait
+        covers both; the Ongoing state is applied (and the request answered) only after the
+        Complete state, and dropped with it if that write fails."""
+        txn_id = meta.transactional_id
+        partition, epoch = self.partition_of(txn_id), self.epoch_of(txn_id)
+        first = meta.pending
+        assert first is not None
+        now = self.now_ms()
+        then = meta.prepare_after(first, T.ONGOING, partitions=partitions, txn_start_timestamp=now,
+                                  txn_last_update_timestamp=now)
+        settled: defer.Deferred = defer.Deferred()
+        self._settle_observers.setdefault(txn_id, []).append(settled)
+        appended = self.store.append(partition, [(records.txn_key(txn_id), records.txn_value(then))])
+        appended.addErrback(self._append_failed, txn_id)
+
+        def both(codes: list[ErrorCode]) -> ErrorCode:
+            first_code, code = codes
+            if meta.pending is not then:           # the Complete write failed: Ongoing went with it
+                return first_code if first_code != ErrorCode.NONE else ErrorCode.CONCURRENT_TRANSACTIONS
+            return self._apply_written(meta, [then], ErrorCode(code), partition, epoch)
+        return defer.gatherResults([settled, appended]).addCallback(both)
 
     # -- InitProducerId ----------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, txn_timeout_ms: int, expected_producer_id: int = -1,
@@ -300,9 +345,14 @@ class TransactionCoordinator(CoordinatorRuntime):
         if err is not None or meta is None:
             return defer.succeed(err)
         completing = meta.state in (T.PREPARE_COMMIT, T.PREPARE_ABORT)
+        writing_complete = meta.pending is not None and meta.pending.state in (T.COMPLETE_COMMIT, T.COMPLETE_ABORT)
+        if completing and wait and writing_complete and meta.queued is None:
+            return self._write_behind(meta, frozenset(partitions))
         if completing and wait:
             asked = list(partitions)
-            return self._until_completed(transactional_id).addCallback(
+            # once the markers are written, the Complete state carries these partitions' Ongoing
+            # state in the same write (_complete); the retry then finds them added
+            return self._until_completed(transactional_id, frozenset(asked)).addCallback(
                 lambda _: self.add_partitions(transactional_id, producer_id, producer_epoch, asked, wait=False))
         if meta.pending is not None or completing:
             return defer.succeed(ErrorCode.CONCURRENT_TRANSACTIONS)
@@ -317,16 +367,19 @@ class TransactionCoordinator(CoordinatorRuntime):
                                txn_start_timestamp=start, txn_last_update_timestamp=now)
         return self._write(meta, t)
 
-    def _until_completed(self, transactional_id: str) -> defer.Deferred:
+    def _until_completed(self, transactional_id: str,
+                         partitions: frozenset[TopicPartition] = frozenset()) -> defer.Deferred:
         """Fires (with None) when the id's transaction is written Complete, or after
-        :data:`COMPLETION_WAIT_S`, whichever comes first."""
+        :data:`COMPLETION_WAIT_S`, whichever comes first. ``partitions``: what the waiter's next
+        transaction holds, written Ongoing with the Complete state while it waits."""
         d: defer.Deferred = defer.Deferred()
         waiters = self._completion_waiters.setdefault(transactional_id, [])
-        waiters.append(d)
+        waiter = (partitions, d)
+        waiters.append(waiter)
 
         def timed_out() -> None:
-            if d in waiters:
-                waiters.remove(d)
+            if waiter in waiters:
+                waiters.remove(waiter)
                 if not waiters:
                     self._completion_waiters.pop(transactional_id, None)
                 d.callback(None)
@@ -335,8 +388,12 @@ class TransactionCoordinator(CoordinatorRuntime):
         return d
 
     def _wake_completion_waiters(self, transactional_id: str) -> None:
-        for d in self._completion_waiters.pop(transactional_id, []):
+        for _, d in self._completion_waiters.pop(transactional_id, []):
             d.callback(None)
+
+    def _next_partitions(self, transactional_id: str) -> frozenset[TopicPartition]:
+        """The partitions the requests waiting for this transaction's completion add."""
+        return frozenset().union(*(ps for ps, _ in self._completion_waiters.get(transactional_id, ())))
 
     # -- EndTxn ------------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> defer.Deferred:
@@ -390,13 +447,18 @@ class TransactionCoordinator(CoordinatorRuntime):
         if meta.pending is not None:
             self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
             return None
+        now = self.now_ms()
         t = meta.transition_to(T.COMPLETE_COMMIT if commit else T.COMPLETE_ABORT, partitions=frozenset(),
-                               txn_last_update_timestamp=self.now_ms())
+                               txn_last_update_timestamp=now)
+        # the next transaction's AddPartitionsToTxn already waiting: its Ongoing state goes into
+        # the same batch (one replicated write; the waiters then find their partitions added)
+        nxt = self._next_partitions(txn_id)
+        then = meta.prepare_after(t, T.ONGOING, partitions=nxt, txn_start_timestamp=now) if nxt else None
 
         def written(code: ErrorCode) -> None:
             if code != ErrorCode.NONE and code != ErrorCode.NOT_COORDINATOR:
                 self.clock.callLater(0.1, self._complete, meta, commit, coordinator_epoch)
-        return self._write(meta, t).addCallback(written)
+        return self._write(meta, t, then).addCallback(written)
 
     # -- fencing, timeouts, expiry -----------------------------------------------------------------
     def _fence_and_abort(self, meta: TransactionMetadata) -> defer.Deferred:

@@ -9,9 +9,13 @@ A change is made in two steps, as Kafka does: :meth:`prepare` computes the next
 :class:`TxnTransition` and marks it pending (no second change may start meanwhile:
 CONCURRENT_TRANSACTIONS), the coordinator writes it to ``__transaction_state``, and
 :meth:`complete` applies it once the write is replicated (or :meth:`abandon` on failure).
+:meth:`prepare_after` queues a second change behind the pending one when both go into the same
+write (one batch, so both or neither are in the log): the Complete state of a transaction and the
+Ongoing state of the next one.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass, field
 
@@ -84,6 +88,8 @@ class TransactionMetadata:
     txn_start_timestamp: int = -1
     txn_last_update_timestamp: int = -1
     pending: TxnTransition | None = None
+    #: a change written in the same batch right after ``pending`` (see :meth:`prepare_after`)
+    queued: TxnTransition | None = None
 
     def transition_to(self, new_state: TxnState, **changes: object) -> TxnTransition:
         """The transition to ``new_state`` with ``changes`` (fields of :class:`TxnTransition`),
@@ -104,11 +110,23 @@ class TransactionMetadata:
         self.pending = transition
         return transition
 
+    def prepare_after(self, first: TxnTransition, new_state: TxnState, **changes: object) -> TxnTransition:
+        """The transition to ``new_state`` from the pending ``first`` (the table checked against
+        ``first``'s state), queued behind it: the caller writes both in one batch; completing
+        ``first`` makes this one pending, abandoning drops both."""
+        if self.pending is not first or self.queued is not None:
+            raise IllegalStateTransition(f"{self.transactional_id}: can only queue behind the one pending change")
+        if new_state not in TRANSITIONS[first.state]:
+            raise IllegalStateTransition(
+                f"{self.transactional_id}: {first.state.display} -> {new_state.display} is not a valid transition")
+        self.queued = dataclasses.replace(first, state=new_state, **changes)  # type: ignore[arg-type]
+        return self.queued
+
     def complete(self, transition: TxnTransition) -> None:
-        """The pending change is written: apply it."""
+        """The pending change is written: apply it (a queued change becomes pending)."""
         if self.pending is not transition:
             raise IllegalStateTransition(f"{self.transactional_id}: completing a change that is not pending")
-        self.pending = None
+        self.pending, self.queued = self.queued, None
         self.apply(transition)
 
     def apply(self, t: TxnTransition) -> None:
@@ -120,7 +138,7 @@ class TransactionMetadata:
 
     def abandon(self) -> None:
         """The write failed: nothing changes."""
-        self.pending = None
+        self.pending = self.queued = None
 
     @property
     def epoch_exhausted(self) -> bool:

@@ -28,10 +28,12 @@ class Store:
         self.log: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.fail: list[ErrorCode] = []
         self.held: list[defer.Deferred] | None = None
+        self.batches: list[list[Any]] = []        # the states of each append, one list per batch
 
     def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> defer.Deferred:
         if self.fail:
             return defer.succeed(self.fail.pop(0))
+        self.batches.append([records.decode(k, v).metadata.state if v is not None else None for k, v in entries])
         self.log.setdefault(partition, []).extend(entries)
         if self.held is not None:
             d: defer.Deferred = defer.Deferred()
@@ -267,6 +269,119 @@ def test_add_partitions_meeting_the_previous_commit_waits_for_it_to_complete():
     assert answers == [E.NONE]
     meta = env.coord.txns["tx"]
     assert meta.state == T.ONGOING and meta.partitions == frozenset({("t", 1)})
+    # one replicated write: CompleteCommit and the next transaction's Ongoing in one batch
+    assert env.store.batches[-1] == [T.COMPLETE_COMMIT, T.ONGOING]
+    assert (meta.pending, meta.queued) == (None, None)
     assert not env.coord._completion_waiters
     env.clock.advance(COMPLETION_WAIT_S)              # the cancelled timer does not fire again
     assert answers == [E.NONE]
+    replayed = env.new_coordinator(TxnConfig(num_partitions=1))
+    replayed.begin_load(0, 8)
+    replayed.complete_load(0, 8, env.store.log[0])
+    again = replayed.describe("tx")
+    assert (again.state, again.partitions) == (T.ONGOING, {("t", 1)})
+
+
+def test_complete_and_next_ongoing_fail_together():
+    """The shared batch is written whole or not at all: when it fails, the transaction stays
+    PrepareCommit with nothing pending, the waiting AddPartitionsToTxn gets
+    CONCURRENT_TRANSACTIONS once its wait is over, and the Complete state is written again alone
+    (no one is waiting any more)."""
+    env = Env()
+    r = init(env)
+    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 0)])) == E.NONE
+    assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE
+    waiting = env.coord.add_partitions("tx", r.producer_id, 0, [("t", 1)])
+    answers: list[Any] = []
+    waiting.addBoth(answers.append)
+    env.store.fail = [E.NOT_ENOUGH_REPLICAS]
+    env.markers.deliver()
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.pending, meta.queued) == (T.PREPARE_COMMIT, None, None)
+    assert not answers
+    env.clock.advance(COMPLETION_WAIT_S)
+    assert answers == [E.CONCURRENT_TRANSACTIONS]
+    assert meta.state == T.COMPLETE_COMMIT and env.store.batches[-1] == [T.COMPLETE_COMMIT]
+    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 1)])) == E.NONE   # the client's retry
+
+
+def test_queued_change_follows_the_table():
+    """prepare_after checks the move from the pending change's state and needs one pending."""
+    meta = TransactionMetadata("tx", 1, state=T.PREPARE_COMMIT)
+    with pytest.raises(IllegalStateTransition):
+        meta.prepare_after(meta.transition_to(T.COMPLETE_COMMIT), T.PREPARE_ABORT)
+    meta.abandon()
+    first = meta.transition_to(T.COMPLETE_COMMIT, partitions=frozenset())
+    then = meta.prepare_after(first, T.ONGOING, partitions=frozenset({("t", 0)}))
+    with pytest.raises(IllegalStateTransition):
+        meta.prepare_after(first, T.ONGOING)
+    meta.complete(first)
+    assert (meta.state, meta.pending) == (T.COMPLETE_COMMIT, then)
+    meta.complete(then)
+    assert (meta.state, meta.partitions, meta.pending) == (T.ONGOING, {("t", 0)}, None)
+
+
+def _commit_then_hold_complete(env: Env) -> int:
+    """A committed transaction whose markers are written and whose CompleteCommit append is held."""
+    r = init(env)
+    assert result(env.coord.add_partitions("tx", r.producer_id, 0, [("t", 0)])) == E.NONE
+    assert result(env.coord.end_txn("tx", r.producer_id, 0, True)) == E.NONE
+    env.store.held = []
+    env.markers.deliver()
+    assert env.store.batches[-1] == [T.COMPLETE_COMMIT] and len(env.store.held) == 1
+    return r.producer_id
+
+
+def test_add_partitions_while_complete_is_written_appends_ongoing_behind_it():
+    """AddPartitionsToTxn arriving while CompleteCommit is being written appends the Ongoing state
+    at once, behind it (no wait for CompleteCommit's replication first), and is answered only when
+    both writes are in and applied in order, whichever append is acknowledged first."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    assert env.store.batches[-1] == [T.ONGOING] and len(env.store.held) == 2
+    complete, ongoing = env.store.held
+    ongoing.callback(E.NONE)                          # the later append acknowledged first
+    assert not answers and env.coord.txns["tx"].state == T.PREPARE_COMMIT
+    complete.callback(E.NONE)
+    assert answers == [E.NONE]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.partitions, meta.pending, meta.queued) == (T.ONGOING, {("t", 1)}, None, None)
+    env.store.held = None
+    assert result(env.coord.end_txn("tx", pid, 0, True)) == E.NONE
+
+
+def test_ongoing_behind_a_failed_complete_is_dropped_with_it():
+    """If the CompleteCommit write fails, the Ongoing state appended behind it is not applied,
+    whatever its own append answered: the request gets the Complete write's error, the
+    transaction stays PrepareCommit and its Complete state is retried."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    complete, ongoing = env.store.held
+    complete.callback(E.NOT_ENOUGH_REPLICAS)
+    ongoing.callback(E.NONE)
+    assert answers == [E.COORDINATOR_NOT_AVAILABLE]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.pending, meta.queued) == (T.PREPARE_COMMIT, None, None)
+    env.store.held = None
+    env.clock.advance(0.1)                            # the Complete state is written again
+    assert meta.state == T.COMPLETE_COMMIT
+    assert result(env.coord.add_partitions("tx", pid, 0, [("t", 1)])) == E.NONE
+
+
+def test_ongoing_behind_complete_fails_alone():
+    """The Ongoing append failing after CompleteCommit succeeded: the transaction is complete,
+    the request gets the mapped error and the client's retry starts the transaction."""
+    env = Env()
+    pid = _commit_then_hold_complete(env)
+    answers: list[Any] = []
+    env.coord.add_partitions("tx", pid, 0, [("t", 1)]).addBoth(answers.append)
+    complete, ongoing = env.store.held
+    complete.callback(E.NONE)
+    ongoing.callback(E.NOT_LEADER_OR_FOLLOWER)
+    assert answers == [E.NOT_COORDINATOR]
+    meta = env.coord.txns["tx"]
+    assert (meta.state, meta.pending, meta.queued) == (T.COMPLETE_COMMIT, None, None)
