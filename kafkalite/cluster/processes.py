@@ -1019,6 +1019,11 @@ class SqlServerProcess(HttpServiceProcess):
     """One ``kafkalite-sql-server`` (the ksqlDB role) on ``127.0.0.1:port``, running its queries on
     a local Spark (``spark.master=local[2]``) with its state under its own directory.
 
+    ``security``: Kafka client properties (``security.protocol``, ``sasl.mechanism``,
+    ``sasl.jaas.config``, ``ssl.truststore.*``), written into ``ksql-server.properties`` as ksqlDB
+    takes them; the server gives them to its own clients and to its Spark queries. With them the
+    file is readable by its owner only (they may hold a password).
+
     Started means: alive and ``GET /healthcheck`` answers 200, which it does only once it has
     replayed its command topic (it listens after that).
     """
@@ -1032,19 +1037,28 @@ class SqlServerProcess(HttpServiceProcess):
 
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
                  registry_url: str | None = None, overrides: dict[str, str] | None = None,
-                 name: str = "sql", env: Mapping[str, str] | None = None) -> None:
+                 security: Mapping[str, str] | None = None, name: str = "sql",
+                 env: Mapping[str, str] | None = None) -> None:
         super().__init__(workdir, name, port, env)
         self.bootstrap = bootstrap
         self.registry_url = registry_url
         self.overrides = dict(overrides or {})
+        self.security = dict(security or {})
 
     def properties(self) -> dict[str, str]:
         props = {"listeners": self.url, "bootstrap.servers": self.bootstrap, "ksql.service.id": "default_",
                  "ksql.streams.state.dir": str(self.dir / "state"), "spark.master": "local[2]"}
         if self.registry_url:
             props["ksql.schema.registry.url"] = self.registry_url
+        props.update(self.security)
         props.update(self.overrides)
         return props
+
+    def write_files(self) -> None:
+        if self.security:               # a SASL password or a key password may be among them
+            self.properties_path.touch(mode=0o600)
+            self.properties_path.chmod(0o600)
+        super().write_files()
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

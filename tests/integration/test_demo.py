@@ -68,7 +68,9 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
 def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
     """``--secure``: the same job over SASL_SSL with SCRAM-SHA-512 (brokers replicating over it
     too, so the kill and the catch-up go through it); the clients' bootstrap list is the brokers'
-    SASL_SSL listeners, and client.properties lets a tool in with the demo user."""
+    SASL_SSL listeners, and client.properties lets a tool in with the demo user. The SQL server's
+    bootstrap list is the SASL_SSL listeners only, so its windowed table (read by the pull query)
+    and its exactly-once alerts stream went through them, as the demo user."""
     data_dir = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir), "--secure",
                         "--trucks", "8", "--ticks", "40", "--tick-ms", "50", "--no-spark", "--no-connect",
@@ -87,6 +89,18 @@ def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
         assert {hp.rsplit(":", 1)[1] for hp in bootstrap.group(1).split(",")} == sasl_ports
         assert "result               OK" in out
         assert "kafka connect" not in out and not (data_dir / "connect-0").exists()     # --no-connect
+        assert re.search(r"pull query on SPEED_PER_MINUTE for truck-001: latest window \d\d:\d\d:00 - "
+                         r"\d\d:\d\d:00 average [0-9.]+ km/h over \d+ reports", out), out
+        alerts = re.search(r"streaming sql +kafkalite-sql-server http://127\.0\.0\.1:\d+ \(clients over SASL_SSL as "
+                           r"'trucks'\): table SPEED_PER_MINUTE .*stream SPEED_ALERTS \((\d+) of (\d+) reports", out)
+        assert alerts and alerts.group(1) == alerts.group(2) and int(alerts.group(1)) > 0, out
+        sql_props_path = data_dir / "sql" / "ksql-server.properties"
+        sql_props = dict(line.split("=", 1) for line in sql_props_path.read_text().splitlines())
+        assert sql_props["bootstrap.servers"] == bootstrap.group(1)                 # SASL_SSL listeners only
+        assert (sql_props["security.protocol"], sql_props["sasl.mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+        assert 'username="trucks"' in sql_props["sasl.jaas.config"]
+        assert sql_props["ssl.truststore.location"] == str(data_dir / "pki" / "ca.pem")
+        assert sql_props_path.stat().st_mode & 0o077 == 0                          # it holds a password
         props = data_dir / "client.properties"
         listed = subprocess.run([sys.executable, "-m", "kafkalite.cli.topics", "--bootstrap-server",
                                  bootstrap.group(1), "--command-config", str(props), "--list"],
