@@ -4,8 +4,8 @@
 ``close_query``, ``query_sync`` over /query-stream and ``inserts_stream`` over /inserts-stream,
 which it opens with HTTP/2 in cleartext (prior knowledge), as does a plain httpx HTTP/2 client
 streaming inserts (acks, an error line, a refused target; HTTP/1.1 refused as ksqlDB does) and
-PRINT. No persistent or push query, so no Spark session is started (push and pull queries through the same client:
-tests/spark/test_spark_sql_ksqldb_client.py)."""
+PRINT. No persistent or push query, so no Spark session is started (push and pull queries
+through the same client: tests/spark/test_spark_sql_queries.py)."""
 from __future__ import annotations
 
 import json
