@@ -31,8 +31,11 @@ certificate are made under the data directory, the brokers' and the demo user's 
 are written to ZooKeeper with ``kafkalite-configs --zookeeper`` before the brokers start (Kafka's
 way), the brokers talk SASL_SSL among themselves, and every client of the job (admin, producers,
 consumer group, Spark reader) connects to the SASL_SSL listener with the properties also written to
-``client.properties`` for the tools. The PLAINTEXT listener stays for the launcher's readiness
-check and the schema registry's store.
+``client.properties`` for the tools. So does the SQL server: the launcher writes the same user
+into ``sql/ksql-server.properties`` with Kafka's Java names (``sasl.jaas.config``, a PEM
+``ssl.truststore.location``), which it gives to its clients and to its Spark queries. The
+PLAINTEXT listener stays for the launcher's readiness check, the schema registry's store and the
+Connect worker.
 """
 from __future__ import annotations
 
@@ -188,6 +191,14 @@ class SecureSetup:
         """The demo clients' properties (librdkafka's and kafkalite's tools' names)."""
         return {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.username": DEMO_USER,
                 "sasl.password": self.demo_password, "ssl.ca.location": str(self.ca)}
+
+    def service_security(self) -> dict[str, str]:
+        """The same user with the Java client's names, as a service's properties file takes them
+        (ksqlDB's ``ksql-server.properties``): a JAAS line and a PEM truststore."""
+        jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                f'username="{DEMO_USER}" password="{self.demo_password}";')
+        return {"security.protocol": "SASL_SSL", "sasl.mechanism": MECHANISM, "sasl.jaas.config": jaas,
+                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca)}
 
     def broker_overrides(self) -> dict[str, str]:
         """Every broker: a SASL_SSL listener (SCRAM-SHA-512) that the brokers also use among
@@ -856,11 +867,13 @@ def main(argv: list[str] | None = None) -> int:
         say(f"starting a ZooKeeper ensemble of {ZOOKEEPERS}, brokers 101-103, a schema registry and the web console "
             f"as local processes under {data_dir} ...")
         secure = make_secure_setup(data_dir / "pki") if args.secure else None
-        # the SQL server runs its queries on Spark; over SASL_SSL its clients are not configured yet
-        why_no_sql = ("--no-sql" if args.no_sql else "--secure" if args.secure else spark_unavailable())
+        # the SQL server runs its queries on Spark (with --secure over the SASL_SSL listener)
+        why_no_sql = "--no-sql" if args.no_sql else spark_unavailable()
         cluster = LocalCluster(data_dir, size=3, zookeepers=ZOOKEEPERS, schema_registry=True, console=True,
                                overrides=secure.broker_overrides() if secure else None,
-                               connect_workers=0 if args.no_connect else 1, sql=why_no_sql is None)
+                               connect_workers=0 if args.no_connect else 1, sql=why_no_sql is None,
+                               client_listener="SASL_SSL" if secure else None,
+                               client_security=secure.service_security() if secure else None)
         secure_ports: dict[int, int] = {}
         if secure is not None:
             for b in cluster.brokers:       # fixed ports: a restarted broker keeps its address
@@ -1101,7 +1114,8 @@ def demo(args: argparse.Namespace, cluster: LocalCluster, bootstrap: str, t_star
               f"(flush.size {part.flush_size}, rotate.schedule.interval.ms {ROTATE_SCHEDULE_MS})"
               + (f"; {sink_restarts} failed sink task(s) restarted through the REST API" if sink_restarts else ""))
     if cluster.sql is not None and sql_window is not None:
-        print(f"streaming sql        kafkalite-sql-server {cluster.sql.url}: table {SPEED_TABLE} (average speed per "
+        over = f" (clients over {cluster.client_listener} as {DEMO_USER!r})" if cluster.client_listener else ""
+        print(f"streaming sql        kafkalite-sql-server {cluster.sql.url}{over}: table {SPEED_TABLE} (average speed per "
               f"truck and minute), stream {ALERTS_STREAM} ({alerts} of {run.over_limit} reports over "
               f"{SPEED_LIMIT_KMH:.0f} km/h); kafkalite-sql {cluster.sql.url} for more")
     print(f"data                 {rel}/broker-<id>/data (partition logs), {rel}/zookeeper-<n>/data")

@@ -29,6 +29,7 @@ from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noq
 from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401,E402
 from tests.support.registry import registry_factory  # noqa: F401,E402
 from tests.support.connect import connect_factory  # noqa: F401,E402
+from tests.support.sql_server import module_sql_server_factory, sql_server_factory  # noqa: F401,E402
 from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402
 from tests.support.postgres import postgres, postgres_factory  # noqa: F401,E402
 from tests.support.spark_cluster import spark_standalone  # noqa: F401,E402

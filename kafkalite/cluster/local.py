@@ -50,6 +50,19 @@ DEFAULT_FIRST_ID = 101
 log = logging.getLogger(__name__)
 
 
+def listener_address(listeners: str, name: str, broker_id: int) -> str:
+    """``host:port`` of the listener called ``name`` in a broker's ``listeners`` value (an empty
+    or wildcard host is reached on 127.0.0.1)."""
+    for entry in (e.strip() for e in listeners.split(",")):
+        listener, sep, address = entry.partition("://")
+        if sep and listener.strip().upper() == name.upper():
+            host, _, port = address.rpartition(":")
+            if not port.isdigit() or int(port) == 0:
+                raise ClusterError(f"broker {broker_id}: listener {name} has no fixed port ({entry})")
+            return f"{'127.0.0.1' if host in ('', '0.0.0.0', '[::]') else host}:{port}"
+    raise ClusterError(f"broker {broker_id} has no {name} listener (listeners={listeners})")
+
+
 @dataclass
 class PartitionStatus:
     topic: str
@@ -119,6 +132,12 @@ class LocalCluster:
     the registry, started last and stopped first (a client of them all). ``connect_workers``
     adds distributed Kafka Connect workers (worker i's REST API on ``connect_port + i``, default
     free ports); ``sql=True`` a ``kafkalite-sql-server`` (on ``sql_port``, default a free port).
+
+    A secured cluster: ``client_listener`` names the brokers' listener (in their ``listeners``,
+    e.g. ``SASL_SSL``) that the SQL server connects to, with ``client_security`` (Kafka client
+    properties: ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``,
+    ``ssl.truststore.*``); the registry, the Connect workers and the console stay on the
+    launcher's PLAINTEXT listener, which its own readiness checks use too.
     """
 
     broker_class: type[BrokerProcess] = BrokerProcess
@@ -130,8 +149,12 @@ class LocalCluster:
                  zookeeper_tick_ms: int = 2000, ensemble: ZooKeeperEnsemble | None = None,
                  schema_registry: bool = False, schema_registry_port: int = 0,
                  metrics: bool = True, console: bool = False, console_port: int = 0,
-                 connect_workers: int = 0, connect_port: int = 0, sql: bool = False, sql_port: int = 0) -> None:
+                 connect_workers: int = 0, connect_port: int = 0, sql: bool = False, sql_port: int = 0,
+                 client_listener: str | None = None, client_security: dict[str, str] | None = None) -> None:
         self.dir = Path(data_dir).resolve()
+        #: the listener (name) and client properties of the SQL server's connections to the brokers
+        self.client_listener = client_listener
+        self.client_security = dict(client_security or {})
         self.overrides = dict(overrides or {})
         self.chroot = chroot.rstrip("/")
         if zookeeper is not None and zookeeper_connect is None:
@@ -219,6 +242,15 @@ class LocalCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers if b.port)
+
+    @property
+    def client_bootstrap(self) -> str:
+        """The brokers' addresses on ``client_listener`` (from each broker's ``listeners``), or the
+        PLAINTEXT :attr:`bootstrap` without one."""
+        if self.client_listener is None:
+            return self.bootstrap
+        return ",".join(listener_address(b.properties().get("listeners", ""), self.client_listener, b.broker_id)
+                        for b in self.brokers)
 
     # -- ZooKeeper view -------------------------------------------------------------------
     @property
@@ -325,7 +357,8 @@ class LocalCluster:
         and wait until it has replayed its command topic and serves."""
         if self.sql is None:
             return
-        self.sql.bootstrap = self.bootstrap
+        self.sql.bootstrap = self.client_bootstrap
+        self.sql.security = dict(self.client_security)
         self.sql.registry_url = self.registry.url if self.registry is not None else None
         self.sql.launch()
         self.save_state()

@@ -844,7 +844,12 @@ class SchemaRegistryProcess(Process):
 
 
 class HttpServiceProcess(Process):
-    """A service process answering HTTP on ``127.0.0.1:port`` (the console, a Connect worker).
+    """A service process answering HTTP on ``127.0.0.1:port`` (the console, a Connect worker, the
+    SQL server), run as ``python -m <module>``.
+
+    Launching is the same for each: check the port, make the directory, write what the service
+    reads (:meth:`write_files`: by default its properties file) and spawn :meth:`command`,
+    unbuffered, in ``env`` (default: our own environment).
 
     Started means: alive and ``GET <ready_path>`` answers 200; a foreign server on the port cannot
     pass, since our process would have failed to bind and exited.
@@ -853,19 +858,44 @@ class HttpServiceProcess(Process):
     #: what error messages call the service, and the path that answers 200 once it serves
     what = "service"
     ready_path = "/"
+    #: what ``python -m`` runs
+    module = ""
 
-    def __init__(self, workdir: str | os.PathLike[str], name: str, port: int = 0) -> None:
+    def __init__(self, workdir: str | os.PathLike[str], name: str, port: int = 0,
+                 env: Mapping[str, str] | None = None) -> None:
         super().__init__()
         self.dir = Path(workdir) / name
         self.port = port or free_port()
+        #: the process's whole environment (as ``Popen``'s ``env``), None: ours
+        self.env = dict(env) if env is not None else None
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def _check_port(self) -> None:
+    def properties(self) -> dict[str, str]:
+        """The service's properties file, Kafka's way (upstream names)."""
+        raise NotImplementedError
+
+    def write_files(self) -> None:
+        """Write what the service reads at start-up into :attr:`dir`."""
+        write_properties(self.properties_path, self.properties())
+
+    def arguments(self) -> list[str]:
+        """The module's command-line arguments: by default the path of its properties file."""
+        return [str(self.properties_path)]
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", self.module, *self.arguments()]
+
+    def launch(self) -> None:
+        """Write the service's files and spawn it without waiting (see :meth:`wait_ready`)."""
         if port_in_use(self.port):
             raise ClusterError(f"{self.what}: port 127.0.0.1:{self.port} is already in use")
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.write_files()
+        env = dict(os.environ if self.env is None else self.env, PYTHONUNBUFFERED="1")
+        self._spawn(self.command(), self.log_path, env)
 
     def answers(self) -> bool:
         import urllib.error
@@ -902,32 +932,30 @@ class ConsoleProcess(HttpServiceProcess):
 
     what = "console"
     ready_path = "/static/console.css"
+    module = "kafkalite.console"
 
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
                  registry_url: str | None = None, metrics_urls: Sequence[str] = (), zookeeper: str | None = None,
-                 extra_args: Sequence[str] = (), name: str = "console") -> None:
-        super().__init__(workdir, name, port)
+                 extra_args: Sequence[str] = (), name: str = "console", env: Mapping[str, str] | None = None) -> None:
+        super().__init__(workdir, name, port, env)
         self.bootstrap = bootstrap
         self.registry_url = registry_url
         self.metrics_urls = list(metrics_urls)
         self.zookeeper = zookeeper
         self.extra_args = list(extra_args)
 
-    def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "kafkalite.console", "--bootstrap-server", self.bootstrap,
-               "--listen", f"127.0.0.1:{self.port}"]
-        if self.registry_url:
-            cmd += ["--registry-url", self.registry_url]
-        if self.metrics_urls:
-            cmd += ["--metrics-urls", ",".join(self.metrics_urls)]
-        if self.zookeeper:
-            cmd += ["--zookeeper", self.zookeeper]
-        return cmd + self.extra_args
+    def write_files(self) -> None:
+        """Nothing: the console takes its settings as options."""
 
-    def launch(self) -> None:
-        self._check_port()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        self._spawn(self.command(), self.log_path, dict(os.environ, PYTHONUNBUFFERED="1"))
+    def arguments(self) -> list[str]:
+        args = ["--bootstrap-server", self.bootstrap, "--listen", f"127.0.0.1:{self.port}"]
+        if self.registry_url:
+            args += ["--registry-url", self.registry_url]
+        if self.metrics_urls:
+            args += ["--metrics-urls", ",".join(self.metrics_urls)]
+        if self.zookeeper:
+            args += ["--zookeeper", self.zookeeper]
+        return args + self.extra_args
 
 
 class ConnectWorkerProcess(HttpServiceProcess):
@@ -945,16 +973,22 @@ class ConnectWorkerProcess(HttpServiceProcess):
 
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
                  overrides: dict[str, str] | None = None, name: str = "connect",
-                 standalone_connectors: list[dict[str, str]] | None = None) -> None:
-        super().__init__(workdir, name, port)
+                 standalone_connectors: list[dict[str, str]] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(workdir, name, port, env)
         self.bootstrap = bootstrap
         self.overrides = dict(overrides or {})
         self.standalone = standalone_connectors is not None
         self.connectors = list(standalone_connectors or [])
+        self.module = f"kafkalite.connect.runtime.connect_{'standalone' if self.standalone else 'distributed'}"
 
     @property
     def properties_path(self) -> Path:
         return self.dir / ("connect-standalone.properties" if self.standalone else "connect-distributed.properties")
+
+    def connector_paths(self) -> list[Path]:
+        """A standalone worker's connector property files (``connector-<i>.properties``)."""
+        return [self.dir / f"connector-{i}.properties" for i in range(len(self.connectors))]
 
     def properties(self) -> dict[str, str]:
         props = {"bootstrap.servers": self.bootstrap, "listeners": f"http://127.0.0.1:{self.port}",
@@ -972,22 +1006,23 @@ class ConnectWorkerProcess(HttpServiceProcess):
         props.update(self.overrides)
         return props
 
-    def launch(self) -> None:
-        self._check_port()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_properties(self.properties_path, self.properties())
-        files = []
-        for i, connector in enumerate(self.connectors):
-            files.append(str(write_properties(self.dir / f"connector-{i}.properties", connector)))
-        module = "connect_standalone" if self.standalone else "connect_distributed"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._spawn([sys.executable, "-m", f"kafkalite.connect.runtime.{module}", str(self.properties_path), *files],
-                    self.log_path, env)
+    def write_files(self) -> None:
+        super().write_files()
+        for path, connector in zip(self.connector_paths(), self.connectors):
+            write_properties(path, connector)
+
+    def arguments(self) -> list[str]:
+        return [str(self.properties_path), *map(str, self.connector_paths())]
 
 
 class SqlServerProcess(HttpServiceProcess):
     """One ``kafkalite-sql-server`` (the ksqlDB role) on ``127.0.0.1:port``, running its queries on
     a local Spark (``spark.master=local[2]``) with its state under its own directory.
+
+    ``security``: Kafka client properties (``security.protocol``, ``sasl.mechanism``,
+    ``sasl.jaas.config``, ``ssl.truststore.*``), written into ``ksql-server.properties`` as ksqlDB
+    takes them; the server gives them to its own clients and to its Spark queries. With them the
+    file is readable by its owner only (they may hold a password).
 
     Started means: alive and ``GET /healthcheck`` answers 200, which it does only once it has
     replayed its command topic (it listens after that).
@@ -998,29 +1033,32 @@ class SqlServerProcess(HttpServiceProcess):
 
     what = "SQL server"
     ready_path = "/healthcheck"
+    module = "kafkalite.sql.server"
 
     def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0, *,
                  registry_url: str | None = None, overrides: dict[str, str] | None = None,
-                 name: str = "sql") -> None:
-        super().__init__(workdir, name, port)
+                 security: Mapping[str, str] | None = None, name: str = "sql",
+                 env: Mapping[str, str] | None = None) -> None:
+        super().__init__(workdir, name, port, env)
         self.bootstrap = bootstrap
         self.registry_url = registry_url
         self.overrides = dict(overrides or {})
+        self.security = dict(security or {})
 
     def properties(self) -> dict[str, str]:
         props = {"listeners": self.url, "bootstrap.servers": self.bootstrap, "ksql.service.id": "default_",
                  "ksql.streams.state.dir": str(self.dir / "state"), "spark.master": "local[2]"}
         if self.registry_url:
             props["ksql.schema.registry.url"] = self.registry_url
+        props.update(self.security)
         props.update(self.overrides)
         return props
 
-    def launch(self) -> None:
-        self._check_port()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_properties(self.properties_path, self.properties())
-        self._spawn([sys.executable, "-m", "kafkalite.sql.server", str(self.properties_path)], self.log_path,
-                    dict(os.environ, PYTHONUNBUFFERED="1"))
+    def write_files(self) -> None:
+        if self.security:               # a SASL password or a key password may be among them
+            self.properties_path.touch(mode=0o600)
+            self.properties_path.chmod(0o600)
+        super().write_files()
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:

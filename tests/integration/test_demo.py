@@ -2,10 +2,14 @@
 its summary with every record acknowledged and consumed on a ZooKeeper ensemble of three, sends
 the positions as Avro through the cluster's schema registry, survives the broker it kills
 half-way, loads the depots from a throwaway PostgreSQL through Kafka Connect's JDBC source and lands
-the positions in Parquet through the sink (each at most once), runs streaming SQL over the positions
-(a windowed table read by a pull query, an alerts stream), and leaves no process behind
+the positions in Parquet through the sink (each at most once), and leaves no process behind
 (PostgreSQL included). (Spark is left out here: the reader has its own tests in
-tests/spark; the statistics come from the plain consumer, which decodes the Avro values too.)"""
+tests/spark; the statistics come from the plain consumer, which decodes the Avro values too.)
+
+``--secure`` runs the job over SASL_SSL, with the streaming SQL part (a windowed table read by a
+pull query, an alerts stream) and without Connect: the SQL server starts a Spark session (a JVM
+start, the larger part of a minute on two busy cores), so one run has it, the one where its
+clients also go through SASL_SSL; its queries over PLAINTEXT are tested in tests/spark."""
 from __future__ import annotations
 
 import re
@@ -21,7 +25,7 @@ from tests.integration.test_cluster_tool import processes_using
 def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
     data_dir = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir),
-                        "--trucks", "12", "--ticks", "60", "--tick-ms", "50", "--no-spark"],
+                        "--trucks", "12", "--ticks", "60", "--tick-ms", "50", "--no-spark", "--no-sql"],
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     out = r.stdout
@@ -36,13 +40,7 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
         "the Avro values" in out
     assert re.search(r"schema registry      http://127\.0\.0\.1:\d+: trucks_gps-value version 1 \(schema id \d+\), "
                      r"every value registry-framed Avro", out), out
-    # streaming SQL on the cluster's kafkalite-sql-server: a windowed table answered by a pull query,
-    # an alerts stream holding every report over the limit exactly once
-    assert re.search(r"pull query on SPEED_PER_MINUTE for truck-001: latest window \d\d:\d\d:00 - \d\d:\d\d:00 "
-                     r"average [0-9.]+ km/h over \d+ reports", out), out
-    alerts = re.search(r"streaming sql +kafkalite-sql-server http://127\.0\.0\.1:\d+: table SPEED_PER_MINUTE .*"
-                       r"stream SPEED_ALERTS \((\d+) of (\d+) reports over 100 km/h\)", out)
-    assert alerts and alerts.group(1) == alerts.group(2) and int(alerts.group(1)) > 0, out
+    assert "(no SQL server: --no-sql)" in out and "streaming sql" not in out       # --no-sql
     assert "result               OK" in out
     ensemble = re.search(r"cluster              ZooKeeper ensemble of 3 \((\S+)\)", out)
     assert ensemble and len(ensemble.group(1).split(",")) == 3, out
@@ -68,7 +66,9 @@ def test_demo_runs_to_its_summary(tmp_path: Path) -> None:
 def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
     """``--secure``: the same job over SASL_SSL with SCRAM-SHA-512 (brokers replicating over it
     too, so the kill and the catch-up go through it); the clients' bootstrap list is the brokers'
-    SASL_SSL listeners, and client.properties lets a tool in with the demo user."""
+    SASL_SSL listeners, and client.properties lets a tool in with the demo user. The SQL server's
+    bootstrap list is the SASL_SSL listeners only, so its windowed table (read by the pull query)
+    and its exactly-once alerts stream went through them, as the demo user."""
     data_dir = tmp_path / "demo"
     r = subprocess.run([sys.executable, "-m", "kafkalite.demo", "--data-dir", str(data_dir), "--secure",
                         "--trucks", "8", "--ticks", "40", "--tick-ms", "50", "--no-spark", "--no-connect",
@@ -87,6 +87,21 @@ def test_secure_demo_runs_over_sasl_ssl(tmp_path: Path) -> None:
         assert {hp.rsplit(":", 1)[1] for hp in bootstrap.group(1).split(",")} == sasl_ports
         assert "result               OK" in out
         assert "kafka connect" not in out and not (data_dir / "connect-0").exists()     # --no-connect
+        # streaming SQL on the cluster's kafkalite-sql-server: a windowed table answered by a pull
+        # query, an alerts stream holding every report over the limit exactly once
+        assert re.search(r"pull query on SPEED_PER_MINUTE for truck-001: latest window \d\d:\d\d:00 - "
+                         r"\d\d:\d\d:00 average [0-9.]+ km/h over \d+ reports", out), out
+        alerts = re.search(r"streaming sql +kafkalite-sql-server http://127\.0\.0\.1:\d+ \(clients over SASL_SSL as "
+                           r"'trucks'\): table SPEED_PER_MINUTE .*stream SPEED_ALERTS \((\d+) of (\d+) reports "
+                           r"over 100 km/h\)", out)
+        assert alerts and alerts.group(1) == alerts.group(2) and int(alerts.group(1)) > 0, out
+        sql_props_path = data_dir / "sql" / "ksql-server.properties"
+        sql_props = dict(line.split("=", 1) for line in sql_props_path.read_text().splitlines())
+        assert sql_props["bootstrap.servers"] == bootstrap.group(1)                 # SASL_SSL listeners only
+        assert (sql_props["security.protocol"], sql_props["sasl.mechanism"]) == ("SASL_SSL", "SCRAM-SHA-512")
+        assert 'username="trucks"' in sql_props["sasl.jaas.config"]
+        assert sql_props["ssl.truststore.location"] == str(data_dir / "pki" / "ca.pem")
+        assert sql_props_path.stat().st_mode & 0o077 == 0                          # it holds a password
         props = data_dir / "client.properties"
         listed = subprocess.run([sys.executable, "-m", "kafkalite.cli.topics", "--bootstrap-server",
                                  bootstrap.group(1), "--command-config", str(props), "--list"],

@@ -30,12 +30,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from kafkalite.cluster.processes import free_port
 from tests.spark.conftest import new_topic, produce
 from tests.spark.test_sink_units import _read_committed
 from tests.support.spark_cluster import SparkStandalone
 from tests.support.waiting import wait_for
 from tests.support.sql_rest import ksql_call
+from tests.support.sql_server import SqlServerFactory
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -78,49 +78,23 @@ def _python_workers(cluster: SparkStandalone) -> list[dict[str, str]]:
     return found
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
 def _call(url: str, body: Any = None) -> tuple[int, Any]:
     return ksql_call(url, body, timeout=300)
 
 
-def _healthy(url: str, proc: subprocess.Popen[bytes], log: Path) -> bool:
-    assert proc.poll() is None, log.read_text()[-3000:]
-    try:
-        return _call(url + "/healthcheck")[1]["isHealthy"] is True
-    except (OSError, ValueError):
-        return False
-
-
 def test_persistent_sql_query_runs_on_the_cluster(spark_standalone: SparkStandalone, kafka: Any,
-                                                   tmp_path: Path) -> None:
+                                                   sql_server_factory: SqlServerFactory) -> None:
     """kafkalite-sql-server with spark.master=spark://...: a filtering CSAS over a JSON stream
     runs on the cluster's executors; its output (exactly once) holds each fast reading once."""
     cluster = spark_standalone
     suffix = uuid.uuid4().hex[:6]
     gps, alerts = f"sql-gps-{suffix}", f"sql-alerts-{suffix}"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
     conf = {**DRIVER_CONF, "spark.executorEnv.PYTHONPATH": str(ROOT), "spark.pyspark.python": sys.executable}
-    props = tmp_path / "ksql-server.properties"
-    props.write_text("\n".join([f"listeners={url}", f"bootstrap.servers={kafka.bootstrap}",
-                                f"ksql.service.id=cluster_{suffix}_", f"ksql.streams.state.dir={tmp_path / 'state'}",
-                                "ksql.streams.auto.offset.reset=earliest", f"spark.master={cluster.url}",
-                                *(f"{k}={v}" for k, v in conf.items())]) + "\n")
-    log = tmp_path / "sql-server.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "kafkalite.sql.server", str(props)], cwd=str(ROOT),
-                                env=_driver_env(), stdout=out, stderr=subprocess.STDOUT)
+    server = sql_server_factory(kafka.bootstrap, {"ksql.service.id": f"cluster_{suffix}_",
+                                                  "ksql.streams.auto.offset.reset": "earliest",
+                                                  "spark.master": cluster.url, **conf}, env=_driver_env())
+    url, log = server.url, server.log_path
     try:
-        wait_for(lambda: _healthy(url, proc, log), 120, "the SQL server")
         code, body = _call(url + "/ksql", {"ksql": f"CREATE STREAM trucks (truck VARCHAR KEY, speed DOUBLE) WITH "
                                                    f"(KAFKA_TOPIC='{gps}', VALUE_FORMAT='JSON', PARTITIONS=2);"})
         assert code == 200, body
@@ -148,7 +122,7 @@ def test_persistent_sql_query_runs_on_the_cluster(spark_standalone: SparkStandal
         code, body = _call(url + "/ksql", {"ksql": f"TERMINATE {query_id};"})
         assert code == 200, body
     finally:
-        _stop(proc)
+        server.stop(30)
     wait_for(lambda: not (cluster.state() or {}).get("activeapps"), 60, "the SQL server's application to end")
 
 

@@ -1,7 +1,8 @@
 """The launcher's ZooKeeper ensemble without starting a process: the files each server gets, the
 ports it is given, what counts as a quorum, the state file round trip (also a version-1 file from
 before ensembles, and with a schema registry), the connect string brokers get, that broker id 0 is
-a controller, and the registry's readiness signal."""
+a controller, the registry's readiness signal, and the SQL server's listener and client properties
+on a secured cluster."""
 from __future__ import annotations
 
 import json
@@ -163,3 +164,32 @@ def test_cli_refusals_are_one_line(tmp_path: Path, capsys: Any, args: list[str],
     assert cli.main(["--data-dir", str(tmp_path / "c"), *args]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"kafkalite-cluster: {message}") and err.count("\n") == 1
+
+
+def test_sql_server_of_a_secured_cluster_gets_its_listener_and_client_properties(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``client_listener``/``client_security``: the SQL server's bootstrap list is every broker's
+    SASL_SSL address (from its ``listeners``), its properties file holds the client properties
+    under Kafka's names and is readable by its owner only; without them it is the PLAINTEXT list."""
+    security = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "ssl.truststore.type": "PEM",
+                "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                    'username="u" password="p";', "ssl.truststore.location": "/ca.pem"}
+    cluster = LocalCluster(tmp_path, size=2, sql=True, client_listener="SASL_SSL", client_security=security)
+    for n, b in enumerate(cluster.brokers):
+        b.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{b.configured_port},SASL_SSL://:{40700 + n}"
+    assert cluster.client_bootstrap == "127.0.0.1:40700,127.0.0.1:40701"
+    sql = cluster.sql
+    assert sql is not None
+    monkeypatch.setattr(sql, "launch", lambda: (sql.dir.mkdir(parents=True), sql.write_files()))
+    monkeypatch.setattr(sql, "wait_ready", lambda timeout: None)
+    cluster.start_sql()                                  # what `up` does once the brokers run
+    written = dict(line.split("=", 1) for line in sql.properties_path.read_text().splitlines())
+    assert {k: written[k] for k in security} == security
+    assert written["bootstrap.servers"] == "127.0.0.1:40700,127.0.0.1:40701"
+    assert sql.properties_path.stat().st_mode & 0o777 == 0o600
+    assert sql.command()[1:] == ["-m", "kafkalite.sql.server", str(sql.properties_path)]
+    plain = LocalCluster(tmp_path / "plain", size=2)
+    assert plain.client_bootstrap == plain.bootstrap
+    cluster.client_listener = "SSL"
+    with pytest.raises(ClusterError, match=r"broker 101 has no SSL listener"):
+        cluster.client_bootstrap
