@@ -35,6 +35,9 @@ class KsqlConfig:
     # a TIMESTAMP column null or negative in a record: skip the record (false) or fail the query
     timestamp_throw_on_invalid: bool = False      # ksql.timestamp.throw.on.invalid
     insert_values_enabled: bool = True            # ksql.insert.into.values.enabled (and /inserts-stream)
+    #: ksql.idle.connection.timeout.seconds: a connection with no data either way for this long is
+    #: closed (ksqlDB's default, 10 minutes, lets a push query wait that long between rows)
+    idle_connection_timeout_s: int = 600
 
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
@@ -65,6 +68,9 @@ class KsqlConfig:
             if not text.isdigit():
                 raise ConfigError(f"{name}: {text!r} is not a number of milliseconds")
             backoff[name] = int(text)
+        idle = p.get("ksql.idle.connection.timeout.seconds", "600").strip()
+        if not idle.isdigit() or int(idle) == 0:
+            raise ConfigError(f"ksql.idle.connection.timeout.seconds: {idle!r} is not a positive number of seconds")
         flags = {}
         for name, default in (("ksql.timestamp.throw.on.invalid", "false"),
                               ("ksql.insert.into.values.enabled", "true")):
@@ -87,7 +93,8 @@ class KsqlConfig:
             retry_backoff_initial_ms=backoff["ksql.query.retry.backoff.initial.ms"],
             retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"],
             timestamp_throw_on_invalid=flags["ksql.timestamp.throw.on.invalid"],
-            insert_values_enabled=flags["ksql.insert.into.values.enabled"])
+            insert_values_enabled=flags["ksql.insert.into.values.enabled"],
+            idle_connection_timeout_s=int(idle))
         config.listener                                   # checks the first listener now
         return config
 

@@ -592,5 +592,9 @@ class KsqlSite(server.Site):
         return PriorKnowledgeChannel(http.HTTPChannel())
 
 
-def make_site(engine: EngineLike) -> server.Site:
-    return KsqlSite(KsqlApi(engine))
+def make_site(engine: EngineLike, idle_timeout_s: int = 600) -> server.Site:
+    """The REST API's site. ``idle_timeout_s`` (``ksql.idle.connection.timeout.seconds``) closes a
+    connection with no data either way for that long; Twisted's default of 60 s cut HTTP/2 push
+    queries (its HTTP/2 connection keeps the idle timer running while a stream is open) whose
+    next row took longer, where ksqlDB waits 10 minutes."""
+    return KsqlSite(KsqlApi(engine), timeout=idle_timeout_s)

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kafkalite-sql-server: cannot start: {exc}", file=sys.stderr)
         return 1
     log.info("replayed %d commands; listening on http://%s:%d", replayed, host, port)
-    reactor.listenTCP(port, make_site(engine), interface=host)
+    reactor.listenTCP(port, make_site(engine, config.idle_connection_timeout_s), interface=host)
 
     def shutdown() -> None:
         engine.stop()

@@ -36,6 +36,8 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
     ({"ksql.streams.auto.offset.reset": "middle"}, "is not earliest or latest"),
     ({"ksql.streams.commit.interval.ms": "soon"}, "is not a positive number"),
     ({"security.protocol": "CARRIER_PIGEON"}, "unknown security.protocol"),
+    ({"ksql.idle.connection.timeout.seconds": "0"}, "is not a positive number of seconds"),
+    ({"ksql.idle.connection.timeout.seconds": "ten"}, "is not a positive number of seconds"),
 ])
 def test_bad_properties(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
@@ -45,6 +47,8 @@ def test_bad_properties(props: dict[str, str], message: str) -> None:
 def test_timestamp_throw_on_invalid_and_insert_values_enabled() -> None:
     assert KsqlConfig.from_properties({}).timestamp_throw_on_invalid is False
     assert KsqlConfig.from_properties({}).insert_values_enabled is True
+    assert KsqlConfig.from_properties({}).idle_connection_timeout_s == 600
+    assert KsqlConfig.from_properties({"ksql.idle.connection.timeout.seconds": "30"}).idle_connection_timeout_s == 30
     assert KsqlConfig.from_properties({"ksql.insert.into.values.enabled": "false"}).insert_values_enabled is False
     assert KsqlConfig.from_properties({"ksql.timestamp.throw.on.invalid": "TRUE"}).timestamp_throw_on_invalid is True
     with pytest.raises(ConfigError, match="ksql.timestamp.throw.on.invalid: 'maybe' is not true or false"):

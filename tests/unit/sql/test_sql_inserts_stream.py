@@ -279,6 +279,39 @@ def test_http2_rows_are_acked_while_the_client_is_still_sending(inline: None, mo
     assert len(engine.subscribers) == 1
 
 
+@pytest.mark.parametrize("idle_timeout_s", [600, 90])
+def test_an_open_http2_stream_outlives_twisteds_minute_until_ksqls_idle_timeout(
+        inline: None, monkeypatch: Any, idle_timeout_s: int) -> None:
+    """A push query or an inserts stream may see no data for minutes: the connection is closed only
+    after ksql.idle.connection.timeout.seconds (ksqlDB's default 10 minutes), not Twisted's 60 s."""
+    import h2.config
+    import h2.connection
+    import twisted.internet
+    from twisted.internet import task
+    from twisted.internet.address import IPv4Address
+    from twisted.internet.testing import StringTransport
+
+    clock = task.Clock()
+    monkeypatch.setattr(twisted.internet, "reactor", clock)
+    proto = rest.make_site(InsertsEngine(), idle_timeout_s).buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
+    transport = StringTransport()
+    proto.makeConnection(transport)
+    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    client.initiate_connection()
+    sid = client.get_next_available_stream_id()
+    client.send_headers(sid, [(":method", "POST"), (":path", "/inserts-stream"), (":scheme", "http"),
+                              (":authority", "127.0.0.1")])
+    client.send_data(sid, b'{"target": "clicks"}\n')
+    proto.dataReceived(client.data_to_send())
+    clock.advance(0)
+    clock.advance(61)
+    assert not transport.disconnecting, "closed after Twisted's default minute"
+    clock.advance(idle_timeout_s - 62)
+    assert not transport.disconnecting
+    clock.advance(2)
+    assert transport.disconnecting
+
+
 def test_a_flood_of_rows_pauses_the_request_until_acks_drain(inline: None) -> None:
     """Back pressure: past MAX_OUTSTANDING unanswered rows the HTTP/2 stream is paused (its flow
     control then holds the client), and resumed once the acks have caught up."""
