@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -34,8 +35,8 @@ from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
-                                     spark_type, to_spark)
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, literal,
+                                     output_name, quote, spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
@@ -823,13 +824,28 @@ class Engine:
             f"{view}_t0 AS {quote(tables[0][0])} WHERE CAST({to_spark(foreign, scope, text)} AS STRING) IN "
             f"{changed(1)}")
 
-        def per_batch(batch: Any) -> Any:
+        def prepare(batch: Any) -> tuple[list[Any], str, str]:
+            """The batch's changed keys, collected once and written into the join's SQL as
+            literal lists (the batch itself would be read from the topics again by every
+            subquery), and the tables as they are; the change rows and both SQL texts."""
             session = batch.sparkSession
-            batch.createOrReplaceTempView(f"{view}_changes")
+            rows = batch.collect()
+            texts = (sql, candidates)
+            for index in range(len(tables)):
+                keys = sorted({r["__key"] for r in rows if r["__side"] == index and r["__key"] is not None})
+                listed = "(" + ", ".join(literal(k) for k in keys) + ")" if keys else "(NULL)"
+                texts = tuple(t.replace(changed(index), listed) for t in texts)   # type: ignore[assignment]
+            everything = sorted({r["__key"] for r in rows if r["__key"] is not None})
+            texts = (texts[0], texts[1].replace(f"SELECT `__key` FROM {view}_changes", "SELECT explode(array("
+                                                + ", ".join(literal(k) for k in everything) + ")) AS `__key`"))
             for index, (_, table) in enumerate(tables):
                 self._latest_view(session, table, f"{view}_changelog{index}", f"{view}_t{index}")
-            return session.sql(sql)
-        return TableTableJoin(changes, per_batch, candidates), sql
+            return rows, texts[0], texts[1]
+
+        def per_batch(batch: Any) -> Any:
+            _, join_sql, _ = prepare(batch)
+            return batch.sparkSession.sql(join_sql)
+        return TableTableJoin(changes, per_batch, prepare, sql, candidates), sql
 
     def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
@@ -945,11 +961,12 @@ class Engine:
         key = plan.key_names[0] if plan.key_names else None
 
         def each_batch(batch: Any, batch_id: int) -> None:
-            changes = batch.collect()
             session = batch.sparkSession
-            result = join.per_batch(batch)
+            started = time.monotonic()
+            changes, join_sql, candidates_sql = join.prepare(batch)
+            result = session.sql(join_sql)
             rows = [r.asDict() for r in result.collect()]
-            candidates = {r[0] for r in session.sql(join.candidates_sql).collect()}
+            candidates = {r[0] for r in session.sql(candidates_sql).collect()}
             produced = {str(r.get(key)) for r in rows}
             latest = max((c["ROWTIME"] for c in changes), default=None)
             gone = [k for k in store.keys() if str(k[0]) in candidates and str(k[0]) not in produced]
@@ -959,9 +976,14 @@ class Engine:
                     for k in gone]
             from pyspark.sql.types import BooleanType, StructField, StructType
             schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
-            write(session.createDataFrame(out, schema), batch_id, True)
+            frame = session.createDataFrame(out, schema)
+            # the store runs ahead of the topic, as the aggregates' does: a row a reader has seen in
+            # the topic is in the store (a batch Spark runs again makes the same changes)
             store.delete(gone)
             store.update([_store_row(r, False) for r in rows])
+            write(frame, batch_id, True)
+            log.debug("%s batch %d: %d changed keys, %d rows, %d tombstones in %.1f s", plan.query_id, batch_id,
+                      len(changes), len(rows), len(gone), time.monotonic() - started)
         return each_batch
 
     # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
@@ -1277,8 +1299,11 @@ class TableTableJoin(TableJoin):
     rows those keys touch per micro-batch, and the SQL of the keys whose output row may change
     (run after ``per_batch``, over the views it made), for the tombstones of rows gone."""
 
-    def __init__(self, changes: Any, per_batch: Callable[[Any], Any], candidates_sql: str) -> None:
+    def __init__(self, changes: Any, per_batch: Callable[[Any], Any],
+                 prepare: Callable[[Any], tuple[list[Any], str, str]], sql: str, candidates_sql: str) -> None:
         super().__init__(changes, per_batch)
+        self.prepare = prepare                    # a batch's tables' views; its change rows and SQL texts
+        self.sql = sql                            # the join over those views
         self.candidates_sql = candidates_sql
 
 
