@@ -968,12 +968,16 @@ class Engine:
             rows = [r.asDict() for r in result.collect()]
             candidates = {r[0] for r in session.sql(candidates_sql).collect()}
             produced = {str(r.get(key)) for r in rows}
+            # a tombstone's time is its key's latest change (a foreign key's: the batch's latest)
             latest = max((c["ROWTIME"] for c in changes), default=None)
+            times: dict[str, Any] = {}
+            for c in changes:
+                times[c["__key"]] = max(c["ROWTIME"], times.get(c["__key"], c["ROWTIME"]))
             gone = [k for k in store.keys() if str(k[0]) in candidates and str(k[0]) not in produced]
             fields = [f.name for f in result.schema.fields]
             out = [tuple(r.get(f) for f in fields) + (False,) for r in rows]
-            out += [tuple(k[0] if f == key else latest if f == EVENT_TIME else None for f in fields) + (True,)
-                    for k in gone]
+            out += [tuple(k[0] if f == key else times.get(str(k[0]), latest) if f == EVENT_TIME else None
+                          for f in fields) + (True,) for k in gone]
             from pyspark.sql.types import BooleanType, StructField, StructType
             schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
             frame = session.createDataFrame(out, schema)

@@ -183,9 +183,10 @@ def test_table_join_batch_writes_rows_and_tombstones_and_keeps_the_store(engine:
     assert engine.query("SELECT * FROM j WHERE id = 'a';").rows == [["a", 1]]
     later = at + datetime.timedelta(seconds=5)
     # x's row for a is deleted: a no longer joins, so its row is deleted too; b never had one
-    second = Batch([Row(__side=1, __key="a", ROWTIME=later), Row(__side=1, __key="b", ROWTIME=later)], [], ["a", "b"])
+    second = Batch([Row(__side=1, __key="a", ROWTIME=later),
+                    Row(__side=1, __key="b", ROWTIME=later + datetime.timedelta(seconds=1))], [], ["a", "b"])
     each(second, 1)
-    assert writes[-1] == ([("a", None, later, True)], 1, True)
+    assert writes[-1] == ([("a", None, later, True)], 1, True)       # at the time of the change that deleted it
     assert engine.stores["J"].scan(lambda r: True) == []
     assert engine.query("SELECT * FROM j WHERE id = 'a';").rows == []
 
