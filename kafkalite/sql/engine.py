@@ -36,7 +36,7 @@ from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQu
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, literal,
-                                     output_name, quote, spark_type, to_spark)
+                                     map_columns, output_name, quote, spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
@@ -409,9 +409,10 @@ class Engine:
                 if qid is None or qid not in ms.queries or ms.queries[qid].state == "TERMINATED":
                     continue
                 ms.terminate(qid)
-                q = self.running.pop(qid, None)
-                if q is not None:
-                    q.stop()
+                for rid in (qid, f"{qid}_JOIN"):          # an aggregate over a join: its join query too
+                    q = self.running.pop(rid, None)
+                    if q is not None:
+                        q.stop()
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
 
@@ -535,9 +536,10 @@ class Engine:
             raise KsqlError(f"Unknown format: {fmt}", statement=text)
 
     def _plan(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str, props: dict[str, Any],
-              query_id: str) -> "QueryPlan":
+              query_id: str, source: DataSource | None = None) -> "QueryPlan":
         """A persistent query's plan (no side effects): its source, its sink (a new stream or
-        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key."""
+        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key.
+        ``source`` stands for the FROM source (an aggregate over a join reads the join's topic)."""
         ms = self.metastore
         target = ms.require(s.target, text) if isinstance(s, ast.InsertInto) else None
         if target is not None and target.kind != "STREAM":
@@ -547,11 +549,13 @@ class Engine:
         aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
         kind = s.kind if isinstance(s, ast.CreateAsSelect) else "TABLE" if isinstance(s, ast.Query) and aggregate \
             else "STREAM"
-        src = ms.require(q.source, text)
+        src = source or ms.require(q.source, text)
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
         joins = self._join_sources(q, src, aggregate, text)
+        if joins and aggregate:
+            return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         left = q.alias or src.name
         scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
             (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
@@ -611,6 +615,52 @@ class Engine:
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
                          joins, scope)
 
+    def _plan_join_aggregate(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
+                             props: dict[str, Any], query_id: str, src: DataSource,
+                             joins: list[tuple[ast.Join, DataSource, str]]) -> "QueryPlan":
+        """An aggregate over a join, as ksqlDB runs it (the join, then a repartition topic the
+        aggregate reads): the join (with WHERE) is a query of its own, ``<id>_JOIN``, writing every
+        column of every source as ``ALIAS_COL`` to the internal topic
+        ``_confluent-ksql-<service id>query_<id>-Join-repartition`` exactly once, with the joined
+        record's event time; the aggregate reads that topic from the start, its expressions
+        naming those columns. The aggregate's plan carries the join's as ``upstream``."""
+        if isinstance(s, ast.Query):
+            raise KsqlError("Aggregations over joins in push queries are not supported by this server yet: use "
+                            "CREATE TABLE ... AS SELECT and query the table", statement=text)
+        q = s.query
+        left = q.alias or src.name
+        sources = [(left, src)] + [(a, d) for _, d, a in joins]
+        items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in sources for c in d.columns)
+        topic = f"_confluent-ksql-{self.config.service_id}query_{query_id}-Join-repartition"
+        join_id = f"{query_id}_JOIN"
+        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+                                                 ast.Select(items, q.source, q.alias, where=q.where, joins=q.joins)),
+                              text, props, join_id)
+        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+                            statement=text)
+        scope = upstream.scope
+
+        def rename(c: ast.Column) -> ast.Expr:
+            if c.name in PSEUDO:
+                return ast.Column(c.name)                 # the joined record's: the left source's
+            owner = _qualified(c, scope).source
+            if owner is None:
+                raise KsqlError(f"Column '{c.name}' cannot be resolved.", statement=text)
+            return ast.Column(f"{owner}_{c.name}")
+        renamed = tuple(replace(i, expr=map_columns(i.expr, rename),
+                                alias=i.alias or output_name(i, index)) if i.expr is not None else i
+                        for index, i in enumerate(q.items))
+        select = replace(q, items=renamed, source=join_id, alias=None, where=None, joins=(),
+                         group_by=tuple(map_columns(e, rename) for e in q.group_by),
+                         having=None if q.having is None else map_columns(q.having, rename))
+        formats = {k.upper() for k, _ in s.properties}
+        properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                               ("KEY_FORMAT", src.key_format)) if k not in formats)
+        plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        plan.upstream, plan.offset_reset = upstream, "earliest"
+        upstream.owner = query_id
+        return plan
+
     def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
                       text: str) -> list[tuple[ast.Join, DataSource, str]]:
         """The joined sources with their aliases, refused in ksqlDB's words (0.29's
@@ -668,9 +718,9 @@ class Engine:
             out.append((j, right, alias))
             aliases.append(alias)
             left_kind = "TABLE" if kinds == ("TABLE", "TABLE") else "STREAM"
-        if out and aggregate:
-            raise KsqlError("Aggregations over joins are not supported by this server yet: write the join to a "
-                            "stream with CREATE STREAM ... AS SELECT and aggregate that stream", statement=text)
+        if out and aggregate and left.kind == "TABLE":
+            raise KsqlError("Aggregations over table-table joins are not supported by this server yet",
+                            statement=text)
         return out
 
     def _check_table_join(self, j: ast.Join, q: ast.Select, left: DataSource, right: DataSource, other: ast.Column,
@@ -697,7 +747,10 @@ class Engine:
                             statement=text)
 
     def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
-        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's)."""
+        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's);
+        an aggregate over a join first creates the join's internal topic."""
+        if plan.upstream is not None:
+            self._ensure_sink_topic(plan.upstream, text)
         partitions = plan.with_props.get("PARTITIONS")
         if partitions is None:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
@@ -875,6 +928,9 @@ class Engine:
         return self.spark.sql(sql), sql
 
     def _run(self, plan: "QueryPlan") -> None:
+        upstream = plan.upstream
+        if upstream is not None and not getattr(self.running.get(upstream.query_id), "isActive", False):
+            self._run(upstream)                       # the join feeding the aggregate (not already running)
         q = plan.select
         src = plan.source
         result, sql = self._compile(plan)
@@ -1003,9 +1059,10 @@ class Engine:
         except Exception as exc:
             error = _first_line(exc)
         query_id = plan.query_id
+        owner = plan.owner or query_id                    # a join feeding an aggregate lives as long as it
         while True:
             with self._lock:
-                q = self.metastore.queries.get(query_id)
+                q = self.metastore.queries.get(owner)
                 if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
                         or self.running.get(query_id) is not running:
                     return
@@ -1018,7 +1075,7 @@ class Engine:
             if self._backoff(wait_ms):
                 return
             with self._lock:
-                q = self.metastore.queries.get(query_id)
+                q = self.metastore.queries.get(owner)
                 if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
                         or self.running.get(query_id) is not running:
                     return                                # terminated or dropped while waiting
@@ -1329,9 +1386,13 @@ class QueryPlan:
         self.with_props = with_props or {}
         self.joins = joins or []                   # (join, joined source, its alias), in order
         self.scope = scope if scope is not None else {c.name for c in source.columns} | set(PSEUDO)
+        self.upstream: QueryPlan | None = None     # an aggregate over a join: the join's own query
+        self.owner: str | None = None              # the persistent query an upstream query belongs to
 
     @property
     def source_names(self) -> tuple[str, ...]:
+        if self.upstream is not None:
+            return self.upstream.source_names
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 

@@ -8,7 +8,8 @@ id EMIT CHANGES`` streaming counts whose last value per key and window is the or
 output record's timestamp is ksqlDB's event time: the later of a joined pair's, the input
 record's for INSERT INTO and for the stream-table join. Then a table-table LEFT JOIN (a CTAS
 whose output topic, read as a table, is the oracle's join of both tables' final rows before and
-after deletes on each side, with a pull query on it) and an AVRO stream joined with two tables."""
+after deletes on each side, with a pull query on it), an AVRO stream joined with two tables, and
+an aggregate over a stream-table join."""
 from __future__ import annotations
 
 import json
@@ -235,7 +236,9 @@ ORDER_SCHEMA = {"type": "record", "name": "Order", "fields": [
 def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_registry: Any, tmp_path: Any) -> None:
     """``FROM orders o JOIN accounts a ON ... LEFT JOIN limits l ON ...`` over an AVRO stream (its
     columns from the registry) and two JSON tables, written as AVRO: each order gets its account's
-    latest name (orders of unknown or deleted accounts are dropped) and the account's limit or null."""
+    latest name (orders of unknown or deleted accounts are dropped) and the account's limit or null.
+    Then ``COUNT(*)``/``SUM`` per account name over the join (a CTAS, AVRO): the oracle's counts
+    and totals with the latest joined order's time, and a pull query on them."""
     from kafkalite.registry.client import RegistryClient
     from kafkalite.registry.serde import decode, encode, parse_avro
 
@@ -282,6 +285,26 @@ def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_regis
                 rows.append((key, d["OID"], d["AMOUNT"], d["NAME"], d["LIM"], ts))
             return sorted(rows)
         wait_for(lambda: enriched() == want, 150, "the n-way join to match the oracle")
+        engine.execute(f"TERMINATE {engine.metastore.readers_and_writers('ENRICHED')[1][0]};")
+
+        # an aggregate over the join: the join's rows through its internal topic, then counted
+        per_name = f"per-name-{suffix}"
+        engine.execute(f"CREATE TABLE per_name WITH (KAFKA_TOPIC='{per_name}') AS SELECT a.name AS name, COUNT(*) AS n, "
+                       "SUM(o.amount) AS total FROM orders o JOIN accounts a ON o.acct = a.id GROUP BY a.name;")
+        totals: dict[str, tuple[int, float, int]] = {}
+        for acct, _, amount, name, _, ts in want:
+            n, total, latest = totals.get(name, (0, 0.0, 0))
+            totals[name] = (n + 1, total + amount, max(latest, ts))
+
+        def counted() -> dict[str, tuple[int, float, int]]:
+            table: dict[str, tuple[int, float, int]] = {}
+            for key, value, ts in _read_raw(kafka.bootstrap, per_name):
+                d = decode(value, lookup)[2]
+                table[key] = (d["N"], d["TOTAL"], ts)
+            return table
+        wait_for(lambda: counted() == totals, 150, "the aggregate over the join to match the oracle")
+        pulled = engine.query("SELECT n, total FROM per_name WHERE name = 'Cy';")
+        assert pulled.rows == [[totals["Cy"][0], totals["Cy"][1]]]
     finally:
         engine.stop()
 

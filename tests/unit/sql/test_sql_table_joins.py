@@ -203,3 +203,30 @@ def test_pull_queries_on_session_and_emit_final_tables(engine: Engine, monkeypat
     tq = engine.query("SELECT * FROM sess WHERE id = 'k' AND WINDOWSTART >= 1000;")
     assert (tq.column_names, tq.rows) == (["ID", "WINDOWSTART", "WINDOWEND", "N"], [["k", 1000, 9000, 3]])
     assert engine.query("SELECT n FROM fin WHERE id = 'k';").rows == [[3]]
+
+
+def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine) -> None:
+    engine.execute("CREATE TABLE x (id STRING PRIMARY KEY, z STRING) WITH (KAFKA_TOPIC='x', VALUE_FORMAT='JSON');")
+    out = engine.execute("CREATE TABLE per_z AS SELECT x.z AS z, COUNT(*) AS n, SUM(s.v) FROM s JOIN x ON s.name = x.id "
+                         "WHERE s.v > 0 GROUP BY x.z;")
+    assert out[0]["commandStatus"]["queryId"] == "CTAS_PER_Z_4"
+    plan, sql = engine.plans["CTAS_PER_Z_4"]
+    join, join_sql = engine.plans["CTAS_PER_Z_4_JOIN"]
+    topic = "_confluent-ksql-default_query_CTAS_PER_Z_4-Join-repartition"
+    # the join (with WHERE) writes every column of both sources to the internal topic ...
+    assert plan.upstream is join and join.sink.topic == topic and join.owner == "CTAS_PER_Z_4"
+    assert [c.name for c in join.sink.columns] == ["S_NAME", "S_ID", "S_V", "X_ID", "X_Z"]
+    assert join_sql.endswith("ON (`S`.`NAME` = `X`.`ID`) WHERE (`S`.`V` > 0)")
+    # ... which the aggregate reads from the start, naming those columns
+    assert (plan.source.topic, plan.offset_reset) == (topic, "earliest")
+    assert sql == ("SELECT `X_Z` AS `Z`, count(*) AS `N`, sum(`S_V`) AS `KSQL_COL_2`, max(`ROWTIME`) AS `__rowtime` "
+                   "FROM ksql_ctas_per_z_4 GROUP BY `X_Z`")
+    per_z = engine.metastore.require("PER_Z")
+    assert ([(c.name, c.key) for c in per_z.columns], per_z.value_format) == (
+        [("Z", True), ("N", False), ("KSQL_COL_2", False)], "JSON")
+    assert engine.metastore.readers_and_writers("X") == (["CTAS_PER_Z_4"], [])
+    assert set(engine.running) == {"CTAS_PER_Z_4", "CTAS_PER_Z_4_JOIN"}
+    engine.execute("TERMINATE CTAS_PER_Z_4;")                   # both Spark queries stop
+    assert engine.running == {}
+    with pytest.raises(KsqlError, match="Column 'NOPE' cannot be resolved"):
+        engine.execute("CREATE TABLE bad AS SELECT x.z, COUNT(nope) FROM s JOIN x ON s.name = x.id GROUP BY x.z;")
