@@ -11,8 +11,9 @@ kafkalite gets Produce v7 with a v2 record batch (what current clients send); Ka
 gets Produce v1 with a v0 message set, the newest it understands. Every answer is decoded and
 every partition's error code checked: a refused request fails the run.
 
-Run as ``python -m bench.ceiling_load <host> <port> <frames file> <window> <seconds> <out>``
-by :func:`run`.
+Run as ``python -m bench.ceiling_load <host> <port> <frames file> <window> <seconds> <out> [<requests>]``
+by :func:`run`. With ``requests`` a generator sends exactly that many requests instead of sending for
+``seconds`` (a fixed amount, for CPU seconds per GB: ``bench/produce_cpu.py``).
 """
 from __future__ import annotations
 
@@ -92,8 +93,10 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def generator_main(host: str, port: int, frames_path: str, window: int, seconds: float, out: str) -> int:
-    """One connection: keep ``window`` requests in flight for ``seconds``, then drain."""
+def generator_main(host: str, port: int, frames_path: str, window: int, seconds: float, out: str,
+                   requests: int | None = None) -> int:
+    """One connection: keep ``window`` requests in flight for ``seconds`` (or until ``requests``
+    were sent), then drain."""
     from kafkalite.protocol.codec import decode_response
 
     meta = json.loads(Path(frames_path + ".json").read_text())
@@ -128,10 +131,15 @@ def generator_main(host: str, port: int, frames_path: str, window: int, seconds:
                     raise RuntimeError(f"partition {part['index']}: error code {part['error_code']}")
         acked += 1
 
+    def more() -> bool:
+        if requests is not None:
+            return sent < requests
+        return time.perf_counter() - start < seconds
+
     start = time.perf_counter()
-    for _ in range(window):
+    for _ in range(window if requests is None else min(window, requests)):
         send()
-    while time.perf_counter() - start < seconds:
+    while more():
         receive()
         send()
     while acked < sent:
@@ -143,8 +151,10 @@ def generator_main(host: str, port: int, frames_path: str, window: int, seconds:
 
 
 def run(host: str, port: int, api_version: int, topic: str, partitions: int, record_size: int,
-        records_per_request: int, connections: int, window: int, seconds: float, workdir: Path) -> CeilingResult:
-    """Start ``connections`` generator processes against one broker and sum what they got acknowledged."""
+        records_per_request: int, connections: int, window: int, seconds: float, workdir: Path,
+        requests_per_connection: int | None = None) -> CeilingResult:
+    """Start ``connections`` generator processes against one broker and sum what they got
+    acknowledged; each sends for ``seconds``, or ``requests_per_connection`` requests when given."""
     workdir.mkdir(parents=True, exist_ok=True)
     frames = produce_frames(api_version, topic, partitions, record_size, records_per_request)
     frames_path = workdir / "frames.bin"
@@ -156,8 +166,11 @@ def run(host: str, port: int, api_version: int, topic: str, partitions: int, rec
     outs = [workdir / f"generator-{i}.json" for i in range(connections)]
     for out in outs:
         out.unlink(missing_ok=True)
-        procs.append(subprocess.Popen([sys.executable, "-m", "bench.ceiling_load", host, str(port), str(frames_path),
-                                       str(window), str(seconds), str(out)], env=env, cwd=ROOT))
+        argv = [sys.executable, "-m", "bench.ceiling_load", host, str(port), str(frames_path),
+                str(window), str(seconds), str(out)]
+        if requests_per_connection is not None:
+            argv.append(str(requests_per_connection))
+        procs.append(subprocess.Popen(argv, env=env, cwd=ROOT))
     wait_all(procs, seconds + 120, "ceiling generators")
     got = [json.loads(o.read_text()) for o in outs]
     requests = sum(g["requests"] for g in got)
@@ -168,4 +181,4 @@ def run(host: str, port: int, api_version: int, topic: str, partitions: int, rec
 
 if __name__ == "__main__":
     a = sys.argv[1:]
-    sys.exit(generator_main(a[0], int(a[1]), a[2], int(a[3]), float(a[4]), a[5]))
+    sys.exit(generator_main(a[0], int(a[1]), a[2], int(a[3]), float(a[4]), a[5], int(a[6]) if len(a) > 6 else None))

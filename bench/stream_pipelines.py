@@ -210,7 +210,10 @@ def latencies_ms(kind: str, arrivals: list[Arrival]) -> list[float]:
     return [a.t * 1000 - float(a.value[column]) for a in arrivals if column in a.value]
 
 
-def wait_until(what: str, check: Callable[[], Any], timeout: float, alive: Callable[[], str | None]) -> Any:
+def wait_until(what: str, check: Callable[[], Any], timeout: float, alive: Callable[[], str | None],
+               interval: float = 0.05) -> Any:
+    """``check()``'s first result that is not None; RuntimeError as soon as ``alive()`` names a dead
+    engine, TimeoutError after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         got = check()
@@ -221,7 +224,7 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float, alive: Calla
             raise RuntimeError(dead)
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not done after {timeout:.0f} s")
-        time.sleep(0.05)
+        time.sleep(interval)
 
 
 def run_pipeline(kind: str, bootstrap: str, in_topic: str, out_topic: str, engine_pid: int,
@@ -231,27 +234,28 @@ def run_pipeline(kind: str, bootstrap: str, in_topic: str, out_topic: str, engin
     """The three phases against an engine already running ``kind`` from ``in_topic`` to ``out_topic``."""
     producer = make_producer(bootstrap, client_conf)
     conf = dict(client_conf, **({"isolation.level": "read_committed"} if read_committed else {}))
-    reader: OutputReader | None = None
+    readers: list[OutputReader] = []
+    sent = 0
+
+    def warmed_up() -> OutputReader | None:
+        """Send a pair of records (the window pipeline's ``speed`` of record 0 does not pass), start
+        the output reader once the output topic exists; the reader once it has seen output."""
+        nonlocal sent
+        for _ in range(2):
+            produce_one(producer, in_topic, "w", sent)
+            sent += 1
+        if not readers:
+            try:
+                md = producer.list_topics(out_topic, timeout=5).topics.get(out_topic)
+                if md is not None and md.error is None and md.partitions:
+                    readers.append(OutputReader(bootstrap, out_topic, conf).start())
+            except KafkaException:
+                pass
+        return readers[0] if readers and readers[0].snapshot("w") else None
+
     try:
-        sent = 0
-        deadline = time.monotonic() + warmup_timeout
-        while reader is None or not reader.snapshot("w"):
-            for _ in range(2):      # the window pipeline's ``speed`` of record 0 does not pass: send pairs
-                produce_one(producer, in_topic, "w", sent)
-                sent += 1
-            if reader is None:
-                try:
-                    md = producer.list_topics(out_topic, timeout=5).topics.get(out_topic)
-                    if md is not None and md.error is None and md.partitions:
-                        reader = OutputReader(bootstrap, out_topic, conf).start()
-                except KafkaException:
-                    pass
-            dead = alive()
-            if dead:
-                raise RuntimeError(dead)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no output in {out_topic} {warmup_timeout:.0f} s after the first input record")
-            time.sleep(0.5)
+        reader: OutputReader = wait_until(f"output in {out_topic} after the first input record", warmed_up,
+                                          warmup_timeout, alive, interval=0.5)
         count = int(rate * seconds)
         produce(producer, in_topic, "l", count, rate)
         wait_until(f"{kind}: latency phase", lambda: completed(kind, reader.snapshot("l"), count), phase_timeout, alive)
@@ -264,8 +268,8 @@ def run_pipeline(kind: str, bootstrap: str, in_topic: str, out_topic: str, engin
         return PipelineFigures(burst / max(done - first, 1e-3), statistics.median(lat), percentile(lat, 0.99),
                                cpu, burst, len(lat))
     finally:
-        if reader is not None:
-            reader.close()
+        for r in readers:
+            r.close()
 
 
 def produce_one(producer: Producer, topic: str, phase: str, i: int) -> None:

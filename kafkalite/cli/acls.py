@@ -23,7 +23,7 @@ from kafkalite.security.acl import (CLUSTER_NAME, SUPPORTED_OPERATIONS, AccessCo
                                     AclBindingFilter, Operation, PatternType, Permission, ResourcePattern,
                                     ResourceType, group_by_pattern)
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ToolError, bootstrap_arg, command_config, parser, run
 
 OPERATIONS = {op.pascal.lower(): op for op in Operation if op not in (Operation.UNKNOWN, Operation.ANY)}
 
@@ -165,10 +165,10 @@ def show(title: str, pattern: ResourcePattern, acl_entries: Iterable[AccessContr
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    security = command_config_security(args)
+    settings = command_config(args, "kafkalite-acls")
     if args.add:
         wanted = bindings_to_add(args)
-    with KafkaClient(args.bootstrap_server, client_id="kafkalite-acls", security=security) as client:
+    with KafkaClient(args.bootstrap_server, **settings) as client:
         if args.add:
             for pattern, acl_entries in group_by_pattern(wanted).items():
                 show("Adding ACLs for resource", pattern, acl_entries)

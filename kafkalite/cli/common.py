@@ -187,6 +187,29 @@ def command_config_security(args: Any) -> ClientSecurity:
     return client_security(read_properties(getattr(args, "command_config", None)))
 
 
+#: the AdminClient properties a ``--command-config`` may set besides security, as the keywords of
+#: KafkaClient (and Admin) that carry them
+CLIENT_SETTINGS = {"request.timeout.ms": "request_timeout_ms", "retry.backoff.ms": "retry_backoff_ms",
+                   "retries": "retries", "socket.connection.setup.timeout.ms": "connect_timeout_ms"}
+
+
+def command_config(args: Any, client_id: str) -> dict[str, Any]:
+    """The admin tools' ``--command-config FILE`` as KafkaClient keywords: the security, and
+    ``client.id``, ``request.timeout.ms``, ``retry.backoff.ms``, ``retries`` and
+    ``socket.connection.setup.timeout.ms`` as Kafka's AdminClient reads them from that file (so
+    ``request.timeout.ms=5000`` bounds how long a tool keeps trying an unreachable cluster). Other
+    client properties are accepted and ignored, as the AdminClient warns of unknown ones."""
+    security, rest = split_security(read_properties(getattr(args, "command_config", None)))
+    settings: dict[str, Any] = {"security": client_security(security), "client_id": rest.get("client.id", client_id)}
+    for key, keyword in CLIENT_SETTINGS.items():
+        if key in rest:
+            value = rest[key].strip()
+            if not value.isdigit():
+                raise ToolError(f"--command-config: {key} must be a non-negative whole number, not {rest[key]!r}")
+            settings[keyword] = int(value)
+    return settings
+
+
 def client_config_arg(p: argparse.ArgumentParser, role: str) -> None:
     """``--producer.config FILE`` / ``--consumer.config FILE``: client properties, security included."""
     p.add_argument(f"--{role}.config", dest=f"{role}_config", metavar="FILE",

@@ -30,7 +30,7 @@ from kafkalite.security import scram
 from kafkalite.coordination.client import secure_acls
 from zk_schema import ConfigEntityChangeNotification, ConfigEntityZNode, sanitize
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run, zookeeper_login
+from .common import ToolError, bootstrap_arg, command_config, parser, run, zookeeper_login
 
 ENTITY_TYPES = {"topics": TOPIC, "brokers": BROKER}
 USERS = "users"
@@ -184,7 +184,7 @@ def quota_main(a) -> int:
     if a.alter and len(names) != len(types):
         raise ToolError("--alter needs an --entity-name or --entity-default for every --entity-type")
     entity = {QUOTA_TYPES[t]: (names[i] if i < len(names) else "") for i, t in enumerate(types)}
-    with Admin(a.bootstrap_server, security=command_config_security(a)) as admin:
+    with Admin(a.bootstrap_server, **command_config(a, "kafkalite-configs")) as admin:
         if a.describe:
             components = [(kind, MATCH_ANY if name == "" else MATCH_DEFAULT if name is None else MATCH_EXACT,
                            name or None) for kind, name in entity.items()]
@@ -249,7 +249,7 @@ def main(argv: list[str]) -> int:
         if rtype == BROKER and not name.isdigit():
             raise ToolError(f"The entity name for brokers must be a valid integer broker id, found: {name}")
     singular = a.entity_type[:-1]
-    with Admin(a.bootstrap_server, security=command_config_security(a)) as admin:
+    with Admin(a.bootstrap_server, **command_config(a, "kafkalite-configs")) as admin:
         if rtype == TOPIC and name not in admin.client.metadata([name]).topics:
             raise ToolError(f"Topic '{name}' does not exist as expected")
         if a.describe:

@@ -7,7 +7,7 @@ import re
 
 from kafkalite.client import Admin, ClientError, TopicPartition
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ToolError, bootstrap_arg, command_config, parser, run
 
 
 def build_parser():
@@ -172,7 +172,7 @@ def reset_offsets(admin: Admin, group: str, a) -> None:
 
 def main(argv: list[str]) -> int:
     a = build_parser().parse_args(argv)
-    with Admin(a.bootstrap_server, security=command_config_security(a)) as admin:
+    with Admin(a.bootstrap_server, **command_config(a, "kafkalite-consumer-groups")) as admin:
         if a.list:
             for g, _ in admin.list_groups():
                 print(g)

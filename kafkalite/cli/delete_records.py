@@ -13,7 +13,7 @@ import json
 from kafkalite.client import Admin
 from kafkalite.client.cluster import TopicPartition
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ToolError, bootstrap_arg, command_config, parser, run
 
 
 def build_parser():
@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     offsets = read_offsets(args.offset_json_file)
     print("Executing records delete operation")
-    with Admin(args.bootstrap_server, security=command_config_security(args)) as admin:
+    with Admin(args.bootstrap_server, **command_config(args, "kafkalite-delete-records")) as admin:
         results = admin.delete_records(offsets)
     print("Records delete operation completed:")
     failed = 0

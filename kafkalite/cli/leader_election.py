@@ -16,7 +16,7 @@ from kafkalite.client.admin import PREFERRED, UNCLEAN
 from kafkalite.client.cluster import TopicPartition
 from kafkalite.errors import ErrorCode
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, properties, run
+from .common import ToolError, bootstrap_arg, command_config, parser, properties, run
 
 TYPES = {"preferred": PREFERRED, "unclean": UNCLEAN}
 
@@ -95,7 +95,7 @@ def main(argv: list[str]) -> int:
     else:
         partitions = [TopicPartition(args.topic, args.partition)]
     kind = args.election_type.upper()
-    with Admin(args.bootstrap_server, security=command_config_security(args)) as admin:
+    with Admin(args.bootstrap_server, **command_config(args, "kafkalite-leader-election")) as admin:
         results = admin.elect_leaders(TYPES[args.election_type], partitions, timeout_ms=_timeout_ms(args))
     succeeded = [tp for tp, err in results.items() if err is None]
     not_needed = [tp for tp, err in results.items() if err is not None and err.code == ErrorCode.ELECTION_NOT_NEEDED]

@@ -19,7 +19,7 @@ from typing import Any
 from kafkalite.client import Admin
 from kafkalite.errors import ErrorCode
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ToolError, bootstrap_arg, command_config, parser, run
 
 #: error code -> the exception class Kafka's AdminClient raises for it (what kafka-log-dirs.sh prints)
 EXCEPTION_NAMES = {
@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
     brokers = broker_ids(args.broker_list)
     topics = [t.strip() for t in args.topic_list.split(",") if t.strip()] or None
     print("Querying brokers for log directories information")
-    with Admin(args.bootstrap_server, security=command_config_security(args), client_id="kafkalite-log-dirs") as admin:
+    with Admin(args.bootstrap_server, **command_config(args, "kafkalite-log-dirs")) as admin:
         described = admin.describe_log_dirs(brokers, topics)
     print(f"Received log directory information from brokers {','.join(map(str, described))}")
     doc: dict[str, Any] = {"version": 1, "brokers": [{

@@ -30,6 +30,7 @@ reassignment (retrying while the replica does not exist yet, up to ``--timeout``
 """
 from __future__ import annotations
 
+import argparse
 import json
 import random
 from typing import Any
@@ -41,7 +42,7 @@ from kafkalite.controller.assignment import assign_replicas, assign_replicas_for
 from kafkalite.errors import ErrorCode, KafkaError
 from kafkalite.quota.replication import format_throttled_replicas
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, run
+from .common import ToolError, bootstrap_arg, command_config, parser, run
 
 Plan = dict[TopicPartition, list[int]]
 
@@ -448,6 +449,12 @@ def _broker_list(raw: str | None) -> list[int]:
     return ids
 
 
+def _admin(args: argparse.Namespace) -> Admin:
+    """The tool's Admin: ``--command-config``'s settings, each request bounded by ``--timeout``."""
+    return Admin(args.bootstrap_server, **{**command_config(args, "kafkalite-reassign-partitions"),
+                                           "request_timeout_ms": args.timeout})
+
+
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.generate:
@@ -455,19 +462,19 @@ def main(argv: list[str]) -> int:
             raise ToolError("--generate needs --topics-to-move-json-file")
         topics = read_topics_to_move(args.topics_to_move_json_file)
         brokers = _broker_list(args.broker_list)
-        with Admin(args.bootstrap_server, security=command_config_security(args), request_timeout_ms=args.timeout) as admin:
+        with _admin(args) as admin:
             current, proposed = generate(admin.client, topics, brokers, not args.disable_rack_aware)
         print(f"Current partition replica assignment\n{plan_json(current)}\n")
         print(f"Proposed partition reassignment configuration\n{plan_json(proposed)}")
         return 0
     if args.list:
-        with Admin(args.bootstrap_server, security=command_config_security(args), request_timeout_ms=args.timeout) as admin:
+        with _admin(args) as admin:
             list_ongoing(admin, args.timeout)
         return 0
     if not args.reassignment_json_file:
         raise ToolError("--execute, --verify and --cancel need --reassignment-json-file")
     plan = read_plan(args.reassignment_json_file)
-    with Admin(args.bootstrap_server, security=command_config_security(args), request_timeout_ms=args.timeout) as admin:
+    with _admin(args) as admin:
         moves = read_log_dirs(args.reassignment_json_file)
         if args.execute:
             execute(admin, plan, args.additional, args.timeout, args.throttle)

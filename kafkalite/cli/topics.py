@@ -14,7 +14,7 @@ from kafkalite.client import Admin, ClientError, NewTopic
 from kafkalite.client.admin import TOPIC
 from kafkalite.errors import ErrorCode
 
-from .common import ToolError, bootstrap_arg, command_config_security, parser, properties, run, zookeeper_login
+from .common import ToolError, bootstrap_arg, command_config, parser, properties, run, zookeeper_login
 
 
 def build_parser():
@@ -114,7 +114,7 @@ def describe_lines(name: str, topic_id: str | None, parts: dict[int, tuple[int, 
 
 # -- bootstrap mode -------------------------------------------------------------------------------
 def with_admin(a) -> int:
-    with Admin(a.bootstrap_server, security=command_config_security(a)) as admin:
+    with Admin(a.bootstrap_server, **command_config(a, "kafkalite-topics")) as admin:
         if a.list:
             for t in matching(admin.list_topics(include_internal=not a.exclude_internal), a.topic):
                 print(t)

@@ -31,7 +31,7 @@ from kafkalite.records.record import decode_batch
 from kafkalite.txn.records import decode as decode_txn_record
 from kafkalite.txn.state import TransactionMetadata, TxnState
 
-from .common import ArgumentParser, SharedOptions, ToolError, bootstrap_arg, command_config_security, run, verbose_arg
+from .common import ArgumentParser, SharedOptions, ToolError, bootstrap_arg, command_config, run, verbose_arg
 
 TXN_TOPIC = "__transaction_state"
 EARLIEST, LATEST = -2, -1
@@ -175,7 +175,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def main(argv: list[str]) -> int:
     a = parse_args(argv)
-    with KafkaClient(a.bootstrap_server, security=command_config_security(a), client_id="kafkalite-transactions") as client:
+    with KafkaClient(a.bootstrap_server, **command_config(a, "kafkalite-transactions")) as client:
         if a.command == "list":
             rows = cmd_list(client)
         elif a.command == "describe":

@@ -94,11 +94,15 @@ class PartitionReassignment(NamedTuple):
 class Admin:
     def __init__(self, bootstrap_servers: str | list[str] | None = None, *, client: KafkaClient | None = None,
                  request_timeout_ms: int = 30000, client_id: str = "kafkalite-admin",
-                 security: ClientSecurity | None = None) -> None:
-        """``security`` (TLS, SASL) is used when the Admin makes its own KafkaClient."""
+                 security: ClientSecurity | None = None, retry_backoff_ms: int = 100, retries: int = 5,
+                 connect_timeout_ms: int = 10000) -> None:
+        """``security`` (TLS, SASL) and the retry settings are used when the Admin makes its own
+        KafkaClient."""
         self._own = client is None
         self.client = client or KafkaClient(bootstrap_servers, client_id=client_id,
-                                            request_timeout_ms=request_timeout_ms, security=security)
+                                            request_timeout_ms=request_timeout_ms, security=security,
+                                            retry_backoff_ms=retry_backoff_ms, retries=retries,
+                                            connect_timeout_ms=connect_timeout_ms)
         self.timeout_ms = request_timeout_ms
 
     def close(self) -> None:

@@ -17,12 +17,13 @@ import itertools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from twisted.internet import defer, protocol
 from twisted.internet.interfaces import IReactorTCP, IReactorTime
 from twisted.python.failure import Failure
 
+from kafkalite.net.tcp_receive import connect_tcp
 from kafkalite.net.transport import stream_transport
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
@@ -72,17 +73,38 @@ class KafkaClientProtocol(protocol.Protocol):
 
     def dataReceived(self, data: bytes) -> None:
         try:
-            for frame in self.decoder.feed(data):
-                corr = int.from_bytes(frame[:4], "big", signed=True)
-                entry = self.pending.pop(corr, None)
-                if entry is None:
-                    raise ProtocolError(f"response with unknown correlation id {corr}")
-                api_key, version, d, timer = entry
-                timer.cancel()
-                d.callback(codec.decode_response(api_key, version, frame)[1])
+            self._answer(self.decoder.feed(data))
         except ProtocolError as exc:
-            log.warning("bad response from %s: %s", stream_transport(self).getPeer(), exc)
-            stream_transport(self).abortConnection()
+            self._bad_response(exc)
+
+    # -- net.tcp_receive.BufferedReceiver: plaintext reads go straight into the response frame --
+    def get_buffer(self, spare: memoryview) -> memoryview:
+        if self.closed:
+            return spare
+        return self.decoder.get_buffer(spare)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        try:
+            self._answer(self.decoder.buffer_updated(nbytes))
+        except ProtocolError as exc:
+            self._bad_response(exc)
+
+    def _answer(self, frames: list[bytearray]) -> None:
+        for frame in frames:
+            corr = int.from_bytes(frame[:4], "big", signed=True)
+            entry = self.pending.pop(corr, None)
+            if entry is None:
+                raise ProtocolError(f"response with unknown correlation id {corr}")
+            api_key, version, d, timer = entry
+            timer.cancel()
+            d.callback(codec.decode_response(api_key, version, frame)[1])
+
+    def _bad_response(self, exc: ProtocolError) -> None:
+        log.warning("bad response from %s: %s", stream_transport(self).getPeer(), exc)
+        self.closed = True
+        stream_transport(self).abortConnection()
 
     def _timeout(self, corr: int) -> None:
         entry = self.pending.pop(corr, None)
@@ -167,6 +189,24 @@ def authenticate(conn: KafkaClientProtocol, security: ClientSecurity, timeout_s:
     return conn
 
 
+class _ConnectOnce(protocol.ClientFactory):
+    """One connection attempt for an already built protocol; ``connected`` fires with it once it
+    is connected, or fails with why the attempt failed (``protocol.ClientCreator``'s contract)."""
+
+    def __init__(self, proto: KafkaClientProtocol, connected: defer.Deferred, clock: IReactorTime) -> None:
+        self.proto = proto
+        self.connected = connected
+        self.clock = clock
+
+    def buildProtocol(self, addr: Any) -> KafkaClientProtocol:
+        # fired on the next reactor turn, after makeConnection (as ClientCreator does)
+        self.clock.callLater(0, self.connected.callback, self.proto)
+        return self.proto
+
+    def clientConnectionFailed(self, connector: Any, reason: Failure) -> None:
+        self.connected.errback(reason)
+
+
 @defer.inlineCallbacks
 def connect(reactor: IReactorTCP, host: str, port: int, client_id: str, timeout_s: float,
             security: ClientSecurity | None = None) -> Any:
@@ -174,7 +214,12 @@ def connect(reactor: IReactorTCP, host: str, port: int, client_id: str, timeout_
     ``security`` says)."""
     creator = protocol.ClientCreator(reactor, KafkaClientProtocol, client_id, reactor)
     if security is None or not security.uses_tls:
-        conn = yield creator.connectTCP(host, port, timeout=timeout_s)
+        # plaintext: reads with recv_into, a Fetch response's bytes straight into its frame
+        connected: defer.Deferred[KafkaClientProtocol] = defer.Deferred()
+        clock = cast(IReactorTime, reactor)         # Twisted's reactors are their own clock
+        connect_tcp(reactor, host, port, _ConnectOnce(KafkaClientProtocol(client_id, clock), connected, clock),
+                    timeout=timeout_s)
+        conn = yield connected
     else:
         from kafkalite.net import tls
 

@@ -42,10 +42,11 @@ from twisted.python.failure import Failure
 from zope.interface import implementer
 
 from kafkalite.net.sendfile import RegionSender, close_regions, copy_regions, has_regions
+from kafkalite.net.tcp_receive import listen_tcp
 from kafkalite.net.transport import stream_transport
 from kafkalite.net.tls import TLSServerFactory, peer_certificate, tcp_transport
 from kafkalite.protocol.errors import ProtocolError
-from kafkalite.protocol.framing import FrameDecoder
+from kafkalite.protocol.framing import FrameDecoder, FramePool, unshared
 from kafkalite.security import principal as principals
 
 if TYPE_CHECKING:
@@ -177,9 +178,10 @@ class ConnectionQuotas:
 class KafkaConnection(protocol.Protocol):
     def __init__(self, dispatcher: Dispatcher, max_frame_bytes: int, max_queued: int,
                  on_close: Callable[["KafkaConnection"], None] | None = None,
-                 socket_options: SocketOptions | None = None, clock: IReactorTime | None = None) -> None:
+                 socket_options: SocketOptions | None = None, clock: IReactorTime | None = None,
+                 frame_pool: FramePool | None = None) -> None:
         self.dispatcher = dispatcher
-        self.decoder = FrameDecoder(max_frame_bytes)
+        self.decoder = FrameDecoder(max_frame_bytes, frame_pool)
         self.max_queued = max_queued
         self.queue: deque[bytearray] = deque()
         self.busy = False
@@ -251,8 +253,30 @@ class KafkaConnection(protocol.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()
             return
+        self._received(frames)
+
+    # -- net.tcp_receive.BufferedReceiver: plaintext TCP reads straight into the frame's buffer --
+    def get_buffer(self, spare: memoryview) -> memoryview:
+        if self.closed:
+            return spare                       # read and dropped, as dataReceived drops it
+        return self.decoder.get_buffer(spare)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.closed:
+            return
+        self._touch()
+        try:
+            frames = self.decoder.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.abort()
+            return
+        self._received(frames)
+
+    def _received(self, frames: list[bytearray]) -> None:
         if frames:
             self.queue.extend(frames)
+            frames.clear()          # the queue holds them now; a frame done with is then unshared
             if len(self.queue) >= self.max_queued and not self.reading_paused:
                 self.reading_paused = True
                 if not self.muted:
@@ -366,6 +390,11 @@ class KafkaConnection(protocol.Protocol):
                     result.addCallbacks(self._respond, self._failed)
                     continue
                 self._respond(result)
+                # answered at once (acks=1 produce): when nothing kept the frame or a view of it,
+                # its buffer serves a later big frame (FramePool)
+                pool = self.decoder.pool
+                if pool is not None and unshared(frame):
+                    pool.give(frame)
         finally:
             self.draining = False
 
@@ -442,6 +471,8 @@ class KafkaServerFactory(protocol.ServerFactory):
         self.max_idle_ms = max_idle_ms          # needs ``clock``; negative: never close idle connections
         self.clock = clock
         self.connections: set[KafkaConnection] = set()
+        #: big request frames' buffers, reused across this listener's connections (reactor thread)
+        self.frame_pool = FramePool()
         self.port: Any = None
         self.accepting = True
         self.idle_sweep: task.LoopingCall | None = None
@@ -449,10 +480,14 @@ class KafkaServerFactory(protocol.ServerFactory):
             quotas.factories.append(self)
 
     def listen(self, reactor: Any, port: int, interface: str) -> Any:
-        """Bind this listener (``reactor.listenTCP``); its receive buffer is set on the listening
-        socket too, so accepted connections start with it (as Kafka sets it before binding)."""
-        factory: Any = self if self.tls_options is None else TLSServerFactory(self.tls_options, False, self)
-        self.port = reactor.listenTCP(port, factory, interface=interface)
+        """Bind this listener (plaintext: ``net.tcp_receive.listen_tcp``, whose connections read
+        into the frame's buffer; TLS: ``reactor.listenTCP`` under Twisted's TLS protocol); its
+        receive buffer is set on the listening socket too, so accepted connections start with it
+        (as Kafka sets it before binding)."""
+        if self.tls_options is None:
+            self.port = listen_tcp(reactor, port, self, interface)      # reads with recv_into
+        else:
+            self.port = reactor.listenTCP(port, TLSServerFactory(self.tls_options, False, self), interface=interface)
         if self.socket_options is not None and getattr(self.port, "socket", None) is not None:
             self.socket_options.apply(self.port.socket, listening=True)
         return self.port
@@ -467,7 +502,8 @@ class KafkaServerFactory(protocol.ServerFactory):
                 log.info("rejected connection from %s: %s", host, refused)
                 return None
         conn = KafkaConnection(self.dispatcher, self.max_frame_bytes, self.max_queued,
-                               on_close=self._closed, socket_options=self.socket_options, clock=self.clock)
+                               on_close=self._closed, socket_options=self.socket_options, clock=self.clock,
+                               frame_pool=self.frame_pool)
         conn.quota_host = host if self.quotas is not None else None
         if self.tls_options is not None:
             conn.tls = True

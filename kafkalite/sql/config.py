@@ -32,6 +32,9 @@ class KsqlConfig:
     # a failed persistent query is restarted after a back-off that doubles up to the max (KsqlConfig)
     retry_backoff_initial_ms: int = 15000         # ksql.query.retry.backoff.initial.ms
     retry_backoff_max_ms: int = 900000            # ksql.query.retry.backoff.max.ms
+    # a TIMESTAMP column null or negative in a record: skip the record (false) or fail the query
+    timestamp_throw_on_invalid: bool = False      # ksql.timestamp.throw.on.invalid
+    insert_values_enabled: bool = True            # ksql.insert.into.values.enabled (and /inserts-stream)
 
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
@@ -62,6 +65,13 @@ class KsqlConfig:
             if not text.isdigit():
                 raise ConfigError(f"{name}: {text!r} is not a number of milliseconds")
             backoff[name] = int(text)
+        flags = {}
+        for name, default in (("ksql.timestamp.throw.on.invalid", "false"),
+                              ("ksql.insert.into.values.enabled", "true")):
+            flag = p.get(name, default).lower()
+            if flag not in ("true", "false"):
+                raise ConfigError(f"{name}: {flag!r} is not true or false")
+            flags[name] = flag == "true"
         try:
             security = ClientSecurity.from_properties(p)
         except ClientError as exc:
@@ -75,7 +85,9 @@ class KsqlConfig:
             spark_conf=tuple(sorted((k, v) for k, v in p.items() if k.startswith("spark.") and k != "spark.master")),
             streams=streams, security=security,
             retry_backoff_initial_ms=backoff["ksql.query.retry.backoff.initial.ms"],
-            retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"])
+            retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"],
+            timestamp_throw_on_invalid=flags["ksql.timestamp.throw.on.invalid"],
+            insert_values_enabled=flags["ksql.insert.into.values.enabled"])
         config.listener                                   # checks the first listener now
         return config
 

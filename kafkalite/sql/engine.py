@@ -28,10 +28,10 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, printing, serde
+from kafkalite.sql import ast, inserts, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
-from kafkalite.sql.errors import BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
+from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
@@ -1179,16 +1179,11 @@ class Engine:
             cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
             cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
-        ts_col = src.column(src.timestamp) if src.timestamp else None
-        rowtime = ("timestamp" if ts_col is None else quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
-                   else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
         if batch_session is not None:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
-        if src.timestamp:
-            return parsed.selectExpr("*", f"{rowtime} AS `ROWTIME`").drop("__record_time")
-        return parsed.withColumnRenamed("__record_time", "ROWTIME")
+        return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
     def _key_sql(self, plan: "QueryPlan") -> str:
         names = plan.key_names
@@ -1244,7 +1239,9 @@ class Engine:
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
         """One record produced to the source's topic (ksqlDB writes it directly, not through the
         command topic), encoded as the engine's queries decode that source."""
-        source = self.metastore.require(s.target, text)
+        source = inserts.writable_source(self.metastore, s.target, (self.commands.topic,), text)
+        if not self.config.insert_values_enabled:
+            raise KsqlError(f"Failed to insert values into '{source.name}'. {inserts.DISABLED}", statement=text)
         row, rowtime = serde.row_of(s, source, text)
         record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
                               text)
@@ -1256,6 +1253,17 @@ class Engine:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
         finally:
             producer.close(5)
+
+    def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> inserts.InsertsSubscriber:
+        """``/inserts-stream``'s writer for one request (ksqlDB's ``InsertsStreamEndpoint``): the
+        target checked (unknown, windowed, the command topic), then a producer of its own."""
+        if not self.config.insert_values_enabled:
+            raise KsqlError(inserts.DISABLED, code=BAD_REQUEST)
+        source = inserts.resolve_target(self.metastore, target, (self.commands.topic,))
+        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                            client_id=f"ksql-inserts-{self.config.service_id}")
+        return inserts.InsertsSubscriber(source, producer,
+                                         self._avro_lookup if self.config.schema_registry_url else None)
 
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient
@@ -1429,6 +1437,48 @@ def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
         row["WINDOWSTART"] = int(window["start"].timestamp() * 1000)
         row["WINDOWEND"] = int(window["end"].timestamp() * 1000)
     return row
+
+
+def with_time_text(parsed: Any, src: DataSource) -> Any:
+    """TIME columns as the queries see them (``HH:mm:ss``, ``.SSS`` when there are milliseconds)
+    from what ksqlDB writes: milliseconds of the day (Avro ``time-millis``, a JSON number or
+    numeric text, a DELIMITED field); text that is already a time stays as it is."""
+    times = {c.name for c in src.columns if c.type.name == "TIME"}
+    if not times:
+        return parsed
+    items = []
+    for name in parsed.columns:
+        if name not in times:
+            items.append(quote(name))
+            continue
+        text, ms = f"CAST({quote(name)} AS STRING)", f"CAST({quote(name)} AS BIGINT)"
+        two = [f"lpad(CAST({part} AS STRING), 2, '0')" for part in
+               (f"{ms} div 3600000", f"({ms} div 60000) % 60", f"({ms} div 1000) % 60")]
+        formatted = (f"concat({two[0]}, ':', {two[1]}, ':', {two[2]}, CASE WHEN {ms} % 1000 = 0 THEN '' "
+                     f"ELSE concat('.', lpad(CAST({ms} % 1000 AS STRING), 3, '0')) END)")
+        items.append(f"CASE WHEN {text} RLIKE '^[0-9]+$' THEN {formatted} ELSE {text} END AS {quote(name)}")
+    return parsed.selectExpr(*items)
+
+
+def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False) -> Any:
+    """``parsed`` (the source's columns and the record's ``__record_time``) with ROWTIME: the
+    record's timestamp, or the source's TIMESTAMP column. A record whose column is null or
+    negative has no valid event time: ksqlDB's extractor (``LoggingTimestampExtractor``) then
+    returns -1 and Kafka Streams skips the record, so the query drops it here; with
+    ``ksql.timestamp.throw.on.invalid=true`` the query fails instead, as ksqlDB's does."""
+    ts_col = src.column(src.timestamp) if src.timestamp else None
+    if ts_col is None:
+        return parsed.withColumnRenamed("__record_time", "ROWTIME")
+    rowtime = (quote(ts_col.name) if ts_col.type.name == "TIMESTAMP"
+               else f"timestamp_millis(CAST({quote(ts_col.name)} AS BIGINT))")
+    invalid = f"({quote(ts_col.name)} IS NULL OR unix_millis({rowtime}) < 0)"
+    if throw_on_invalid:
+        message = f"Failed to extract timestamp from row: column {ts_col.name} is null or negative"
+        timed = parsed.selectExpr("*", f"CASE WHEN {invalid} THEN raise_error('{message}') ELSE {rowtime} END "
+                                       "AS `ROWTIME`")
+    else:
+        timed = parsed.where(f"NOT {invalid}").selectExpr("*", f"{rowtime} AS `ROWTIME`")
+    return timed.drop("__record_time")
 
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Any
 BAD_STATEMENT = 40001
 QUERY_ENDPOINT = 40002       # a push query sent to /ksql
 BAD_REQUEST = 40000
+HTTP2_ONLY = 40004           # /inserts-stream over HTTP/1.1
 NOT_FOUND = 40400
 SERVER_ERROR = 50000
 

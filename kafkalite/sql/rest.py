@@ -18,13 +18,21 @@ list at a time.
 
 A push query's rows arrive on Spark's callback thread and are written from the reactor thread
 (``callFromThread``); the query is stopped (off the reactor) when the client disconnects, on
-/close-query, or at its LIMIT. ``/inserts-stream`` answers 501 with ksqlDB's error JSON.
+/close-query, or at its LIMIT.
+
+* ``POST /inserts-stream`` (HTTP/2 only, as ksqlDB: HTTP/1.1 gets 400 with error 40004): a
+  ``{"target": ..., "properties": {...}}`` line, then one JSON object per line, each row
+  answered with ``{"status":"ok","seq":n}`` or, ending the stream, ``{"@type":"InsertError",
+  "error_code":..,"message":..,"status":"error","seq":n}`` (delimited lines by default, one JSON
+  array with ``Accept: application/json``). Rows are read as they arrive (``KsqlRequest``), so
+  acks flow while the client is still sending.
 
 Every endpoint is served over HTTP/1.1 and over cleartext HTTP/2 with prior knowledge on the same
 listener (``PriorKnowledgeChannel``), as ksqlDB's Vert.x server does.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from typing import Any, Protocol
@@ -33,14 +41,20 @@ from twisted.internet import reactor, threads
 from twisted.python.failure import Failure
 from twisted.web import http, resource, server
 
-from kafkalite.sql.errors import BAD_REQUEST, NOT_FOUND, SERVER_ERROR, KsqlError
+try:
+    from twisted.web._http2 import H2Stream
+except ImportError:                                       # h2 missing: HTTP/1.1 only, no live inserts
+    H2Stream = None  # type: ignore[assignment,misc]
+
+from kafkalite.sql.errors import BAD_REQUEST, HTTP2_ONLY, NOT_FOUND, SERVER_ERROR, KsqlError
+from kafkalite.sql.inserts import InsertsSubscriber
 from kafkalite.sql.queries import Row, TransientQuery
 
 log = logging.getLogger(__name__)
 
 KSQL_JSON = "application/vnd.ksql.v1+json"
 DELIMITED = "application/vnd.ksqlapi.delimited.v1"
-NOT_SERVED = {b"/inserts-stream"}
+INSERTS_STREAM = b"/inserts-stream"
 
 
 class EngineLike(Protocol):
@@ -55,6 +69,8 @@ class EngineLike(Protocol):
     def query(self, text: str, properties: dict[str, Any] | None = None) -> TransientQuery: ...
 
     def close_query(self, query_id: str) -> bool: ...
+
+    def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> InsertsSubscriber: ...
 
 
 class KsqlApi(resource.Resource):
@@ -85,6 +101,15 @@ class KsqlApi(resource.Resource):
 
     def render_POST(self, request: server.Request) -> bytes | int:
         path = request.path.rstrip(b"/")
+        if path == INSERTS_STREAM:
+            if request.clientproto != b"HTTP/2":
+                return _error(request, 400, KsqlError("This endpoint is only available when using HTTP2",
+                                                      code=HTTP2_ONLY))
+            # the whole body arrived before any of it was read (see KsqlRequest): same handling
+            inserts = InsertsStreamHandler(request, self.engine)
+            inserts.feed(request.content.read() if request.content is not None else b"")
+            inserts.end()
+            return server.NOT_DONE_YET
         if path not in (b"/ksql", b"/query", b"/query-stream", b"/close-query"):
             return self._unknown(request, path)
         try:
@@ -131,9 +156,6 @@ class KsqlApi(resource.Resource):
         return server.NOT_DONE_YET
 
     def _unknown(self, request: server.Request, path: bytes) -> bytes:
-        if path in NOT_SERVED:
-            return _error(request, 501, KsqlError(f"{path.decode()} (push and pull queries) is not served by "
-                                                  "this server yet", code=50100))
         return _error(request, 404, KsqlError(f"Path not found: {path.decode('utf-8', 'replace')}",
                                               code=NOT_FOUND))
 
@@ -254,6 +276,263 @@ class PrintWriter(QueryWriter):
         return b""
 
 
+class InsertsStreamHandler:
+    """One ``/inserts-stream`` request (ksqlDB's ``InsertsStreamHandler`` and ``AcksSubscriber``):
+    body bytes are split into lines as they come; the first is the arguments, which the engine
+    turns into an ``InsertsSubscriber`` in the thread pool (a bad target is a 400 before any row);
+    rows then go to it in order from one worker at a time (encoding may ask the registry, producing
+    may fetch metadata), and each row's outcome comes back to the reactor thread as an ack. The
+    first error ends the acks; the response ends once the request has ended and every row is
+    answered. While more than ``MAX_OUTSTANDING`` rows wait, the HTTP/2 stream is paused, so
+    HTTP/2 flow control holds the client back (ksqlDB pauses its record parser the same way)."""
+
+    MAX_OUTSTANDING = 200
+
+    def __init__(self, request: server.Request, engine: EngineLike) -> None:
+        self.request = request
+        self.engine = engine
+        accept = (request.getHeader(b"accept") or b"").decode("latin-1")
+        self.json_array = "application/json" in accept and DELIMITED not in accept
+        self.buffer = b""
+        self.args_read = False
+        self.subscriber: InsertsSubscriber | None = None
+        self.queue: list[tuple[int, Any]] = []              # rows waiting for the worker
+        self.working = False
+        self.received = 0                                   # rows read (the next seq)
+        self.answered = 0                                   # rows acked
+        self.written = 0                                    # ack or error lines written
+        self.request_ended = False
+        self.failed = False                                 # an error line was written: no more acks
+        self.finished = False
+        self.finish_at_end = False                          # a response complete before the request
+        self.paused = False
+        request.notifyFinish().addErrback(lambda _: self._client_gone())
+
+    # -- request side ----------------------------------------------------------------------
+    def feed(self, data: bytes) -> None:
+        if self.finished:
+            return
+        self.buffer += data
+        *lines, self.buffer = self.buffer.split(b"\n")
+        for line in lines:
+            self._line(line)
+
+    def end(self) -> None:
+        """The request's body is complete (a last line needs no newline)."""
+        if self.buffer:
+            line, self.buffer = self.buffer, b""
+            self._line(line)
+        self.request_ended = True
+        if not self.args_read and not self.finished:
+            self._refuse(KsqlError("Invalid JSON in request: No content to map due to end-of-input",
+                                   code=BAD_REQUEST))
+        if self.finish_at_end:
+            self.finish_at_end = False
+            self._end_response()
+        self._maybe_finish()
+
+    def _line(self, line: bytes) -> None:
+        if not line.strip() or self.finished:
+            return
+        if not self.args_read:
+            self.args_read = True
+            self._arguments(line)
+            return
+        if self.failed:
+            return                                          # ksqlDB ignores the rest after an error
+        seq = self.received
+        self.received += 1
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = _BAD_JSON
+        self.queue.append((seq, row))
+        self._pump()
+
+    def _arguments(self, line: bytes) -> None:
+        try:
+            args = json.loads(line)
+        except ValueError as exc:
+            self._refuse(KsqlError(f"Invalid JSON in request: {exc}", code=BAD_REQUEST))
+            return
+        if not isinstance(args, dict) or not isinstance(args.get("target"), str):
+            self._refuse(KsqlError("Invalid JSON in request: Missing required creator property 'target'",
+                                   code=BAD_REQUEST))
+            return
+        props = args.get("properties") or {}
+        if not isinstance(props, dict):
+            self._refuse(KsqlError("Invalid JSON in request: 'properties' must be a JSON object", code=BAD_REQUEST))
+            return
+        d = threads.deferToThread(self.engine.inserts_subscriber, args["target"], props)
+        d.addCallbacks(self._subscribed, self._not_subscribed)
+
+    def _subscribed(self, subscriber: InsertsSubscriber) -> None:
+        if self.finished:
+            threads.deferToThread(subscriber.close)
+            return
+        self.subscriber = subscriber
+        self.request.setResponseCode(200)
+        self.request.setHeader(b"content-type", (b"application/json" if self.json_array else DELIMITED.encode()))
+        self.request.write(b"")                             # the 200 and headers go now
+        self._pump()
+        self._maybe_finish()
+
+    def _not_subscribed(self, failure: Failure) -> None:
+        err = failure.value
+        if not isinstance(err, KsqlError):
+            log.error("inserts stream failed: %s", failure.getTraceback())
+            err = KsqlError("The server encountered an internal error when processing the query. Please consult "
+                            "the server logs for more information.", code=SERVER_ERROR)
+        self._refuse(err)
+
+    def _refuse(self, err: KsqlError) -> None:
+        """The request fails as a whole: an HTTP error with ksqlDB's error JSON, no acks."""
+        self.failed = True
+        self._flow()                                        # a paused body must be read to its end
+        if self.finished:
+            return
+        self.finished = True
+        if getattr(self.request, "_disconnected", False):
+            return
+        self.request.write(_json(self.request, err.http_status if 400 <= err.http_status < 600 else 400,
+                                 {"@type": "generic_error", "error_code": err.code, "message": err.message}))
+        self._end_response()
+
+    def _end_response(self) -> None:
+        """Ends the response, but not before the request: Twisted's HTTP/2 server forgets a stream
+        whose response is complete and fails on the client's later DATA frames for it, so a live
+        request's response waits for the client's END_STREAM (the client has every byte already)."""
+        if not self.request_ended:
+            self.finish_at_end = True
+            return
+        if not getattr(self.request, "_disconnected", False):
+            self.request.finish()
+
+    # -- rows ------------------------------------------------------------------------------
+    def _pump(self) -> None:
+        """Hands the queued rows to the worker, one batch at a time, keeping their order."""
+        self._flow()
+        if self.working or self.subscriber is None or not self.queue or self.failed:
+            return
+        batch, self.queue = self.queue, []
+        self.working = True
+        subscriber = self.subscriber
+
+        def work() -> None:
+            for seq, row in batch:
+                try:
+                    if row is _BAD_JSON:
+                        raise KsqlError("Invalid JSON in inserts stream", code=BAD_REQUEST)
+                    subscriber.send(row, functools.partial(self._answer_from_thread, seq))
+                except Exception as exc:                    # the row is refused: it ends the stream
+                    reactor.callFromThread(self._answered, seq, exc)  # type: ignore[attr-defined]
+                    return
+
+        def worked(_: Any) -> None:
+            self.working = False
+            self._pump()
+        threads.deferToThread(work).addBoth(worked)
+
+    def _answer_from_thread(self, seq: int, exc: BaseException | None) -> None:
+        reactor.callFromThread(self._answered, seq, exc)  # type: ignore[attr-defined]
+
+    def _answered(self, seq: int, exc: BaseException | None) -> None:
+        if self.finished or self.failed:
+            return
+        if exc is None:
+            self.answered += 1
+            self._write({"status": "ok", "seq": seq})
+        else:
+            if isinstance(exc, KsqlError) and exc.code == BAD_REQUEST:
+                code, message = exc.code, exc.message
+            else:
+                log.error("Error in processing inserts (row %d): %s", seq, exc)
+                code, message = SERVER_ERROR, "Error in processing inserts. Check server logs for details."
+            self._write({"@type": "InsertError", "error_code": code, "message": message, "status": "error",
+                         "seq": seq})
+            self.failed = True
+            self.queue.clear()
+        self._flow()
+        self._maybe_finish()
+
+    def _write(self, doc: dict[str, Any]) -> None:
+        data = json.dumps(doc, separators=(",", ":")).encode()
+        if self.json_array:
+            self.request.write((b"," if self.written else b"[") + data)
+        else:
+            self.request.write(data + b"\n")
+        self.written += 1
+
+    def _flow(self) -> None:
+        """Pauses the HTTP/2 stream's body while too many rows wait, resumes it when they drain."""
+        channel = getattr(self.request, "channel", None)         # gone once the request finished
+        if channel is None or not hasattr(channel, "pauseProducing"):
+            return
+        waiting = len(self.queue) + (self.received - self.answered)
+        if not self.paused and waiting > self.MAX_OUTSTANDING and not self.failed:
+            self.paused = True
+            channel.pauseProducing()
+        elif self.paused and (waiting <= self.MAX_OUTSTANDING // 2 or self.failed):
+            self.paused = False
+            channel.resumeProducing()
+
+    def _maybe_finish(self) -> None:
+        if self.finished or not self.request_ended or self.subscriber is None:
+            return
+        if not self.failed and (self.answered < self.received or self.working or self.queue):
+            return
+        self.finished = True
+        if self.json_array:
+            self.request.write(b"]" if self.written else b"[]")
+        self._end_response()
+        self._close()
+
+    def _client_gone(self) -> None:
+        self.finished = True
+        self._close()
+
+    def _close(self) -> None:
+        subscriber, self.subscriber = self.subscriber, None
+        if subscriber is not None:
+            threads.deferToThread(subscriber.close)
+
+
+#: a row line that is not JSON (answered in its turn with ksqlDB's 40000 error)
+_BAD_JSON = object()
+
+
+class KsqlRequest(server.Request):
+    """Twisted's request, except that an HTTP/2 ``/inserts-stream`` body is handed to its
+    ``InsertsStreamHandler`` chunk by chunk as it arrives, instead of being buffered until the
+    client ends the stream (ksqlDB acks rows while the client is still sending). Other requests
+    are Twisted's own."""
+
+    inserts: InsertsStreamHandler | None = None
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self.inserts is None and self._live_inserts():
+            stream: Any = self.channel
+            self.method, self.clientproto = stream.command, b"HTTP/2"
+            self.uri = self.path = stream.path.split(b"?", 1)[0]
+            self.inserts = InsertsStreamHandler(self, stream.site.resource.engine)
+        if self.inserts is not None:
+            self.inserts.feed(data)
+            return
+        super().handleContentChunk(data)
+
+    def _live_inserts(self) -> bool:
+        stream: Any = self.channel
+        return (H2Stream is not None and isinstance(stream, H2Stream) and getattr(stream, "command", None) == b"POST"
+                and getattr(stream, "path", b"").split(b"?", 1)[0].rstrip(b"/") == INSERTS_STREAM
+                and isinstance(getattr(stream.site, "resource", None), KsqlApi))
+
+    def requestReceived(self, command: bytes, path: bytes, version: bytes) -> None:
+        if self.inserts is not None:
+            self.inserts.end()                              # the client ended its side
+            return
+        super().requestReceived(command, path, version)
+
+
 def _json(request: server.Request, status: int, doc: Any) -> bytes:
     request.setResponseCode(status)
     request.setHeader(b"content-type", KSQL_JSON.encode())
@@ -307,6 +586,8 @@ class PriorKnowledgeChannel(http._GenericHTTPChannelProtocol):
 
 
 class KsqlSite(server.Site):
+    requestFactory = KsqlRequest
+
     def protocol(self) -> PriorKnowledgeChannel:
         return PriorKnowledgeChannel(http.HTTPChannel())
 

@@ -6,6 +6,8 @@ the registry's latest ``<topic>-value`` schema). Pure apart from the registry lo
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import decimal
 import json
@@ -13,8 +15,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kafkalite.sql import ast
-from kafkalite.sql.errors import KsqlError
+from kafkalite.sql import ast, values
+from kafkalite.sql.errors import BAD_REQUEST, KsqlError
 from kafkalite.sql.metastore import DataSource
 
 #: (schema id, parsed schema, field names) of a subject's latest Avro schema
@@ -29,34 +31,191 @@ class EncodedRecord:
 
 
 def row_of(s: ast.InsertValues, source: DataSource, text: str) -> tuple[dict[str, Any], int | None]:
-    """The statement's values by column name (typed), and ROWTIME if it was given."""
+    """The statement's values by column name (typed), and ROWTIME if it was given (ksqlDB's
+    ``GenericRecordFactory``): every column checked first, then each value evaluated as a
+    constant expression (``values``) and coerced strictly to its column's type. Errors are
+    ksqlDB's, prefixed with "Failed to insert values into '<target>'." as its executor words them."""
     names = list(s.columns) or [c.name for c in source.columns]
     if len(names) != len(s.values):
-        raise KsqlError(f"Expected a value for each column. Expected Columns: [{', '.join(names)}]. "
-                        f"Got [{', '.join(_text(v) for v in s.values)}]", statement=text)
+        raise values.refuse(f"Expected a value for each column. Expected Columns: [{', '.join(names)}]. "
+                            f"Got [{', '.join(_text(v) for v in s.values)}]", source.name, text)
+    for name in names:
+        if name in ("ROWPARTITION", "ROWOFFSET"):
+            raise values.refuse(f"Inserting into column `{name}` is not allowed.", source.name, text)
+        if name != "ROWTIME" and source.column(name) is None:
+            raise values.refuse(f"Column name `{name}` does not exist.", source.name, text)
     row: dict[str, Any] = {}
     rowtime: int | None = None
     for name, expr in zip(names, s.values):
-        if not isinstance(expr, ast.Literal):
-            raise KsqlError(f"Only literals are supported in INSERT VALUES by this server. Got: {_text(expr)}",
-                            statement=text)
-        if name == "ROWTIME":
-            if not isinstance(expr.value, int) or isinstance(expr.value, bool):
-                raise KsqlError(f"Expected type BIGINT for field ROWTIME but got {_text(expr)}", statement=text)
-            rowtime = expr.value
-            continue
-        if name in ("ROWPARTITION", "ROWOFFSET"):
-            raise KsqlError(f"Inserting into column `{name}` is not allowed.", statement=text)
-        column = source.column(name)
-        if column is None:
-            raise KsqlError(f"Column name `{name}` does not exist.", statement=text)
-        row[name] = _coerce(expr.value, column, text)
+        try:
+            value = values.constant(expr)
+            if name == "ROWTIME":
+                rowtime = values.column_value(value, ast.SqlType("BIGINT"), name)
+            else:
+                column = source.column(name)
+                assert column is not None
+                row[name] = values.column_value(value, column.type, name)
+        except values.EvaluationError as exc:
+            raise values.refuse(str(exc), source.name, text) from None
     if source.kind == "TABLE":
         missing = [c.name for c in source.key_columns if row.get(c.name) is None]
         if missing:
-            raise KsqlError(f"Failed to insert values into '{source.name}'. Value for primary key column(s) "
-                            f"{', '.join(missing)} is required for tables", statement=text)
+            raise values.refuse(f"Value for primary key column(s) {', '.join(missing)} is required for tables",
+                                source.name, text)
     return row, rowtime
+
+
+def identifier(text: str) -> str:
+    """A name as a client spells it over the API (ksqlDB's ``Identifiers.getIdentifierText``):
+    upper-cased unless quoted with backticks or double quotes (a doubled quote escapes one)."""
+    if not text or text[0] not in "`\"":
+        return text.upper()
+    quote = text[0]
+    if len(text) < 2 or text[-1] != quote:
+        raise ValueError("Expected matching quote at end of value")
+    inner = text[1:-1]
+    if inner.replace(quote * 2, "").count(quote):
+        raise ValueError(f"Un-escaped quote in middle of value at index {inner.replace(quote * 2, '  ').index(quote) + 1}")
+    return inner.replace(quote * 2, quote)
+
+
+def row_from_json(obj: dict[str, Any], source: DataSource) -> dict[str, Any]:
+    """One ``/inserts-stream`` row by column name (ksqlDB's ``KeyValueExtractor`` with its
+    ``ApiSqlValueCoercer``): field names case-insensitive unless quoted, every key column
+    required (streams too), missing value columns null, unknown fields ignored, values coerced
+    strictly (no text to number); errors are ksqlDB's, code 40000."""
+    fields: dict[str, Any] = {}
+    for name, value in obj.items():
+        try:
+            column = identifier(name)
+        except ValueError as exc:
+            raise KsqlError(f"Invalid column / struct field name. Name: {name}. Reason: {exc}.",
+                            code=BAD_REQUEST) from None
+        if column in fields:
+            raise KsqlError(f"Found duplicate column / struct field name: {column}", code=BAD_REQUEST)
+        fields[column] = value
+    row: dict[str, Any] = {}
+    for c in source.key_columns:
+        if fields.get(c.name) is None:
+            raise KsqlError(f"Key field must be specified: {c.name}", code=BAD_REQUEST)
+        row[c.name] = _api_coerce(fields[c.name], c.type)
+    for c in source.value_columns:
+        value = fields.get(c.name)
+        if c.type.name == "BYTES" and isinstance(value, str):     # JSON carries bytes as base64
+            try:
+                value = base64.b64decode(value, validate=True)
+            except binascii.Error:
+                raise KsqlError(f"Can't coerce a field of type {_java_class(value)} into type BYTES",
+                                code=BAD_REQUEST) from None
+        row[c.name] = None if value is None else _api_coerce(value, c.type)
+    return row
+
+
+def ksql_type_name(t: ast.SqlType) -> str:
+    """A type as ksqlDB prints it in messages (``INTEGER``, ``ARRAY<INTEGER>``, ``DECIMAL(4, 2)``)."""
+    if t.name == "ARRAY":
+        return f"ARRAY<{ksql_type_name(t.items[0])}>"
+    if t.name == "MAP":
+        return f"MAP<{ksql_type_name(t.items[0])}, {ksql_type_name(t.items[1])}>"
+    if t.name == "STRUCT":
+        return "STRUCT<" + ", ".join(f"`{n}` {ksql_type_name(ft)}" for n, ft in t.fields) + ">"
+    return "INTEGER" if t.name == "INT" else "STRING" if t.name == "VARCHAR" else str(t)
+
+
+def _java_class(v: Any) -> str:
+    """The class Vert.x's JSON decoder gives a value, as ksqlDB names it in its coercion error."""
+    if isinstance(v, bool):
+        return "class java.lang.Boolean"
+    if isinstance(v, int):
+        return "class java.lang.Integer" if -2**31 <= v < 2**31 else "class java.lang.Long"
+    return {float: "class java.lang.Double", str: "class java.lang.String", dict: "class io.vertx.core.json.JsonObject",
+            list: "class io.vertx.core.json.JsonArray", bytes: "class java.nio.HeapByteBuffer"}.get(
+        type(v), f"class {type(v).__name__}")
+
+
+class _NoCoercion(Exception):
+    pass
+
+
+def _api_coerce(value: Any, t: ast.SqlType) -> Any:
+    try:
+        return _coerce_json(value, t)
+    except _NoCoercion:
+        raise KsqlError(f"Can't coerce a field of type {_java_class(value)} into type {ksql_type_name(t)}",
+                        code=BAD_REQUEST) from None
+
+
+def _coerce_json(v: Any, t: ast.SqlType) -> Any:
+    """ksqlDB's strict coercion of a decoded JSON value to a column type; the result is what
+    ``encode`` takes (TIMESTAMP as epoch ms, DATE/TIME as their ISO text, DECIMAL a Decimal)."""
+    if v is None:
+        return None
+    name = t.name
+    number = isinstance(v, (int, float)) and not isinstance(v, bool)
+    if name == "DECIMAL":
+        if not (number or isinstance(v, str)):
+            raise _NoCoercion
+        try:
+            d = decimal.Decimal(str(v)).quantize(decimal.Decimal(1).scaleb(-t.params[1]), decimal.ROUND_HALF_UP)
+        except decimal.InvalidOperation:
+            raise _NoCoercion from None
+        if len(d.as_tuple().digits) > t.params[0] and d != 0:
+            raise _NoCoercion
+        return d
+    if name == "ARRAY":
+        if not isinstance(v, list):
+            raise _NoCoercion
+        return [_coerce_json(x, t.items[0]) for x in v]
+    if name == "MAP":
+        if not isinstance(v, dict):
+            raise _NoCoercion
+        return {_coerce_json(k, t.items[0]): _coerce_json(x, t.items[1]) for k, x in v.items()}
+    if name == "STRUCT":
+        if not isinstance(v, dict):
+            raise _NoCoercion
+        try:
+            given = {identifier(k): x for k, x in v.items()}
+        except ValueError:
+            raise _NoCoercion from None
+        declared = dict(t.fields)
+        if any(k not in declared for k in given):
+            raise _NoCoercion                              # a field the struct does not have
+        return {n: _coerce_json(given.get(n), ft) for n, ft in t.fields}
+    if name == "BOOLEAN" and isinstance(v, bool):
+        return v
+    if name == "INT" and number and isinstance(v, int) and -2**31 <= v < 2**31:
+        return v
+    if name == "BIGINT" and number and isinstance(v, int):
+        return v
+    if name == "DOUBLE" and number:
+        return float(v)
+    if name in ("STRING", "VARCHAR") and isinstance(v, str):
+        return v
+    if name == "BYTES" and isinstance(v, bytes):
+        return v
+    if isinstance(v, str) and name in ("TIMESTAMP", "DATE", "TIME"):
+        parsed = parse_temporal(v, name)
+        if parsed is None:
+            raise _NoCoercion
+        return parsed
+    raise _NoCoercion
+
+
+def parse_temporal(text: str, type_name: str) -> Any:
+    """ksqlDB's text forms (``SqlTimeTypes``): TIMESTAMP ``yyyy-MM-ddTHH:mm:ss[.S]`` (UTC; a date
+    alone is midnight) as epoch ms; DATE ``yyyy-MM-dd`` and TIME ``HH:mm:ss[.S]`` checked and kept
+    as text. None if it does not parse."""
+    try:
+        if type_name == "TIMESTAMP":
+            ts = datetime.datetime.fromisoformat(text.strip())
+            if ts.tzinfo is None:
+                ts = ts.replace(tzinfo=datetime.timezone.utc)
+            return int(ts.timestamp() * 1000)
+        if type_name == "DATE":
+            return datetime.date.fromisoformat(text.strip()).isoformat()
+        return datetime.time.fromisoformat(text.strip()).isoformat()
+    except ValueError:
+        return None
 
 
 def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: AvroLookup | None,
@@ -71,9 +230,9 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     value: bytes | None
     fmt = source.value_format
     if fmt == "JSON":
-        value = json.dumps({c.name: _json(row.get(c.name)) for c in values}).encode()
+        value = json.dumps({c.name: _json(_time_ms(row.get(c.name), c)) for c in values}).encode()
     elif fmt == "DELIMITED":
-        value = source.value_delimiter.join("" if row.get(c.name) is None else _plain(row[c.name])
+        value = source.value_delimiter.join("" if row.get(c.name) is None else _plain(_time_ms(row[c.name], c))
                                             for c in values).encode()
     elif fmt == "KAFKA":
         v = row.get(values[0].name) if len(values) == 1 else None
@@ -99,29 +258,13 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
 
 
-def _coerce(value: Any, column: ast.ColumnDef, text: str) -> Any:
-    """ksqlDB's implicit casts for literals: INT -> BIGINT/DOUBLE/DECIMAL, numbers stay numbers,
-    a STRING column takes only strings."""
-    if value is None:
-        return None
-    t = column.type.name
-    ok = {"BOOLEAN": isinstance(value, bool),
-          "INT": isinstance(value, int) and not isinstance(value, bool) and -2**31 <= value < 2**31,
-          "BIGINT": isinstance(value, int) and not isinstance(value, bool),
-          "DOUBLE": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "DECIMAL": isinstance(value, (int, float)) and not isinstance(value, bool),
-          "STRING": isinstance(value, str),
-          "TIMESTAMP": isinstance(value, int) and not isinstance(value, bool),
-          "DATE": isinstance(value, str), "TIME": isinstance(value, str), "BYTES": isinstance(value, str)}
-    if not ok.get(t, False):
-        kind = type(value).__name__.upper().replace("STR", "STRING").replace("FLOAT", "DOUBLE")
-        raise KsqlError(f"Expected type {column.type} for field {column.name} but got {kind}({value})",
-                        statement=text)
-    if t == "DOUBLE":
-        return float(value)
-    if t == "DECIMAL":
-        return decimal.Decimal(str(value))
-    return value
+def _time_ms(v: Any, column: ast.ColumnDef) -> Any:
+    """A TIME as ksqlDB's JSON and DELIMITED formats write it: milliseconds of the day (Connect's
+    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``)."""
+    if isinstance(v, str) and column.type.name == "TIME":
+        t = datetime.time.fromisoformat(v)
+        return ((t.hour * 60 + t.minute) * 60 + t.second) * 1000 + t.microsecond // 1000
+    return v
 
 
 def _avro_value(v: Any, column: ast.ColumnDef) -> Any:
@@ -141,7 +284,16 @@ def _avro_value(v: Any, column: ast.ColumnDef) -> Any:
 
 
 def _json(v: Any) -> Any:
-    return float(v) if isinstance(v, decimal.Decimal) else v
+    """A row value as ksqlDB's JSON format writes it (decimals as numbers, bytes as base64)."""
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, list):
+        return [_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _json(x) for k, x in v.items()}
+    return v
 
 
 def _plain(v: Any) -> str:
@@ -150,6 +302,4 @@ def _plain(v: Any) -> str:
 
 
 def _text(e: ast.Expr) -> str:
-    if isinstance(e, ast.Literal):
-        return "'" + e.value + "'" if isinstance(e.value, str) else "null" if e.value is None else str(e.value)
-    return type(e).__name__
+    return values.sql_text(e)

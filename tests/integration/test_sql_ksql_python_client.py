@@ -1,10 +1,12 @@
 """A Python ksqlDB client from PyPI, unmodified, against ``kafkalite-sql-server``: ``ksqldb``
 (``KSQLdbClient``) drives the server process through its own API: ``ksql`` (DDL, SHOW, DESCRIBE
 ... EXTENDED, INSERT VALUES, errors as ksqlDB's JSON with HTTP 400), ``get_properties``,
-``close_query``, and ``query_sync`` over /query-stream, which it opens with HTTP/2 in cleartext
-(prior knowledge), as does a plain httpx HTTP/2 client streaming PRINT. No persistent or push query, so no Spark session is started."""
+``close_query``, ``query_sync`` over /query-stream and ``inserts_stream`` over /inserts-stream,
+which it opens with HTTP/2 in cleartext (prior knowledge), as does a plain httpx HTTP/2 client
+streaming inserts (acks, an error line, a refused target; HTTP/1.1 refused as ksqlDB does) and PRINT. No persistent or push query, so no Spark session is started."""
 from __future__ import annotations
 
+import json
 import signal
 import uuid
 from pathlib import Path
@@ -50,7 +52,26 @@ def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
             client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u2', '/x', 'three');")
         error = bad.value.response.json()
         assert bad.value.response.status_code == 400 and error["@type"] == "statement_error"
-        assert (error["error_code"], error["message"]) == (40001, "Expected type INT for field N but got STRING(three)")
+        assert (error["error_code"], error["message"]) == (
+            40001, "Failed to insert values into 'CLICKS'. Expected type INTEGER for field `N` but got STRING(three)")
+        # /inserts-stream over HTTP/2: the client's own call, then raw HTTP (JSON shape, refusals)
+        acks = client.inserts_stream("clicks", [{"USERID": "u2", "PAGE": "/a", "N": 4}, {"userid": "u3", "n": 5}])
+        assert acks == [{"status": "ok", "seq": 0}, {"status": "ok", "seq": 1}]
+        with httpx.Client(http1=False, http2=True) as h2:
+            body = b'{"target": "CLICKS"}\n{"USERID": "u4", "N": 6}\n'
+            answer = h2.post(url + "/inserts-stream", content=body, headers={"accept": "application/json"}, timeout=60)
+            assert answer.http_version == "HTTP/2" and answer.status_code == 200
+            assert answer.json() == [{"status": "ok", "seq": 0}]
+            bad_row = h2.post(url + "/inserts-stream", content=b'{"target": "CLICKS"}\n{"USERID": "u5", "N": "six"}',
+                              timeout=60)
+            assert bad_row.status_code == 200 and bad_row.text.splitlines() == [json.dumps({
+                "@type": "InsertError", "error_code": 40000,
+                "message": "Can't coerce a field of type class java.lang.String into type INTEGER",
+                "status": "error", "seq": 0}, separators=(",", ":"))]
+            unknown = h2.post(url + "/inserts-stream", content=b'{"target": "nope"}\n{}\n', timeout=60)
+            assert (unknown.status_code, unknown.json()["error_code"]) == (400, 40001)
+        http1 = requests.post(url + "/inserts-stream", data=b'{"target": "CLICKS"}\n', timeout=60)
+        assert (http1.status_code, http1.json()["error_code"]) == (400, 40004)
         properties = {p["name"]: p["value"] for p in client.get_properties()}
         assert properties["ksql.streams.commit.interval.ms"] == "1500"
         assert client.close_query("transient_CLICKS_1") is False          # unknown: 400
@@ -59,11 +80,13 @@ def test_ksqldb_client_drives_the_server(broker: Any, tmp_path: Path) -> None:
         assert len(answer) == 1 and answer[0]["@type"] == "statement_error", answer
         assert answer[0]["message"].startswith("Pull queries are not supported on streams")
         with httpx.Client(http1=False, http2=True) as h2:
-            with h2.stream("POST", url + "/query-stream", json={"sql": f"PRINT '{topic}' FROM BEGINNING LIMIT 1;",
+            with h2.stream("POST", url + "/query-stream", json={"sql": f"PRINT '{topic}' FROM BEGINNING LIMIT 4;",
                                                                  "properties": {}}, timeout=60) as printed:
                 assert printed.http_version == "HTTP/2" and printed.status_code == 200
                 lines = [line for line in printed.iter_lines() if line.startswith("rowtime:")]
-        assert len(lines) == 1 and ', key: u1, value: {"PAGE": "/home", "N": 3}, partition: 0' in lines[0]
+        assert [line.split(", key: ", 1)[1] for line in lines] == [
+            'u1, value: {"PAGE": "/home", "N": 3}, partition: 0', 'u2, value: {"PAGE": "/a", "N": 4}, partition: 0',
+            'u3, value: {"PAGE": null, "N": 5}, partition: 0', 'u4, value: {"PAGE": null, "N": 6}, partition: 0']
         assert client.ksql("DROP STREAM clicks;")[0]["commandStatus"]["status"] == "SUCCESS"
         assert client.ksql("SHOW STREAMS;")[0]["streams"] == []
     finally:

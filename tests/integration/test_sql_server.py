@@ -93,7 +93,8 @@ def test_server_rest_and_replay_after_restart(broker: Any, tmp_path: Path) -> No
                                                    "('u2', 'p''2');"})
         assert (code, body) == (200, [])                  # ksqlDB answers INSERT VALUES with no entity
         code, body = _call(url + "/ksql", {"ksql": "INSERT INTO pageviews (userid, pageid) VALUES ('u3', 1);"})
-        assert code == 400 and body["message"] == "Expected type STRING for field PAGEID but got INT(1)"
+        assert code == 400 and body["message"] == ("Failed to insert values into 'PAGEVIEWS'. Expected type STRING "
+                                                   "for field `PAGEID` but got INTEGER(1)")
         req = urllib.request.Request(url + "/query", data=json.dumps(
             {"ksql": f"PRINT '{topic}' FROM BEGINNING LIMIT 2;", "streamsProperties": {}}).encode())
         with urllib.request.urlopen(req, timeout=60) as resp:

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -185,8 +186,22 @@ def test_bad_input_one_line_nonzero(cluster3, tool, args, needle):
     assert len([l for l in r.stderr.splitlines() if l.startswith("Error")]) == 1
 
 
-def test_unreachable_bootstrap_and_verbose(cluster3):
-    r = cli("topics", "--bootstrap-server", "127.0.0.1:9", "--list")
+def test_unreachable_bootstrap_and_verbose(tmp_path):
+    """An unreachable cluster is one line (a traceback with --verbose), once the command config's
+    request.timeout.ms (30 s by default, as Kafka's AdminClient) has passed."""
+    config = tmp_path / "admin.properties"
+    config.write_text("request.timeout.ms=1500\nretry.backoff.ms=50\n")
+    started = time.monotonic()
+    r = cli("topics", "--bootstrap-server", "127.0.0.1:9", "--list", "--command-config", str(config))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no broker reachable" in r.stderr
-    r = cli("topics", "--bootstrap-server", "127.0.0.1:9", "--list", "--verbose")
+    assert time.monotonic() - started < 25, "request.timeout.ms of --command-config was not applied"
+    r = cli("topics", "--bootstrap-server", "127.0.0.1:9", "--list", "--verbose", "--command-config", str(config))
     assert r.returncode == 1 and "Traceback" in r.stderr
+
+
+def test_command_config_client_setting_must_be_a_number(tmp_path):
+    config = tmp_path / "admin.properties"
+    config.write_text("request.timeout.ms=soon\n")
+    r = cli("topics", "--bootstrap-server", "127.0.0.1:9", "--list", "--command-config", str(config))
+    assert r.returncode != 0 and r.stderr.count("\n") == 1
+    assert "request.timeout.ms must be a non-negative whole number" in r.stderr

@@ -67,25 +67,28 @@ def test_ports_come_from_outside_the_kernels_ephemeral_range(monkeypatch: pytest
     assert len(set(free_ports(3))) == 3
 
 
-def test_a_taken_candidate_is_passed_over() -> None:
-    """A port some process listens on is never handed out."""
+def test_a_taken_candidate_is_passed_over(monkeypatch: pytest.MonkeyPatch, tmp_path: object) -> None:
+    """A port some process listens on is never handed out: the candidates drawn first are ports
+    this test holds (kernel-chosen, so no other test's candidates are disturbed)."""
+    import random
     import socket
-    candidates = processes.unassigned_port_range()
-    if not candidates:
-        pytest.skip("no room outside the ephemeral range on this machine")
-    holders = []
-    for port in list(candidates)[:: max(1, len(candidates) // 200)]:
-        s = socket.socket()
-        try:
-            s.bind(("127.0.0.1", port))
-            s.listen()
-            holders.append(s)
-        except OSError:
-            s.close()
-    taken = {s.getsockname()[1] for s in holders}
+    holders = [socket.socket() for _ in range(3)]
+    for s in holders:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+    taken = [s.getsockname()[1] for s in holders]
+    from pathlib import Path
+    range_file = Path(str(tmp_path)) / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    monkeypatch.setattr(processes, "_EPHEMERAL_RANGE_FILE", range_file)
+    draws = iter(taken)
+    real = random.Random()
+    monkeypatch.setattr(processes, "_random", SimpleNamespace(
+        choice=lambda seq: next(draws, None) or real.choice(seq)))
     try:
-        chosen = free_ports(50)
-        assert not taken & set(chosen)
+        chosen = free_ports(4)
+        assert next(draws, None) is None, "the held ports were not drawn first"
+        assert not set(taken) & set(chosen) and len(set(chosen)) == 4
     finally:
         for s in holders:
             s.close()

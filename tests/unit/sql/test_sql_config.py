@@ -40,3 +40,12 @@ def test_properties_file_to_config(tmp_path: Path) -> None:
 def test_bad_properties(props: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         KsqlConfig.from_properties(props)
+
+
+def test_timestamp_throw_on_invalid_and_insert_values_enabled() -> None:
+    assert KsqlConfig.from_properties({}).timestamp_throw_on_invalid is False
+    assert KsqlConfig.from_properties({}).insert_values_enabled is True
+    assert KsqlConfig.from_properties({"ksql.insert.into.values.enabled": "false"}).insert_values_enabled is False
+    assert KsqlConfig.from_properties({"ksql.timestamp.throw.on.invalid": "TRUE"}).timestamp_throw_on_invalid is True
+    with pytest.raises(ConfigError, match="ksql.timestamp.throw.on.invalid: 'maybe' is not true or false"):
+        KsqlConfig.from_properties({"ksql.timestamp.throw.on.invalid": "maybe"})

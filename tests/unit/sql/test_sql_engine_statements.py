@@ -257,14 +257,16 @@ def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: 
 
 
 @pytest.mark.parametrize("statement, message", [
-    ("INSERT INTO s VALUES ('k', 1);", "Expected a value for each column. Expected Columns: [ID, V, NAME]. "
-                                       "Got ['k', 1]"),
-    ("INSERT INTO s (id, nope) VALUES ('k', 1);", "Column name `NOPE` does not exist."),
-    ("INSERT INTO s (id, v) VALUES ('k', 'x');", "Expected type INT for field V but got STRING(x)"),
-    ("INSERT INTO s (id, ROWOFFSET) VALUES ('k', 1);", "Inserting into column `ROWOFFSET` is not allowed."),
+    ("INSERT INTO s VALUES ('k', 1);", "Failed to insert values into 'S'. Expected a value for each column. "
+                                       "Expected Columns: [ID, V, NAME]. Got ['k', 1]"),
+    ("INSERT INTO s (id, nope) VALUES ('k', 1);", "Failed to insert values into 'S'. Column name `NOPE` does not exist."),
+    ("INSERT INTO s (id, v) VALUES ('k', 'x');", "Failed to insert values into 'S'. Expected type INTEGER for field "
+                                                 "`V` but got STRING(x)"),
+    ("INSERT INTO s (id, ROWOFFSET) VALUES ('k', 1);", "Failed to insert values into 'S'. Inserting into column "
+                                                       "`ROWOFFSET` is not allowed."),
     ("INSERT INTO t (v) VALUES (1);", "Failed to insert values into 'T'. Value for primary key column(s) ID is "
                                       "required for tables"),
-    ("INSERT INTO nope VALUES (1);", "NOPE does not exist."),
+    ("INSERT INTO nope VALUES (1);", "Cannot insert values into an unknown stream/table: `NOPE`"),
 ])
 def test_insert_values_refusals(engine: Engine, monkeypatch: Any, statement: str, message: str) -> None:
     monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
@@ -509,7 +511,8 @@ def test_avro_columns_map_connect_logical_types_as_ksqldb_does(engine: Engine, m
     assert (datum["ts"], datum["day"], datum["at"], datum["amount"]) == (
         datetime.datetime(2025, 11, 29, 10, 0, 0, 123000, tzinfo=datetime.timezone.utc),
         datetime.date(2025, 11, 29), datetime.time(10, 0, 0, 250000), decimal.Decimal("12.34"))
-    with pytest.raises(KsqlError, match=r"Invalid DATE for DAY: 'Sunday' \(expected yyyy-MM-dd\)"):
+    with pytest.raises(KsqlError, match=r"Failed to insert values into 'READINGS'. Expected type DATE for field "
+                                        r"`DAY` but got STRING\(Sunday\). Date format must be yyyy-mm-dd"):
         engine.execute("INSERT INTO readings (id, ts, day) VALUES (2, 1, 'Sunday');")
     schema["fields"] = [{"name": "choice", "type": ["null", "int", "string"]}]
     with pytest.raises(KsqlError, match=r"Field choice of other-value has an Avro type this server cannot map: "

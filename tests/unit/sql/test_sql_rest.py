@@ -97,5 +97,5 @@ def test_info_health_status_and_unknown_paths(monkeypatch: Any) -> None:
     assert code == 404 and body["error_code"] == 40400
     code, body = _render(api, _request("GET", "/nope"), monkeypatch)
     assert code == 404 and body["@type"] == "generic_error"
-    code, body = _render(api, _request("POST", "/inserts-stream", {}), monkeypatch)
-    assert code == 501 and "not served" in body["message"]
+    code, body = _render(api, _request("POST", "/inserts-stream", {}), monkeypatch)   # HTTP/1.x: ksqlDB refuses
+    assert code == 400 and body["error_code"] == 40004
