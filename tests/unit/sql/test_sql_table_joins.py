@@ -230,3 +230,14 @@ def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine)
     assert engine.running == {}
     with pytest.raises(KsqlError, match="Column 'NOPE' cannot be resolved"):
         engine.execute("CREATE TABLE bad AS SELECT x.z, COUNT(nope) FROM s JOIN x ON s.name = x.id GROUP BY x.z;")
+
+
+def test_a_windowed_aggregate_over_a_stream_stream_join(engine: Engine) -> None:
+    engine.execute("CREATE TABLE pairs AS SELECT s.id AS id, COUNT(*) AS n FROM s JOIN o WITHIN 1 MINUTE ON s.id = o.id "
+                   "WINDOW TUMBLING (SIZE 1 HOUR) GROUP BY s.id HAVING COUNT(*) > 1;")
+    plan, sql = engine.plans["CTAS_PAIRS_3"]
+    assert plan.upstream is engine.plans["CTAS_PAIRS_3_JOIN"][0]          # Spark's stream-stream join, then
+    assert "INNER JOIN ksql_ctas_pairs_3_join_1 AS `O`" in engine.plans["CTAS_PAIRS_3_JOIN"][1]   # the aggregate
+    assert sql.endswith("GROUP BY `S_ID`, window(`ROWTIME`, '3600000 milliseconds') HAVING (count(*) > 1)")
+    pairs = engine.metastore.require("PAIRS")
+    assert pairs.window is not None and [c.name for c in pairs.key_columns] == ["ID"]
