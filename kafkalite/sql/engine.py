@@ -16,7 +16,9 @@ import json
 import logging
 import re
 import threading
+import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,8 +35,8 @@ from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, Ksq
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, output_name, quote,
-                                     spark_type, to_spark)
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, literal,
+                                     map_columns, output_name, quote, spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
@@ -407,9 +409,10 @@ class Engine:
                 if qid is None or qid not in ms.queries or ms.queries[qid].state == "TERMINATED":
                     continue
                 ms.terminate(qid)
-                q = self.running.pop(qid, None)
-                if q is not None:
-                    q.stop()
+                for rid in (qid, f"{qid}_JOIN"):          # an aggregate over a join: its join query too
+                    q = self.running.pop(rid, None)
+                    if q is not None:
+                        q.stop()
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
 
@@ -508,10 +511,12 @@ class Engine:
 
     # -- persistent queries -----------------------------------------------------------------
     def _check_select(self, kind: str, properties: tuple[tuple[str, object], ...], q: ast.Select,
-                      src: DataSource, known: "set[str] | Scope", text: str) -> None:
+                      src: DataSource, known: "set[str] | Scope", text: str, table_join: bool = False) -> None:
+        """ksqlDB's checks of a SELECT; an aggregate or a table-table join (``table_join``)
+        produces a TABLE, anything else a STREAM."""
         if q.window is not None and not q.group_by:
             raise KsqlError("WINDOW clause requires a GROUP BY clause.", statement=text)
-        aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items)
+        aggregate = q.group_by or any(has_aggregate(i.expr) for i in q.items) or table_join
         if kind == "STREAM" and aggregate:
             raise KsqlError("Invalid result type. Your SELECT query produces a TABLE. Please use CREATE TABLE AS "
                             "SELECT statement instead.", statement=text)
@@ -531,9 +536,10 @@ class Engine:
             raise KsqlError(f"Unknown format: {fmt}", statement=text)
 
     def _plan(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str, props: dict[str, Any],
-              query_id: str) -> "QueryPlan":
+              query_id: str, source: DataSource | None = None) -> "QueryPlan":
         """A persistent query's plan (no side effects): its source, its sink (a new stream or
-        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key."""
+        table for CSAS/CTAS, the existing stream for INSERT INTO), the projected items and the key.
+        ``source`` stands for the FROM source (an aggregate over a join reads the join's topic)."""
         ms = self.metastore
         target = ms.require(s.target, text) if isinstance(s, ast.InsertInto) else None
         if target is not None and target.kind != "STREAM":
@@ -543,16 +549,25 @@ class Engine:
         aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
         kind = s.kind if isinstance(s, ast.CreateAsSelect) else "TABLE" if isinstance(s, ast.Query) and aggregate \
             else "STREAM"
-        src = ms.require(q.source, text)
+        src = source or ms.require(q.source, text)
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
         joins = self._join_sources(q, src, aggregate, text)
+        if joins and aggregate:
+            return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         left = q.alias or src.name
         scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
             (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
             if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
-        self._check_select(kind, properties, q, src, scope, text)
+        synthetic = _synthetic_key(src, joins, left)
+        if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
+            q = replace(q, items=tuple(replace(i, expr=synthetic) if i.expr == ast.Column("ROWKEY") else i
+                                       for i in q.items))
+        table_join = bool(joins) and src.kind == "TABLE"
+        if isinstance(s, ast.Query) and table_join:
+            kind = "TABLE"
+        self._check_select(kind, properties, q, src, scope, text, table_join)
         with_props = {k.upper(): v for k, v in properties}
         sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         items: list[tuple[str, ast.Expr]] = []
@@ -566,6 +581,8 @@ class Engine:
             key_exprs = list(q.group_by)
         elif q.partition_by is not None:
             key_exprs = [q.partition_by]
+        elif joins and src.kind == "TABLE":
+            key_exprs = _table_join_key(src, joins, left, items, synthetic, s, text)
         elif joins:
             key_exprs = _join_key(joins[0][0], items, scope, kind, s, text)
         else:
@@ -598,21 +615,70 @@ class Engine:
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
                          joins, scope)
 
+    def _plan_join_aggregate(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
+                             props: dict[str, Any], query_id: str, src: DataSource,
+                             joins: list[tuple[ast.Join, DataSource, str]]) -> "QueryPlan":
+        """An aggregate over a join, as ksqlDB runs it (the join, then a repartition topic the
+        aggregate reads): the join (with WHERE) is a query of its own, ``<id>_JOIN``, writing every
+        column of every source as ``ALIAS_COL`` to the internal topic
+        ``_confluent-ksql-<service id>query_<id>-Join-repartition`` exactly once, with the joined
+        record's event time; the aggregate reads that topic from the start, its expressions
+        naming those columns. The aggregate's plan carries the join's as ``upstream``."""
+        if isinstance(s, ast.Query):
+            raise KsqlError("Aggregations over joins in push queries are not supported by this server yet: use "
+                            "CREATE TABLE ... AS SELECT and query the table", statement=text)
+        q = s.query
+        left = q.alias or src.name
+        sources = [(left, src)] + [(a, d) for _, d, a in joins]
+        items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in sources for c in d.columns)
+        topic = f"_confluent-ksql-{self.config.service_id}query_{query_id}-Join-repartition"
+        join_id = f"{query_id}_JOIN"
+        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+                                                 ast.Select(items, q.source, q.alias, where=q.where, joins=q.joins)),
+                              text, props, join_id)
+        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+                            statement=text)
+        scope = upstream.scope
+
+        def rename(c: ast.Column) -> ast.Expr:
+            if c.name in PSEUDO:
+                return ast.Column(c.name)                 # the joined record's: the left source's
+            owner = _qualified(c, scope).source
+            if owner is None:
+                raise KsqlError(f"Column '{c.name}' cannot be resolved.", statement=text)
+            return ast.Column(f"{owner}_{c.name}")
+        renamed = tuple(replace(i, expr=map_columns(i.expr, rename),
+                                alias=i.alias or output_name(i, index)) if i.expr is not None else i
+                        for index, i in enumerate(q.items))
+        select = replace(q, items=renamed, source=join_id, alias=None, where=None, joins=(),
+                         group_by=tuple(map_columns(e, rename) for e in q.group_by),
+                         having=None if q.having is None else map_columns(q.having, rename))
+        formats = {k.upper() for k, _ in s.properties}
+        properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                               ("KEY_FORMAT", src.key_format)) if k not in formats)
+        plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        plan.upstream, plan.offset_reset = upstream, "earliest"
+        upstream.owner = query_id
+        return plan
+
     def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
                       text: str) -> list[tuple[ast.Join, DataSource, str]]:
-        """The joined sources with their aliases, refused in ksqlDB's words where ksqlDB refuses
-        the join's shape; stream-stream joins are what this server runs."""
+        """The joined sources with their aliases, refused in ksqlDB's words (0.29's
+        ``LogicalPlanner.verifyJoin``) where ksqlDB refuses the join's shape. What runs:
+        stream-stream joins (WITHIN), a stream joined with one or more tables, and tables joined
+        with tables (on primary keys, n-way, or one foreign-key join of two tables)."""
         out: list[tuple[ast.Join, DataSource, str]] = []
         aliases = [q.alias or left.name]
+        left_kind = left.kind                       # the kind of everything joined so far
         for j in q.joins:
             right = self.metastore.require(j.source, text)
             alias = j.alias or right.name
             if alias in aliases:
                 raise KsqlError(f"Can not join '{right.name}' to '{right.name}': self joins are not yet supported.",
                                 statement=text)
-            aliases.append(alias)
-            kinds = (left.kind if not out else "STREAM", right.kind)
+            kinds = (left_kind, right.kind)
             shape = {"STREAM": "Stream", "TABLE": "Table"}
+            got = f"Got {left.name} {_JOIN_WORDS[j.kind]} {right.name}."
             if kinds == ("STREAM", "STREAM") and j.within is None:
                 raise KsqlError("Stream-Stream joins must have a WITHIN clause specified. None was provided. To "
                                 "learn about how to specify a WITHIN clause with a stream-stream join, please "
@@ -624,39 +690,67 @@ class Engine:
                                 "clause) and try to execute your join again.", statement=text)
             if kinds == ("TABLE", "STREAM"):
                 raise KsqlError(f"Invalid join order: table-stream joins are not supported; only stream-table "
-                                f"joins. Got {left.name} [{j.kind}] JOIN {right.name}.", statement=text)
+                                f"joins. {got}", statement=text)
             if kinds == ("STREAM", "TABLE") and j.kind in ("FULL", "RIGHT"):
                 raise KsqlError(f"Invalid join type: {'full-outer' if j.kind == 'FULL' else 'right'} join not "
-                                f"supported for stream-table join. Got {left.name} [{j.kind}] JOIN {right.name}.",
-                                statement=text)
+                                f"supported for stream-table join. {got}", statement=text)
             if not (isinstance(j.on, ast.Binary) and j.on.op == "=" and isinstance(j.on.left, ast.Column)
                     and isinstance(j.on.right, ast.Column)):
                 raise KsqlError(f"Unsupported join expression: {_expr_text(j.on)}. ksqlDB joins on an equality "
                                 "of one column of each source.", statement=text)
+            assert isinstance(j.on, ast.Binary)
+            mine, other = _join_sides(j.on, alias, right, [(q.alias or left.name, left)] + [(a, d) for _, d, a in out],
+                                      text)
+            condition = f"{_expr_text(other)} = {_expr_text(mine)}"
+            pk = [c.name for c in right.key_columns]
+            if right.kind == "TABLE" and mine.name not in pk:
+                what = ("table-table joins require to join on the primary key of the right input table"
+                        if left_kind == "TABLE" else "stream-table joins require to join on the table's primary key")
+                raise KsqlError(f"Invalid join condition: {what}. Got {condition}.", statement=text)
+            if right.kind == "TABLE" and left_kind == "STREAM" and any(d.kind == "STREAM" for _, d, _ in out):
+                raise KsqlError("A stream-stream join followed by a stream-table join is not supported by this "
+                                "server yet", statement=text)
+            if kinds == ("STREAM", "STREAM") and any(d.kind == "TABLE" for _, d, _ in out):
+                raise KsqlError("A stream-table join followed by a stream-stream join is not supported by this "
+                                "server yet", statement=text)
             if kinds == ("TABLE", "TABLE"):
-                raise KsqlError("Table-Table joins are not supported by this server yet: it runs stream-stream "
-                                "(WITHIN) and stream-table joins", statement=text)
-            if kinds == ("STREAM", "TABLE"):
-                assert isinstance(j.on, ast.Binary)
-                sides = [c for c in (j.on.left, j.on.right) if isinstance(c, ast.Column)]
-                on_table = [c for c in sides if c.source == alias or (c.source is None and right.column(c.name))]
-                pk = [c.name for c in right.key_columns]
-                if not on_table or on_table[0].name not in pk:
-                    got = on_table[0].name if on_table else _expr_text(j.on)
-                    raise KsqlError(f"Cannot repartition a TABLE source. If this is a join, make sure that the "
-                                    f"criteria uses the TABLE's key column {', '.join(pk)} instead of {got}",
-                                    statement=text)
-                if q.joins.index(j) != 0 or len(q.joins) > 1:
-                    raise KsqlError("A stream-table join with further joins is not supported by this server yet",
-                                    statement=text)
+                self._check_table_join(j, q, left, right, other, mine, condition, got, out, text)
             out.append((j, right, alias))
-        if out and aggregate:
-            raise KsqlError("Aggregations over joins are not supported by this server yet: write the join to a "
-                            "stream with CREATE STREAM ... AS SELECT and aggregate that stream", statement=text)
+            aliases.append(alias)
+            left_kind = "TABLE" if kinds == ("TABLE", "TABLE") else "STREAM"
+        if out and aggregate and left.kind == "TABLE":
+            raise KsqlError("Aggregations over table-table joins are not supported by this server yet",
+                            statement=text)
         return out
 
+    def _check_table_join(self, j: ast.Join, q: ast.Select, left: DataSource, right: DataSource, other: ast.Column,
+                          mine: ast.Column, condition: str, got: str, out: list[tuple[ast.Join, DataSource, str]],
+                          text: str) -> None:
+        """A table-table join's refusals: a left side that is not a primary key makes a
+        foreign-key join (no FULL OUTER, two tables only, the types of both sides equal)."""
+        left_source = next((d for _, d, a in out if other.source == a), left)
+        left_col = left_source.column(other.name)
+        right_col = right.column(mine.name)
+        foreign = left_col is None or not left_col.key
+        if foreign:
+            if j.kind == "FULL":
+                raise KsqlError(f"Invalid join type: full-outer join not supported for foreign-key table-table "
+                                f"join. {got}", statement=text)
+            if out or len(q.joins) > 1:
+                raise KsqlError(f"Invalid join condition: foreign-key table-table joins are not supported as part "
+                                f"of n-way joins. Got {condition}.", statement=text)
+            if right.window is not None:
+                raise KsqlError("Foreign-key table-table joins are not supported on windowed tables.", statement=text)
+        if left_col is not None and right_col is not None and left_col.type != right_col.type:
+            raise KsqlError(f"Invalid join condition: types don't match. Got {_expr_text(other)}"
+                            f"{{{_ksql_name(left_col.type)}}} = {_expr_text(mine)}{{{_ksql_name(right_col.type)}}}.",
+                            statement=text)
+
     def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
-        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's)."""
+        """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's);
+        an aggregate over a join first creates the join's internal topic."""
+        if plan.upstream is not None:
+            self._ensure_sink_topic(plan.upstream, text)
         partitions = plan.with_props.get("PARTITIONS")
         if partitions is None:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
@@ -674,6 +768,8 @@ class Engine:
         if q.window is not None:
             grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
+        if plan.joins and plan.source.kind == "TABLE":
+            return self._compile_table_table_join(plan, view)
         if plan.joins and plan.joins[0][1].kind == "TABLE":
             return self._compile_table_join(plan, frame, view)
         if plan.joins:
@@ -707,30 +803,102 @@ class Engine:
         return spark.sql(sql), sql
 
     def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str) -> tuple[Any, str]:
-        """A stream-table join: each micro-batch of the stream is joined with the table as it is
-        at that moment, the latest record per key of the table's topic (read_committed; a
-        tombstone deletes), as ksqlDB joins a stream record with the table's current row. The
-        table's topic is read again for each micro-batch: meant for dimension tables."""
+        """A stream joined with one or more tables: each micro-batch of the stream is joined with
+        each table as it is at that moment, the latest record per key of the table's topic
+        (read_committed; a tombstone deletes), as ksqlDB joins a stream record with the table's
+        current row; the joins apply in order, each ON naming the columns before it. The tables'
+        topics are read again for each micro-batch: meant for dimension tables."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
-        join, table, alias = plan.joins[0]
         left_alias = q.alias or plan.source.name
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
-        keys = ", ".join(quote(c.name) for c in table.key_columns)
-        sql = (f"SELECT {', '.join(select)} FROM {view}_stream AS {quote(left_alias)} "
-               f"{'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table AS {quote(alias)} "
-               f"ON {to_spark(join.on, scope, text)}{where}")
+        from_sql = f"{view}_stream AS {quote(left_alias)}"
+        for index, (join, _, alias) in enumerate(plan.joins):
+            from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
+                         f"{quote(alias)} ON {to_spark(join.on, scope, text)}")
+        sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
 
         def per_batch(batch: Any) -> Any:
             session = batch.sparkSession
             batch.createOrReplaceTempView(f"{view}_stream")
-            snapshot = self._source_frame(table, "earliest", session)
-            snapshot.createOrReplaceTempView(f"{view}_changelog")
-            session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
-                        f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {view}_changelog) "
-                        f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(f"{view}_table")
+            for index, (_, table, _) in enumerate(plan.joins):
+                self._latest_view(session, table, f"{view}_changelog{index or ''}", f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql
+
+    def _latest_view(self, session: Any, table: DataSource, changelog: str, name: str) -> None:
+        """A table as it is now, as the view ``name``: the latest record per key of its topic
+        (read_committed, from the start), a tombstone deleting the key."""
+        self._source_frame(table, "earliest", session).createOrReplaceTempView(changelog)
+        keys = ", ".join(quote(c.name) for c in table.key_columns)
+        session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
+                    f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {changelog}) "
+                    f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(name)
+
+    def _compile_table_table_join(self, plan: "QueryPlan", view: str) -> tuple["TableTableJoin", str]:
+        """Tables joined with tables, as Kafka Streams' KTable-KTable joins: the query streams
+        the changed keys of every joined table (their topics' records); each micro-batch joins
+        the tables as they are now (latest row per key, as a stream-table join reads its table)
+        and keeps the joined rows that a changed key touches: a row of a changed key of any side
+        (for a foreign-key join, also the left rows whose foreign key changed on the right). The
+        engine compares them with the output table so far: a key that no longer joins (a side
+        deleted, an INNER partner gone, a WHERE no longer true) gets a tombstone."""
+        q, scope, text = plan.select, plan.scope, plan.sink.statement
+        tables = [(q.alias or plan.source.name, plan.source)] + [(a, d) for _, d, a in plan.joins]
+        kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
+                 "FULL": "FULL OUTER JOIN"}
+        changes = None
+        for index, (_, table) in enumerate(tables):
+            side = self._source_frame(table, plan.offset_reset).selectExpr(
+                f"{index} AS `__side`", f"CAST({quote(table.key_columns[0].name)} AS STRING) AS `__key`", "`ROWTIME`")
+            changes = side if changes is None else changes.unionByName(side)
+
+        def changed(index: int) -> str:
+            return f"(SELECT `__key` FROM {view}_changes WHERE `__side` = {index})"
+        # (expression, side): a joined row is touched by a change of that side's key
+        touches = [(ast.Column(tables[0][1].key_columns[0].name, tables[0][0]), 0)]
+        foreign: ast.Column | None = None
+        for index, (join, table, alias) in enumerate(plan.joins, start=1):
+            assert isinstance(join.on, ast.Binary)
+            mine, other = _join_sides(join.on, alias, table, tables[:index], text)
+            touches += [(mine, index), (other, index)]
+            if index == 1 and other.name != tables[0][1].key_columns[0].name:
+                foreign = other
+        touched = " OR ".join(f"CAST({to_spark(e, scope, text)} AS STRING) IN {changed(i)}" for e, i in touches)
+        where = f"({to_spark(q.where, scope, text)}) AND " if q.where is not None else ""
+        from_sql = f"{view}_t0 AS {quote(tables[0][0])}"
+        for index, (join, _, alias) in enumerate(plan.joins, start=1):
+            from_sql += f" {kinds[join.kind]} {view}_t{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+        select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
+        sql = f"SELECT {', '.join(select)} FROM {from_sql} WHERE {where}({touched})"
+        left_key = f"{quote(tables[0][0])}.{quote(tables[0][1].key_columns[0].name)}"
+        candidates = f"SELECT `__key` FROM {view}_changes" if foreign is None else (
+            f"SELECT `__key` FROM {view}_changes WHERE `__side` = 0 UNION SELECT CAST({left_key} AS STRING) FROM "
+            f"{view}_t0 AS {quote(tables[0][0])} WHERE CAST({to_spark(foreign, scope, text)} AS STRING) IN "
+            f"{changed(1)}")
+
+        def prepare(batch: Any) -> tuple[list[Any], str, str]:
+            """The batch's changed keys, collected once and written into the join's SQL as
+            literal lists (the batch itself would be read from the topics again by every
+            subquery), and the tables as they are; the change rows and both SQL texts."""
+            session = batch.sparkSession
+            rows = batch.collect()
+            texts = (sql, candidates)
+            for index in range(len(tables)):
+                keys = sorted({r["__key"] for r in rows if r["__side"] == index and r["__key"] is not None})
+                listed = "(" + ", ".join(literal(k) for k in keys) + ")" if keys else "(NULL)"
+                texts = tuple(t.replace(changed(index), listed) for t in texts)   # type: ignore[assignment]
+            everything = sorted({r["__key"] for r in rows if r["__key"] is not None})
+            texts = (texts[0], texts[1].replace(f"SELECT `__key` FROM {view}_changes", "SELECT explode(array("
+                                                + ", ".join(literal(k) for k in everything) + ")) AS `__key`"))
+            for index, (_, table) in enumerate(tables):
+                self._latest_view(session, table, f"{view}_changelog{index}", f"{view}_t{index}")
+            return rows, texts[0], texts[1]
+
+        def per_batch(batch: Any) -> Any:
+            _, join_sql, _ = prepare(batch)
+            return batch.sparkSession.sql(join_sql)
+        return TableTableJoin(changes, per_batch, prepare, sql, candidates), sql
 
     def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
@@ -760,6 +928,9 @@ class Engine:
         return self.spark.sql(sql), sql
 
     def _run(self, plan: "QueryPlan") -> None:
+        upstream = plan.upstream
+        if upstream is not None and not getattr(self.running.get(upstream.query_id), "isActive", False):
+            self._run(upstream)                       # the join feeding the aggregate (not already running)
         q = plan.select
         src = plan.source
         result, sql = self._compile(plan)
@@ -783,25 +954,30 @@ class Engine:
                     .trigger(processingTime=f"{self.config.streams_property('commit.interval.ms', '2000')} "
                                             "milliseconds"))
 
-        def write(frame: Any, batch_id: int) -> None:
+        def write(frame: Any, batch_id: int, tombstones: bool = False) -> None:
             """One micro-batch by a batch write, exactly once through the sink's batchId option
-            (Python data sources take appends only, so update mode and per-batch joins go here)."""
-            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame), OUTPUT_TIMESTAMP).write.format("kafkalite") \
-                .mode("append")
+            (Python data sources take appends only, so update mode and per-batch joins go here);
+            with ``tombstones``, a row whose ``__tombstone`` is true is written with a null value."""
+            w = frame.selectExpr(key_sql, *self._value_sql(plan, frame, tombstones), OUTPUT_TIMESTAMP).write \
+                .format("kafkalite").mode("append")
             for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
                 w = w.option(k, v)
             w.save()
-        if isinstance(result, TableJoin):
+        if isinstance(result, TableTableJoin):
+            writer = stream(result.stream).foreachBatch(self._table_join_batch(plan, result, write))
+        elif isinstance(result, TableJoin):
             join = result
 
             def join_batch(batch: Any, batch_id: int) -> None:
                 write(join.per_batch(batch), batch_id)
             writer = stream(join.stream).foreachBatch(join_batch)
-        elif update:
+        elif plan.aggregate:
             # the batch's rows update the table's state store that pull queries read before they
             # are written, as ksqlDB's state stores run ahead of the output topic's commit: a reader
             # that has seen a row in the topic finds it in a pull query (a batch Spark runs again
-            # recomputes the same rows, so an update whose write failed is made again)
+            # recomputes the same rows, so an update whose write failed is made again). EMIT FINAL
+            # and session windows run in append mode: their rows reach the store when the window
+            # closes (ksqlDB's pull queries also see a window still open: see docs/sql.md)
             store = self._store_for(plan, result)
             windowed = q.window is not None
             if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
@@ -825,6 +1001,51 @@ class Engine:
         threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
                          daemon=True).start()
 
+    def _table_join_batch(self, plan: "QueryPlan", join: TableTableJoin,
+                          write: Callable[..., None]) -> Callable[[Any, int], None]:
+        """A table-table join's micro-batch: the joined rows the batch's changed keys touch are
+        written and put in the table's state store (pull queries read it); a key the batch may
+        change that has a row in the store but no joined row now is deleted: a tombstone, as
+        Kafka Streams forwards a KTable-KTable join's deletions. A resumed query first rebuilds
+        the store from its output topic, so it knows which keys have rows."""
+        types = self._plan_types(plan)
+        names = [n for n, _ in plan.items]
+        store = StateStore(list(plan.key_names), False, names, [types.get(n, "STRING") for n in names])
+        self.stores[plan.sink.name] = store
+        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+            self._restore_store(plan, store)
+        key = plan.key_names[0] if plan.key_names else None
+
+        def each_batch(batch: Any, batch_id: int) -> None:
+            session = batch.sparkSession
+            started = time.monotonic()
+            changes, join_sql, candidates_sql = join.prepare(batch)
+            result = session.sql(join_sql)
+            rows = [r.asDict() for r in result.collect()]
+            candidates = {r[0] for r in session.sql(candidates_sql).collect()}
+            produced = {str(r.get(key)) for r in rows}
+            # a tombstone's time is its key's latest change (a foreign key's: the batch's latest)
+            latest = max((c["ROWTIME"] for c in changes), default=None)
+            times: dict[str, Any] = {}
+            for c in changes:
+                times[c["__key"]] = max(c["ROWTIME"], times.get(c["__key"], c["ROWTIME"]))
+            gone = [k for k in store.keys() if str(k[0]) in candidates and str(k[0]) not in produced]
+            fields = [f.name for f in result.schema.fields]
+            out = [tuple(r.get(f) for f in fields) + (False,) for r in rows]
+            out += [tuple(k[0] if f == key else times.get(str(k[0]), latest) if f == EVENT_TIME else None
+                          for f in fields) + (True,) for k in gone]
+            from pyspark.sql.types import BooleanType, StructField, StructType
+            schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
+            frame = session.createDataFrame(out, schema)
+            # the store runs ahead of the topic, as the aggregates' does: a row a reader has seen in
+            # the topic is in the store (a batch Spark runs again makes the same changes)
+            store.delete(gone)
+            store.update([_store_row(r, False) for r in rows])
+            write(frame, batch_id, True)
+            log.debug("%s batch %d: %d changed keys, %d rows, %d tombstones in %.1f s", plan.query_id, batch_id,
+                      len(changes), len(rows), len(gone), time.monotonic() - started)
+        return each_batch
+
     # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
     def _supervise(self, plan: "QueryPlan", running: Any) -> None:
         """Waits for the Spark query to end; if it failed (e.g. a Python worker that did not
@@ -838,9 +1059,10 @@ class Engine:
         except Exception as exc:
             error = _first_line(exc)
         query_id = plan.query_id
+        owner = plan.owner or query_id                    # a join feeding an aggregate lives as long as it
         while True:
             with self._lock:
-                q = self.metastore.queries.get(query_id)
+                q = self.metastore.queries.get(owner)
                 if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
                         or self.running.get(query_id) is not running:
                     return
@@ -853,7 +1075,7 @@ class Engine:
             if self._backoff(wait_ms):
                 return
             with self._lock:
-                q = self.metastore.queries.get(query_id)
+                q = self.metastore.queries.get(owner)
                 if q is None or q.state == "TERMINATED" or self._stopping.is_set() \
                         or self.running.get(query_id) is not running:
                     return                                # terminated or dropped while waiting
@@ -899,8 +1121,12 @@ class Engine:
             while idle < 3 and any(consumer.position(tp) < ends[tp] for tp in tps):
                 records = consumer.poll(1000)
                 idle = 0 if records else idle + 1
-                rows = [decode_output(r.key, r.value, plan.sink, store, plan.select.window) for r in records]
-                store.update([r for r in rows if r is not None])
+                for r in records:
+                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window)
+                    if row is not None and row.pop("__deleted", False):
+                        store.delete([tuple(row.get(k) for k in store.key_names)])
+                    elif row is not None:
+                        store.update([row])
                 restored += len(records)
         except Exception as exc:                         # the query still runs; pull queries see less
             log.error("restoring the state of %s from %s failed: %s", plan.query_id, topic, exc)
@@ -979,7 +1205,12 @@ class Engine:
                    else f"concat({key}, {be('`__window`.start')})")
         return f"{key} AS key"
 
-    def _value_sql(self, plan: "QueryPlan", result: Any) -> list[str]:
+    def _value_sql(self, plan: "QueryPlan", result: Any, tombstones: bool = False) -> list[str]:
+        """The value column's expression per VALUE_FORMAT; with ``tombstones``, null where the
+        row's ``__tombstone`` is true (a table row deleted)."""
+        if tombstones:
+            return [f"CASE WHEN `__tombstone` THEN NULL ELSE {sql[:-len(' AS value')]} END AS value"
+                    for sql in self._value_sql(plan, result)]
         values = [n for n, _ in plan.items if n not in plan.key_names]
         fmt = plan.sink.value_format
         if fmt == "JSON":
@@ -1132,6 +1363,19 @@ class TableJoin:
         self.per_batch = per_batch
 
 
+class TableTableJoin(TableJoin):
+    """A compiled table-table join: the joined tables' changed keys as a stream, the joined
+    rows those keys touch per micro-batch, and the SQL of the keys whose output row may change
+    (run after ``per_batch``, over the views it made), for the tombstones of rows gone."""
+
+    def __init__(self, changes: Any, per_batch: Callable[[Any], Any],
+                 prepare: Callable[[Any], tuple[list[Any], str, str]], sql: str, candidates_sql: str) -> None:
+        super().__init__(changes, per_batch)
+        self.prepare = prepare                    # a batch's tables' views; its change rows and SQL texts
+        self.sql = sql                            # the join over those views
+        self.candidates_sql = candidates_sql
+
+
 class QueryPlan:
     def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
                  items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
@@ -1150,9 +1394,13 @@ class QueryPlan:
         self.with_props = with_props or {}
         self.joins = joins or []                   # (join, joined source, its alias), in order
         self.scope = scope if scope is not None else {c.name for c in source.columns} | set(PSEUDO)
+        self.upstream: QueryPlan | None = None     # an aggregate over a join: the join's own query
+        self.owner: str | None = None              # the persistent query an upstream query belongs to
 
     @property
     def source_names(self) -> tuple[str, ...]:
+        if self.upstream is not None:
+            return self.upstream.source_names
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
@@ -1164,13 +1412,14 @@ OUTPUT_TIMESTAMP = f"`{EVENT_TIME}` AS timestamp"
 def _event_time(plan: QueryPlan) -> str:
     """The output record's timestamp as ksqlDB (Kafka Streams) gives it, as a select item: the
     input record's ROWTIME (its TIMESTAMP column if the source names one) for projections,
-    filters and stream-table joins; the later of the joined records' for a stream-stream join
+    filters and stream-table joins; the later of the joined records' for a stream-stream or a
+    table-table join
     (``greatest`` skips an outer join's missing side); and for an aggregate the latest ROWTIME
     of the records that formed the row (Kafka Streams' timestamped stores, KIP-258), which Spark
     keeps in the group's state across micro-batches, windowed or not."""
     if plan.aggregate:
         expr = "max(`ROWTIME`)"
-    elif plan.joins and plan.joins[0][1].kind == "STREAM":
+    elif plan.joins and (plan.source.kind == "TABLE" or plan.joins[0][1].kind == "STREAM"):
         aliases = [plan.select.alias or plan.source.name] + [alias for _, _, alias in plan.joins]
         expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in aliases) + ")"
     elif plan.joins:
@@ -1360,6 +1609,85 @@ def _join_key(join: ast.Join, items: list[tuple[str, ast.Expr]], scope: "set[str
     raise KsqlError(f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to "
                     f"build `{name}` must include the join expression {first.source}.{first.name} in its "
                     f"projection (eg, SELECT {first.source}.{first.name}...).", statement=text)
+
+
+#: ksqlDB's JoinNode.JoinType names, as its join refusals print them
+_JOIN_WORDS = {"INNER": "[INNER] JOIN", "LEFT": "LEFT [OUTER] JOIN", "RIGHT": "RIGHT [OUTER] JOIN",
+               "FULL": "[FULL] OUTER JOIN"}
+
+
+def _join_sides(on: ast.Binary, alias: str, right: DataSource, lefts: list[tuple[str, DataSource]],
+                text: str) -> tuple[ast.Column, ast.Column]:
+    """The ON equality's column of the joined (right) source and the column of the sources
+    before it, both qualified with their alias (as ksqlDB prints a join condition)."""
+    def owner(c: ast.Column) -> str | None:
+        if c.source is not None:
+            return c.source
+        if right.column(c.name) is not None:
+            return alias
+        return next((a for a, d in lefts if d.column(c.name) is not None), None)
+    assert isinstance(on.left, ast.Column) and isinstance(on.right, ast.Column)
+    sides = [ast.Column(c.name, owner(c)) for c in (on.left, on.right)]
+    mine = [c for c in sides if c.source == alias]
+    others = [c for c in sides if c.source != alias]
+    if len(mine) != 1 or len(others) != 1:
+        raise KsqlError(f"Invalid comparison expression '{_expr_text(on)}' in join '{_expr_text(on)}'. Each side "
+                        "of the join comparision must contain references from exactly one source.", statement=text)
+    return mine[0], others[0]
+
+
+def _or_list(words: list[str]) -> str:
+    """ksqlDB's ``GrammaticalJoiner.or()``: ``A, B or C``."""
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _synthetic_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str]], left: str) -> ast.Expr | None:
+    """A FULL OUTER table-table join's key: no source column equals it (either side may be
+    missing), so ksqlDB adds the synthetic key column ROWKEY, the first non-null of the keys."""
+    if src.kind != "TABLE" or not any(j.kind == "FULL" for j, _, _ in joins):
+        return None
+    keys = [ast.Column(src.key_columns[0].name, left)] + [ast.Column(d.key_columns[0].name, a) for _, d, a in joins]
+    return ast.Call("COALESCE", tuple(keys))
+
+
+def _table_join_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str]], left: str,
+                    items: list[tuple[str, ast.Expr]], synthetic: ast.Expr | None,
+                    s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str) -> list[ast.Expr]:
+    """A table-table join's primary key, which a persistent query must project (ksqlDB's
+    ``JoinNode.validateKeyPresent``): ROWKEY for a FULL OUTER join, the left table's key for a
+    foreign-key join, else one of the joined key columns."""
+    name = s.name if isinstance(s, ast.CreateAsSelect) else s.target if isinstance(s, ast.InsertInto) else ""
+    if synthetic is not None:
+        if any(e == synthetic for _, e in items) or isinstance(s, ast.Query):
+            return [synthetic] if any(e == synthetic for _, e in items) else []
+        raise KsqlError("Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to "
+                        f"build `{name}` must include the join expression ROWKEY in its projection (eg, SELECT "
+                        "ROWKEY...).\nROWKEY was added as a synthetic key column because the join criteria did not "
+                        "match any source column. This expression must be included in the projection and may be "
+                        "aliased. ", statement=text)
+    join = joins[0][0]
+    assert isinstance(join.on, ast.Binary)
+    pk = src.key_columns[0].name
+    on_left = [c for c in (join.on.left, join.on.right) if isinstance(c, ast.Column)
+               and (c.source == left or (c.source is None and src.column(c.name) is not None))]
+    projected: list[ast.Expr] = [e for _, e in items if isinstance(e, ast.Column) and e.name == pk and e.source in (None, left)
+                 and (e.source == left or src.column(e.name) is not None)]
+    if on_left and on_left[0].name != pk:                 # a foreign-key join: keyed by the left table
+        if projected or isinstance(s, ast.Query):
+            return projected[:1]
+        raise KsqlError(f"Primary key column missing in projection. For foreign-key table-table joins, the "
+                        f"projection must include all primary key columns from the left input table ({left}). "
+                        f"Missing column: `{pk}`.", statement=text)
+    viable = [ast.Column(pk, left)] + [ast.Column(d.key_columns[0].name, a) for j, d, a in joins]
+    for _, e in items:
+        if isinstance(e, ast.Column) and any(e.name == v.name and e.source in (None, v.source) for v in viable):
+            return [e]
+    if isinstance(s, ast.Query):
+        return []
+    raise KsqlError(f"Key missing from projection (ie, SELECT). See https://cnfl.io/2LV7ouS.\nThe query used to "
+                    f"build `{name}` must include the join expressions "
+                    f"{_or_list([f'{v.source}.{v.name}' for v in viable])} in its projection (eg, SELECT "
+                    f"{viable[0].source}.{viable[0].name}...).", statement=text)
 
 
 def _qualified(e: ast.Expr, scope: "set[str] | Scope") -> ast.Column:

@@ -142,6 +142,16 @@ class StateStore:
                     key += (r.get("WINDOWSTART"), r.get("WINDOWEND"))
                 self._rows[key] = r
 
+    def keys(self) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return list(self._rows)
+
+    def delete(self, keys: list[tuple[Any, ...]]) -> None:
+        """Rows deleted (a tombstone of the table): as restored or as the query writes them."""
+        with self._lock:
+            for k in keys:
+                self._rows.pop(k, None)
+
     def scan(self, predicate: Callable[[dict[str, Any]], bool]) -> list[Row]:
         with self._lock:
             found = [r for r in self._rows.values() if predicate(r)]
@@ -205,8 +215,9 @@ def _typed(text: Any, ksql: str) -> Any:
 def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
                   window: ast.Window | None) -> dict[str, Any] | None:
     """One record of a table's output topic back into a state-store row (the inverse of the
-    query's key and value encoding); None for a tombstone or a record this cannot read."""
-    if value is None or key is None:
+    query's key and value encoding); None for a record this cannot read. A tombstone (a table
+    join's deleted row) is its key columns with ``__deleted`` set."""
+    if key is None:
         return None
     types = dict(zip(store.column_names, store.column_types))
     row: dict[str, Any] = {}
@@ -224,6 +235,8 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         elif store.key_names:
             row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
         values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]
+        if value is None:
+            return {**row, "__deleted": True}
         if sink.value_format == "JSON":
             doc = json.loads(value)
             row.update({c: doc.get(c) for c in values})

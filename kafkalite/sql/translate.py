@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
@@ -111,6 +111,28 @@ def _children(e: ast.Expr) -> tuple[ast.Expr, ...]:
     if isinstance(e, ast.Call):
         return e.args
     return ()
+
+
+def map_columns(e: ast.Expr, fn: "Callable[[ast.Column], ast.Expr]") -> ast.Expr:
+    """``e`` with every column replaced by ``fn(column)`` (the rest of the tree kept)."""
+    def go(x: ast.Expr) -> ast.Expr:
+        if isinstance(x, ast.Column):
+            return fn(x)
+        if isinstance(x, ast.Binary):
+            return replace(x, left=go(x.left), right=go(x.right))
+        if isinstance(x, (ast.Unary, ast.IsNull, ast.Cast, ast.Dereference)):
+            return replace(x, operand=go(x.operand))
+        if isinstance(x, ast.Between):
+            return replace(x, operand=go(x.operand), low=go(x.low), high=go(x.high))
+        if isinstance(x, ast.InList):
+            return replace(x, operand=go(x.operand), items=tuple(go(i) for i in x.items))
+        if isinstance(x, ast.Case):
+            return replace(x, whens=tuple((go(c), go(v)) for c, v in x.whens),
+                           default=None if x.default is None else go(x.default))
+        if isinstance(x, ast.Call):
+            return replace(x, args=tuple(go(a) for a in x.args))
+        return x
+    return go(e)
 
 
 def columns_of(e: ast.Expr | None) -> set[str]:

@@ -6,7 +6,10 @@ LEFT JOIN against a table with updates and a tombstone (each shipment gets its c
 name, or null), then ``SELECT id, WINDOWSTART, WINDOWEND, COUNT(*) ... WINDOW TUMBLING ... GROUP BY
 id EMIT CHANGES`` streaming counts whose last value per key and window is the oracle's. Every
 output record's timestamp is ksqlDB's event time: the later of a joined pair's, the input
-record's for INSERT INTO and for the stream-table join."""
+record's for INSERT INTO and for the stream-table join. Then a table-table LEFT JOIN (a CTAS
+whose output topic, read as a table, is the oracle's join of both tables' final rows before and
+after deletes on each side, with a pull query on it), an AVRO stream joined with two tables, and
+an aggregate over a stream-table join."""
 from __future__ import annotations
 
 import json
@@ -133,3 +136,189 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         engine.close_query(tq.id)
     finally:
         engine.stop()
+
+
+ACCOUNTS = [("a1", "Ann", T0), ("a2", "Bob", T0 + 1_000), ("a3", "Cy", T0 + 2_000), ("a4", "Di", T0 + 3_000),
+            ("a2", "Bobby", T0 + 4_000)]
+LIMITS = [("a1", 10, T0 + 500), ("a3", 30, T0 + 5_000), ("a5", 50, T0 + 6_000), ("a1", 11, T0 + 7_000)]
+
+
+def _materialize(records: list[tuple[str, Any, int]]) -> dict[str, tuple[dict[str, Any], int]]:
+    """An output table as a reader of its topic sees it: the latest record per key, a tombstone deleting."""
+    table: dict[str, tuple[dict[str, Any], int]] = {}
+    for key, value, ts in records:
+        if value is None:
+            table.pop(key, None)
+        else:
+            table[key] = (value, ts)
+    return table
+
+
+def _read_table(bootstrap: str, topic: str) -> list[tuple[str, Any, int]]:
+    """(key, value or None for a tombstone, timestamp) of every committed record, in order."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([CTP(topic, 0, 0)])
+    out: list[tuple[str, Any, int]] = []
+    try:
+        while True:
+            msgs = c.consume(1000, 2.0)
+            if not msgs:
+                return out
+            out += [(m.key().decode(), None if m.value() is None else json.loads(m.value()), m.timestamp()[1])
+                    for m in msgs if m.error() is None]
+    finally:
+        c.close()
+
+
+def _left_join_oracle(accounts: list[tuple[str, Any, int]],
+                      limits: list[tuple[str, Any, int]]) -> dict[str, tuple[dict[str, Any], int]]:
+    """accounts LEFT JOIN limits on the tables' final rows (a None value deletes), each row with
+    Kafka Streams' timestamp: the later of the joined rows'."""
+    acc = {k: (v, ts) for k, v, ts in accounts}
+    lim = {k: (v, ts) for k, v, ts in limits}
+    acc = {k: x for k, x in acc.items() if x[0] is not None}
+    lim = {k: x for k, x in lim.items() if x[0] is not None}
+    return {k: ({"NAME": name, "LIM": lim[k][0] if k in lim else None}, max(ts, lim[k][1] if k in lim else ts))
+            for k, (name, ts) in acc.items()}
+
+
+def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    """CREATE TABLE ... AS SELECT ... FROM accounts LEFT JOIN limits: the output topic, read as a
+    table, is the oracle's join of the two tables' final rows, before and after deletes on each side
+    (an account deleted: its row is deleted; a limit deleted: its account's row loses the limit);
+    a pull query answers from the join's state."""
+    suffix = uuid.uuid4().hex[:6]
+    accounts, limits, joined = f"accounts-{suffix}", f"limits-{suffix}", f"acct-limits-{suffix}"
+    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"tt_{suffix}_", state_dir=str(tmp_path),
+                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    engine = Engine(config, spark)
+    try:
+        engine.start()
+        engine.execute(f"CREATE TABLE accounts (id VARCHAR PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='{accounts}', "
+                       f"VALUE_FORMAT='JSON', PARTITIONS=1); CREATE TABLE limits (id VARCHAR PRIMARY KEY, lim INT) "
+                       f"WITH (KAFKA_TOPIC='{limits}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        _produce(kafka.bootstrap, accounts, [(k, {"name": n}, ts) for k, n, ts in ACCOUNTS])
+        _produce(kafka.bootstrap, limits, [(k, {"lim": n}, ts) for k, n, ts in LIMITS])
+        out = engine.execute(f"CREATE TABLE acct_limits WITH (KAFKA_TOPIC='{joined}') AS SELECT a.id AS id, "
+                             "a.name AS name, l.lim AS lim FROM accounts a LEFT JOIN limits l ON a.id = l.id;")
+        assert out[0]["commandStatus"]["queryId"].startswith("CTAS_ACCT_LIMITS_")
+        want = _left_join_oracle(ACCOUNTS, LIMITS)
+        assert want["a2"] == ({"NAME": "Bobby", "LIM": None}, T0 + 4_000) and "a5" not in want
+
+        def table() -> dict[str, tuple[dict[str, Any], int]]:
+            return _materialize(_read_table(kafka.bootstrap, joined))
+        wait_for(lambda: table() == want, 120, "the table-table join to match the oracle")
+        pulled = engine.query("SELECT * FROM acct_limits WHERE id = 'a1';")
+        assert (pulled.column_names, pulled.rows) == (["ID", "NAME", "LIM"], [["a1", "Ann", 11]])
+
+        deletes_a = [("a1", None, T0 + 8_000)]                       # the account goes: so does its row
+        deletes_l = [("a3", None, T0 + 9_000), ("a4", 40, T0 + 9_500)]   # a3 loses its limit, a4 gains one
+        _produce(kafka.bootstrap, accounts, deletes_a)
+        _produce(kafka.bootstrap, limits, [(k, None if n is None else {"lim": n}, ts) for k, n, ts in deletes_l])
+        want = _left_join_oracle(ACCOUNTS + deletes_a, LIMITS + deletes_l)
+        assert sorted(want) == ["a2", "a3", "a4"] and want["a3"][0]["LIM"] is None
+        try:
+            wait_for(lambda: table() == want, 120, "the join to follow the deletes")
+        except AssertionError:
+            raise AssertionError(f"{table()} != {want}") from None
+        assert ("a1", None, T0 + 8_000) in _read_table(kafka.bootstrap, joined)     # a tombstone with event time
+        assert engine.query("SELECT * FROM acct_limits WHERE id = 'a1';").rows == []
+        assert engine.query("SELECT lim FROM acct_limits WHERE id = 'a4';").rows == [[40]]
+    finally:
+        engine.stop()
+
+
+ORDER_SCHEMA = {"type": "record", "name": "Order", "fields": [
+    {"name": "acct", "type": "string"}, {"name": "amount", "type": "double"}]}
+
+
+def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_registry: Any, tmp_path: Any) -> None:
+    """``FROM orders o JOIN accounts a ON ... LEFT JOIN limits l ON ...`` over an AVRO stream (its
+    columns from the registry) and two JSON tables, written as AVRO: each order gets its account's
+    latest name (orders of unknown or deleted accounts are dropped) and the account's limit or null.
+    Then ``COUNT(*)``/``SUM`` per account name over the join (a CTAS, AVRO): the oracle's counts
+    and totals with the latest joined order's time, and a pull query on them."""
+    from kafkalite.registry.client import RegistryClient
+    from kafkalite.registry.serde import decode, encode, parse_avro
+
+    suffix = uuid.uuid4().hex[:6]
+    orders, accounts, limits, out = (f"{n}-{suffix}" for n in ("orders", "accounts", "limits", "enriched"))
+    registry = RegistryClient(schema_registry.url)
+    schema_id = registry.register(f"{orders}-value", json.dumps(ORDER_SCHEMA))
+    parsed = parse_avro(json.dumps(ORDER_SCHEMA))
+    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"nway_{suffix}_", state_dir=str(tmp_path),
+                        schema_registry_url=schema_registry.url,
+                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    engine = Engine(config, spark)
+    account_rows = ACCOUNTS + [("a4", None, T0 + 3_500)]                # a4 deleted before any order
+    order_rows = [(f"o{i}", {"acct": f"a{i % 6}", "amount": 1.5 * i}, T0 + 10_000 + i) for i in range(12)]
+    try:
+        engine.start()
+        engine.execute(f"CREATE TABLE accounts (id VARCHAR PRIMARY KEY, name STRING) WITH (KAFKA_TOPIC='{accounts}', "
+                       f"VALUE_FORMAT='JSON', PARTITIONS=1); CREATE TABLE limits (id VARCHAR PRIMARY KEY, lim INT) "
+                       f"WITH (KAFKA_TOPIC='{limits}', VALUE_FORMAT='JSON', PARTITIONS=1); CREATE STREAM orders "
+                       f"(id VARCHAR KEY) WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='AVRO', PARTITIONS=1);")
+        _produce(kafka.bootstrap, accounts, [(k, None if n is None else {"name": n}, ts) for k, n, ts in account_rows])
+        _produce(kafka.bootstrap, limits, [(k, {"lim": n}, ts) for k, n, ts in LIMITS])
+        p = Producer({"bootstrap.servers": kafka.bootstrap})
+        for k, v, ts in order_rows:
+            p.produce(orders, encode(schema_id, parsed, v), k.encode(), timestamp=ts)
+        assert p.flush(60) == 0
+        engine.execute(f"CREATE STREAM enriched WITH (KAFKA_TOPIC='{out}') AS SELECT o.acct AS acct, o.id AS oid, "
+                       "o.amount AS amount, a.name AS name, l.lim AS lim FROM orders o JOIN accounts a ON o.acct = a.id "
+                       "LEFT JOIN limits l ON a.id = l.id;")
+        names = {k: n for k, n, _ in account_rows}
+        lims = {k: n for k, n, _ in LIMITS}
+        want = sorted((v["acct"], k, v["amount"], names[v["acct"]], lims.get(v["acct"]), ts) for k, v, ts in order_rows
+                      if names.get(v["acct"]) is not None)
+        assert {w[0] for w in want} == {"a1", "a2", "a3"}
+
+        def lookup(schema: int) -> Any:
+            found = registry.by_id(schema)
+            return found, parse_avro(found.schema)
+
+        def enriched() -> list[tuple[Any, ...]]:
+            rows = []
+            for key, value, ts in _read_raw(kafka.bootstrap, out):
+                d = decode(value, lookup)[2]
+                rows.append((key, d["OID"], d["AMOUNT"], d["NAME"], d["LIM"], ts))
+            return sorted(rows)
+        wait_for(lambda: enriched() == want, 150, "the n-way join to match the oracle")
+        engine.execute(f"TERMINATE {engine.metastore.readers_and_writers('ENRICHED')[1][0]};")
+
+        # an aggregate over the join: the join's rows through its internal topic, then counted
+        per_name = f"per-name-{suffix}"
+        engine.execute(f"CREATE TABLE per_name WITH (KAFKA_TOPIC='{per_name}') AS SELECT a.name AS name, COUNT(*) AS n, "
+                       "SUM(o.amount) AS total FROM orders o JOIN accounts a ON o.acct = a.id GROUP BY a.name;")
+        totals: dict[str, tuple[int, float, int]] = {}
+        for acct, _, amount, name, _, ts in want:
+            n, total, latest = totals.get(name, (0, 0.0, 0))
+            totals[name] = (n + 1, total + amount, max(latest, ts))
+
+        def counted() -> dict[str, tuple[int, float, int]]:
+            table: dict[str, tuple[int, float, int]] = {}
+            for key, value, ts in _read_raw(kafka.bootstrap, per_name):
+                d = decode(value, lookup)[2]
+                table[key] = (d["N"], d["TOTAL"], ts)
+            return table
+        wait_for(lambda: counted() == totals, 150, "the aggregate over the join to match the oracle")
+        pulled = engine.query("SELECT n, total FROM per_name WHERE name = 'Cy';")
+        assert pulled.rows == [[totals["Cy"][0], totals["Cy"][1]]]
+    finally:
+        engine.stop()
+
+
+def _read_raw(bootstrap: str, topic: str) -> list[tuple[str, bytes, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([CTP(topic, 0, 0)])
+    out: list[tuple[str, bytes, int]] = []
+    try:
+        while True:
+            msgs = c.consume(1000, 2.0)
+            if not msgs:
+                return out
+            out += [(m.key().decode(), m.value(), m.timestamp()[1]) for m in msgs if m.error() is None]
+    finally:
+        c.close()

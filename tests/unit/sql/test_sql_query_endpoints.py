@@ -190,7 +190,8 @@ def test_decode_output_inverts_the_table_encoding() -> None:
     key = b"t1" + (20_000).to_bytes(8, "big")
     assert decode_output(key, b'{"AVG": 2.5, "N": 4}', sink, store, tumbling) == {
         "TRUCK": "t1", "WINDOWSTART": 20_000, "WINDOWEND": 30_000, "AVG": 2.5, "N": 4}
-    assert decode_output(key, None, sink, store, tumbling) is None                  # a tombstone
+    assert decode_output(key, None, sink, store, tumbling) == {                     # a tombstone: the key deleted
+        "TRUCK": "t1", "WINDOWSTART": 20_000, "WINDOWEND": 30_000, "__deleted": True}
     plain = StateStore(["ID"], False, ["ID", "N", "TOP"], ["BIGINT", "BIGINT", "DOUBLE"])
     delimited = DataSource("T", "TABLE", "t", (), "KAFKA", "DELIMITED", None, None)
     assert decode_output(b"7", b"3,9.5", delimited, plain, None) == {"ID": 7, "N": 3, "TOP": 9.5}
