@@ -51,6 +51,11 @@ class Cluster(LocalCluster):
     """N brokers (ids ``first_id``..) in one ZooKeeper chroot of the shared ``zookeeper``, or of
     an ensemble of ``zookeepers`` servers of its own when ``zookeeper`` is None.
 
+    Each broker keeps its port across restarts, as a real cluster's do (``free_port`` chooses it
+    outside the kernel's ephemeral range, so no outgoing connection takes it while the broker is
+    down). With a new port at every start, librdkafka's transaction coordinator connection kept
+    dialling a restarted coordinator's old address for minutes (test_eos_workers timed out).
+
     ``start`` starts its own ZooKeeper (if any), then the brokers one after another (so the first
     one becomes the controller); ``stop()`` always leaves no broker process behind, stops its own
     ZooKeeper servers and never the shared one.
@@ -65,7 +70,7 @@ class Cluster(LocalCluster):
         ``overrides`` (e.g. its own ``log.dirs``); ``metrics``: each broker serves /metrics and
         /health on a free port."""
         super().__init__(workdir, size, first_id, overrides=overrides, zookeeper=zookeeper,
-                         chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}", ephemeral_ports=True,
+                         chroot=f"/kafkalite-test-{uuid.uuid4().hex[:10]}",
                          zookeepers=zookeepers, zookeeper_tick_ms=TEST_TICK_MS, metrics=metrics)
         for b in self.brokers:
             b.overrides.update((broker_overrides or {}).get(b.broker_id, {}))
