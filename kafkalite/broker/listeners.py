@@ -64,6 +64,9 @@ class ListenerManager:
         #: listener name -> (its configured endpoint, the listening port, its factory)
         self.bound: dict[str, tuple[Endpoint, Any, KafkaServerFactory]] = {}
         self.canonical_host: str | None = None
+        #: False until the broker has started: listeners are bound (their ports are registered) but
+        #: accept nothing yet, as Kafka's SocketServer before ``startProcessingRequests``
+        self.processing = False
         #: dynamic listener changes, applied one after another
         self.changes = defer.DeferredLock()
         protected = config.inter_broker_listener if len(config.listeners) > 1 else None
@@ -85,6 +88,15 @@ class ListenerManager:
         if self._needs_canonical_host():
             self.canonical_host = socket.getfqdn()   # blocking DNS on the reactor: once, at start-up, before anything is served
         return self.advertised()
+
+    def start_processing(self) -> None:
+        """Start accepting connections on every listener: the broker has registered and loaded its
+        metadata. Until then a connecting client waits in the listen backlog, as with Kafka, and is
+        never answered from an empty metadata cache (a restarted broker once told librdkafka there
+        were no brokers and no such topic while it waited for its old registration to expire)."""
+        self.processing = True
+        for port in self.ports:
+            _accepting(port, True)
 
     @defer.inlineCallbacks
     def stop_accepting(self) -> Any:
@@ -131,6 +143,8 @@ class ListenerManager:
                                      max_idle_ms=self.config["connections.max.idle.ms"], clock=self.reactor,
                                      tls_options=tls_options, sasl=sasl)
         port = factory.listen(self.reactor, ep.port, ep.host or "0.0.0.0")
+        if not self.processing:
+            _accepting(port, False)
         self.ports.append(port)
         self.factories.append(factory)
         self.bound[ep.listener] = (ep, port, factory)
@@ -215,3 +229,12 @@ class ListenerManager:
             self.security[name] = (self.security[name][0], sasl)
             if sasl is not None:
                 factory.sasl = sasl
+
+
+def _accepting(port: Any, on: bool) -> None:
+    """Accept connections on a bound listening port, or leave them in the kernel's backlog (a
+    Twisted TCP or TLS port reads its socket for accepts; an in-memory test port has no such
+    switch and always accepts)."""
+    switch = getattr(port, "startReading" if on else "stopReading", None)
+    if switch is not None:
+        switch()

@@ -118,6 +118,9 @@ class MetadataSync:
         #: ``/admin/reassign_partitions`` (the ZooKeeper-era tool's request) or None
         self.reassign_request: AdminZNode[ReassignPartitions] | None = None
         self.loaded = False
+        #: watches installed but not yet delivered once, and who waits for none to be left
+        self._installing = 0
+        self._view_waiters: list[defer.Deferred] = []
 
     @defer.inlineCallbacks
     def start(self) -> Any:
@@ -166,9 +169,29 @@ class MetadataSync:
 
     def _watch(self, path: str, deliver: Callable[[bytes | None, Any], None],
                keep: Callable[[Watch], None], what: str) -> None:
-        d = self.zk.watch_data(path, deliver)
+        self._installing += 1
+        d = self.zk.watch_data(path, deliver)    # fires after the first delivery has run
         d.addCallback(keep)
         d.addErrback(self._watch_failed, what)
+        d.addBoth(self._installed)
+
+    def _installed(self, _: Any) -> None:
+        self._installing -= 1
+        if self._installing == 0 and self.loaded:
+            waiters, self._view_waiters = self._view_waiters, []
+            for w in waiters:
+                w.callback(None)
+
+    def initial_view(self) -> defer.Deferred:
+        """Fires once the cache holds what ZooKeeper held when :meth:`start` ran: every broker's
+        registration, every topic's assignment and config and every partition's state (each watch
+        installed so far has delivered once; a watch set by a delivery counts before that delivery
+        ends). The broker serves clients only then."""
+        if self.loaded and self._installing == 0:
+            return defer.succeed(None)
+        d: defer.Deferred = defer.Deferred()
+        self._view_waiters.append(d)
+        return d
 
     @staticmethod
     def _watch_failed(f: Failure, what: str) -> None:

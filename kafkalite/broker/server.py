@@ -2,7 +2,10 @@
 
 Start-up follows Kafka's order: logs are recovered before anything else (blocking, before the
 reactor runs: there is nothing to serve yet), then ZooKeeper is connected, the listeners are
-bound, and only then is ``/brokers/ids/<id>`` registered, so a registered broker always serves.
+bound (their ports are what ``/brokers/ids/<id>`` registers), the broker registers and loads the
+cluster's metadata, and only then do the listeners accept connections (Kafka's
+``startProcessingRequests``): a client waits in the listen backlog instead of being answered from
+an empty metadata cache while a restarted broker waits for its old registration to expire.
 Shutdown reverses it: first, with ``controlled.shutdown.enable``, the broker stops following
 and asks the controller to move its leaderships away while it still serves (Kafka's
 ControlledShutdown); then it stops accepting, answers waiting requests, closes the ZooKeeper
@@ -273,6 +276,8 @@ class KafkaBroker:
         self.groups.start()
         self.storage_events.offline_at_start()
         self.txns.start()
+        yield self.sync.initial_view()
+        self.listeners.start_processing()
         log.info("broker %d started, serving %s", self.broker_id,
                  ", ".join(ep.connection_string() for ep in advertised))
 

@@ -191,3 +191,44 @@ def test_one_config_change_listener_serves_every_config_sync() -> None:
         clock.advance(0.1)
     assert seen == [("brokers", "brokers/1"), ("quotas", "brokers/1"), ("brokers", "clients/app"),
                     ("quotas", "clients/app")]
+
+
+def test_initial_view_waits_for_every_watch_start_set_to_deliver_once() -> None:
+    """The broker serves clients only once its cache holds what ZooKeeper held at start: the
+    brokers' registrations, the topics' assignments and configs, and the partition states those
+    assignments name (watches set by a delivery, before that delivery's watch counts as done)."""
+    from kafkalite.metadata import MetadataCache
+    from zk_schema.topics import TopicZNode
+
+    class Zk:
+        def __init__(self) -> None:
+            self.watches: dict[str, tuple[Any, defer.Deferred]] = {}
+
+        def watch_data(self, path: str, deliver: Any) -> defer.Deferred:
+            d: defer.Deferred = defer.Deferred()
+            self.watches[path] = (deliver, d)
+            return d
+
+        def first_delivery(self, path: str, data: bytes | None) -> None:
+            deliver, d = self.watches.pop(path)
+            deliver(data, SimpleNamespace(version=0, czxid=1))
+            d.callback(SimpleNamespace(cancel=lambda: None))
+
+    zk = Zk()
+    sync = metadata_sync.MetadataSync(zk, MetadataCache(), lambda change: None)  # type: ignore[arg-type]
+    sync._brokers_changed(["1"])
+    sync._topics_changed(["t"])
+    fired: list[Any] = []
+    sync.initial_view().addCallback(fired.append)
+    sync.loaded = True                                   # start() has set its child watches
+    zk.first_delivery("/brokers/ids/1", None)
+    zk.first_delivery("/config/topics/t", None)
+    assert not fired
+    zk.first_delivery("/brokers/topics/t", TopicZNode({0: (1,), 1: (1,)}).encode())
+    assert sorted(zk.watches) == ["/brokers/topics/t/partitions/0/state", "/brokers/topics/t/partitions/1/state"]
+    assert not fired, "a partition state not yet delivered"
+    zk.first_delivery("/brokers/topics/t/partitions/0/state", None)
+    assert not fired
+    zk.first_delivery("/brokers/topics/t/partitions/1/state", None)
+    assert fired == [None]
+    assert sync.initial_view().called                    # later callers: at once
