@@ -21,6 +21,7 @@ from kafkalite.sql import ast, serde, values
 from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
+from kafkalite.sql.inserts import InsertsSubscriber
 from kafkalite.sql.metastore import DataSource
 from kafkalite.sql.parser import parse
 from tests.unit.sql.test_sql_engine_statements import FakeProducer, engine  # noqa: F401  (the fixture)
@@ -211,11 +212,19 @@ def test_avro_struct_fields_take_the_registered_schemas_spelling() -> None:
 
 
 def test_inserts_stream_rows_with_json_arrays_and_objects_are_written_as_avro() -> None:
+    """Through the real InsertsSubscriber over a producer double."""
     source, parsed, lookup = _avro_source()
-    row = serde.row_from_json({"id": "o-2", "tags": ["x"], "prices": {"tea": 2.25},
-                               "order": {"sku": "T-2", "at": {"day": "2025-11-30"}},
-                               "lines": [{"SKU": "A", "QTY": 1}], "n": 1}, source)
-    datum = _read_avro(serde.encode(source, row, 5, lookup, "").value, parsed)
+    sent: list[tuple[str, Any, Any]] = []
+
+    class Producer:
+        def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int, callback: Any) -> None:
+            sent.append((topic, key, value))
+    sub = InsertsSubscriber(source, Producer(), lookup)  # type: ignore[arg-type]
+    sub.send({"id": "o-2", "tags": ["x"], "prices": {"tea": 2.25}, "order": {"sku": "T-2", "at": {"day": "2025-11-30"}},
+              "lines": [{"SKU": "A", "QTY": 1}], "n": 1}, lambda outcome: None)
+    (topic, key, value), = sent
+    assert (topic, key) == ("orders", b"o-2")
+    datum = _read_avro(value, parsed)
     assert datum["TAGS"] == ["x"] and datum["PRICES"] == {"tea": decimal.Decimal("2.25")}
     assert datum["ORDER"] == {"SKU": "T-2", "QTY": None, "AT": {"DAY": datetime.date(2025, 11, 30), "TIME": None}}
     assert datum["LINES"] == [{"SKU": "A", "QTY": 1, "AT": None}]
