@@ -280,3 +280,9 @@ def test_create_stream_with_collection_columns_registers_the_schema_once(engine:
     fields = engine.execute("DESCRIBE orders3;")[0]["sourceDescription"]["fields"]
     assert [(f["name"], f["schema"]["type"]) for f in fields] == [("TAGS", "ARRAY"), ("PRICES", "MAP"),
                                                                   ("ORDER", "STRUCT")]
+
+
+def test_queries_refuse_constructors_and_subscripts_with_a_statement_error(engine: Engine) -> None:
+    """Spark queries do not translate them yet: a one-line statement error naming the expression."""
+    with pytest.raises(KsqlError, match=r"Unsupported expression in a query on this server: ARRAY\[V, 2\]\[1\]"):
+        engine.execute("CREATE STREAM x AS SELECT id, ARRAY[v, 2][1] AS a FROM s;")
