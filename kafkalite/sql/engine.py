@@ -346,6 +346,8 @@ class Engine:
                 source = self._source_of(s, text)           # property and column checks, no side effects
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
+                if source.value_format == "AVRO" and any(not c.key for c in s.columns):
+                    self._register_declared_avro(source.topic, s.columns, text)
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
@@ -371,8 +373,6 @@ class Engine:
                 return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
             source = self._source_of(s, stmt.text)
             self._ensure_topic(source.topic, s.prop("PARTITIONS"), s.prop("REPLICAS"), stmt.text)
-            if source.value_format == "AVRO" and s.columns and any(not c.key for c in s.columns):
-                self._register_declared_avro(source.topic, s.columns, stmt.text)
             ms.add(source, replace_existing=s.or_replace, statement=stmt.text)
             return _status(stmt.text, s, seq, f"{s.kind.capitalize()} created")
         if isinstance(s, (ast.CreateAsSelect, ast.InsertInto)):
@@ -504,8 +504,9 @@ class Engine:
 
     def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> None:
         """ksqlDB's ``SchemaRegisterInjector`` for CREATE STREAM/TABLE with declared columns:
-        the columns' schema registered as ``<topic>-value`` unless the subject already exists
-        (a replayed command finds it there and registers nothing)."""
+        the columns' schema registered as ``<topic>-value`` unless the subject already exists.
+        Like the injector it runs before the command is logged, so a replay never needs the
+        registry."""
         from kafkalite.registry.client import RegistryClient, RegistryClientError
 
         schema = self._declared_avro_schema(topic, columns, text)

@@ -275,6 +275,14 @@ def test_create_stream_with_collection_columns_registers_the_schema_once(engine:
     registered["orders-value"] = before = registered["orders-value"].replace("TAGS", "TAGS")
     engine.execute(create.replace("STREAM orders", "STREAM orders2"))
     assert registered["orders-value"] is before
+    # a replayed CREATE (the command topic at startup) does not need the registry, as in ksqlDB
+    def unreachable(self: Any, *a: Any) -> Any:
+        raise AssertionError("the registry was called during replay")
+    monkeypatch.setattr(registry_client.RegistryClient, "latest", unreachable)
+    monkeypatch.setattr(registry_client.RegistryClient, "register", unreachable)
+    engine._apply(parse(create.replace("STREAM orders", "STREAM replayed"))[0], {}, 99)
+    assert engine.metastore.get("REPLAYED") is not None
+    monkeypatch.setattr(registry_client.RegistryClient, "latest", latest)
     # the registry's record types read back as STRUCT columns
     engine.execute("CREATE STREAM orders3 WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='AVRO');")
     fields = engine.execute("DESCRIBE orders3;")[0]["sourceDescription"]["fields"]
