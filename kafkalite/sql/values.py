@@ -225,6 +225,9 @@ def _eval(e: ast.Expr) -> Any:
         keys = _common([k for k, _ in e.entries])
         if any(k is None for k in keys):
             raise EvaluationError("Error processing expression: MAP key cannot be null")
+        if any(isinstance(k, (list, dict)) for k in keys):
+            raise EvaluationError(f"Error processing expression: MAP keys must be of a primitive type, got "
+                                  f"{sql_type_text(keys[0])}")
         return dict(zip(keys, _common([v for _, v in e.entries])))
     if isinstance(e, ast.StructConstructor):
         return Struct((name, _eval(v)) for name, v in e.fields)
@@ -331,6 +334,12 @@ def _binary(e: ast.Binary) -> Any:
         return None
     if e.op in ("||", "+") and isinstance(a, str) and isinstance(b, str):
         return a + b
+    if (isinstance(a, (list, dict)) or isinstance(b, (list, dict))) and e.op in ("=", "!=", "<>", "<", "<=", ">",
+                                                                               ">="):    # collections: equality only
+        if e.op in ("=", "!=", "<>") and type_name(a) == type_name(b):
+            return (a == b) == (e.op == "=")
+        raise EvaluationError(f"Error processing expression: Cannot compare {type_name(a)} to {type_name(b)} "
+                              f"with {e.op}")
     if e.op == "LIKE":
         if not (isinstance(a, str) and isinstance(b, str)):
             raise EvaluationError("Error processing expression: LIKE expects STRING operands")
@@ -372,6 +381,8 @@ def _arithmetic(op: str, a: Any, b: Any) -> Any:
 
 
 def _compare(a: Any, b: Any) -> int:
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        raise EvaluationError(f"Error processing expression: Cannot compare {type_name(a)} to {type_name(b)}")
     numbers = (int, float, decimal.Decimal)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
         x, y = (float(a), float(b)) if isinstance(a, float) or isinstance(b, float) else (a, b)

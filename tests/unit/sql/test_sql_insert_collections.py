@@ -92,6 +92,8 @@ def test_bad_constructors_are_statement_errors(sql: str, message: str) -> None:
     ("MAP('k' := ARRAY['x', 'y'])['k'][2]", "y"),
     ("STRUCT(a := 1, b := 'x')", {"A": 1, "B": "x"}), ("STRUCT(a := 1, b := 'x')->b", "x"),
     ("STRUCT(s := STRUCT(n := 5))->s->n * 2", 10), ("CAST(NULL AS STRING) IS NULL", True),
+    ("ARRAY[1, 2] = ARRAY[1, 2]", True), ("STRUCT(a := 1) != STRUCT(a := 2)", True),
+    ("CAST(ARRAY[1, 2] AS STRING)", "[1, 2]"), ("ARRAY['a'] IS NULL", False),
 ])
 def test_constructors_evaluate_like_ksqldb(expr: str, expected: Any) -> None:
     assert _value(expr) == expected
@@ -115,6 +117,12 @@ def test_a_struct_is_not_a_map() -> None:
     ("MAP('a' := 1)->a", "Expected STRUCT type, got: MAP"),
     ("STRUCT(a := 1)[1]", "Subscript expression is only supported on ARRAY or MAP, got STRUCT"),
     ("ARRAY[1]['x']", "array index must be INTEGER, got STRING"),
+    ("STRUCT(a := 1) < STRUCT(a := 2)", "Cannot compare STRUCT to STRUCT with <"),
+    ("MAP('a' := 1) = ARRAY[1]", "Cannot compare MAP to ARRAY with ="),
+    ("ARRAY[1] IN (ARRAY[1])", "Cannot compare ARRAY to ARRAY"),
+    ("MAP(STRUCT(a := 1) := 1)", "MAP keys must be of a primitive type, got STRUCT<`A` INTEGER>"),
+    ("UCASE(ARRAY['a'])", "Function 'UCASE' does not accept parameters (ARRAY)"),
+    ("ARRAY[1] + 1", "Unsupported arithmetic types. ARRAY +"),
 ])
 def test_bad_elements_are_ksqldb_errors(expr: str, message: str) -> None:
     with pytest.raises(values.EvaluationError) as err:
