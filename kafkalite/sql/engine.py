@@ -443,6 +443,11 @@ class Engine:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
             self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
+        for c in columns:                                 # ksqlDB's serdes for these formats take no collections
+            fmt = key_format if c.key else value_format
+            if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
+                raise KsqlError(f"The '{fmt}' format does not support type '{c.type.name}'"
+                                + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""), statement=text)
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]

@@ -302,3 +302,17 @@ def test_queries_refuse_constructors_and_subscripts_with_a_statement_error(engin
     """Spark queries do not translate them yet: a one-line statement error naming the expression."""
     with pytest.raises(KsqlError, match=r"Unsupported expression in a query on this server: ARRAY\[V, 2\]\[1\]"):
         engine.execute("CREATE STREAM x AS SELECT id, ARRAY[v, 2][1] AS a FROM s;")
+
+
+@pytest.mark.parametrize("columns, formats, message", [
+    ("id STRING KEY, tags ARRAY<STRING>", "VALUE_FORMAT='DELIMITED'",
+     "The 'DELIMITED' format does not support type 'ARRAY', column: `TAGS`"),
+    ("id STRING KEY, m MAP<STRING, INT>", "VALUE_FORMAT='KAFKA'", "The 'KAFKA' format does not support type 'MAP'"),
+    ("id STRUCT<a INT> KEY, v INT", "VALUE_FORMAT='JSON'", "The 'KAFKA' format does not support type 'STRUCT'"),
+])
+def test_formats_without_collections_refuse_collection_columns(engine: Engine, columns: str, formats: str,
+                                                               message: str) -> None:
+    with pytest.raises(KsqlError) as err:
+        engine.execute(f"CREATE STREAM c ({columns}) WITH (KAFKA_TOPIC='c', {formats});")
+    assert str(err.value) == message
+    engine.execute(f"CREATE STREAM c ({columns}) WITH (KAFKA_TOPIC='c', VALUE_FORMAT='JSON', KEY_FORMAT='JSON');")
