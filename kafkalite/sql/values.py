@@ -253,7 +253,8 @@ _NUMBER_RANK = {"INTEGER": 0, "BIGINT": 1, "DECIMAL": 2, "DOUBLE": 3}
 def _common(exprs: list[ast.Expr]) -> list[Any]:
     """The elements' values at their common type (ksqlDB's ``CoercionUtil.coerceUserList``): the
     first non-null value sets it; numbers widen to the widest (INTEGER < BIGINT < DECIMAL <
-    DOUBLE); a string literal is parsed as a number or a boolean where those are expected;
+    DOUBLE); a string literal is parsed as a number, a boolean or a TIMESTAMP/DATE/TIME where
+    those are expected (ksqlDB's lax literal coercion);
     anything else that differs is ksqlDB's "operator does not exist" error."""
     vals = [_eval(x) for x in exprs]
     first = next((v for v in vals if v is not None), None)
@@ -289,6 +290,11 @@ def _to_common(x: ast.Expr, v: Any, target: str, first: Any) -> Any:
         if low in ("true", "t", "yes", "y", "false", "f", "no", "n"):
             return low[0] in "ty"
         raise EvaluationError(f'invalid input syntax for type BOOLEAN: "{v}".')
+    elif target in ("TIMESTAMP", "DATE", "TIME") and isinstance(v, str) and isinstance(x, ast.Literal):
+        try:
+            return cast(v, ast.SqlType(target))
+        except EvaluationError:
+            raise EvaluationError(f'invalid input syntax for type {target}: "{v}".') from None
     elif kind == target:
         return v
     raise EvaluationError(f"operator does not exist: {sql_type_text(first)} = {sql_type_text(v)} ({sql_text(x)})\n"

@@ -92,6 +92,9 @@ def test_bad_constructors_are_statement_errors(sql: str, message: str) -> None:
     ("MAP('k' := ARRAY['x', 'y'])['k'][2]", "y"),
     ("STRUCT(a := 1, b := 'x')", {"A": 1, "B": "x"}), ("STRUCT(a := 1, b := 'x')->b", "x"),
     ("STRUCT(s := STRUCT(n := 5))->s->n * 2", 10), ("CAST(NULL AS STRING) IS NULL", True),
+    ("ARRAY[FROM_UNIXTIME(1000), '1970-01-01T00:00:02']",
+     [datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc),
+      datetime.datetime(1970, 1, 1, 0, 0, 2, tzinfo=datetime.timezone.utc)]),
     ("ARRAY[1, 2] = ARRAY[1, 2]", True), ("STRUCT(a := 1) != STRUCT(a := 2)", True),
     ("CAST(ARRAY[1, 2] AS STRING)", "[1, 2]"), ("ARRAY['a'] IS NULL", False),
 ])
@@ -113,6 +116,7 @@ def test_a_struct_is_not_a_map() -> None:
     ("ARRAY['a', 1]", "operator does not exist: STRING = INTEGER (1)"),
     ("MAP('a' := 1, 'b' := 'c')", 'invalid input syntax for type INTEGER: "c".'),
     ("MAP(NULL := 1)", "MAP key cannot be null"),
+    ("ARRAY[FROM_UNIXTIME(0), 'soon']", 'invalid input syntax for type TIMESTAMP: "soon".'),
     ("STRUCT(a := 1)->c", "Could not find field 'C' in 'STRUCT(A:=1)'."),
     ("MAP('a' := 1)->a", "Expected STRUCT type, got: MAP"),
     ("STRUCT(a := 1)[1]", "Subscript expression is only supported on ARRAY or MAP, got STRUCT"),
@@ -204,6 +208,22 @@ def test_collections_are_written_as_avro_arrays_maps_and_records() -> None:
         "ORDER": {"SKU": "T-1", "QTY": 2, "AT": {"DAY": datetime.date(2025, 11, 29),
                                                  "TIME": datetime.time(10, 0, 0, 250000)}},
         "LINES": [{"SKU": "C-9", "QTY": 6, "AT": None}], "N": 28}
+
+
+def test_timestamps_decimals_and_bytes_inside_collections_are_written_as_avro_and_json() -> None:
+    source = DataSource("S", "STREAM", "s", (
+        ast.ColumnDef("AT", T("ARRAY", items=(T("TIMESTAMP"),))),
+        ast.ColumnDef("B", T("STRUCT", fields=(("D", T("DECIMAL", (4, 1))), ("Y", T("BYTES")))))), "KAFKA", "AVRO")
+    parsed = parse_avro(serde.value_avro_schema(source.columns))
+    row = _row("INSERT INTO s (at, b) VALUES (ARRAY[FROM_UNIXTIME(1000), '2025-01-01T00:00:00'], "
+               "STRUCT(d := 1.25, y := 'AQI='));", source)
+    assert row == {"AT": [1000, 1735689600000], "B": {"D": decimal.Decimal("1.3"), "Y": b"\x01\x02"}}
+    datum = _read_avro(serde.encode(source, row, 1, lambda subject: (42, parsed, ["AT", "B"]), "").value, parsed)
+    assert datum == {"AT": [datetime.datetime(1970, 1, 1, 0, 0, 1, tzinfo=datetime.timezone.utc),
+                            datetime.datetime(2025, 1, 1, tzinfo=datetime.timezone.utc)],
+                     "B": {"D": decimal.Decimal("1.3"), "Y": b"\x01\x02"}}
+    as_json = serde.encode(replace(source, value_format="JSON"), row, 1, None, "").value
+    assert as_json == b'{"AT": [1000, 1735689600000], "B": {"D": 1.3, "Y": "AQI="}}'
 
 
 def test_avro_struct_fields_take_the_registered_schemas_spelling() -> None:
