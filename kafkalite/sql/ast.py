@@ -79,7 +79,37 @@ class Dereference:
     field: str
 
 
-Expr = Union[Column, Literal, Call, Binary, Unary, IsNull, Between, InList, Cast, Case, Dereference]
+@dataclass(frozen=True)
+class ArrayConstructor:
+    """``ARRAY[e1, e2, ...]``"""
+
+    items: tuple["Expr", ...]
+
+
+@dataclass(frozen=True)
+class MapConstructor:
+    """``MAP(k1 := v1, k2 := v2, ...)``"""
+
+    entries: tuple[tuple["Expr", "Expr"], ...]
+
+
+@dataclass(frozen=True)
+class StructConstructor:
+    """``STRUCT(name1 := e1, name2 := e2, ...)``"""
+
+    fields: tuple[tuple[str, "Expr"], ...]
+
+
+@dataclass(frozen=True)
+class Subscript:
+    """``array[index]`` (1-based, negative from the end) or ``map[key]``"""
+
+    operand: "Expr"
+    index: "Expr"
+
+
+Expr = Union[Column, Literal, Call, Binary, Unary, IsNull, Between, InList, Cast, Case, Dereference,
+             ArrayConstructor, MapConstructor, StructConstructor, Subscript]
 
 
 # -- types and columns --------------------------------------------------------------------------

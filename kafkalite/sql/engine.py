@@ -346,6 +346,8 @@ class Engine:
                 source = self._source_of(s, text)           # property and column checks, no side effects
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
+                if source.value_format == "AVRO" and any(not c.key for c in s.columns):
+                    self._register_declared_avro(source.topic, s.columns, text)
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
@@ -439,6 +441,13 @@ class Engine:
         columns = tuple(s.columns)
         if value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
+        elif value_format == "AVRO":
+            self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
+        for c in columns:                                 # ksqlDB's serdes for these formats take no collections
+            fmt = key_format if c.key else value_format
+            if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
+                raise KsqlError(f"The '{fmt}' format does not support type '{c.type.name}'"
+                                + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""), statement=text)
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]
@@ -486,6 +495,37 @@ class Engine:
                                 f"{json.dumps(f['type'])}", statement=text)
             out.append(ast.ColumnDef(f["name"].upper(), sql_type))
         return tuple(out)
+
+    def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> str:
+        """The Avro schema of declared value columns, or ksqlDB's refusal (no registry, a type
+        Avro cannot carry)."""
+        if not self.config.schema_registry_url:
+            raise KsqlError(f"Cannot create topic '{topic}' with format AVRO without configuring "
+                            "'ksql.schema.registry.url'", statement=text)
+        try:
+            return serde.value_avro_schema(columns)
+        except ValueError as exc:
+            raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+
+    def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> None:
+        """ksqlDB's ``SchemaRegisterInjector`` for CREATE STREAM/TABLE with declared columns:
+        the columns' schema registered as ``<topic>-value`` unless the subject already exists.
+        Like the injector it runs before the command is logged, so a replay never needs the
+        registry."""
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        schema = self._declared_avro_schema(topic, columns, text)
+        client = RegistryClient(str(self.config.schema_registry_url))
+        try:
+            client.latest(f"{topic}-value")
+            return
+        except RegistryClientError as exc:
+            if exc.error_code not in (40401, 40402):          # subject / version not found
+                raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+        try:
+            client.register(f"{topic}-value", schema)
+        except RegistryClientError as exc:
+            raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
     def _topic_exists(self, topic: str) -> bool:
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
@@ -1558,6 +1598,10 @@ def _avro_sql_type(t: Any) -> ast.SqlType | None:
     if base == "map":
         values = _avro_sql_type(t.get("values"))
         return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
+    if base == "record":
+        fields = [(str(f["name"]).upper(), _avro_sql_type(f["type"])) for f in t.get("fields", [])]
+        return None if any(ft is None for _, ft in fields) else ast.SqlType(
+            "STRUCT", fields=tuple((n, ft) for n, ft in fields if ft is not None))
     return _avro_sql_type(base) if isinstance(base, str) else None
 
 

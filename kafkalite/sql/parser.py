@@ -118,20 +118,31 @@ LT: "<"
 GT: ">"
 ?sum: product (ADD_OP product)*                 -> sum_chain
 ADD_OP: "+" | "-" | "||"
+// above ADD_OP, whose "-" would otherwise split ksqlDB's STRUCT_FIELD_REF '->'
+ARROW.2: "->"
 ?product: unary (MUL_OP unary)*                 -> product_chain
 MUL_OP: "*" | "/" | "%"
 ?unary: "-" unary                               -> neg
       | postfix
 ?postfix: primary
-        | postfix "->" ident                    -> deref
+        | postfix ARROW ident                   -> deref
+        | postfix "[" expr "]"                  -> subscript
 ?primary: literal                               -> lit
         | ident "(" "*" ")"                     -> call_star
         | ident "(" [expr ("," expr)*] ")"      -> call
         | "CAST"i "(" expr "AS"i type ")"       -> cast
+        | "ARRAY"i "[" [expr ("," expr)*] "]"   -> array_ctor
+        | "MAP"i "(" [map_entry ("," map_entry)*] ")" -> map_ctor
+        | "STRUCT"i "(" [struct_entry ("," struct_entry)*] ")" -> struct_ctor
         | "CASE"i ("WHEN"i expr "THEN"i expr)+ ["ELSE"i expr] "END"i -> case
         | ident "." ident                       -> qualified
         | ident                                 -> column
         | "(" expr ")"
+
+// ksqlDB's SqlBase.g4: MAP(k := v, ...), STRUCT(name := v, ...)
+map_entry: expr ASSIGN expr
+struct_entry: ident ASSIGN expr
+ASSIGN: ":="
 
 literal: STRING                                 -> string
        | SIGNED_NUMBER                          -> number
@@ -416,8 +427,31 @@ class _ToAst(Transformer):
             return ast.Literal(-e.value)
         return ast.Unary("-", e)
 
-    def deref(self, e: ast.Expr, name: str) -> ast.Expr:
+    def deref(self, e: ast.Expr, _arrow: Token, name: str) -> ast.Expr:
         return ast.Dereference(e, name)
+
+    def subscript(self, e: ast.Expr, index: ast.Expr) -> ast.Expr:
+        return ast.Subscript(e, index)
+
+    def array_ctor(self, *items: Any) -> ast.Expr:
+        return ast.ArrayConstructor(tuple(i for i in items if i is not None))
+
+    def map_entry(self, k: ast.Expr, _assign: Token, v: ast.Expr) -> tuple[ast.Expr, ast.Expr]:
+        return (k, v)
+
+    def map_ctor(self, *entries: Any) -> ast.Expr:
+        return ast.MapConstructor(tuple(e for e in entries if e is not None))
+
+    def struct_entry(self, name: str, _assign: Token, v: ast.Expr) -> tuple[str, ast.Expr]:
+        return (name, v)
+
+    def struct_ctor(self, *fields: Any) -> ast.Expr:
+        pairs = tuple(f for f in fields if f is not None)
+        names = [n for n, _ in pairs]
+        dup = next((n for n in names if names.count(n) > 1), None)
+        if dup is not None:
+            raise _Semantic(f"Duplicate field names found in STRUCT: '{dup}'")
+        return ast.StructConstructor(pairs)
 
     def lit(self, value: ast.Literal) -> ast.Literal:
         return value

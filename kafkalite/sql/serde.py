@@ -111,15 +111,8 @@ def row_from_json(obj: dict[str, Any], source: DataSource) -> dict[str, Any]:
     return row
 
 
-def ksql_type_name(t: ast.SqlType) -> str:
-    """A type as ksqlDB prints it in messages (``INTEGER``, ``ARRAY<INTEGER>``, ``DECIMAL(4, 2)``)."""
-    if t.name == "ARRAY":
-        return f"ARRAY<{ksql_type_name(t.items[0])}>"
-    if t.name == "MAP":
-        return f"MAP<{ksql_type_name(t.items[0])}, {ksql_type_name(t.items[1])}>"
-    if t.name == "STRUCT":
-        return "STRUCT<" + ", ".join(f"`{n}` {ksql_type_name(ft)}" for n, ft in t.fields) + ">"
-    return "INTEGER" if t.name == "INT" else "STRING" if t.name == "VARCHAR" else str(t)
+#: a type as ksqlDB prints it in messages (``INTEGER``, ``ARRAY<INTEGER>``, ``DECIMAL(4, 2)``)
+ksql_type_name = values.ksql_type_name
 
 
 def _java_class(v: Any) -> str:
@@ -243,9 +236,14 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
         from kafkalite.registry import serde
 
         schema_id, parsed, fields = avro(f"{source.topic}-value")
-        by_upper = {f.upper(): f for f in fields}
+        named = parsed.get("__named_schemas", {}) if isinstance(parsed, dict) else {}
+        by_upper = {f["name"].upper(): f for f in (parsed.get("fields", []) if isinstance(parsed, dict) else [])}
+        by_upper.update({f.upper(): {"name": f, "type": None} for f in fields if f.upper() not in by_upper})
         try:
-            datum = {by_upper.get(c.name, c.name): _avro_value(row.get(c.name), c) for c in values}
+            datum = {}
+            for c in values:
+                f = by_upper.get(c.name, {"name": c.name, "type": None})
+                datum[f["name"]] = _avro_value(row.get(c.name), c.type, f["type"], named, c.name)
         except ValueError as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
         try:
@@ -258,28 +256,108 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
 
 
+AVRO_NAMESPACE = "io.confluent.ksql.avro_schemas"
+AVRO_RECORD = "KsqlDataSourceSchema"
+_AVRO_PLAIN: dict[str, Any] = {
+    "BOOLEAN": "boolean", "INT": "int", "BIGINT": "long", "DOUBLE": "double", "STRING": "string", "BYTES": "bytes",
+    "TIMESTAMP": {"type": "long", "logicalType": "timestamp-millis"}, "DATE": {"type": "int", "logicalType": "date"},
+    "TIME": {"type": "int", "logicalType": "time-millis"}}
+
+
+def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]) -> str:
+    """The Avro schema ksqlDB registers for a source's declared value columns (its
+    ``SchemaRegisterInjector`` through Connect's AvroData): a ``KsqlDataSourceSchema`` record in
+    ``io.confluent.ksql.avro_schemas`` whose fields, array items, map values and nested struct
+    fields are all optional (a union with null, default null); a STRUCT is a record named after
+    its path (``KsqlDataSourceSchema_ADDRESS``), a MAP an Avro map (STRING keys only, as Avro
+    maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ValueError names
+    a type Avro cannot carry."""
+    fields = [_avro_field(c.name, c.type, AVRO_RECORD) for c in columns if not c.key]
+    return json.dumps({"type": "record", "name": AVRO_RECORD, "namespace": AVRO_NAMESPACE, "fields": fields})
+
+
+def _avro_field(name: str, t: ast.SqlType, path: str) -> dict[str, Any]:
+    return {"name": name, "type": ["null", _avro_type(t, f"{path}_{name}")], "default": None}
+
+
+def _avro_type(t: ast.SqlType, path: str) -> Any:
+    name = "STRING" if t.name == "VARCHAR" else t.name
+    if name in _AVRO_PLAIN:
+        return _AVRO_PLAIN[name]
+    if name == "DECIMAL":
+        return {"type": "bytes", "logicalType": "decimal", "precision": t.params[0], "scale": t.params[1]}
+    if name == "ARRAY":
+        return {"type": "array", "items": ["null", _avro_type(t.items[0], path)]}
+    if name == "MAP":
+        if t.items[0].name not in ("STRING", "VARCHAR"):
+            raise ValueError(f"Avro only supports MAPs with STRING keys, got {ksql_type_name(t)}")
+        return {"type": "map", "values": ["null", _avro_type(t.items[1], path)]}
+    if name == "STRUCT":
+        return {"type": "record", "name": path, "fields": [_avro_field(n, ft, path) for n, ft in t.fields]}
+    raise ValueError(f"Type {ksql_type_name(t)} cannot be written as AVRO")
+
+
 def _time_ms(v: Any, column: ast.ColumnDef) -> Any:
     """A TIME as ksqlDB's JSON and DELIMITED formats write it: milliseconds of the day (Connect's
-    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``)."""
-    if isinstance(v, str) and column.type.name == "TIME":
-        t = datetime.time.fromisoformat(v)
-        return ((t.hour * 60 + t.minute) * 60 + t.second) * 1000 + t.microsecond // 1000
+    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``), also inside an
+    ARRAY, a MAP or a STRUCT."""
+    return _times(v, column.type)
+
+
+def _times(v: Any, t: ast.SqlType) -> Any:
+    if v is None:
+        return None
+    if t.name == "ARRAY" and isinstance(v, list):
+        return [_times(x, t.items[0]) for x in v]
+    if t.name == "MAP" and isinstance(v, dict):
+        return {k: _times(x, t.items[1]) for k, x in v.items()}
+    if t.name == "STRUCT" and isinstance(v, dict):
+        types = dict(t.fields)
+        return {k: _times(x, types[k]) if k in types else x for k, x in v.items()}
+    if isinstance(v, str) and t.name == "TIME":
+        tm = datetime.time.fromisoformat(v)
+        return ((tm.hour * 60 + tm.minute) * 60 + tm.second) * 1000 + tm.microsecond // 1000
     return v
 
 
-def _avro_value(v: Any, column: ast.ColumnDef) -> Any:
-    """A DATE or TIME literal (ksqlDB's 'yyyy-MM-dd' / 'HH:mm:ss[.SSS]' text) as the value Avro's
-    ``date`` / ``time-millis`` logical types take; a TIMESTAMP is already its epoch milliseconds."""
-    if isinstance(v, str) and column.type.name == "DATE":
+def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], where: str) -> Any:
+    """A column value as fastavro takes it for the registry's schema (``schema`` the field's
+    parsed Avro type, None if unknown): a DATE or TIME literal (ksqlDB's 'yyyy-MM-dd' /
+    'HH:mm:ss[.SSS]' text) as Avro's ``date`` / ``time-millis`` logical types take it; ARRAY,
+    MAP and STRUCT element by element, a STRUCT's fields named as the schema's record spells
+    them (ksqlDB matches them case-insensitively); a TIMESTAMP is already epoch milliseconds."""
+    if v is None:
+        return None
+    if isinstance(schema, list):                          # an optional field: its non-null branch
+        branches = [b for b in schema if b != "null"]
+        schema = branches[0] if len(branches) == 1 else None
+    if isinstance(schema, str):
+        schema = named.get(schema)
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if t.name == "ARRAY" and isinstance(v, list):
+        items = schema.get("items") if kind == "array" else None
+        return [_avro_value(x, t.items[0], items, named, where) for x in v]
+    if t.name == "MAP" and isinstance(v, dict):
+        vals = schema.get("values") if kind == "map" else None
+        return {k: _avro_value(x, t.items[1], vals, named, where) for k, x in v.items()}
+    if t.name == "STRUCT" and isinstance(v, dict):
+        fields = {f["name"].upper(): f for f in schema.get("fields", [])} if kind == "record" else {}
+        types = dict(t.fields)
+        out = {}
+        for k, x in v.items():
+            f = fields.get(k.upper(), {"name": k, "type": None})
+            out[f["name"]] = _avro_value(x, types[k], f["type"], named, f"{where}->{k}")
+        return out
+    if isinstance(v, str) and t.name == "DATE":
         try:
             return datetime.date.fromisoformat(v)
         except ValueError:
-            raise ValueError(f"Invalid DATE for {column.name}: {v!r} (expected yyyy-MM-dd)") from None
-    if isinstance(v, str) and column.type.name == "TIME":
+            raise ValueError(f"Invalid DATE for {where}: {v!r} (expected yyyy-MM-dd)") from None
+    if isinstance(v, str) and t.name == "TIME":
         try:
             return datetime.time.fromisoformat(v)
         except ValueError:
-            raise ValueError(f"Invalid TIME for {column.name}: {v!r} (expected HH:mm:ss)") from None
+            raise ValueError(f"Invalid TIME for {where}: {v!r} (expected HH:mm:ss)") from None
     return v
 
 

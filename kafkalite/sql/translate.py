@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
+from kafkalite.sql.values import sql_text
 
 #: ksqlDB scalar and aggregate functions with their Spark SQL counterpart
 FUNCTIONS = {
@@ -186,7 +187,8 @@ def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window
             return f"(CASE {whens}{' ELSE ' + go(x.default) if x.default is not None else ''} END)"
         if isinstance(x, ast.Call):
             return _call(x, go, statement)
-        raise KsqlError(f"Unsupported expression: {x}", statement=statement)
+        raise KsqlError(f"Unsupported expression in a query on this server: {sql_text(x)} (collection "
+                        "constructors and subscripts are evaluated in INSERT ... VALUES only)", statement=statement)
     return go(e)
 
 

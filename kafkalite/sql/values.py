@@ -4,7 +4,14 @@ logic, CASE, CAST, and ksqlDB's scalar functions on constants), evaluated here i
 one row does not justify a Spark job. Values carry ksqlDB's types by their Python class:
 
   BOOLEAN bool, INTEGER/BIGINT int (by range), DOUBLE float, DECIMAL Decimal, STRING str,
-  BYTES bytes, TIMESTAMP an aware UTC datetime, DATE date, TIME time.
+  BYTES bytes, TIMESTAMP an aware UTC datetime, DATE date, TIME time, ARRAY list, MAP dict,
+  STRUCT :class:`Struct` (a dict by field name, so that MAP and STRUCT stay apart).
+
+``ARRAY[...]``, ``MAP(k := v, ...)`` and ``STRUCT(f := v, ...)`` give their elements a common type
+as ksqlDB's ``CoercionUtil.coerceUserList`` does (the first non-null element drives it; numbers
+widen; a string literal among numbers or booleans is parsed), and element access follows ksqlDB:
+``arr[i]`` is 1-based, negative from the end, null out of range; ``m[k]`` null for a missing key;
+``s->f`` a struct's field.
 
 A number literal with a point is a DECIMAL, as ksqlDB parses it (``1.5`` is DECIMAL(2, 1)). Java's
 semantics where they differ from Python's: integer division and remainder truncate toward zero,
@@ -40,8 +47,18 @@ def constant(e: ast.Expr) -> Any:
     return _eval(e)
 
 
+class Struct(dict[str, Any]):
+    """A STRUCT value: field name -> value, in the declared order."""
+
+
 def type_name(v: Any) -> str:
     """ksqlDB's base type name of a value (its ``SqlBaseType``), as its error messages print it."""
+    if isinstance(v, Struct):
+        return "STRUCT"
+    if isinstance(v, dict):
+        return "MAP"
+    if isinstance(v, list):
+        return "ARRAY"
     if isinstance(v, bool):
         return "BOOLEAN"
     if isinstance(v, int):
@@ -63,8 +80,32 @@ def type_name(v: Any) -> str:
     return type(v).__name__.upper()
 
 
+def sql_type_text(v: Any) -> str:
+    """A value's full ksqlDB type as its messages print it (``ARRAY<INTEGER>``, ``MAP<STRING,
+    INTEGER>``, ``STRUCT<`A` INTEGER>``); an empty or all-null collection's element type is unknown
+    and printed as ksqlDB's ``null``-typed element would not be: as STRING."""
+    if isinstance(v, Struct):
+        return "STRUCT<" + ", ".join(f"`{k}` {sql_type_text(x)}" for k, x in v.items()) + ">"
+    if isinstance(v, dict):
+        inner = next((x for x in v.values() if x is not None), "")
+        return f"MAP<STRING, {sql_type_text(inner)}>"
+    if isinstance(v, list):
+        return f"ARRAY<{sql_type_text(next((x for x in v if x is not None), ''))}>"
+    if isinstance(v, decimal.Decimal):
+        digits = max(len(v.as_tuple().digits), -int(v.as_tuple().exponent), 1)
+        return f"DECIMAL({digits}, {max(-int(v.as_tuple().exponent), 0)})"
+    return type_name(v)
+
+
 def java_text(v: Any) -> str:
-    """A value as Java's ``toString`` shows it (ksqlDB's messages and CAST(... AS STRING))."""
+    """A value as Java's ``toString`` shows it (ksqlDB's messages and CAST(... AS STRING)):
+    a list ``[1, 2]``, a map ``{k=1}``, a struct ``Struct{A=1,B=x}`` (Connect's)."""
+    if isinstance(v, Struct):
+        return "Struct{" + ",".join(f"{k}={java_text(x)}" for k, x in v.items() if x is not None) + "}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{java_text(k)}={java_text(x)}" for k, x in v.items()) + "}"
+    if isinstance(v, list):
+        return "[" + ", ".join(java_text(x) for x in v) + "]"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, float):
@@ -99,6 +140,16 @@ def sql_text(e: ast.Expr) -> str:
         return f"CAST({sql_text(e.operand)} AS {e.type})"
     if isinstance(e, ast.IsNull):
         return f"(({sql_text(e.operand)}) IS {'NOT ' if e.negated else ''}NULL)"
+    if isinstance(e, ast.ArrayConstructor):
+        return f"ARRAY[{', '.join(sql_text(i) for i in e.items)}]"
+    if isinstance(e, ast.MapConstructor):
+        return f"MAP({', '.join(f'{sql_text(k)}:={sql_text(v)}' for k, v in e.entries)})"
+    if isinstance(e, ast.StructConstructor):
+        return f"STRUCT({', '.join(f'{n}:={sql_text(v)}' for n, v in e.fields)})"
+    if isinstance(e, ast.Subscript):
+        return f"{sql_text(e.operand)}[{sql_text(e.index)}]"
+    if isinstance(e, ast.Dereference):
+        return f"{sql_text(e.operand)}->{e.field}"
     return type(e).__name__
 
 
@@ -122,6 +173,14 @@ def _children(e: ast.Expr) -> tuple[ast.Expr, ...]:
         return tuple(x for pair in e.whens for x in pair) + ((e.default,) if e.default is not None else ())
     if isinstance(e, ast.Call):
         return e.args
+    if isinstance(e, ast.ArrayConstructor):
+        return e.items
+    if isinstance(e, ast.MapConstructor):
+        return tuple(x for pair in e.entries for x in pair)
+    if isinstance(e, ast.StructConstructor):
+        return tuple(v for _, v in e.fields)
+    if isinstance(e, ast.Subscript):
+        return (e.operand, e.index)
     return ()
 
 
@@ -160,7 +219,100 @@ def _eval(e: ast.Expr) -> Any:
         return cast(_eval(e.operand), e.type)
     if isinstance(e, ast.Call):
         return _call(e)
+    if isinstance(e, ast.ArrayConstructor):
+        return _common(list(e.items))
+    if isinstance(e, ast.MapConstructor):
+        keys = _common([k for k, _ in e.entries])
+        if any(k is None for k in keys):
+            raise EvaluationError("Error processing expression: MAP key cannot be null")
+        if any(isinstance(k, (list, dict)) for k in keys):
+            raise EvaluationError(f"Error processing expression: MAP keys must be of a primitive type, got "
+                                  f"{sql_type_text(keys[0])}")
+        return dict(zip(keys, _common([v for _, v in e.entries])))
+    if isinstance(e, ast.StructConstructor):
+        return Struct((name, _eval(v)) for name, v in e.fields)
+    if isinstance(e, ast.Subscript):
+        return _subscript(_eval(e.operand), _eval(e.index))
+    if isinstance(e, ast.Dereference):
+        v = _eval(e.operand)
+        if v is None:
+            return None
+        if not isinstance(v, Struct):
+            raise EvaluationError(f"Error processing expression: Expected STRUCT type, got: {type_name(v)}")
+        if e.field not in v:
+            raise EvaluationError(f"Error processing expression: Could not find field '{e.field}' in "
+                                  f"'{sql_text(e.operand)}'.")
+        return v[e.field]
     raise EvaluationError(f"Unsupported expression in insert value: {type(e).__name__}")
+
+
+# -- collections ---------------------------------------------------------------------------------
+_NUMBER_RANK = {"INTEGER": 0, "BIGINT": 1, "DECIMAL": 2, "DOUBLE": 3}
+
+
+def _common(exprs: list[ast.Expr]) -> list[Any]:
+    """The elements' values at their common type (ksqlDB's ``CoercionUtil.coerceUserList``): the
+    first non-null value sets it; numbers widen to the widest (INTEGER < BIGINT < DECIMAL <
+    DOUBLE); a string literal is parsed as a number, a boolean or a TIMESTAMP/DATE/TIME where
+    those are expected (ksqlDB's lax literal coercion);
+    anything else that differs is ksqlDB's "operator does not exist" error."""
+    vals = [_eval(x) for x in exprs]
+    first = next((v for v in vals if v is not None), None)
+    if first is None:
+        return vals
+    target = type_name(first)
+    if target in _NUMBER_RANK:
+        for x, v in zip(exprs, vals):
+            if isinstance(v, str) and isinstance(x, ast.Literal):
+                try:
+                    n = decimal.Decimal(v.strip())
+                except decimal.InvalidOperation:
+                    raise EvaluationError(f'invalid input syntax for type {target}: "{v}".') from None
+                v = int(n) if n == n.to_integral_value() and not any(c in v for c in ".eE") else n
+            if v is not None and type_name(v) in _NUMBER_RANK:
+                target = max(target, type_name(v), key=lambda t: _NUMBER_RANK[t])
+    out = []
+    for x, v in zip(exprs, vals):
+        out.append(None if v is None else _to_common(x, v, target, first))
+    return out
+
+
+def _to_common(x: ast.Expr, v: Any, target: str, first: Any) -> Any:
+    kind = type_name(v)
+    if target in _NUMBER_RANK:
+        if isinstance(v, str) and isinstance(x, ast.Literal):
+            v = decimal.Decimal(v.strip())
+            kind = "DECIMAL"
+        if kind in _NUMBER_RANK:
+            return float(v) if target == "DOUBLE" else decimal.Decimal(v) if target == "DECIMAL" else int(v)
+    elif target == "BOOLEAN" and isinstance(v, str) and isinstance(x, ast.Literal):
+        low = v.strip().lower()
+        if low in ("true", "t", "yes", "y", "false", "f", "no", "n"):
+            return low[0] in "ty"
+        raise EvaluationError(f'invalid input syntax for type BOOLEAN: "{v}".')
+    elif target in ("TIMESTAMP", "DATE", "TIME") and isinstance(v, str) and isinstance(x, ast.Literal):
+        try:
+            return cast(v, ast.SqlType(target))
+        except EvaluationError:
+            raise EvaluationError(f'invalid input syntax for type {target}: "{v}".') from None
+    elif kind == target:
+        return v
+    raise EvaluationError(f"operator does not exist: {sql_type_text(first)} = {sql_type_text(v)} ({sql_text(x)})\n"
+                          "Hint: You might need to add explicit type casts.")
+
+
+def _subscript(v: Any, index: Any) -> Any:
+    if v is None or index is None:
+        return None
+    if isinstance(v, list):
+        if not isinstance(index, int) or isinstance(index, bool):
+            raise EvaluationError(f"Error processing expression: array index must be INTEGER, got {type_name(index)}")
+        i = index - 1 if index >= 0 else len(v) + index      # 1-based; negative counts from the end
+        return v[i] if 0 <= i < len(v) else None
+    if isinstance(v, dict) and not isinstance(v, Struct):
+        return v.get(index)
+    raise EvaluationError(f"Error processing expression: Subscript expression is only supported on ARRAY or MAP, "
+                          f"got {type_name(v)}")
 
 
 # -- operators ------------------------------------------------------------------------------------
@@ -188,6 +340,12 @@ def _binary(e: ast.Binary) -> Any:
         return None
     if e.op in ("||", "+") and isinstance(a, str) and isinstance(b, str):
         return a + b
+    if (isinstance(a, (list, dict)) or isinstance(b, (list, dict))) and e.op in ("=", "!=", "<>", "<", "<=", ">",
+                                                                               ">="):    # collections: equality only
+        if e.op in ("=", "!=", "<>") and type_name(a) == type_name(b):
+            return (a == b) == (e.op == "=")
+        raise EvaluationError(f"Error processing expression: Cannot compare {type_name(a)} to {type_name(b)} "
+                              f"with {e.op}")
     if e.op == "LIKE":
         if not (isinstance(a, str) and isinstance(b, str)):
             raise EvaluationError("Error processing expression: LIKE expects STRING operands")
@@ -229,6 +387,8 @@ def _arithmetic(op: str, a: Any, b: Any) -> Any:
 
 
 def _compare(a: Any, b: Any) -> int:
+    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
+        raise EvaluationError(f"Error processing expression: Cannot compare {type_name(a)} to {type_name(b)}")
     numbers = (int, float, decimal.Decimal)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
         x, y = (float(a), float(b)) if isinstance(a, float) or isinstance(b, float) else (a, b)
@@ -436,6 +596,12 @@ def column_value(v: Any, t: ast.SqlType, field: str) -> Any:
     KsqlError-free: raises EvaluationError with ksqlDB's message."""
     if v is None:
         return None
+    if t.name in ("ARRAY", "MAP", "STRUCT"):
+        out = _collection_value(v, t)
+        if out is _NO:
+            raise EvaluationError(f"Expected type {ksql_type_name(t)} for field `{field}` but got "
+                                  f"{sql_type_text(v)}({java_text(v)})")
+        return out
     name = "STRING" if t.name == "VARCHAR" else t.name
     ok: Any = _NO
     if name == "BOOLEAN" and isinstance(v, bool):
@@ -487,11 +653,52 @@ def column_value(v: Any, t: ast.SqlType, field: str) -> Any:
                 "TIME": ". Time format must be hh:mm:ss[.S]",
                 "DATE": ". Date format must be yyyy-mm-dd"}.get(name, "") if isinstance(v, str) else ""
         ksql = "INTEGER" if name == "INT" else str(t) if name != "STRING" else "STRING"
-        raise EvaluationError(f"Expected type {ksql} for field `{field}` but got {type_name(v)}({java_text(v)}){hint}")
+        got = sql_type_text(v) if isinstance(v, (list, dict)) else type_name(v)
+        raise EvaluationError(f"Expected type {ksql} for field `{field}` but got {got}({java_text(v)}){hint}")
     return ok
 
 
 _NO = object()
+
+
+def _collection_value(v: Any, t: ast.SqlType) -> Any:
+    """ksqlDB's strict coercion of an ARRAY, MAP or STRUCT value to a column type, element by
+    element (numbers only widen; a MAP's keys are STRING); a STRUCT may leave out fields (null)
+    but not bring fields the type lacks. A struct comes out as a dict by declared field name, in
+    the declared order; ``_NO`` if anything does not fit."""
+    def element(x: Any, et: ast.SqlType) -> Any:
+        if x is None:
+            return None
+        if et.name in ("ARRAY", "MAP", "STRUCT"):
+            return _collection_value(x, et)
+        try:
+            return column_value(x, et, "")
+        except EvaluationError:
+            return _NO
+    if t.name == "ARRAY" and isinstance(v, list):
+        out: Any = [element(x, t.items[0]) for x in v]
+        return _NO if any(x is _NO for x in out) else out
+    if t.name == "MAP" and isinstance(v, dict) and not isinstance(v, Struct):
+        pairs = [(element(k, t.items[0]), element(x, t.items[1])) for k, x in v.items()]
+        return _NO if any(k is _NO or x is _NO for k, x in pairs) else dict(pairs)
+    if t.name == "STRUCT" and isinstance(v, Struct):
+        declared = dict(t.fields)
+        if any(k not in declared for k in v):
+            return _NO
+        out = {n: element(v.get(n), ft) for n, ft in t.fields}
+        return _NO if any(x is _NO for x in out.values()) else out
+    return _NO
+
+
+def ksql_type_name(t: ast.SqlType) -> str:
+    """A type as ksqlDB prints it in messages (``INTEGER``, ``ARRAY<INTEGER>``, ``DECIMAL(4, 2)``)."""
+    if t.name == "ARRAY":
+        return f"ARRAY<{ksql_type_name(t.items[0])}>"
+    if t.name == "MAP":
+        return f"MAP<{ksql_type_name(t.items[0])}, {ksql_type_name(t.items[1])}>"
+    if t.name == "STRUCT":
+        return "STRUCT<" + ", ".join(f"`{n}` {ksql_type_name(ft)}" for n, ft in t.fields) + ">"
+    return "INTEGER" if t.name == "INT" else "STRING" if t.name == "VARCHAR" else str(t)
 
 
 def refuse(message: str, target: str, statement: str) -> KsqlError:

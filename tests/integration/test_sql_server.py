@@ -1,7 +1,8 @@
 """``kafkalite-sql-server`` as a process against a broker, driven over ksqlDB's REST API: DDL
 through /ksql, a statement error with its position, /info, /healthcheck and /status; then the
 server is killed and started again with the same ksql.service.id, and it rebuilds its streams
-from the command topic; INSERT VALUES writes records that PRINT streams back over /query. (No
+from the command topic; INSERT VALUES writes records (also with ARRAY/MAP/STRUCT values) that PRINT
+streams back over /query. (No
 persistent query here, so no Spark session is started: Spark runs in tests/spark/test_spark_sql.py.)
 The server is the launcher's SqlServerProcess (tests/support/sql_server.py)."""
 from __future__ import annotations
@@ -73,3 +74,22 @@ def test_server_rest_and_replay_after_restart(broker: Any, sql_server_factory: S
     assert records[1].startswith("rowtime: ") and ', key: u2, value: {"PAGEID": "p\'2"}' in records[1]
     code, body = _call(url + "/query", {"ksql": "PRINT nosuchtopic;"})
     assert code == 400 and body["message"].startswith("Could not find topic 'nosuchtopic'")
+    # collections: ARRAY/MAP/STRUCT constructors and element access, written as ksqlDB's JSON
+    orders = f"orders-{uuid.uuid4().hex[:6]}"
+    code, body = _call(url + "/ksql", {"ksql": f"CREATE STREAM orders (id VARCHAR KEY, tags ARRAY<VARCHAR>, "
+                                               f"prices MAP<VARCHAR, DOUBLE>, item STRUCT<sku VARCHAR, qty INT>) "
+                                               f"WITH (KAFKA_TOPIC='{orders}', VALUE_FORMAT='JSON', PARTITIONS=1);"
+                                               "INSERT INTO orders VALUES ('o1', ARRAY['a', 'b'], MAP('tea' := 1.5), "
+                                               "STRUCT(sku := 'T-1', qty := ARRAY[1, 2][-1]));"})
+    assert code == 200, body
+    code, body = _call(url + "/ksql", {"ksql": "INSERT INTO orders (id, tags) VALUES ('o2', ARRAY[1, 2]);"})
+    assert code == 400 and body["message"] == ("Failed to insert values into 'ORDERS'. Expected type ARRAY<STRING> "
+                                               "for field `TAGS` but got ARRAY<INTEGER>([1, 2])")
+    code, body = _call(url + "/ksql", {"ksql": "INSERT INTO orders (id, prices) VALUES ('o2', MAP('k' = 1));"})
+    assert code == 400 and body["message"].startswith("line 1:58: mismatched input ')' expecting ':='"), body
+    req = urllib.request.Request(url + "/query", data=json.dumps(
+        {"ksql": f"PRINT '{orders}' FROM BEGINNING LIMIT 1;", "streamsProperties": {}}).encode())
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        printed = [line for line in resp.read().decode().splitlines() if line.startswith("rowtime:")]
+    assert (', key: o1, value: {"TAGS": ["a", "b"], "PRICES": {"tea": 1.5}, "ITEM": {"SKU": "T-1", "QTY": 2}}'
+            in printed[0]), printed
