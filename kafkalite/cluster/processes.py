@@ -1002,9 +1002,9 @@ class SqlServerProcess(HttpServiceProcess):
     """One ``kafkalite-sql-server`` (the ksqlDB role) on ``127.0.0.1:port``, running its queries on
     a local Spark (``spark.master=local[2]``) with its state under its own directory.
 
-    ``security``: Kafka client properties (``security.protocol``, ``sasl.mechanism``,
-    ``sasl.jaas.config``, ``ssl.truststore.*``), written into ``ksql-server.properties`` as ksqlDB
-    takes them; the server gives them to its own clients and to its Spark queries. With them the
+    ``security``: Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``: a
+    truststore, a client certificate), written into ``ksql-server.properties`` as ksqlDB takes them;
+    the server gives them to its own clients and to its Spark queries. With them the
     file is readable by its owner only (they may hold a password).
 
     Started means: alive and ``GET /healthcheck`` answers 200, which it does only once it has
