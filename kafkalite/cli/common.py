@@ -13,7 +13,7 @@ import traceback
 from typing import Any, Callable, Mapping, NoReturn, Sequence
 
 from kafkalite.client.errors import ClientError
-from kafkalite.client.security import ClientSecurity
+from kafkalite.client.security import ClientSecurity, is_security_key
 from kafkalite.config import parse_properties_text
 
 
@@ -156,11 +156,6 @@ def read_properties(path: str | None, option: str = "--command-config") -> dict[
     except (OSError, UnicodeDecodeError) as exc:
         raise ToolError(f"cannot read {option} {path}: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_properties_text(text)
-
-
-def is_security_key(key: str) -> bool:
-    """The client properties that configure TLS and SASL (Kafka's and librdkafka's names)."""
-    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
 
 
 def split_security(props: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:

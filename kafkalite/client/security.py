@@ -26,6 +26,12 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
+def is_security_key(key: str) -> bool:
+    """The client properties that configure TLS and SASL (Kafka's and librdkafka's names): what a
+    service hands on to the clients it makes, as ksqlDB and Connect do."""
+    return key == "security.protocol" or key.startswith(("sasl.", "ssl."))
+
+
 @dataclass(frozen=True)
 class ClientSecurity:
     protocol: str = "PLAINTEXT"

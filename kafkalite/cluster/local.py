@@ -364,10 +364,10 @@ class LocalCluster:
         self.save_state()
         self.sql.wait_ready(timeout)
 
-    def services(self) -> list[tuple[str, SchemaRegistryProcess | HttpServiceProcess]]:
+    def services(self) -> list[tuple[str, HttpServiceProcess]]:
         """The HTTP services around the brokers, named for the user, in the order ``down`` stops
         them (the clients of the others first)."""
-        named: list[tuple[str, SchemaRegistryProcess | HttpServiceProcess | None]] = [
+        named: list[tuple[str, HttpServiceProcess | None]] = [
             ("console", self.console), *((f"connect worker {w.url}", w) for w in self.connect),
             ("SQL server", self.sql), ("schema registry", self.registry)]
         return [(name, svc) for name, svc in named if svc is not None]

@@ -767,85 +767,9 @@ class BrokerProcess(Process):
 
 
 
-class SchemaRegistryProcess(Process):
-    """One ``kafkalite-schema-registry`` process on ``127.0.0.1:port``.
-
-    Started means: the process is alive and ``GET /`` answers 200. The registry binds its
-    listener only after it has replayed ``_schemas`` to the end, so an answer is its own readiness
-    signal; a foreign server on the port cannot pass, since our process would have failed to bind
-    and exited. ``wait_ready(need_primary=True)`` also waits until this incarnation has logged
-    that the election named a primary (its ``primary is now <url>`` line), so writes succeed
-    (before that they answer 50004).
-    """
-
-    log_name = "schema-registry.log"
-    properties_name = "schema-registry.properties"
-
-    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
-                 overrides: dict[str, str] | None = None, name: str = "registry") -> None:
-        super().__init__()
-        self.dir = Path(workdir) / name
-        self.bootstrap = bootstrap
-        self.port = port or free_port()
-        self.overrides = dict(overrides or {})
-        self._log_start = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def properties(self) -> dict[str, str]:
-        props = {"listeners": f"http://127.0.0.1:{self.port}", "host.name": "127.0.0.1",
-                 "kafkastore.bootstrap.servers": self.bootstrap}
-        props.update(self.overrides)
-        return props
-
-    def launch(self) -> None:
-        if port_in_use(self.port):
-            raise ClusterError(f"schema registry: port 127.0.0.1:{self.port} is already in use")
-        self.dir.mkdir(parents=True, exist_ok=True)
-        write_properties(self.properties_path, self.properties())
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
-        self._spawn([sys.executable, "-m", "kafkalite.registry.main", str(self.properties_path)], self.log_path, env)
-
-    def knows_primary(self) -> bool:
-        """This incarnation logged a known primary (``kafkalite.registry.service`` logs each change)."""
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(self._log_start)
-                text = f.read().decode(errors="replace")
-        except OSError:
-            return False
-        return "primary is now http" in text
-
-    def answers(self) -> bool:
-        import urllib.error
-        import urllib.request
-        try:
-            with urllib.request.urlopen(self.url + "/", timeout=2) as resp:
-                return resp.status == 200
-        except (OSError, urllib.error.URLError):
-            return False
-
-    def wait_ready(self, timeout: float = 60.0, need_primary: bool = False) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive:
-                code = self.proc.returncode if self.proc is not None else "?"
-                raise ClusterError(f"schema registry exited with code {code} during start-up; "
-                                   f"see {self.log_path}:\n{tail(self.log_path)}")
-            if self.answers() and (not need_primary or self.knows_primary()):
-                return
-            time.sleep(0.1)
-        what = "elect a primary" if need_primary and self.answers() else f"answer on {self.url}"
-        raise ClusterError(f"schema registry did not {what} within {timeout:.0f} s; "
-                           f"see {self.log_path}:\n{tail(self.log_path)}")
-
-
 class HttpServiceProcess(Process):
-    """A service process answering HTTP on ``127.0.0.1:port`` (the console, a Connect worker, the
-    SQL server), run as ``python -m <module>``.
+    """A service process answering HTTP on ``127.0.0.1:port`` (the schema registry, the console, a
+    Connect worker, the SQL server), run as ``python -m <module>``.
 
     Launching is the same for each: check the port, make the directory, write what the service
     reads (:meth:`write_files`: by default its properties file) and spawn :meth:`command`,
@@ -907,17 +831,76 @@ class HttpServiceProcess(Process):
             return False
 
     def wait_ready(self, timeout: float = 60.0) -> None:
+        self._await(timeout, self.answers, lambda: f"answer on {self.url}")
+
+    def _await(self, timeout: float, ready: Callable[[], bool], missing: Callable[[], str]) -> None:
+        """Poll ``ready`` until it holds; ClusterError (with the log's tail) if the process exits
+        first, or after ``timeout``, saying what it did not do (``missing``)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.alive:
                 code = self.proc.returncode if self.proc is not None else "?"
                 raise ClusterError(f"{self.what} exited with code {code} during start-up; "
                                    f"see {self.log_path}:\n{tail(self.log_path)}")
-            if self.answers():
+            if ready():
                 return
             time.sleep(0.1)
-        raise ClusterError(f"{self.what} did not answer on {self.url} within {timeout:.0f} s; "
+        raise ClusterError(f"{self.what} did not {missing()} within {timeout:.0f} s; "
                            f"see {self.log_path}:\n{tail(self.log_path)}")
+
+
+class SchemaRegistryProcess(HttpServiceProcess):
+    """One ``kafkalite-schema-registry`` process on ``127.0.0.1:port``.
+
+    Started means: the process is alive and ``GET /`` answers 200. The registry binds its
+    listener only after it has replayed ``_schemas`` to the end, so an answer is its own readiness
+    signal; a foreign server on the port cannot pass, since our process would have failed to bind
+    and exited. ``wait_ready(need_primary=True)`` also waits until this incarnation has logged
+    that the election named a primary (its ``primary is now <url>`` line), so writes succeed
+    (before that they answer 50004).
+    """
+
+    log_name = "schema-registry.log"
+    properties_name = "schema-registry.properties"
+
+    what = "schema registry"
+    module = "kafkalite.registry.main"
+
+    def __init__(self, workdir: str | os.PathLike[str], bootstrap: str, port: int = 0,
+                 overrides: dict[str, str] | None = None, name: str = "registry") -> None:
+        super().__init__(workdir, name, port)
+        self.bootstrap = bootstrap
+        self.overrides = dict(overrides or {})
+        #: where this incarnation's lines begin in the log (a restart appends to the same file)
+        self._log_start = 0
+
+    def properties(self) -> dict[str, str]:
+        props = {"listeners": f"http://127.0.0.1:{self.port}", "host.name": "127.0.0.1",
+                 "kafkastore.bootstrap.servers": self.bootstrap}
+        props.update(self.overrides)
+        return props
+
+    def launch(self) -> None:
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        super().launch()
+
+    def knows_primary(self) -> bool:
+        """This incarnation logged a known primary (``kafkalite.registry.service`` logs each change)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(self._log_start)
+                text = f.read().decode(errors="replace")
+        except OSError:
+            return False
+        return "primary is now http" in text
+
+    def wait_ready(self, timeout: float = 60.0, need_primary: bool = False) -> None:
+        def ready() -> bool:
+            return self.answers() and (not need_primary or self.knows_primary())
+
+        def missing() -> str:
+            return "elect a primary" if need_primary and self.answers() else f"answer on {self.url}"
+        self._await(timeout, ready, missing)
 
 
 class ConsoleProcess(HttpServiceProcess):
@@ -1019,9 +1002,9 @@ class SqlServerProcess(HttpServiceProcess):
     """One ``kafkalite-sql-server`` (the ksqlDB role) on ``127.0.0.1:port``, running its queries on
     a local Spark (``spark.master=local[2]``) with its state under its own directory.
 
-    ``security``: Kafka client properties (``security.protocol``, ``sasl.mechanism``,
-    ``sasl.jaas.config``, ``ssl.truststore.*``), written into ``ksql-server.properties`` as ksqlDB
-    takes them; the server gives them to its own clients and to its Spark queries. With them the
+    ``security``: Kafka client properties (``security.protocol``, ``sasl.*``, ``ssl.*``: a
+    truststore, a client certificate), written into ``ksql-server.properties`` as ksqlDB takes them;
+    the server gives them to its own clients and to its Spark queries. With them the
     file is readable by its owner only (they may hold a password).
 
     Started means: alive and ``GET /healthcheck`` answers 200, which it does only once it has

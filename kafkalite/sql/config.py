@@ -1,7 +1,11 @@
 """``ksql-server.properties`` with ksqlDB's names (``KsqlRestConfig`` / ``KsqlConfig``): ``listeners``,
 ``bootstrap.servers``, ``ksql.service.id``, ``ksql.schema.registry.url``, ``ksql.streams.state.dir``,
 ``ksql.streams.*`` (``auto.offset.reset``, ``commit.interval.ms``...), plus ``spark.master`` and
-any ``spark.*`` setting for the Spark session that runs the queries."""
+any ``spark.*`` setting for the Spark session that runs the queries.
+
+Kafka's client security properties (``security.protocol``, ``ssl.*``, ``sasl.*``) stand at the top
+level, as in ksqlDB, and are kept as given: ksqlDB hands every one of them to the Kafka Streams
+clients of its queries, and the server hands them, ``kafka.``-prefixed, to its Spark queries."""
 from __future__ import annotations
 
 import tempfile
@@ -11,7 +15,7 @@ from typing import Mapping
 from urllib.parse import urlparse
 
 from kafkalite.client.errors import ClientError
-from kafkalite.client.security import ClientSecurity
+from kafkalite.client.security import ClientSecurity, is_security_key
 
 
 class ConfigError(ValueError):
@@ -28,7 +32,10 @@ class KsqlConfig:
     spark_master: str = "local[2]"
     spark_conf: tuple[tuple[str, str], ...] = ()
     streams: tuple[tuple[str, str], ...] = ()        # ksql.streams.* with the prefix stripped
-    security: ClientSecurity = ClientSecurity()
+    #: Kafka's client security properties by their upstream names (a client certificate for mutual
+    #: TLS, ``ssl.endpoint.identification.algorithm`` and SASL included): one source for the
+    #: server's own clients (:attr:`security`) and its Spark queries' ``kafka.*`` options
+    security_properties: tuple[tuple[str, str], ...] = ()
     # a failed persistent query is restarted after a back-off that doubles up to the max (KsqlConfig)
     retry_backoff_initial_ms: int = 15000         # ksql.query.retry.backoff.initial.ms
     retry_backoff_max_ms: int = 900000            # ksql.query.retry.backoff.max.ms
@@ -38,6 +45,12 @@ class KsqlConfig:
     #: ksql.idle.connection.timeout.seconds: a connection with no data either way for this long is
     #: closed (ksqlDB's default, 10 minutes, lets a push query wait that long between rows)
     idle_connection_timeout_s: int = 600
+
+    @property
+    def security(self) -> ClientSecurity:
+        """TLS/SASL of the server's own clients (command topic, admin, INSERT producers, PRINT,
+        pull-query state), from :attr:`security_properties`."""
+        return ClientSecurity.from_properties(dict(self.security_properties))
 
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
@@ -78,8 +91,9 @@ class KsqlConfig:
             if flag not in ("true", "false"):
                 raise ConfigError(f"{name}: {flag!r} is not true or false")
             flags[name] = flag == "true"
+        security = tuple(sorted((k, v) for k, v in p.items() if is_security_key(k)))
         try:
-            security = ClientSecurity.from_properties(p)
+            ClientSecurity.from_properties(dict(security))        # a bad value stops the server now
         except ClientError as exc:
             raise ConfigError(str(exc)) from None
         config = cls(
@@ -89,7 +103,7 @@ class KsqlConfig:
             state_dir=p.get("ksql.streams.state.dir") or cls().state_dir,
             spark_master=p.get("spark.master", "local[2]"),
             spark_conf=tuple(sorted((k, v) for k, v in p.items() if k.startswith("spark.") and k != "spark.master")),
-            streams=streams, security=security,
+            streams=streams, security_properties=security,
             retry_backoff_initial_ms=backoff["ksql.query.retry.backoff.initial.ms"],
             retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"],
             timestamp_throw_on_invalid=flags["ksql.timestamp.throw.on.invalid"],

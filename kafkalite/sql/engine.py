@@ -1175,14 +1175,11 @@ class Engine:
         log.info("state of %s restored from %d records of %s", plan.query_id, restored, topic)
 
     def _security_options(self) -> dict[str, str]:
-        sec = self.config.security
-        out = {"kafka.security.protocol": sec.protocol}
-        if sec.sasl and sec.username is not None:
-            out.update({"kafka.sasl.mechanism": sec.mechanism, "kafka.sasl.username": sec.username,
-                        "kafka.sasl.password": sec.password or ""})
-        if sec.ca_location:
-            out["kafka.ssl.ca.location"] = sec.ca_location
-        return out
+        """The server's client security properties as the kafkalite source's and sink's ``kafka.*``
+        options, every one by its upstream name (as ksqlDB gives its Kafka Streams clients all of
+        its ``security.protocol``/``ssl.*``/``sasl.*`` properties): the queries reach the brokers
+        as the server's own clients do, a client certificate and host name checking included."""
+        return {f"kafka.{k}": v for k, v in self.config.security_properties}
 
     def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None) -> Any:
         """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET;

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from kafkalite.client.security import ClientSecurity
+from kafkalite.client.security import ClientSecurity, is_security_key
 from kafkalite.client import ClientError
 
 from .signing import SigningConfig
@@ -189,8 +189,7 @@ class WorkerConfig:
     def client_props(self, prefix: str) -> dict[str, str]:
         """Kafka's client properties for one kind of client (``producer.``, ``consumer.``,
         ``admin.``): the worker's top-level security settings, overridden by prefixed ones."""
-        out = {k: v for k, v in self.props.items()
-               if k == "security.protocol" or k.startswith(("sasl.", "ssl."))}
+        out = {k: v for k, v in self.props.items() if is_security_key(k)}
         out["bootstrap.servers"] = self.bootstrap_servers
         out.update({k[len(prefix):]: v for k, v in self.props.items() if k.startswith(prefix)})
         return out
