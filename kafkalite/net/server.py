@@ -247,13 +247,7 @@ class KafkaConnection(protocol.Protocol):
         if self.principal is None:
             # TLS: application data arrives only after the handshake, so the peer is verified now
             self.principal = principals.from_certificate(peer_certificate(self.transport))
-        try:
-            frames = self.decoder.feed(data)
-        except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self.abort()
-            return
-        self._received(frames)
+        self._decode(self.decoder.feed, data)
 
     # -- net.tcp_receive.BufferedReceiver: plaintext TCP reads straight into the frame's buffer --
     def get_buffer(self, spare: memoryview) -> memoryview:
@@ -265,8 +259,13 @@ class KafkaConnection(protocol.Protocol):
         if self.closed:
             return
         self._touch()
+        self._decode(self.decoder.buffer_updated, nbytes)
+
+    def _decode(self, step: Callable[[Any], list[bytearray]], arg: Any) -> None:
+        """Run one decoder step (bytes fed, or bytes read into its buffer) and handle the frames
+        it completed; a framing error closes the connection (the stream position is lost)."""
         try:
-            frames = self.decoder.buffer_updated(nbytes)
+            frames = step(arg)
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.abort()

@@ -10,7 +10,6 @@ from io import BytesIO
 from typing import Any, Callable
 
 import pytest
-from twisted.internet import defer
 from twisted.web.test.requesthelper import DummyRequest
 
 from kafkalite.sql import ast, rest, serde
@@ -63,18 +62,6 @@ class InsertsEngine:
         sub = FakeSubscriber(resolve_target(self.metastore, target, ("_confluent-ksql-x_command_topic",)), **self.kw)
         self.subscribers.append(sub)
         return sub  # type: ignore[return-value]
-
-
-class Direct:
-    @staticmethod
-    def callFromThread(f: Any, *a: Any) -> None:
-        f(*a)
-
-
-@pytest.fixture
-def inline(monkeypatch: Any) -> None:
-    monkeypatch.setattr(rest.threads, "deferToThread", lambda f, *a: defer.maybeDeferred(f, *a))
-    monkeypatch.setattr(rest, "reactor", Direct)
 
 
 def _post(engine: Any, lines: list[Any], *, proto: bytes = b"HTTP/2", accept: str | None = None,
@@ -217,25 +204,33 @@ def test_json_rows_are_coerced_strictly_as_ksqldb_api_does() -> None:
         serde.row_from_json({"K": 1, "k": 2}, src)
 
 
-def test_http2_rows_are_acked_while_the_client_is_still_sending(inline: None, monkeypatch: Any) -> None:
-    """A real HTTP/2 exchange (h2 as the client, Twisted's H2 server over a string transport, a
-    clock for its reactor): the server answers rows before the request's stream has ended."""
+def _h2_connection(monkeypatch: Any, engine: Any, idle_timeout_s: int = 600) -> tuple[Any, Any, Any, Any]:
+    """The server's protocol on a string transport, an h2 client that has sent its preface, and
+    the clock Twisted's H2Connection schedules on: (protocol, transport, client, clock)."""
     import h2.config
     import h2.connection
-    import h2.events
     import twisted.internet
     from twisted.internet import task
     from twisted.internet.address import IPv4Address
     from twisted.internet.testing import StringTransport
 
     clock = task.Clock()
-    monkeypatch.setattr(twisted.internet, "reactor", clock)   # what Twisted's H2Connection schedules on
-    engine = InsertsEngine()
-    proto = rest.make_site(engine).buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
+    monkeypatch.setattr(twisted.internet, "reactor", clock)
+    proto = rest.make_site(engine, idle_timeout_s).buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
     transport = StringTransport()
     proto.makeConnection(transport)
     client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
     client.initiate_connection()
+    return proto, transport, client, clock
+
+
+def test_http2_rows_are_acked_while_the_client_is_still_sending(inline: None, monkeypatch: Any) -> None:
+    """A real HTTP/2 exchange (h2 as the client, Twisted's H2 server over a string transport, a
+    clock for its reactor): the server answers rows before the request's stream has ended."""
+    import h2.events
+
+    engine = InsertsEngine()
+    proto, transport, client, clock = _h2_connection(monkeypatch, engine)
 
     def exchange() -> list[Any]:
         events: list[Any] = []
@@ -284,20 +279,7 @@ def test_an_open_http2_stream_outlives_twisteds_minute_until_ksqls_idle_timeout(
         inline: None, monkeypatch: Any, idle_timeout_s: int) -> None:
     """A push query or an inserts stream may see no data for minutes: the connection is closed only
     after ksql.idle.connection.timeout.seconds (ksqlDB's default 10 minutes), not Twisted's 60 s."""
-    import h2.config
-    import h2.connection
-    import twisted.internet
-    from twisted.internet import task
-    from twisted.internet.address import IPv4Address
-    from twisted.internet.testing import StringTransport
-
-    clock = task.Clock()
-    monkeypatch.setattr(twisted.internet, "reactor", clock)
-    proto = rest.make_site(InsertsEngine(), idle_timeout_s).buildProtocol(IPv4Address("TCP", "127.0.0.1", 50000))
-    transport = StringTransport()
-    proto.makeConnection(transport)
-    client = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
-    client.initiate_connection()
+    proto, transport, client, clock = _h2_connection(monkeypatch, InsertsEngine(), idle_timeout_s)
     sid = client.get_next_available_stream_id()
     client.send_headers(sid, [(":method", "POST"), (":path", "/inserts-stream"), (":scheme", "http"),
                               (":authority", "127.0.0.1")])

@@ -10,7 +10,6 @@ from io import BytesIO
 from typing import Any
 
 import pytest
-from twisted.internet import defer
 from twisted.web.test.requesthelper import DummyRequest
 
 from kafkalite.sql import rest
@@ -41,18 +40,6 @@ class QueryEngine:
                 tq.close()
                 return True
         return False
-
-
-class Direct:
-    @staticmethod
-    def callFromThread(f: Any, *a: Any) -> None:
-        f(*a)
-
-
-@pytest.fixture
-def inline(monkeypatch: Any) -> None:
-    monkeypatch.setattr(rest.threads, "deferToThread", lambda f, *a: defer.maybeDeferred(f, *a))
-    monkeypatch.setattr(rest, "reactor", Direct)
 
 
 def _post(api: rest.KsqlApi, path: str, body: Any, accept: str | None = None) -> DummyRequest:
