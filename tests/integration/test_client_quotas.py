@@ -50,7 +50,9 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     """A producer (client.id greedy) that could send far more is held to within 20 % of its
     200 kB/s producer_byte_rate over 20 s, librdkafka reports throttle times > 0
     from the broker, and a second producer (client.id polite, no quota) sending 20 records a second
-    next to it is never throttled and keeps its acknowledgement latency under a second."""
+    next to it is never throttled and 99 % of its acknowledgements come within half a second (a
+    throttled client waits up to a second per request; one late acknowledgement on a loaded CI
+    machine says nothing of the quota)."""
     cluster = cluster_factory(1, WINDOW)
     broker = cluster.brokers[0]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -114,7 +116,8 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     assert throttles["greedy"] and max(throttles["greedy"]) > 0
     assert throttles["polite"] == [] or max(throttles["polite"]) == 0
     assert len(polite_latency) >= 100
-    assert max(polite_latency) < 1.0
+    p99 = sorted(polite_latency)[int(0.99 * len(polite_latency))]
+    assert p99 < 0.5, f"99th percentile of the polite producer's acknowledgement latency: {p99 * 1000:.0f} ms"
 
 
 def test_configs_tool_alters_and_describes_client_and_user_quotas(cluster_factory) -> None:
