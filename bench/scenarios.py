@@ -15,6 +15,7 @@ from typing import Any
 
 from bench import ceiling_load, connect_pipeline, console_pages, latency_probe, load, partitions, stream_pipelines
 from bench import many_clients as many_clients_load
+from bench.cpu import PhaseCpu
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -77,6 +78,27 @@ def _topic(prefix: str) -> str:
     return f"{prefix}-{time.time_ns() % 10**12}"
 
 
+def broker_cpu_row(scenario: str, what: str, system_name: str, moved: str,
+                   phases: list[tuple[PhaseCpu, float]], note: str = "") -> Row:
+    """The row "<what>: broker CPU seconds per GB <moved>" (s/GB, lower is better), one value per
+    measured phase: ``phases`` holds each phase's :class:`bench.cpu.PhaseCpu` over the brokers and
+    the payload bytes the phase moved. The figure that survives a noisy machine (issue 33): other
+    work on the cores moves rates by 2-5x, the brokers' CPU time per byte much less. The user and
+    system parts and the raw CPU seconds and GB are kept in ``extra``."""
+    totals = [cpu.total for cpu, _ in phases]
+    gbs = [payload / 1e9 for _, payload in phases]
+    per_gb = [cpu.per_gb(payload) for cpu, payload in phases]
+    extra = {"user_s_per_gb": [t.user / gb for t, gb in zip(totals, gbs)],
+             "system_s_per_gb": [t.system / gb for t, gb in zip(totals, gbs)],
+             "cpu_s": [t.total for t in totals], "gb": gbs}
+    brokers = len(phases[0][0].used)
+    shown = (f"utime + stime of the broker process{'es' if brokers > 1 else ''} from /proc; "
+             f"user {sorted(extra['user_s_per_gb'])[len(totals) // 2]:.2f} + system "
+             f"{sorted(extra['system_s_per_gb'])[len(totals) // 2]:.2f} s/GB in the middle run")
+    return Row(scenario, f"{what}: broker CPU seconds per GB {moved}", system_name, "s/GB", per_gb,
+               higher_is_better=False, note=f"{note}; {shown}" if note else shown, extra=extra)
+
+
 # ------------------------------------------------------------------------------ 8: broker ceiling
 
 
@@ -89,14 +111,16 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
     host, port = broker.bootstrap.rsplit(":", 1)
     for record_size in (100, 1024):
         records_per_request = 500_000 // record_size
-        rates, mbs = [], []
+        rates, mbs, phases = [], [], []
         for run in range(sizes.runs):
             topic = _topic(f"s8-{record_size}b")
             system.create_topic(topic, 6, 1)
-            got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
-                                   records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
-                                   sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
-            stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            with system.broker_cpu() as cpu:
+                got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
+                                       records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
+                                       sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
+                stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            phases.append((cpu, float(got.payload_bytes)))
             if stored != got.records:
                 raise RuntimeError(f"{system.name}: {topic} holds {stored} records, {got.records} acknowledged")
             rates.append(got.records_per_s)
@@ -105,6 +129,7 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
                   f"{sizes.ceiling_window} in flight")
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, records/s", system.name, "records/s", rates))
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, payload MB/s", system.name, "MB/s", mbs))
+        results.add(broker_cpu_row("8 broker ceiling, 1 broker", metric, system.name, "produced", phases))
 
 
 # ------------------------------------------------------------------------------ 9: many clients
@@ -319,28 +344,37 @@ def console(zookeeper: Any, workdir: Path, results: Results, sizes: Sizes) -> No
 
 def produce_one_broker(system: System, results: Results | None, sizes: Sizes, partitions: int) -> str:
     """Scenario 1: ``records`` into a fresh topic per run, acks=1; returns the first topic (for 2)."""
-    rates, first = [], None
+    rates, phases, first = [], [], None
     for _ in range(sizes.runs if results else 1):
         topic = _topic(f"s1-{partitions}p")
         system.create_topic(topic, partitions, 1)
-        secs = load.produce(system, topic, sizes.records, acks=1)
-        got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
+        with system.broker_cpu() as cpu:
+            secs = load.produce(system, topic, sizes.records, acks=1)
+            got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
         if got != sizes.records:
             raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {sizes.records}")
         rates.append(sizes.records / secs)
+        phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
         first = first or topic
     if results is not None:
-        results.add(Row("1 produce, 1 broker", f"{partitions} partition(s), acks=1", system.name, "records/s",
+        what = f"{partitions} partition(s), acks=1"
+        results.add(Row("1 produce, 1 broker", what, system.name, "records/s",
                         rates, note=f"{sizes.records:,} x {load.VALUE_SIZE} B, fresh topic per run"))
+        results.add(broker_cpu_row("1 produce, 1 broker", what, system.name, "produced", phases))
     assert first is not None
     return first
 
 
 def consume_one_broker(system: System, results: Results, sizes: Sizes, topic: str, partitions: int) -> None:
     """Scenario 2: read the records of scenario 1 from the beginning, a new consumer per run."""
-    rates = [sizes.records / load.consume(system, topic, partitions, sizes.records) for _ in range(sizes.runs)]
-    results.add(Row("2 consume, 1 broker", f"{partitions} partition(s), from beginning", system.name,
-                    "records/s", rates))
+    rates, phases = [], []
+    for _ in range(sizes.runs):
+        with system.broker_cpu() as cpu:
+            rates.append(sizes.records / load.consume(system, topic, partitions, sizes.records))
+        phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
+    what = f"{partitions} partition(s), from beginning"
+    results.add(Row("2 consume, 1 broker", what, system.name, "records/s", rates))
+    results.add(broker_cpu_row("2 consume, 1 broker", what, system.name, "consumed", phases))
 
 
 # ------------------------------------------------------------------------------ 5: log growth
@@ -352,9 +386,11 @@ def log_growth(system: System, results: Results, sizes: Sizes) -> None:
     topic = _topic("s5-growth")
     system.create_topic(topic, 1, 1)
     per_chunk = int(sizes.growth_gb * 1e9 / sizes.growth_chunks / load.VALUE_SIZE)
-    rates = []
+    rates, phases = [], []
     for _ in range(sizes.growth_chunks):
-        rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
+        with system.broker_cpu() as cpu:
+            rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
+        phases.append((cpu, float(per_chunk * load.VALUE_SIZE)))
     got = load.high_watermark_sum(system, topic, 1)
     if got != per_chunk * sizes.growth_chunks:
         raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {per_chunk * sizes.growth_chunks}")
@@ -365,6 +401,8 @@ def log_growth(system: System, results: Results, sizes: Sizes) -> None:
                     extra={"chunk_gb": chunk_gb}))
     results.add(Row("5 log growth, 1 broker", "last chunk / first chunk", system.name, "ratio",
                     [rates[-1] / rates[0]], note="target: >= 0.9"))
+    results.add(broker_cpu_row("5 log growth, 1 broker", f"{sizes.growth_gb:g} GB in {sizes.growth_chunks} chunks",
+                               system.name, "produced", phases, note="one value per chunk"))
 
 
 def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> None:
@@ -390,15 +428,17 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
         if first is None:
             raise RuntimeError(f"{system.name}: the consumer of {topic} ended before reading")
         produce_rates = []
-        for _ in range(sizes.growth_chunks):
-            produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1, value_size=value_size))
-        produced_at = time.time()
-        seen = [first]
-        while True:
-            mark = marks.get(timeout=3600)
-            if mark is None:
-                break
-            seen.append(mark)
+        with system.broker_cpu() as cpu:            # until the consumer is done too
+            for _ in range(sizes.growth_chunks):
+                produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1,
+                                                             value_size=value_size))
+            produced_at = time.time()
+            seen = [first]
+            while True:
+                mark = marks.get(timeout=3600)
+                if mark is None:
+                    break
+                seen.append(mark)
     finally:
         reader.join(60)
         if reader.is_alive():
@@ -415,6 +455,10 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
                         "ratio", [rates[-1] / rates[0]], note="target: >= 0.9"))
     results.add(Row("5 log growth, 1 broker", f"{label}: consumer done after the producer", system.name, "s",
                     [max(0.0, seen[-1][2] - produced_at)], higher_is_better=False))
+    results.add(broker_cpu_row("5 log growth, 1 broker", label, system.name, "produced and consumed",
+                               [(cpu, float(total * value_size))],
+                               note="each GB in once and out once, from the first record produced "
+                                    "until the consumer has read the last"))
 
 
 # ------------------------------------------------------------------------------ 3, 6: replicated
@@ -432,11 +476,13 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
     for acks in ("all", 1):
         topic = _topic(f"s3-acks{acks}")
         system.create_topic(topic, 6, 3, REPLICATED)
-        rates = []
+        rates, phases = [], []
         for run in range(sizes.runs if results else 1):
-            secs = load.produce(system, topic, sizes.records, acks=acks)
-            t = time.perf_counter()
-            got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            with system.broker_cpu() as cpu:
+                secs = load.produce(system, topic, sizes.records, acks=acks)
+                t = time.perf_counter()
+                got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
             if (lag := time.perf_counter() - t) > 1.0:
                 print(f"    {system.name}: high watermark caught up {lag:.1f} s after the producer's flush",
                       flush=True)
@@ -444,8 +490,10 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
                 raise RuntimeError(f"{system.name}: {topic} holds {got} records after run {run + 1}")
             rates.append(sizes.records / secs)
         if results is not None:
-            results.add(Row("3 produce, 3 brokers RF3", f"6 partitions, min.insync=2, acks={acks}", system.name,
-                            "records/s", rates))
+            what = f"6 partitions, min.insync=2, acks={acks}"
+            results.add(Row("3 produce, 3 brokers RF3", what, system.name, "records/s", rates))
+            results.add(broker_cpu_row("3 produce, 3 brokers RF3", what, system.name, "produced", phases,
+                                       note="the 3 brokers together (each GB is stored 3 times)"))
 
 
 # ------------------------------------------------------------------------------ 8: transactions
