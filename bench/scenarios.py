@@ -380,43 +380,49 @@ def consume_one_broker(system: System, results: Results, sizes: Sizes, topic: st
 # ------------------------------------------------------------------------------ 5: log growth
 
 
-def log_growth(system: System, results: Results, sizes: Sizes) -> None:
+GROWTH_SCENARIO = "5 log growth, 1 broker"
+LIVE_VALUE_SIZE = 1000
+
+
+@dataclass
+class GrowthRun:
+    """One run of scenario 5, on a broker of its own."""
+    rates: list[float]              # records/s of each chunk of the 100-byte part
+    growth_cpu: PhaseCpu            # the brokers over every chunk of it
+    produce_mb_s: list[float]       # the 1 KB part, per chunk: the producer's MB/s of values
+    consume_mb_s: list[float]       # ... and the consumer's, between its marks
+    consumer_after_s: float         # the consumer done after the producer
+    live_cpu: PhaseCpu              # the brokers from the first record produced to the last consumed
+
+
+def log_growth(system: System, sizes: Sizes) -> tuple[list[float], PhaseCpu]:
     """Scenario 5: produce ``growth_gb`` of 100-byte records into one 1-partition topic in equal
     chunks; the rate of each chunk shows whether speed stays constant as stored data grows."""
     topic = _topic("s5-growth")
     system.create_topic(topic, 1, 1)
     per_chunk = int(sizes.growth_gb * 1e9 / sizes.growth_chunks / load.VALUE_SIZE)
-    rates, phases = [], []
-    for _ in range(sizes.growth_chunks):
-        with system.broker_cpu() as cpu:
+    rates = []
+    with system.broker_cpu() as cpu:
+        for _ in range(sizes.growth_chunks):
             rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
-        phases.append((cpu, float(per_chunk * load.VALUE_SIZE)))
     got = load.high_watermark_sum(system, topic, 1)
     if got != per_chunk * sizes.growth_chunks:
         raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {per_chunk * sizes.growth_chunks}")
-    chunk_gb = sizes.growth_gb / sizes.growth_chunks
-    results.add(Row("5 log growth, 1 broker", f"{sizes.growth_gb:g} GB in {sizes.growth_chunks} chunks",
-                    system.name, "records/s", rates,
-                    note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
-                    extra={"chunk_gb": chunk_gb}))
-    results.add(Row("5 log growth, 1 broker", "last chunk / first chunk", system.name, "ratio",
-                    [rates[-1] / rates[0]], note="target: >= 0.9"))
-    results.add(broker_cpu_row("5 log growth, 1 broker", f"{sizes.growth_gb:g} GB in {sizes.growth_chunks} chunks",
-                               system.name, "produced", phases, note="one value per chunk"))
+    return rates, cpu
 
 
-def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> None:
+def growth_while_consuming(system: System, sizes: Sizes) -> tuple[list[float], list[float], float, PhaseCpu]:
     """Scenario 5, second part: ``live_gb`` GB of 1 KB records into a new 1-partition topic in
     ``growth_chunks`` chunks while a consumer in a process of its own reads it from the start:
-    the produce and the consume rate of each chunk (MB/s of values). The consumer reads the tail
-    as it is written while it keeps up, older data once it falls behind."""
+    the produce and the consume rate of each chunk (MB/s of values), how long after the producer
+    the consumer is done, and the brokers' CPU time until then. The consumer reads the tail as it
+    is written while it keeps up, older data once it falls behind."""
     import multiprocessing
     topic = _topic("s5-live")
     system.create_topic(topic, 1, 1)
-    value_size = 1000
-    per_chunk = int(sizes.live_gb * 1e9 / sizes.growth_chunks / value_size)
+    per_chunk = int(sizes.live_gb * 1e9 / sizes.growth_chunks / LIVE_VALUE_SIZE)
     total = per_chunk * sizes.growth_chunks
-    chunk_mb = per_chunk * value_size / 1e6
+    chunk_mb = per_chunk * LIVE_VALUE_SIZE / 1e6
     ctx = multiprocessing.get_context("spawn")     # a fresh process: no librdkafka state forked
     marks: Any = ctx.Queue()
     conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-live"})
@@ -431,7 +437,7 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
         with system.broker_cpu() as cpu:            # until the consumer is done too
             for _ in range(sizes.growth_chunks):
                 produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1,
-                                                             value_size=value_size))
+                                                             value_size=LIVE_VALUE_SIZE))
             produced_at = time.time()
             seen = [first]
             while True:
@@ -446,19 +452,50 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
     if seen[-1][0] != total:
         raise RuntimeError(f"{system.name}: the consumer read {seen[-1][0]:,} of {total:,} records of {topic}")
     consume_rates = [(b[1] - a[1]) / 1e6 / (b[2] - a[2]) for a, b in zip(seen, seen[1:])]
+    return produce_rates, consume_rates, max(0.0, seen[-1][2] - produced_at), cpu
+
+
+def growth_run(system: System, sizes: Sizes) -> GrowthRun:
+    """Both parts of scenario 5 on the running 1-broker cluster."""
+    rates, growth_cpu = log_growth(system, sizes)
+    produced, consumed, after, live_cpu = growth_while_consuming(system, sizes)
+    return GrowthRun(rates, growth_cpu, produced, consumed, after, live_cpu)
+
+
+def _per_chunk(runs: list[list[float]]) -> str:
+    return "per chunk" + (", run by run" if len(runs) > 1 else "") + ": " + " / ".join(
+        ", ".join(f"{r:,.0f}" for r in rates) for rates in runs)
+
+
+def growth_rows(system_name: str, sizes: Sizes, runs: list[GrowthRun]) -> list[Row]:
+    """Scenario 5's rows over ``runs``: the chunk rates of every run together (their median is
+    the median chunk), the last/first chunk ratio, the consumer's delay and the brokers' CPU
+    seconds per GB once per run."""
+    chunks = sizes.growth_chunks
+    growth_bytes = float(int(sizes.growth_gb * 1e9 / chunks / load.VALUE_SIZE) * chunks * load.VALUE_SIZE)
+    live_bytes = float(int(sizes.live_gb * 1e9 / chunks / LIVE_VALUE_SIZE) * chunks * LIVE_VALUE_SIZE)
+    what = f"{sizes.growth_gb:g} GB in {chunks} chunks"
+    rows = [Row(GROWTH_SCENARIO, what, system_name, "records/s", [r for run in runs for r in run.rates],
+                note=_per_chunk([run.rates for run in runs]), extra={"chunk_gb": sizes.growth_gb / chunks}),
+            Row(GROWTH_SCENARIO, "last chunk / first chunk", system_name, "ratio",
+                [run.rates[-1] / run.rates[0] for run in runs], note="target: >= 0.9"),
+            broker_cpu_row(GROWTH_SCENARIO, what, system_name, "produced",
+                           [(run.growth_cpu, growth_bytes) for run in runs])]
     label = f"{sizes.live_gb:g} GB of 1 KB records while a consumer reads them"
-    for what, rates in (("produce", produce_rates), ("consume", consume_rates)):
-        results.add(Row("5 log growth, 1 broker", f"{label}: {what}", system.name, "MB/s", rates,
-                        note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
-                        extra={"chunk_gb": chunk_mb / 1000}))
-        results.add(Row("5 log growth, 1 broker", f"{label}: {what}, last chunk / first chunk", system.name,
-                        "ratio", [rates[-1] / rates[0]], note="target: >= 0.9"))
-    results.add(Row("5 log growth, 1 broker", f"{label}: consumer done after the producer", system.name, "s",
-                    [max(0.0, seen[-1][2] - produced_at)], higher_is_better=False))
-    results.add(broker_cpu_row("5 log growth, 1 broker", label, system.name, "produced and consumed",
-                               [(cpu, float(total * value_size))],
+    for kind, per_run in (("produce", [run.produce_mb_s for run in runs]),
+                          ("consume", [run.consume_mb_s for run in runs])):
+        rows.append(Row(GROWTH_SCENARIO, f"{label}: {kind}", system_name, "MB/s",
+                        [r for rates in per_run for r in rates], note=_per_chunk(per_run),
+                        extra={"chunk_gb": live_bytes / chunks / 1e9}))
+        rows.append(Row(GROWTH_SCENARIO, f"{label}: {kind}, last chunk / first chunk", system_name, "ratio",
+                        [rates[-1] / rates[0] for rates in per_run], note="target: >= 0.9"))
+    rows.append(Row(GROWTH_SCENARIO, f"{label}: consumer done after the producer", system_name, "s",
+                    [run.consumer_after_s for run in runs], higher_is_better=False))
+    rows.append(broker_cpu_row(GROWTH_SCENARIO, label, system_name, "produced and consumed",
+                               [(run.live_cpu, live_bytes) for run in runs],
                                note="each GB in once and out once, from the first record produced "
                                     "until the consumer has read the last"))
+    return rows
 
 
 # ------------------------------------------------------------------------------ 3, 6: replicated

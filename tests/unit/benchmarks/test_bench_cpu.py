@@ -172,3 +172,23 @@ def test_scenarios_1_and_2_add_the_cpu_rows(tmp_path: Path, monkeypatch: pytest.
         # at least the busy loop's CPU time, over 100 KB of payload
         assert min(row.values) >= 0.999 * 3 / TCK / (1000 * load.VALUE_SIZE / 1e9)
     assert rows[("1 produce, 1 broker", "1 partition(s), acks=1")].values == [2000.0] * 3
+
+
+def test_scenario_5_rows_hold_every_run(tmp_path: Path) -> None:
+    sizes = scenarios.Sizes(runs=2, growth_gb=1.0, growth_chunks=2, live_gb=4.0)
+    runs = [scenarios.GrowthRun([100.0, 90.0], phase_of(2.0, 1.0), [50.0, 40.0], [45.0, 36.0], 3.0,
+                                phase_of(12.0, 8.0)),
+            scenarios.GrowthRun([120.0, 120.0], phase_of(4.0, 2.0), [60.0, 60.0], [50.0, 55.0], 1.0,
+                                phase_of(16.0, 8.0))]
+    rows = {r.metric: r for r in scenarios.growth_rows(KAFKALITE, sizes, runs)}
+    assert rows["1 GB in 2 chunks"].values == [100.0, 90.0, 120.0, 120.0]      # every chunk of every run
+    assert rows["1 GB in 2 chunks"].note == "per chunk, run by run: 100, 90 / 120, 120"
+    assert rows["last chunk / first chunk"].values == pytest.approx([0.9, 1.0])
+    assert rows["1 GB in 2 chunks: broker CPU seconds per GB produced"].values == pytest.approx([3.0, 6.0])
+    live = "4 GB of 1 KB records while a consumer reads them"
+    assert rows[f"{live}: consume"].values == [45.0, 36.0, 50.0, 55.0]
+    assert rows[f"{live}: produce, last chunk / first chunk"].values == pytest.approx([0.8, 1.0])
+    assert rows[f"{live}: consumer done after the producer"].values == [3.0, 1.0]
+    cpu_row = rows[f"{live}: broker CPU seconds per GB produced and consumed"]
+    assert cpu_row.values == pytest.approx([5.0, 6.0]) and cpu_row.unit == "s/GB"     # 20 s and 24 s over 4 GB
+    assert not cpu_row.higher_is_better
