@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -92,9 +93,9 @@ def broker_cpu_row(scenario: str, what: str, system_name: str, moved: str,
              "system_s_per_gb": [t.system / gb for t, gb in zip(totals, gbs)],
              "cpu_s": [t.total for t in totals], "gb": gbs}
     brokers = len(phases[0][0].used)
-    shown = (f"utime + stime of the broker process{'es' if brokers > 1 else ''} from /proc; "
-             f"user {sorted(extra['user_s_per_gb'])[len(totals) // 2]:.2f} + system "
-             f"{sorted(extra['system_s_per_gb'])[len(totals) // 2]:.2f} s/GB in the middle run")
+    shown = (f"utime + stime of the broker process{'es' if brokers > 1 else ''} from /proc; medians: "
+             f"user {statistics.median(extra['user_s_per_gb']):.2f}, "
+             f"system {statistics.median(extra['system_s_per_gb']):.2f} s/GB")
     return Row(scenario, f"{what}: broker CPU seconds per GB {moved}", system_name, "s/GB", per_gb,
                higher_is_better=False, note=f"{note}; {shown}" if note else shown, extra=extra)
 

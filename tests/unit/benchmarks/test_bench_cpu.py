@@ -119,7 +119,7 @@ def test_the_row_holds_seconds_per_gb_of_each_phase() -> None:
     assert row.extra["user_s_per_gb"] == pytest.approx([1.5, 6.0, 1.2])
     assert row.extra["system_s_per_gb"] == pytest.approx([0.5, 2.0, 0.8])
     assert row.extra["cpu_s"] == pytest.approx([2.0, 4.0, 0.5]) and row.extra["gb"] == pytest.approx([1.0, 0.5, 0.25])
-    assert "user 1.50 + system 0.80 s/GB" in row.note       # the middle of each sorted list
+    assert "medians: user 1.50, system 0.80 s/GB" in row.note
 
 
 def test_side_by_side_compares_the_two_systems_cpu_per_gb(tmp_path: Path) -> None:
