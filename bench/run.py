@@ -21,7 +21,9 @@ window aggregate run by kafkalite's SQL server on Spark local[2] and written wit
 kafkalite and on Kafka 0.9.0.1, bench/stream_pipelines.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
-Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
+Each system gets a 1-broker cluster for scenarios 1, 2, 8, 13, a fresh 1-broker cluster for
+each run of 5, and a 3-broker cluster for 3, 4, 6, 7; scenarios 1, 2, 3, 5 and 8 also report the
+brokers' CPU seconds per GB produced or consumed (bench/cpu.py);
 the systems run one after the other, never at the same time. The table (median, min, max over
 ``--runs`` runs and the kafkalite / Kafka ratio) is printed at the end; rows are appended to
 ``bench/results/<stamp>.jsonl`` as they come, and the chart goes to ``bench/results/<stamp>.png``
