@@ -35,7 +35,7 @@ def test_stat_parsing_counts_threads_and_reaped_children_and_survives_odd_names(
 
 def test_cpu_times_of_this_process_and_of_a_gone_one() -> None:
     mine = cpu.cpu_times(os.getpid())
-    assert mine.user > 0 and mine.total == pytest.approx(cpu.cpu_seconds(os.getpid()))
+    assert mine.user > 0 and mine.total <= cpu.cpu_seconds(os.getpid()) < mine.total + 1.0   # it runs on
     with pytest.raises(OSError):
         cpu.cpu_times(2**22 + 12345)           # above pid_max: never a process
     assert cpu.tree_times(2**22 + 12345) is None
@@ -86,7 +86,7 @@ def test_this_process_burning_cpu_is_measured() -> None:
         while cpu.cpu_seconds(os.getpid()) < before + 3 / TCK:      # a few clock ticks of work
             x += sum(range(1000))
     assert x > 0
-    assert phase.total.total >= 3 / TCK
+    assert phase.total.total >= 3 / TCK - 1e-9         # tick sums in binary floating point
     assert phase.per_gb(0.5e9) == pytest.approx(phase.total.total * 2)
 
 
