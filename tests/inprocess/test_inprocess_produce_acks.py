@@ -132,3 +132,32 @@ def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrinks_
     cluster.pump_until(lambda: bool(answer), what="the acks=all answer")
     assert entry(answer[0])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert followers[0] not in part.isr and part.high_watermark == 1
+
+
+def test_acks_all_produces_on_one_connection_are_appended_while_the_first_waits(inprocess_cluster_factory) -> None:
+    """Three acks=all Produces pipelined on one connection while the followers are stopped: all
+    three are appended at once (the first's replication wait does not hold the others in the
+    socket), none is answered; once the followers fetch, the answers arrive in request order
+    with consecutive offsets. A Metadata request sent behind them is answered only after them."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, {"replica.lag.time.max.ms": "60000"})
+    for f in followers:
+        cluster.stop_fetching(f)
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    order: list[str] = []
+    answers = []
+    for i, payload in enumerate((b"a", b"b", b"c")):
+        d = client.send(PRODUCE, 8, produce_body(TOPIC, {0: records([payload])}, acks=-1, timeout_ms=30000))
+        d.addCallback(lambda resp, i=i: (order.append(f"produce {i}"), resp)[1])
+        answers.append(fired(d))
+    metadata = client.send(3, 1, {"topics": [{"name": TOPIC}]})
+    metadata.addCallback(lambda resp: order.append("metadata"))
+    cluster.pump_until(lambda: part.log_end_offset == 3, what="all three Produces appended")
+    cluster.advance(0.5)
+    assert not order, "answered before the followers had the batches"
+    for f in followers:
+        cluster.resume_fetching(f)
+    cluster.pump_until(lambda: "metadata" in order, what="every answer")
+    assert order == ["produce 0", "produce 1", "produce 2", "metadata"]
+    assert [(entry(a[0])["error_code"], entry(a[0])["base_offset"]) for a in answers] == [(0, 0), (0, 1), (0, 2)]
+    assert part.high_watermark == 3

@@ -34,7 +34,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.delayed_produce import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
-from kafkalite.net.server import NO_RESPONSE, CloseConnection, NoResponse
+from kafkalite.net.server import NO_RESPONSE, CloseConnection, NoResponse, Overlapped
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import (ProduceRequest, ProduceResponse, ProduceResponsePartitionProduceResponse,
@@ -72,7 +72,7 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
 
 @api(ApiKey.PRODUCE, 0, 9)
 def handle_produce(ctx: RequestContext, req: ProduceRequest,
-                   ) -> ProduceResponse | defer.Deferred[ProduceResponse] | NoResponse:
+                   ) -> ProduceResponse | defer.Deferred[ProduceResponse] | Overlapped | NoResponse:
     replicas = ctx.replicas
     acks = req["acks"]
     # producer_byte_rate counts whole requests, as Kafka's produce quota does
@@ -145,4 +145,9 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest,
         return NO_RESPONSE
     if not waiting:
         return response()
-    return replicas.await_replication([p for _, p in waiting], req["timeout_ms"]).addCallback(response)
+    replicated = replicas.await_replication([p for _, p in waiting], req["timeout_ms"]).addCallback(response)
+    if ctx.throttle_ms > 0:
+        return replicated            # over a quota: nothing more from this client until answered and muted
+    # appended, only the acks=all wait is left: the connection may start its next Produce now
+    # (net/server.py, Overlapped); answers still leave in request order
+    return Overlapped(replicated)
