@@ -29,6 +29,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, inserts, printing, serde
+from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
@@ -59,6 +60,7 @@ class Engine:
         self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
         self.last_sequence = -1                        # the command topic's last offset applied
         self.restarts: dict[str, int] = {}             # persistent query id -> restarts after failures
+        self.internal_topics: dict[str, str] = {}      # query id -> its join's internal (repartition) topic
         self._stopping = threading.Event()             # the server is shutting down: restart nothing
         self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
@@ -380,9 +382,12 @@ class Engine:
                 return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
             query_id = _query_id(s, seq)
             plan = self._plan(s, stmt.text, props, query_id)
+            live = query_id not in (replay_terminated or ())    # a query terminated later gets no internal topic
             if isinstance(s, ast.CreateAsSelect):
-                self._ensure_sink_topic(plan, stmt.text)
+                self._ensure_sink_topic(plan, stmt.text, live)
                 ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
+            if plan.upstream is not None and live:
+                self.internal_topics[query_id] = plan.upstream.sink.topic
             ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
@@ -415,6 +420,7 @@ class Engine:
                     q = self.running.pop(rid, None)
                     if q is not None:
                         q.stop()
+                self._delete_internal_topics(qid)
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
 
@@ -594,6 +600,8 @@ class Engine:
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
         joins = self._join_sources(q, src, aggregate, text)
+        if not isinstance(s, ast.Query) and source is None:
+            join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         left = q.alias or src.name
@@ -671,7 +679,7 @@ class Engine:
         left = q.alias or src.name
         sources = [(left, src)] + [(a, d) for _, d, a in joins]
         items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in sources for c in d.columns)
-        topic = f"_confluent-ksql-{self.config.service_id}query_{query_id}-Join-repartition"
+        topic = join_rules.repartition_topic(self.config.service_id, query_id)
         join_id = f"{query_id}_JOIN"
         upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
                                                  ast.Select(items, q.source, q.alias, where=q.where, joins=q.joins)),
@@ -741,18 +749,16 @@ class Engine:
             assert isinstance(j.on, ast.Binary)
             mine, other = _join_sides(j.on, alias, right, [(q.alias or left.name, left)] + [(a, d) for _, d, a in out],
                                       text)
+            lefts = [(q.alias or left.name, left)] + [(a, d) for _, d, a in out]
+            join_rules.check_join_windowing(next((d for a, d in lefts if a == other.source), left), str(other.source),
+                                            right, alias, text)
+            join_rules.check_mixed_joins(lefts, j, right, other, text)
             condition = f"{_expr_text(other)} = {_expr_text(mine)}"
             pk = [c.name for c in right.key_columns]
             if right.kind == "TABLE" and mine.name not in pk:
                 what = ("table-table joins require to join on the primary key of the right input table"
                         if left_kind == "TABLE" else "stream-table joins require to join on the table's primary key")
                 raise KsqlError(f"Invalid join condition: {what}. Got {condition}.", statement=text)
-            if right.kind == "TABLE" and left_kind == "STREAM" and any(d.kind == "STREAM" for _, d, _ in out):
-                raise KsqlError("A stream-stream join followed by a stream-table join is not supported by this "
-                                "server yet", statement=text)
-            if kinds == ("STREAM", "STREAM") and any(d.kind == "TABLE" for _, d, _ in out):
-                raise KsqlError("A stream-table join followed by a stream-stream join is not supported by this "
-                                "server yet", statement=text)
             if kinds == ("TABLE", "TABLE"):
                 self._check_table_join(j, q, left, right, other, mine, condition, got, out, text)
             out.append((j, right, alias))
@@ -786,16 +792,33 @@ class Engine:
                             f"{{{_ksql_name(left_col.type)}}} = {_expr_text(mine)}{{{_ksql_name(right_col.type)}}}.",
                             statement=text)
 
-    def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
+    def _ensure_sink_topic(self, plan: "QueryPlan", text: str, internal: bool = True) -> None:
         """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's);
-        an aggregate over a join first creates the join's internal topic."""
-        if plan.upstream is not None:
+        an aggregate over a join first creates the join's internal topic (with ``internal``)."""
+        if plan.upstream is not None and internal:
             self._ensure_sink_topic(plan.upstream, text)
         partitions = plan.with_props.get("PARTITIONS")
         if partitions is None:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
                 partitions = len(client.partitions_for(plan.source.topic))
         self._ensure_topic(plan.sink.topic, partitions, plan.with_props.get("REPLICAS"), text)
+
+    def _delete_internal_topics(self, query_id: str) -> None:
+        """A terminated (or closed push) query's internal topic goes with it, as ksqlDB deletes
+        a query's internal topics when it is terminated; a missing topic is not an error."""
+        topic = self.internal_topics.pop(query_id, None)
+        self.plans.pop(f"{query_id}_JOIN", None)
+        if topic is None:
+            return
+        try:
+            with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+                errors = admin.delete_topics([topic])
+        except Exception as exc:                          # the query is terminated either way
+            log.warning("deleting the internal topic %s of %s: %s", topic, query_id, exc)
+            return
+        error = errors.get(topic)
+        if error is not None and getattr(error, "code", None) != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            log.warning("deleting the internal topic %s of %s: %s", topic, query_id, error)
 
     def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
         """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
@@ -810,7 +833,11 @@ class Engine:
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
         if plan.joins and plan.source.kind == "TABLE":
             return self._compile_table_table_join(plan, view)
-        if plan.joins and plan.joins[0][1].kind == "TABLE":
+        kinds = {d.kind for _, d, _ in plan.joins}
+        if kinds == {"STREAM", "TABLE"}:                  # stream-stream joins, then the tables per batch
+            streams, _ = self._compile_join(plan, frame, view, structs=True)
+            return self._compile_table_join(plan, streams, view, streamed=True)
+        if kinds == {"TABLE"}:
             return self._compile_table_join(plan, frame, view)
         if plan.joins:
             return self._compile_join(plan, frame, view)
@@ -842,18 +869,23 @@ class Engine:
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
 
-    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str) -> tuple[Any, str]:
+    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str,
+                            streamed: bool = False) -> tuple[Any, str]:
         """A stream joined with one or more tables: each micro-batch of the stream is joined with
         each table as it is at that moment, the latest record per key of the table's topic
         (read_committed; a tombstone deletes), as ksqlDB joins a stream record with the table's
         current row; the joins apply in order, each ON naming the columns before it. The tables'
-        topics are read again for each micro-batch: meant for dimension tables."""
+        topics are read again for each micro-batch: meant for dimension tables. With
+        ``streamed``, ``stream`` is a stream-stream join's output, one struct column per joined
+        stream named by its alias (``S``.``ID`` then reads the struct's field), and the query's
+        table joins apply to each of its micro-batches."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
         left_alias = q.alias or plan.source.name
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
-        from_sql = f"{view}_stream AS {quote(left_alias)}"
-        for index, (join, _, alias) in enumerate(plan.joins):
+        from_sql = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
+        tables = [(j, d, a) for j, d, a in plan.joins if d.kind == "TABLE"]
+        for index, (join, _, alias) in enumerate(tables):
             from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
                          f"{quote(alias)} ON {to_spark(join.on, scope, text)}")
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
@@ -861,7 +893,7 @@ class Engine:
         def per_batch(batch: Any) -> Any:
             session = batch.sparkSession
             batch.createOrReplaceTempView(f"{view}_stream")
-            for index, (_, table, _) in enumerate(plan.joins):
+            for index, (_, table, _) in enumerate(tables):
                 self._latest_view(session, table, f"{view}_changelog{index or ''}", f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql
@@ -940,21 +972,24 @@ class Engine:
             return batch.sparkSession.sql(join_sql)
         return TableTableJoin(changes, per_batch, prepare, sql, candidates), sql
 
-    def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
+    def _compile_join(self, plan: "QueryPlan", left: Any, view: str, structs: bool = False) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
         (ksqlDB's default without GRACE PERIOD: 24 hours), the ON equality plus the WITHIN bounds
         as a time-range condition on ROWTIME (right.ROWTIME BETWEEN left.ROWTIME - before AND
         left.ROWTIME + after), so Spark drops old state and emits an outer join's unmatched rows
-        once the grace period has passed."""
+        once the grace period has passed. With ``structs`` (a query that joins tables too) only
+        the stream joins run here and each stream's row is one struct column named by its alias,
+        for ``_compile_table_join`` to join the tables to and project (WHERE applies there)."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
+        stream_joins = [(j, d, a) for j, d, a in plan.joins if d.kind == "STREAM"]
         graces = [j.within.grace_ms if j.within and j.within.grace_ms is not None else DEFAULT_GRACE_MS
-                  for j, _, _ in plan.joins]
+                  for j, _, _ in stream_joins]
         left_alias = q.alias or plan.source.name
         left.withWatermark("ROWTIME", f"{max(graces)} milliseconds").createOrReplaceTempView(f"{view}_0")
         from_sql = f"{view}_0 AS {quote(left_alias)}"
         kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
                  "FULL": "FULL OUTER JOIN"}
-        for index, ((join, right, alias), grace) in enumerate(zip(plan.joins, graces), start=1):
+        for index, ((join, right, alias), grace) in enumerate(zip(stream_joins, graces), start=1):
             assert join.within is not None
             (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
              .createOrReplaceTempView(f"{view}_{index}"))
@@ -964,6 +999,9 @@ class Engine:
                          f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        if structs:
+            select = [f"struct({quote(a)}.*) AS {quote(a)}" for a in [left_alias] + [a for _, _, a in stream_joins]]
+            where = ""
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
         return self.spark.sql(sql), sql
 
@@ -1454,13 +1492,14 @@ def _event_time(plan: QueryPlan) -> str:
     (``greatest`` skips an outer join's missing side); and for an aggregate the latest ROWTIME
     of the records that formed the row (Kafka Streams' timestamped stores, KIP-258), which Spark
     keeps in the group's state across micro-batches, windowed or not."""
+    timed = [plan.select.alias or plan.source.name] + [alias for _, d, alias in plan.joins
+                                                        if plan.source.kind == "TABLE" or d.kind == "STREAM"]
     if plan.aggregate:
         expr = "max(`ROWTIME`)"
-    elif plan.joins and (plan.source.kind == "TABLE" or plan.joins[0][1].kind == "STREAM"):
-        aliases = [plan.select.alias or plan.source.name] + [alias for _, _, alias in plan.joins]
-        expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in aliases) + ")"
+    elif len(timed) > 1:                              # the streams' records (a stream-table join: the stream's)
+        expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in timed) + ")"
     elif plan.joins:
-        expr = f"{quote(plan.select.alias or plan.source.name)}.`ROWTIME`"
+        expr = f"{quote(timed[0])}.`ROWTIME`"
     else:
         expr = "`ROWTIME`"
     return f"{expr} AS {quote(EVENT_TIME)}"
