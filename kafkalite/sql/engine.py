@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -186,11 +187,14 @@ class Engine:
         tq_id = f"transient_{query.query.source}_{uuid.uuid4().int % 10**18}"
         plan = self._plan(query, text, props, tq_id)
         q = plan.select
+        if plan.upstream is not None:                     # an aggregate over a join: the join first
+            self._start_upstream(plan, text)
         compiled, _ = self._compile(plan)
         join = compiled if isinstance(compiled, TableJoin) else None
+        table_aggregate = compiled if isinstance(compiled, TableAggregate) else None
         columns = [quote(n) for n, _ in plan.items]
-        if join is not None:
-            result = join.stream
+        if join is not None or table_aggregate is not None:
+            result = join.stream if join is not None else compiled.changes
             types = self._plan_types(plan)
             names, kinds = [n for n, _ in plan.items], [types.get(n, "STRING") for n, _ in plan.items]
         else:
@@ -205,13 +209,22 @@ class Engine:
                 rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
                 tq.offer([[json_value(v) for v in r] for r in rows])
 
-        update = plan.aggregate and (q.window is None or q.window.kind != "SESSION")
+        def offer_changes(frame: Any, batch_id: int, tombstones: bool) -> None:
+            """A table aggregate's changed rows (a deleted row is not pushed)."""
+            if not tq.closed:
+                tq.offer([[json_value(r[n]) for n in names] for r in frame.collect() if not r["__tombstone"]])
+        if table_aggregate is not None:
+            each_batch = self._table_aggregate_batch(plan, table_aggregate,  # type: ignore[assignment]
+                                                     self._table_aggregate_store(plan, False), offer_changes)
+        update = plan.aggregate and table_aggregate is None and (q.window is None or q.window.kind != "SESSION")
         running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
                    .foreachBatch(each_batch).trigger(processingTime="200 milliseconds").start())
 
         def stop() -> None:
             self.transient.pop(tq_id, None)
             running.stop()
+            if plan.upstream is not None:
+                self._stop_upstream(plan)
         tq._stop = stop
         self.transient[tq_id] = tq
         # the first micro-batch fixes the starting offsets: once it has run, every record produced
@@ -225,6 +238,32 @@ class Engine:
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
         log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
+
+    def _start_upstream(self, plan: "QueryPlan", text: str) -> None:
+        """A push query's join feeding its aggregate: its internal topic, then the join as a
+        transient Spark query writing to it, past its first micro-batch (so its starting offsets
+        are fixed before the client gets the header). A failure stops what was started."""
+        upstream = plan.upstream
+        assert upstream is not None
+        try:
+            self._ensure_sink_topic(upstream, text)
+            self.internal_topics[plan.query_id] = upstream.sink.topic
+            self._run(upstream)
+            self.running[upstream.query_id].processAllAvailable()
+        except Exception as exc:
+            self._stop_upstream(plan)
+            raise KsqlError(f"Push query failed to start: {_first_line(exc)}", statement=text) from None
+
+    def _stop_upstream(self, plan: "QueryPlan") -> None:
+        """A closed push query's join: stopped, its checkpoint and its internal topic deleted
+        (ksqlDB cleans up a transient query's internal topics and state when it closes)."""
+        assert plan.upstream is not None
+        running = self.running.pop(plan.upstream.query_id, None)
+        if running is not None:
+            running.stop()
+        shutil.rmtree(Path(self.config.state_dir) / self.config.service_id / plan.upstream.query_id,
+                      ignore_errors=True)
+        self._delete_internal_topics(plan.query_id)
 
     @staticmethod
     def _plan_types(plan: "QueryPlan") -> dict[str, str]:
@@ -604,6 +643,8 @@ class Engine:
             join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
+        if aggregate and src.kind == "TABLE":
+            join_rules.check_table_aggregate(q, text)
         left = q.alias or src.name
         scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
             (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
@@ -671,20 +712,25 @@ class Engine:
         column of every source as ``ALIAS_COL`` to the internal topic
         ``_confluent-ksql-<service id>query_<id>-Join-repartition`` exactly once, with the joined
         record's event time; the aggregate reads that topic from the start, its expressions
-        naming those columns. The aggregate's plan carries the join's as ``upstream``."""
-        if isinstance(s, ast.Query):
-            raise KsqlError("Aggregations over joins in push queries are not supported by this server yet: use "
-                            "CREATE TABLE ... AS SELECT and query the table", statement=text)
+        naming those columns. The aggregate's plan carries the join's as ``upstream``. A push
+        query's join is a transient query of its own, its topic ``..transient_<id>-Join-repartition``.
+        A table-table join's output is a table (its key, with tombstones for rows gone), so its
+        aggregate is a table aggregate (``TableAggregate``), as ksqlDB's KGroupedTable."""
         q = s.query
         left = q.alias or src.name
         sources = [(left, src)] + [(a, d) for _, d, a in joins]
         items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in sources for c in d.columns)
+        kind = src.kind                                   # a table-table join's output is a table
+        if _synthetic_key(src, joins, left) is not None:  # a FULL OUTER table join is keyed by ROWKEY
+            items = (ast.SelectItem(ast.Column("ROWKEY"), "ROWKEY"),) + items
+        if kind == "TABLE":
+            join_rules.check_table_aggregate(q, text)
         topic = join_rules.repartition_topic(self.config.service_id, query_id)
         join_id = f"{query_id}_JOIN"
-        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+        upstream = self._plan(ast.CreateAsSelect(kind, join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
                                                  ast.Select(items, q.source, q.alias, where=q.where, joins=q.joins)),
                               text, props, join_id)
-        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+        joined = DataSource(join_id, kind, topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
                             statement=text)
         scope = upstream.scope
 
@@ -701,10 +747,13 @@ class Engine:
         select = replace(q, items=renamed, source=join_id, alias=None, where=None, joins=(),
                          group_by=tuple(map_columns(e, rename) for e in q.group_by),
                          having=None if q.having is None else map_columns(q.having, rename))
-        formats = {k.upper() for k, _ in s.properties}
-        properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
-                                                               ("KEY_FORMAT", src.key_format)) if k not in formats)
-        plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        if isinstance(s, ast.Query):
+            plan = self._plan(replace(s, query=select), text, props, query_id, joined)
+        else:
+            formats = {k.upper() for k, _ in s.properties}
+            properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
+            plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
         plan.upstream, plan.offset_reset = upstream, "earliest"
         upstream.owner = query_id
         return plan
@@ -764,9 +813,6 @@ class Engine:
             out.append((j, right, alias))
             aliases.append(alias)
             left_kind = "TABLE" if kinds == ("TABLE", "TABLE") else "STREAM"
-        if out and aggregate and left.kind == "TABLE":
-            raise KsqlError("Aggregations over table-table joins are not supported by this server yet",
-                            statement=text)
         return out
 
     def _check_table_join(self, j: ast.Join, q: ast.Select, left: DataSource, right: DataSource, other: ast.Column,
@@ -833,6 +879,8 @@ class Engine:
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
         if plan.joins and plan.source.kind == "TABLE":
             return self._compile_table_table_join(plan, view)
+        if plan.aggregate and plan.source.kind == "TABLE":
+            return self._compile_table_aggregate(plan, view)
         kinds = {d.kind for _, d, _ in plan.joins}
         if kinds == {"STREAM", "TABLE"}:                  # stream-stream joins, then the tables per batch
             streams, _ = self._compile_join(plan, frame, view, structs=True)
@@ -897,6 +945,35 @@ class Engine:
                 self._latest_view(session, table, f"{view}_changelog{index or ''}", f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql
+
+    def _compile_table_aggregate(self, plan: "QueryPlan", view: str) -> tuple["TableAggregate", str]:
+        """An aggregate over a table (a table source, or a table-table join's output topic), as
+        ksqlDB's KGroupedTable aggregate: a row replaced or deleted leaves its old group. The
+        query streams the table's changes; each micro-batch aggregates the table as it is now
+        (its latest row per key, WHERE first), with ksqlDB's zero start for SUM and AVG, plus
+        HAVING as ``__having``; ``_table_aggregate_batch`` writes the groups that changed."""
+        q, known, text = plan.select, plan.scope, plan.sink.statement
+        assert isinstance(known, set)
+        changes = self._source_frame(plan.source, plan.offset_reset).select("ROWTIME")
+        having = [] if q.having is None else [
+            f"{to_spark(join_rules.undone_aggregates(q.having), known, text)} AS `__having`"]
+
+        def aggregate_sql(items: list[tuple[str, ast.Expr]], where: str, group: str) -> str:
+            select = [f"{to_spark(join_rules.undone_aggregates(e), known, text)} AS {quote(n)}" for n, e in items]
+            return f"SELECT {', '.join(select + [_event_time(plan)] + having)} FROM {view}_table{where}{group}"
+        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
+        sql = aggregate_sql(plan.items, where, " GROUP BY " + ", ".join(to_spark(e, known, text)
+                                                                        for e in plan.key_exprs))
+
+        def emptied(key: tuple[Any, ...]) -> str:
+            """The row of a group with no row left: the items over no row, the key as literals."""
+            values = list(zip(plan.key_exprs, key))
+            items = [(n, join_rules.substitute(e, values)) for n, e in plan.items]
+            return aggregate_sql(items, " WHERE false", "")
+
+        def prepare(session: Any) -> None:
+            self._latest_view(session, plan.source, f"{view}_changelog", f"{view}_table")
+        return TableAggregate(changes, prepare, sql, emptied), sql
 
     def _latest_view(self, session: Any, table: DataSource, changelog: str, name: str) -> None:
         """A table as it is now, as the view ``name``: the latest record per key of its topic
@@ -1043,6 +1120,9 @@ class Engine:
             w.save()
         if isinstance(result, TableTableJoin):
             writer = stream(result.stream).foreachBatch(self._table_join_batch(plan, result, write))
+        elif isinstance(result, TableAggregate):
+            writer = stream(result.changes).foreachBatch(
+                self._table_aggregate_batch(plan, result, self._table_aggregate_store(plan, True), write))
         elif isinstance(result, TableJoin):
             join = result
 
@@ -1122,6 +1202,61 @@ class Engine:
             write(frame, batch_id, True)
             log.debug("%s batch %d: %d changed keys, %d rows, %d tombstones in %.1f s", plan.query_id, batch_id,
                       len(changes), len(rows), len(gone), time.monotonic() - started)
+        return each_batch
+
+    def _table_aggregate_store(self, plan: "QueryPlan", persistent: bool) -> StateStore:
+        """A table aggregate's output table so far: a persistent query's is its table's state
+        store (pull queries read it; a resumed query rebuilds it from its topic first), a push
+        query's its own."""
+        types = self._plan_types(plan)
+        names = [n for n, _ in plan.items]
+        store = StateStore(list(plan.key_names), False, names, [types.get(n, "BIGINT") for n in names])
+        if persistent:
+            self.stores[plan.sink.name] = store
+            if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+                self._restore_store(plan, store)
+        return store
+
+    def _table_aggregate_batch(self, plan: "QueryPlan", agg: "TableAggregate", store: StateStore,
+                               write: Callable[..., None]) -> Callable[[Any, int], None]:
+        """A table aggregate's micro-batch: the table's groups now, compared with the output table
+        (``store``): a group whose row changed is written; a group whose rows are all gone keeps
+        its undone row (COUNT 0, SUM 0, ...) as Kafka Streams' table aggregate does; a row HAVING
+        no longer accepts is deleted (a tombstone), as ksqlDB filters a table. The store runs
+        ahead of the topic, as the other aggregates' do."""
+        names = [n for n, _ in plan.items]
+        keys = list(plan.key_names)
+
+        def each_batch(batch: Any, batch_id: int) -> None:
+            session = batch.sparkSession
+            times = [r["ROWTIME"] for r in batch.collect()]
+            if not times:
+                return
+            agg.prepare(session)
+            result = session.sql(agg.sql)
+            fields = [f.name for f in result.schema.fields]
+            rows = [r.asDict() for r in result.collect()]
+            now = {tuple(r.get(k) for k in keys): r for r in rows}
+            for key in store.keys():
+                if key not in now:                        # every row of the group is gone
+                    for r in session.sql(agg.emptied(key)).collect():
+                        now[key] = {**r.asDict(), EVENT_TIME: max(times)}
+            out: list[tuple[Any, ...]] = []
+            for key, row in now.items():
+                accepted = row.get("__having", True) is not False
+                old = store.get(key)
+                if not accepted:
+                    if old is not None:
+                        out.append(tuple(row.get(f) for f in fields) + (True,))
+                        store.delete([key])
+                    continue
+                if old is None or any(old.get(n) != row.get(n) for n in names):
+                    out.append(tuple(row.get(f) for f in fields) + (False,))
+                    store.update([_store_row({n: row.get(n) for n in names}, False)])
+            if out:
+                from pyspark.sql.types import BooleanType, StructField, StructType
+                schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
+                write(session.createDataFrame(out, schema), batch_id, True)
         return each_batch
 
     # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
@@ -1371,7 +1506,8 @@ class Engine:
                     else _query_id(s.statement, self.last_sequence + 1))
         plan = self._plan(s.statement, s.text, props, query_id)
         compiled, sql = self._compile(plan)
-        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled
+        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled.changes \
+            if isinstance(compiled, TableAggregate) else compiled
         topology = frame._jdf.queryExecution().toString()
         return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
                                   None)
@@ -1449,6 +1585,19 @@ class TableTableJoin(TableJoin):
         self.prepare = prepare                    # a batch's tables' views; its change rows and SQL texts
         self.sql = sql                            # the join over those views
         self.candidates_sql = candidates_sql
+
+
+class TableAggregate:
+    """A compiled table aggregate: the table's changes as a stream (their ROWTIMEs), what a
+    micro-batch prepares (the table as it is now), the aggregate's SQL over it and, per group
+    key, the SQL of the row of a group with no row left."""
+
+    def __init__(self, changes: Any, prepare: Callable[[Any], None], sql: str,
+                 emptied: Callable[[tuple[Any, ...]], str]) -> None:
+        self.changes = changes
+        self.prepare = prepare
+        self.sql = sql
+        self.emptied = emptied
 
 
 class QueryPlan:

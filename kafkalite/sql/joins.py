@@ -115,3 +115,22 @@ def rewrite(e: Any, fn: Callable[[ast.Expr], ast.Expr]) -> Any:
         return e
     changes = {f.name: rewrite(getattr(e, f.name), fn) for f in fields(e)}
     return fn(replace(e, **changes))  # type: ignore[type-var, arg-type]
+
+
+def substitute(e: ast.Expr, values: list[tuple[ast.Expr, object]]) -> ast.Expr:
+    """``e`` with each occurrence of an expression of ``values`` replaced by its value as a
+    literal (outermost match first): a table aggregate's row for a group whose rows are all gone
+    is its items evaluated over no row, the GROUP BY expressions standing for the group's key."""
+    for expr, value in values:
+        if e == expr:
+            return ast.Literal(value)
+    if not is_dataclass(e):
+        return e
+
+    def go(v: Any) -> Any:
+        if isinstance(v, tuple):
+            return tuple(go(x) for x in v)
+        if is_dataclass(v) and not isinstance(v, ast.SqlType):
+            return substitute(v, values)  # type: ignore[arg-type]
+        return v
+    return replace(e, **{f.name: go(getattr(e, f.name)) for f in fields(e)})

@@ -81,3 +81,159 @@ def test_windowed_and_mixed_join_refusals(engine: Engine, statement: str, messag
     with pytest.raises(KsqlError) as info:
         engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
     assert info.value.message == message or info.value.message.startswith(message), info.value.message
+
+
+class RecordingAdmin:
+    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
+    deleted: list[str] = []
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        pass
+
+    def __enter__(self) -> "RecordingAdmin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def delete_topics(self, names: list[str]) -> dict[str, Any]:
+        RecordingAdmin.deleted += names
+        return {n: None for n in names}
+
+
+def test_an_aggregating_push_query_over_a_join_runs_its_join_and_cleans_up(engine: Engine, monkeypatch: Any,
+                                                                           tmp_path: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
+    monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
+    RecordingAdmin.deleted = []
+    engine.config = engine.config.__class__(listeners=engine.config.listeners, state_dir=str(tmp_path))
+    tq = engine.query("SELECT t.v AS tv, COUNT(*) AS n, SUM(s.v) AS total FROM s JOIN t ON s.id = t.id "
+                      "GROUP BY t.v EMIT CHANGES;", {"auto.offset.reset": "earliest"})
+    join_id = f"{tq.id}_JOIN"
+    topic = f"_confluent-ksql-default_{tq.id}-Join-repartition"
+    assert tq.id.startswith("transient_S_") and set(engine.running) == {join_id}
+    join, join_sql = engine.plans[join_id]
+    # the join reads the sources as the push query asked (earliest) and writes its internal topic ...
+    assert (join.sink.topic, join.offset_reset) == (topic, "earliest")
+    assert join_sql.endswith("INNER JOIN ksql_transient_s_" + tq.id.split("_")[-1] + "_join_table AS `T` ON "
+                             "(`S`.`ID` = `T`.`ID`)")
+    # ... which the push query aggregates from its start
+    spark = _spark(engine)
+    assert spark.sql_texts[-1].startswith("SELECT `T_V` AS `TV`, count(*) AS `N`, sum(`S_V`) AS `TOTAL`")
+    assert tq.column_names == ["TV", "N", "TOTAL"]
+    checkpoint = tmp_path / engine.config.service_id / join_id
+    checkpoint.mkdir(parents=True)                                # the join's checkpoint
+    tq.close()
+    assert join_id not in engine.running and join_id not in engine.plans
+    assert RecordingAdmin.deleted == [topic] and not checkpoint.exists()
+
+
+TABLES = ("CREATE TABLE u (id STRING PRIMARY KEY, w INT, tid STRING) WITH (KAFKA_TOPIC='u', VALUE_FORMAT='JSON');"
+          "CREATE TABLE x (id STRING PRIMARY KEY, z STRING) WITH (KAFKA_TOPIC='x', VALUE_FORMAT='JSON');")
+
+
+def test_an_aggregate_over_a_table_table_join_is_a_table_aggregate(engine: Engine, monkeypatch: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
+    engine.execute(TABLES)
+    out = engine.execute("CREATE TABLE per_z AS SELECT x.z AS z, COUNT(*) AS n, SUM(u.w) AS total FROM u LEFT JOIN x "
+                         "ON u.tid = x.id WHERE u.w > 0 GROUP BY x.z HAVING COUNT(*) < 3;")
+    assert out[0]["commandStatus"]["queryId"] == "CTAS_PER_Z_5"
+    plan, sql = engine.plans["CTAS_PER_Z_5"]
+    join, join_sql = engine.plans["CTAS_PER_Z_5_JOIN"]
+    # the join is a foreign-key table-table join writing a table (keyed by u's key) to the internal topic
+    assert join.sink.kind == "TABLE" and [c.name for c in join.sink.key_columns] == ["U_ID"]
+    assert join.sink.topic == "_confluent-ksql-default_query_CTAS_PER_Z_5-Join-repartition"
+    assert "LEFT OUTER JOIN ksql_ctas_per_z_5_join_t1 AS `X` ON (`U`.`TID` = `X`.`ID`)" in join_sql
+    # the aggregate reads it as a table: the table as it is now, grouped, SUM starting from 0
+    assert plan.source.kind == "TABLE" and plan.source.topic == join.sink.topic
+    assert sql == ("SELECT `X_Z` AS `Z`, count(*) AS `N`, coalesce(sum(`U_W`), 0) AS `TOTAL`, max(`ROWTIME`) AS "
+                   "`__rowtime`, (count(*) < 3) AS `__having` FROM ksql_ctas_per_z_5_table GROUP BY `X_Z`")
+    compiled, _ = engine._compile(plan)
+    assert isinstance(compiled, engine_mod.TableAggregate)
+    assert compiled.emptied(("z1",)) == ("SELECT 'z1' AS `Z`, count(*) AS `N`, coalesce(sum(`U_W`), 0) AS `TOTAL`, "
+                                         "max(`ROWTIME`) AS `__rowtime`, (count(*) < 3) AS `__having` FROM "
+                                         "ksql_ctas_per_z_5_table WHERE false")
+    assert engine.metastore.require("PER_Z").key_columns[0].name == "Z"
+    assert engine.metastore.readers_and_writers("X") == (["CTAS_PER_Z_5"], [])
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE TABLE a AS SELECT x.z, MAX(u.w) AS m, COLLECT_SET(u.id) AS ids FROM u JOIN x ON u.tid = x.id "
+     "GROUP BY x.z;", "The aggregation functions MAX and COLLECT_SET cannot be applied to a table source, only to a "
+                      "stream source."),
+    ("SELECT x.z, COUNT(*) FROM u JOIN x ON u.tid = x.id WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY x.z EMIT CHANGES;",
+     "Windowing not supported for table aggregations."),
+    ("CREATE TABLE a AS SELECT tid, LATEST_BY_OFFSET(w) AS w FROM u GROUP BY tid;",
+     "The aggregation function LATEST_BY_OFFSET cannot be applied to a table source, only to a stream source."),
+])
+def test_table_aggregate_refusals(engine: Engine, statement: str, message: str) -> None:
+    engine.execute(TABLES)
+    with pytest.raises(KsqlError) as info:
+        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
+    assert info.value.message == message
+
+
+class Row(dict):  # type: ignore[type-arg]
+    def asDict(self) -> dict[str, Any]:
+        return dict(self)
+
+
+class Session:
+    """A micro-batch of a table's changes and the session answering the aggregate's SQL."""
+
+    def __init__(self, times: list[int], groups: list[Row], emptied: list[Row]) -> None:
+        from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
+        self.times, self.groups, self.emptied = times, groups, emptied
+        self.schema = StructType([StructField("Z", StringType()), StructField("N", LongType()),
+                                  StructField("TOTAL", IntegerType()), StructField("__rowtime", LongType()),
+                                  StructField("__having", BooleanType())])
+        self.sparkSession = self
+        self.written: list[tuple[Any, ...]] = []
+
+    def collect(self) -> list[Any]:
+        return [Row(ROWTIME=t) for t in self.times]
+
+    def sql(self, text: str) -> Any:
+        rows = self.emptied if text.endswith("WHERE false") else self.groups
+        return type("R", (), {"collect": lambda _: rows, "schema": self.schema})()
+
+    def createDataFrame(self, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+        assert [f.name for f in schema.fields] == ["Z", "N", "TOTAL", "__rowtime", "__having", "__tombstone"]
+        self.written = rows
+        return rows
+
+
+def test_table_aggregate_batch_writes_changed_groups_undone_groups_and_having_deletes(
+        engine: Engine, monkeypatch: Any) -> None:
+    engine.execute(TABLES + "CREATE TABLE per_tid AS SELECT tid AS z, COUNT(*) AS n, SUM(w) AS total FROM u "
+                            "GROUP BY tid HAVING COUNT(*) < 3;")
+    plan, _ = engine.plans["CTAS_PER_TID_5"]
+    compiled, _ = engine._compile(plan)
+    assert isinstance(compiled, engine_mod.TableAggregate)
+    monkeypatch.setattr(Engine, "_latest_view", lambda self, *a: None)
+    writes: list[tuple[Any, int, bool]] = []
+    store = engine._table_aggregate_store(plan, True)
+    each = engine._table_aggregate_batch(plan, compiled, store, lambda frame, batch_id, tombstones: writes.append(
+        (frame, batch_id, tombstones)))
+    each(Session([], [], []), 0)                                  # no change: nothing written
+    assert writes == []
+    each(Session([5], [Row(Z="a", N=2, TOTAL=7, __rowtime=5, __having=True),
+                       Row(Z="b", N=1, TOTAL=1, __rowtime=5, __having=True)], []), 1)
+    assert writes[-1] == ([("a", 2, 7, 5, True, False), ("b", 1, 1, 5, True, False)], 1, True)
+    assert engine.query("SELECT * FROM per_tid WHERE z = 'a';").rows == [["a", 2, 7]]
+    # a's rows all moved to b (b now has 3: HAVING deletes it); a keeps its undone row; c is new
+    each(Session([8, 9], [Row(Z="b", N=3, TOTAL=8, __rowtime=9, __having=False),
+                          Row(Z="c", N=1, TOTAL=None, __rowtime=8, __having=True)],
+                 [Row(Z="a", N=0, TOTAL=0, __rowtime=None, __having=True)]), 2)
+    assert sorted(writes[-1][0]) == [("a", 0, 0, 9, True, False), ("b", 3, 8, 9, False, True),
+                                     ("c", 1, None, 8, True, False)]
+    assert store.scan(lambda r: True) == [["a", 0, 0], ["c", 1, None]]
+    each(Session([10], [Row(Z="c", N=1, TOTAL=None, __rowtime=10, __having=True)],
+                 [Row(Z="a", N=0, TOTAL=0, __rowtime=None, __having=True)]), 3)
+    assert writes[-1][1] == 2                                     # nothing changed: nothing written
+
+
+def test_explain_a_table_aggregate(engine: Engine) -> None:
+    engine.execute(TABLES)
+    out = engine.execute("EXPLAIN SELECT tid, COUNT(*) AS n FROM u GROUP BY tid EMIT CHANGES;")
+    assert [f["name"] for f in out[0]["queryDescription"]["fields"]] == ["TID", "N"]
