@@ -641,6 +641,8 @@ class Engine:
         joins = self._join_sources(q, src, aggregate, text)
         if not isinstance(s, ast.Query) and source is None:
             join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
+        for _, right, alias in joins:
+            join_rules.check_windowed_join_built(right, alias, text)
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         if aggregate and src.kind == "TABLE":

@@ -50,6 +50,14 @@ def check_join_windowing(left: DataSource, left_alias: str, right: DataSource, r
                         "and tumbling windowed sources", statement=text)
 
 
+def check_windowed_join_built(right: DataSource, right_alias: str, text: str) -> None:
+    """Windowed sources that ksqlDB would join (both windowed, compatible windows, in a push
+    query): their keys carry the window, which this server does not decode in a join yet."""
+    if right.window is not None:
+        raise KsqlError(f"Joins of windowed sources ({right_alias} is {right.window.kind} windowed) are not supported "
+                        "by this server yet", statement=text)
+
+
 def check_persistent_sources(sources: list[DataSource], text: str) -> None:
     """ksqlDB's ``PushQueryValidator``: a persistent query (CSAS, CTAS, INSERT INTO) reads no
     windowed table; a push query may."""
