@@ -641,15 +641,13 @@ class Engine:
         joins = self._join_sources(q, src, aggregate, text)
         if not isinstance(s, ast.Query) and source is None:
             join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
-        for _, right, alias in joins:
-            join_rules.check_windowed_join_built(right, alias, text)
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         if aggregate and src.kind == "TABLE":
             join_rules.check_table_aggregate(q, text)
         left = q.alias or src.name
-        scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
-            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
+        scope: set[str] | Scope = Scope(((left, _columns_in_scope(src)),) + tuple(
+            (alias, _columns_in_scope(right)) for _, right, alias in joins)) \
             if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
         synthetic = _synthetic_key(src, joins, left)
         if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
@@ -981,7 +979,8 @@ class Engine:
         """A table as it is now, as the view ``name``: the latest record per key of its topic
         (read_committed, from the start), a tombstone deleting the key."""
         self._source_frame(table, "earliest", session).createOrReplaceTempView(changelog)
-        keys = ", ".join(quote(c.name) for c in table.key_columns)
+        keys = ", ".join([quote(c.name) for c in table.key_columns]
+                         + ([] if table.window is None else ["`WINDOWSTART`", "`WINDOWEND`"]))
         session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
                     f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {changelog}) "
                     f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(name)
@@ -1001,7 +1000,8 @@ class Engine:
         changes = None
         for index, (_, table) in enumerate(tables):
             side = self._source_frame(table, plan.offset_reset).selectExpr(
-                f"{index} AS `__side`", f"CAST({quote(table.key_columns[0].name)} AS STRING) AS `__key`", "`ROWTIME`")
+                f"{index} AS `__side`", join_rules.keyed_in_window(quote(table.key_columns[0].name), None, table.window)
+                + " AS `__key`", "`ROWTIME`")
             changes = side if changes is None else changes.unionByName(side)
 
         def changed(index: int) -> str:
@@ -1009,17 +1009,23 @@ class Engine:
         # (expression, side): a joined row is touched by a change of that side's key
         touches = [(ast.Column(tables[0][1].key_columns[0].name, tables[0][0]), 0)]
         foreign: ast.Column | None = None
+        windows = dict(tables)                            # alias -> table (a windowed one keys by its window too)
+        same_window: list[str] = []
         for index, (join, table, alias) in enumerate(plan.joins, start=1):
             assert isinstance(join.on, ast.Binary)
             mine, other = _join_sides(join.on, alias, table, tables[:index], text)
             touches += [(mine, index), (other, index)]
+            same_window.append(join_rules.window_match(str(other.source), alias, table.window))
             if index == 1 and other.name != tables[0][1].key_columns[0].name:
                 foreign = other
-        touched = " OR ".join(f"CAST({to_spark(e, scope, text)} AS STRING) IN {changed(i)}" for e, i in touches)
+        touched = " OR ".join(
+            f"{join_rules.keyed_in_window(to_spark(e, scope, text), e.source, windows[str(e.source)].window)} IN "
+            f"{changed(i)}" for e, i in touches)
         where = f"({to_spark(q.where, scope, text)}) AND " if q.where is not None else ""
         from_sql = f"{view}_t0 AS {quote(tables[0][0])}"
         for index, (join, _, alias) in enumerate(plan.joins, start=1):
-            from_sql += f" {kinds[join.kind]} {view}_t{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+            from_sql += (f" {kinds[join.kind]} {view}_t{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{same_window[index - 1]}")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         sql = f"SELECT {', '.join(select)} FROM {from_sql} WHERE {where}({touched})"
         left_key = f"{quote(tables[0][0])}.{quote(tables[0][1].key_columns[0].name)}"
@@ -1372,6 +1378,11 @@ class Engine:
                 .option("valueAvroSubject", f"{src.topic}-value")
         raw = reader.load()
         cols: list[str] = []
+        if src.window is not None:                        # Kafka Streams' windowed key: the window apart
+            raw = raw.selectExpr("*", *[e.replace(" AS key", " AS `__key`") for e in
+                                        join_rules.windowed_key("key", src.window)])
+            raw = raw.drop("key").withColumnRenamed("__key", "key")
+            cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
         if len(keys) == 1 and src.key_format in ("KAFKA", "DELIMITED"):
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
@@ -1919,6 +1930,12 @@ def _table_join_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str
                     f"build `{name}` must include the join expressions "
                     f"{_or_list([f'{v.source}.{v.name}' for v in viable])} in its projection (eg, SELECT "
                     f"{viable[0].source}.{viable[0].name}...).", statement=text)
+
+
+def _columns_in_scope(src: DataSource) -> frozenset[str]:
+    """A joined source's columns as a query names them: its own, the pseudo columns, and a
+    windowed source's WINDOWSTART/WINDOWEND."""
+    return frozenset(c.name for c in src.columns) | set(PSEUDO) | (set(WINDOW_BOUNDS) if src.window else set())
 
 
 def _qualified(e: ast.Expr, scope: "set[str] | Scope") -> ast.Column:

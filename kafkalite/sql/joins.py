@@ -50,12 +50,36 @@ def check_join_windowing(left: DataSource, left_alias: str, right: DataSource, r
                         "and tumbling windowed sources", statement=text)
 
 
-def check_windowed_join_built(right: DataSource, right_alias: str, text: str) -> None:
-    """Windowed sources that ksqlDB would join (both windowed, compatible windows, in a push
-    query): their keys carry the window, which this server does not decode in a join yet."""
-    if right.window is not None:
-        raise KsqlError(f"Joins of windowed sources ({right_alias} is {right.window.kind} windowed) are not supported "
-                        "by this server yet", statement=text)
+def windowed_key(raw_key: str, window: ast.Window) -> list[str]:
+    """A windowed source's Kafka Streams key (key bytes, then the window start; a session's end
+    then start, 8 big-endian bytes each) as Spark SQL: the key without its window (``key``),
+    ``WINDOWSTART`` and ``WINDOWEND`` in ms (a tumbling or hopping window's end is start + size)."""
+    tail = 16 if window.kind == "SESSION" else 8
+
+    def ms(offset: int) -> str:                        # 8 bytes ``offset`` bytes before the end
+        return f"CAST(conv(hex(substring({raw_key}, length({raw_key}) - {offset - 1}, 8)), 16, 10) AS BIGINT)"
+    start = ms(8)
+    end = ms(16) if window.kind == "SESSION" else f"{start} + {window.size_ms}"
+    return [f"substring({raw_key}, 1, length({raw_key}) - {tail}) AS key", f"{start} AS `WINDOWSTART`",
+            f"{end} AS `WINDOWEND`"]
+
+
+def window_match(left: str, right: str, window: ast.Window | None) -> str:
+    """The extra ON condition of a join of windowed tables: Kafka Streams joins windowed keys,
+    so the same key in the same window (a session's bounds exactly, as ksqlDB warns)."""
+    if window is None:
+        return ""
+    bounds = ["WINDOWSTART", "WINDOWEND"] if window.kind == "SESSION" else ["WINDOWSTART"]
+    return "".join(f" AND `{left}`.`{b}` = `{right}`.`{b}`" for b in bounds)
+
+
+def keyed_in_window(key_sql: str, alias: str | None, window: ast.Window | None) -> str:
+    """A table's key as the string a table-table join compares its changed keys by: with the
+    window start for a windowed table (``key@start``)."""
+    if window is None:
+        return f"CAST({key_sql} AS STRING)"
+    start = "`WINDOWSTART`" if alias is None else f"`{alias}`.`WINDOWSTART`"
+    return f"concat(CAST({key_sql} AS STRING), '@', CAST({start} AS STRING))"
 
 
 def check_persistent_sources(sources: list[DataSource], text: str) -> None:

@@ -11,6 +11,7 @@ import pytest
 from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.engine import Engine, TableJoin
 from kafkalite.sql.errors import KsqlError
+from kafkalite.sql.parser import parse
 from tests.unit.sql.test_sql_engine_statements import Frame, _spark, engine  # noqa: F401  (the fixture)
 
 WINDOWED = ("CREATE TABLE tw AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;"
@@ -73,8 +74,6 @@ def test_stream_table_join_then_stream_stream_join(engine: Engine) -> None:
      "to other hopping and tumbling windowed sources"),
     ("CREATE TABLE y AS SELECT tw.id AS id, tw.n, hw.sv FROM tw JOIN hw ON tw.id = hw.id;",
      "KSQL does not support persistent queries on windowed tables."),
-    ("SELECT * FROM tw JOIN hw ON tw.id = hw.id EMIT CHANGES;",
-     "Joins of windowed sources (HW is HOPPING windowed) are not supported by this server yet"),
     ("CREATE TABLE y AS SELECT id, n FROM tw WHERE n > 1;",
      "KSQL does not support persistent queries on windowed tables."),
 ])
@@ -83,6 +82,40 @@ def test_windowed_and_mixed_join_refusals(engine: Engine, statement: str, messag
     with pytest.raises(KsqlError) as info:
         engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
     assert info.value.message == message or info.value.message.startswith(message), info.value.message
+
+
+def test_a_push_query_joins_windowed_tables_by_key_and_window(engine: Engine) -> None:
+    engine.execute(WINDOWED)
+    spark = _spark(engine)
+    before = len(spark.sql_texts)
+    statement = ("SELECT tw.id AS id, tw.WINDOWSTART AS ws, tw.n AS n, hw.sv AS sv FROM tw LEFT JOIN hw "
+                 "ON tw.id = hw.id EMIT CHANGES;")
+    tq = engine.query(statement)
+    assert (tq.column_names, tq.column_types[:2]) == (["ID", "WS", "N", "SV"], ["STRING", "BIGINT"])
+    plan = engine._plan(parse(statement)[0].statement, statement, {}, "transient_TW_1")  # type: ignore[arg-type]
+    compiled, sql = engine._compile(plan)
+    # the same key in the same window: Kafka Streams joins windowed keys
+    assert " LEFT OUTER JOIN ksql_transient_tw_1_t1 AS `HW` ON (`TW`.`ID` = `HW`.`ID`) AND `TW`.`WINDOWSTART` = " \
+           "`HW`.`WINDOWSTART` WHERE " in sql
+    assert "concat(CAST(`TW`.`ID` AS STRING), '@', CAST(`TW`.`WINDOWSTART` AS STRING)) IN (SELECT `__key` FROM " \
+           "ksql_transient_tw_1_changes WHERE `__side` = 0)" in sql
+    assert sql.startswith("SELECT `TW`.`ID` AS `ID`, `TW`.`WINDOWSTART` AS `WS`, ")
+    compiled.per_batch(type("B", (), {"collect": lambda _: [], "sparkSession": spark})())
+    latest = [t for t in spark.sql_texts[before:] if "row_number() OVER (PARTITION BY `ID`, `WINDOWSTART`, "
+              "`WINDOWEND` ORDER BY" in t]
+    assert len(latest) == 2                          # each table's latest row per key and window
+    tq.close()
+
+
+def test_windowed_keys_are_decoded_as_kafka_streams_writes_them() -> None:
+    from kafkalite.sql.ast import Window
+    tumbling = engine_mod.join_rules.windowed_key("key", Window("TUMBLING", 60_000))
+    assert tumbling == ["substring(key, 1, length(key) - 8) AS key",
+                        "CAST(conv(hex(substring(key, length(key) - 7, 8)), 16, 10) AS BIGINT) AS `WINDOWSTART`",
+                        "CAST(conv(hex(substring(key, length(key) - 7, 8)), 16, 10) AS BIGINT) + 60000 AS `WINDOWEND`"]
+    session = engine_mod.join_rules.windowed_key("key", Window("SESSION", 30_000))
+    assert session[0] == "substring(key, 1, length(key) - 16) AS key"
+    assert session[2] == "CAST(conv(hex(substring(key, length(key) - 15, 8)), 16, 10) AS BIGINT) AS `WINDOWEND`"
 
 
 class RecordingAdmin:
