@@ -962,14 +962,16 @@ class Engine:
             select = [f"{to_spark(join_rules.undone_aggregates(e), known, text)} AS {quote(n)}" for n, e in items]
             return f"SELECT {', '.join(select + [_event_time(plan)] + having)} FROM {view}_table{where}{group}"
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
-        sql = aggregate_sql(plan.items, where, " GROUP BY " + ", ".join(to_spark(e, known, text)
-                                                                        for e in plan.key_exprs))
+        # the items, and a GROUP BY expression that is not one of them under its key name
+        selected = list(plan.items) + [(n, e) for n, e in zip(plan.key_names, plan.key_exprs)
+                                       if n not in {m for m, _ in plan.items}]
+        sql = aggregate_sql(selected, where, " GROUP BY " + ", ".join(to_spark(e, known, text)
+                                                                      for e in plan.key_exprs))
 
         def emptied(key: tuple[Any, ...]) -> str:
             """The row of a group with no row left: the items over no row, the key as literals."""
             values = list(zip(plan.key_exprs, key))
-            items = [(n, join_rules.substitute(e, values)) for n, e in plan.items]
-            return aggregate_sql(items, " WHERE false", "")
+            return aggregate_sql([(n, join_rules.substitute(e, values)) for n, e in selected], " WHERE false", "")
 
         def prepare(session: Any) -> None:
             self._latest_view(session, plan.source, f"{view}_changelog", f"{view}_table")
@@ -1232,8 +1234,8 @@ class Engine:
         its undone row (COUNT 0, SUM 0, ...) as Kafka Streams' table aggregate does; a row HAVING
         no longer accepts is deleted (a tombstone), as ksqlDB filters a table. The store runs
         ahead of the topic, as the other aggregates' do."""
-        names = [n for n, _ in plan.items]
         keys = list(plan.key_names)
+        names = [n for n, _ in plan.items] + [k for k in keys if k not in {n for n, _ in plan.items}]
 
         def each_batch(batch: Any, batch_id: int) -> None:
             session = batch.sparkSession

@@ -272,3 +272,15 @@ def test_explain_a_table_aggregate(engine: Engine) -> None:
     engine.execute(TABLES)
     out = engine.execute("EXPLAIN SELECT tid, COUNT(*) AS n FROM u GROUP BY tid EMIT CHANGES;")
     assert [f["name"] for f in out[0]["queryDescription"]["fields"]] == ["TID", "N"]
+
+
+def test_a_table_aggregate_by_an_unprojected_expression_selects_its_key(engine: Engine) -> None:
+    engine.execute(TABLES)
+    engine.execute("CREATE TABLE by_upper AS SELECT COUNT(*) AS n FROM u GROUP BY UCASE(tid);")
+    plan, sql = engine.plans["CTAS_BY_UPPER_5"]
+    assert plan.key_names == ["KSQL_KEY_0"]
+    assert sql == ("SELECT count(*) AS `N`, upper(`TID`) AS `KSQL_KEY_0`, max(`ROWTIME`) AS `__rowtime` FROM "
+                   "ksql_ctas_by_upper_5_table GROUP BY upper(`TID`)")
+    compiled, _ = engine._compile(plan)
+    assert compiled.emptied(("X",)) == ("SELECT count(*) AS `N`, 'X' AS `KSQL_KEY_0`, max(`ROWTIME`) AS `__rowtime` "
+                                        "FROM ksql_ctas_by_upper_5_table WHERE false")
