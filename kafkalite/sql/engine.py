@@ -954,7 +954,9 @@ class Engine:
         HAVING as ``__having``; ``_table_aggregate_batch`` writes the groups that changed."""
         q, known, text = plan.select, plan.scope, plan.sink.statement
         assert isinstance(known, set)
-        changes = self._source_frame(plan.source, plan.offset_reset).select("ROWTIME")
+        # the whole table is aggregated at every batch, so its changes are read from the start too:
+        # the first batch writes the table's aggregate as it is (not only after a later change)
+        changes = self._source_frame(plan.source, "earliest").select("ROWTIME")
         having = [] if q.having is None else [
             f"{to_spark(join_rules.undone_aggregates(q.having), known, text)} AS `__having`"]
 
