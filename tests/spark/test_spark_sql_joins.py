@@ -383,13 +383,16 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
             return {k: (v["N"], v["TOTAL"]) for k, (v, _) in rows.items()}
         want = _tier_oracle(TIERS, TIER_LIMITS)
         assert want == {"gold": (2, 10), "silver": (2, 60)}
-        wait_for(lambda: table() == want, 120, "the aggregate over the table-table join to match the oracle")
+        try:
+            wait_for(lambda: table() == want, 240, "the aggregate over the table-table join to match the oracle")
+        except AssertionError:
+            raise AssertionError(f"{table()} != {want}") from None
         changes = [("a2", {"name": "Bob", "tier": "gold"}, T0 + 8_000), ("a4", None, T0 + 9_000)]
         _produce(kafka.bootstrap, accounts, changes)
         want = _tier_oracle(TIERS + changes, TIER_LIMITS, want)
         assert want == {"gold": (3, 30), "silver": (0, 0)}
         try:
-            wait_for(lambda: table() == want, 120, "the table aggregate to follow the update and the delete")
+            wait_for(lambda: table() == want, 240, "the table aggregate to follow the update and the delete")
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert engine.query("SELECT n, total FROM per_tier WHERE tier = 'gold';").rows == [[3, 30]]
