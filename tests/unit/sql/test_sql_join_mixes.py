@@ -284,3 +284,24 @@ def test_a_table_aggregate_by_an_unprojected_expression_selects_its_key(engine: 
     compiled, _ = engine._compile(plan)
     assert compiled.emptied(("X",)) == ("SELECT count(*) AS `N`, 'X' AS `KSQL_KEY_0`, max(`ROWTIME`) AS `__rowtime` "
                                         "FROM ksql_ctas_by_upper_5_table WHERE false")
+
+
+def test_replay_makes_no_internal_topic_for_a_query_terminated_later(engine: Engine, monkeypatch: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
+    RecordingAdmin.deleted = []
+    engine.execute(TABLES + "CREATE TABLE n1 AS SELECT x.z AS z, COUNT(*) AS n FROM s JOIN x ON s.name = x.id "
+                            "GROUP BY x.z; TERMINATE CTAS_N1_5;"
+                            "CREATE TABLE n2 AS SELECT x.z AS z, COUNT(*) AS n FROM s JOIN x ON s.name = x.id "
+                            "GROUP BY x.z;")
+    assert RecordingAdmin.deleted == ["_confluent-ksql-default_query_CTAS_N1_5-Join-repartition"]
+    made: list[tuple[str, bool]] = []
+    monkeypatch.setattr(Engine, "_ensure_sink_topic",
+                        lambda self, plan, text, internal=True: made.append((plan.query_id, internal)))
+    again = Engine(engine.config, type(engine.spark)())
+    again.commands = engine.commands
+    again.start()
+    # the terminated query's sink is made again (as ksqlDB replays its CTAS), its internal topic not
+    assert made == [("CTAS_N1_5", False), ("CTAS_N2_7", True)]
+    assert again.internal_topics == {"CTAS_N2_7": "_confluent-ksql-default_query_CTAS_N2_7-Join-repartition"}
+    assert set(again.running) == {"CTAS_N2_7", "CTAS_N2_7_JOIN"}
+    assert RecordingAdmin.deleted == ["_confluent-ksql-default_query_CTAS_N1_5-Join-repartition"]   # nothing more
