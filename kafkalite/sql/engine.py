@@ -1971,6 +1971,15 @@ def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | No
         v = e.value
         return ast.SqlType("BOOLEAN" if isinstance(v, bool) else "INT" if isinstance(v, int)
                            else "DOUBLE" if isinstance(v, float) else "STRING")
+    if isinstance(e, ast.Call) and e.name in ("COUNT", "COUNT_DISTINCT"):
+        return ast.SqlType("BIGINT")             # ksqlDB's aggregates' return types, so that a query
+    if isinstance(e, ast.Call) and e.name == "AVG":  # reading an aggregated table (a join) gets numbers
+        return ast.SqlType("DOUBLE")
+    if isinstance(e, ast.Call) and e.name in ("SUM", "MIN", "MAX", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET") \
+            and len(e.args) == 1:
+        found = _static_type(e.args[0], types)
+        return found if found is not None and found.name in ("INT", "BIGINT", "DOUBLE", "DECIMAL", "STRING") \
+            and (e.name != "SUM" or found.name != "STRING") else None
     return None
 
 
