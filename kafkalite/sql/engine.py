@@ -28,15 +28,15 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, inserts, printing, serde
+from kafkalite.sql import ast, expression_types, inserts, printing, serde
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, literal,
-                                     map_columns, output_name, quote, spark_type, to_spark)
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
+                                     has_aggregate, literal, map_columns, output_name, quote, spark_type, to_spark)
 
 log = logging.getLogger(__name__)
 
@@ -439,15 +439,13 @@ class Engine:
             if fmt not in FORMATS:
                 raise KsqlError(f"Unknown format: {fmt}", statement=text)
         columns = tuple(s.columns)
+        refusal = serde.format_refusal(columns, key_format, value_format)
+        if refusal is not None:
+            raise KsqlError(refusal, statement=text)
         if value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
             self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
-        for c in columns:                                 # ksqlDB's serdes for these formats take no collections
-            fmt = key_format if c.key else value_format
-            if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
-                raise KsqlError(f"The '{fmt}' format does not support type '{c.type.name}'"
-                                + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""), statement=text)
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]
@@ -597,9 +595,13 @@ class Engine:
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
         left = q.alias or src.name
+        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
+        types = {c.name: c.type for c in src.columns} if not joins else {
+            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
-            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins)) \
-            if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
+            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins), types) \
+            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window
+                                                                                 else set()), types)
         synthetic = _synthetic_key(src, joins, left)
         if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
             q = replace(q, items=tuple(replace(i, expr=synthetic) if i.expr == ast.Column("ROWKEY") else i
@@ -609,7 +611,6 @@ class Engine:
             kind = "TABLE"
         self._check_select(kind, properties, q, src, scope, text, table_join)
         with_props = {k.upper(): v for k, v in properties}
-        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         items: list[tuple[str, ast.Expr]] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
@@ -633,11 +634,9 @@ class Engine:
             match = next((n for n, x in items if x == e), None)
             key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
         value_items = [(n, e) for n, e in items if n not in key_names]
-        types = {c.name: c.type for c in src.columns} if not joins else {
-            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         # (name, key?, type): a computed column's type (None) is Spark's to decide
         def type_of(e: ast.Expr) -> ast.SqlType | None:
-            return _static_type(_qualified(e, scope) if isinstance(e, ast.Column) else e, types)
+            return expression_types.type_of(e, column_types(scope), text)
         typed = [(n, True, type_of(e)) for n, e in zip(key_names, key_exprs)] + [
             (n, False, type_of(e)) for n, e in value_items]
         sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
@@ -650,6 +649,10 @@ class Engine:
                               str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
                               str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
                               statement=text)
+            refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
+                                           sink.key_format, sink.value_format)
+            if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
+                raise KsqlError(refusal, statement=text)
         return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
@@ -1747,20 +1750,6 @@ def _expr_text(e: ast.Expr) -> str:
     if isinstance(e, ast.Literal):
         return repr(e.value)
     return type(e).__name__.upper()
-
-
-def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | None:
-    """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
-    if isinstance(e, ast.Column):
-        found = types.get(f"{e.source}.{e.name}") if e.source else types.get(e.name)
-        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO or e.name in WINDOW_BOUNDS else None)
-    if isinstance(e, ast.Cast):
-        return e.type
-    if isinstance(e, ast.Literal) and e.value is not None:
-        v = e.value
-        return ast.SqlType("BOOLEAN" if isinstance(v, bool) else "INT" if isinstance(v, int)
-                           else "DOUBLE" if isinstance(v, float) else "STRING")
-    return None
 
 
 def _check_insert_schema(result: list[tuple[str, bool, ast.SqlType | None]], sink: DataSource, text: str) -> None:

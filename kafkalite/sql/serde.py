@@ -256,6 +256,27 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
 
 
+def format_refusal(columns: "tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]", key_format: str,
+                   value_format: str) -> str | None:
+    """ksqlDB's refusal of a column type its format cannot carry, None if all fit: DELIMITED and
+    KAFKA take no ARRAY, MAP or STRUCT (``KsqlDelimitedDeserializer``, ``KafkaSerdeFactory``); AVRO
+    and JSON maps must have STRING keys (``AvroUtil``, ``KsqlJsonSerdeFactory``), also nested."""
+    def maps(t: ast.SqlType) -> list[ast.SqlType]:
+        inner = [x for i in t.items for x in maps(i)] + [x for _, f in t.fields for x in maps(f)]
+        return ([t] if t.name == "MAP" else []) + inner
+    for c in columns:
+        fmt = key_format if c.key else value_format
+        if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
+            return (f"The '{fmt}' format does not support type '{c.type.name}'"
+                    + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""))
+        if any(m.items[0].name not in ("STRING", "VARCHAR") for m in maps(c.type)):
+            if fmt == "AVRO":
+                return "Avro only supports MAPs with STRING keys"
+            if fmt == "JSON":
+                return "JSON only supports MAP types with STRING keys"
+    return None
+
+
 AVRO_NAMESPACE = "io.confluent.ksql.avro_schemas"
 AVRO_RECORD = "KsqlDataSourceSchema"
 _AVRO_PLAIN: dict[str, Any] = {
@@ -290,7 +311,7 @@ def _avro_type(t: ast.SqlType, path: str) -> Any:
         return {"type": "array", "items": ["null", _avro_type(t.items[0], path)]}
     if name == "MAP":
         if t.items[0].name not in ("STRING", "VARCHAR"):
-            raise ValueError(f"Avro only supports MAPs with STRING keys, got {ksql_type_name(t)}")
+            raise ValueError("Avro only supports MAPs with STRING keys")
         return {"type": "map", "values": ["null", _avro_type(t.items[1], path)]}
     if name == "STRUCT":
         return {"type": "record", "name": path, "fields": [_avro_field(n, ft, path) for n, ft in t.fields]}
