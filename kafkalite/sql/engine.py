@@ -36,7 +36,8 @@ from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQu
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     has_aggregate, literal, map_columns, output_name, quote, spark_type, to_spark)
+                                     from_wire, has_aggregate, literal, map_columns, output_name, quote, spark_type,
+                                     sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
 
@@ -250,19 +251,30 @@ class Engine:
 
     def _avro_text(self, data: bytes) -> str | None:
         """A registry-framed Avro value as JSON text (PRINT's AVRO format), None if it is not one."""
+        datum = self._avro_decoder()(data)
+        return None if datum is None else json.dumps(json_value(datum))
+
+    def _avro_decoder(self) -> Callable[[bytes], Any]:
+        """Decodes registry-framed Avro values (None for one that is not: not framed, an unknown
+        id, not its schema), each writer schema fetched from the registry once."""
         from kafkalite.registry.client import RegistryClient
         from kafkalite.registry.serde import decode, parse_avro
 
         registry = RegistryClient(str(self.config.schema_registry_url))
+        schemas: dict[int, Any] = {}
 
         def lookup(schema_id: int) -> Any:
-            registered = registry.by_id(schema_id)
-            return registered, parse_avro(registered.schema, registered.dependencies)
-        try:
-            _, _, datum = decode(data, lookup)
-        except Exception:                                 # not framed, unknown id, or not this schema
-            return None
-        return json.dumps(json_value(datum))
+            if schema_id not in schemas:
+                registered = registry.by_id(schema_id)
+                schemas[schema_id] = registered, parse_avro(registered.schema, registered.dependencies)
+            return schemas[schema_id]
+
+        def datum(data: bytes) -> Any:
+            try:
+                return decode(data, lookup)[2]
+            except Exception:
+                return None
+        return datum
 
     @staticmethod
     def _watch(tq: TransientQuery, running: Any) -> None:
@@ -1156,6 +1168,7 @@ class Engine:
                             isolation_level="read_committed", security=self.config.security,
                             client_id=f"ksql-restore-{plan.query_id}")
         restored = 0
+        avro = self._avro_decoder() if plan.sink.value_format == "AVRO" else None
         try:
             consumer.assign(tps)
             ends = consumer.end_offsets(tps)
@@ -1165,7 +1178,7 @@ class Engine:
                 records = consumer.poll(1000)
                 idle = 0 if records else idle + 1
                 for r in records:
-                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window)
+                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window, avro)
                     if row is not None and row.pop("__deleted", False):
                         store.delete([tuple(row.get(k) for k in store.key_names)])
                     elif row is not None:
@@ -1211,8 +1224,9 @@ class Engine:
         elif src.value_format == "DELIMITED":
             # a regex for split(), inside a SQL string literal (whose parser eats one level of backslashes)
             delim = re.escape(src.value_delimiter).replace("\\", "\\\\").replace("'", "\\'")
-            cols += [f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(c.type)}) AS {quote(c.name)}"
-                     for i, c in enumerate(values)]
+            for i, c in enumerate(values):                # DATE/TIMESTAMP: days / epoch ms, as ksqlDB writes them
+                field = f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(wire_type(c.type))})"
+                cols.append(f"{from_wire(field, c.type)} AS {quote(c.name)}")
         elif src.value_format == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
@@ -1253,12 +1267,17 @@ class Engine:
                     for sql in self._value_sql(plan, result)]
         values = [n for n, _ in plan.items if n not in plan.key_names]
         fmt = plan.sink.value_format
+        spark_types = {f.name: sql_type_of_spark(f.dataType.simpleString()) for f in result.schema.fields}
+
+        def wire(n: str) -> str:                          # DATE/TIMESTAMP as ksqlDB's JSON and DELIMITED write them
+            t = spark_types.get(n)
+            return quote(n) if t is None else to_wire(quote(n), t)
         if fmt == "JSON":
             # null columns are written as null, as ksqlDB writes them (Spark drops them by default)
-            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values)
+            return ["to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in values)
                     + "), map('ignoreNullFields', 'false')) AS value"]
         if fmt == "DELIMITED":
-            return ["concat_ws(',', " + ", ".join(f"CAST({quote(n)} AS STRING)" for n in values) + ") AS value"]
+            return ["concat_ws(',', " + ", ".join(f"CAST({wire(n)} AS STRING)" for n in values) + ") AS value"]
         if fmt == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=plan.sink.statement)
@@ -1526,11 +1545,12 @@ def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
     if not columns:
         return []
-    upper = ", ".join(f"{quote(c.name)} {spark_type(c.type)}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(c.type)}" for c in columns)
+    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in columns)
+    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in columns)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
-    return [f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())}) AS {quote(c.name)}" for c in columns]
+    return [f"{from_wire(f'coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})', c.type)} AS {quote(c.name)}"
+            for c in columns]
 
 
 def _avro_field(raw: Any, upper: str) -> str:

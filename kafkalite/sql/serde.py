@@ -319,9 +319,10 @@ def _avro_type(t: ast.SqlType, path: str) -> Any:
 
 
 def _time_ms(v: Any, column: ast.ColumnDef) -> Any:
-    """A TIME as ksqlDB's JSON and DELIMITED formats write it: milliseconds of the day (Connect's
-    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``), also inside an
-    ARRAY, a MAP or a STRUCT."""
+    """TIME and DATE as ksqlDB's JSON and DELIMITED formats write them (Connect's Time and Date
+    through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``/``handleDate``): a TIME as
+    milliseconds of the day, a DATE as days since the epoch, also inside an ARRAY, a MAP or a
+    STRUCT (a TIMESTAMP is already epoch milliseconds)."""
     return _times(v, column.type)
 
 
@@ -338,7 +339,12 @@ def _times(v: Any, t: ast.SqlType) -> Any:
     if isinstance(v, str) and t.name == "TIME":
         tm = datetime.time.fromisoformat(v)
         return ((tm.hour * 60 + tm.minute) * 60 + tm.second) * 1000 + tm.microsecond // 1000
+    if isinstance(v, str) and t.name == "DATE":
+        return (datetime.date.fromisoformat(v) - EPOCH_DAY).days
     return v
+
+
+EPOCH_DAY = datetime.date(1970, 1, 1)
 
 
 def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], where: str) -> Any:

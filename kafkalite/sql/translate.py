@@ -112,6 +112,56 @@ def spark_type(t: ast.SqlType) -> str:
     return _SPARK_TYPES[t.name]
 
 
+def _has_temporal(t: ast.SqlType) -> bool:
+    return t.name in ("DATE", "TIMESTAMP") or any(_has_temporal(i) for i in t.items) or any(
+        _has_temporal(f) for _, f in t.fields)
+
+
+def wire_type(t: ast.SqlType) -> ast.SqlType:
+    """The type a JSON or DELIMITED column is first read as: DATE and TIMESTAMP (also inside
+    collections) as text, since ksqlDB writes them as numbers (days since the epoch, epoch
+    milliseconds) that Spark's own JSON parser would misread (a number as seconds, or not a date)."""
+    if t.name in ("DATE", "TIMESTAMP"):
+        return ast.SqlType("STRING")
+    return replace(t, items=tuple(wire_type(i) for i in t.items), fields=tuple((n, wire_type(f)) for n, f in t.fields))
+
+
+def _nested(expr: str, t: ast.SqlType, leaf: Callable[[str, ast.SqlType], str], depth: int = 0) -> str:
+    """``expr`` with ``leaf`` applied to every DATE/TIMESTAMP inside it (arrays through
+    ``transform``, map values through ``transform_values``, struct fields rebuilt)."""
+    if not _has_temporal(t):
+        return expr
+    if t.name in ("DATE", "TIMESTAMP"):
+        return leaf(expr, t)
+    var = f"`__e{depth}`"
+    if t.name == "ARRAY":
+        return f"transform({expr}, {var} -> {_nested(var, t.items[0], leaf, depth + 1)})"
+    if t.name == "MAP":
+        return f"transform_values({expr}, (`__k{depth}`, {var}) -> {_nested(var, t.items[1], leaf, depth + 1)})"
+    fields = ", ".join(f"{literal(n)}, {_nested(f'{expr}.{quote(n)}', ft, leaf, depth + 1)}" for n, ft in t.fields)
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE named_struct({fields}) END"
+
+
+def from_wire(expr: str, t: ast.SqlType) -> str:
+    """A column read as :func:`wire_type` at its type, as ksqlDB's JSON and DELIMITED
+    deserializers read it: a DATE from days since the epoch, a TIMESTAMP from epoch milliseconds
+    (a number or numeric text); text such as ``2025-11-29`` or ``2025-11-29T10:00:00`` is read too
+    (what this server wrote before), anything else is null."""
+    def leaf(x: str, leaf_type: ast.SqlType) -> str:
+        if leaf_type.name == "DATE":
+            return (f"CASE WHEN {x} RLIKE '^-?[0-9]+$' THEN date_from_unix_date(CAST({x} AS INT)) "
+                    f"ELSE try_cast({x} AS DATE) END")
+        return (f"CASE WHEN {x} RLIKE '^-?[0-9]+$' THEN timestamp_millis(CAST({x} AS BIGINT)) "
+                f"ELSE try_cast({x} AS TIMESTAMP) END")
+    return _nested(expr, t, leaf)
+
+
+def to_wire(expr: str, t: ast.SqlType) -> str:
+    """A query's output value as ksqlDB's JSON and DELIMITED serializers write it: a DATE as days
+    since the epoch, a TIMESTAMP as epoch milliseconds, also inside collections."""
+    return _nested(expr, t, lambda x, leaf_type: f"unix_date({x})" if leaf_type.name == "DATE" else f"unix_millis({x})")
+
+
 def literal(value: object) -> str:
     if value is None:
         return "NULL"
