@@ -36,7 +36,8 @@ from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQu
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     from_wire, has_aggregate, literal, map_columns, output_name, quote, spark_type,
+                                     from_wire, has_aggregate, literal, map_columns, map_entry_fields,
+                                     map_of_entries, output_name, quote, spark_type,
                                      sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
@@ -1232,7 +1233,11 @@ class Engine:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
             cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
-            cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
+            for c in values:
+                field = f"value.{quote(_avro_field(raw, c.name))}"
+                if c.type.name == "MAP" and _avro_field_kind(raw, c.name) == "array":
+                    field = map_of_entries(field)         # Connect's map with non-string keys
+                cols.append(f"{field} AS {quote(c.name)}")
         if batch_session is not None:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
@@ -1558,6 +1563,12 @@ def _avro_field(raw: Any, upper: str) -> str:
     return next((f.name for f in struct.fields if f.name.upper() == upper), upper)
 
 
+def _avro_field_kind(raw: Any, upper: str) -> str | None:
+    """The Spark type name (``array``, ``map``...) of an Avro value field, None if absent."""
+    struct = raw.schema["value"].dataType
+    return next((f.dataType.typeName() for f in struct.fields if f.name.upper() == upper), None)
+
+
 def _schema_json(t: ast.SqlType) -> dict[str, Any]:
     if t.name == "ARRAY":
         return {"type": "ARRAY", "fields": None, "memberSchema": _schema_json(t.items[0])}
@@ -1612,6 +1623,12 @@ def _avro_sql_type(t: Any) -> ast.SqlType | None:
         return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
     if (base, logical) in _AVRO_LOGICAL:
         return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
+    if base == "array" and map_entry_fields(t.get("items")) is not None:
+        key, value = map_entry_fields(t.get("items")) or ({}, {})
+        key_type, value_type = _avro_sql_type(key.get("type")), _avro_sql_type(value.get("type"))
+        if key_type is None or key_type.name not in ("INT", "BIGINT", "BOOLEAN", "STRING") or value_type is None:
+            return None                                   # ksqlDB: "Unsupported type for map key"
+        return ast.SqlType("MAP", items=(ast.SqlType("STRING"), value_type))
     if base == "array":
         items = _avro_sql_type(t.get("items"))
         return None if items is None else ast.SqlType("ARRAY", items=(items,))

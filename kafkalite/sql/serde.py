@@ -18,6 +18,7 @@ from typing import Any, Callable
 from kafkalite.sql import ast, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
 from kafkalite.sql.metastore import DataSource
+from kafkalite.sql.translate import map_entry_fields
 
 #: (schema id, parsed schema, field names) of a subject's latest Avro schema
 AvroLookup = Callable[[str], tuple[int, Any, list[str]]]
@@ -364,6 +365,11 @@ def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], wher
     if t.name == "ARRAY" and isinstance(v, list):
         items = schema.get("items") if kind == "array" else None
         return [_avro_value(x, t.items[0], items, named, where) for x in v]
+    if t.name == "MAP" and isinstance(v, dict) and kind == "array":
+        entry = map_entry_fields(schema.get("items"))
+        if entry is not None:                             # Connect's map with non-string keys: its entries
+            return [{"key": _map_key(k, entry[0]["type"], where),
+                     "value": _avro_value(x, t.items[1], entry[1]["type"], named, where)} for k, x in v.items()]
     if t.name == "MAP" and isinstance(v, dict):
         vals = schema.get("values") if kind == "map" else None
         return {k: _avro_value(x, t.items[1], vals, named, where) for k, x in v.items()}
@@ -386,6 +392,23 @@ def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], wher
         except ValueError:
             raise ValueError(f"Invalid TIME for {where}: {v!r} (expected HH:mm:ss)") from None
     return v
+
+
+def _map_key(key: str, schema: Any, where: str) -> Any:
+    """A MAP column's (STRING) key as the registry's entry key type takes it: int, long or boolean
+    from its text, as ksqlDB reads those keys as text."""
+    kind = [b for b in schema if b != "null"][0] if isinstance(schema, list) and len(schema) == 2 else schema
+    kind = kind.get("type") if isinstance(kind, dict) else kind
+    try:
+        if kind in ("int", "long"):
+            return int(key)
+        if kind == "boolean":
+            if key.lower() not in ("true", "false"):
+                raise ValueError(key)
+            return key.lower() == "true"
+    except ValueError:
+        raise ValueError(f"Invalid map key for {where}: {key!r} is not a {kind}") from None
+    return key
 
 
 def _json(v: Any) -> Any:

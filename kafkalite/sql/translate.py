@@ -162,6 +162,33 @@ def to_wire(expr: str, t: ast.SqlType) -> str:
     return _nested(expr, t, lambda x, leaf_type: f"unix_date({x})" if leaf_type.name == "DATE" else f"unix_millis({x})")
 
 
+#: Confluent's AvroData writes a Connect map whose keys are not strings as an Avro array of these
+MAP_ENTRY = "io.confluent.connect.avro.MapEntry"
+
+
+def map_entry_fields(items: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The ``key`` and ``value`` fields of an Avro array's items if they are Connect's
+    ``MapEntry`` record (a map with non-string keys, as AvroData writes it), else None."""
+    if isinstance(items, list):
+        branches = [b for b in items if b != "null"]
+        items = branches[0] if len(branches) == 1 else None
+    if not isinstance(items, dict) or items.get("type") != "record":
+        return None
+    name = str(items.get("name", ""))
+    full = name if "." in name else f"{items.get('namespace', '')}.{name}"
+    fields = {f.get("name"): f for f in items.get("fields", []) if isinstance(f, dict)}
+    if full != MAP_ENTRY or set(fields) != {"key", "value"}:
+        return None
+    return fields["key"], fields["value"]
+
+
+def map_of_entries(expr: str) -> str:
+    """Connect's map-as-entries (``array<struct<key, value>>``) as ksqlDB reads it: a MAP whose
+    keys are the keys' text (``ConnectKsqlSchemaTranslator``; a repeated key, the last)."""
+    return (f"map_from_entries(transform({expr}, `__entry` -> struct(CAST(`__entry`.`key` AS STRING) AS `key`, "
+            f"`__entry`.`value` AS `value`)))")
+
+
 def literal(value: object) -> str:
     if value is None:
         return "NULL"

@@ -5,17 +5,23 @@ ksqlDB's refusals in its words; the Avro schema of a query's collection output; 
 key rules."""
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import replace
 from typing import Any
 
+import fastavro
 import pytest
 
+from kafkalite.registry import client as registry_client
+from kafkalite.registry.serde import parse_avro
 from kafkalite.sql import ast, expression_types, serde
+from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.parser import parse
-from kafkalite.sql.translate import Columns, avro_schema, sql_type_of_spark, to_spark
-from tests.unit.sql.test_sql_engine_statements import _spark, engine  # noqa: F401  (the fixture)
+from kafkalite.sql.translate import Columns, avro_schema, map_of_entries, sql_type_of_spark, to_spark
+from tests.unit.sql.test_sql_engine_statements import FakeProducer, _spark, engine  # noqa: F401  (the fixture)
 
 T = ast.SqlType
 ORDERS = ("CREATE STREAM c (id STRING KEY, v INT, name STRING, tags ARRAY<STRING>, prices MAP<STRING, DOUBLE>, "
@@ -195,3 +201,36 @@ def test_unknown_column_types_leave_the_common_type_to_spark(engine: Any) -> Non
     """A computed column of an upstream query has no declared type: its elements are not checked."""
     assert expression_types.type_of(_expr("ARRAY[x, 1]"), lambda c: None) is None
     assert to_spark(_expr("ARRAY[x, 1]"), {"X"}) == "array(`X`, 1)"
+
+
+def test_connects_non_string_keyed_avro_maps_are_read_as_ksqldb_reads_them(engine: Engine, monkeypatch: Any) -> None:
+    """Confluent's AvroData writes a Connect map with INT keys as an array of ``MapEntry``
+    records; ksqlDB reads it as MAP<STRING, V> (its ConnectKsqlSchemaTranslator), the query as
+    a map of the keys' text, and INSERT VALUES writes the keys back as the entry's type."""
+    def entries(key: str) -> dict[str, Any]:
+        return {"type": "array", "items": {"type": "record", "name": "MapEntry", "namespace": "io.confluent.connect.avro",
+                                           "fields": [{"name": "key", "type": key}, {"name": "value", "type": "double"}]}}
+    schemas = {"m-value": {"type": "record", "name": "M", "fields": [{"name": "prices", "type": entries("int")}]},
+               "f-value": {"type": "record", "name": "F", "fields": [{"name": "odd", "type": entries("double")}]}}
+    monkeypatch.setattr(registry_client.RegistryClient, "latest", lambda self, subject: registry_client.RegisteredSchema(
+        1, "AVRO", json.dumps(schemas[subject])))
+    engine.config = replace(engine.config, schema_registry_url="http://127.0.0.1:1")
+    engine.execute("CREATE STREAM m WITH (KAFKA_TOPIC='m', VALUE_FORMAT='AVRO');")
+    [field] = engine.execute("DESCRIBE m;")[0]["sourceDescription"]["fields"]
+    assert (field["name"], field["schema"]["type"], field["schema"]["memberSchema"]["type"]) == (
+        "PRICES", "MAP", "DOUBLE")
+    with pytest.raises(KsqlError, match="Field odd of f-value has an Avro type this server cannot map"):
+        engine.execute("CREATE STREAM f WITH (KAFKA_TOPIC='f', VALUE_FORMAT='AVRO');")   # a DOUBLE key
+    assert map_of_entries("value.`prices`") == (
+        "map_from_entries(transform(value.`prices`, `__entry` -> struct(CAST(`__entry`.`key` AS STRING) AS `key`, "
+        "`__entry`.`value` AS `value`)))")
+    monkeypatch.setattr(engine_mod, "Producer", FakeProducer)
+    parsed = parse_avro(json.dumps(schemas["m-value"]))
+    monkeypatch.setattr(Engine, "_avro_lookup", lambda self, subject: (1, parsed, ["prices"]))
+    FakeProducer.sent = []
+    engine.execute("INSERT INTO m (prices) VALUES (MAP('1' := 1.5, '100' := 2));")
+    value = FakeProducer.sent[0][2]
+    assert fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed, None) == {
+        "prices": [{"key": 1, "value": 1.5}, {"key": 100, "value": 2.0}]}
+    with pytest.raises(KsqlError, match="Invalid map key for PRICES: 'x' is not a int"):
+        engine.execute("INSERT INTO m (prices) VALUES (MAP('x' := 1.5));")
