@@ -36,9 +36,8 @@ from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQu
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     from_wire, has_aggregate, literal, map_columns, map_entry_fields,
-                                     map_of_entries, output_name, quote, spark_type,
-                                     sql_type_of_spark, to_spark, to_wire, wire_type)
+                                     from_wire, has_aggregate, literal, map_columns, map_entry_fields, map_of_entries,
+                                     output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
 
@@ -1249,7 +1248,10 @@ class Engine:
         if not names:
             key = "CAST(NULL AS BINARY)"
         elif plan.sink.key_format == "JSON":
-            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in names) + ")) AS BINARY)"
+            def wire(n: str) -> str:                      # a DATE/TIMESTAMP key as ksqlDB's JSON writes it
+                c = plan.sink.column(n)
+                return quote(n) if c is None else to_wire(quote(n), c.type)
+            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
         else:
             if len(names) > 1:
                 raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "

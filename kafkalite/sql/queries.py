@@ -257,7 +257,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
     try:
         if sink.key_format == "JSON":
             doc = json.loads(key)
-            row.update({k: doc.get(k) for k in store.key_names})
+            row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})
         elif store.key_names:
             row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
         values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]

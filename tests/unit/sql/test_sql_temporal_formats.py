@@ -125,3 +125,10 @@ def test_an_avro_output_is_restored_through_the_registry(monkeypatch: Any) -> No
     assert decode_output(b"k", b"not avro", sink, _store(), None, avro) is None
     assert decode_output(b"k", None, sink, _store(), None, avro) == {"ID": "k", "__deleted": True}
     assert decode_output(b"k", value, sink, _store(), None) is None           # no decoder: not read
+
+
+def test_a_json_key_with_a_date_is_restored_as_a_date() -> None:
+    store = StateStore(["DAY", "ID"], False, ["DAY", "ID", "N"], ["DATE", "STRING", "BIGINT"])
+    sink = DataSource("T", "TABLE", "t", (), "JSON", "JSON", None)
+    assert decode_output(b'{"DAY": 20421, "ID": "a"}', b'{"N": 3}', sink, store, None) == {
+        "DAY": datetime.date(2025, 11, 29), "ID": "a", "N": 3}
