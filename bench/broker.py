@@ -41,11 +41,11 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.cpu import cpu_seconds
 from kafkalite.cluster import BrokerProcess, LocalCluster
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 # ------------------------------------------------------------------------------------ processes
@@ -96,15 +96,6 @@ def rss_kib(pid: int) -> int | None:
     except OSError:
         return None
     return None
-
-
-def cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK   # utime, stime (fields 14, 15)
-    except OSError:
-        return 0.0
 
 
 class Sampler:

@@ -36,10 +36,10 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench import kafka09, procs
+from bench.cpu import parse_stat
 from kafkalite.cluster.processes import free_port
 
 LINE_BYTES = 100                 # each line, its newline included
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 STRING = "org.apache.kafka.connect.storage.StringConverter"
 JSON = "org.apache.kafka.connect.json.JsonConverter"
 SOURCE_CLASS = "org.apache.kafka.connect.file.FileStreamSourceConnector"
@@ -87,12 +87,6 @@ def write_properties(path: Path, props: dict[str, str]) -> Path:
 # ------------------------------------------------------------------------------ /proc
 
 
-def cpu_seconds(stat: str) -> float:
-    """utime + stime of a ``/proc/<pid>/stat`` line, in seconds (the name may hold spaces)."""
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK     # fields 14 and 15 of proc(5)
-
-
 def peak_rss_kib(status: str) -> int:
     """VmHWM (peak resident set) of a ``/proc/<pid>/status`` text, in KiB."""
     for line in status.splitlines():
@@ -108,7 +102,7 @@ def read_proc(pid: int) -> tuple[float, int] | None:
             stat = f.read()
         with open(f"/proc/{pid}/status") as f:
             status = f.read()
-        return cpu_seconds(stat), peak_rss_kib(status)
+        return parse_stat(stat)[1].total, peak_rss_kib(status)
     except (OSError, ValueError):
         return None
 

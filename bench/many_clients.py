@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bench.cpu import cpu_seconds
 from bench.procs import kill_all, wait_all
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,12 +204,6 @@ class ResponsivenessProbe:
     def __exit__(self, *_: Any) -> None:
         self._stop.set()
         self._thread.join(10)
-
-
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_pressure_us() -> int | None:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench import load
-from bench.many_clients import cpu_seconds, rss_mib
+from bench.cpu import cpu_seconds
+from bench.many_clients import rss_mib
 from bench.systems import System
 
 

@@ -28,19 +28,12 @@ import time
 from pathlib import Path
 
 from bench import ceiling_load, load
-from bench.broker import CLK_TCK
+from bench.cpu import PhaseCpu
 from bench.systems import Kafkalite
 from tests.support.zookeeper import ZooKeeperServer
 
 PARTITIONS = 6
 REQUEST_BYTES = 500_000
-
-
-def cpu_times(pid: int) -> tuple[float, float]:
-    """(utime, stime) of a process in seconds, from /proc (all its threads)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rpartition(")")[2].split()
-    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 def delete_topic(system: Kafkalite, topic: str, timeout: float = 120.0) -> None:
@@ -74,14 +67,13 @@ def measure(system: Kafkalite, record_size: int, megabytes: int, connections: in
                                 "--format", "raw", "--rate", "200", "--nonblocking", "-o", py_spy],
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)
-    user0, sys0 = cpu_times(pid)
-    got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, PARTITIONS, record_size,
-                           records_per_request, connections, window, 900.0, workdir / tag,
-                           requests_per_connection=requests)
-    stored = load.wait_high_watermark_sum(system, topic, PARTITIONS, got.records)
-    user1, sys1 = cpu_times(pid)
-    user, system_s = user1 - user0, sys1 - sys0
-    cpu = user + system_s
+    with PhaseCpu([pid]) as phase:
+        got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, PARTITIONS, record_size,
+                               records_per_request, connections, window, 900.0, workdir / tag,
+                               requests_per_connection=requests)
+        stored = load.wait_high_watermark_sum(system, topic, PARTITIONS, got.records)
+    user, system_s = phase.total.user, phase.total.system
+    cpu = phase.total.total
     if spy is not None:
         spy.send_signal(2)
         spy.wait(60)

@@ -21,7 +21,9 @@ window aggregate run by kafkalite's SQL server on Spark local[2] and written wit
 kafkalite and on Kafka 0.9.0.1, bench/stream_pipelines.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
-Each system gets a 1-broker cluster for scenarios 1, 2, 5 and a 3-broker cluster for 3, 4, 6, 7;
+Each system gets a 1-broker cluster for scenarios 1, 2, 8, 13, a fresh 1-broker cluster for
+each run of 5, and a 3-broker cluster for 3, 4, 6, 7; scenarios 1, 2, 3, 5 and 8 also report the
+brokers' CPU seconds per GB produced or consumed (bench/cpu.py);
 the systems run one after the other, never at the same time. The table (median, min, max over
 ``--runs`` runs and the kafkalite / Kafka ratio) is printed at the end; rows are appended to
 ``bench/results/<stamp>.jsonl`` as they come, and the chart goes to ``bench/results/<stamp>.png``
@@ -64,7 +66,7 @@ CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
          "security", "console", "connect", "streams"]
-ONE_BROKER = {"produce", "consume", "growth", "broker-ceiling", "quotas"}
+ONE_BROKER = {"produce", "consume", "broker-ceiling", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
 
@@ -142,6 +144,8 @@ class Profiler:
 def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes,
                profiler: Profiler | None) -> None:
     run_small_clusters(system, chosen, results, sizes, profiler)
+    if "growth" in chosen:
+        run_growth(system, results, sizes, profiler)
     # scenarios 10 and 11 start clusters of their own (the state they build would slow the rest)
     if "partitions" in chosen:
         print(f"== {system.name}: many partitions", flush=True)
@@ -184,6 +188,28 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
         print(f"   {system.name}: scenario 17 runs every engine from the kafkalite side", flush=True)
 
 
+def run_growth(system: System, results: Results, sizes: Sizes, profiler: Profiler | None) -> None:
+    """Scenario 5, ``sizes.runs`` times, each run on a fresh 1-broker cluster whose data directory
+    is removed after it: a run writes ``growth_gb`` + ``live_gb`` GB, and Kafka 0.9.0.1's stock
+    configuration cannot delete topics (``delete.topic.enable=false``)."""
+    runs = []
+    for run in range(sizes.runs):
+        print(f"== {system.name}: 1 broker, log growth run {run + 1} of {sizes.runs} "
+              f"({sizes.growth_gb:g} + {sizes.live_gb:g} GB)", flush=True)
+        cluster = system.start(1)
+        if profiler and isinstance(system, Kafkalite):
+            profiler.attach(system, f"growth{run}")
+        try:
+            runs.append(scenarios.growth_run(system, sizes))
+        finally:
+            if profiler:
+                profiler.detach()
+            system.stop()
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+    for row in scenarios.growth_rows(system.name, sizes, runs):
+        results.add(row)
+
+
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
                        profiler: Profiler | None) -> None:
     if ONE_BROKER & set(chosen):
@@ -200,9 +226,6 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
             if "consume" in chosen:
                 for n in (1, 10):
                     scenarios.consume_one_broker(system, results, sizes, topics[n], n)
-            if "growth" in chosen:
-                scenarios.log_growth(system, results, sizes)
-                scenarios.growth_while_consuming(system, results, sizes)
             if "broker-ceiling" in chosen:
                 scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling")
             if "quotas" in chosen and isinstance(system, Kafkalite):

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import statistics
 import tempfile
 import threading
 import time
@@ -15,6 +16,7 @@ from typing import Any
 
 from bench import ceiling_load, connect_pipeline, console_pages, latency_probe, load, partitions, stream_pipelines
 from bench import many_clients as many_clients_load
+from bench.cpu import PhaseCpu
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -77,6 +79,27 @@ def _topic(prefix: str) -> str:
     return f"{prefix}-{time.time_ns() % 10**12}"
 
 
+def broker_cpu_row(scenario: str, what: str, system_name: str, moved: str,
+                   phases: list[tuple[PhaseCpu, float]], note: str = "") -> Row:
+    """The row "<what>: broker CPU seconds per GB <moved>" (s/GB, lower is better), one value per
+    measured phase: ``phases`` holds each phase's :class:`bench.cpu.PhaseCpu` over the brokers and
+    the payload bytes the phase moved. The figure that survives a noisy machine (issue 33): other
+    work on the cores moves rates by 2-5x, the brokers' CPU time per byte much less. The user and
+    system parts and the raw CPU seconds and GB are kept in ``extra``."""
+    totals = [cpu.total for cpu, _ in phases]
+    gbs = [payload / 1e9 for _, payload in phases]
+    per_gb = [cpu.per_gb(payload) for cpu, payload in phases]
+    extra = {"user_s_per_gb": [t.user / gb for t, gb in zip(totals, gbs)],
+             "system_s_per_gb": [t.system / gb for t, gb in zip(totals, gbs)],
+             "cpu_s": [t.total for t in totals], "gb": gbs}
+    brokers = len(phases[0][0].used)
+    shown = (f"utime + stime of the broker process{'es' if brokers > 1 else ''} from /proc; medians: "
+             f"user {statistics.median(extra['user_s_per_gb']):.2f}, "
+             f"system {statistics.median(extra['system_s_per_gb']):.2f} s/GB")
+    return Row(scenario, f"{what}: broker CPU seconds per GB {moved}", system_name, "s/GB", per_gb,
+               higher_is_better=False, note=f"{note}; {shown}" if note else shown, extra=extra)
+
+
 # ------------------------------------------------------------------------------ 8: broker ceiling
 
 
@@ -89,14 +112,16 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
     host, port = broker.bootstrap.rsplit(":", 1)
     for record_size in (100, 1024):
         records_per_request = 500_000 // record_size
-        rates, mbs = [], []
+        rates, mbs, phases = [], [], []
         for run in range(sizes.runs):
             topic = _topic(f"s8-{record_size}b")
             system.create_topic(topic, 6, 1)
-            got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
-                                   records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
-                                   sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
-            stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            with system.broker_cpu() as cpu:
+                got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
+                                       records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
+                                       sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
+                stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            phases.append((cpu, float(got.payload_bytes)))
             if stored != got.records:
                 raise RuntimeError(f"{system.name}: {topic} holds {stored} records, {got.records} acknowledged")
             rates.append(got.records_per_s)
@@ -105,6 +130,7 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
                   f"{sizes.ceiling_window} in flight")
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, records/s", system.name, "records/s", rates))
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, payload MB/s", system.name, "MB/s", mbs))
+        results.add(broker_cpu_row("8 broker ceiling, 1 broker", metric, system.name, "produced", phases))
 
 
 # ------------------------------------------------------------------------------ 9: many clients
@@ -319,66 +345,85 @@ def console(zookeeper: Any, workdir: Path, results: Results, sizes: Sizes) -> No
 
 def produce_one_broker(system: System, results: Results | None, sizes: Sizes, partitions: int) -> str:
     """Scenario 1: ``records`` into a fresh topic per run, acks=1; returns the first topic (for 2)."""
-    rates, first = [], None
+    rates, phases, first = [], [], None
     for _ in range(sizes.runs if results else 1):
         topic = _topic(f"s1-{partitions}p")
         system.create_topic(topic, partitions, 1)
-        secs = load.produce(system, topic, sizes.records, acks=1)
-        got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
+        with system.broker_cpu() as cpu:
+            secs = load.produce(system, topic, sizes.records, acks=1)
+            got = load.wait_high_watermark_sum(system, topic, partitions, sizes.records)
         if got != sizes.records:
             raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {sizes.records}")
         rates.append(sizes.records / secs)
+        phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
         first = first or topic
     if results is not None:
-        results.add(Row("1 produce, 1 broker", f"{partitions} partition(s), acks=1", system.name, "records/s",
+        what = f"{partitions} partition(s), acks=1"
+        results.add(Row("1 produce, 1 broker", what, system.name, "records/s",
                         rates, note=f"{sizes.records:,} x {load.VALUE_SIZE} B, fresh topic per run"))
+        results.add(broker_cpu_row("1 produce, 1 broker", what, system.name, "produced", phases))
     assert first is not None
     return first
 
 
 def consume_one_broker(system: System, results: Results, sizes: Sizes, topic: str, partitions: int) -> None:
     """Scenario 2: read the records of scenario 1 from the beginning, a new consumer per run."""
-    rates = [sizes.records / load.consume(system, topic, partitions, sizes.records) for _ in range(sizes.runs)]
-    results.add(Row("2 consume, 1 broker", f"{partitions} partition(s), from beginning", system.name,
-                    "records/s", rates))
+    rates, phases = [], []
+    for _ in range(sizes.runs):
+        with system.broker_cpu() as cpu:
+            rates.append(sizes.records / load.consume(system, topic, partitions, sizes.records))
+        phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
+    what = f"{partitions} partition(s), from beginning"
+    results.add(Row("2 consume, 1 broker", what, system.name, "records/s", rates))
+    results.add(broker_cpu_row("2 consume, 1 broker", what, system.name, "consumed", phases))
 
 
 # ------------------------------------------------------------------------------ 5: log growth
 
 
-def log_growth(system: System, results: Results, sizes: Sizes) -> None:
+GROWTH_SCENARIO = "5 log growth, 1 broker"
+LIVE_VALUE_SIZE = 1000
+
+
+@dataclass
+class GrowthRun:
+    """One run of scenario 5, on a broker of its own."""
+    rates: list[float]              # records/s of each chunk of the 100-byte part
+    growth_cpu: PhaseCpu            # the brokers over every chunk of it
+    produce_mb_s: list[float]       # the 1 KB part, per chunk: the producer's MB/s of values
+    consume_mb_s: list[float]       # ... and the consumer's, between its marks
+    consumer_after_s: float         # the consumer done after the producer
+    live_cpu: PhaseCpu              # the brokers from the first record produced to the last consumed
+
+
+def log_growth(system: System, sizes: Sizes) -> tuple[list[float], PhaseCpu]:
     """Scenario 5: produce ``growth_gb`` of 100-byte records into one 1-partition topic in equal
     chunks; the rate of each chunk shows whether speed stays constant as stored data grows."""
     topic = _topic("s5-growth")
     system.create_topic(topic, 1, 1)
     per_chunk = int(sizes.growth_gb * 1e9 / sizes.growth_chunks / load.VALUE_SIZE)
     rates = []
-    for _ in range(sizes.growth_chunks):
-        rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
+    with system.broker_cpu() as cpu:
+        for _ in range(sizes.growth_chunks):
+            rates.append(per_chunk / load.produce(system, topic, per_chunk, acks=1))
     got = load.high_watermark_sum(system, topic, 1)
     if got != per_chunk * sizes.growth_chunks:
         raise RuntimeError(f"{system.name}: {topic} holds {got} records, produced {per_chunk * sizes.growth_chunks}")
-    chunk_gb = sizes.growth_gb / sizes.growth_chunks
-    results.add(Row("5 log growth, 1 broker", f"{sizes.growth_gb:g} GB in {sizes.growth_chunks} chunks",
-                    system.name, "records/s", rates,
-                    note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
-                    extra={"chunk_gb": chunk_gb}))
-    results.add(Row("5 log growth, 1 broker", "last chunk / first chunk", system.name, "ratio",
-                    [rates[-1] / rates[0]], note="target: >= 0.9"))
+    return rates, cpu
 
 
-def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> None:
+def growth_while_consuming(system: System, sizes: Sizes) -> tuple[list[float], list[float], float, PhaseCpu]:
     """Scenario 5, second part: ``live_gb`` GB of 1 KB records into a new 1-partition topic in
     ``growth_chunks`` chunks while a consumer in a process of its own reads it from the start:
-    the produce and the consume rate of each chunk (MB/s of values). The consumer reads the tail
-    as it is written while it keeps up, older data once it falls behind."""
+    the produce and the consume rate of each chunk (MB/s of values), how long after the producer
+    the consumer is done, and the brokers' CPU time until then. The consumer reads the tail as it
+    is written while it keeps up, older data once it falls behind."""
     import multiprocessing
     topic = _topic("s5-live")
     system.create_topic(topic, 1, 1)
-    value_size = 1000
-    per_chunk = int(sizes.live_gb * 1e9 / sizes.growth_chunks / value_size)
+    per_chunk = int(sizes.live_gb * 1e9 / sizes.growth_chunks / LIVE_VALUE_SIZE)
     total = per_chunk * sizes.growth_chunks
-    chunk_mb = per_chunk * value_size / 1e6
+    chunk_mb = per_chunk * LIVE_VALUE_SIZE / 1e6
     ctx = multiprocessing.get_context("spawn")     # a fresh process: no librdkafka state forked
     marks: Any = ctx.Queue()
     conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-live"})
@@ -390,15 +435,17 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
         if first is None:
             raise RuntimeError(f"{system.name}: the consumer of {topic} ended before reading")
         produce_rates = []
-        for _ in range(sizes.growth_chunks):
-            produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1, value_size=value_size))
-        produced_at = time.time()
-        seen = [first]
-        while True:
-            mark = marks.get(timeout=3600)
-            if mark is None:
-                break
-            seen.append(mark)
+        with system.broker_cpu() as cpu:            # until the consumer is done too
+            for _ in range(sizes.growth_chunks):
+                produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1,
+                                                             value_size=LIVE_VALUE_SIZE))
+            produced_at = time.time()
+            seen = [first]
+            while True:
+                mark = marks.get(timeout=3600)
+                if mark is None:
+                    break
+                seen.append(mark)
     finally:
         reader.join(60)
         if reader.is_alive():
@@ -406,15 +453,50 @@ def growth_while_consuming(system: System, results: Results, sizes: Sizes) -> No
     if seen[-1][0] != total:
         raise RuntimeError(f"{system.name}: the consumer read {seen[-1][0]:,} of {total:,} records of {topic}")
     consume_rates = [(b[1] - a[1]) / 1e6 / (b[2] - a[2]) for a, b in zip(seen, seen[1:])]
+    return produce_rates, consume_rates, max(0.0, seen[-1][2] - produced_at), cpu
+
+
+def growth_run(system: System, sizes: Sizes) -> GrowthRun:
+    """Both parts of scenario 5 on the running 1-broker cluster."""
+    rates, growth_cpu = log_growth(system, sizes)
+    produced, consumed, after, live_cpu = growth_while_consuming(system, sizes)
+    return GrowthRun(rates, growth_cpu, produced, consumed, after, live_cpu)
+
+
+def _per_chunk(runs: list[list[float]]) -> str:
+    return "per chunk" + (", run by run" if len(runs) > 1 else "") + ": " + " / ".join(
+        ", ".join(f"{r:,.0f}" for r in rates) for rates in runs)
+
+
+def growth_rows(system_name: str, sizes: Sizes, runs: list[GrowthRun]) -> list[Row]:
+    """Scenario 5's rows over ``runs``: the chunk rates of every run together (their median is
+    the median chunk), the last/first chunk ratio, the consumer's delay and the brokers' CPU
+    seconds per GB once per run."""
+    chunks = sizes.growth_chunks
+    growth_bytes = float(int(sizes.growth_gb * 1e9 / chunks / load.VALUE_SIZE) * chunks * load.VALUE_SIZE)
+    live_bytes = float(int(sizes.live_gb * 1e9 / chunks / LIVE_VALUE_SIZE) * chunks * LIVE_VALUE_SIZE)
+    what = f"{sizes.growth_gb:g} GB in {chunks} chunks"
+    rows = [Row(GROWTH_SCENARIO, what, system_name, "records/s", [r for run in runs for r in run.rates],
+                note=_per_chunk([run.rates for run in runs]), extra={"chunk_gb": sizes.growth_gb / chunks}),
+            Row(GROWTH_SCENARIO, "last chunk / first chunk", system_name, "ratio",
+                [run.rates[-1] / run.rates[0] for run in runs], note="target: >= 0.9"),
+            broker_cpu_row(GROWTH_SCENARIO, what, system_name, "produced",
+                           [(run.growth_cpu, growth_bytes) for run in runs])]
     label = f"{sizes.live_gb:g} GB of 1 KB records while a consumer reads them"
-    for what, rates in (("produce", produce_rates), ("consume", consume_rates)):
-        results.add(Row("5 log growth, 1 broker", f"{label}: {what}", system.name, "MB/s", rates,
-                        note="per chunk: " + ", ".join(f"{r:,.0f}" for r in rates),
-                        extra={"chunk_gb": chunk_mb / 1000}))
-        results.add(Row("5 log growth, 1 broker", f"{label}: {what}, last chunk / first chunk", system.name,
-                        "ratio", [rates[-1] / rates[0]], note="target: >= 0.9"))
-    results.add(Row("5 log growth, 1 broker", f"{label}: consumer done after the producer", system.name, "s",
-                    [max(0.0, seen[-1][2] - produced_at)], higher_is_better=False))
+    for kind, per_run in (("produce", [run.produce_mb_s for run in runs]),
+                          ("consume", [run.consume_mb_s for run in runs])):
+        rows.append(Row(GROWTH_SCENARIO, f"{label}: {kind}", system_name, "MB/s",
+                        [r for rates in per_run for r in rates], note=_per_chunk(per_run),
+                        extra={"chunk_gb": live_bytes / chunks / 1e9}))
+        rows.append(Row(GROWTH_SCENARIO, f"{label}: {kind}, last chunk / first chunk", system_name, "ratio",
+                        [rates[-1] / rates[0] for rates in per_run], note="target: >= 0.9"))
+    rows.append(Row(GROWTH_SCENARIO, f"{label}: consumer done after the producer", system_name, "s",
+                    [run.consumer_after_s for run in runs], higher_is_better=False))
+    rows.append(broker_cpu_row(GROWTH_SCENARIO, label, system_name, "produced and consumed",
+                               [(run.live_cpu, live_bytes) for run in runs],
+                               note="each GB in once and out once, from the first record produced "
+                                    "until the consumer has read the last"))
+    return rows
 
 
 # ------------------------------------------------------------------------------ 3, 6: replicated
@@ -432,11 +514,13 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
     for acks in ("all", 1):
         topic = _topic(f"s3-acks{acks}")
         system.create_topic(topic, 6, 3, REPLICATED)
-        rates = []
+        rates, phases = [], []
         for run in range(sizes.runs if results else 1):
-            secs = load.produce(system, topic, sizes.records, acks=acks)
-            t = time.perf_counter()
-            got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            with system.broker_cpu() as cpu:
+                secs = load.produce(system, topic, sizes.records, acks=acks)
+                t = time.perf_counter()
+                got = load.wait_high_watermark_sum(system, topic, 6, sizes.records * (run + 1))
+            phases.append((cpu, float(sizes.records * load.VALUE_SIZE)))
             if (lag := time.perf_counter() - t) > 1.0:
                 print(f"    {system.name}: high watermark caught up {lag:.1f} s after the producer's flush",
                       flush=True)
@@ -444,8 +528,10 @@ def replicated(system: System, results: Results | None, sizes: Sizes) -> None:
                 raise RuntimeError(f"{system.name}: {topic} holds {got} records after run {run + 1}")
             rates.append(sizes.records / secs)
         if results is not None:
-            results.add(Row("3 produce, 3 brokers RF3", f"6 partitions, min.insync=2, acks={acks}", system.name,
-                            "records/s", rates))
+            what = f"6 partitions, min.insync=2, acks={acks}"
+            results.add(Row("3 produce, 3 brokers RF3", what, system.name, "records/s", rates))
+            results.add(broker_cpu_row("3 produce, 3 brokers RF3", what, system.name, "produced", phases,
+                                       note="the 3 brokers together (each GB is stored 3 times)"))
 
 
 # ------------------------------------------------------------------------------ 8: transactions

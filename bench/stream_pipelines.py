@@ -43,7 +43,7 @@ from typing import Any, Callable
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench import procs
-from bench.connect_pipeline import CLK_TCK
+from bench.cpu import tree_cpu_seconds
 from kafkalite.cluster.processes import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,29 +65,6 @@ def percentile(values: list[float], q: float) -> float:
     """The nearest-rank ``q`` quantile (0 < q <= 1) of ``values``."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, int(round(q * len(ordered))) - 1))]
-
-
-def tree_cpu_seconds(root: int) -> float:
-    """utime + stime of ``root`` and every live descendant (the SQL server's JVM is its child)."""
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        parent[int(entry)] = int(fields[1])
-        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / CLK_TCK
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        total += cpu.get(pid, 0.0)
-        todo += [p for p, pp in parent.items() if pp == pid]
-    return total
 
 
 @dataclass

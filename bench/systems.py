@@ -16,6 +16,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench import kafka09
+from bench.cpu import PhaseCpu, pids_of
 from tests.support.brokers import BrokerProcess, Cluster
 
 KAFKALITE = "kafkalite"
@@ -67,6 +68,11 @@ class System:
 
     def broker(self, broker_id: int) -> BrokerProcess:
         return next(b for b in self.brokers if b.broker_id == broker_id)
+
+    def broker_cpu(self) -> PhaseCpu:
+        """A ``with`` block's CPU time of every broker process of the cluster (kafkalite's Python
+        processes, Kafka's JVMs) and their descendants, read from ``/proc`` at its start and end."""
+        return PhaseCpu(pids_of(self.brokers))
 
     # ----------------------------------------------------------------------- clients
 

@@ -13,7 +13,7 @@ from twisted.internet import defer
 
 from kafkalite.broker import registry
 from kafkalite.broker.services import BrokerServices, RequestContext
-from kafkalite.net.server import NO_RESPONSE, CloseConnection
+from kafkalite.net.server import NO_RESPONSE, CloseConnection, Overlapped
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.apiversions import unsupported_version_response
@@ -73,6 +73,8 @@ class Dispatcher:
         except BaseException:
             done()
             raise
+        if isinstance(result, Overlapped):      # an acks=all wait: the connection may go on
+            return Overlapped(result.deferred.addCallback(encode).addBoth(done))
         if isinstance(result, defer.Deferred):
             return result.addCallback(encode).addBoth(done)
         done()

@@ -8,8 +8,9 @@ condition then and only then, never by polling. A timer completes the operation 
 from __future__ import annotations
 
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Iterator
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -49,6 +50,15 @@ class DelayedOperation:
         only that key's part can have made it ready. Override where checking everything is dear
         (a follower's Fetch watches every partition of its session, mostly idle ones)."""
         return self.try_complete()
+
+    def try_complete_keys(self, keys: Iterable[Hashable]) -> bool:
+        """:meth:`try_complete_key` when several of its keys changed at once
+        (:meth:`Purgatory.checks_deferred`): every one is looked at before the answer, so an
+        answer that reads only the changed partitions (``DelayedFetch``) reads them all."""
+        ready = False
+        for key in keys:
+            ready = self.try_complete_key(key) or ready
+        return ready
 
     def on_complete(self, timed_out: bool) -> Any:
         """The answer (Kafka's ``onComplete``; ``timed_out``: its ``onExpiration`` came first)."""
@@ -97,6 +107,8 @@ class Purgatory:
         #: a follower's fetch session skip its idle partitions (broker/delayed_fetch.py)
         self.events: dict[Hashable, int] = {}
         self.total_events = 0
+        #: inside :meth:`checks_deferred`: the keys checked so far, in order (None: check at once)
+        self._deferred: dict[Hashable, None] | None = None
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable],
                                 timeout_ms: int) -> defer.Deferred:
@@ -125,9 +137,29 @@ class Purgatory:
         return self.try_complete_else_watch(_FunctionOperation(try_ready, on_complete, try_ready_key),
                                             keys, timeout_ms)
 
+    @contextmanager
+    def checks_deferred(self) -> Iterator[None]:
+        """Within this block, :meth:`check` counts its key's event at once but wakes its watchers
+        only at the end, once per key and each operation once for all its keys (Kafka 2.8's
+        ``ActionQueue``, run after a request's appends: a follower's parked Fetch is answered
+        with every partition one Produce appended to, not at the first with the others left for
+        its next round trip). Nested blocks join the outermost."""
+        if self._deferred is not None:
+            yield
+            return
+        self._deferred = {}
+        try:
+            yield
+        finally:
+            keys, self._deferred = self._deferred, None
+            self._wake(keys)
+
     def check(self, key: Hashable) -> None:
         self.events[key] = self.events.get(key, 0) + 1
         self.total_events += 1
+        if self._deferred is not None:
+            self._deferred[key] = None
+            return
         ops = self.watchers.get(key)
         if not ops:
             return
@@ -135,6 +167,17 @@ class Purgatory:
             if op.done:
                 continue
             if op.try_complete_key(key):
+                op.complete(False)
+
+    def _wake(self, keys: Iterable[Hashable]) -> None:
+        """The deferred checks of ``keys``: each waiting operation tries once with all of its keys
+        among them, in the order the keys changed."""
+        by_op: dict[DelayedOperation, list[Hashable]] = {}
+        for key in keys:
+            for op in self.watchers.get(key, ()):
+                by_op.setdefault(op, []).append(key)
+        for op, changed in list(by_op.items()):
+            if not op.done and op.try_complete_keys(changed):
                 op.complete(False)
 
     def complete_all(self) -> None:

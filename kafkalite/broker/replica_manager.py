@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Sequence
 
 from twisted.internet import defer
 
@@ -371,6 +371,12 @@ class ReplicaManager:
             part.maybe_shrink_isr(now, lag_max)
 
     # -- produce ---------------------------------------------------------------------------------
+    def batched_wakeups(self) -> ContextManager[None]:
+        """A block (one request's appends) whose purgatory checks wake the waiters once at its
+        end, with every partition it changed (``Purgatory.checks_deferred``, Kafka 2.8's
+        ActionQueue): a follower's parked Fetch then carries all of a Produce's partitions."""
+        return self.purgatory.checks_deferred()
+
     def append(self, topic: str, index: int, records: Any, acks: int, produce_version: int,
                internal: bool = False) -> tuple[Partition, AppendResult]:
         """Validate and append one partition's batches as leader; raises KafkaError subclasses.

@@ -6,6 +6,16 @@ kafka-python pairs each response with its oldest in-flight request. So a connect
 of complete frames and hands the next one to the dispatcher only after the previous response was
 written. A long-poll Fetch therefore delays later requests on the same connection, as in Kafka.
 
+One exception, for acks=all: a handler that has done its work and only waits for replication
+answers :class:`Overlapped`, and while every unanswered request of the connection is such a wait,
+the next frame may start if it is a request of the same API (a Produce after acks=all Produces),
+up to :data:`MAX_OVERLAPPED` of them. Responses still leave in request order (each waits for the
+ones before it), appends happen in request order, and any other request waits for every answer
+before it, as before. Without it a producer's connection carried one acks=all Produce per
+replication round trip: librdkafka sends one partition per Produce request, so at 10,000
+records/s on 3 brokers each producer connection was busy 97 % of the time with one request
+waiting for its followers while the next ones sat in the socket (docs/benchmarks.md, scenario 4).
+
 Backpressure: when a connection's queue of unprocessed frames reaches ``queued.max.requests`` the
 transport stops reading; when the socket's outgoing buffer is full (a slow consumer), Twisted
 pauses us as a push producer and we stop starting new requests until it drains.
@@ -65,6 +75,34 @@ class NoResponse(enum.Enum):
 
 
 NO_RESPONSE: Final = NoResponse.NO_RESPONSE   # a handler's result when no response frame is sent (Produce acks=0)
+
+#: at most this many overlapped requests (and one more being dispatched) per connection: the
+#: producers' default in-flight limit (librdkafka's and Java's ``max.in.flight`` are 5)
+MAX_OVERLAPPED = 5
+
+
+class Overlapped:
+    """A handler's answer that comes later, while the request only waits (an acks=all Produce whose
+    batches are appended): the connection may start its next request meanwhile if that is of the
+    same API (see the module docstring). ``deferred`` fires with the answer as a plain Deferred
+    result would."""
+
+    __slots__ = ("deferred",)
+
+    def __init__(self, deferred: defer.Deferred) -> None:
+        self.deferred = deferred
+
+
+class _Answer:
+    """One dispatched request of a connection whose response has not been written yet."""
+
+    __slots__ = ("api_key", "overlapped", "done", "result")
+
+    def __init__(self, api_key: bytes) -> None:
+        self.api_key = api_key            # the frame's first two bytes
+        self.overlapped = False           # the handler answered Overlapped and still waits
+        self.done = False
+        self.result: Any = None
 
 
 class Dispatcher(TypingProtocol):
@@ -184,7 +222,9 @@ class KafkaConnection(protocol.Protocol):
         self.decoder = FrameDecoder(max_frame_bytes, frame_pool)
         self.max_queued = max_queued
         self.queue: deque[bytearray] = deque()
-        self.busy = False
+        #: requests dispatched and not yet answered on the wire, oldest first: one, or several
+        #: Overlapped waits (and the one started after them)
+        self.in_flight: deque[_Answer] = deque()
         self.draining = False        # inside _next's loop (see _next)
         self.paused_by_transport = False
         self.reading_paused = False
@@ -223,6 +263,11 @@ class KafkaConnection(protocol.Protocol):
         if not self.tls:
             self.sender = RegionSender.for_transport(self.transport, self._written, self._send_failed)
         stream_transport(self).registerProducer(self, True)
+
+    @property
+    def busy(self) -> bool:
+        """A request is being handled (its response is not written yet)."""
+        return bool(self.in_flight)
 
     @property
     def zero_copy(self) -> bool:
@@ -352,24 +397,36 @@ class KafkaConnection(protocol.Protocol):
             self.sender.abort()
         stream_transport(self).abortConnection()
 
+    def _may_start(self, frame: bytearray) -> bool:
+        """May ``frame`` be dispatched now? When nothing is in flight; else only a request of the
+        API every unfinished one is an Overlapped wait of, below :data:`MAX_OVERLAPPED`."""
+        in_flight = self.in_flight
+        if not in_flight:
+            return True
+        if len(in_flight) > MAX_OVERLAPPED:
+            return False
+        key = bytes(frame[:2])
+        return all(a.done or (a.overlapped and a.api_key == key) for a in in_flight)
+
     def _next(self) -> None:
-        """Dispatch queued frames one at a time. Iterative on purpose: a handler's Deferred that
-        has already fired (an acks=all write the high watermark covers at once, e.g. an
-        OffsetCommit on a partition with replication factor 1) calls ``_respond`` -> ``_next``
-        synchronously; recursing there once per pipelined request overflowed the stack after a
-        few hundred requests and left the connection busy forever. Re-entrant calls return at
-        once and this loop carries on."""
+        """Dispatch queued frames one at a time (or overlapped, see :meth:`_may_start`).
+        Iterative on purpose: a handler's Deferred that has already fired (an acks=all write the
+        high watermark covers at once, e.g. an OffsetCommit on a partition with replication
+        factor 1) calls ``_answered`` -> ``_next`` synchronously; recursing there once per
+        pipelined request overflowed the stack after a few hundred requests and left the
+        connection busy forever. Re-entrant calls return at once and this loop carries on."""
         if self.draining:
             return
         self.draining = True
         try:
-            while not (self.busy or self.sending or self.closed or self.paused_by_transport or self.muted) \
-                    and self.queue:
+            while not (self.sending or self.closed or self.paused_by_transport or self.muted) \
+                    and self.queue and self._may_start(self.queue[0]):
                 frame = self.queue.popleft()
                 if self.reading_paused and len(self.queue) < self.max_queued // 2:
                     self.reading_paused = False
                     stream_transport(self).resumeProducing()
-                self.busy = True
+                answer = _Answer(bytes(frame[:2]))
+                self.in_flight.append(answer)
                 try:
                     auth = self.authenticator
                     if auth is not None and (not auth.complete or auth.intercepts(frame)):
@@ -384,11 +441,15 @@ class KafkaConnection(protocol.Protocol):
                     log.exception("unexpected error handling a request from %s; closing it", self.peer)
                     self.abort()
                     return
+                if isinstance(result, Overlapped):
+                    answer.overlapped = True
+                    result = result.deferred
                 if isinstance(result, defer.Deferred):
-                    # fires now (already called: busy is False again) or later (_respond resumes us)
-                    result.addCallbacks(self._respond, self._failed)
+                    # fires now (already called: answered) or later (_answered resumes us)
+                    result.addCallbacks(self._answered, self._failed, callbackArgs=(answer,),
+                                       errbackArgs=(answer,))
                     continue
-                self._respond(result)
+                self._answered(result, answer)
                 # answered at once (acks=1 produce): when nothing kept the frame or a view of it,
                 # its buffer serves a later big frame (FramePool)
                 pool = self.decoder.pool
@@ -397,26 +458,45 @@ class KafkaConnection(protocol.Protocol):
         finally:
             self.draining = False
 
-    def _respond(self, result: Any) -> None:
-        self.busy = False
-        if self.closed:
-            if result is not NO_RESPONSE and isinstance(result, list):
-                close_regions(result)
-            return
+    def _answered(self, result: Any, answer: _Answer) -> None:
+        """A request's response is ready: write it, and those after it that were waiting for it."""
+        answer.done, answer.overlapped, answer.result = True, False, result
+        self._flush()
+
+    def _flush(self) -> None:
+        """Write the ready responses at the head of ``in_flight``, in request order."""
+        in_flight = self.in_flight
+        answered = False
+        while in_flight and in_flight[0].done and not self.sending:
+            result = in_flight.popleft().result
+            answered = True
+            if self.closed:
+                if result is not NO_RESPONSE and isinstance(result, list):
+                    close_regions(result)
+                continue
+            if not self._respond(result):
+                return                    # with the sender: _written carries on
+        if answered:
+            self._written()
+        else:
+            self._next()                  # a later answer is ready; the head still waits
+
+    def _respond(self, result: Any) -> bool:
+        """Write one response; False when the region sender took it (it calls _written)."""
         if result is not NO_RESPONSE:
             if has_regions(result):
                 if self.sender is not None:
                     # zero-copy: the sender writes it and calls _written (or _send_failed)
                     self.sending = True
                     self.sender.send(result)
-                    return
+                    return False
                 try:
                     result = copy_regions(result)
                 except OSError as exc:
                     self._send_failed(exc)
-                    return
+                    return False
             stream_transport(self).writeSequence([_as_bytes(c) for c in result])
-        self._written()
+        return True
 
     def _send_failed(self, exc: BaseException) -> None:
         """A response could not be sent whole (the peer went away, or a segment file shrank
@@ -428,7 +508,7 @@ class KafkaConnection(protocol.Protocol):
 
     def _written(self) -> None:
         """The response is written (to the transport's buffer, or by the sender to the socket)."""
-        self.sending = False
+        was_sending, self.sending = self.sending, False
         if self.closed:
             return
         if self.close_after_response:
@@ -438,10 +518,14 @@ class KafkaConnection(protocol.Protocol):
             self.lose_connection()
             return
         self._touch()
+        if was_sending and self.in_flight and self.in_flight[0].done:
+            self._flush()                 # answers that became ready while the sender wrote
+            return
         self._next()
 
-    def _failed(self, failure: Failure) -> None:
-        self.busy = False
+    def _failed(self, failure: Failure, answer: _Answer | None = None) -> None:
+        if answer is not None:
+            answer.done, answer.overlapped = True, False
         if failure.check(CloseConnection):
             log.info("closing connection from %s: %s", self.peer, failure.value)
         elif not self.closed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 import time
 import uuid
@@ -29,6 +30,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, expression_types, inserts, printing, serde
+from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
@@ -60,6 +62,7 @@ class Engine:
         self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
         self.last_sequence = -1                        # the command topic's last offset applied
         self.restarts: dict[str, int] = {}             # persistent query id -> restarts after failures
+        self.internal_topics: dict[str, str] = {}      # query id -> its join's internal (repartition) topic
         self._stopping = threading.Event()             # the server is shutting down: restart nothing
         self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
@@ -185,11 +188,14 @@ class Engine:
         tq_id = f"transient_{query.query.source}_{uuid.uuid4().int % 10**18}"
         plan = self._plan(query, text, props, tq_id)
         q = plan.select
+        if plan.upstream is not None:                     # an aggregate over a join: the join first
+            self._start_upstream(plan, text)
         compiled, _ = self._compile(plan)
         join = compiled if isinstance(compiled, TableJoin) else None
+        table_aggregate = compiled if isinstance(compiled, TableAggregate) else None
         columns = [quote(n) for n, _ in plan.items]
-        if join is not None:
-            result = join.stream
+        if join is not None or table_aggregate is not None:
+            result = join.stream if join is not None else compiled.changes
             types = self._plan_types(plan)
             names, kinds = [n for n, _ in plan.items], [types.get(n, "STRING") for n, _ in plan.items]
         else:
@@ -204,13 +210,22 @@ class Engine:
                 rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
                 tq.offer([[json_value(v) for v in r] for r in rows])
 
-        update = plan.aggregate and (q.window is None or q.window.kind != "SESSION")
+        def offer_changes(frame: Any, batch_id: int, tombstones: bool) -> None:
+            """A table aggregate's changed rows (a deleted row is not pushed)."""
+            if not tq.closed:
+                tq.offer([[json_value(r[n]) for n in names] for r in frame.collect() if not r["__tombstone"]])
+        if table_aggregate is not None:
+            each_batch = self._table_aggregate_batch(plan, table_aggregate,  # type: ignore[assignment]
+                                                     self._table_aggregate_store(plan, False), offer_changes)
+        update = plan.aggregate and table_aggregate is None and (q.window is None or q.window.kind != "SESSION")
         running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
                    .foreachBatch(each_batch).trigger(processingTime="200 milliseconds").start())
 
         def stop() -> None:
             self.transient.pop(tq_id, None)
             running.stop()
+            if plan.upstream is not None:
+                self._stop_upstream(plan)
         tq._stop = stop
         self.transient[tq_id] = tq
         # the first micro-batch fixes the starting offsets: once it has run, every record produced
@@ -224,6 +239,32 @@ class Engine:
         threading.Thread(target=self._watch, args=(tq, running), name=f"watch-{tq_id}", daemon=True).start()
         log.info("push query %s started over %s", tq_id, plan.source.topic)
         return tq
+
+    def _start_upstream(self, plan: "QueryPlan", text: str) -> None:
+        """A push query's join feeding its aggregate: its internal topic, then the join as a
+        transient Spark query writing to it, past its first micro-batch (so its starting offsets
+        are fixed before the client gets the header). A failure stops what was started."""
+        upstream = plan.upstream
+        assert upstream is not None
+        try:
+            self._ensure_sink_topic(upstream, text)
+            self.internal_topics[plan.query_id] = upstream.sink.topic
+            self._run(upstream)
+            self.running[upstream.query_id].processAllAvailable()
+        except Exception as exc:
+            self._stop_upstream(plan)
+            raise KsqlError(f"Push query failed to start: {_first_line(exc)}", statement=text) from None
+
+    def _stop_upstream(self, plan: "QueryPlan") -> None:
+        """A closed push query's join: stopped, its checkpoint and its internal topic deleted
+        (ksqlDB cleans up a transient query's internal topics and state when it closes)."""
+        assert plan.upstream is not None
+        running = self.running.pop(plan.upstream.query_id, None)
+        if running is not None:
+            running.stop()
+        shutil.rmtree(Path(self.config.state_dir) / self.config.service_id / plan.upstream.query_id,
+                      ignore_errors=True)
+        self._delete_internal_topics(plan.query_id)
 
     @staticmethod
     def _plan_types(plan: "QueryPlan") -> dict[str, str]:
@@ -392,9 +433,12 @@ class Engine:
                 return _status(stmt.text, s, seq, f"Cannot add {s.kind.lower()} {s.name}: already exists")
             query_id = _query_id(s, seq)
             plan = self._plan(s, stmt.text, props, query_id)
+            live = query_id not in (replay_terminated or ())    # a query terminated later gets no internal topic
             if isinstance(s, ast.CreateAsSelect):
-                self._ensure_sink_topic(plan, stmt.text)
+                self._ensure_sink_topic(plan, stmt.text, live)
                 ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
+            if plan.upstream is not None and live:
+                self.internal_topics[query_id] = plan.upstream.sink.topic
             ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
@@ -427,6 +471,7 @@ class Engine:
                     q = self.running.pop(rid, None)
                     if q is not None:
                         q.stop()
+                self._delete_internal_topics(qid)
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
 
@@ -604,14 +649,18 @@ class Engine:
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
         joins = self._join_sources(q, src, aggregate, text)
+        if not isinstance(s, ast.Query) and source is None:
+            join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
         if joins and aggregate:
             return self._plan_join_aggregate(s, text, props, query_id, src, joins)
+        if aggregate and src.kind == "TABLE":
+            join_rules.check_table_aggregate(q, text)
         left = q.alias or src.name
         sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         types = {c.name: c.type for c in src.columns} if not joins else {
             f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
-        scope: set[str] | Scope = Scope(((left, frozenset(c.name for c in src.columns) | set(PSEUDO)),) + tuple(
-            (alias, frozenset(c.name for c in right.columns) | set(PSEUDO)) for _, right, alias in joins), types) \
+        scope: set[str] | Scope = Scope(((left, _columns_in_scope(src)),) + tuple(
+            (alias, _columns_in_scope(right)) for _, right, alias in joins), types) \
             if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window
                                                                                  else set()), types)
         synthetic = _synthetic_key(src, joins, left)
@@ -678,20 +727,25 @@ class Engine:
         column of every source as ``ALIAS_COL`` to the internal topic
         ``_confluent-ksql-<service id>query_<id>-Join-repartition`` exactly once, with the joined
         record's event time; the aggregate reads that topic from the start, its expressions
-        naming those columns. The aggregate's plan carries the join's as ``upstream``."""
-        if isinstance(s, ast.Query):
-            raise KsqlError("Aggregations over joins in push queries are not supported by this server yet: use "
-                            "CREATE TABLE ... AS SELECT and query the table", statement=text)
+        naming those columns. The aggregate's plan carries the join's as ``upstream``. A push
+        query's join is a transient query of its own, its topic ``..transient_<id>-Join-repartition``.
+        A table-table join's output is a table (its key, with tombstones for rows gone), so its
+        aggregate is a table aggregate (``TableAggregate``), as ksqlDB's KGroupedTable."""
         q = s.query
         left = q.alias or src.name
         sources = [(left, src)] + [(a, d) for _, d, a in joins]
         items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in sources for c in d.columns)
-        topic = f"_confluent-ksql-{self.config.service_id}query_{query_id}-Join-repartition"
+        kind = src.kind                                   # a table-table join's output is a table
+        if _synthetic_key(src, joins, left) is not None:  # a FULL OUTER table join is keyed by ROWKEY
+            items = (ast.SelectItem(ast.Column("ROWKEY"), "ROWKEY"),) + items
+        if kind == "TABLE":
+            join_rules.check_table_aggregate(q, text)
+        topic = join_rules.repartition_topic(self.config.service_id, query_id)
         join_id = f"{query_id}_JOIN"
-        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+        upstream = self._plan(ast.CreateAsSelect(kind, join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
                                                  ast.Select(items, q.source, q.alias, where=q.where, joins=q.joins)),
                               text, props, join_id)
-        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+        joined = DataSource(join_id, kind, topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
                             statement=text)
         scope = upstream.scope
 
@@ -708,10 +762,13 @@ class Engine:
         select = replace(q, items=renamed, source=join_id, alias=None, where=None, joins=(),
                          group_by=tuple(map_columns(e, rename) for e in q.group_by),
                          having=None if q.having is None else map_columns(q.having, rename))
-        formats = {k.upper() for k, _ in s.properties}
-        properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
-                                                               ("KEY_FORMAT", src.key_format)) if k not in formats)
-        plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        if isinstance(s, ast.Query):
+            plan = self._plan(replace(s, query=select), text, props, query_id, joined)
+        else:
+            formats = {k.upper() for k, _ in s.properties}
+            properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
+            plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
         plan.upstream, plan.offset_reset = upstream, "earliest"
         upstream.owner = query_id
         return plan
@@ -756,26 +813,21 @@ class Engine:
             assert isinstance(j.on, ast.Binary)
             mine, other = _join_sides(j.on, alias, right, [(q.alias or left.name, left)] + [(a, d) for _, d, a in out],
                                       text)
+            lefts = [(q.alias or left.name, left)] + [(a, d) for _, d, a in out]
+            join_rules.check_join_windowing(next((d for a, d in lefts if a == other.source), left), str(other.source),
+                                            right, alias, text)
+            join_rules.check_mixed_joins(lefts, j, right, other, text)
             condition = f"{_expr_text(other)} = {_expr_text(mine)}"
             pk = [c.name for c in right.key_columns]
             if right.kind == "TABLE" and mine.name not in pk:
                 what = ("table-table joins require to join on the primary key of the right input table"
                         if left_kind == "TABLE" else "stream-table joins require to join on the table's primary key")
                 raise KsqlError(f"Invalid join condition: {what}. Got {condition}.", statement=text)
-            if right.kind == "TABLE" and left_kind == "STREAM" and any(d.kind == "STREAM" for _, d, _ in out):
-                raise KsqlError("A stream-stream join followed by a stream-table join is not supported by this "
-                                "server yet", statement=text)
-            if kinds == ("STREAM", "STREAM") and any(d.kind == "TABLE" for _, d, _ in out):
-                raise KsqlError("A stream-table join followed by a stream-stream join is not supported by this "
-                                "server yet", statement=text)
             if kinds == ("TABLE", "TABLE"):
                 self._check_table_join(j, q, left, right, other, mine, condition, got, out, text)
             out.append((j, right, alias))
             aliases.append(alias)
             left_kind = "TABLE" if kinds == ("TABLE", "TABLE") else "STREAM"
-        if out and aggregate and left.kind == "TABLE":
-            raise KsqlError("Aggregations over table-table joins are not supported by this server yet",
-                            statement=text)
         return out
 
     def _check_table_join(self, j: ast.Join, q: ast.Select, left: DataSource, right: DataSource, other: ast.Column,
@@ -801,16 +853,33 @@ class Engine:
                             f"{{{_ksql_name(left_col.type)}}} = {_expr_text(mine)}{{{_ksql_name(right_col.type)}}}.",
                             statement=text)
 
-    def _ensure_sink_topic(self, plan: "QueryPlan", text: str) -> None:
+    def _ensure_sink_topic(self, plan: "QueryPlan", text: str, internal: bool = True) -> None:
         """A CSAS/CTAS's output topic, created with PARTITIONS (default: as many as the source's);
-        an aggregate over a join first creates the join's internal topic."""
-        if plan.upstream is not None:
+        an aggregate over a join first creates the join's internal topic (with ``internal``)."""
+        if plan.upstream is not None and internal:
             self._ensure_sink_topic(plan.upstream, text)
         partitions = plan.with_props.get("PARTITIONS")
         if partitions is None:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
                 partitions = len(client.partitions_for(plan.source.topic))
         self._ensure_topic(plan.sink.topic, partitions, plan.with_props.get("REPLICAS"), text)
+
+    def _delete_internal_topics(self, query_id: str) -> None:
+        """A terminated (or closed push) query's internal topic goes with it, as ksqlDB deletes
+        a query's internal topics when it is terminated; a missing topic is not an error."""
+        topic = self.internal_topics.pop(query_id, None)
+        self.plans.pop(f"{query_id}_JOIN", None)
+        if topic is None:
+            return
+        try:
+            with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+                errors = admin.delete_topics([topic])
+        except Exception as exc:                          # the query is terminated either way
+            log.warning("deleting the internal topic %s of %s: %s", topic, query_id, exc)
+            return
+        error = errors.get(topic)
+        if error is not None and getattr(error, "code", None) != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            log.warning("deleting the internal topic %s of %s: %s", topic, query_id, error)
 
     def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
         """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
@@ -825,7 +894,13 @@ class Engine:
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
         if plan.joins and plan.source.kind == "TABLE":
             return self._compile_table_table_join(plan, view)
-        if plan.joins and plan.joins[0][1].kind == "TABLE":
+        if plan.aggregate and plan.source.kind == "TABLE":
+            return self._compile_table_aggregate(plan, view)
+        kinds = {d.kind for _, d, _ in plan.joins}
+        if kinds == {"STREAM", "TABLE"}:                  # stream-stream joins, then the tables per batch
+            streams, _ = self._compile_join(plan, frame, view, structs=True)
+            return self._compile_table_join(plan, streams, view, streamed=True)
+        if kinds == {"TABLE"}:
             return self._compile_table_join(plan, frame, view)
         if plan.joins:
             return self._compile_join(plan, frame, view)
@@ -857,18 +932,23 @@ class Engine:
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
 
-    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str) -> tuple[Any, str]:
+    def _compile_table_join(self, plan: "QueryPlan", stream: Any, view: str,
+                            streamed: bool = False) -> tuple[Any, str]:
         """A stream joined with one or more tables: each micro-batch of the stream is joined with
         each table as it is at that moment, the latest record per key of the table's topic
         (read_committed; a tombstone deletes), as ksqlDB joins a stream record with the table's
         current row; the joins apply in order, each ON naming the columns before it. The tables'
-        topics are read again for each micro-batch: meant for dimension tables."""
+        topics are read again for each micro-batch: meant for dimension tables. With
+        ``streamed``, ``stream`` is a stream-stream join's output, one struct column per joined
+        stream named by its alias (``S``.``ID`` then reads the struct's field), and the query's
+        table joins apply to each of its micro-batches."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
         left_alias = q.alias or plan.source.name
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
-        from_sql = f"{view}_stream AS {quote(left_alias)}"
-        for index, (join, _, alias) in enumerate(plan.joins):
+        from_sql = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
+        tables = [(j, d, a) for j, d, a in plan.joins if d.kind == "TABLE"]
+        for index, (join, _, alias) in enumerate(tables):
             from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
                          f"{quote(alias)} ON {to_spark(join.on, scope, text)}")
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
@@ -876,16 +956,50 @@ class Engine:
         def per_batch(batch: Any) -> Any:
             session = batch.sparkSession
             batch.createOrReplaceTempView(f"{view}_stream")
-            for index, (_, table, _) in enumerate(plan.joins):
+            for index, (_, table, _) in enumerate(tables):
                 self._latest_view(session, table, f"{view}_changelog{index or ''}", f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql
+
+    def _compile_table_aggregate(self, plan: "QueryPlan", view: str) -> tuple["TableAggregate", str]:
+        """An aggregate over a table (a table source, or a table-table join's output topic), as
+        ksqlDB's KGroupedTable aggregate: a row replaced or deleted leaves its old group. The
+        query streams the table's changes; each micro-batch aggregates the table as it is now
+        (its latest row per key, WHERE first), with ksqlDB's zero start for SUM and AVG, plus
+        HAVING as ``__having``; ``_table_aggregate_batch`` writes the groups that changed."""
+        q, known, text = plan.select, plan.scope, plan.sink.statement
+        assert isinstance(known, set)
+        # the whole table is aggregated at every batch, so its changes are read from the start too:
+        # the first batch writes the table's aggregate as it is (not only after a later change)
+        changes = self._source_frame(plan.source, "earliest").select("ROWTIME")
+        having = [] if q.having is None else [
+            f"{to_spark(join_rules.undone_aggregates(q.having), known, text)} AS `__having`"]
+
+        def aggregate_sql(items: list[tuple[str, ast.Expr]], where: str, group: str) -> str:
+            select = [f"{to_spark(join_rules.undone_aggregates(e), known, text)} AS {quote(n)}" for n, e in items]
+            return f"SELECT {', '.join(select + [_event_time(plan)] + having)} FROM {view}_table{where}{group}"
+        where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
+        # the items, and a GROUP BY expression that is not one of them under its key name
+        selected = list(plan.items) + [(n, e) for n, e in zip(plan.key_names, plan.key_exprs)
+                                       if n not in {m for m, _ in plan.items}]
+        sql = aggregate_sql(selected, where, " GROUP BY " + ", ".join(to_spark(e, known, text)
+                                                                      for e in plan.key_exprs))
+
+        def emptied(key: tuple[Any, ...]) -> str:
+            """The row of a group with no row left: the items over no row, the key as literals."""
+            values = list(zip(plan.key_exprs, key))
+            return aggregate_sql([(n, join_rules.substitute(e, values)) for n, e in selected], " WHERE false", "")
+
+        def prepare(session: Any) -> None:
+            self._latest_view(session, plan.source, f"{view}_changelog", f"{view}_table")
+        return TableAggregate(changes, prepare, sql, emptied), sql
 
     def _latest_view(self, session: Any, table: DataSource, changelog: str, name: str) -> None:
         """A table as it is now, as the view ``name``: the latest record per key of its topic
         (read_committed, from the start), a tombstone deleting the key."""
         self._source_frame(table, "earliest", session).createOrReplaceTempView(changelog)
-        keys = ", ".join(quote(c.name) for c in table.key_columns)
+        keys = ", ".join([quote(c.name) for c in table.key_columns]
+                         + ([] if table.window is None else ["`WINDOWSTART`", "`WINDOWEND`"]))
         session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
                     f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {changelog}) "
                     f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(name)
@@ -905,7 +1019,8 @@ class Engine:
         changes = None
         for index, (_, table) in enumerate(tables):
             side = self._source_frame(table, plan.offset_reset).selectExpr(
-                f"{index} AS `__side`", f"CAST({quote(table.key_columns[0].name)} AS STRING) AS `__key`", "`ROWTIME`")
+                f"{index} AS `__side`", join_rules.keyed_in_window(quote(table.key_columns[0].name), None, table.window)
+                + " AS `__key`", "`ROWTIME`")
             changes = side if changes is None else changes.unionByName(side)
 
         def changed(index: int) -> str:
@@ -913,17 +1028,23 @@ class Engine:
         # (expression, side): a joined row is touched by a change of that side's key
         touches = [(ast.Column(tables[0][1].key_columns[0].name, tables[0][0]), 0)]
         foreign: ast.Column | None = None
+        windows = dict(tables)                            # alias -> table (a windowed one keys by its window too)
+        same_window: list[str] = []
         for index, (join, table, alias) in enumerate(plan.joins, start=1):
             assert isinstance(join.on, ast.Binary)
             mine, other = _join_sides(join.on, alias, table, tables[:index], text)
             touches += [(mine, index), (other, index)]
+            same_window.append(join_rules.window_match(str(other.source), alias, table.window))
             if index == 1 and other.name != tables[0][1].key_columns[0].name:
                 foreign = other
-        touched = " OR ".join(f"CAST({to_spark(e, scope, text)} AS STRING) IN {changed(i)}" for e, i in touches)
+        touched = " OR ".join(
+            f"{join_rules.keyed_in_window(to_spark(e, scope, text), e.source, windows[str(e.source)].window)} IN "
+            f"{changed(i)}" for e, i in touches)
         where = f"({to_spark(q.where, scope, text)}) AND " if q.where is not None else ""
         from_sql = f"{view}_t0 AS {quote(tables[0][0])}"
         for index, (join, _, alias) in enumerate(plan.joins, start=1):
-            from_sql += f" {kinds[join.kind]} {view}_t{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+            from_sql += (f" {kinds[join.kind]} {view}_t{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{same_window[index - 1]}")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         sql = f"SELECT {', '.join(select)} FROM {from_sql} WHERE {where}({touched})"
         left_key = f"{quote(tables[0][0])}.{quote(tables[0][1].key_columns[0].name)}"
@@ -955,21 +1076,24 @@ class Engine:
             return batch.sparkSession.sql(join_sql)
         return TableTableJoin(changes, per_batch, prepare, sql, candidates), sql
 
-    def _compile_join(self, plan: "QueryPlan", left: Any, view: str) -> tuple[Any, str]:
+    def _compile_join(self, plan: "QueryPlan", left: Any, view: str, structs: bool = False) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
         (ksqlDB's default without GRACE PERIOD: 24 hours), the ON equality plus the WITHIN bounds
         as a time-range condition on ROWTIME (right.ROWTIME BETWEEN left.ROWTIME - before AND
         left.ROWTIME + after), so Spark drops old state and emits an outer join's unmatched rows
-        once the grace period has passed."""
+        once the grace period has passed. With ``structs`` (a query that joins tables too) only
+        the stream joins run here and each stream's row is one struct column named by its alias,
+        for ``_compile_table_join`` to join the tables to and project (WHERE applies there)."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
+        stream_joins = [(j, d, a) for j, d, a in plan.joins if d.kind == "STREAM"]
         graces = [j.within.grace_ms if j.within and j.within.grace_ms is not None else DEFAULT_GRACE_MS
-                  for j, _, _ in plan.joins]
+                  for j, _, _ in stream_joins]
         left_alias = q.alias or plan.source.name
         left.withWatermark("ROWTIME", f"{max(graces)} milliseconds").createOrReplaceTempView(f"{view}_0")
         from_sql = f"{view}_0 AS {quote(left_alias)}"
         kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
                  "FULL": "FULL OUTER JOIN"}
-        for index, ((join, right, alias), grace) in enumerate(zip(plan.joins, graces), start=1):
+        for index, ((join, right, alias), grace) in enumerate(zip(stream_joins, graces), start=1):
             assert join.within is not None
             (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
              .createOrReplaceTempView(f"{view}_{index}"))
@@ -979,6 +1103,9 @@ class Engine:
                          f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
+        if structs:
+            select = [f"struct({quote(a)}.*) AS {quote(a)}" for a in [left_alias] + [a for _, _, a in stream_joins]]
+            where = ""
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
         return self.spark.sql(sql), sql
 
@@ -1020,6 +1147,9 @@ class Engine:
             w.save()
         if isinstance(result, TableTableJoin):
             writer = stream(result.stream).foreachBatch(self._table_join_batch(plan, result, write))
+        elif isinstance(result, TableAggregate):
+            writer = stream(result.changes).foreachBatch(
+                self._table_aggregate_batch(plan, result, self._table_aggregate_store(plan, True), write))
         elif isinstance(result, TableJoin):
             join = result
 
@@ -1099,6 +1229,61 @@ class Engine:
             write(frame, batch_id, True)
             log.debug("%s batch %d: %d changed keys, %d rows, %d tombstones in %.1f s", plan.query_id, batch_id,
                       len(changes), len(rows), len(gone), time.monotonic() - started)
+        return each_batch
+
+    def _table_aggregate_store(self, plan: "QueryPlan", persistent: bool) -> StateStore:
+        """A table aggregate's output table so far: a persistent query's is its table's state
+        store (pull queries read it; a resumed query rebuilds it from its topic first), a push
+        query's its own."""
+        types = self._plan_types(plan)
+        names = [n for n, _ in plan.items]
+        store = StateStore(list(plan.key_names), False, names, [types.get(n, "BIGINT") for n in names])
+        if persistent:
+            self.stores[plan.sink.name] = store
+            if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+                self._restore_store(plan, store)
+        return store
+
+    def _table_aggregate_batch(self, plan: "QueryPlan", agg: "TableAggregate", store: StateStore,
+                               write: Callable[..., None]) -> Callable[[Any, int], None]:
+        """A table aggregate's micro-batch: the table's groups now, compared with the output table
+        (``store``): a group whose row changed is written; a group whose rows are all gone keeps
+        its undone row (COUNT 0, SUM 0, ...) as Kafka Streams' table aggregate does; a row HAVING
+        no longer accepts is deleted (a tombstone), as ksqlDB filters a table. The store runs
+        ahead of the topic, as the other aggregates' do."""
+        keys = list(plan.key_names)
+        names = [n for n, _ in plan.items] + [k for k in keys if k not in {n for n, _ in plan.items}]
+
+        def each_batch(batch: Any, batch_id: int) -> None:
+            session = batch.sparkSession
+            times = [r["ROWTIME"] for r in batch.collect()]
+            if not times:
+                return
+            agg.prepare(session)
+            result = session.sql(agg.sql)
+            fields = [f.name for f in result.schema.fields]
+            rows = [r.asDict() for r in result.collect()]
+            now = {tuple(r.get(k) for k in keys): r for r in rows}
+            for key in store.keys():
+                if key not in now:                        # every row of the group is gone
+                    for r in session.sql(agg.emptied(key)).collect():
+                        now[key] = {**r.asDict(), EVENT_TIME: max(times)}
+            out: list[tuple[Any, ...]] = []
+            for key, row in now.items():
+                accepted = row.get("__having", True) is not False
+                old = store.get(key)
+                if not accepted:
+                    if old is not None:
+                        out.append(tuple(row.get(f) for f in fields) + (True,))
+                        store.delete([key])
+                    continue
+                if old is None or any(old.get(n) != row.get(n) for n in names):
+                    out.append(tuple(row.get(f) for f in fields) + (False,))
+                    store.update([_store_row({n: row.get(n) for n in names}, False)])
+            if out:
+                from pyspark.sql.types import BooleanType, StructField, StructType
+                schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
+                write(session.createDataFrame(out, schema), batch_id, True)
         return each_batch
 
     # -- failed persistent queries: restart with back-off (ksqlDB's QueryMetadataImpl.RetryEvent) --
@@ -1213,6 +1398,11 @@ class Engine:
                 .option("valueAvroSubject", f"{src.topic}-value")
         raw = reader.load()
         cols: list[str] = []
+        if src.window is not None:                        # Kafka Streams' windowed key: the window apart
+            raw = raw.selectExpr("*", *[e.replace(" AS key", " AS `__key`") for e in
+                                        join_rules.windowed_key("key", src.window)])
+            raw = raw.drop("key").withColumnRenamed("__key", "key")
+            cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
         if len(keys) == 1 and src.key_format in ("KAFKA", "DELIMITED"):
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
@@ -1362,7 +1552,8 @@ class Engine:
                     else _query_id(s.statement, self.last_sequence + 1))
         plan = self._plan(s.statement, s.text, props, query_id)
         compiled, sql = self._compile(plan)
-        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled
+        frame = compiled.stream if isinstance(compiled, TableJoin) else compiled.changes \
+            if isinstance(compiled, TableAggregate) else compiled
         topology = frame._jdf.queryExecution().toString()
         return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
                                   None)
@@ -1442,6 +1633,19 @@ class TableTableJoin(TableJoin):
         self.candidates_sql = candidates_sql
 
 
+class TableAggregate:
+    """A compiled table aggregate: the table's changes as a stream (their ROWTIMEs), what a
+    micro-batch prepares (the table as it is now), the aggregate's SQL over it and, per group
+    key, the SQL of the row of a group with no row left."""
+
+    def __init__(self, changes: Any, prepare: Callable[[Any], None], sql: str,
+                 emptied: Callable[[tuple[Any, ...]], str]) -> None:
+        self.changes = changes
+        self.prepare = prepare
+        self.sql = sql
+        self.emptied = emptied
+
+
 class QueryPlan:
     def __init__(self, query_id: str, source: DataSource, sink: DataSource, select: ast.Select,
                  items: list[tuple[str, ast.Expr]], key_exprs: list[ast.Expr], key_names: list[str],
@@ -1483,13 +1687,14 @@ def _event_time(plan: QueryPlan) -> str:
     (``greatest`` skips an outer join's missing side); and for an aggregate the latest ROWTIME
     of the records that formed the row (Kafka Streams' timestamped stores, KIP-258), which Spark
     keeps in the group's state across micro-batches, windowed or not."""
+    timed = [plan.select.alias or plan.source.name] + [alias for _, d, alias in plan.joins
+                                                        if plan.source.kind == "TABLE" or d.kind == "STREAM"]
     if plan.aggregate:
         expr = "max(`ROWTIME`)"
-    elif plan.joins and (plan.source.kind == "TABLE" or plan.joins[0][1].kind == "STREAM"):
-        aliases = [plan.select.alias or plan.source.name] + [alias for _, _, alias in plan.joins]
-        expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in aliases) + ")"
+    elif len(timed) > 1:                              # the streams' records (a stream-table join: the stream's)
+        expr = "greatest(" + ", ".join(f"{quote(a)}.`ROWTIME`" for a in timed) + ")"
     elif plan.joins:
-        expr = f"{quote(plan.select.alias or plan.source.name)}.`ROWTIME`"
+        expr = f"{quote(timed[0])}.`ROWTIME`"
     else:
         expr = "`ROWTIME`"
     return f"{expr} AS {quote(EVENT_TIME)}"
@@ -1771,6 +1976,12 @@ def _table_join_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str
                     f"build `{name}` must include the join expressions "
                     f"{_or_list([f'{v.source}.{v.name}' for v in viable])} in its projection (eg, SELECT "
                     f"{viable[0].source}.{viable[0].name}...).", statement=text)
+
+
+def _columns_in_scope(src: DataSource) -> frozenset[str]:
+    """A joined source's columns as a query names them: its own, the pseudo columns, and a
+    windowed source's WINDOWSTART/WINDOWEND."""
+    return frozenset(c.name for c in src.columns) | set(PSEUDO) | (set(WINDOW_BOUNDS) if src.window else set())
 
 
 def _qualified(e: ast.Expr, scope: "set[str] | Scope") -> ast.Column:

@@ -134,6 +134,12 @@ def type_of(e: ast.Expr, column: ColumnTypes, statement: str = "") -> T | None:
                 return T("INT")
             if x.name == "COUNT" or x.name == "COUNT_DISTINCT":
                 return T("BIGINT")
+            if x.name == "AVG":
+                return T("DOUBLE")
+            if x.name == "SUM" and len(x.args) == 1:
+                summed = go(x.args[0])
+                return summed if summed is not None and _base(summed) in ("INT", "BIGINT", "DOUBLE", "DECIMAL") \
+                    else None
             if x.name in ("COLLECT_LIST", "COLLECT_SET") and x.args:
                 inner = go(x.args[0])
                 return None if inner is None else T("ARRAY", items=(inner,))

@@ -146,6 +146,11 @@ class StateStore:
         with self._lock:
             return list(self._rows)
 
+    def get(self, key: tuple[Any, ...]) -> dict[str, Any] | None:
+        """The row of one key (and window), as last updated."""
+        with self._lock:
+            return self._rows.get(key)
+
     def delete(self, keys: list[tuple[Any, ...]]) -> None:
         """Rows deleted (a tombstone of the table): as restored or as the query writes them."""
         with self._lock:

@@ -132,3 +132,59 @@ def test_acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrinks_
     cluster.pump_until(lambda: bool(answer), what="the acks=all answer")
     assert entry(answer[0])["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     assert followers[0] not in part.isr and part.high_watermark == 1
+
+
+def test_acks_all_produces_on_one_connection_are_appended_while_the_first_waits(inprocess_cluster_factory) -> None:
+    """Three acks=all Produces pipelined on one connection while the followers are stopped: all
+    three are appended at once (the first's replication wait does not hold the others in the
+    socket), none is answered; once the followers fetch, the answers arrive in request order
+    with consecutive offsets. A Metadata request sent behind them is answered only after them."""
+    cluster, leader, followers = setup(inprocess_cluster_factory, {"replica.lag.time.max.ms": "60000"})
+    for f in followers:
+        cluster.stop_fetching(f)
+    part = cluster.partition(leader, TOPIC, 0)
+    client = cluster.client(leader)
+    order: list[str] = []
+    answers = []
+    for i, payload in enumerate((b"a", b"b", b"c")):
+        d = client.send(PRODUCE, 8, produce_body(TOPIC, {0: records([payload])}, acks=-1, timeout_ms=30000))
+        d.addCallback(lambda resp, i=i: (order.append(f"produce {i}"), resp)[1])
+        answers.append(fired(d))
+    metadata = client.send(3, 1, {"topics": [{"name": TOPIC}]})
+    metadata.addCallback(lambda resp: order.append("metadata"))
+    cluster.pump_until(lambda: part.log_end_offset == 3, what="all three Produces appended")
+    cluster.advance(0.5)
+    assert not order, "answered before the followers had the batches"
+    for f in followers:
+        cluster.resume_fetching(f)
+    cluster.pump_until(lambda: "metadata" in order, what="every answer")
+    assert order == ["produce 0", "produce 1", "produce 2", "metadata"]
+    assert [(entry(a[0])["error_code"], entry(a[0])["base_offset"]) for a in answers] == [(0, 0), (0, 1), (0, 2)]
+    assert part.high_watermark == 3
+
+
+def test_a_parked_follower_fetch_gets_every_partition_of_one_produce(inprocess_cluster_factory) -> None:
+    """A follower's Fetch parked on two partitions of the leader; one Produce appends to both.
+    The Fetch is answered once, after both appends, with the records of both partitions (Kafka
+    2.8 wakes delayed fetches after the whole request's appends, its ActionQueue), not at the
+    first append with the second partition left for its next round trip, which an acks=all
+    Produce on both would wait for."""
+    cluster = inprocess_cluster_factory(2, {"replica.lag.time.max.ms": "60000"})
+    leader, follower_id = sorted(cluster.brokers)
+    cluster.create_topic(TOPIC, 2, 2, assignment={0: [leader, follower_id], 1: [leader, follower_id]})
+    cluster.stop_fetching(follower_id)
+    client = cluster.client(leader)
+    parts = [{"partition": p, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": 0,
+              "partition_max_bytes": 1 << 20} for p in (0, 1)]
+    fetch = {"replica_id": follower_id, "max_wait_ms": 30000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+             "session_id": 0, "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": parts}],
+             "forgotten_topics_data": [], "rack_id": ""}
+    follower = cluster.client(leader, client_id="as-the-follower")
+    answer = fired(follower.send(1, 11, fetch))
+    cluster.advance(0.1)
+    assert not answer, "the follower's Fetch was answered before anything was appended"
+    produced = client.request(PRODUCE, 8, produce_body(TOPIC, {0: records([b"a"]), 1: records([b"b", b"c"])}, acks=1))
+    assert [p["error_code"] for p in produced["responses"][0]["partition_responses"]] == [0, 0]
+    cluster.pump_until(lambda: bool(answer), what="the follower's Fetch answer")
+    sizes = {p["partition_index"]: len(p["records"] or b"") for t in answer[0]["responses"] for p in t["partitions"]}
+    assert sizes[0] > 0 and sizes[1] > 0, f"one Produce's appends came in separate answers: {sizes}"

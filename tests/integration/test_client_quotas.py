@@ -88,6 +88,7 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
         # what is still queued would drain at the quota's pace (half a minute); it is not measured
         p.purge(in_queue=True, in_flight=False)
         p.flush(30)
+        p.close()
 
     def polite_loop() -> None:
         p = producer("polite")
@@ -97,6 +98,7 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
                       polite_latency.append(time.monotonic() - s))
             p.poll(0.05)
         p.flush(30)
+        p.close()
 
     threads = [threading.Thread(target=greedy_loop, daemon=True), threading.Thread(target=polite_loop, daemon=True)]
     for t in threads:
@@ -185,6 +187,7 @@ def test_consumer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
             except BufferError:
                 p.poll(0.05)
     assert p.flush(60) == 0
+    p.close()                   # or it keeps reconnecting to the stopped broker, into the test log
     assert filler_throttles == [] or max(filler_throttles) == 0
     out = configs(cluster.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "slow-reader",
                   "--add-config", f"consumer_byte_rate={QUOTA}")

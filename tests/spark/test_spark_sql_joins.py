@@ -322,3 +322,110 @@ def _read_raw(bootstrap: str, topic: str) -> list[tuple[str, bytes, int]]:
             out += [(m.key().decode(), m.value(), m.timestamp()[1]) for m in msgs if m.error() is None]
     finally:
         c.close()
+
+
+TIERS = [("a1", {"name": "Ann", "tier": "gold"}, T0), ("a2", {"name": "Bob", "tier": "silver"}, T0 + 1_000),
+         ("a3", {"name": "Cy", "tier": "gold"}, T0 + 2_000), ("a4", {"name": "Di", "tier": "silver"}, T0 + 3_000)]
+TIER_LIMITS = [("a1", {"lim": 10}, T0 + 500), ("a2", {"lim": 20}, T0 + 600), ("a4", {"lim": 40}, T0 + 700)]
+
+
+def _topics(bootstrap: str) -> set[str]:
+    return set(Producer({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics)
+
+
+def _tier_oracle(accounts: list[tuple[str, Any, int]], limits: list[tuple[str, Any, int]],
+                 before: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
+    """COUNT(*) and SUM(lim) per tier over accounts LEFT JOIN limits (final rows; None deletes);
+    a tier that had rows and has none left keeps (0, 0), as a table aggregate keeps its undone row."""
+    acc = {k: v for k, v, _ in accounts}
+    lim = {k: v for k, v, _ in limits}
+    out = {t: (0, 0) for t in (before or {})}
+    for k, v in acc.items():
+        if v is not None:
+            n, total = out.get(v["tier"], (0, 0))
+            out[v["tier"]] = (n + 1, total + ((lim.get(k) or {}).get("lim") or 0))
+    return out
+
+
+def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spark: Any, kafka: Any,
+                                                                             tmp_path: Any) -> None:
+    """COUNT/SUM per tier over ``accounts LEFT JOIN limits`` (a CTAS): its output topic, read as a
+    table, is the oracle's aggregate before and after an account moves tier and another is deleted
+    (its tier's row then counts 0, as ksqlDB's table aggregate); TERMINATE deletes the join's
+    internal topic. Then a push query counting per tier over ``orders JOIN shipments WITHIN ...
+    JOIN accounts`` (a stream-stream join mixed with a stream-table join, aggregated): its last
+    counts are the oracle's, and closing it deletes its internal topic."""
+    suffix = uuid.uuid4().hex[:6]
+    accounts, limits, per_tier = f"acc-{suffix}", f"lim-{suffix}", f"per-tier-{suffix}"
+    orders, shipments = f"ord-{suffix}", f"shp-{suffix}"
+    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"agg_{suffix}_", state_dir=str(tmp_path),
+                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    engine = Engine(config, spark)
+    try:
+        engine.start()
+        engine.execute(f"CREATE TABLE accounts (id VARCHAR PRIMARY KEY, name STRING, tier STRING) WITH (KAFKA_TOPIC="
+                       f"'{accounts}', VALUE_FORMAT='JSON', PARTITIONS=1); CREATE TABLE limits (id VARCHAR PRIMARY KEY, "
+                       f"lim INT) WITH (KAFKA_TOPIC='{limits}', VALUE_FORMAT='JSON', PARTITIONS=1);"
+                       f"CREATE STREAM orders (id VARCHAR KEY, acct STRING) WITH (KAFKA_TOPIC='{orders}', "
+                       f"VALUE_FORMAT='JSON', PARTITIONS=1); CREATE STREAM shipments (id VARCHAR KEY, carrier STRING) "
+                       f"WITH (KAFKA_TOPIC='{shipments}', VALUE_FORMAT='JSON', PARTITIONS=1);")
+        _produce(kafka.bootstrap, accounts, TIERS)
+        _produce(kafka.bootstrap, limits, TIER_LIMITS)
+        out = engine.execute(f"CREATE TABLE per_tier WITH (KAFKA_TOPIC='{per_tier}') AS SELECT a.tier AS tier, "
+                             "COUNT(*) AS n, SUM(l.lim) AS total FROM accounts a LEFT JOIN limits l ON a.id = l.id "
+                             "GROUP BY a.tier;")
+        query_id = out[0]["commandStatus"]["queryId"]
+        internal = f"_confluent-ksql-agg_{suffix}_query_{query_id}-Join-repartition"
+        assert internal in _topics(kafka.bootstrap)
+
+        def table() -> dict[str, tuple[int, int]]:
+            rows = _materialize(_read_table(kafka.bootstrap, per_tier))
+            return {k: (v["N"], v["TOTAL"]) for k, (v, _) in rows.items()}
+        want = _tier_oracle(TIERS, TIER_LIMITS)
+        assert want == {"gold": (2, 10), "silver": (2, 60)}
+        try:
+            wait_for(lambda: table() == want, 240, "the aggregate over the table-table join to match the oracle")
+        except AssertionError:
+            raise AssertionError(f"{table()} != {want}") from None
+        changes = [("a2", {"name": "Bob", "tier": "gold"}, T0 + 8_000), ("a4", None, T0 + 9_000)]
+        _produce(kafka.bootstrap, accounts, changes)
+        want = _tier_oracle(TIERS + changes, TIER_LIMITS, want)
+        assert want == {"gold": (3, 30), "silver": (0, 0)}
+        try:
+            wait_for(lambda: table() == want, 240, "the table aggregate to follow the update and the delete")
+        except AssertionError:
+            raise AssertionError(f"{table()} != {want}") from None
+        assert engine.query("SELECT n, total FROM per_tier WHERE tier = 'gold';").rows == [[3, 30]]
+        engine.execute(f"TERMINATE {query_id};")
+        wait_for(lambda: internal not in _topics(kafka.bootstrap), 60, "the internal topic to be deleted")
+
+        order_rows = [(f"o{i}", {"acct": f"a{i % 4 + 1}"}, T0 + i * 20_000) for i in range(8)]
+        ship_rows = [(f"o{i}", {"carrier": "c"}, T0 + i * 20_000 + (120_000 if i == 5 else 30_000)) for i in range(8)]
+        _produce(kafka.bootstrap, orders, order_rows)
+        _produce(kafka.bootstrap, shipments, ship_rows)
+        tiers = {k: v for k, v, _ in TIERS + changes}
+        oracle: dict[str, int] = {}
+        for oid, o, ots in order_rows:
+            for sid, _, sts in ship_rows:
+                account = tiers.get(o["acct"])
+                if oid == sid and abs(sts - ots) <= 60_000 and account is not None:
+                    oracle[account["tier"]] = oracle.get(account["tier"], 0) + 1
+        assert oracle == {"gold": 5}                  # o5's shipment is late, a4's orders find no account
+        counts: dict[str, int] = {}
+        seen = threading.Event()
+        tq = engine.query("SELECT a.tier AS tier, COUNT(*) AS n FROM orders o JOIN shipments s WITHIN 1 MINUTE "
+                          "ON o.id = s.id JOIN accounts a ON o.acct = a.id GROUP BY a.tier EMIT CHANGES;",
+                          {"auto.offset.reset": "earliest"})
+        push_internal = f"_confluent-ksql-agg_{suffix}_{tq.id}-Join-repartition"
+        assert push_internal in _topics(kafka.bootstrap)
+
+        def rows(batch: list[list[Any]]) -> None:
+            counts.update({r[0]: r[1] for r in batch})
+            if counts == oracle:
+                seen.set()
+        tq.listen(rows)
+        assert seen.wait(120), counts
+        engine.close_query(tq.id)
+        wait_for(lambda: push_internal not in _topics(kafka.bootstrap), 60, "the push query's topic to be deleted")
+    finally:
+        engine.stop()

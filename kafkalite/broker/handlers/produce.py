@@ -34,7 +34,7 @@ from kafkalite.broker.registry import api
 from kafkalite.broker.delayed_produce import PendingAck
 from kafkalite.broker.services import RequestContext
 from kafkalite.errors import CorruptRecordError, ErrorCode, KafkaError, RecordValidationError
-from kafkalite.net.server import NO_RESPONSE, CloseConnection, NoResponse
+from kafkalite.net.server import NO_RESPONSE, CloseConnection, NoResponse, Overlapped
 from kafkalite.security.acl import Operation, ResourceType
 from kafkalite.protocol.api_keys import ApiKey
 from kafkalite.protocol.messages_typed import (ProduceRequest, ProduceResponse, ProduceResponsePartitionProduceResponse,
@@ -72,7 +72,7 @@ def _entry(index: int, code: int, base_offset: int = -1, append_time: int = -1, 
 
 @api(ApiKey.PRODUCE, 0, 9)
 def handle_produce(ctx: RequestContext, req: ProduceRequest,
-                   ) -> ProduceResponse | defer.Deferred[ProduceResponse] | NoResponse:
+                   ) -> ProduceResponse | defer.Deferred[ProduceResponse] | Overlapped | NoResponse:
     replicas = ctx.replicas
     acks = req["acks"]
     # producer_byte_rate counts whole requests, as Kafka's produce quota does
@@ -87,51 +87,53 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest,
     # Kafka: transactional records need Write on the transactional id, every topic Write on it
     txn_denied = (has_txn and req["transactional_id"] is not None
                   and not ctx.authorize(Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req["transactional_id"]))
-    for topic in req["topic_data"]:
-        name = topic["name"]
-        entries: list[ProduceResponsePartitionProduceResponse] = []
-        if txn_denied or not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, name):
-            code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
-            results.append((name, [_entry(pd["index"], code) for pd in topic["partition_data"]]))
-            failed = True
-            continue
-        for pd in topic["partition_data"]:
-            index = pd["index"]
-            if acks not in (0, 1, -1):
-                entries.append(_entry(index, ErrorCode.INVALID_REQUIRED_ACKS))
+    # the waiters (follower fetches above all) wake once, after every partition is appended
+    with replicas.batched_wakeups():
+        for topic in req["topic_data"]:
+            name = topic["name"]
+            entries: list[ProduceResponsePartitionProduceResponse] = []
+            if txn_denied or not ctx.authorize(Operation.WRITE, ResourceType.TOPIC, name):
+                code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED if txn_denied else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                results.append((name, [_entry(pd["index"], code) for pd in topic["partition_data"]]))
                 failed = True
                 continue
-            if untagged_txn:
-                entries.append(_entry(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-                                      message="transactional records without a transactional id"))
-                failed = True
-                continue
-            records = pd["records"]
-            if legacy and records is not None:
-                try:
-                    records = upconvert(records if isinstance(records, (bytes, bytearray, memoryview))
-                                        else b"".join(records))
-                except CorruptRecordError as exc:
+            for pd in topic["partition_data"]:
+                index = pd["index"]
+                if acks not in (0, 1, -1):
+                    entries.append(_entry(index, ErrorCode.INVALID_REQUIRED_ACKS))
                     failed = True
-                    entries.append(_entry(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc)))
+                    continue
+                if untagged_txn:
+                    entries.append(_entry(index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                                          message="transactional records without a transactional id"))
+                    failed = True
+                    continue
+                records = pd["records"]
+                if legacy and records is not None:
+                    try:
+                        records = upconvert(records if isinstance(records, (bytes, bytearray, memoryview))
+                                            else b"".join(records))
+                    except CorruptRecordError as exc:
+                        failed = True
+                        entries.append(_entry(index, ErrorCode.CORRUPT_MESSAGE, message=str(exc)))
+                        ctx.metrics.produce_failed(name)
+                        continue
+                try:
+                    part, res = replicas.append(name, index, records, acks, ctx.api_version)
+                except KafkaError as exc:
+                    failed = True
+                    log.debug("produce to %s-%d refused: %s", name, index, exc)
+                    entries.append(_entry(index, exc.code, message=str(exc),
+                                          record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None))
                     ctx.metrics.produce_failed(name)
                     continue
-            try:
-                part, res = replicas.append(name, index, records, acks, ctx.api_version)
-            except KafkaError as exc:
-                failed = True
-                log.debug("produce to %s-%d refused: %s", name, index, exc)
-                entries.append(_entry(index, exc.code, message=str(exc),
-                                      record_errors=exc.record_errors if isinstance(exc, RecordValidationError) else None))
-                ctx.metrics.produce_failed(name)
-                continue
-            if not res.duplicate:          # per partition: its bytes, and the offsets it was given
-                ctx.metrics.produced(name, res.bytes, res.last_offset - res.first_offset + 1)
-            entry = _entry(index, ErrorCode.NONE, res.first_offset, res.log_append_time, part.log_start_offset)
-            entries.append(entry)
-            if acks == -1 and not res.duplicate:
-                waiting.append((entry, replicas.pending_ack(part, res)))
-        results.append((name, entries))
+                if not res.duplicate:          # per partition: its bytes, and the offsets it was given
+                    ctx.metrics.produced(name, res.bytes, res.last_offset - res.first_offset + 1)
+                entry = _entry(index, ErrorCode.NONE, res.first_offset, res.log_append_time, part.log_start_offset)
+                entries.append(entry)
+                if acks == -1 and not res.duplicate:
+                    waiting.append((entry, replicas.pending_ack(part, res)))
+            results.append((name, entries))
 
     def response(codes: list[ErrorCode] | None = None) -> ProduceResponse:
         for (entry, _), code in zip(waiting, codes or ()):
@@ -145,4 +147,9 @@ def handle_produce(ctx: RequestContext, req: ProduceRequest,
         return NO_RESPONSE
     if not waiting:
         return response()
-    return replicas.await_replication([p for _, p in waiting], req["timeout_ms"]).addCallback(response)
+    replicated = replicas.await_replication([p for _, p in waiting], req["timeout_ms"]).addCallback(response)
+    if ctx.throttle_ms > 0:
+        return replicated            # over a quota: nothing more from this client until answered and muted
+    # appended, only the acks=all wait is left: the connection may start its next Produce now
+    # (net/server.py, Overlapped); answers still leave in request order
+    return Overlapped(replicated)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from twisted.internet import task
 
-from kafkalite.broker.purgatory import Purgatory
+from kafkalite.broker.purgatory import DelayedOperation, Purgatory
 
 
 def test_completes_when_checked_key_becomes_ready() -> None:
@@ -106,3 +106,46 @@ def test_checks_are_counted_per_key_and_a_retired_key_leaves_no_set() -> None:
     purgatory.retire(("t", 1))
     assert set(purgatory.watchers) == {("t", 0)} and len(purgatory) == 1
     assert purgatory.events == {("t", 0): 2, ("t", 1): 3}
+
+
+class Recorder(DelayedOperation):
+    """Ready once any key changed; records which keys it was told about before answering."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[object] = []
+        self.answers = 0
+
+    def try_complete(self) -> bool:
+        return False
+
+    def try_complete_key(self, key: object) -> bool:
+        self.seen.append(key)
+        return True
+
+    def on_complete(self, timed_out: bool) -> list[object]:
+        self.answers += 1
+        return list(self.seen)
+
+
+def test_deferred_checks_wake_each_waiter_once_with_every_changed_key() -> None:
+    """Inside checks_deferred (one request's appends) a check counts its key's event at once but
+    wakes nobody; at the end each waiter tries once with all of its changed keys, in order, so a
+    follower Fetch's answer covers every partition the request appended to."""
+    purgatory = Purgatory(task.Clock())
+    op = Recorder()
+    other = Recorder()
+    results: list[object] = []
+    purgatory.try_complete_else_watch(op, ["a", "b", "c"], 500).addCallback(results.append)
+    purgatory.try_complete_else_watch(other, ["z"], 500)
+    with purgatory.checks_deferred():
+        purgatory.check("a")
+        with purgatory.checks_deferred():          # nested: joins the outer block
+            purgatory.check("b")
+        purgatory.check("a")
+        assert results == [] and op.seen == []
+        assert purgatory.events == {"a": 2, "b": 1}
+    assert results == [["a", "b"]] and op.answers == 1
+    assert other.seen == [] and not other.done
+    purgatory.check("z")                            # outside a block: at once, as before
+    assert other.done

@@ -12,7 +12,7 @@ from kafkalite.broker.dispatcher import Dispatcher
 from kafkalite.broker.metrics import BrokerMetrics
 from kafkalite.broker.quotas import BrokerQuotas
 from kafkalite.broker.services import Clock
-from kafkalite.net.server import NO_RESPONSE, KafkaConnection
+from kafkalite.net.server import MAX_OVERLAPPED, NO_RESPONSE, KafkaConnection, Overlapped
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
 
@@ -234,3 +234,92 @@ def test_dispatcher_puts_the_throttle_in_the_response_and_mutes() -> None:
     other.dataReceived(b"".join(bytes(c) for c in codec.encode_request(18, 1, 8, "someone-else", {})))
     [raw] = responses(other_transport.value())
     assert codec.decode_response(18, 1, raw)[1]["throttle_time_ms"] == 0 and not other.muted
+
+
+class WaitsForReplication:
+    """Produce requests answer ``Overlapped`` (appended, waiting for acks=all), released by hand in
+    any order; every other request answers at once."""
+
+    def __init__(self, overlapped: bool = True) -> None:
+        self.overlapped = overlapped
+        self.seen: list[int] = []
+        self.waiting: dict[int, defer.Deferred] = {}
+
+    def dispatch(self, frame, conn):
+        header = codec.read_request_header(frame)
+        corr = header.correlation_id
+        self.seen.append(corr)
+        payload = [struct.pack(">ii", 4, corr)]
+        if header.api_key != ApiKey.PRODUCE:
+            return payload
+        d = self.waiting[corr] = defer.Deferred()
+        d.addCallback(lambda _: payload)
+        return Overlapped(d) if self.overlapped else d
+
+    def release(self, corr: int) -> None:
+        self.waiting.pop(corr).callback(None)
+
+
+def produce_frame(corr: int) -> bytes:
+    return raw_frame(ApiKey.PRODUCE, 8, corr)
+
+
+def answered(transport: StringTransport) -> list[int]:
+    return [struct.unpack(">i", r)[0] for r in responses(transport.value())]
+
+
+def test_produces_waiting_for_replication_overlap_and_answer_in_order() -> None:
+    """An acks=all Produce that only waits lets the next Produce start (appended, so one follower
+    fetch can carry both); the answers still leave in request order, whatever order replication
+    completes them in."""
+    dispatcher = WaitsForReplication()
+    conn, transport = connect(dispatcher)
+    conn.dataReceived(b"".join(produce_frame(c) for c in (1, 2, 3)))
+    assert dispatcher.seen == [1, 2, 3] and transport.value() == b""
+    dispatcher.release(3)
+    dispatcher.release(2)
+    assert transport.value() == b"", "an answer overtook an earlier request's"
+    dispatcher.release(1)
+    assert answered(transport) == [1, 2, 3] and not conn.busy
+
+
+def test_other_requests_wait_for_every_earlier_answer() -> None:
+    """A request of another API (ApiVersions here) behind waiting Produces starts only once they
+    are all answered, and a Produce behind it waits for it: Kafka's one-at-a-time rule holds for
+    everything but Produce after Produce."""
+    dispatcher = WaitsForReplication()
+    conn, transport = connect(dispatcher)
+    conn.dataReceived(produce_frame(1) + request(ApiKey.API_VERSIONS, 0, 2) + produce_frame(3))
+    assert dispatcher.seen == [1]
+    dispatcher.release(1)
+    assert dispatcher.seen == [1, 2, 3] and answered(transport) == [1, 2]
+    dispatcher.release(3)
+    assert answered(transport) == [1, 2, 3]
+
+
+def test_a_plain_deferred_still_holds_the_connection() -> None:
+    """A handler that waits without saying Overlapped (a long-poll Fetch, a throttled Produce)
+    keeps the next request, Produce or not, from starting."""
+    dispatcher = WaitsForReplication(overlapped=False)
+    conn, transport = connect(dispatcher)
+    conn.dataReceived(produce_frame(1) + produce_frame(2))
+    assert dispatcher.seen == [1]
+    dispatcher.release(1)
+    assert dispatcher.seen == [1, 2] and answered(transport) == [1]
+
+
+def test_overlapping_stops_at_the_in_flight_limit() -> None:
+    """At most MAX_OVERLAPPED waiting Produces and the one started after them; the rest stay
+    queued until the oldest is answered."""
+    dispatcher = WaitsForReplication()
+    conn = KafkaConnection(dispatcher, max_frame_bytes=1 << 20, max_queued=100)
+    transport = StringTransport()
+    conn.makeConnection(transport)
+    total = MAX_OVERLAPPED + 4
+    conn.dataReceived(b"".join(produce_frame(c) for c in range(total)))
+    assert dispatcher.seen == list(range(MAX_OVERLAPPED + 1))
+    dispatcher.release(0)
+    assert dispatcher.seen == list(range(MAX_OVERLAPPED + 2)) and answered(transport) == [0]
+    for c in range(1, total):
+        dispatcher.release(c)
+    assert answered(transport) == list(range(total)) and not conn.busy

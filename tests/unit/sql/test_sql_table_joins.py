@@ -205,7 +205,27 @@ def test_pull_queries_on_session_and_emit_final_tables(engine: Engine, monkeypat
     assert engine.query("SELECT n FROM fin WHERE id = 'k';").rows == [[3]]
 
 
-def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine) -> None:
+class RecordingAdmin:
+    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
+    deleted: list[str] = []
+
+    def __init__(self, *a: Any, **kw: Any) -> None:
+        pass
+
+    def __enter__(self) -> "RecordingAdmin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
+
+    def delete_topics(self, names: list[str]) -> dict[str, Any]:
+        RecordingAdmin.deleted += names
+        return {n: None for n in names}
+
+
+def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine, monkeypatch: Any) -> None:
+    monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
+    RecordingAdmin.deleted = []
     engine.execute("CREATE TABLE x (id STRING PRIMARY KEY, z STRING) WITH (KAFKA_TOPIC='x', VALUE_FORMAT='JSON');")
     out = engine.execute("CREATE TABLE per_z AS SELECT x.z AS z, COUNT(*) AS n, SUM(s.v) FROM s JOIN x ON s.name = x.id "
                          "WHERE s.v > 0 GROUP BY x.z;")
@@ -228,6 +248,9 @@ def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine)
     assert set(engine.running) == {"CTAS_PER_Z_4", "CTAS_PER_Z_4_JOIN"}
     engine.execute("TERMINATE CTAS_PER_Z_4;")                   # both Spark queries stop
     assert engine.running == {}
+    assert RecordingAdmin.deleted == [topic]                    # and the internal topic is deleted
+    engine.execute("CREATE STREAM plain AS SELECT * FROM s;TERMINATE CSAS_PLAIN_6;")
+    assert RecordingAdmin.deleted == [topic]                    # a query without one deletes nothing
     with pytest.raises(KsqlError, match="Column 'NOPE' cannot be resolved"):
         engine.execute("CREATE TABLE bad AS SELECT x.z, COUNT(nope) FROM s JOIN x ON s.name = x.id GROUP BY x.z;")
 
