@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, inserts, printing, serde
+from kafkalite.sql import ast, expression_types, inserts, printing, serde
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -37,8 +37,9 @@ from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, Ksq
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Scope, avro_schema, columns_of, has_aggregate, literal,
-                                     map_columns, output_name, quote, spark_type, to_spark)
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
+                                     from_wire, has_aggregate, literal, map_columns, map_entry_fields, map_of_entries,
+                                     output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
 
@@ -291,19 +292,30 @@ class Engine:
 
     def _avro_text(self, data: bytes) -> str | None:
         """A registry-framed Avro value as JSON text (PRINT's AVRO format), None if it is not one."""
+        datum = self._avro_decoder()(data)
+        return None if datum is None else json.dumps(json_value(datum))
+
+    def _avro_decoder(self) -> Callable[[bytes], Any]:
+        """Decodes registry-framed Avro values (None for one that is not: not framed, an unknown
+        id, not its schema), each writer schema fetched from the registry once."""
         from kafkalite.registry.client import RegistryClient
         from kafkalite.registry.serde import decode, parse_avro
 
         registry = RegistryClient(str(self.config.schema_registry_url))
+        schemas: dict[int, Any] = {}
 
         def lookup(schema_id: int) -> Any:
-            registered = registry.by_id(schema_id)
-            return registered, parse_avro(registered.schema, registered.dependencies)
-        try:
-            _, _, datum = decode(data, lookup)
-        except Exception:                                 # not framed, unknown id, or not this schema
-            return None
-        return json.dumps(json_value(datum))
+            if schema_id not in schemas:
+                registered = registry.by_id(schema_id)
+                schemas[schema_id] = registered, parse_avro(registered.schema, registered.dependencies)
+            return schemas[schema_id]
+
+        def datum(data: bytes) -> Any:
+            try:
+                return decode(data, lookup)[2]
+            except Exception:
+                return None
+        return datum
 
     @staticmethod
     def _watch(tq: TransientQuery, running: Any) -> None:
@@ -484,15 +496,13 @@ class Engine:
             if fmt not in FORMATS:
                 raise KsqlError(f"Unknown format: {fmt}", statement=text)
         columns = tuple(s.columns)
+        refusal = serde.format_refusal(columns, key_format, value_format)
+        if refusal is not None:
+            raise KsqlError(refusal, statement=text)
         if value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
             self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
-        for c in columns:                                 # ksqlDB's serdes for these formats take no collections
-            fmt = key_format if c.key else value_format
-            if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
-                raise KsqlError(f"The '{fmt}' format does not support type '{c.type.name}'"
-                                + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""), statement=text)
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]
@@ -646,9 +656,13 @@ class Engine:
         if aggregate and src.kind == "TABLE":
             join_rules.check_table_aggregate(q, text)
         left = q.alias or src.name
+        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
+        types = {c.name: c.type for c in src.columns} if not joins else {
+            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         scope: set[str] | Scope = Scope(((left, _columns_in_scope(src)),) + tuple(
-            (alias, _columns_in_scope(right)) for _, right, alias in joins)) \
-            if joins else {c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window else set())
+            (alias, _columns_in_scope(right)) for _, right, alias in joins), types) \
+            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window
+                                                                                 else set()), types)
         synthetic = _synthetic_key(src, joins, left)
         if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
             q = replace(q, items=tuple(replace(i, expr=synthetic) if i.expr == ast.Column("ROWKEY") else i
@@ -658,7 +672,6 @@ class Engine:
             kind = "TABLE"
         self._check_select(kind, properties, q, src, scope, text, table_join)
         with_props = {k.upper(): v for k, v in properties}
-        sources = [(left, src)] + [(alias, right) for _, right, alias in joins]
         items: list[tuple[str, ast.Expr]] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
@@ -682,11 +695,9 @@ class Engine:
             match = next((n for n, x in items if x == e), None)
             key_names.append(match or (e.name if isinstance(e, ast.Column) else f"KSQL_KEY_{len(key_names)}"))
         value_items = [(n, e) for n, e in items if n not in key_names]
-        types = {c.name: c.type for c in src.columns} if not joins else {
-            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         # (name, key?, type): a computed column's type (None) is Spark's to decide
         def type_of(e: ast.Expr) -> ast.SqlType | None:
-            return _static_type(_qualified(e, scope) if isinstance(e, ast.Column) else e, types)
+            return expression_types.type_of(e, column_types(scope), text)
         typed = [(n, True, type_of(e)) for n, e in zip(key_names, key_exprs)] + [
             (n, False, type_of(e)) for n, e in value_items]
         sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
@@ -699,6 +710,10 @@ class Engine:
                               str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
                               str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
                               statement=text)
+            refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
+                                           sink.key_format, sink.value_format)
+            if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
+                raise KsqlError(refusal, statement=text)
         return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
@@ -1338,6 +1353,7 @@ class Engine:
                             isolation_level="read_committed", security=self.config.security,
                             client_id=f"ksql-restore-{plan.query_id}")
         restored = 0
+        avro = self._avro_decoder() if plan.sink.value_format == "AVRO" else None
         try:
             consumer.assign(tps)
             ends = consumer.end_offsets(tps)
@@ -1347,7 +1363,7 @@ class Engine:
                 records = consumer.poll(1000)
                 idle = 0 if records else idle + 1
                 for r in records:
-                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window)
+                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window, avro)
                     if row is not None and row.pop("__deleted", False):
                         store.delete([tuple(row.get(k) for k in store.key_names)])
                     elif row is not None:
@@ -1398,14 +1414,19 @@ class Engine:
         elif src.value_format == "DELIMITED":
             # a regex for split(), inside a SQL string literal (whose parser eats one level of backslashes)
             delim = re.escape(src.value_delimiter).replace("\\", "\\\\").replace("'", "\\'")
-            cols += [f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(c.type)}) AS {quote(c.name)}"
-                     for i, c in enumerate(values)]
+            for i, c in enumerate(values):                # DATE/TIMESTAMP: days / epoch ms, as ksqlDB writes them
+                field = f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(wire_type(c.type))})"
+                cols.append(f"{from_wire(field, c.type)} AS {quote(c.name)}")
         elif src.value_format == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
             cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
-            cols += [f"value.{quote(_avro_field(raw, c.name))} AS {quote(c.name)}" for c in values]
+            for c in values:
+                field = f"value.{quote(_avro_field(raw, c.name))}"
+                if c.type.name == "MAP" and _avro_field_kind(raw, c.name) == "array":
+                    field = map_of_entries(field)         # Connect's map with non-string keys
+                cols.append(f"{field} AS {quote(c.name)}")
         if batch_session is not None:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
@@ -1417,7 +1438,10 @@ class Engine:
         if not names:
             key = "CAST(NULL AS BINARY)"
         elif plan.sink.key_format == "JSON":
-            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in names) + ")) AS BINARY)"
+            def wire(n: str) -> str:                      # a DATE/TIMESTAMP key as ksqlDB's JSON writes it
+                c = plan.sink.column(n)
+                return quote(n) if c is None else to_wire(quote(n), c.type)
+            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
         else:
             if len(names) > 1:
                 raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "
@@ -1440,12 +1464,17 @@ class Engine:
                     for sql in self._value_sql(plan, result)]
         values = [n for n, _ in plan.items if n not in plan.key_names]
         fmt = plan.sink.value_format
+        spark_types = {f.name: sql_type_of_spark(f.dataType.simpleString()) for f in result.schema.fields}
+
+        def wire(n: str) -> str:                          # DATE/TIMESTAMP as ksqlDB's JSON and DELIMITED write them
+            t = spark_types.get(n)
+            return quote(n) if t is None else to_wire(quote(n), t)
         if fmt == "JSON":
             # null columns are written as null, as ksqlDB writes them (Spark drops them by default)
-            return ["to_json(named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values)
+            return ["to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in values)
                     + "), map('ignoreNullFields', 'false')) AS value"]
         if fmt == "DELIMITED":
-            return ["concat_ws(',', " + ", ".join(f"CAST({quote(n)} AS STRING)" for n in values) + ") AS value"]
+            return ["concat_ws(',', " + ", ".join(f"CAST({wire(n)} AS STRING)" for n in values) + ") AS value"]
         if fmt == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=plan.sink.statement)
@@ -1728,16 +1757,23 @@ def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
     if not columns:
         return []
-    upper = ", ".join(f"{quote(c.name)} {spark_type(c.type)}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(c.type)}" for c in columns)
+    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in columns)
+    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in columns)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
-    return [f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())}) AS {quote(c.name)}" for c in columns]
+    return [f"{from_wire(f'coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})', c.type)} AS {quote(c.name)}"
+            for c in columns]
 
 
 def _avro_field(raw: Any, upper: str) -> str:
     struct = raw.schema["value"].dataType
     return next((f.name for f in struct.fields if f.name.upper() == upper), upper)
+
+
+def _avro_field_kind(raw: Any, upper: str) -> str | None:
+    """The Spark type name (``array``, ``map``...) of an Avro value field, None if absent."""
+    struct = raw.schema["value"].dataType
+    return next((f.dataType.typeName() for f in struct.fields if f.name.upper() == upper), None)
 
 
 def _schema_json(t: ast.SqlType) -> dict[str, Any]:
@@ -1794,6 +1830,12 @@ def _avro_sql_type(t: Any) -> ast.SqlType | None:
         return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
     if (base, logical) in _AVRO_LOGICAL:
         return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
+    if base == "array" and map_entry_fields(t.get("items")) is not None:
+        key, value = map_entry_fields(t.get("items")) or ({}, {})
+        key_type, value_type = _avro_sql_type(key.get("type")), _avro_sql_type(value.get("type"))
+        if key_type is None or key_type.name not in ("INT", "BIGINT", "BOOLEAN", "STRING") or value_type is None:
+            return None                                   # ksqlDB: "Unsupported type for map key"
+        return ast.SqlType("MAP", items=(ast.SqlType("STRING"), value_type))
     if base == "array":
         items = _avro_sql_type(t.get("items"))
         return None if items is None else ast.SqlType("ARRAY", items=(items,))
@@ -1958,29 +2000,6 @@ def _expr_text(e: ast.Expr) -> str:
     if isinstance(e, ast.Literal):
         return repr(e.value)
     return type(e).__name__.upper()
-
-
-def _static_type(e: ast.Expr, types: dict[str, ast.SqlType]) -> ast.SqlType | None:
-    """A projected expression's type when it is known without Spark (a column, a cast, a literal)."""
-    if isinstance(e, ast.Column):
-        found = types.get(f"{e.source}.{e.name}") if e.source else types.get(e.name)
-        return found or (ast.SqlType("BIGINT") if e.name in PSEUDO or e.name in WINDOW_BOUNDS else None)
-    if isinstance(e, ast.Cast):
-        return e.type
-    if isinstance(e, ast.Literal) and e.value is not None:
-        v = e.value
-        return ast.SqlType("BOOLEAN" if isinstance(v, bool) else "INT" if isinstance(v, int)
-                           else "DOUBLE" if isinstance(v, float) else "STRING")
-    if isinstance(e, ast.Call) and e.name in ("COUNT", "COUNT_DISTINCT"):
-        return ast.SqlType("BIGINT")             # ksqlDB's aggregates' return types, so that a query
-    if isinstance(e, ast.Call) and e.name == "AVG":  # reading an aggregated table (a join) gets numbers
-        return ast.SqlType("DOUBLE")
-    if isinstance(e, ast.Call) and e.name in ("SUM", "MIN", "MAX", "EARLIEST_BY_OFFSET", "LATEST_BY_OFFSET") \
-            and len(e.args) == 1:
-        found = _static_type(e.args[0], types)
-        return found if found is not None and found.name in ("INT", "BIGINT", "DOUBLE", "DECIMAL", "STRING") \
-            and (e.name != "SUM" or found.name != "STRING") else None
-    return None
 
 
 def _check_insert_schema(result: list[tuple[str, bool, ast.SqlType | None]], sink: DataSource, text: str) -> None:

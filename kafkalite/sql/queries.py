@@ -203,6 +203,20 @@ def evaluate(e: ast.Expr, row: dict[str, Any], statement: str) -> Any:
 
 
 def _typed(text: Any, ksql: str) -> Any:
+    """A value read back from a JSON or DELIMITED output record as the query's Spark rows hold it:
+    numbers from text, a DATE from days since the epoch, a TIMESTAMP from epoch milliseconds (as
+    PySpark gives timestamps: naive, in local time)."""
+    if ksql in ("DATE", "TIMESTAMP") and text is not None:
+        try:
+            if isinstance(text, str) and not text.lstrip("-").isdigit():
+                return (datetime.date.fromisoformat(text) if ksql == "DATE"
+                        else datetime.datetime.fromisoformat(text.rstrip("Z")))
+            n = int(text)
+        except (TypeError, ValueError):
+            return text
+        if ksql == "DATE":
+            return datetime.date(1970, 1, 1) + datetime.timedelta(days=n)
+        return datetime.datetime.fromtimestamp(n / 1000)
     if text is None or not isinstance(text, str):
         return text
     try:
@@ -217,11 +231,23 @@ def _typed(text: Any, ksql: str) -> Any:
     return text
 
 
+def _as_spark(v: Any) -> Any:
+    """A decoded Avro value as the query's Spark rows hold it: timestamps naive, in local time."""
+    if isinstance(v, datetime.datetime) and v.tzinfo is not None:
+        return datetime.datetime.fromtimestamp(v.timestamp())
+    if isinstance(v, list):
+        return [_as_spark(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _as_spark(x) for k, x in v.items()}
+    return v
+
+
 def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
-                  window: ast.Window | None) -> dict[str, Any] | None:
+                  window: ast.Window | None, avro: Callable[[bytes], Any] | None = None) -> dict[str, Any] | None:
     """One record of a table's output topic back into a state-store row (the inverse of the
     query's key and value encoding); None for a record this cannot read. A tombstone (a table
-    join's deleted row) is its key columns with ``__deleted`` set."""
+    join's deleted row) is its key columns with ``__deleted`` set. ``avro`` decodes a
+    registry-framed AVRO value (its fields matched to the columns in any case)."""
     if key is None:
         return None
     types = dict(zip(store.column_names, store.column_types))
@@ -236,7 +262,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
     try:
         if sink.key_format == "JSON":
             doc = json.loads(key)
-            row.update({k: doc.get(k) for k in store.key_names})
+            row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})
         elif store.key_names:
             row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
         values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]
@@ -244,13 +270,19 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             return {**row, "__deleted": True}
         if sink.value_format == "JSON":
             doc = json.loads(value)
-            row.update({c: doc.get(c) for c in values})
+            row.update({c: _typed(doc.get(c), types[c]) for c in values})
         elif sink.value_format == "DELIMITED":
             row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
         elif sink.value_format == "KAFKA" and len(values) == 1:
             row[values[0]] = _typed(value.decode(), types[values[0]])
+        elif sink.value_format == "AVRO" and avro is not None:
+            datum = avro(value)
+            if not isinstance(datum, dict):
+                return None
+            fields = {str(k).upper(): v for k, v in datum.items()}
+            row.update({c: _as_spark(fields.get(c.upper())) for c in values})
         else:
-            return None                                   # AVRO: not restored (see docs/sql.md)
+            return None
     except (ValueError, UnicodeDecodeError):
         return None
     return row

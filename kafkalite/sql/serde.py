@@ -18,6 +18,7 @@ from typing import Any, Callable
 from kafkalite.sql import ast, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
 from kafkalite.sql.metastore import DataSource
+from kafkalite.sql.translate import map_entry_fields
 
 #: (schema id, parsed schema, field names) of a subject's latest Avro schema
 AvroLookup = Callable[[str], tuple[int, Any, list[str]]]
@@ -256,6 +257,27 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
 
 
+def format_refusal(columns: "tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]", key_format: str,
+                   value_format: str) -> str | None:
+    """ksqlDB's refusal of a column type its format cannot carry, None if all fit: DELIMITED and
+    KAFKA take no ARRAY, MAP or STRUCT (``KsqlDelimitedDeserializer``, ``KafkaSerdeFactory``); AVRO
+    and JSON maps must have STRING keys (``AvroUtil``, ``KsqlJsonSerdeFactory``), also nested."""
+    def maps(t: ast.SqlType) -> list[ast.SqlType]:
+        inner = [x for i in t.items for x in maps(i)] + [x for _, f in t.fields for x in maps(f)]
+        return ([t] if t.name == "MAP" else []) + inner
+    for c in columns:
+        fmt = key_format if c.key else value_format
+        if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
+            return (f"The '{fmt}' format does not support type '{c.type.name}'"
+                    + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""))
+        if any(m.items[0].name not in ("STRING", "VARCHAR") for m in maps(c.type)):
+            if fmt == "AVRO":
+                return "Avro only supports MAPs with STRING keys"
+            if fmt == "JSON":
+                return "JSON only supports MAP types with STRING keys"
+    return None
+
+
 AVRO_NAMESPACE = "io.confluent.ksql.avro_schemas"
 AVRO_RECORD = "KsqlDataSourceSchema"
 _AVRO_PLAIN: dict[str, Any] = {
@@ -290,7 +312,7 @@ def _avro_type(t: ast.SqlType, path: str) -> Any:
         return {"type": "array", "items": ["null", _avro_type(t.items[0], path)]}
     if name == "MAP":
         if t.items[0].name not in ("STRING", "VARCHAR"):
-            raise ValueError(f"Avro only supports MAPs with STRING keys, got {ksql_type_name(t)}")
+            raise ValueError("Avro only supports MAPs with STRING keys")
         return {"type": "map", "values": ["null", _avro_type(t.items[1], path)]}
     if name == "STRUCT":
         return {"type": "record", "name": path, "fields": [_avro_field(n, ft, path) for n, ft in t.fields]}
@@ -298,9 +320,10 @@ def _avro_type(t: ast.SqlType, path: str) -> Any:
 
 
 def _time_ms(v: Any, column: ast.ColumnDef) -> Any:
-    """A TIME as ksqlDB's JSON and DELIMITED formats write it: milliseconds of the day (Connect's
-    Time through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``), also inside an
-    ARRAY, a MAP or a STRUCT."""
+    """TIME and DATE as ksqlDB's JSON and DELIMITED formats write them (Connect's Time and Date
+    through ``JsonConverter``; ``KsqlDelimitedSerializer.handleTime``/``handleDate``): a TIME as
+    milliseconds of the day, a DATE as days since the epoch, also inside an ARRAY, a MAP or a
+    STRUCT (a TIMESTAMP is already epoch milliseconds)."""
     return _times(v, column.type)
 
 
@@ -317,7 +340,12 @@ def _times(v: Any, t: ast.SqlType) -> Any:
     if isinstance(v, str) and t.name == "TIME":
         tm = datetime.time.fromisoformat(v)
         return ((tm.hour * 60 + tm.minute) * 60 + tm.second) * 1000 + tm.microsecond // 1000
+    if isinstance(v, str) and t.name == "DATE":
+        return (datetime.date.fromisoformat(v) - EPOCH_DAY).days
     return v
+
+
+EPOCH_DAY = datetime.date(1970, 1, 1)
 
 
 def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], where: str) -> Any:
@@ -337,6 +365,11 @@ def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], wher
     if t.name == "ARRAY" and isinstance(v, list):
         items = schema.get("items") if kind == "array" else None
         return [_avro_value(x, t.items[0], items, named, where) for x in v]
+    if t.name == "MAP" and isinstance(v, dict) and kind == "array":
+        entry = map_entry_fields(schema.get("items"))
+        if entry is not None:                             # Connect's map with non-string keys: its entries
+            return [{"key": _map_key(k, entry[0]["type"], where),
+                     "value": _avro_value(x, t.items[1], entry[1]["type"], named, where)} for k, x in v.items()]
     if t.name == "MAP" and isinstance(v, dict):
         vals = schema.get("values") if kind == "map" else None
         return {k: _avro_value(x, t.items[1], vals, named, where) for k, x in v.items()}
@@ -359,6 +392,23 @@ def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], wher
         except ValueError:
             raise ValueError(f"Invalid TIME for {where}: {v!r} (expected HH:mm:ss)") from None
     return v
+
+
+def _map_key(key: str, schema: Any, where: str) -> Any:
+    """A MAP column's (STRING) key as the registry's entry key type takes it: int, long or boolean
+    from its text, as ksqlDB reads those keys as text."""
+    kind = [b for b in schema if b != "null"][0] if isinstance(schema, list) and len(schema) == 2 else schema
+    kind = kind.get("type") if isinstance(kind, dict) else kind
+    try:
+        if kind in ("int", "long"):
+            return int(key)
+        if kind == "boolean":
+            if key.lower() not in ("true", "false"):
+                raise ValueError(key)
+            return key.lower() == "true"
+    except ValueError:
+        raise ValueError(f"Invalid map key for {where}: {key!r} is not a {kind}") from None
+    return key
 
 
 def _json(v: Any) -> Any:

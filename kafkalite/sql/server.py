@@ -22,7 +22,9 @@ def spark_session(config: KsqlConfig) -> Any:
     this interpreter and import this package, also on a Spark cluster (spark_integration.session)."""
     from spark_integration.session import spark_session as session_for
     return session_for(f"kafkalite-sql-{config.service_id}", config.spark_master,
-                       {"spark.sql.shuffle.partitions": "2", **dict(config.spark_conf)})
+                       {"spark.sql.shuffle.partitions": "2",
+                        # MAP('k' := 1, 'k' := 2) keeps the last value, as ksqlDB's map builder does
+                        "spark.sql.mapKeyDedupPolicy": "LAST_WIN", **dict(config.spark_conf)})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,12 +3,13 @@ as a Spark SQL statement over a temporary view of its parsed source, so each ksq
 maps to a Spark function here, and an unknown one is ksqlDB's statement error."""
 from __future__ import annotations
 
+import decimal
 import json
 import re
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterable, Mapping
 
-from kafkalite.sql import ast
+from kafkalite.sql import ast, expression_types
 from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.values import sql_text
 
@@ -44,6 +45,13 @@ class Scope:
     the left source's."""
 
     sources: tuple[tuple[str, frozenset[str]], ...]
+    #: ``ALIAS.COLUMN`` -> declared type, for the types of expressions (collection constructors)
+    types: Mapping[str, ast.SqlType] = field(default_factory=dict, compare=False)
+
+    def owner(self, col: ast.Column) -> str | None:
+        if col.source is not None:
+            return col.source
+        return next((a for a, cols in self.sources if col.name in cols), None)
 
     def resolve(self, col: ast.Column, statement: str) -> str:
         aliases = dict(self.sources)
@@ -64,6 +72,30 @@ class Scope:
         return f"{quote(owners[0])}.{quote(col.name)}"
 
 
+class Columns(set[str]):
+    """The column names a single-source query's expressions can name, with their declared types
+    (pseudo columns and window bounds are BIGINT), so collection constructors and subscripts are
+    typed as ksqlDB types them. A plain set of names works too (types then unknown)."""
+
+    types: Mapping[str, ast.SqlType]
+
+    def __init__(self, names: Iterable[str], types: Mapping[str, ast.SqlType]) -> None:
+        super().__init__(names)
+        self.types = dict(types)
+
+
+def column_types(known: "set[str] | Scope") -> Callable[[ast.Column], ast.SqlType | None]:
+    """The type of a column in scope, None if unknown."""
+    def of(col: ast.Column) -> ast.SqlType | None:
+        if col.name in PSEUDO or col.name in WINDOW_BOUNDS:
+            return ast.SqlType("BIGINT")
+        if isinstance(known, Scope):
+            owner = known.owner(col)
+            return None if owner is None else known.types.get(f"{owner}.{col.name}")
+        return known.types.get(col.name) if isinstance(known, Columns) else None
+    return of
+
+
 def quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -80,6 +112,83 @@ def spark_type(t: ast.SqlType) -> str:
     return _SPARK_TYPES[t.name]
 
 
+def _has_temporal(t: ast.SqlType) -> bool:
+    return t.name in ("DATE", "TIMESTAMP") or any(_has_temporal(i) for i in t.items) or any(
+        _has_temporal(f) for _, f in t.fields)
+
+
+def wire_type(t: ast.SqlType) -> ast.SqlType:
+    """The type a JSON or DELIMITED column is first read as: DATE and TIMESTAMP (also inside
+    collections) as text, since ksqlDB writes them as numbers (days since the epoch, epoch
+    milliseconds) that Spark's own JSON parser would misread (a number as seconds, or not a date)."""
+    if t.name in ("DATE", "TIMESTAMP"):
+        return ast.SqlType("STRING")
+    return replace(t, items=tuple(wire_type(i) for i in t.items), fields=tuple((n, wire_type(f)) for n, f in t.fields))
+
+
+def _nested(expr: str, t: ast.SqlType, leaf: Callable[[str, ast.SqlType], str], depth: int = 0) -> str:
+    """``expr`` with ``leaf`` applied to every DATE/TIMESTAMP inside it (arrays through
+    ``transform``, map values through ``transform_values``, struct fields rebuilt)."""
+    if not _has_temporal(t):
+        return expr
+    if t.name in ("DATE", "TIMESTAMP"):
+        return leaf(expr, t)
+    var = f"`__e{depth}`"
+    if t.name == "ARRAY":
+        return f"transform({expr}, {var} -> {_nested(var, t.items[0], leaf, depth + 1)})"
+    if t.name == "MAP":
+        return f"transform_values({expr}, (`__k{depth}`, {var}) -> {_nested(var, t.items[1], leaf, depth + 1)})"
+    fields = ", ".join(f"{literal(n)}, {_nested(f'{expr}.{quote(n)}', ft, leaf, depth + 1)}" for n, ft in t.fields)
+    return f"CASE WHEN {expr} IS NULL THEN NULL ELSE named_struct({fields}) END"
+
+
+def from_wire(expr: str, t: ast.SqlType) -> str:
+    """A column read as :func:`wire_type` at its type, as ksqlDB's JSON and DELIMITED
+    deserializers read it: a DATE from days since the epoch, a TIMESTAMP from epoch milliseconds
+    (a number or numeric text); text such as ``2025-11-29`` or ``2025-11-29T10:00:00`` is read too
+    (what this server wrote before), anything else is null."""
+    def leaf(x: str, leaf_type: ast.SqlType) -> str:
+        if leaf_type.name == "DATE":
+            return (f"CASE WHEN {x} RLIKE '^-?[0-9]+$' THEN date_from_unix_date(CAST({x} AS INT)) "
+                    f"ELSE try_cast({x} AS DATE) END")
+        return (f"CASE WHEN {x} RLIKE '^-?[0-9]+$' THEN timestamp_millis(CAST({x} AS BIGINT)) "
+                f"ELSE try_cast({x} AS TIMESTAMP) END")
+    return _nested(expr, t, leaf)
+
+
+def to_wire(expr: str, t: ast.SqlType) -> str:
+    """A query's output value as ksqlDB's JSON and DELIMITED serializers write it: a DATE as days
+    since the epoch, a TIMESTAMP as epoch milliseconds, also inside collections."""
+    return _nested(expr, t, lambda x, leaf_type: f"unix_date({x})" if leaf_type.name == "DATE" else f"unix_millis({x})")
+
+
+#: Confluent's AvroData writes a Connect map whose keys are not strings as an Avro array of these
+MAP_ENTRY = "io.confluent.connect.avro.MapEntry"
+
+
+def map_entry_fields(items: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The ``key`` and ``value`` fields of an Avro array's items if they are Connect's
+    ``MapEntry`` record (a map with non-string keys, as AvroData writes it), else None."""
+    if isinstance(items, list):
+        branches = [b for b in items if b != "null"]
+        items = branches[0] if len(branches) == 1 else None
+    if not isinstance(items, dict) or items.get("type") != "record":
+        return None
+    name = str(items.get("name", ""))
+    full = name if "." in name else f"{items.get('namespace', '')}.{name}"
+    fields = {f.get("name"): f for f in items.get("fields", []) if isinstance(f, dict)}
+    if full != MAP_ENTRY or set(fields) != {"key", "value"}:
+        return None
+    return fields["key"], fields["value"]
+
+
+def map_of_entries(expr: str) -> str:
+    """Connect's map-as-entries (``array<struct<key, value>>``) as ksqlDB reads it: a MAP whose
+    keys are the keys' text (``ConnectKsqlSchemaTranslator``; a repeated key, the last)."""
+    return (f"map_from_entries(transform({expr}, `__entry` -> struct(CAST(`__entry`.`key` AS STRING) AS `key`, "
+            f"`__entry`.`value` AS `value`)))")
+
+
 def literal(value: object) -> str:
     if value is None:
         return "NULL"
@@ -87,6 +196,8 @@ def literal(value: object) -> str:
         return "TRUE" if value else "FALSE"
     if isinstance(value, (int, float)):
         return repr(value)
+    if isinstance(value, decimal.Decimal):
+        return format(value, "f")
     return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
@@ -111,6 +222,14 @@ def _children(e: ast.Expr) -> tuple[ast.Expr, ...]:
         return tuple(x for pair in e.whens for x in pair) + ((e.default,) if e.default is not None else ())
     if isinstance(e, ast.Call):
         return e.args
+    if isinstance(e, ast.ArrayConstructor):
+        return e.items
+    if isinstance(e, ast.MapConstructor):
+        return tuple(x for pair in e.entries for x in pair)
+    if isinstance(e, ast.StructConstructor):
+        return tuple(v for _, v in e.fields)
+    if isinstance(e, ast.Subscript):
+        return (e.operand, e.index)
     return ()
 
 
@@ -132,6 +251,14 @@ def map_columns(e: ast.Expr, fn: "Callable[[ast.Column], ast.Expr]") -> ast.Expr
                            default=None if x.default is None else go(x.default))
         if isinstance(x, ast.Call):
             return replace(x, args=tuple(go(a) for a in x.args))
+        if isinstance(x, ast.ArrayConstructor):
+            return replace(x, items=tuple(go(i) for i in x.items))
+        if isinstance(x, ast.MapConstructor):
+            return replace(x, entries=tuple((go(k), go(v)) for k, v in x.entries))
+        if isinstance(x, ast.StructConstructor):
+            return replace(x, fields=tuple((n, go(v)) for n, v in x.fields))
+        if isinstance(x, ast.Subscript):
+            return replace(x, operand=go(x.operand), index=go(x.index))
         return x
     return go(e)
 
@@ -181,15 +308,48 @@ def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window
         if isinstance(x, ast.Cast):
             return f"CAST({go(x.operand)} AS {spark_type(x.type)})"
         if isinstance(x, ast.Dereference):
+            expression_types.type_of(x, column_types(known), statement)   # ksqlDB's refusals
             return f"{go(x.operand)}.{quote(x.field)}"
         if isinstance(x, ast.Case):
             whens = " ".join(f"WHEN {go(c)} THEN {go(v)}" for c, v in x.whens)
             return f"(CASE {whens}{' ELSE ' + go(x.default) if x.default is not None else ''} END)"
         if isinstance(x, ast.Call):
             return _call(x, go, statement)
-        raise KsqlError(f"Unsupported expression in a query on this server: {sql_text(x)} (collection "
-                        "constructors and subscripts are evaluated in INSERT ... VALUES only)", statement=statement)
+        if isinstance(x, (ast.ArrayConstructor, ast.MapConstructor, ast.StructConstructor)):
+            return _constructor(x, go, column_types(known), statement)
+        if isinstance(x, ast.Subscript):
+            return _subscript(x, go, column_types(known), statement)
+        raise KsqlError(f"Unsupported expression in a query on this server: {sql_text(x)}", statement=statement)
     return go(e)
+
+
+def _constructor(x: ast.ArrayConstructor | ast.MapConstructor | ast.StructConstructor, go: Callable[[ast.Expr], str],
+                 types: expression_types.ColumnTypes, statement: str) -> str:
+    """``ARRAY[...]`` as Spark's ``array``, ``MAP(k := v)`` as ``map`` (a repeated key: the last
+    wins, as in ksqlDB, with the session's ``spark.sql.mapKeyDedupPolicy=LAST_WIN``), ``STRUCT(f :=
+    v)`` as ``named_struct``; elements at ksqlDB's common type first."""
+    coerced, _ = expression_types.coerce_constructor(x, types, statement)
+    if isinstance(coerced, ast.ArrayConstructor):
+        return f"array({', '.join(go(i) for i in coerced.items)})"
+    if isinstance(coerced, ast.MapConstructor):
+        return f"map({', '.join(f'{go(k)}, {go(v)}' for k, v in coerced.entries)})"
+    assert isinstance(coerced, ast.StructConstructor)
+    return f"named_struct({', '.join(f'{literal(n)}, {go(v)}' for n, v in coerced.fields)})"
+
+
+def _subscript(x: ast.Subscript, go: Callable[[ast.Expr], str], types: expression_types.ColumnTypes,
+               statement: str) -> str:
+    """``arr[i]`` as ksqlDB's ``ArrayAccess``: 1-based, negative from the end, null out of range
+    and for 0 (Spark's ``try_element_at`` refuses 0, hence ``nullif``); ``m[k]`` null for a
+    missing key. An operand whose type is unknown before Spark runs is an array unless the index
+    is a string."""
+    expression_types.type_of(x, types, statement)          # ksqlDB's refusal of a subscript on anything else
+    base = expression_types.type_of(x.operand, types, statement)
+    index = expression_types.type_of(x.index, types, statement)
+    is_map = base.name == "MAP" if base is not None else index is not None and index.name == "STRING"
+    if is_map:
+        return f"try_element_at({go(x.operand)}, {go(x.index)})"
+    return f"try_element_at({go(x.operand)}, nullif({go(x.index)}, 0))"
 
 
 def _call(x: ast.Call, go: object, statement: str) -> str:
@@ -225,22 +385,63 @@ def output_name(item: ast.SelectItem, index: int) -> str:
     return f"KSQL_COL_{index}"
 
 
+_FROM_SPARK = {"string": "STRING", "bigint": "BIGINT", "int": "INT", "integer": "INT", "smallint": "INT",
+               "tinyint": "INT", "double": "DOUBLE", "float": "DOUBLE", "boolean": "BOOLEAN", "binary": "BYTES",
+               "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP", "date": "DATE"}
+
+
+def sql_type_of_spark(simple: str) -> ast.SqlType | None:
+    """A Spark type's ``simpleString`` (``array<int>``, ``map<string,bigint>``,
+    ``struct<A:int,B:array<double>>``, ``decimal(4,2)``) as a ksqlDB type; None for a type ksqlDB
+    has no counterpart of (``void``, intervals...)."""
+    def split(inner: str) -> list[str]:
+        parts, depth, start = [], 0, 0
+        for i, ch in enumerate(inner):
+            if ch in "<(":
+                depth += 1
+            elif ch in ">)":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(inner[start:i])
+                start = i + 1
+        return parts + [inner[start:]]
+    simple = simple.strip()
+    decimal_type = re.fullmatch(r"decimal\((\d+),\s*(\d+)\)", simple)
+    if decimal_type:
+        return ast.SqlType("DECIMAL", (int(decimal_type[1]), int(decimal_type[2])))
+    if simple.startswith("array<") and simple.endswith(">"):
+        item = sql_type_of_spark(simple[6:-1])
+        return None if item is None else ast.SqlType("ARRAY", items=(item,))
+    if simple.startswith("map<") and simple.endswith(">"):
+        kv = [sql_type_of_spark(p) for p in split(simple[4:-1])]
+        return None if len(kv) != 2 or None in kv else ast.SqlType("MAP", items=tuple(t for t in kv if t))
+    if simple.startswith("struct<") and simple.endswith(">"):
+        fields = []
+        for part in split(simple[7:-1]) if simple != "struct<>" else []:
+            name, _, kind = part.partition(":")
+            t = sql_type_of_spark(kind)
+            if t is None:
+                return None
+            fields.append((name.strip("`"), t))
+        return ast.SqlType("STRUCT", fields=tuple(fields))
+    return ast.SqlType(_FROM_SPARK[simple]) if simple in _FROM_SPARK else None
+
+
 def avro_schema(name: str, columns: list[tuple[str, str]]) -> str:
-    """An Avro record schema (every field optional, as ksqlDB writes) for Spark types. Temporal and
-    decimal columns get Avro's logical types as ksqlDB writes them (its Connect schemas through
-    Confluent's AvroData): TIMESTAMP a ``long`` ``timestamp-millis``, DATE an ``int`` ``date``,
-    DECIMAL(p, s) ``bytes`` ``decimal`` with its precision and scale."""
-    kinds: dict[str, Any] = {"string": "string", "bigint": "long", "int": "int", "double": "double",
-                             "boolean": "boolean", "float": "float", "binary": "bytes",
-                             "timestamp": {"type": "long", "logicalType": "timestamp-millis"},
-                             "date": {"type": "int", "logicalType": "date"}}
-    fields = []
+    """The Avro schema ksqlDB registers for a query's output (every field optional), from the
+    result's Spark types: ksqlDB's types, then the same schema a CREATE with declared columns
+    registers (``serde.value_avro_schema``): TIMESTAMP a ``long`` ``timestamp-millis``, DATE an
+    ``int`` ``date``, DECIMAL(p, s) ``bytes`` ``decimal``, arrays, maps (STRING keys) and records
+    named after their path (``KsqlDataSourceSchema_ORDER``)."""
+    from kafkalite.sql import serde
+
+    defs = []
     for col, spark in columns:
-        decimal = re.fullmatch(r"decimal\((\d+),(\d+)\)", spark)
-        avro = ({"type": "bytes", "logicalType": "decimal", "precision": int(decimal[1]), "scale": int(decimal[2])}
-                if decimal else kinds.get(spark))
-        if avro is None:
+        t = sql_type_of_spark(spark)
+        if t is None:
             raise KsqlError(f"Column {col} of type {spark} cannot be written as AVRO by this server")
-        fields.append({"name": col, "type": ["null", avro], "default": None})
-    return json.dumps({"type": "record", "name": "KsqlDataSourceSchema",
-                       "namespace": "io.confluent.ksql.avro_schemas", "fields": fields})
+        defs.append(ast.ColumnDef(col, t))
+    try:
+        return serde.value_avro_schema(defs)
+    except ValueError as exc:
+        raise KsqlError(str(exc)) from None

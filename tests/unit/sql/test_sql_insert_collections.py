@@ -145,7 +145,7 @@ def test_values_are_coerced_into_collection_columns_and_encoded_as_json() -> Non
     # ksqlDB's JSON: decimals as numbers, a TIME as milliseconds of the day, also inside a STRUCT
     assert json.loads(record.value or b"") == {
         "TAGS": ["a", "b"], "SCORES": [1, 2, None], "PRICES": {"tea": 1.5, "cake": 3.0},
-        "ORDER": {"SKU": "T-1", "QTY": 2, "AT": {"DAY": "2025-11-29", "TIME": 36000250}},
+        "ORDER": {"SKU": "T-1", "QTY": 2, "AT": {"DAY": 20421, "TIME": 36000250}},
         "LINES": [{"SKU": "C-9", "QTY": 6, "AT": None}], "N": 28}
 
 
@@ -182,7 +182,7 @@ def test_declared_collection_columns_register_ksqldbs_avro_schema() -> None:
     assert order["fields"][2]["type"][1]["name"] == "KsqlDataSourceSchema_ORDER_AT"
     assert fields["LINES"][1]["items"][1]["name"] == "KsqlDataSourceSchema_LINES"
     fastavro.parse_schema(doc)                                # a schema Avro accepts
-    with pytest.raises(ValueError, match="Avro only supports MAPs with STRING keys, got MAP<INTEGER, STRING>"):
+    with pytest.raises(ValueError, match="^Avro only supports MAPs with STRING keys$"):
         serde.value_avro_schema([ast.ColumnDef("M", T("MAP", items=(T("INT"), T("STRING"))))])
 
 
@@ -316,12 +316,6 @@ def test_create_stream_with_collection_columns_registers_the_schema_once(engine:
     fields = engine.execute("DESCRIBE orders3;")[0]["sourceDescription"]["fields"]
     assert [(f["name"], f["schema"]["type"]) for f in fields] == [("TAGS", "ARRAY"), ("PRICES", "MAP"),
                                                                   ("ORDER", "STRUCT")]
-
-
-def test_queries_refuse_constructors_and_subscripts_with_a_statement_error(engine: Engine) -> None:
-    """Spark queries do not translate them yet: a one-line statement error naming the expression."""
-    with pytest.raises(KsqlError, match=r"Unsupported expression in a query on this server: ARRAY\[V, 2\]\[1\]"):
-        engine.execute("CREATE STREAM x AS SELECT id, ARRAY[v, 2][1] AS a FROM s;")
 
 
 @pytest.mark.parametrize("columns, formats, message", [

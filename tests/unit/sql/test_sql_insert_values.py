@@ -110,18 +110,23 @@ def test_bytes_take_base64_text() -> None:
     assert json.loads(serde.encode(src, row, None, None, "").value or b"") == {"B": "AAEC"}
 
 
-def test_time_is_written_as_ksqldb_writes_it() -> None:
-    """JSON and DELIMITED: milliseconds of the day (Connect's Time through JsonConverter,
-    KsqlDelimitedSerializer); AVRO takes it as time-millis (checked with the registry's serde in
+def test_time_and_date_are_written_as_ksqldb_writes_them() -> None:
+    """JSON and DELIMITED: a TIME as milliseconds of the day, a DATE as days since the epoch
+    (Connect's Time and Date through JsonConverter; KsqlDelimitedSerializer's handleTime and
+    handleDate); AVRO takes them as time-millis and date (checked with the registry's serde in
     test_sql_engine_statements)."""
     import dataclasses
 
     row, _ = _row("INSERT INTO readings (id, at, day) VALUES ('k', '10:00:00.250', '2025-11-29');")
     value = json.loads(serde.encode(SOURCE, row, None, None, "").value or b"")
-    assert (value["AT"], value["DAY"]) == (36000250, "2025-11-29")
+    assert (value["AT"], value["DAY"]) == (36000250, 20421)            # 2025-11-29
     delimited = dataclasses.replace(SOURCE, value_format="DELIMITED", columns=(
         SOURCE.columns[0], ast.ColumnDef("AT", T("TIME")), ast.ColumnDef("N", T("INT"))))
     assert serde.encode(delimited, {"ID": "k", "AT": "00:00:01", "N": 3}, None, None, "").value == b"1000,3"
+    dated = dataclasses.replace(SOURCE, value_format="DELIMITED", columns=(
+        SOURCE.columns[0], ast.ColumnDef("DAY", T("DATE")), ast.ColumnDef("TS", T("TIMESTAMP"))))
+    assert serde.encode(dated, {"ID": "k", "DAY": "1969-12-31", "TS": 1700000000000}, None, None,
+                        "").value == b"-1,1700000000000"
 
 
 def test_insert_values_can_be_disabled_as_in_ksqldb() -> None:
