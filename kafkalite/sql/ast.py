@@ -307,3 +307,28 @@ class ParsedStatement:
 
     text: str
     statement: Statement = field(compare=False)
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """An expression's direct sub-expressions, for the walks that look through a whole tree."""
+    if isinstance(e, Binary):
+        return (e.left, e.right)
+    if isinstance(e, (Unary, IsNull, Cast, Dereference)):
+        return (e.operand,)
+    if isinstance(e, Between):
+        return (e.operand, e.low, e.high)
+    if isinstance(e, InList):
+        return (e.operand, *e.items)
+    if isinstance(e, Case):
+        return tuple(x for pair in e.whens for x in pair) + ((e.default,) if e.default is not None else ())
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, ArrayConstructor):
+        return e.items
+    if isinstance(e, MapConstructor):
+        return tuple(x for pair in e.entries for x in pair)
+    if isinstance(e, StructConstructor):
+        return tuple(v for _, v in e.fields)
+    if isinstance(e, Subscript):
+        return (e.operand, e.index)
+    return ()

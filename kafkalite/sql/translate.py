@@ -206,31 +206,7 @@ def has_aggregate(e: ast.Expr | None) -> bool:
         return False
     if isinstance(e, ast.Call):
         return e.name in AGGREGATES or any(has_aggregate(a) for a in e.args)
-    return any(has_aggregate(c) for c in _children(e))
-
-
-def _children(e: ast.Expr) -> tuple[ast.Expr, ...]:
-    if isinstance(e, ast.Binary):
-        return (e.left, e.right)
-    if isinstance(e, (ast.Unary, ast.IsNull, ast.Cast, ast.Dereference)):
-        return (e.operand,)
-    if isinstance(e, ast.Between):
-        return (e.operand, e.low, e.high)
-    if isinstance(e, ast.InList):
-        return (e.operand, *e.items)
-    if isinstance(e, ast.Case):
-        return tuple(x for pair in e.whens for x in pair) + ((e.default,) if e.default is not None else ())
-    if isinstance(e, ast.Call):
-        return e.args
-    if isinstance(e, ast.ArrayConstructor):
-        return e.items
-    if isinstance(e, ast.MapConstructor):
-        return tuple(x for pair in e.entries for x in pair)
-    if isinstance(e, ast.StructConstructor):
-        return tuple(v for _, v in e.fields)
-    if isinstance(e, ast.Subscript):
-        return (e.operand, e.index)
-    return ()
+    return any(has_aggregate(c) for c in ast.children(e))
 
 
 def map_columns(e: ast.Expr, fn: "Callable[[ast.Column], ast.Expr]") -> ast.Expr:
@@ -269,7 +245,7 @@ def columns_of(e: ast.Expr | None) -> set[str]:
     if isinstance(e, ast.Column):
         return {e.name}
     out: set[str] = set()
-    for c in _children(e):
+    for c in ast.children(e):
         out |= columns_of(c)
     return out
 

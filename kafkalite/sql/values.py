@@ -156,32 +156,8 @@ def sql_text(e: ast.Expr) -> str:
 def _no_columns(e: ast.Expr, whole: ast.Expr) -> None:
     if isinstance(e, ast.Column):
         raise EvaluationError(f"Unsupported column reference in insert value: {sql_text(whole)}")
-    for child in _children(e):
+    for child in ast.children(e):
         _no_columns(child, whole)
-
-
-def _children(e: ast.Expr) -> tuple[ast.Expr, ...]:
-    if isinstance(e, ast.Binary):
-        return (e.left, e.right)
-    if isinstance(e, (ast.Unary, ast.IsNull, ast.Cast, ast.Dereference)):
-        return (e.operand,)
-    if isinstance(e, ast.Between):
-        return (e.operand, e.low, e.high)
-    if isinstance(e, ast.InList):
-        return (e.operand, *e.items)
-    if isinstance(e, ast.Case):
-        return tuple(x for pair in e.whens for x in pair) + ((e.default,) if e.default is not None else ())
-    if isinstance(e, ast.Call):
-        return e.args
-    if isinstance(e, ast.ArrayConstructor):
-        return e.items
-    if isinstance(e, ast.MapConstructor):
-        return tuple(x for pair in e.entries for x in pair)
-    if isinstance(e, ast.StructConstructor):
-        return tuple(v for _, v in e.fields)
-    if isinstance(e, ast.Subscript):
-        return (e.operand, e.index)
-    return ()
 
 
 def _eval(e: ast.Expr) -> Any:

@@ -13,6 +13,7 @@ from kafkalite.sql.engine import Engine, TableJoin
 from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.parser import parse
 from tests.unit.sql.test_sql_engine_statements import Frame, _spark, engine  # noqa: F401  (the fixture)
+from tests.unit.sql.conftest import RecordingAdmin
 
 WINDOWED = ("CREATE TABLE tw AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;"
             "CREATE TABLE hw AS SELECT id, SUM(v) AS sv FROM o WINDOW HOPPING (SIZE 2 MINUTES, ADVANCE BY 1 MINUTE) "
@@ -116,24 +117,6 @@ def test_windowed_keys_are_decoded_as_kafka_streams_writes_them() -> None:
     session = engine_mod.join_rules.windowed_key("key", Window("SESSION", 30_000))
     assert session[0] == "substring(key, 1, length(key) - 16) AS key"
     assert session[2] == "CAST(conv(hex(substring(key, length(key) - 15, 8)), 16, 10) AS BIGINT) AS `WINDOWEND`"
-
-
-class RecordingAdmin:
-    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
-    deleted: list[str] = []
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        pass
-
-    def __enter__(self) -> "RecordingAdmin":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def delete_topics(self, names: list[str]) -> dict[str, Any]:
-        RecordingAdmin.deleted += names
-        return {n: None for n in names}
 
 
 def test_an_aggregating_push_query_over_a_join_runs_its_join_and_cleans_up(engine: Engine, monkeypatch: Any,

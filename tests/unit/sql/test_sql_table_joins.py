@@ -14,6 +14,7 @@ from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.engine import Engine, TableTableJoin
 from kafkalite.sql.errors import KsqlError
 from tests.unit.sql.test_sql_engine_statements import Frame, _spark, engine  # noqa: F401  (the fixture)
+from tests.unit.sql.conftest import RecordingAdmin
 
 TABLES = ("CREATE TABLE u (id STRING PRIMARY KEY, w INT, tid STRING) WITH (KAFKA_TOPIC='u', VALUE_FORMAT='JSON');"
           "CREATE TABLE n (num INT PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='n', VALUE_FORMAT='JSON');"
@@ -203,24 +204,6 @@ def test_pull_queries_on_session_and_emit_final_tables(engine: Engine, monkeypat
     tq = engine.query("SELECT * FROM sess WHERE id = 'k' AND WINDOWSTART >= 1000;")
     assert (tq.column_names, tq.rows) == (["ID", "WINDOWSTART", "WINDOWEND", "N"], [["k", 1000, 9000, 3]])
     assert engine.query("SELECT n FROM fin WHERE id = 'k';").rows == [[3]]
-
-
-class RecordingAdmin:
-    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
-    deleted: list[str] = []
-
-    def __init__(self, *a: Any, **kw: Any) -> None:
-        pass
-
-    def __enter__(self) -> "RecordingAdmin":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        pass
-
-    def delete_topics(self, names: list[str]) -> dict[str, Any]:
-        RecordingAdmin.deleted += names
-        return {n: None for n in names}
 
 
 def test_an_aggregate_over_a_join_reads_the_joins_internal_topic(engine: Engine, monkeypatch: Any) -> None:
