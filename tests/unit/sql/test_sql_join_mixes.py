@@ -61,6 +61,14 @@ def test_stream_table_join_then_stream_stream_join(engine: Engine) -> None:
     tq.close()
 
 
+def refusal(engine: Engine, sources: str, statement: str) -> str:
+    """The statement error of ``statement`` (a pull/push query or another statement) after ``sources``."""
+    engine.execute(sources)
+    with pytest.raises(KsqlError) as info:
+        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
+    return info.value.message
+
+
 @pytest.mark.parametrize("statement, message", [
     ("SELECT * FROM s JOIN t ON s.id = t.id JOIN o WITHIN 1 SECOND ON t.v = o.v EMIT CHANGES;",
      "A stream-stream join on a column of a joined table (T.V) is not supported by this server yet"),
@@ -79,10 +87,8 @@ def test_stream_table_join_then_stream_stream_join(engine: Engine) -> None:
      "KSQL does not support persistent queries on windowed tables."),
 ])
 def test_windowed_and_mixed_join_refusals(engine: Engine, statement: str, message: str) -> None:
-    engine.execute(WINDOWED)
-    with pytest.raises(KsqlError) as info:
-        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
-    assert info.value.message == message or info.value.message.startswith(message), info.value.message
+    got = refusal(engine, WINDOWED, statement)
+    assert got == message or got.startswith(message), got
 
 
 def test_a_push_query_joins_windowed_tables_by_key_and_window(engine: Engine) -> None:
@@ -185,10 +191,7 @@ def test_an_aggregate_over_a_table_table_join_is_a_table_aggregate(engine: Engin
      "The aggregation function LATEST_BY_OFFSET cannot be applied to a table source, only to a stream source."),
 ])
 def test_table_aggregate_refusals(engine: Engine, statement: str, message: str) -> None:
-    engine.execute(TABLES)
-    with pytest.raises(KsqlError) as info:
-        engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
-    assert info.value.message == message
+    assert refusal(engine, TABLES, statement) == message
 
 
 class Row(dict):  # type: ignore[type-arg]
