@@ -12,8 +12,8 @@ import threading
 import time
 
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.support.topics import create_topic
 from tests.support.waiting import wait_for
 from zk_schema.config import ConfigEntityChangeNotification, ConfigEntityZNode
 
@@ -55,8 +55,7 @@ def test_producer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     machine says nothing of the quota)."""
     cluster = cluster_factory(1, WINDOW)
     broker = cluster.brokers[0]
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    create_topic(cluster, TOPIC)        # one request: no admin client left reconnecting after the test
     out = configs(cluster.bootstrap, "--alter", "--entity-type", "clients", "--entity-name", "greedy",
                   "--add-config", f"producer_byte_rate={QUOTA}")
     assert out.returncode == 0 and out.stdout.strip() == "Completed updating config for client greedy.", out
@@ -173,8 +172,7 @@ def test_consumer_over_its_byte_rate_is_throttled_to_the_quota(cluster_factory) 
     from confluent_kafka import Consumer, TopicPartition
 
     cluster = cluster_factory(1, WINDOW)
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
-    admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
+    create_topic(cluster, TOPIC)        # one request: no admin client left reconnecting after the test
     filler_throttles: list[float] = []
     # 16 kB batches: a fetch of at most 64 kB then carries several, as a steady stream would
     p = Producer({"bootstrap.servers": cluster.bootstrap, "client.id": "filler", "linger.ms": 5, "batch.size": 16384,
