@@ -629,6 +629,16 @@ class GroupCoordinator(CoordinatorRuntime):
         return self._store_offsets(group, offsets)
 
     def _store_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata]) -> defer.Deferred:
+        return self._write_offsets(group, offsets, group.offsets.update)
+
+    def _write_offsets(self, group: Group, offsets: dict[TopicPartition, OffsetAndMetadata],
+                       apply: Callable[[dict[TopicPartition, OffsetAndMetadata]], None],
+                       txn: tuple[int, int] | None = None) -> defer.Deferred:
+        """The one write path of OffsetCommit and TxnOffsetCommit: offsets whose metadata is too
+        large are refused one by one (Kafka's validateOffsetMetadataLength), the rest go to the
+        offsets partition in one batch (transactional when ``txn`` names the producer), and once
+        written ``apply`` records them, unless the group was unloaded or replaced meanwhile.
+        Fires with {tp: ErrorCode}."""
         result: dict[TopicPartition, ErrorCode] = {}
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -645,11 +655,11 @@ class GroupCoordinator(CoordinatorRuntime):
             if error == ErrorCode.MESSAGE_TOO_LARGE or error == ErrorCode.RECORD_LIST_TOO_LARGE:
                 error = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
             if not error and self.groups.get(group.group_id) is group:
-                group.offsets.update(valid)
+                apply(valid)
             for tp in valid:
                 result[tp] = ErrorCode(error)
             return result
-        return self._append(group.group_id, entries).addCallback(written)
+        return self._append(group.group_id, entries, txn).addCallback(written)
 
     def commit_txn_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
                            offsets: dict[TopicPartition, OffsetAndMetadata], *, member_id: str = "",
@@ -673,27 +683,9 @@ class GroupCoordinator(CoordinatorRuntime):
                 fenced = ErrorCode.ILLEGAL_GENERATION
             if fenced is not None:
                 return defer.succeed({tp: fenced for tp in offsets})
-        result: dict[TopicPartition, ErrorCode] = {}
-        valid: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                valid[tp] = om
-        if not valid:
-            return defer.succeed(result)
-        entries: list[tuple[bytes, bytes | None]] = [
-            (records.offset_key(group.group_id, t, p), records.offset_value(om)) for (t, p), om in valid.items()]
-
-        def written(error: ErrorCode) -> dict[TopicPartition, ErrorCode]:
-            if error == ErrorCode.MESSAGE_TOO_LARGE or error == ErrorCode.RECORD_LIST_TOO_LARGE:
-                error = ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-            if not error and self.groups.get(group.group_id) is group:
-                group.pending_txn_offsets.setdefault(producer_id, {}).update(valid)
-            for tp in valid:
-                result[tp] = ErrorCode(error)
-            return result
-        return self._append(group.group_id, entries, (producer_id, producer_epoch)).addCallback(written)
+        return self._write_offsets(
+            group, offsets, lambda valid: group.pending_txn_offsets.setdefault(producer_id, {}).update(valid),
+            (producer_id, producer_epoch))
 
     def complete_txn(self, producer_id: int, partition: int, commit: bool) -> None:
         """The producer's COMMIT/ABORT marker is in offsets partition ``partition``: its pending
