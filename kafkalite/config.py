@@ -333,7 +333,14 @@ BROKER_KEYS: dict[str, ConfigKey] = _keys(
     ConfigKey("delete.topic.enable", "boolean", True, "Allow DeleteTopics"),
     ConfigKey("message.max.bytes", "int", 1048588, "Largest record batch accepted", at_least(0), True),
     ConfigKey("socket.request.max.bytes", "int", 104857600, "Largest request frame; larger closes the connection", at_least(1)),
-    ConfigKey("socket.send.buffer.bytes", "int", 102400, "SO_SNDBUF of accepted connections (-1 = OS default)"),
+    # kafkalite's default is -1, Kafka's 102400: one reactor thread serves every socket, so each
+    # time a fixed buffer fills, the rest of a response (a 1 MB zero-copy Fetch answer: 3 more
+    # waits) waits for a reactor turn behind other connections' requests; Kafka's network threads
+    # pay those waits apart from its request handlers (ARCHITECTURE.md, "Zero-copy fetch")
+    ConfigKey("socket.send.buffer.bytes", "int", -1,
+              "SO_SNDBUF of accepted connections (-1 = OS default, sized by the kernel's autotuning). kafkalite's "
+              "default; Kafka's is 102400: with one reactor thread a fixed buffer makes a large response wait "
+              "for several reactor turns behind other requests"),
     ConfigKey("socket.receive.buffer.bytes", "int", 102400,
               "SO_RCVBUF of the listening sockets and accepted connections (-1 = OS default)"),
     ConfigKey("queued.max.requests", "int", 500,

@@ -269,3 +269,82 @@ def test_the_fetch_handler_reads_regions_for_plaintext_connections_only(plog: An
     # Fetch v3 readers get message format v1: converted, so read into Python even on plaintext
     converted = handler_fetch(plog, zero_copy=True, version=3)
     assert not isinstance(converted, FileRegion) and len(converted) > 0
+
+
+def test_by_default_the_kernel_sizes_the_send_buffer() -> None:
+    """socket.send.buffer.bytes defaults to -1 (Kafka: 102400): an accepted connection's SO_SNDBUF
+    is the kernel's own, autotuned, so a 1 MB zero-copy Fetch answer leaves in one sendfile instead
+    of waiting for several reactor turns behind other connections' requests; the Kafka value still
+    fixes it when configured."""
+    from kafkalite.config import BrokerConfig
+    from kafkalite.net.server import SocketOptions
+
+    config = BrokerConfig.from_properties({"zookeeper.connect": "h:1"})
+    defaults = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
+    assert config["socket.receive.buffer.bytes"] == 102400           # unchanged: Kafka's
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(3)
+        clients = [socket.create_connection(listener.getsockname()) for _ in range(3)]
+        accepted = [listener.accept()[0] for _ in range(3)]
+        try:
+            untouched, with_defaults, with_kafkas = accepted
+            defaults.apply(with_defaults)
+            SocketOptions(102400, 102400).apply(with_kafkas)
+            kernel_own = untouched.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            assert with_defaults.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == kernel_own
+            assert with_defaults.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            fixed = with_kafkas.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            assert fixed == 2 * 102400 != kernel_own                      # Linux doubles what is asked
+        finally:
+            for s in clients + accepted:
+                s.close()
+
+
+def test_with_the_default_send_buffer_a_whole_answer_is_queued_in_one_turn(tmp_path: Any) -> None:
+    """What the default buys: a 1 MB region to a peer that has read nothing yet goes to the kernel
+    in one pass (no writability wait, so no reactor turn behind other connections' requests),
+    where Kafka's fixed 102400 stops the sender after a few hundred KB until the reactor wakes it."""
+    from kafkalite.config import BrokerConfig
+    from kafkalite.net.sendfile import RegionSender
+    from kafkalite.net.server import SocketOptions
+
+    config = BrokerConfig.from_properties({"zookeeper.connect": "h:1"})
+    region_bytes = 1 << 20
+    path = tmp_path / "segment.log"
+    path.write_bytes(os.urandom(region_bytes))
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(2)
+        outcome = {}
+        for name, options in (("default", SocketOptions(config["socket.send.buffer.bytes"], -1)),
+                              ("kafka", SocketOptions(102400, -1))):
+            client = socket.create_connection(listener.getsockname())
+            server = listener.accept()[0]
+            try:
+                if name == "default" and server.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) < 2 * region_bytes:
+                    pytest.skip("this kernel starts loopback send buffers below 2 MB")
+                options.apply(server)
+                server.setblocking(False)
+                transport = SocketTransport(server)
+                done: list[bool] = []
+                sender = RegionSender.for_transport(transport, lambda: done.append(True), lambda e: done.append(False))
+                assert sender is not None
+                sender.send([b"head", FileRegion(os.open(path, os.O_RDONLY), 0, region_bytes, str(path)), b"\0\0\0"])
+                outcome[name] = (bool(done), len(transport.reactor.writers), sender.file_bytes)
+                got = 0                             # drain, giving the sender its writability events
+                client.setblocking(False)
+                while got < region_bytes + 7:
+                    try:
+                        got += len(client.recv(1 << 16))
+                    except BlockingIOError:
+                        for w in list(transport.reactor.writers):
+                            w.doWrite()
+                assert done == [True]
+            finally:
+                sender.abort()
+                client.close()
+                server.close()
+    assert outcome["default"] == (True, 0, region_bytes)
+    finished, waiting, sent = outcome["kafka"]
+    assert not finished and waiting == 1 and sent < region_bytes
