@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, expression_types, inserts, printing, serde
+from kafkalite.sql import ast, expression_types, inserts, printing, serde, windowed
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -333,6 +333,8 @@ class Engine:
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
         src = self.metastore.require(q.source, text)
         store = self.stores.get(src.name)
+        if store is None and src.kind == "TABLE" and src.window is not None:
+            store = self._windowed_table_now(src)
         if src.kind != "TABLE" or store is None:
             raise KsqlError(f"Pull queries are not supported on streams or non-materialized tables: '{src.name}' "
                             "(add EMIT CHANGES for a push query)", statement=text)
@@ -479,7 +481,8 @@ class Engine:
     def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
         props = {k.upper(): v for k, v in s.properties}
         known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
-                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID"}
+                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID",
+                 "WINDOW_TYPE", "WINDOW_SIZE"}
         unknown = sorted(set(props) - known)
         if unknown:
             raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
@@ -492,6 +495,7 @@ class Engine:
                             "one or set a default via the 'ksql.persistence.default.format.value' config.",
                             statement=text)
         key_format = str(props.get("KEY_FORMAT") or props.get("FORMAT") or "KAFKA").upper()
+        window = windowed.window_of(props, text)          # keys with Kafka Streams' window bytes
         for fmt in (value_format, key_format):
             if fmt not in FORMATS:
                 raise KsqlError(f"Unknown format: {fmt}", statement=text)
@@ -527,7 +531,7 @@ class Engine:
             timestamp = ts_col.name
         ordered = tuple(keys) + tuple(c for c in columns if not c.key)
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
-                          str(timestamp) if timestamp else None,
+                          str(timestamp) if timestamp else None, window,
                           value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text)
 
     def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
@@ -661,8 +665,10 @@ class Engine:
             f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         scope: set[str] | Scope = Scope(((left, _columns_in_scope(src)),) + tuple(
             (alias, _columns_in_scope(right)) for _, right, alias in joins), types) \
-            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window
-                                                                                 else set()), types)
+            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (
+                set(WINDOW_BOUNDS) if q.window or src.window else set()), types)
+        if not joins:
+            windowed.check_repartition(src.window, q.partition_by, [k.name for k in src.key_columns], text)
         synthetic = _synthetic_key(src, joins, left)
         if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
             q = replace(q, items=tuple(replace(i, expr=synthetic) if i.expr == ast.Column("ROWKEY") else i
@@ -676,7 +682,7 @@ class Engine:
         for index, item in enumerate(q.items):
             if item.expr is None:
                 items += ([(f"{a}_{c.name}", ast.Column(c.name, a)) for a, d in sources for c in d.columns]
-                          if joins else [(c.name, ast.Column(c.name)) for c in src.columns])
+                          if joins else [(c.name, ast.Column(c.name)) for c in _star_columns(src, s)])
             else:
                 items.append((output_name(item, index), item.expr))
         if aggregate:
@@ -708,8 +714,8 @@ class Engine:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
                               str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
-                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
-                              statement=text)
+                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None,
+                              q.window or _kept_window(src, aggregate, joins), statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
             if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
@@ -915,6 +921,8 @@ class Engine:
                                                              else ")"))
         select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
         select.append(_event_time(plan))
+        if w is None and plan.sink.window is not None and src.window is not None:   # kept: the output's keys
+            select += ["`WINDOWSTART` AS `__windowstart`", "`WINDOWEND` AS `__windowend`"]
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
         for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
             if name not in [n for n, _ in plan.items]:
@@ -1343,17 +1351,34 @@ class Engine:
         self.stores[plan.sink.name] = store
         return store
 
+    def _windowed_table_now(self, table: DataSource) -> StateStore:
+        """A windowed table declared over a topic (``WINDOW_TYPE``), which no query of this server
+        materializes: its rows now, read from its topic for this pull query (the latest row per
+        key and window, as a windowed CTAS's state store holds them)."""
+        bounds = list(WINDOW_BOUNDS)
+        columns = list(table.key_columns) + [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in bounds] \
+            + list(table.value_columns)
+        store = StateStore([c.name for c in table.key_columns], True, [c.name for c in columns],
+                           [_ksql_name(c.type) for c in columns])
+        self._read_table(table, table.window, store, f"ksql-pull-{table.name}")
+        return store
+
     def _restore_store(self, plan: "QueryPlan", store: StateStore) -> None:
         """Rebuilds a resumed table's state store from its output topic (read_committed, to the
         end), as Kafka Streams restores a store from its changelog; then the query goes on."""
-        topic = plan.sink.topic
+        self._read_table(plan.sink, plan.select.window, store, f"ksql-restore-{plan.query_id}")
+
+    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str) -> None:
+        """A table's topic (read_committed, to the end) into ``store``: the latest row per key
+        (and window), a tombstone deleting it; a failure is logged and leaves what was read."""
+        topic = table.topic
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
             tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
         consumer = Consumer(self.config.bootstrap_servers, auto_offset_reset="earliest", enable_auto_commit=False,
                             isolation_level="read_committed", security=self.config.security,
-                            client_id=f"ksql-restore-{plan.query_id}")
+                            client_id=client_id)
         restored = 0
-        avro = self._avro_decoder() if plan.sink.value_format == "AVRO" else None
+        avro = self._avro_decoder() if table.value_format == "AVRO" else None
         try:
             consumer.assign(tps)
             ends = consumer.end_offsets(tps)
@@ -1363,17 +1388,17 @@ class Engine:
                 records = consumer.poll(1000)
                 idle = 0 if records else idle + 1
                 for r in records:
-                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window, avro)
+                    row = decode_output(r.key, r.value, table, store, window, avro)
                     if row is not None and row.pop("__deleted", False):
-                        store.delete([tuple(row.get(k) for k in store.key_names)])
+                        store.delete([store.key_of(row)])          # a windowed row: in its window
                     elif row is not None:
                         store.update([row])
                 restored += len(records)
         except Exception as exc:                         # the query still runs; pull queries see less
-            log.error("restoring the state of %s from %s failed: %s", plan.query_id, topic, exc)
+            log.error("reading table %s from %s failed: %s", table.name, topic, exc)
         finally:
             consumer.close(autocommit=False)
-        log.info("state of %s restored from %d records of %s", plan.query_id, restored, topic)
+        log.info("table %s: %d records of %s read", table.name, restored, topic)
 
     def _security_options(self) -> dict[str, str]:
         """The server's client security properties as the kafkalite source's and sink's ``kafka.*``
@@ -1448,12 +1473,18 @@ class Engine:
                                 f"[{', '.join(names)}]", statement=plan.sink.statement)
             key = f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)"
         w = plan.select.window
-        if w is not None and names:
+        # a windowed stream's projection keeps its window
+        kept = plan.sink.window if w is None and plan.source.window is not None else None
+        if (w is not None or kept is not None) and names:
             # Kafka Streams' windowed keys: key bytes + window start (+ end first for sessions), 8 bytes each
-            def be(ts: str) -> str:
-                return f"unhex(lpad(hex(unix_millis({ts})), 16, '0'))"
-            key = (f"concat({key}, {be('`__window`.end')}, {be('`__window`.start')})" if w.kind == "SESSION"
-                   else f"concat({key}, {be('`__window`.start')})")
+            def be(ms: str) -> str:
+                return f"unhex(lpad(hex({ms}), 16, '0'))"
+            start, end = (("unix_millis(`__window`.start)", "unix_millis(`__window`.end)") if w is not None
+                          else ("`__windowstart`", "`__windowend`"))
+            window = w or kept
+            assert window is not None
+            key = (f"concat({key}, {be(end)}, {be(start)})" if window.kind == "SESSION"
+                   else f"concat({key}, {be(start)})")
         return f"{key} AS key"
 
     def _value_sql(self, plan: "QueryPlan", result: Any, tombstones: bool = False) -> list[str]:
@@ -1976,6 +2007,22 @@ def _table_join_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str
                     f"build `{name}` must include the join expressions "
                     f"{_or_list([f'{v.source}.{v.name}' for v in viable])} in its projection (eg, SELECT "
                     f"{viable[0].source}.{viable[0].name}...).", statement=text)
+
+
+def _star_columns(src: DataSource, s: Any) -> list[ast.ColumnDef]:
+    """``SELECT *``'s columns: a push query over a windowed source has WINDOWSTART and WINDOWEND
+    after the keys (ksqlDB's ``withPseudoAndKeyColsInValue``); a persistent query keeps them in
+    its output's key, not as columns (``FinalProjectNode``)."""
+    if src.window is None or not isinstance(s, ast.Query):
+        return list(src.columns)
+    bounds = [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in WINDOW_BOUNDS]
+    return list(src.key_columns) + bounds + list(src.value_columns)
+
+
+def _kept_window(src: DataSource, aggregate: bool, joins: list[Any]) -> ast.Window | None:
+    """A windowed stream's window carried to a projection's output, whose keys stay windowed
+    (as ksqlDB's do); an aggregate's GROUP BY rekeys the rows, dropping it."""
+    return src.window if not aggregate and not joins else None
 
 
 def _columns_in_scope(src: DataSource) -> frozenset[str]:
