@@ -823,6 +823,8 @@ class Engine:
             join_rules.check_join_windowing(next((d for a, d in lefts if a == other.source), left), str(other.source),
                                             right, alias, text)
             join_rules.check_mixed_joins(lefts, j, right, other, text)
+            windowed.check_join_key(next((d for a, d in lefts if a == other.source), left), other, right, mine,
+                                    text)
             condition = f"{_expr_text(other)} = {_expr_text(mine)}"
             pk = [c.name for c in right.key_columns]
             if right.kind == "TABLE" and mine.name not in pk:
@@ -956,9 +958,13 @@ class Engine:
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         from_sql = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
         tables = [(j, d, a) for j, d, a in plan.joins if d.kind == "TABLE"]
-        for index, (join, _, alias) in enumerate(tables):
+        for index, (join, table, alias) in enumerate(tables):
+            assert isinstance(join.on, ast.Binary)
+            _, other = _join_sides(join.on, alias, table, [(left_alias, plan.source)] + [
+                (a, d) for _, d, a in plan.joins if a != alias], text)
             from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
-                         f"{quote(alias)} ON {to_spark(join.on, scope, text)}")
+                         f"{quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{join_rules.window_match(str(other.source), alias, table.window)}")
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
 
         def per_batch(batch: Any) -> Any:
@@ -1101,15 +1107,22 @@ class Engine:
         from_sql = f"{view}_0 AS {quote(left_alias)}"
         kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
                  "FULL": "FULL OUTER JOIN"}
+        joined: list[tuple[str, DataSource]] = [(left_alias, plan.source)]
         for index, ((join, right, alias), grace) in enumerate(zip(stream_joins, graces), start=1):
-            assert join.within is not None
+            assert join.within is not None and isinstance(join.on, ast.Binary)
+            _, other = _join_sides(join.on, alias, right, joined, text)
+            joined.append((alias, right))
             (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
              .createOrReplaceTempView(f"{view}_{index}"))
             lt, rt = f"{quote(left_alias)}.`ROWTIME`", f"{quote(alias)}.`ROWTIME`"
             from_sql += (f" {kinds[join.kind]} {view}_{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{join_rules.window_match(str(other.source), alias, right.window)}"
                          f" AND {rt} >= {lt} - INTERVAL {join.within.before_ms} MILLISECONDS"
                          f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
+        if plan.sink.window is not None and plan.source.window is not None:      # the output keys' window
+            select += [f"{quote(left_alias)}.`WINDOWSTART` AS `__windowstart`",
+                       f"{quote(left_alias)}.`WINDOWEND` AS `__windowend`"]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         if structs:
             select = [f"struct({quote(a)}.*) AS {quote(a)}" for a in [left_alias] + [a for _, _, a in stream_joins]]
@@ -2020,9 +2033,12 @@ def _star_columns(src: DataSource, s: Any) -> list[ast.ColumnDef]:
 
 
 def _kept_window(src: DataSource, aggregate: bool, joins: list[Any]) -> ast.Window | None:
-    """A windowed stream's window carried to a projection's output, whose keys stay windowed
-    (as ksqlDB's do); an aggregate's GROUP BY rekeys the rows, dropping it."""
-    return src.window if not aggregate and not joins else None
+    """A windowed stream's window carried to a projection's or a stream-stream join's output,
+    whose keys stay windowed (as ksqlDB's do: the left source's window); an aggregate's GROUP BY
+    rekeys the rows, dropping it. (A join with a windowed table is a push query only.)"""
+    if aggregate or (joins and any(d.kind != "STREAM" for _, d, _ in joins)):
+        return None
+    return src.window
 
 
 def _columns_in_scope(src: DataSource) -> frozenset[str]:

@@ -14,10 +14,16 @@ decodes the same keys in a query is ``joins.windowed_key``, the one that writes 
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from kafkalite.sql import ast
 from kafkalite.sql.errors import KsqlError
+
+if TYPE_CHECKING:
+    from kafkalite.sql.metastore import DataSource
+
+_NO_REPARTITION = ("Implicit repartitioning of windowed sources is not supported. "
+                   "See https://github.com/confluentinc/ksql/issues/4385.")
 
 WINDOW_TYPES = ("SESSION", "HOPPING", "TUMBLING")          # ksqlDB's WindowType, in its order
 
@@ -97,6 +103,15 @@ def decode_key(data: bytes, window: ast.Window) -> tuple[bytes, int, int]:
     return data[:-8], start, start + window.size_ms
 
 
+def check_join_key(left: "DataSource", left_column: ast.Column, right: "DataSource", right_column: ast.Column,
+                   text: str) -> None:
+    """A join of windowed sources is on their keys (and windows): a join column that is not the
+    key would repartition a windowed source, which ksqlDB refuses (``SchemaKStream.selectKey``)."""
+    for source, column in ((left, left_column), (right, right_column)):
+        if source.window is not None and column.name not in [k.name for k in source.key_columns]:
+            raise KsqlError(_NO_REPARTITION, statement=text)
+
+
 def check_repartition(source_window: ast.Window | None, partition_by: ast.Expr | None,
                       key_names: list[str], text: str) -> None:
     """ksqlDB's ``SchemaKStream.selectKey``: a windowed stream cannot be repartitioned (PARTITION
@@ -105,5 +120,4 @@ def check_repartition(source_window: ast.Window | None, partition_by: ast.Expr |
         return
     if isinstance(partition_by, ast.Column) and partition_by.name in key_names:
         return
-    raise KsqlError("Implicit repartitioning of windowed sources is not supported. "
-                    "See https://github.com/confluentinc/ksql/issues/4385.", statement=text)
+    raise KsqlError(_NO_REPARTITION, statement=text)
