@@ -321,8 +321,23 @@ def _convert(x: ast.Expr, t: T | None, common: T | None) -> ast.Expr:
     if isinstance(x, (ast.ArrayConstructor, ast.MapConstructor, ast.StructConstructor)) and common.name != "STRUCT":
         return ast.Cast(x, common)
     if isinstance(x, ast.StructConstructor):
-        return x                                         # a struct's missing fields stay absent (null)
+        return _struct_at(x, t, common)
     return ast.Cast(x, common)
+
+
+def _struct_at(x: ast.StructConstructor, t: T, common: T) -> ast.StructConstructor:
+    """A STRUCT constructor at the union type of the structs it is mixed with: every field of
+    the union in its order, a missing one a typed null (ksqlDB's struct has it null), a present
+    one converted to the field's common type (nested structs alike); Spark then sees one type."""
+    own_types = dict(t.fields)
+    own = dict(x.fields)
+    fields = []
+    for name, field_type in common.fields:
+        if name in own:
+            fields.append((name, _convert(own[name], own_types.get(name), field_type)))
+        else:
+            fields.append((name, ast.Cast(ast.Literal(None), field_type)))
+    return ast.StructConstructor(tuple(fields))
 
 
 def coerce_constructor(x: ast.ArrayConstructor | ast.MapConstructor | ast.StructConstructor, column: ColumnTypes,

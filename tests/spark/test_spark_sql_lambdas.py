@@ -1,5 +1,6 @@
 """ksqlDB's lambda functions evaluated by Spark (issue 30): the Spark SQL that ``translate``
-makes of TRANSFORM, FILTER and REDUCE over arrays and maps runs in the shared session over a few
+makes of TRANSFORM, FILTER and REDUCE over arrays and maps (and of STRUCT constructors of
+different fields mixed in one array) runs in the shared session over a few
 rows (nulls, a map whose new keys repeat, nested lambdas) and each result equals a plain-Python
 oracle of ksqlDB's UDFs (``udf/lambda``: a null collection gives null, REDUCE the initial state,
 a map TRANSFORM with repeated keys null). One batch query: no streaming needed to check what
@@ -43,6 +44,10 @@ CASES: list[tuple[str, Oracle]] = [
      lambda n, m, w: 0 if m is None else sum(v * len(k) for k, v in m.items())),
     ("TRANSFORM(nums, x => TRANSFORM(words, y => CONCAT(y, CAST(x AS STRING))))",
      lambda n, m, w: None if n is None else [None if w is None else [y + str(x) for y in w] for x in n]),
+    # STRUCT constructors of different fields: the union of their fields, the missing ones null
+    ("ARRAY[STRUCT(a := ARRAY_LENGTH(nums)), STRUCT(b := 'x', a := 2)]",
+     lambda n, m, w: [(None if n is None else len(n), None), (2, "x")]),
+    ("TRANSFORM(words, y => STRUCT(w := y))", lambda n, m, w: None if w is None else [(y,) for y in w]),
     ("ARRAY_LENGTH(FILTER(words, w => w != 'y'))", lambda n, m, w: None if w is None else len([x for x in w
                                                                                                if x != "y"])),
 ]
