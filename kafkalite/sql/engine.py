@@ -652,6 +652,9 @@ class Engine:
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
+        split = None if source is not None or aggregate else self._table_column_split(q, src, text)
+        if split is not None:                    # ksqlDB repartitions the stream-table join's output
+            return self._plan_split_join(s, text, props, query_id, src, split)
         joins = self._join_sources(q, src, aggregate, text)
         if not isinstance(s, ast.Query) and source is None:
             join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
@@ -771,6 +774,84 @@ class Engine:
         if isinstance(s, ast.Query):
             plan = self._plan(replace(s, query=select), text, props, query_id, joined)
         else:
+            formats = {k.upper() for k, _ in s.properties}
+            properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
+            plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        plan.upstream, plan.offset_reset = upstream, "earliest"
+        upstream.owner = query_id
+        return plan
+
+    def _table_column_split(self, q: ast.Select, src: DataSource, text: str) -> int | None:
+        """The index of the first stream-stream join whose ON names a column of a table joined
+        before it (``s JOIN t ON ... JOIN o WITHIN ... ON t.v = o.v``), None if there is none (or
+        the joins are malformed: ``_join_sources`` then says how)."""
+        lefts: list[tuple[str, DataSource]] = [(q.alias or src.name, src)]
+        for index, j in enumerate(q.joins):
+            right = self.metastore.get(j.source)
+            if right is None or not (isinstance(j.on, ast.Binary) and isinstance(j.on.left, ast.Column)
+                                     and isinstance(j.on.right, ast.Column)):
+                return None
+            alias = j.alias or right.name
+            if right.kind == "STREAM" and index > 0:
+                try:
+                    _, other = _join_sides(j.on, alias, right, lefts, text)
+                except KsqlError:
+                    return None
+                owner = next((d for a, d in lefts if a == other.source), None)
+                if owner is not None and owner.kind == "TABLE":
+                    return index
+            lefts.append((alias, right))
+        return None
+
+    def _plan_split_join(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
+                         props: dict[str, Any], query_id: str, src: DataSource, split: int) -> "QueryPlan":
+        """A stream-stream join after a stream-table join whose ON names a table column, as ksqlDB
+        runs it (it repartitions the stream-table join's output by that column): the joins before
+        ``split`` are a query of their own, ``<id>_JOIN``, writing every column as ``ALIAS_COL``
+        exactly once to the internal topic ``..-Join-repartition`` (as an aggregate over a join
+        does); the query reads that topic as a stream from the start and runs the remaining joins,
+        its expressions naming those columns. The plan carries the first query as ``upstream``."""
+        q = s.query
+        left = q.alias or src.name
+        prefix = [(left, src)] + [(j.alias or j.source, self.metastore.require(j.source, text))
+                                  for j in q.joins[:split]]
+        suffix = [(j.alias or j.source, self.metastore.require(j.source, text)) for j in q.joins[split:]]
+        items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in prefix for c in d.columns)
+        topic = join_rules.repartition_topic(self.config.service_id, query_id)
+        join_id = f"{query_id}_JOIN"
+        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+                                                 ast.Select(items, q.source, q.alias, joins=q.joins[:split])),
+                              text, props, join_id)
+        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+                            statement=text)
+        mine = {a: d for a, d in prefix}
+        later = {a: d for a, d in suffix}
+
+        def rename(c: ast.Column) -> ast.Expr:
+            owner = c.source if c.source is not None else next(
+                (a for a, d in prefix if d.column(c.name) is not None), None)
+            if owner not in mine or (c.source is None and any(d.column(c.name) for d in later.values())):
+                return c                                  # a later source's (or ambiguous: said later)
+            if c.name in PSEUDO:
+                return ast.Column(c.name, join_id)        # the joined record's: the left stream's
+            return ast.Column(f"{owner}_{c.name}")
+        renamed: list[ast.SelectItem] = []
+        for index, i in enumerate(q.items):
+            if i.expr is None:                            # SELECT *: every source's columns as ALIAS_COL
+                renamed += [ast.SelectItem(ast.Column(f"{a}_{c.name}"), f"{a}_{c.name}") for a, d in prefix
+                            for c in d.columns]
+                renamed += [ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in suffix
+                            for c in d.columns]
+            else:
+                renamed.append(replace(i, expr=map_columns(i.expr, rename), alias=i.alias or output_name(i, index)))
+        select = replace(q, items=tuple(renamed), source=join_id, alias=None,
+                         where=None if q.where is None else map_columns(q.where, rename),
+                         joins=tuple(replace(j, on=map_columns(j.on, rename)) for j in q.joins[split:]))
+        if isinstance(s, ast.Query):
+            plan = self._plan(replace(s, query=select), text, props, query_id, joined)
+        else:
+            join_rules.check_persistent_sources([d for _, d in suffix], text)
             formats = {k.upper() for k, _ in s.properties}
             properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
                                                                    ("KEY_FORMAT", src.key_format)) if k not in formats)
@@ -1713,8 +1794,8 @@ class QueryPlan:
 
     @property
     def source_names(self) -> tuple[str, ...]:
-        if self.upstream is not None:
-            return self.upstream.source_names
+        if self.upstream is not None:               # the upstream join's, then this query's own joins'
+            return self.upstream.source_names + tuple(d.name for _, d, _ in self.joins)
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
