@@ -712,6 +712,7 @@ class Engine:
         sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
         if target is not None:
             _check_insert_schema(typed, target, text)
+            windowed.check_insert_window(target, q.window or _kept_window(src, aggregate, joins), text)
             sink = target
         else:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id

@@ -112,6 +112,17 @@ def check_join_key(left: "DataSource", left_column: ast.Column, right: "DataSour
             raise KsqlError(_NO_REPARTITION, statement=text)
 
 
+def check_insert_window(target: "DataSource", result: ast.Window | None, text: str) -> None:
+    """INSERT INTO a stream whose keys are windowed otherwise than the query's results would
+    write keys its readers cannot decode: refused (the same window type, or both unwindowed)."""
+    def how(w: ast.Window | None) -> str:
+        return "not windowed" if w is None else f"{w.kind} windowed"
+    if (target.window is None) != (result is None) or (
+            target.window is not None and result is not None and target.window.kind != result.kind):
+        raise KsqlError(f"Incompatible key format between results and sink: the sink {target.name} is "
+                        f"{how(target.window)}, the results are {how(result)}.", statement=text)
+
+
 def check_repartition(source_window: ast.Window | None, partition_by: ast.Expr | None,
                       key_names: list[str], text: str) -> None:
     """ksqlDB's ``SchemaKStream.selectKey``: a windowed stream cannot be repartitioned (PARTITION

@@ -165,12 +165,25 @@ def test_an_aggregate_over_a_windowed_stream_rekeys_it(engine: Engine) -> None:
     ("SELECT * FROM twt JOIN t ON twt.id = t.id EMIT CHANGES;",
      "Can not join windowed source to non-windowed source.\nTWT is HOPPING windowed\nT is not windowed"),
     ("SELECT * FROM tws WHERE id = 'a';", "Pull queries are not supported on streams"),
+    ("INSERT INTO tws SELECT id, n FROM sws;", "Incompatible key format between results and sink: the sink TWS is "
+                                               "TUMBLING windowed, the results are SESSION windowed."),
+    ("INSERT INTO tws SELECT id, CAST(v AS BIGINT) AS n FROM s;",
+     "Incompatible key format between results and sink: the sink TWS is TUMBLING windowed, the results are not "
+     "windowed."),
 ])
 def test_windowed_source_refusals(engine: Engine, statement: str, message: str) -> None:
     engine.execute(SOURCES)
     with pytest.raises(KsqlError) as info:
         engine.query(statement) if statement.startswith("SELECT") else engine.execute(statement)
     assert info.value.message.startswith(message), info.value.message
+
+
+def test_insert_into_a_windowed_stream_from_one_of_the_same_window(engine: Engine) -> None:
+    engine.execute(SOURCES + "CREATE STREAM tws2 (id STRING KEY, n BIGINT) WITH (KAFKA_TOPIC='tw2', "
+                   "VALUE_FORMAT='JSON', WINDOW_TYPE='TUMBLING', WINDOW_SIZE='1 MINUTE');")
+    out = engine.execute("INSERT INTO tws SELECT id, n FROM tws2 WHERE n > 1;")
+    plan, _ = engine.plans[out[0]["commandStatus"]["queryId"]]
+    assert engine._key_sql(plan).endswith("unhex(lpad(hex(`__windowstart`), 16, '0'))) AS key")
 
 
 def test_a_projection_partitioned_by_its_own_key_is_not_repartitioned(engine: Engine) -> None:
