@@ -108,8 +108,17 @@ class Subscript:
     index: "Expr"
 
 
+@dataclass(frozen=True)
+class Lambda:
+    """A lambda function argument of TRANSFORM, FILTER or REDUCE: ``x => body`` or ``(k, v) =>
+    body``; in ``body`` its parameters are Columns without a source."""
+
+    params: tuple[str, ...]
+    body: "Expr"
+
+
 Expr = Union[Column, Literal, Call, Binary, Unary, IsNull, Between, InList, Cast, Case, Dereference,
-             ArrayConstructor, MapConstructor, StructConstructor, Subscript]
+             ArrayConstructor, MapConstructor, StructConstructor, Subscript, Lambda]
 
 
 # -- types and columns --------------------------------------------------------------------------
@@ -331,4 +340,6 @@ def children(e: Expr) -> tuple[Expr, ...]:
         return tuple(v for _, v in e.fields)
     if isinstance(e, Subscript):
         return (e.operand, e.index)
+    if isinstance(e, Lambda):
+        return (e.body,)
     return ()

@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, expression_types, inserts, printing, serde
+from kafkalite.sql import ast, expression_types, inserts, printing, serde, windowed
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -333,6 +333,8 @@ class Engine:
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
         src = self.metastore.require(q.source, text)
         store = self.stores.get(src.name)
+        if store is None and src.kind == "TABLE" and src.window is not None:
+            store = self._windowed_table_now(src)
         if src.kind != "TABLE" or store is None:
             raise KsqlError(f"Pull queries are not supported on streams or non-materialized tables: '{src.name}' "
                             "(add EMIT CHANGES for a push query)", statement=text)
@@ -479,7 +481,8 @@ class Engine:
     def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
         props = {k.upper(): v for k, v in s.properties}
         known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
-                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID"}
+                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID",
+                 "WINDOW_TYPE", "WINDOW_SIZE"}
         unknown = sorted(set(props) - known)
         if unknown:
             raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
@@ -492,6 +495,7 @@ class Engine:
                             "one or set a default via the 'ksql.persistence.default.format.value' config.",
                             statement=text)
         key_format = str(props.get("KEY_FORMAT") or props.get("FORMAT") or "KAFKA").upper()
+        window = windowed.window_of(props, text)          # keys with Kafka Streams' window bytes
         for fmt in (value_format, key_format):
             if fmt not in FORMATS:
                 raise KsqlError(f"Unknown format: {fmt}", statement=text)
@@ -527,7 +531,7 @@ class Engine:
             timestamp = ts_col.name
         ordered = tuple(keys) + tuple(c for c in columns if not c.key)
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
-                          str(timestamp) if timestamp else None,
+                          str(timestamp) if timestamp else None, window,
                           value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text)
 
     def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
@@ -648,6 +652,9 @@ class Engine:
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
+        split = None if source is not None or aggregate else self._table_column_split(q, src, text)
+        if split is not None:                    # ksqlDB repartitions the stream-table join's output
+            return self._plan_split_join(s, text, props, query_id, src, split)
         joins = self._join_sources(q, src, aggregate, text)
         if not isinstance(s, ast.Query) and source is None:
             join_rules.check_persistent_sources([src] + [d for _, d, _ in joins], text)
@@ -661,8 +668,10 @@ class Engine:
             f"{a}.{c.name}": c.type for a, d in sources for c in d.columns}
         scope: set[str] | Scope = Scope(((left, _columns_in_scope(src)),) + tuple(
             (alias, _columns_in_scope(right)) for _, right, alias in joins), types) \
-            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (set(WINDOW_BOUNDS) if q.window
-                                                                                 else set()), types)
+            if joins else Columns({c.name for c in src.columns} | set(PSEUDO) | (
+                set(WINDOW_BOUNDS) if q.window or src.window else set()), types)
+        if not joins:
+            windowed.check_repartition(src.window, q.partition_by, [k.name for k in src.key_columns], text)
         synthetic = _synthetic_key(src, joins, left)
         if synthetic is not None:                 # a FULL OUTER table-table join: ROWKEY is COALESCE of the keys
             q = replace(q, items=tuple(replace(i, expr=synthetic) if i.expr == ast.Column("ROWKEY") else i
@@ -676,7 +685,7 @@ class Engine:
         for index, item in enumerate(q.items):
             if item.expr is None:
                 items += ([(f"{a}_{c.name}", ast.Column(c.name, a)) for a, d in sources for c in d.columns]
-                          if joins else [(c.name, ast.Column(c.name)) for c in src.columns])
+                          if joins else [(c.name, ast.Column(c.name)) for c in _star_columns(src, s)])
             else:
                 items.append((output_name(item, index), item.expr))
         if aggregate:
@@ -703,13 +712,14 @@ class Engine:
         sink_columns = tuple(ast.ColumnDef(n, t or ast.SqlType("STRING"), key=k) for n, k, t in typed)
         if target is not None:
             _check_insert_schema(typed, target, text)
+            windowed.check_insert_window(target, q.window or _kept_window(src, aggregate, joins), text)
             sink = target
         else:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
                               str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
-                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None, q.window,
-                              statement=text)
+                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None,
+                              q.window or _kept_window(src, aggregate, joins), statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
             if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
@@ -773,6 +783,84 @@ class Engine:
         upstream.owner = query_id
         return plan
 
+    def _table_column_split(self, q: ast.Select, src: DataSource, text: str) -> int | None:
+        """The index of the first stream-stream join whose ON names a column of a table joined
+        before it (``s JOIN t ON ... JOIN o WITHIN ... ON t.v = o.v``), None if there is none (or
+        the joins are malformed: ``_join_sources`` then says how)."""
+        lefts: list[tuple[str, DataSource]] = [(q.alias or src.name, src)]
+        for index, j in enumerate(q.joins):
+            right = self.metastore.get(j.source)
+            if right is None or not (isinstance(j.on, ast.Binary) and isinstance(j.on.left, ast.Column)
+                                     and isinstance(j.on.right, ast.Column)):
+                return None
+            alias = j.alias or right.name
+            if right.kind == "STREAM" and index > 0:
+                try:
+                    _, other = _join_sides(j.on, alias, right, lefts, text)
+                except KsqlError:
+                    return None
+                owner = next((d for a, d in lefts if a == other.source), None)
+                if owner is not None and owner.kind == "TABLE":
+                    return index
+            lefts.append((alias, right))
+        return None
+
+    def _plan_split_join(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
+                         props: dict[str, Any], query_id: str, src: DataSource, split: int) -> "QueryPlan":
+        """A stream-stream join after a stream-table join whose ON names a table column, as ksqlDB
+        runs it (it repartitions the stream-table join's output by that column): the joins before
+        ``split`` are a query of their own, ``<id>_JOIN``, writing every column as ``ALIAS_COL``
+        exactly once to the internal topic ``..-Join-repartition`` (as an aggregate over a join
+        does); the query reads that topic as a stream from the start and runs the remaining joins,
+        its expressions naming those columns. The plan carries the first query as ``upstream``."""
+        q = s.query
+        left = q.alias or src.name
+        prefix = [(left, src)] + [(j.alias or j.source, self.metastore.require(j.source, text))
+                                  for j in q.joins[:split]]
+        suffix = [(j.alias or j.source, self.metastore.require(j.source, text)) for j in q.joins[split:]]
+        items = tuple(ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in prefix for c in d.columns)
+        topic = join_rules.repartition_topic(self.config.service_id, query_id)
+        join_id = f"{query_id}_JOIN"
+        upstream = self._plan(ast.CreateAsSelect("STREAM", join_id, (("KAFKA_TOPIC", topic), ("VALUE_FORMAT", "JSON")),
+                                                 ast.Select(items, q.source, q.alias, joins=q.joins[:split])),
+                              text, props, join_id)
+        joined = DataSource(join_id, "STREAM", topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
+                            statement=text)
+        mine = {a: d for a, d in prefix}
+        later = {a: d for a, d in suffix}
+
+        def rename(c: ast.Column) -> ast.Expr:
+            owner = c.source if c.source is not None else next(
+                (a for a, d in prefix if d.column(c.name) is not None), None)
+            if owner not in mine or (c.source is None and any(d.column(c.name) for d in later.values())):
+                return c                                  # a later source's (or ambiguous: said later)
+            if c.name in PSEUDO:
+                return ast.Column(c.name, join_id)        # the joined record's: the left stream's
+            return ast.Column(f"{owner}_{c.name}")
+        renamed: list[ast.SelectItem] = []
+        for index, i in enumerate(q.items):
+            if i.expr is None:                            # SELECT *: every source's columns as ALIAS_COL
+                renamed += [ast.SelectItem(ast.Column(f"{a}_{c.name}"), f"{a}_{c.name}") for a, d in prefix
+                            for c in d.columns]
+                renamed += [ast.SelectItem(ast.Column(c.name, a), f"{a}_{c.name}") for a, d in suffix
+                            for c in d.columns]
+            else:
+                renamed.append(replace(i, expr=map_columns(i.expr, rename), alias=i.alias or output_name(i, index)))
+        select = replace(q, items=tuple(renamed), source=join_id, alias=None,
+                         where=None if q.where is None else map_columns(q.where, rename),
+                         joins=tuple(replace(j, on=map_columns(j.on, rename)) for j in q.joins[split:]))
+        if isinstance(s, ast.Query):
+            plan = self._plan(replace(s, query=select), text, props, query_id, joined)
+        else:
+            join_rules.check_persistent_sources([d for _, d in suffix], text)
+            formats = {k.upper() for k, _ in s.properties}
+            properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
+                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
+            plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
+        plan.upstream, plan.offset_reset = upstream, "earliest"
+        upstream.owner = query_id
+        return plan
+
     def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
                       text: str) -> list[tuple[ast.Join, DataSource, str]]:
         """The joined sources with their aliases, refused in ksqlDB's words (0.29's
@@ -817,6 +905,8 @@ class Engine:
             join_rules.check_join_windowing(next((d for a, d in lefts if a == other.source), left), str(other.source),
                                             right, alias, text)
             join_rules.check_mixed_joins(lefts, j, right, other, text)
+            windowed.check_join_key(next((d for a, d in lefts if a == other.source), left), other, right, mine,
+                                    text)
             condition = f"{_expr_text(other)} = {_expr_text(mine)}"
             pk = [c.name for c in right.key_columns]
             if right.kind == "TABLE" and mine.name not in pk:
@@ -915,6 +1005,8 @@ class Engine:
                                                              else ")"))
         select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
         select.append(_event_time(plan))
+        if w is None and plan.sink.window is not None and src.window is not None:   # kept: the output's keys
+            select += ["`WINDOWSTART` AS `__windowstart`", "`WINDOWEND` AS `__windowend`"]
         keys_sql = [to_spark(e, known, text) for e in plan.key_exprs]
         for name, e, sql in zip(plan.key_names, plan.key_exprs, keys_sql):
             if name not in [n for n, _ in plan.items]:
@@ -948,9 +1040,13 @@ class Engine:
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         from_sql = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
         tables = [(j, d, a) for j, d, a in plan.joins if d.kind == "TABLE"]
-        for index, (join, _, alias) in enumerate(tables):
+        for index, (join, table, alias) in enumerate(tables):
+            assert isinstance(join.on, ast.Binary)
+            _, other = _join_sides(join.on, alias, table, [(left_alias, plan.source)] + [
+                (a, d) for _, d, a in plan.joins if a != alias], text)
             from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
-                         f"{quote(alias)} ON {to_spark(join.on, scope, text)}")
+                         f"{quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{join_rules.window_match(str(other.source), alias, table.window)}")
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
 
         def per_batch(batch: Any) -> Any:
@@ -1093,15 +1189,22 @@ class Engine:
         from_sql = f"{view}_0 AS {quote(left_alias)}"
         kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
                  "FULL": "FULL OUTER JOIN"}
+        joined: list[tuple[str, DataSource]] = [(left_alias, plan.source)]
         for index, ((join, right, alias), grace) in enumerate(zip(stream_joins, graces), start=1):
-            assert join.within is not None
+            assert join.within is not None and isinstance(join.on, ast.Binary)
+            _, other = _join_sides(join.on, alias, right, joined, text)
+            joined.append((alias, right))
             (self._source_frame(right, plan.offset_reset).withWatermark("ROWTIME", f"{grace} milliseconds")
              .createOrReplaceTempView(f"{view}_{index}"))
             lt, rt = f"{quote(left_alias)}.`ROWTIME`", f"{quote(alias)}.`ROWTIME`"
             from_sql += (f" {kinds[join.kind]} {view}_{index} AS {quote(alias)} ON {to_spark(join.on, scope, text)}"
+                         f"{join_rules.window_match(str(other.source), alias, right.window)}"
                          f" AND {rt} >= {lt} - INTERVAL {join.within.before_ms} MILLISECONDS"
                          f" AND {rt} <= {lt} + INTERVAL {join.within.after_ms} MILLISECONDS")
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
+        if plan.sink.window is not None and plan.source.window is not None:      # the output keys' window
+            select += [f"{quote(left_alias)}.`WINDOWSTART` AS `__windowstart`",
+                       f"{quote(left_alias)}.`WINDOWEND` AS `__windowend`"]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
         if structs:
             select = [f"struct({quote(a)}.*) AS {quote(a)}" for a in [left_alias] + [a for _, _, a in stream_joins]]
@@ -1343,17 +1446,34 @@ class Engine:
         self.stores[plan.sink.name] = store
         return store
 
+    def _windowed_table_now(self, table: DataSource) -> StateStore:
+        """A windowed table declared over a topic (``WINDOW_TYPE``), which no query of this server
+        materializes: its rows now, read from its topic for this pull query (the latest row per
+        key and window, as a windowed CTAS's state store holds them)."""
+        bounds = list(WINDOW_BOUNDS)
+        columns = list(table.key_columns) + [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in bounds] \
+            + list(table.value_columns)
+        store = StateStore([c.name for c in table.key_columns], True, [c.name for c in columns],
+                           [_ksql_name(c.type) for c in columns])
+        self._read_table(table, table.window, store, f"ksql-pull-{table.name}")
+        return store
+
     def _restore_store(self, plan: "QueryPlan", store: StateStore) -> None:
         """Rebuilds a resumed table's state store from its output topic (read_committed, to the
         end), as Kafka Streams restores a store from its changelog; then the query goes on."""
-        topic = plan.sink.topic
+        self._read_table(plan.sink, plan.select.window, store, f"ksql-restore-{plan.query_id}")
+
+    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str) -> None:
+        """A table's topic (read_committed, to the end) into ``store``: the latest row per key
+        (and window), a tombstone deleting it; a failure is logged and leaves what was read."""
+        topic = table.topic
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
             tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
         consumer = Consumer(self.config.bootstrap_servers, auto_offset_reset="earliest", enable_auto_commit=False,
                             isolation_level="read_committed", security=self.config.security,
-                            client_id=f"ksql-restore-{plan.query_id}")
+                            client_id=client_id)
         restored = 0
-        avro = self._avro_decoder() if plan.sink.value_format == "AVRO" else None
+        avro = self._avro_decoder() if table.value_format == "AVRO" else None
         try:
             consumer.assign(tps)
             ends = consumer.end_offsets(tps)
@@ -1363,17 +1483,17 @@ class Engine:
                 records = consumer.poll(1000)
                 idle = 0 if records else idle + 1
                 for r in records:
-                    row = decode_output(r.key, r.value, plan.sink, store, plan.select.window, avro)
+                    row = decode_output(r.key, r.value, table, store, window, avro)
                     if row is not None and row.pop("__deleted", False):
-                        store.delete([tuple(row.get(k) for k in store.key_names)])
+                        store.delete([store.key_of(row)])          # a windowed row: in its window
                     elif row is not None:
                         store.update([row])
                 restored += len(records)
         except Exception as exc:                         # the query still runs; pull queries see less
-            log.error("restoring the state of %s from %s failed: %s", plan.query_id, topic, exc)
+            log.error("reading table %s from %s failed: %s", table.name, topic, exc)
         finally:
             consumer.close(autocommit=False)
-        log.info("state of %s restored from %d records of %s", plan.query_id, restored, topic)
+        log.info("table %s: %d records of %s read", table.name, restored, topic)
 
     def _security_options(self) -> dict[str, str]:
         """The server's client security properties as the kafkalite source's and sink's ``kafka.*``
@@ -1448,12 +1568,18 @@ class Engine:
                                 f"[{', '.join(names)}]", statement=plan.sink.statement)
             key = f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)"
         w = plan.select.window
-        if w is not None and names:
+        # a windowed stream's projection keeps its window
+        kept = plan.sink.window if w is None and plan.source.window is not None else None
+        if (w is not None or kept is not None) and names:
             # Kafka Streams' windowed keys: key bytes + window start (+ end first for sessions), 8 bytes each
-            def be(ts: str) -> str:
-                return f"unhex(lpad(hex(unix_millis({ts})), 16, '0'))"
-            key = (f"concat({key}, {be('`__window`.end')}, {be('`__window`.start')})" if w.kind == "SESSION"
-                   else f"concat({key}, {be('`__window`.start')})")
+            def be(ms: str) -> str:
+                return f"unhex(lpad(hex({ms}), 16, '0'))"
+            start, end = (("unix_millis(`__window`.start)", "unix_millis(`__window`.end)") if w is not None
+                          else ("`__windowstart`", "`__windowend`"))
+            window = w or kept
+            assert window is not None
+            key = (f"concat({key}, {be(end)}, {be(start)})" if window.kind == "SESSION"
+                   else f"concat({key}, {be(start)})")
         return f"{key} AS key"
 
     def _value_sql(self, plan: "QueryPlan", result: Any, tombstones: bool = False) -> list[str]:
@@ -1669,8 +1795,8 @@ class QueryPlan:
 
     @property
     def source_names(self) -> tuple[str, ...]:
-        if self.upstream is not None:
-            return self.upstream.source_names
+        if self.upstream is not None:               # the upstream join's, then this query's own joins'
+            return self.upstream.source_names + tuple(d.name for _, d, _ in self.joins)
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
@@ -1976,6 +2102,25 @@ def _table_join_key(src: DataSource, joins: list[tuple[ast.Join, DataSource, str
                     f"build `{name}` must include the join expressions "
                     f"{_or_list([f'{v.source}.{v.name}' for v in viable])} in its projection (eg, SELECT "
                     f"{viable[0].source}.{viable[0].name}...).", statement=text)
+
+
+def _star_columns(src: DataSource, s: Any) -> list[ast.ColumnDef]:
+    """``SELECT *``'s columns: a push query over a windowed source has WINDOWSTART and WINDOWEND
+    after the keys (ksqlDB's ``withPseudoAndKeyColsInValue``); a persistent query keeps them in
+    its output's key, not as columns (``FinalProjectNode``)."""
+    if src.window is None or not isinstance(s, ast.Query):
+        return list(src.columns)
+    bounds = [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in WINDOW_BOUNDS]
+    return list(src.key_columns) + bounds + list(src.value_columns)
+
+
+def _kept_window(src: DataSource, aggregate: bool, joins: list[Any]) -> ast.Window | None:
+    """A windowed stream's window carried to a projection's or a stream-stream join's output,
+    whose keys stay windowed (as ksqlDB's do: the left source's window); an aggregate's GROUP BY
+    rekeys the rows, dropping it. (A join with a windowed table is a push query only.)"""
+    if aggregate or (joins and any(d.kind != "STREAM" for _, d, _ in joins)):
+        return None
+    return src.window
 
 
 def _columns_in_scope(src: DataSource) -> frozenset[str]:

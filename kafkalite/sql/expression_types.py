@@ -126,6 +126,8 @@ def type_of(e: ast.Expr, column: ColumnTypes, statement: str = "") -> T | None:
             return next((t for t in (go(v) for _, v in x.whens) if t is not None),
                         None if x.default is None else go(x.default))
         if isinstance(x, ast.Call):
+            if x.name in LAMBDA_FUNCTIONS:
+                return lambda_call_type(x, column, statement)
             if x.name in _STRING_FUNCTIONS:
                 return T("STRING")
             if x.name == "SPLIT":
@@ -147,6 +149,80 @@ def type_of(e: ast.Expr, column: ColumnTypes, statement: str = "") -> T | None:
                 return go(x.args[0])
         return None
     return go(e)
+
+
+#: ksqlDB's lambda functions (its ``udf/lambda`` package): name -> (ARRAY form, MAP form), each
+#: form the parameter counts of its lambdas, in ksqlDB's UDF signatures
+LAMBDA_FUNCTIONS = {"TRANSFORM": ((1,), (2, 2)), "FILTER": ((1,), (2,)), "REDUCE": ((2,), (3,))}
+_SIGNATURES = {"TRANSFORM": ["TRANSFORM(ARRAY<T> array, LAMBDA (T) => R lambda function)",
+                             "TRANSFORM(MAP<K, V> map, LAMBDA (K, V) => R key lambda function, "
+                             "LAMBDA (K, V) => T value lambda function)"],
+               "FILTER": ["FILTER(ARRAY<T> array, LAMBDA (T) => BOOLEAN lambda function)",
+                          "FILTER(MAP<K, V> map, LAMBDA (K, V) => BOOLEAN lambda function)"],
+               "REDUCE": ["REDUCE(ARRAY<T> array, S initial state, LAMBDA (S, T) => S reduce function)",
+                          "REDUCE(MAP<K, V> map, S initial state, LAMBDA (S, K, V) => S reduce function)"]}
+
+
+def lambda_form(x: ast.Call, collection: T | None, statement: str) -> tuple[str, list[ast.Lambda]]:
+    """Which of a lambda function's forms a call is ("ARRAY" or "MAP", by its first argument's
+    type, or by its lambdas' parameters when that type is unknown) and its lambdas; a call that
+    fits neither is ksqlDB's ``UdfIndex`` refusal."""
+    array_form, map_form = LAMBDA_FUNCTIONS[x.name]
+    lambdas = [a for a in x.args if isinstance(a, ast.Lambda)]
+    plain = [a for a in x.args if not isinstance(a, ast.Lambda)]
+    arity = tuple(len(f.params) for f in lambdas)
+    kind = collection.name if collection is not None else (
+        "ARRAY" if arity == array_form else "MAP" if arity == map_form else None)
+    wanted_plain = 2 if x.name == "REDUCE" else 1
+    fits = (kind == "ARRAY" and arity == array_form) or (kind == "MAP" and arity == map_form)
+    if not fits or len(plain) != wanted_plain:
+        def shown(a: ast.Expr) -> str:
+            if isinstance(a, ast.Lambda):
+                return "LAMBDA (" + ", ".join(a.params) + ") => ..."
+            t = collection if a is x.args[0] else None
+            return "null" if t is None else ksql_type_name(t)
+        raise KsqlError(f"Function '{x.name}' does not accept parameters ({', '.join(shown(a) for a in x.args)})."
+                        "\nValid alternatives are:\n" + "\n".join(_SIGNATURES[x.name])
+                        + "\nFor detailed information on a function run: DESCRIBE FUNCTION <Function-Name>;",
+                        statement=statement)
+    return str(kind), lambdas
+
+
+def lambda_params(x: ast.Call, kind: str, collection: T | None, state: T | None) -> list[dict[str, T | None]]:
+    """Each lambda's parameter types: an array's element; a map's key and value; REDUCE's state
+    (the initial state's type, ksqlDB's ``S``) first."""
+    items: tuple[T | None, ...] = (None, None)
+    if collection is not None and collection.items:
+        items = tuple(collection.items) + (None,)
+    types = [items[0]] if kind == "ARRAY" else [items[0], items[1]]
+    if x.name == "REDUCE":
+        types = [state] + types
+    return [dict(zip(f.params, types)) for f in x.args if isinstance(f, ast.Lambda)]
+
+
+def bound(column: ColumnTypes, params: dict[str, T | None]) -> ColumnTypes:
+    """``column`` inside a lambda's body: its parameters (unqualified names) first."""
+    def of(c: ast.Column) -> T | None:
+        return params[c.name] if c.source is None and c.name in params else column(c)
+    return of
+
+
+def lambda_call_type(x: ast.Call, column: ColumnTypes, statement: str) -> T | None:
+    """TRANSFORM: an array of its lambda's type, or a map of its two lambdas' types; FILTER: its
+    collection's type; REDUCE: its initial state's type (ksqlDB's signatures)."""
+    collection = type_of(x.args[0], column, statement) if x.args else None
+    state = type_of(x.args[1], column, statement) if x.name == "REDUCE" and len(x.args) > 1 else None
+    kind, lambdas = lambda_form(x, collection, statement)
+    params = lambda_params(x, kind, collection, state)
+    results = [type_of(f.body, bound(column, p), statement) for f, p in zip(lambdas, params)]
+    if x.name == "FILTER":
+        return collection
+    if x.name == "REDUCE":
+        return state
+    if kind == "ARRAY":
+        return None if results[0] is None else T("ARRAY", items=(results[0],))
+    key, value = results
+    return None if key is None or value is None else T("MAP", items=(key, value))
 
 
 def _null_literal(x: ast.Expr) -> bool:
@@ -245,8 +321,23 @@ def _convert(x: ast.Expr, t: T | None, common: T | None) -> ast.Expr:
     if isinstance(x, (ast.ArrayConstructor, ast.MapConstructor, ast.StructConstructor)) and common.name != "STRUCT":
         return ast.Cast(x, common)
     if isinstance(x, ast.StructConstructor):
-        return x                                         # a struct's missing fields stay absent (null)
+        return _struct_at(x, t, common)
     return ast.Cast(x, common)
+
+
+def _struct_at(x: ast.StructConstructor, t: T, common: T) -> ast.StructConstructor:
+    """A STRUCT constructor at the union type of the structs it is mixed with: every field of
+    the union in its order, a missing one a typed null (ksqlDB's struct has it null), a present
+    one converted to the field's common type (nested structs alike); Spark then sees one type."""
+    own_types = dict(t.fields)
+    own = dict(x.fields)
+    fields = []
+    for name, field_type in common.fields:
+        if name in own:
+            fields.append((name, _convert(own[name], own_types.get(name), field_type)))
+        else:
+            fields.append((name, ast.Cast(ast.Literal(None), field_type)))
+    return ast.StructConstructor(tuple(fields))
 
 
 def coerce_constructor(x: ast.ArrayConstructor | ast.MapConstructor | ast.StructConstructor, column: ColumnTypes,

@@ -130,6 +130,7 @@ MUL_OP: "*" | "/" | "%"
 ?primary: literal                               -> lit
         | ident "(" "*" ")"                     -> call_star
         | ident "(" [expr ("," expr)*] ")"      -> call
+        | ident "(" expr ("," expr)* ("," lambda_fn)+ ")" -> call
         | "CAST"i "(" expr "AS"i type ")"       -> cast
         | "ARRAY"i "[" [expr ("," expr)*] "]"   -> array_ctor
         | "MAP"i "(" [map_entry ("," map_entry)*] ")" -> map_ctor
@@ -138,6 +139,12 @@ MUL_OP: "*" | "/" | "%"
         | ident "." ident                       -> qualified
         | ident                                 -> column
         | "(" expr ")"
+
+// ksqlDB's SqlBase.g4 #lambda: x => body, (k, v) => body; its head is one token, so that a
+// parenthesized expression "(a)" never reads as a lambda's parameters
+lambda_fn: LAMBDA_HEAD expr
+LAMBDA_HEAD.3: /\(\s*[A-Za-z_][A-Za-z0-9_]*(\s*,\s*[A-Za-z_][A-Za-z0-9_]*)*\s*\)\s*=>/
+             | /[A-Za-z_][A-Za-z0-9_]*\s*=>/
 
 // ksqlDB's SqlBase.g4: MAP(k := v, ...), STRUCT(name := v, ...)
 map_entry: expr ASSIGN expr
@@ -462,6 +469,10 @@ class _ToAst(Transformer):
     def call(self, name: str, *args: Any) -> ast.Expr:
         return ast.Call(name, tuple(a for a in args if a is not None))
 
+    def lambda_fn(self, head: Token, body: ast.Expr) -> ast.Lambda:
+        names = str(head)[:-2].strip().strip("()").split(",")
+        return ast.Lambda(tuple(n.strip().upper() for n in names), body)
+
     def cast(self, e: ast.Expr, type_: ast.SqlType) -> ast.Expr:
         return ast.Cast(e, type_)
 
@@ -545,7 +556,8 @@ _STATEMENT_WORDS = ("CREATE", "INSERT", "SELECT", "SHOW", "LIST", "DESCRIBE", "D
                     "UNSET", "EXPLAIN", "PRINT", "RUN")
 #: ANTLR's display names (ksqlDB's SqlBase.g4 tokens) for the terminals that are not one keyword
 _TOKEN_NAMES = {"IDENT": "IDENTIFIER", "QUOTED_IDENT": "BACKQUOTED_IDENTIFIER", "STRING": "STRING",
-                "INT": "INTEGER_VALUE", "SIGNED_NUMBER": "DECIMAL_VALUE", "$END": "<EOF>"}
+                "INT": "INTEGER_VALUE", "SIGNED_NUMBER": "DECIMAL_VALUE", "$END": "<EOF>",
+                "LAMBDA_HEAD": "IDENTIFIER"}                    # a lambda starts with its parameter(s)
 #: the operator terminals that stand for several symbols
 _OPERATORS = {"NEQ": ("!=", "<>"), "ADD_OP": ("+", "-", "||"), "MUL_OP": ("*", "/", "%")}
 

@@ -19,7 +19,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from kafkalite.sql import ast
+from kafkalite.sql import ast, windowed
 from kafkalite.sql.errors import KsqlError
 
 if TYPE_CHECKING:
@@ -134,13 +134,15 @@ class StateStore:
         self._rows: dict[tuple[Any, ...], dict[str, Any]] = {}
         self._lock = threading.Lock()
 
+    def key_of(self, row: dict[str, Any]) -> tuple[Any, ...]:
+        """A row's key in the store: its key columns, and its window bounds if windowed."""
+        key = tuple(row.get(k) for k in self.key_names)
+        return key + (row.get("WINDOWSTART"), row.get("WINDOWEND")) if self.windowed else key
+
     def update(self, rows: list[dict[str, Any]]) -> None:
         with self._lock:
             for r in rows:
-                key = tuple(r.get(k) for k in self.key_names)
-                if self.windowed:
-                    key += (r.get("WINDOWSTART"), r.get("WINDOWEND"))
-                self._rows[key] = r
+                self._rows[self.key_of(r)] = r
 
     def keys(self) -> list[tuple[Any, ...]]:
         with self._lock:
@@ -252,14 +254,9 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         return None
     types = dict(zip(store.column_names, store.column_types))
     row: dict[str, Any] = {}
-    if window is not None:
-        if window.kind == "SESSION":
-            key, end, start = key[:-16], int.from_bytes(key[-16:-8], "big"), int.from_bytes(key[-8:], "big")
-        else:
-            key, start = key[:-8], int.from_bytes(key[-8:], "big")
-            end = start + window.size_ms
-        row["WINDOWSTART"], row["WINDOWEND"] = start, end
     try:
+        if window is not None:
+            key, row["WINDOWSTART"], row["WINDOWEND"] = windowed.decode_key(key, window)
         if sink.key_format == "JSON":
             doc = json.loads(key)
             row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})

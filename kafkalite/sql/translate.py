@@ -254,13 +254,21 @@ def columns_of(e: ast.Expr | None) -> set[str]:
 WINDOW_BOUNDS = ("WINDOWSTART", "WINDOWEND")
 
 
-def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window: str | None = None) -> str:
+def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window: str | None = None,
+             params: Mapping[str, tuple[ast.SqlType | None, str]] | None = None) -> str:
     """Spark SQL text for ``e``; ``known`` are the columns in scope (others: ksqlDB's error), a
     :class:`Scope` for a join; ``window`` is a windowed aggregate's window expression, whose
-    bounds WINDOWSTART/WINDOWEND name."""
+    bounds WINDOWSTART/WINDOWEND name; ``params`` are the lambda parameters in scope (inside a
+    TRANSFORM/FILTER/REDUCE lambda's body), each with its type and the Spark SQL it stands for,
+    which an unqualified name means first."""
+    bound = dict(params or {})
+    types = expression_types.bound(column_types(known), {n: t for n, (t, _) in bound.items()})
+
     def go(x: ast.Expr) -> str:
         if isinstance(x, ast.Literal):
             return literal(x.value)
+        if isinstance(x, ast.Column) and x.source is None and x.name in bound:
+            return bound[x.name][1]                       # a lambda's parameter (Spark's lambda variable)
         if isinstance(x, ast.Column):
             if isinstance(known, Scope):
                 sql = known.resolve(x, statement)
@@ -284,17 +292,24 @@ def to_spark(e: ast.Expr, known: "set[str] | Scope", statement: str = "", window
         if isinstance(x, ast.Cast):
             return f"CAST({go(x.operand)} AS {spark_type(x.type)})"
         if isinstance(x, ast.Dereference):
-            expression_types.type_of(x, column_types(known), statement)   # ksqlDB's refusals
+            expression_types.type_of(x, types, statement)   # ksqlDB's refusals
             return f"{go(x.operand)}.{quote(x.field)}"
         if isinstance(x, ast.Case):
             whens = " ".join(f"WHEN {go(c)} THEN {go(v)}" for c, v in x.whens)
             return f"(CASE {whens}{' ELSE ' + go(x.default) if x.default is not None else ''} END)"
+        if isinstance(x, ast.Call) and x.name in expression_types.LAMBDA_FUNCTIONS:
+            def body(f: ast.Lambda, inner: dict[str, tuple[ast.SqlType | None, str]]) -> str:
+                return to_spark(f.body, known, statement, window, {**bound, **inner})
+            return _lambda_call(x, go, types, body, f"`__entry{len(bound)}`", statement)
+        if isinstance(x, ast.Lambda):
+            raise KsqlError(f"Lambda functions are only allowed as arguments of TRANSFORM, FILTER and REDUCE: "
+                            f"{sql_text(x)}", statement=statement)
         if isinstance(x, ast.Call):
             return _call(x, go, statement)
         if isinstance(x, (ast.ArrayConstructor, ast.MapConstructor, ast.StructConstructor)):
-            return _constructor(x, go, column_types(known), statement)
+            return _constructor(x, go, types, statement)
         if isinstance(x, ast.Subscript):
-            return _subscript(x, go, column_types(known), statement)
+            return _subscript(x, go, types, statement)
         raise KsqlError(f"Unsupported expression in a query on this server: {sql_text(x)}", statement=statement)
     return go(e)
 
@@ -347,6 +362,55 @@ def _call(x: ast.Call, go: object, statement: str) -> str:
     if x.name == "TIMESTAMPTOSTRING":       # (epoch ms, pattern)
         return f"date_format(timestamp_millis({args[0]}), {args[1]})"
     return f"{spark}({', '.join(args)})"
+
+
+def _lambda_call(x: ast.Call, go: Callable[[ast.Expr], str], types: expression_types.ColumnTypes,
+                 body: Callable[[ast.Lambda, dict[str, tuple[ast.SqlType | None, str]]], str], entry: str,
+                 statement: str) -> str:
+    """ksqlDB's TRANSFORM, FILTER and REDUCE (``udf/lambda``) as Spark's higher-order functions,
+    with ksqlDB's nulls: a null collection gives null (REDUCE: the initial state; a null initial
+    state null); a map TRANSFORM whose new keys repeat or whose keys or values are null gives
+    null, where ksqlDB's ``Collectors.toMap`` fails the row's call (Spark would fail the whole
+    query). A map's lambdas run over Spark's ``map_entries``, their (key, value) parameters
+    standing for the entry's fields (``entry``: a lambda variable unique at this depth)."""
+    collection = expression_types.type_of(x.args[0], types, statement)
+    state = expression_types.type_of(x.args[1], types, statement) if x.name == "REDUCE" else None
+    kind, lambdas = expression_types.lambda_form(x, collection, statement)
+    params = expression_types.lambda_params(x, kind, collection, state)
+
+    def fn(index: int, fields: list[str] | None = None) -> str:
+        """Lambda ``index``'s body, its parameters Spark lambda variables of their own names,
+        or (``fields``) the given expressions."""
+        f = lambdas[index]
+        sql = fields or [quote(p) for p in f.params]
+        return body(f, {p: (params[index][p], v) for p, v in zip(f.params, sql)})
+
+    def lam(index: int) -> str:
+        names = [quote(p) for p in lambdas[index].params]     # Spark: x -> ... or (a, b) -> ...
+        return f"{names[0] if len(names) == 1 else '(' + ', '.join(names) + ')'} -> {fn(index)}"
+    source = go(x.args[0])
+    if x.name == "FILTER":
+        return f"filter({source}, {lam(0)})" if kind == "ARRAY" else f"map_filter({source}, {lam(0)})"
+    if x.name == "TRANSFORM" and kind == "ARRAY":
+        return f"transform({source}, {lam(0)})"
+    key_value = [f"{entry}.key", f"{entry}.value"]
+    if x.name == "TRANSFORM":
+        pairs = (f"transform(map_entries({source}), {entry} -> struct({fn(0, key_value)} AS key, "
+                 f"{fn(1, key_value)} AS value))")
+        return (f"(CASE WHEN {source} IS NULL THEN NULL WHEN exists({pairs}, {entry} -> {entry}.key IS NULL OR "
+                f"{entry}.value IS NULL) OR size(array_distinct(transform({pairs}, {entry} -> {entry}.key))) != "
+                f"size({source}) THEN NULL ELSE map_from_entries({pairs}) END)")
+    init = go(x.args[1])
+
+    def typed(text: str) -> str:                          # Spark's aggregate keeps the state's exact type
+        return text if state is None else f"CAST({text} AS {spark_type(state)})"
+    f = lambdas[0]
+    if kind == "ARRAY":
+        reduced = f"aggregate({source}, {typed(init)}, ({', '.join(quote(p) for p in f.params)}) -> {typed(fn(0))})"
+    else:
+        merge = typed(fn(0, [quote(f.params[0])] + key_value))
+        reduced = f"aggregate(map_entries({source}), {typed(init)}, ({quote(f.params[0])}, {entry}) -> {merge})"
+    return f"(CASE WHEN {init} IS NULL THEN NULL WHEN {source} IS NULL THEN {typed(init)} ELSE {reduced} END)"
 
 
 def output_name(item: ast.SelectItem, index: int) -> str:
