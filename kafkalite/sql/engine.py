@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, expression_types, inserts, printing, serde
+from kafkalite.sql import ast, expression_types, inserts, kafka_format, printing, serde
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -1435,7 +1435,10 @@ class Engine:
             raw = raw.drop("key").withColumnRenamed("__key", "key")
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
-        if len(keys) == 1 and src.key_format in ("KAFKA", "DELIMITED"):
+        if len(keys) == 1 and src.key_format == "KAFKA":
+            cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
+                        f"{quote(keys[0].name)}")
+        elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
         elif keys:
             cols += _json_columns("key", keys)
@@ -1451,7 +1454,8 @@ class Engine:
         elif src.value_format == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
-            cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
+            cols.append(f"{kafka_format.read_sql('value', values[0].type, spark_type(values[0].type))} AS "
+                        f"{quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
             for c in values:
                 field = f"value.{quote(_avro_field(raw, c.name))}"
@@ -1477,7 +1481,10 @@ class Engine:
             if len(names) > 1:
                 raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "
                                 f"[{', '.join(names)}]", statement=plan.sink.statement)
-            key = f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)"
+            column = plan.sink.column(names[0])
+            key = (kafka_format.write_sql(quote(names[0]), column.type)
+                   if plan.sink.key_format == "KAFKA" and column is not None
+                   else f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)")
         w = plan.select.window
         if w is not None and names:
             # Kafka Streams' windowed keys: key bytes + window start (+ end first for sessions), 8 bytes each
@@ -1509,7 +1516,9 @@ class Engine:
         if fmt == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=plan.sink.statement)
-            return [f"CAST({quote(values[0])} AS STRING) AS value"]
+            column = plan.sink.column(values[0])
+            return [f"{kafka_format.write_sql(quote(values[0]), column.type)} AS value" if column is not None
+                    else f"CAST({quote(values[0])} AS STRING) AS value"]
         types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
         self._register_avro(plan, [(n, types[n]) for n in values])
         return ["named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ") AS value"]
@@ -1900,6 +1909,8 @@ def _first_line(exc: BaseException) -> str:
         return type(exc).__name__
     lines = text.splitlines()
     first = lines[0].rstrip()
+    if first.startswith("An error occurred while calling ") and len(lines) > 1 and lines[1].startswith(": "):
+        first += " " + lines[1][2:].strip()               # py4j's line names the call, the next the Java error
     if first.endswith("Traceback (most recent call last):"):
         cause = next((line.strip() for line in lines[1:] if _PY_ERROR_LINE.match(line)), None)
         if cause is not None:

@@ -111,3 +111,36 @@ def test_avro_keys_are_refused_not_read_as_json(engine: Engine, statement: str) 
         engine.execute(statement)
     assert len(engine.commands.log) == logged and engine.metastore.get("K") is None  # type: ignore[attr-defined]
     engine.execute("CREATE STREAM k (v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');")
+
+
+@pytest.mark.parametrize("type_name, value, data", [
+    ("INT", 7, b"\x00\x00\x00\x07"), ("INT", -2, b"\xff\xff\xff\xfe"),
+    ("BIGINT", 1795964407000, (1795964407000).to_bytes(8, "big")), ("BIGINT", -1, b"\xff" * 8),
+    ("DOUBLE", 2.5, b"\x40\x04\x00\x00\x00\x00\x00\x00"), ("STRING", "u1", b"u1"), ("BYTES", b"\x00\x01", b"\x00\x01"),
+])
+def test_the_kafka_format_is_kafkas_serializers(type_name: str, value: Any, data: bytes) -> None:
+    """ksqlDB's KAFKA format: IntegerSerializer, LongSerializer, DoubleSerializer (big-endian
+    binary), StringSerializer, raw bytes; INSERT VALUES writes a KAFKA key and value so."""
+    from kafkalite.sql import ast, kafka_format, serde
+    from kafkalite.sql.metastore import DataSource
+
+    t = ast.SqlType(type_name)
+    assert kafka_format.encode(value, t) == data and kafka_format.decode(data, t) == value
+    source = DataSource("S", "STREAM", "s", (ast.ColumnDef("K", t, key=True), ast.ColumnDef("V", t)), "KAFKA",
+                        "KAFKA")
+    record = serde.encode(source, {"K": value, "V": value}, 5, None, "INSERT ...")
+    assert (record.key, record.value, record.timestamp_ms) == (data, data, 5)
+    if type_name in ("INT", "BIGINT", "DOUBLE"):
+        with pytest.raises(ValueError, match=f"3 bytes are no KAFKA {type_name}"):
+            kafka_format.decode(b"abc", t)
+
+
+
+def test_a_failed_spark_call_names_the_java_error() -> None:
+    """A query that Spark refuses to (re)start logs and reports why, not only py4j's call name."""
+    error = Exception("An error occurred while calling o210.start.\n: java.lang.IllegalStateException: "
+                      "Cannot start query with name Q as a query with that name is already active\n\tat org.x.Y")
+    assert engine_mod._first_line(error) == (
+        "An error occurred while calling o210.start. java.lang.IllegalStateException: Cannot start query with name "
+        "Q as a query with that name is already active")
+    assert engine_mod._first_line(Exception("one line\nmore")) == "one line"
