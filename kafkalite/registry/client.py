@@ -86,6 +86,10 @@ class RegistryClient:
             body["references"] = references
         return int(self._call("POST", f"/subjects/{self._quote(subject)}", body)["id"])
 
+    def delete_subject(self, subject: str) -> list[int]:
+        """Soft-deletes every version of ``subject`` (``DELETE /subjects/{s}``); the versions deleted."""
+        return [int(v) for v in self._call("DELETE", f"/subjects/{self._quote(subject)}")]
+
     # -- browsing (the console's schema pages) --------------------------------------------------
     def subjects(self) -> list[str]:
         return [str(s) for s in self._call("GET", "/subjects")]

@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, expression_types, inserts, printing, serde, windowed
+from kafkalite.sql import ast, expression_types, inserts, kafka_format, printing, serde, windowed
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -147,6 +147,9 @@ class Engine:
                             "\n\t* PRINT\n\t* SELECT", statement=stmt.text, code=QUERY_ENDPOINT)
         with self._lock:
             self._validate(s, stmt.text)
+            if isinstance(s, ast.Drop) and s.delete_topic:
+                stmt = self._delete_topic(stmt, s)
+                s = stmt.statement
             seq = self.commands.append(_command_id(s), stmt.text, {k: str(v) for k, v in props.items()})
             self.last_sequence = max(self.last_sequence, seq)
             try:
@@ -459,9 +462,6 @@ class Engine:
             if ms.get(s.name) is None:
                 return _status(stmt.text, s, seq, f"Source {s.name} does not exist.")
             dropped = ms.drop(s.name, statement=stmt.text)
-            if s.delete_topic:
-                with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
-                    admin.delete_topics([dropped.topic])
             return _status(stmt.text, s, seq, f"Source `{s.name}` (topic: {dropped.topic}) was dropped.")
         if isinstance(s, ast.Terminate):
             ids = [s.query_id] if s.query_id else [q.id for q in ms.live_queries()]
@@ -476,6 +476,36 @@ class Engine:
                 self._delete_internal_topics(qid)
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
+
+    def _delete_topic(self, stmt: ast.ParsedStatement, s: ast.Drop) -> ast.ParsedStatement:
+        """DROP ... DELETE TOPIC as ksqlDB's ``TopicDeleteInjector`` does it, before the command is
+        logged: refused while another source reads the same topic; the topic deleted, and for a
+        registry format (AVRO) its ``<topic>-value`` subject (a missing subject is no error); the
+        statement logged without DELETE TOPIC, so a replay never deletes a topic made again later."""
+        source = self.metastore.get(s.name)
+        if source is not None:
+            sharing = sorted(d.name for d in self.metastore.sources.values()
+                             if d.topic == source.topic and d.name != source.name)
+            if sharing:
+                raise KsqlError(f"Refusing to delete topic. Found other data sources ({', '.join(sharing)}) using "
+                                f"topic {source.topic}", statement=stmt.text)
+            try:
+                with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+                    admin.delete_topics([source.topic])
+            except Exception as exc:
+                raise KsqlError(f"Could not delete the corresponding kafka topic: {source.topic}",
+                                statement=stmt.text) from exc
+            if source.value_format == "AVRO" and self.config.schema_registry_url:
+                from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+                try:
+                    RegistryClient(self.config.schema_registry_url).delete_subject(f"{source.topic}-value")
+                except RegistryClientError as exc:
+                    if exc.error_code != 40401:           # subject not found
+                        raise KsqlError(f"Could not clean up the schema registry for topic: {source.topic}",
+                                        statement=stmt.text) from None
+        kept = replace(s, delete_topic=False)
+        return ast.ParsedStatement(_DELETE_TOPIC.sub("", stmt.text.rstrip().rstrip(";")).rstrip() + ";", kept)
 
     # -- CREATE STREAM/TABLE ----------------------------------------------------------------
     def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
@@ -1003,7 +1033,8 @@ class Engine:
             f"session_window(`ROWTIME`, '{w.size_ms} milliseconds')" if w.kind == "SESSION" else
             f"window(`ROWTIME`, '{w.size_ms} milliseconds'" + (f", '{w.advance_ms} milliseconds')" if w.advance_ms
                                                              else ")"))
-        select = [f"{to_spark(e, known, text, wexpr)} AS {quote(n)}" for n, e in plan.items]
+        bounds = wexpr if w is None or wexpr is None else window_bounds(wexpr, w)
+        select = [f"{to_spark(e, known, text, bounds)} AS {quote(n)}" for n, e in plan.items]
         select.append(_event_time(plan))
         if w is None and plan.sink.window is not None and src.window is not None:   # kept: the output's keys
             select += ["`WINDOWSTART` AS `__windowstart`", "`WINDOWEND` AS `__windowend`"]
@@ -1015,11 +1046,11 @@ class Engine:
         if plan.aggregate:
             parts = list(keys_sql)
             if wexpr is not None:
-                select.append(f"{wexpr} AS `__window`")
+                select.append(f"{bounds} AS `__window`")
                 parts.append(wexpr)
             group = " GROUP BY " + ", ".join(parts)
             if q.having is not None:
-                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text, wexpr)
+                group += " HAVING " + to_spark(q.having, known | {n for n, _ in plan.items}, text, bounds)
         where = f" WHERE {to_spark(q.where, known, text)}" if q.where is not None else ""
         sql = f"SELECT {', '.join(select)} FROM {view}{where}{group}"
         return spark.sql(sql), sql
@@ -1524,7 +1555,10 @@ class Engine:
             raw = raw.drop("key").withColumnRenamed("__key", "key")
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
-        if len(keys) == 1 and src.key_format in ("KAFKA", "DELIMITED"):
+        if len(keys) == 1 and src.key_format == "KAFKA":
+            cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
+                        f"{quote(keys[0].name)}")
+        elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
         elif keys:
             cols += _json_columns("key", keys)
@@ -1540,7 +1574,8 @@ class Engine:
         elif src.value_format == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=src.statement)
-            cols.append(f"CAST(CAST(value AS STRING) AS {spark_type(values[0].type)}) AS {quote(values[0].name)}")
+            cols.append(f"{kafka_format.read_sql('value', values[0].type, spark_type(values[0].type))} AS "
+                        f"{quote(values[0].name)}")
         else:                                             # AVRO: the source decoded it into a struct
             for c in values:
                 field = f"value.{quote(_avro_field(raw, c.name))}"
@@ -1566,7 +1601,10 @@ class Engine:
             if len(names) > 1:
                 raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "
                                 f"[{', '.join(names)}]", statement=plan.sink.statement)
-            key = f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)"
+            column = plan.sink.column(names[0])
+            key = (kafka_format.write_sql(quote(names[0]), column.type)
+                   if plan.sink.key_format == "KAFKA" and column is not None
+                   else f"CAST(CAST({quote(names[0])} AS STRING) AS BINARY)")
         w = plan.select.window
         # a windowed stream's projection keeps its window
         kept = plan.sink.window if w is None and plan.source.window is not None else None
@@ -1604,7 +1642,9 @@ class Engine:
         if fmt == "KAFKA":
             if len(values) != 1:
                 raise KsqlError("The 'KAFKA' format only supports a single field.", statement=plan.sink.statement)
-            return [f"CAST({quote(values[0])} AS STRING) AS value"]
+            column = plan.sink.column(values[0])
+            return [f"{kafka_format.write_sql(quote(values[0]), column.type)} AS value" if column is not None
+                    else f"CAST({quote(values[0])} AS STRING) AS value"]
         types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
         self._register_avro(plan, [(n, types[n]) for n in values])
         return ["named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ") AS value"]
@@ -1800,6 +1840,8 @@ class QueryPlan:
         return (self.source.name,) + tuple(d.name for _, d, _ in self.joins)
 
 
+#: DROP's DELETE TOPIC clause at the end of its text (the parser's DELETE_TOPIC token)
+_DELETE_TOPIC = re.compile(r"\s+DELETE\s+TOPIC\s*$", re.IGNORECASE)
 #: the compiled queries' hidden event-time column, written as each output record's CreateTime
 EVENT_TIME = "__rowtime"
 OUTPUT_TIMESTAMP = f"`{EVENT_TIME}` AS timestamp"
@@ -1824,6 +1866,15 @@ def _event_time(plan: QueryPlan) -> str:
     else:
         expr = "`ROWTIME`"
     return f"{expr} AS {quote(EVENT_TIME)}"
+
+
+def window_bounds(wexpr: str, window: ast.Window) -> str:
+    """A windowed aggregate's bounds as ksqlDB gives them (WINDOWSTART, WINDOWEND, the windowed
+    key): Spark's window for tumbling and hopping windows; for a session, Kafka Streams' session
+    window ends at its last record, where Spark's ``session_window`` ends a gap later."""
+    if window.kind != "SESSION":
+        return wexpr
+    return (f"named_struct('start', {wexpr}.start, 'end', {wexpr}.end - INTERVAL {window.size_ms} MILLISECONDS)")
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:
@@ -1984,6 +2035,8 @@ def _first_line(exc: BaseException) -> str:
         return type(exc).__name__
     lines = text.splitlines()
     first = lines[0].rstrip()
+    if first.startswith("An error occurred while calling ") and len(lines) > 1 and lines[1].startswith(": "):
+        first += " " + lines[1][2:].strip()               # py4j's line names the call, the next the Java error
     if first.endswith("Traceback (most recent call last):"):
         cause = next((line.strip() for line in lines[1:] if _PY_ERROR_LINE.match(line)), None)
         if cause is not None:

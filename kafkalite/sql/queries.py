@@ -19,7 +19,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from kafkalite.sql import ast, windowed
+from kafkalite.sql import ast, kafka_format, windowed
 from kafkalite.sql.errors import KsqlError
 
 if TYPE_CHECKING:
@@ -260,6 +260,10 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         if sink.key_format == "JSON":
             doc = json.loads(key)
             row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})
+        elif store.key_names and sink.key_format == "KAFKA" and sink.column(store.key_names[0]) is not None:
+            column = sink.column(store.key_names[0])
+            assert column is not None
+            row[column.name] = _typed(kafka_format.decode(key, column.type), types[column.name])
         elif store.key_names:
             row[store.key_names[0]] = _typed(key.decode(), types[store.key_names[0]])
         values = [c for c in store.column_names if c not in store.key_names and c not in ("WINDOWSTART", "WINDOWEND")]
@@ -271,7 +275,9 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         elif sink.value_format == "DELIMITED":
             row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
         elif sink.value_format == "KAFKA" and len(values) == 1:
-            row[values[0]] = _typed(value.decode(), types[values[0]])
+            column = sink.column(values[0])
+            row[values[0]] = _typed(value.decode() if column is None else kafka_format.decode(value, column.type),
+                                    types[values[0]])
         elif sink.value_format == "AVRO" and avro is not None:
             datum = avro(value)
             if not isinstance(datum, dict):

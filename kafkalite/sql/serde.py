@@ -1,8 +1,8 @@
 """A row as a source's record bytes (ksqlDB's ``InsertValuesExecutor``): the values of ``INSERT
 INTO ... VALUES`` checked against the columns' types, then encoded per the source's
-``KEY_FORMAT``/``VALUE_FORMAT`` exactly as the engine's queries decode them (KAFKA keys as the
-value's text, JSON as an object with the column names, DELIMITED comma-separated, AVRO framed with
-the registry's latest ``<topic>-value`` schema). Pure apart from the registry lookup it is handed.
+``KEY_FORMAT``/``VALUE_FORMAT`` exactly as the engine's queries decode them (KAFKA as Kafka's
+serializers write it: INT/BIGINT/DOUBLE binary, STRING text; JSON as an object with the column
+names, DELIMITED comma-separated, AVRO framed with the registry's latest ``<topic>-value`` schema). Pure apart from the registry lookup it is handed.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from kafkalite.sql import ast, values
+from kafkalite.sql import ast, kafka_format, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
 from kafkalite.sql.metastore import DataSource
 from kafkalite.sql.translate import map_entry_fields
@@ -219,6 +219,8 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     if keys:
         if source.key_format == "JSON":
             key = json.dumps({c.name: _json(row.get(c.name)) for c in keys}).encode()
+        elif row.get(keys[0].name) is not None and source.key_format == "KAFKA":
+            key = kafka_format.encode(row[keys[0].name], keys[0].type)
         elif row.get(keys[0].name) is not None:
             key = _plain(row[keys[0].name]).encode()
     value: bytes | None
@@ -230,7 +232,7 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
                                             for c in values).encode()
     elif fmt == "KAFKA":
         v = row.get(values[0].name) if len(values) == 1 else None
-        value = None if v is None else _plain(v).encode()
+        value = None if v is None else kafka_format.encode(v, values[0].type)
     else:
         if avro is None:
             raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=text)
@@ -265,6 +267,10 @@ def format_refusal(columns: "tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]", k
     def maps(t: ast.SqlType) -> list[ast.SqlType]:
         inner = [x for i in t.items for x in maps(i)] + [x for _, f in t.fields for x in maps(f)]
         return ([t] if t.name == "MAP" else []) + inner
+    if key_format == "AVRO" and any(c.key for c in columns):
+        # refused rather than read as JSON: a registry-framed key would decode to null columns
+        return ("KEY_FORMAT 'AVRO' is not supported by this server yet: use KEY_FORMAT 'KAFKA', 'JSON' or "
+                "'DELIMITED' (the value may be AVRO)")
     for c in columns:
         fmt = key_format if c.key else value_format
         if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):

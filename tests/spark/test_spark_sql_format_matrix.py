@@ -1,0 +1,409 @@
+"""Issue 30's SQL statements with JSON topics and with AVRO topics, in one engine on the shared
+local[2] session, broker and schema registry: the same input per format, the same statements, each
+output topic's records decoded (JSON text or registry-framed Avro) and compared with a plain-Python
+oracle over that input; the AVRO outputs' ``<topic>-value`` subjects hold ksqlDB's
+``KsqlDataSourceSchema`` (optional fields).
+
+Per format: CREATE STREAM (AVRO: declared columns registered) and CREATE TABLE (AVRO: columns from
+the registry), a CSAS with a projection, WHERE, scalar functions and PARTITION BY, INSERT INTO that
+stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key), HOPPING with EMIT FINAL
+and SESSION with a grace period, a stream-stream join WITHIN, a stream-table LEFT JOIN, a push
+query, DESCRIBE, PRINT, and DROP ... DELETE TOPIC. The persistent queries of a format run one at a
+time (all input is produced first, so each is done after its first micro-batches).
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections import defaultdict
+from typing import Any, Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+
+from kafkalite.registry.client import RegistryClient, RegistryClientError
+from kafkalite.registry.serde import decode, encode, parse_avro
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from tests.support.waiting import wait_for
+
+# an hour ago on a minute boundary: event times that retention keeps and windows that align
+T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
+#: (uid, page, amount, event time); the last record moves stream time far ahead, so every earlier
+#: window and session is closed (EMIT FINAL and sessions are written when they close)
+VIEWS = [(f"u{i % 3}", ("home", "cart", "buy")[i % 3 if i % 4 else 0], float(3 * i + 1), T0 + t)
+         for i, t in enumerate([0, 1_000, 2_500, 4_000, 7_000, 12_000, 13_500, 21_000, 22_000, 24_500,
+                                31_000, 38_000])] + [("u9", "home", 1.0, T0 + 600_000)]
+CLICKS = [("u0", "ad1", T0 + 3_000), ("u1", "ad2", T0 + 9_000), ("u2", "ad3", T0 + 40_000), ("u7", "ad4", T0)]
+USERS = [("u0", "north"), ("u1", "south"), ("u0", "east")]          # u0 updated, u2 missing
+SESSION_GAP, HOP, HOP_SIZE, TUMBLE = 5_000, 10_000, 20_000, 10_000
+
+VIEW_SCHEMA = None           # AVRO views: the engine registers the declared columns' schema
+USER_SCHEMA = {"type": "record", "name": "User", "fields": [{"name": "region", "type": "string"}]}
+CLICK_SCHEMA = {"type": "record", "name": "Click", "fields": [{"name": "target", "type": ["null", "string"]}]}
+
+
+@pytest.fixture(scope="module")
+def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) -> Iterator[Engine]:
+    suffix = uuid.uuid4().hex[:6]
+    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"matrix_{suffix}_",
+                        state_dir=str(tmp_path_factory.mktemp("sql-matrix")), schema_registry_url=schema_registry.url,
+                        retry_backoff_initial_ms=1000, retry_backoff_max_ms=4000,
+                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    e = Engine(config, spark)
+    e.start()
+    try:
+        yield e
+    finally:
+        e.stop()
+
+
+class Topics:
+    """Writes and reads one format's topics: JSON text, or registry-framed Avro."""
+
+    def __init__(self, fmt: str, bootstrap: str, registry: RegistryClient) -> None:
+        self.fmt, self.bootstrap, self.registry = fmt, bootstrap, registry
+        self._schemas: dict[int, Any] = {}
+
+    def produce(self, topic: str, rows: list[tuple[str, dict[str, Any], int]]) -> None:
+        if self.fmt == "AVRO":
+            latest = self.registry.latest(f"{topic}-value")
+            parsed = parse_avro(latest.schema)
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
+        for key, value, ts in rows:
+            data = encode(latest.schema_id, parsed, value) if self.fmt == "AVRO" else json.dumps(value).encode()
+            p.produce(topic, data, key.encode(), timestamp=ts)
+        assert p.flush(60) == 0
+
+    def _value(self, data: bytes) -> dict[str, Any]:
+        if self.fmt == "JSON":
+            return dict(json.loads(data))
+
+        def lookup(schema_id: int) -> Any:
+            if schema_id not in self._schemas:
+                found = self.registry.by_id(schema_id)
+                self._schemas[schema_id] = found, parse_avro(found.schema)
+            return self._schemas[schema_id]
+        return dict(decode(data, lookup)[2])
+
+    def read(self, topic: str) -> list[tuple[bytes, dict[str, Any] | None, int]]:
+        """(key, decoded value or None, timestamp) of every committed record."""
+        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                      "isolation.level": "read_committed", "enable.auto.commit": False})
+        c.assign([CTP(topic, 0, 0)])
+        out = []
+        try:
+            while True:
+                msgs = c.consume(1000, 0.5)
+                if not msgs:
+                    return out
+                out += [(m.key(), None if m.value() is None else self._value(m.value()), m.timestamp()[1])
+                        for m in msgs if m.error() is None]
+        finally:
+            c.close()
+
+
+# -- the oracles: ksqlDB's results over the same input, in plain Python -------------------------
+def _windows(ts: int, size: int, advance: int) -> list[int]:
+    first = ts - ts % advance - (size - advance)
+    return [s for s in range(max(first, 0), ts + 1, advance) if s <= ts < s + size]
+
+
+def _tumbling() -> dict[tuple[str, int], tuple[int, float]]:
+    out: dict[tuple[str, int], tuple[int, float]] = {}
+    for uid, _, amount, ts in VIEWS:
+        n, total = out.get((uid, ts - ts % TUMBLE), (0, 0.0))
+        out[(uid, ts - ts % TUMBLE)] = (n + 1, total + amount)
+    return out
+
+
+def _hopping_final(grace: int) -> dict[tuple[str, int], int]:
+    """Windows closed by the last record (end + grace <= stream time): written once."""
+    stream_time = max(ts for *_, ts in VIEWS)
+    out: dict[tuple[str, int], int] = defaultdict(int)
+    for uid, _, _, ts in VIEWS:
+        for start in _windows(ts, HOP_SIZE, HOP):
+            if start + HOP_SIZE + grace <= stream_time:
+                out[(uid, start)] += 1
+    return dict(out)
+
+
+def _sessions(grace: int) -> dict[tuple[str, int, int], tuple[int, float]]:
+    """Kafka Streams' sessions: records of a key less than the gap apart, [first, last] record
+    time; those closed by the last record (last + gap + grace <= stream time)."""
+    stream_time = max(ts for *_, ts in VIEWS)
+    by_uid: dict[str, list[tuple[int, float]]] = defaultdict(list)
+    for uid, _, amount, ts in VIEWS:
+        by_uid[uid].append((ts, amount))
+    out = {}
+    for uid, events in by_uid.items():
+        events.sort()
+        session = [events[0]]
+        for e in events[1:] + [(10**15, 0.0)]:
+            if e[0] - session[-1][0] < SESSION_GAP:
+                session.append(e)
+                continue
+            start, end = session[0][0], session[-1][0]
+            if end + SESSION_GAP + grace <= stream_time:
+                out[(uid, start, end)] = (len(session), sum(a for _, a in session))
+            session = [e]
+    return out
+
+
+def _key_window(key: bytes, session: bool = False) -> tuple[str, int, int]:
+    """A windowed key: key bytes + 8-byte start (sessions: 8-byte end, then start)."""
+    if session:
+        return key[:-16].decode(), int.from_bytes(key[-8:], "big"), int.from_bytes(key[-16:-8], "big")
+    return key[:-8].decode(), int.from_bytes(key[-8:], "big"), 0
+
+
+def _latest(records: list[tuple[bytes, dict[str, Any] | None, int]], session: bool = False) -> dict[Any, Any]:
+    out: dict[Any, Any] = {}
+    for key, value, _ in records:
+        out[_key_window(key, session)] = value
+    return out
+
+
+FORMATS = ["JSON", "AVRO"]
+
+
+def test_statements_with_json_and_avro_topics(engine: Engine, kafka: Any, schema_registry: Any) -> None:
+    """One format after the other, one Spark query at a time: on a loaded local[2], queries side
+    by side starve each other's Python workers (they fail to connect back in time) and a
+    TERMINATE waits for the other query's micro-batch."""
+    for fmt in FORMATS:
+        for _ in _matrix(fmt, engine, kafka, schema_registry):     # yields once each query has started
+            pass
+
+
+def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Iterator[None]:
+    s = f"{fmt.lower()}_{uuid.uuid4().hex[:6]}"
+    registry = RegistryClient(schema_registry.url)
+    topics = Topics(fmt, kafka.bootstrap, registry)
+    t = {n: f"{n}-{s}" for n in ("views", "clicks", "users", "big", "tumbled", "hopped", "sessions", "joined",
+                                 "enriched")}
+    names = {n: f"{n}_{s}".upper() for n in t}
+    if fmt == "AVRO":
+        registry.register(f"{t['users']}-value", json.dumps(USER_SCHEMA))
+        registry.register(f"{t['clicks']}-value", json.dumps(CLICK_SCHEMA))
+    value_cols = {"users": "" if fmt == "AVRO" else ", region STRING",
+                  "clicks": "" if fmt == "AVRO" else ", target STRING"}
+    engine.execute(
+        f"CREATE STREAM {names['views']} (uid VARCHAR KEY, page STRING, amount DOUBLE) WITH (KAFKA_TOPIC="
+        f"'{t['views']}', VALUE_FORMAT='{fmt}', PARTITIONS=1);"
+        f"CREATE STREAM {names['clicks']} (uid VARCHAR KEY{value_cols['clicks']}) WITH (KAFKA_TOPIC='{t['clicks']}', "
+        f"VALUE_FORMAT='{fmt}', PARTITIONS=1);"
+        f"CREATE TABLE {names['users']} (uid VARCHAR PRIMARY KEY{value_cols['users']}) WITH (KAFKA_TOPIC="
+        f"'{t['users']}', VALUE_FORMAT='{fmt}', PARTITIONS=1);")
+    described = engine.execute(f"DESCRIBE {names['views']}; DESCRIBE {names['users']}; DESCRIBE {names['clicks']};")
+    assert [[(f["name"], f["schema"]["type"], f.get("type")) for f in d["sourceDescription"]["fields"]]
+            for d in described] == [
+        [("UID", "STRING", "KEY"), ("PAGE", "STRING", None), ("AMOUNT", "DOUBLE", None)],
+        [("UID", "STRING", "PRIMARY_KEY"), ("REGION", "STRING", None)],
+        [("UID", "STRING", "KEY"), ("TARGET", "STRING", None)]]
+    assert all(d["sourceDescription"]["valueFormat"] == fmt for d in described)
+    if fmt == "AVRO":                                  # the declared columns' schema, as ksqlDB registers it
+        views_schema = json.loads(registry.latest(f"{t['views']}-value").schema)
+        assert views_schema == {"type": "record", "name": "KsqlDataSourceSchema",
+                                "namespace": "io.confluent.ksql.avro_schemas", "fields": [
+                                    {"name": "PAGE", "type": ["null", "string"], "default": None},
+                                    {"name": "AMOUNT", "type": ["null", "double"], "default": None}]}
+    field = str.lower if fmt == "JSON" else str.upper                # JSON names match in any case
+    topics.produce(t["users"], [(uid, {"region": region}, T0) for uid, region in USERS])
+    topics.produce(t["views"], [(uid, {field("page"): page, field("amount"): amount}, ts)
+                                for uid, page, amount, ts in VIEWS])
+    topics.produce(t["clicks"], [(uid, {"target": target}, ts) for uid, target, ts in CLICKS])
+
+    # -- the persistent queries, one at a time (each Spark query starts Python workers that must
+    # connect back: a loaded local[2] runs them best in turn); each output against its oracle
+    big_want = sorted((page, uid, page.upper(), amount * 2, len(uid), ts) for uid, page, amount, ts in VIEWS)
+
+    def big() -> list[Any]:
+        return sorted((k.decode(), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
+                      for k, v, ts in topics.read(t["big"]) if v is not None)
+    want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
+    want_hopped = {(uid, start, 0): {"N": n} for (uid, start), n in _hopping_final(2_000).items()}
+    want_sessions = {k: {"N": n, "TOTAL": total} for k, (n, total) in _sessions(2_000).items()}
+    want_joined = sorted((uid, page, target, max(vts, cts)) for uid, page, _, vts in VIEWS
+                         for cuid, target, cts in CLICKS if uid == cuid and abs(vts - cts) <= 5_000)
+    assert want_joined and len(want_joined) < len(VIEWS)
+    regions = dict(USERS)
+    want_enriched = sorted((uid, page, regions.get(uid), ts) for uid, page, _, ts in VIEWS)
+
+    def joined() -> list[Any]:
+        return sorted((k.decode(), v["PAGE"], v["TARGET"], ts) for k, v, ts in topics.read(t["joined"]))
+
+    def enriched() -> list[Any]:
+        return sorted((k.decode(), v["PAGE"], v["REGION"], ts) for k, v, ts in topics.read(t["enriched"]))
+
+    def pull_tumbled() -> None:
+        pulled = engine.query(f"SELECT * FROM {names['tumbled']} WHERE uid = 'u1';")
+        assert pulled.column_names == ["UID", "WINDOWSTART", "WINDOWEND", "N", "TOTAL"]
+        assert sorted(pulled.rows) == sorted([uid, start, start + TUMBLE, v["N"], v["TOTAL"]]
+                                             for (uid, start, _), v in want_tumbled.items() if uid == "u1")
+
+    def hopped() -> bool:                                         # EMIT FINAL: one record per window
+        records = topics.read(t["hopped"])
+        return _latest(records) == want_hopped and len(records) == len(want_hopped)
+    steps: list[tuple[str, Any, Any]] = [
+        (f"CREATE STREAM {names['big']} WITH (KAFKA_TOPIC='{t['big']}', PARTITIONS=1) AS SELECT page, uid, "
+         f"UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS ulen FROM {names['views']} "
+         "WHERE amount > 10 PARTITION BY page EMIT CHANGES;",
+         lambda: big() == [r for r in big_want if r[3] > 20], None),
+        (f"INSERT INTO {names['big']} SELECT page, uid, UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS "
+         f"ulen FROM {names['views']} WHERE amount <= 10 PARTITION BY page;", lambda: big() == big_want, None),
+        (f"CREATE TABLE {names['tumbled']} WITH (KAFKA_TOPIC='{t['tumbled']}', PARTITIONS=1) AS SELECT uid, "
+         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW TUMBLING (SIZE 10 SECONDS, GRACE "
+         "PERIOD 1 HOUR) GROUP BY uid EMIT CHANGES;",
+         lambda: _latest(topics.read(t["tumbled"])) == want_tumbled, pull_tumbled),
+        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT uid, "
+         f"COUNT(*) AS n FROM {names['views']} WINDOW HOPPING (SIZE 20 SECONDS, ADVANCE BY 10 SECONDS, GRACE "
+         "PERIOD 2 SECONDS) GROUP BY uid EMIT FINAL;",
+         hopped, None),
+        (f"CREATE TABLE {names['sessions']} WITH (KAFKA_TOPIC='{t['sessions']}', PARTITIONS=1) AS SELECT uid, "
+         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW SESSION (5 SECONDS, GRACE PERIOD 2 "
+         "SECONDS) GROUP BY uid;", lambda: _latest(topics.read(t["sessions"]), session=True) == want_sessions, None),
+        (f"CREATE STREAM {names['joined']} WITH (KAFKA_TOPIC='{t['joined']}', PARTITIONS=1) AS SELECT v.uid AS uid, "
+         f"page, target FROM {names['views']} v JOIN {names['clicks']} c WITHIN 5 SECONDS GRACE PERIOD 1 MINUTE "
+         "ON v.uid = c.uid;", lambda: joined() == want_joined, None),
+        (f"CREATE STREAM {names['enriched']} WITH (KAFKA_TOPIC='{t['enriched']}', PARTITIONS=1) AS SELECT "
+         f"v.uid AS uid, page, region FROM {names['views']} v LEFT JOIN {names['users']} u ON v.uid = u.uid;",
+         lambda: enriched() == want_enriched, None),
+    ]
+    for sql, matches, after in steps:
+        query_id = engine.execute(sql)[0]["commandStatus"]["queryId"]
+        yield
+        wait_for(matches, 150, f"{fmt}: the output of {query_id}")
+        if after is not None:
+            after()
+        engine.execute(f"TERMINATE {query_id};")
+
+    # a push query over the source, from the start: its rows in the topic's order (one partition)
+    pushed: list[list[Any]] = []
+    done = threading.Event()
+    push = engine.query(f"SELECT uid, amount FROM {names['views']} WHERE amount > 20 EMIT CHANGES LIMIT 4;",
+                        {"auto.offset.reset": "earliest"})
+    assert (push.column_names, push.column_types) == (["UID", "AMOUNT"], ["STRING", "DOUBLE"])
+
+    def on_rows(rows: list[list[Any]]) -> None:
+        pushed.extend(rows)
+        if len(pushed) >= 4:
+            done.set()
+    push.listen(on_rows)
+    yield
+    assert done.wait(120), pushed
+    engine.close_query(push.id)
+    assert pushed[:4] == [[u, a] for u, _, a, _ in VIEWS if a > 20][:4]
+
+    # PRINT the source topic: its records as text, whatever the format
+    printed: list[Any] = []
+    printer = engine.query(f"PRINT '{t['views']}' FROM BEGINNING LIMIT 2;")
+    printer.listen(printed.extend)
+    wait_for(lambda: len([line for line in printed if line.startswith("rowtime: ")]) >= 2, 60,
+             f"{fmt}: PRINT's lines")
+    records = [line for line in printed if line.startswith("rowtime: ")]
+    assert len(records) == 2 and all(f"key: {VIEWS[i][0]}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
+                                     and "PAGE" in records[i].upper() for i in range(2)), printed
+    assert any(line.startswith("Value format: ") and fmt in line for line in printed), printed
+
+    # -- DESCRIBE the outputs, the registry's subjects for AVRO ------------------------------------
+    outputs = engine.execute("; ".join(f"DESCRIBE {names[n]}" for n in ("big", "tumbled", "sessions", "joined",
+                                                                         "enriched")) + ";")
+    fields = {d["sourceDescription"]["name"]: [(f["name"], f["schema"]["type"]) for f in
+                                               d["sourceDescription"]["fields"]] for d in outputs}
+    assert fields[names["big"]][:4] == [("PAGE", "STRING"), ("UID", "STRING"), ("UPAGE", "STRING"),
+                                        ("DOUBLED", "DOUBLE")] and fields[names["big"]][4][0] == "ULEN"
+    assert fields[names["tumbled"]] == [("UID", "STRING"), ("N", "BIGINT"), ("TOTAL", "DOUBLE")]
+    assert fields[names["joined"]] == [("UID", "STRING"), ("PAGE", "STRING"), ("TARGET", "STRING")]
+    assert all(d["sourceDescription"]["valueFormat"] == fmt for d in outputs)
+    if fmt == "AVRO":
+        def optional(*cols: tuple[str, Any]) -> dict[str, Any]:
+            return {"type": "record", "name": "KsqlDataSourceSchema", "namespace": "io.confluent.ksql.avro_schemas",
+                    "fields": [{"name": n, "type": ["null", a], "default": None} for n, a in cols]}
+        subject = {n: json.loads(registry.latest(f"{t[n]}-value").schema) for n in ("big", "tumbled", "hopped",
+                                                                                   "sessions", "joined", "enriched")}
+        assert subject["big"] == optional(("UID", "string"), ("UPAGE", "string"), ("DOUBLED", "double"),
+                                          ("ULEN", "int"))
+        assert subject["tumbled"] == subject["sessions"] == optional(("N", "long"), ("TOTAL", "double"))
+        assert subject["hopped"] == optional(("N", "long"))
+        assert subject["joined"] == optional(("PAGE", "string"), ("TARGET", "string"))
+        assert subject["enriched"] == optional(("PAGE", "string"), ("REGION", "string"))
+
+    # -- DROP ... DELETE TOPIC (its queries terminated above) -------------------------------------
+    dropped = engine.execute(f"DROP STREAM {names['big']} DELETE TOPIC;")
+    assert dropped[0]["commandStatus"]["message"] == f"Source `{names['big']}` (topic: {t['big']}) was dropped."
+
+    def gone() -> bool:
+        from kafkalite.client import KafkaClient
+        with KafkaClient(kafka.bootstrap) as client:
+            return t["big"] not in client.metadata(None).topics
+    wait_for(gone, 60, f"{fmt}: the dropped stream's topic deleted")
+    if fmt == "AVRO":                                  # ksqlDB deletes the source's subjects with its topic
+        with pytest.raises(RegistryClientError):
+            registry.latest(f"{t['big']}-value")
+
+
+def test_the_kafka_formats_spark_sql_is_kafkas_serializers(spark: Any) -> None:
+    """The KAFKA format's Spark SQL (kafkalite/sql/kafka_format.py) on Kafka's serializer bytes:
+    INT, BIGINT and DOUBLE read from big-endian binary (a wrong size is null) and written back to
+    the same bytes; STRING as UTF-8 text."""
+    import struct
+
+    from kafkalite.sql import ast
+    from kafkalite.sql.kafka_format import read_sql, write_sql
+
+    cases = [("INT", "INT", ">i", -2), ("INT", "INT", ">i", 2**31 - 1), ("BIGINT", "BIGINT", ">q", -1795964407000),
+             ("DOUBLE", "DOUBLE", ">d", -2.5e300), ("DOUBLE", "DOUBLE", ">d", 0.1)]
+    for name, spark_type, code, value in cases:
+        data = struct.pack(code, value)
+        t = ast.SqlType(name)
+        row = spark.sql(f"SELECT {read_sql('b', t, spark_type)} AS v, {read_sql('short', t, spark_type)} AS bad "
+                        f"FROM (SELECT X'{data.hex()}' AS b, X'0102' AS short)").collect()[0]
+        assert (row["v"], row["bad"]) == (value, None), name
+        written = spark.sql(f"SELECT {write_sql('v', t)} AS b FROM (SELECT CAST({value!r} AS {spark_type}) AS v)")
+        assert bytes(written.collect()[0]["b"]) == data, name
+    text = spark.sql(f"SELECT {read_sql('b', ast.SqlType('STRING'), 'STRING')} AS v, "
+                     f"{write_sql('v2', ast.SqlType('STRING'))} AS w FROM (SELECT X'7531' AS b, 'u2' AS v2)").collect()
+    assert (text[0]["v"], bytes(text[0]["w"])) == ("u1", b"u2")
+
+
+def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: Any) -> None:
+    """KAFKA and DELIMITED topics: a stream keyed by a Java producer's ``LongSerializer`` with
+    ``DoubleSerializer`` values (8-byte big-endian binary each) -> a CSAS writing DELIMITED values
+    with the KAFKA key kept binary; the output decoded and compared with the input computed in
+    Python, DESCRIBE showing the formats."""
+    import struct
+
+    s = uuid.uuid4().hex[:6]
+    source, out = f"readings-{s}", f"delimited-{s}"
+    engine.execute(f"CREATE STREAM readings_{s} (id BIGINT KEY, v DOUBLE) WITH (KAFKA_TOPIC='{source}', "
+                   "VALUE_FORMAT='KAFKA', PARTITIONS=1);")
+    rows = [(-5, 1.5, T0), (2**40, -0.25, T0 + 1_000), (7, 1e10, T0 + 2_000)]
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+    for key, value, ts in rows:
+        p.produce(source, struct.pack(">d", value), struct.pack(">q", key), timestamp=ts)
+    assert p.flush(60) == 0
+    created = engine.execute(f"CREATE STREAM delimited_{s} WITH (KAFKA_TOPIC='{out}', VALUE_FORMAT='DELIMITED', "
+                             f"PARTITIONS=1) AS SELECT id, v * 2 AS doubled, CONCAT('n', CAST(id AS STRING)) AS name "
+                             f"FROM readings_{s};")
+    # the key as LongSerializer wrote it; the DELIMITED fields as text (the DOUBLE compared as a number)
+    want = sorted((struct.pack(">q", key), (value * 2, f"n{key}"), ts) for key, value, ts in rows)
+
+    def written() -> list[Any]:
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                      "isolation.level": "read_committed", "enable.auto.commit": False})
+        c.assign([CTP(out, 0, 0)])
+        try:
+            records = [m for m in c.consume(100, 1.0) if m.error() is None]
+        finally:
+            c.close()
+        return sorted((m.key(), (float(m.value().split(b",")[0]), m.value().split(b",")[1].decode()),
+                       m.timestamp()[1]) for m in records)
+    wait_for(lambda: written() == want, 150, "the DELIMITED output")
+    engine.execute(f"TERMINATE {created[0]['commandStatus']['queryId']};")
+    described = engine.execute(f"DESCRIBE delimited_{s};")[0]["sourceDescription"]
+    assert (described["keyFormat"], described["valueFormat"]) == ("KAFKA", "DELIMITED")
+    assert [(f["name"], f["schema"]["type"]) for f in described["fields"]] == [
+        ("ID", "BIGINT"), ("DOUBLED", "DOUBLE"), ("NAME", "STRING")]

@@ -1,0 +1,146 @@
+"""The bugs tests/spark/test_spark_sql_format_matrix.py found, held without brokers or Spark
+(recording doubles at the Spark, Admin, registry and command-topic boundaries)."""
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kafkalite.registry import client as registry_client
+from kafkalite.registry.client import RegistryClientError
+from kafkalite.sql import engine as engine_mod
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from kafkalite.sql.errors import KsqlError
+from tests.unit.sql.conftest import RecordingAdmin
+from tests.unit.sql.test_sql_engine_statements import FakeCommands, FakeSpark
+
+
+class RecordingRegistry:
+    """The registry client at the engine's boundary: deleted subjects; ``missing`` are unknown."""
+    deleted: list[str] = []
+    missing: set[str] = set()
+
+    def __init__(self, url: str) -> None:
+        pass
+
+    def delete_subject(self, subject: str) -> list[int]:
+        if subject in RecordingRegistry.missing:
+            raise RegistryClientError(f"Subject '{subject}' not found.", 40401, 404)
+        RecordingRegistry.deleted.append(subject)
+        return [1]
+
+
+@pytest.fixture
+def engine(monkeypatch: Any) -> Engine:
+    e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",), schema_registry_url="http://127.0.0.1:1"),
+               FakeSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
+    monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_register_declared_avro", lambda self, *a: None)
+    monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
+    monkeypatch.setattr(registry_client, "RegistryClient", RecordingRegistry)
+    RecordingAdmin.deleted, RecordingRegistry.deleted, RecordingRegistry.missing = [], [], set()
+    return e
+
+
+def test_drop_delete_topic_deletes_an_avro_sources_subject_and_logs_the_drop_without_it(engine: Engine) -> None:
+    """ksqlDB's TopicDeleteInjector: the topic and its ``-value`` subject go before the command
+    is logged, and the logged DROP has no DELETE TOPIC, so a replay deletes nothing."""
+    engine.execute("CREATE STREAM a (id STRING KEY, v INT) WITH (KAFKA_TOPIC='a-topic', VALUE_FORMAT='AVRO');"
+                   "CREATE STREAM j (id STRING KEY, v INT) WITH (KAFKA_TOPIC='j-topic', VALUE_FORMAT='JSON');")
+    out = engine.execute("DROP STREAM a DELETE TOPIC;")
+    assert out[0]["commandStatus"]["message"] == "Source `A` (topic: a-topic) was dropped."
+    assert RecordingAdmin.deleted == ["a-topic"] and RecordingRegistry.deleted == ["a-topic-value"]
+    assert engine.commands.log[-1].statement == "DROP STREAM a;"            # type: ignore[attr-defined]
+    RecordingRegistry.missing = {"j-topic-value"}
+    engine.execute("drop stream if exists j delete topic ;")
+    assert RecordingAdmin.deleted == ["a-topic", "j-topic"] and RecordingRegistry.deleted == ["a-topic-value"]
+    assert engine.commands.log[-1].statement == "drop stream if exists j;"  # type: ignore[attr-defined]
+
+    again = Engine(engine.config, FakeSpark())                 # a restart replays the log
+    again.commands = engine.commands
+    again.start()
+    assert RecordingAdmin.deleted == ["a-topic", "j-topic"] and again.metastore.get("A") is None
+
+
+def test_drop_delete_topic_of_a_missing_avro_subject_and_of_a_shared_topic(engine: Engine) -> None:
+    engine.execute("CREATE STREAM a (id STRING KEY, v INT) WITH (KAFKA_TOPIC='shared', VALUE_FORMAT='AVRO');"
+                   "CREATE STREAM b (id STRING KEY, v INT) WITH (KAFKA_TOPIC='shared', VALUE_FORMAT='AVRO');")
+    logged = len(engine.commands.log)                          # type: ignore[attr-defined]
+    with pytest.raises(KsqlError, match=r"^Refusing to delete topic. Found other data sources \(B\) using topic "
+                                        r"shared$"):
+        engine.execute("DROP STREAM a DELETE TOPIC;")
+    assert RecordingAdmin.deleted == [] and len(engine.commands.log) == logged      # type: ignore[attr-defined]
+    engine.execute("DROP STREAM b;")
+    RecordingRegistry.missing = {"shared-value"}               # already gone: not an error
+    engine.execute("DROP STREAM a DELETE TOPIC;")
+    assert RecordingAdmin.deleted == ["shared"] and engine.metastore.get("A") is None
+
+
+def test_a_session_window_ends_at_its_last_record(engine: Engine) -> None:
+    """Kafka Streams' session window is [first record, last record]; Spark's ``session_window``
+    ends a gap after the last record. WINDOWEND, the windowed key (``__window``) and HAVING read
+    ksqlDB's bounds; tumbling and hopping windows keep Spark's."""
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+                   "CREATE TABLE sess AS SELECT id, WINDOWEND AS e, COUNT(*) AS n FROM s WINDOW SESSION (5 SECONDS) "
+                   "GROUP BY id HAVING WINDOWEND > 0;"
+                   "CREATE TABLE tumbled AS SELECT id, WINDOWEND AS e, COUNT(*) AS n FROM s WINDOW TUMBLING "
+                   "(SIZE 5 SECONDS) GROUP BY id;")
+    sessions, tumbled = [t for t in engine.spark.sql_texts if "GROUP BY" in t][-2:]
+    window = "session_window(`ROWTIME`, '5000 milliseconds')"
+    bounds = f"named_struct('start', {window}.start, 'end', {window}.end - INTERVAL 5000 MILLISECONDS)"
+    assert f"unix_millis({bounds}.end) AS `E`" in sessions and f"{bounds} AS `__window`" in sessions
+    assert sessions.endswith(f"GROUP BY `ID`, {window} HAVING (unix_millis({bounds}.end) > 0)")
+    assert "unix_millis(window(`ROWTIME`, '5000 milliseconds').end) AS `E`" in tumbled
+
+
+@pytest.mark.parametrize("statement", [
+    "CREATE STREAM k (id STRING KEY, v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');",
+    "CREATE TABLE k (id STRING PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='k', FORMAT='AVRO');",
+    "CREATE STREAM k WITH (KEY_FORMAT='AVRO', VALUE_FORMAT='AVRO') AS SELECT id, v FROM s;",
+])
+def test_avro_keys_are_refused_not_read_as_json(engine: Engine, statement: str) -> None:
+    """A registry-framed Avro key read as JSON gives null key columns: refused at CREATE until
+    Avro keys are built (the value format may be AVRO)."""
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');")
+    logged = len(engine.commands.log)                          # type: ignore[attr-defined]
+    with pytest.raises(KsqlError, match=r"^KEY_FORMAT 'AVRO' is not supported by this server yet"):
+        engine.execute(statement)
+    assert len(engine.commands.log) == logged and engine.metastore.get("K") is None  # type: ignore[attr-defined]
+    engine.execute("CREATE STREAM k (v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');")
+
+
+@pytest.mark.parametrize("type_name, value, data", [
+    ("INT", 7, b"\x00\x00\x00\x07"), ("INT", -2, b"\xff\xff\xff\xfe"),
+    ("BIGINT", 1795964407000, (1795964407000).to_bytes(8, "big")), ("BIGINT", -1, b"\xff" * 8),
+    ("DOUBLE", 2.5, b"\x40\x04\x00\x00\x00\x00\x00\x00"), ("STRING", "u1", b"u1"), ("BYTES", b"\x00\x01", b"\x00\x01"),
+])
+def test_the_kafka_format_is_kafkas_serializers(type_name: str, value: Any, data: bytes) -> None:
+    """ksqlDB's KAFKA format: IntegerSerializer, LongSerializer, DoubleSerializer (big-endian
+    binary), StringSerializer, raw bytes; INSERT VALUES writes a KAFKA key and value so."""
+    from kafkalite.sql import ast, kafka_format, serde
+    from kafkalite.sql.metastore import DataSource
+
+    t = ast.SqlType(type_name)
+    assert kafka_format.encode(value, t) == data and kafka_format.decode(data, t) == value
+    source = DataSource("S", "STREAM", "s", (ast.ColumnDef("K", t, key=True), ast.ColumnDef("V", t)), "KAFKA",
+                        "KAFKA")
+    record = serde.encode(source, {"K": value, "V": value}, 5, None, "INSERT ...")
+    assert (record.key, record.value, record.timestamp_ms) == (data, data, 5)
+    if type_name in ("INT", "BIGINT", "DOUBLE"):
+        with pytest.raises(ValueError, match=f"3 bytes are no KAFKA {type_name}"):
+            kafka_format.decode(b"abc", t)
+
+
+
+def test_a_failed_spark_call_names_the_java_error() -> None:
+    """A query that Spark refuses to (re)start logs and reports why, not only py4j's call name."""
+    error = Exception("An error occurred while calling o210.start.\n: java.lang.IllegalStateException: "
+                      "Cannot start query with name Q as a query with that name is already active\n\tat org.x.Y")
+    assert engine_mod._first_line(error) == (
+        "An error occurred while calling o210.start. java.lang.IllegalStateException: Cannot start query with name "
+        "Q as a query with that name is already active")
+    assert engine_mod._first_line(Exception("one line\nmore")) == "one line"
