@@ -91,7 +91,7 @@ def render(entity: dict[str, Any]) -> str:
                 + (f"Type                 : {d['type']}\nKafka topic          : {d['topic']}\n"
                    f"Key format           : {d['keyFormat']}\nValue format         : {d['valueFormat']}\n"
                    if d.get("extended") else ""))
-        fields = table(["Field", "Type"], [[f["name"], f["schema"]["type"] + (
+        fields = table(["Field", "Type"], [[f["name"], type_string(f["schema"]) + (
             " (primary key)" if f.get("type") == "PRIMARY_KEY" else " (key)" if f.get("type") == "KEY" else "")]
             for f in d["fields"]])
         return head + fields
@@ -105,13 +105,31 @@ def render(entity: dict[str, Any]) -> str:
     return json.dumps(entity, indent=2)
 
 
+def type_string(schema: dict[str, Any]) -> str:
+    """A field's ``SchemaInfo`` as ksqlDB's CLI prints it: ``VARCHAR(STRING)``, ``DECIMAL(p, s)``,
+    ``ARRAY<...>``, ``MAP<STRING, ...>``, ``STRUCT<name type, ...>``, else the base type's name."""
+    kind = schema["type"]
+    if kind == "STRING":
+        return "VARCHAR(STRING)"
+    if kind == "ARRAY":
+        return f"ARRAY<{type_string(schema['memberSchema'])}>"
+    if kind == "MAP":
+        return f"MAP<STRING, {type_string(schema['memberSchema'])}>"
+    if kind == "STRUCT":
+        return "STRUCT<" + ", ".join(f"{f['name']} {type_string(f['schema'])}" for f in schema["fields"]) + ">"
+    params = schema.get("parameters") or {}
+    if kind == "DECIMAL" and params:
+        return f"DECIMAL({params['precision']}, {params['scale']})"
+    return str(kind)
+
+
 def _describe_query(d: dict[str, Any]) -> str:
     """EXPLAIN's output, in the order ksqlDB's CLI prints a query description."""
     status = ", ".join(f"{host}: {state}" for host, state in d.get("ksqlHostQueryStatus", {}).items())
     head = (f"ID                   : {d['id']}\nQuery Type           : {d['queryType']}\n"
             f"SQL                  : {d['statementText']}\n"
             + (f"Host Query Status    : {{{status}}}\n" if status else ""))
-    fields = table(["Field", "Type"], [[f["name"], f["schema"]["type"] + (" (key)" if f.get("type") == "KEY" else "")]
+    fields = table(["Field", "Type"], [[f["name"], type_string(f["schema"]) + (" (key)" if f.get("type") == "KEY" else "")]
                                       for f in d["fields"]])
     return (head + "\n" + fields + "\n\nSources that this query reads from: \n"
             + "".join(f"-----------------------------------\n{s}\n" for s in d["sources"])

@@ -1954,6 +1954,8 @@ def _avro_field_kind(raw: Any, upper: str) -> str | None:
 
 
 def _schema_json(t: ast.SqlType) -> dict[str, Any]:
+    """ksqlDB's ``SchemaInfo``: the type is its ``SqlBaseType`` name (INTEGER, STRING, DECIMAL...),
+    a DECIMAL's precision and scale go in ``parameters`` (absent for other types)."""
     if t.name == "ARRAY":
         return {"type": "ARRAY", "fields": None, "memberSchema": _schema_json(t.items[0])}
     if t.name == "MAP":
@@ -1961,7 +1963,15 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
     if t.name == "STRUCT":
         return {"type": "STRUCT", "fields": [{"name": n, "schema": _schema_json(ft)} for n, ft in t.fields],
                 "memberSchema": None}
-    return {"type": str(t) if t.name == "DECIMAL" else t.name, "fields": None, "memberSchema": None}
+    if t.name == "DECIMAL":
+        precision, scale = t.params
+        return {"type": "DECIMAL", "fields": None, "memberSchema": None,
+                "parameters": {"precision": precision, "scale": scale}}
+    return {"type": _BASE_TYPES.get(t.name, t.name), "fields": None, "memberSchema": None}
+
+
+#: our type names that ksqlDB's SqlBaseType spells otherwise
+_BASE_TYPES = {"INT": "INTEGER", "VARCHAR": "STRING"}
 
 
 def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, topology: str, query_type: str,

@@ -35,7 +35,7 @@ def test_ksqldb_client_drives_the_server(broker: Any, sql_server_factory: SqlSer
     info = described["sourceDescription"]
     assert (info["name"], info["topic"], info["extended"]) == ("CLICKS", topic, True)
     assert [(f["name"], f["schema"]["type"]) for f in info["fields"]] == [
-        ("ROWTIME", "BIGINT"), ("USERID", "STRING"), ("PAGE", "STRING"), ("N", "INT")]
+        ("ROWTIME", "BIGINT"), ("USERID", "STRING"), ("PAGE", "STRING"), ("N", "INTEGER")]
     assert client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u1', '/home', 3);") == []
     with pytest.raises(requests.HTTPError) as bad:
         client.ksql("INSERT INTO clicks (userid, page, n) VALUES ('u2', '/x', 'three');")

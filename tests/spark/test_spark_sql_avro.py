@@ -70,7 +70,7 @@ def test_csas_over_avro_with_timestamp_date_and_decimal(spark: Any, kafka: Any, 
                        "TIMESTAMP='ts');")
         fields = engine.execute("DESCRIBE readings;")[0]["sourceDescription"]["fields"]
         assert [(f["name"], f["schema"]["type"]) for f in fields] == [
-            ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AMOUNT", "DECIMAL(10, 2)")]
+            ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AMOUNT", "DECIMAL")]
         p = Producer({"bootstrap.servers": kafka.bootstrap})
         for r in rows:
             p.produce(source, encode(schema_id, parsed, r))

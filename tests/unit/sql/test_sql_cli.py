@@ -87,13 +87,13 @@ def test_explain_renders_as_ksqls_cli_prints_a_query_description() -> None:
     from kafkalite.sql.cli import render
     text = render({"@type": "queryDescription", "statementText": "EXPLAIN CSAS_FAST_3;", "queryDescription": {
         "id": "CSAS_FAST_3", "statementText": "CREATE STREAM fast AS SELECT id, v FROM s;", "windowType": None,
-        "fields": [{"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"}, {"name": "V", "schema": {"type": "INT"}}],
+        "fields": [{"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"}, {"name": "V", "schema": {"type": "INTEGER"}}],
         "sources": ["S"], "sinks": ["FAST"], "topology": "== Physical Plan ==", "executionPlan": "SELECT ...",
         "overriddenProperties": {}, "ksqlHostQueryStatus": {"127.0.0.1:8088": "RUNNING"}, "queryType": "PERSISTENT",
         "queryErrors": [], "tasksMetadata": [], "state": "RUNNING", "consumerGroupId": ""}, "warnings": []})
     assert text.startswith("ID                   : CSAS_FAST_3\nQuery Type           : PERSISTENT\n"
                            "SQL                  : CREATE STREAM fast AS SELECT id, v FROM s;\n"
                            "Host Query Status    : {127.0.0.1:8088: RUNNING}\n")
-    assert "| ID    | STRING (key) |" in text and "| V     | INT          |" in text
+    assert "| ID    | VARCHAR(STRING) (key) |" in text and "| V     | INTEGER               |" in text
     assert "Sources that this query reads from: \n-----------------------------------\nS\n" in text
     assert text.endswith("Processing topology \n------------------- \n== Physical Plan ==")
