@@ -102,17 +102,42 @@ def broker_cpu_row(scenario: str, what: str, system_name: str, moved: str,
 
 # ------------------------------------------------------------------------------ 8: broker ceiling
 
+#: bytes the loopback probe of scenario 8 sends after each run (~0.3-0.5 s on the bench machine)
+LOOPBACK_PROBE_MB = 500
+
+
+def loopback_mb_per_s(megabytes: int = LOOPBACK_PROBE_MB) -> float:
+    """The machine's loopback ceiling now: MB/s of ``megabytes`` of 1 MB sends over one loopback
+    TCP connection into a Python sink (scenario 0's "loopback TCP -> Python sink")."""
+    block = os.urandom(1_000_000)
+    return megabytes / loopback_seconds(block, megabytes)
+
+
+def loopback_fraction_row(scenario: str, what: str, system_name: str, mbs: list[float],
+                          loopback: list[float]) -> Row:
+    """The row "<what>: payload MB/s as a fraction of the machine's loopback ceiling" (issue 33:
+    the ceiling stated as a fraction of the machine's own), one value per run: the run's payload
+    MB/s over the loopback MB/s measured right after it (:func:`loopback_mb_per_s`)."""
+    return Row(scenario, f"{what}: payload MB/s as a fraction of the machine's loopback ceiling", system_name,
+               "fraction", [mb / lo for mb, lo in zip(mbs, loopback, strict=True)],
+               note=(f"loopback TCP -> Python sink ({LOOPBACK_PROBE_MB} MB in 1 MB sends) measured after each run: "
+                     f"median {statistics.median(loopback):,.0f} MB/s"),
+               extra={"loopback_mb_per_s": loopback})
+
+
 
 def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
     """Scenario 8: the broker's own produce ceiling, acks=1, 6 partitions on 1 broker, with 100 B
     and 1 KB records: pre-encoded Produce requests of about 500 KB pipelined over
     ``sizes.ceiling_connections`` connections from as many processes (bench/ceiling_load.py), so
-    the client is not what is measured. Compare with scenario 0 (the machine's own limit)."""
+    the client is not what is measured. After each run the machine's loopback ceiling (scenario
+    0's loopback TCP into a Python sink) is measured again, and each run's payload MB/s is also
+    given as a fraction of it."""
     broker = system.brokers[0]
     host, port = broker.bootstrap.rsplit(":", 1)
     for record_size in (100, 1024):
         records_per_request = 500_000 // record_size
-        rates, mbs, phases = [], [], []
+        rates, mbs, phases, loopback = [], [], [], []
         for run in range(sizes.runs):
             topic = _topic(f"s8-{record_size}b")
             system.create_topic(topic, 6, 1)
@@ -126,11 +151,13 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
                 raise RuntimeError(f"{system.name}: {topic} holds {stored} records, {got.records} acknowledged")
             rates.append(got.records_per_s)
             mbs.append(got.mb_per_s)
+            loopback.append(loopback_mb_per_s())
         metric = (f"{record_size} B records, acks=1, {sizes.ceiling_connections} connections x "
                   f"{sizes.ceiling_window} in flight")
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, records/s", system.name, "records/s", rates))
         results.add(Row("8 broker ceiling, 1 broker", f"{metric}, payload MB/s", system.name, "MB/s", mbs))
         results.add(broker_cpu_row("8 broker ceiling, 1 broker", metric, system.name, "produced", phases))
+        results.add(loopback_fraction_row("8 broker ceiling, 1 broker", metric, system.name, mbs, loopback))
 
 
 # ------------------------------------------------------------------------------ 9: many clients
@@ -725,11 +752,32 @@ def _sink(listener: socket.socket, path: str | None, total: int) -> None:
             if f is not None:
                 f.write(view[:n])
             got += n
-        conn.sendall(b"k")
+        if got >= total:
+            conn.sendall(b"k")          # else the sender sees the connection close
     finally:
         conn.close()
         if f is not None:
             f.close()
+
+
+def loopback_seconds(block: bytes, count: int, append_to: str | None = None) -> float:
+    """Seconds to send ``block`` ``count`` times over one loopback TCP connection into
+    :func:`_sink` (a Python thread reading with ``recv_into``; with ``append_to``, appending each
+    read to that file), until the sink has it all."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    t = threading.Thread(target=_sink, args=(listener, append_to, len(block) * count), daemon=True)
+    t.start()
+    try:
+        with socket.create_connection(listener.getsockname()) as s:
+            start = time.perf_counter()
+            for _ in range(count):
+                s.sendall(block)
+            if s.recv(1) != b"k":
+                raise RuntimeError("the loopback sink did not receive every byte")
+            return time.perf_counter() - start
+    finally:
+        t.join(30)
+        listener.close()
 
 
 def ceiling(results: Results, sizes: Sizes) -> None:
@@ -752,17 +800,7 @@ def ceiling(results: Results, sizes: Sizes) -> None:
             os.unlink(path)
             for name, sink_path in (("loopback TCP -> Python sink", None),
                                     ("loopback TCP -> Python sink -> append", path)):
-                listener = socket.create_server(("127.0.0.1", 0))
-                t = threading.Thread(target=_sink, args=(listener, sink_path, total), daemon=True)
-                t.start()
-                with socket.create_connection(listener.getsockname()) as s:
-                    start = time.perf_counter()
-                    for _ in range(count):
-                        s.sendall(batch)
-                    s.recv(1)
-                    rates[name].append(records / (time.perf_counter() - start))
-                t.join(30)
-                listener.close()
+                rates[name].append(records / loopback_seconds(batch, count, sink_path))
                 if sink_path:
                     os.unlink(sink_path)
     finally:

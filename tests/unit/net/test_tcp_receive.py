@@ -16,6 +16,7 @@ from twisted.internet.testing import MemoryReactorClock
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.net.tcp_receive import RecvIntoPort, RecvIntoServer, listen_tcp
 from kafkalite.protocol.framing import DIRECT_READ_MIN
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.unit
 
@@ -197,6 +198,69 @@ def test_a_frame_nobody_holds_is_reused_for_the_next_big_frame(listener: Listene
     request(second, 2)
     assert keeper.seen[1] == (id(pooled), second)       # the pooled buffer, filled with the new frame
     assert keeper.seen[0][1] == first and pool.free == []   # (``pooled`` holds it now: not given back)
+
+
+class Answerer:
+    """Answers each frame at once with the response chunks it is given, in turn."""
+
+    def __init__(self, *responses: list[bytes]) -> None:
+        self.responses = list(responses)
+
+    def dispatch(self, frame: bytearray, conn: Any) -> Any:
+        return self.responses.pop(0)
+
+
+def _recv_now(client: socket.socket) -> bytes:
+    """What the client can read without waiting."""
+    got = b""
+    while True:
+        try:
+            chunk = client.recv(1 << 20, socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return got
+        if not chunk:
+            return got
+        got += chunk
+
+
+def test_a_response_is_sent_at_once_without_waiting_for_writability(listener: Listener) -> None:
+    """Twisted would buffer the response and register the socket for writing (two epoll_ctl and
+    a later reactor turn per response); with nothing queued before it, it goes out in the read
+    that completed its request."""
+    listener.port.factory = KafkaServerFactory(Answerer([b"\x00\x00\x00\x03", b"abc"]), max_frame_bytes=1 << 20,
+                                               max_queued=1000)
+    client, server = listener.connect()
+    client.sendall(_framed(b"request"))
+    assert drain(server) is None
+    assert server not in listener.reactor.getWriters() and server.dataBuffer == b"" and not server._tempDataBuffer
+    got = bytearray()
+    wait_for(lambda: got.extend(_recv_now(client)) or len(got) >= 7, timeout=30, what="the response",
+             interval=0.001)                       # the server is not touched again meanwhile
+    assert got == b"\x00\x00\x00\x03abc"
+
+
+def test_a_response_the_socket_cannot_take_whole_keeps_its_order_with_the_next(listener: Listener) -> None:
+    """The part the socket does not take goes to Twisted's buffer; a response behind it waits
+    there too, so the bytes arrive in order."""
+    big, small = os.urandom(8 << 20), b"next"
+    listener.port.factory = KafkaServerFactory(Answerer([big[:5], big[5:]], [small]), max_frame_bytes=1 << 20,
+                                               max_queued=1000)
+    client, server = listener.connect()
+    client.sendall(_framed(b"first"))
+    assert drain(server) is None
+    assert server in listener.reactor.getWriters()        # 8 MB: more than the socket took
+    client.sendall(_framed(b"second"))
+    got = bytearray()
+
+    def pump() -> bool:
+        got.extend(_recv_now(client))
+        server.doRead()
+        if server in listener.reactor.getWriters():
+            server.doWrite()
+        return len(got) >= len(big) + len(small)
+
+    wait_for(pump, timeout=60, what="both responses", interval=0.001)
+    assert got == big + small
 
 
 # -- the broker's outbound connections (net/client.py: followers fetching from their leader) ----

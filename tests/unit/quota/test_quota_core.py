@@ -73,3 +73,32 @@ def test_throttle_time_is_kafkas_formula() -> None:
     m = ClientQuotaManager(PRODUCER_BYTE_RATE, entities, RateConfig())
     assert m.record("ANONYMOUS", "c", 20_000, 5_000) == 10_000
     assert m.record("ANONYMOUS", "unlimited-other", 10**9, 5_000) == 0
+
+
+def test_resolving_builds_no_entities_without_quotas_and_remembers_answers_until_a_change(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every Produce asks twice (bytes, request time): with no quota anywhere, and for a client
+    asked about before, no precedence walk (its eight entities) happens; a change is seen at once."""
+    built: list[QuotaEntity] = []
+    original = QuotaEntity.__post_init__
+
+    def counting(self: QuotaEntity) -> None:
+        built.append(self)
+        original(self)
+
+    e = QuotaEntities()
+    monkeypatch.setattr(QuotaEntity, "__post_init__", counting)
+    assert [e.resolve(PRODUCER_BYTE_RATE, "u", "c") for _ in range(3)] == [None] * 3
+    assert built == []
+    default = QuotaEntity(DEFAULT, DEFAULT)
+    e.set(default, {PRODUCER_BYTE_RATE: 10})
+    built.clear()
+    assert [e.resolve(PRODUCER_BYTE_RATE, "u", "c") for _ in range(3)] == [(default, 10.0)] * 3
+    assert len(built) == 8                      # one walk, then remembered
+    e.set(default, {PRODUCER_BYTE_RATE: 20})
+    assert e.resolve(PRODUCER_BYTE_RATE, "u", "c") == (default, 20.0)
+    e.set(QuotaEntity("u", None), {PRODUCER_BYTE_RATE: 5})
+    assert e.resolve(PRODUCER_BYTE_RATE, "u", "c") == (QuotaEntity("u", None), 5.0)
+    e.set(QuotaEntity("u", None), {})
+    e.set(default, {})
+    assert e.resolve(PRODUCER_BYTE_RATE, "u", "c") is None
