@@ -21,8 +21,8 @@ window aggregate run by kafkalite's SQL server on Spark local[2] and written wit
 kafkalite and on Kafka 0.9.0.1, bench/stream_pipelines.py), or ``all``.
 
 One ZooKeeper (tickTime 2000, as a production one) serves every cluster, each in its own chroot.
-Each system gets a 1-broker cluster for scenarios 1, 2, 8, 13, a fresh 1-broker cluster for
-each run of 5, and a 3-broker cluster for 3, 4, 6, 7; scenarios 1, 2, 3, 5 and 8 also report the
+Each system gets a 1-broker cluster for scenarios 1, 2, 13, a fresh 1-broker cluster for
+each run of 5 and 8, and a 3-broker cluster for 3, 4, 6, 7; scenarios 1, 2, 3, 5 and 8 also report the
 brokers' CPU seconds per GB produced or consumed (bench/cpu.py);
 the systems run one after the other, never at the same time. The table (median, min, max over
 ``--runs`` runs and the kafkalite / Kafka ratio) is printed at the end; rows are appended to
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import platform
 import shutil
@@ -50,7 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from bench import kafka09, scenarios
 from bench import report
@@ -66,7 +67,7 @@ CHARTS = ROOT / "bench" / "charts"
 NAMES = ["ceiling", "produce", "consume", "replicated", "latency", "growth", "memory", "failover",
          "broker-ceiling", "clients", "partitions", "recovery", "transactions", "quotas",
          "security", "console", "connect", "streams"]
-ONE_BROKER = {"produce", "consume", "broker-ceiling", "quotas"}
+ONE_BROKER = {"produce", "consume", "quotas"}
 THREE_BROKERS = {"replicated", "latency", "memory", "failover", "clients", "transactions"}
 
 
@@ -146,6 +147,8 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
     run_small_clusters(system, chosen, results, sizes, profiler)
     if "growth" in chosen:
         run_growth(system, results, sizes, profiler)
+    if "broker-ceiling" in chosen:
+        run_ceiling(system, results, sizes, profiler)
     # scenarios 10 and 11 start clusters of their own (the state they build would slow the rest)
     if "partitions" in chosen:
         print(f"== {system.name}: many partitions", flush=True)
@@ -188,26 +191,43 @@ def run_system(system: System, chosen: list[str], results: Results, sizes: Sizes
         print(f"   {system.name}: scenario 17 runs every engine from the kafkalite side", flush=True)
 
 
+@contextlib.contextmanager
+def fresh_broker(system: System, profiler: Profiler | None, label: str) -> Iterator[None]:
+    """A 1-broker cluster for one run, its data directory removed after it. For the scenarios
+    whose runs write GBs (5 and 8): Kafka 0.9.0.1's stock configuration cannot delete topics
+    (``delete.topic.enable=false``), and the page cache keeping a run's GBs made the next runs'
+    writes up to 2.5x dearer in the kernel, whichever system wrote them (docs/benchmarks.md,
+    "Scenario 8's two modes")."""
+    cluster = system.start(1)
+    if profiler and isinstance(system, Kafkalite):
+        profiler.attach(system, label)
+    try:
+        yield
+    finally:
+        if profiler:
+            profiler.detach()
+        system.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
 def run_growth(system: System, results: Results, sizes: Sizes, profiler: Profiler | None) -> None:
-    """Scenario 5, ``sizes.runs`` times, each run on a fresh 1-broker cluster whose data directory
-    is removed after it: a run writes ``growth_gb`` + ``live_gb`` GB, and Kafka 0.9.0.1's stock
-    configuration cannot delete topics (``delete.topic.enable=false``)."""
+    """Scenario 5, ``sizes.runs`` times, each run on a fresh 1-broker cluster (:func:`fresh_broker`):
+    a run writes ``growth_gb`` + ``live_gb`` GB."""
     runs = []
     for run in range(sizes.runs):
         print(f"== {system.name}: 1 broker, log growth run {run + 1} of {sizes.runs} "
               f"({sizes.growth_gb:g} + {sizes.live_gb:g} GB)", flush=True)
-        cluster = system.start(1)
-        if profiler and isinstance(system, Kafkalite):
-            profiler.attach(system, f"growth{run}")
-        try:
+        with fresh_broker(system, profiler, f"growth{run}"):
             runs.append(scenarios.growth_run(system, sizes))
-        finally:
-            if profiler:
-                profiler.detach()
-            system.stop()
-            shutil.rmtree(cluster.dir, ignore_errors=True)
     for row in scenarios.growth_rows(system.name, sizes, runs):
         results.add(row)
+
+
+def run_ceiling(system: System, results: Results, sizes: Sizes, profiler: Profiler | None) -> None:
+    """Scenario 8, each run of each record size on a fresh 1-broker cluster (:func:`fresh_broker`)."""
+    print(f"== {system.name}: 1 broker per run, broker ceiling", flush=True)
+    scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling",
+                             lambda label: fresh_broker(system, profiler, label))
 
 
 def run_small_clusters(system: System, chosen: list[str], results: Results, sizes: Sizes,
@@ -226,8 +246,6 @@ def run_small_clusters(system: System, chosen: list[str], results: Results, size
             if "consume" in chosen:
                 for n in (1, 10):
                     scenarios.consume_one_broker(system, results, sizes, topics[n], n)
-            if "broker-ceiling" in chosen:
-                scenarios.broker_ceiling(system, results, sizes, system.workdir / "ceiling")
             if "quotas" in chosen and isinstance(system, Kafkalite):
                 scenarios.quotas(system, results, sizes, system.workdir / "quotas")
         finally:

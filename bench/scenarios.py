@@ -12,7 +12,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 from bench import ceiling_load, connect_pipeline, console_pages, latency_probe, load, partitions, stream_pipelines
 from bench import many_clients as many_clients_load
@@ -126,26 +126,29 @@ def loopback_fraction_row(scenario: str, what: str, system_name: str, mbs: list[
 
 
 
-def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path) -> None:
+def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path,
+                   fresh_broker: Callable[[str], ContextManager[None]]) -> None:
     """Scenario 8: the broker's own produce ceiling, acks=1, 6 partitions on 1 broker, with 100 B
     and 1 KB records: pre-encoded Produce requests of about 500 KB pipelined over
     ``sizes.ceiling_connections`` connections from as many processes (bench/ceiling_load.py), so
     the client is not what is measured. After each run the machine's loopback ceiling (scenario
     0's loopback TCP into a Python sink) is measured again, and each run's payload MB/s is also
-    given as a fraction of it."""
-    broker = system.brokers[0]
-    host, port = broker.bootstrap.rsplit(":", 1)
+    given as a fraction of it. Each run gets a broker of its own from ``fresh_broker(label)``, whose
+    data is gone after it: GBs kept in the page cache from earlier runs slow the next runs' writes
+    in the kernel."""
     for record_size in (100, 1024):
         records_per_request = 500_000 // record_size
         rates, mbs, phases, loopback = [], [], [], []
         for run in range(sizes.runs):
-            topic = _topic(f"s8-{record_size}b")
-            system.create_topic(topic, 6, 1)
-            with system.broker_cpu() as cpu:
-                got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
-                                       records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
-                                       sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
-                stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
+            with fresh_broker(f"ceiling{record_size}-{run}"):
+                host, port = system.brokers[0].bootstrap.rsplit(":", 1)
+                topic = _topic(f"s8-{record_size}b")
+                system.create_topic(topic, 6, 1)
+                with system.broker_cpu() as cpu:
+                    got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
+                                           records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
+                                           sizes.ceiling_seconds, workdir / f"{record_size}-{run}")
+                    stored = load.wait_high_watermark_sum(system, topic, 6, got.records)
             phases.append((cpu, float(got.payload_bytes)))
             if stored != got.records:
                 raise RuntimeError(f"{system.name}: {topic} holds {stored} records, {got.records} acknowledged")

@@ -4,10 +4,11 @@ socket), the fraction row, and that scenario 8 adds it per record size with one 
 The broker and the load generator are stand-ins: no cluster."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
@@ -68,6 +69,17 @@ def test_scenario_8_adds_the_fraction_row_for_each_record_size(tmp_path: Path,
     monkeypatch.setattr(load, "wait_high_watermark_sum", lambda system, topic, partitions, expected: expected)
     monkeypatch.setattr(scenarios, "loopback_mb_per_s", lambda: next(probes))
     results = Results(tmp_path, "stamp")
-    scenarios.broker_ceiling(FakeBrokerSystem(), results, scenarios.Sizes(runs=2), tmp_path)
+    brokers: list[str] = []
+
+    @contextlib.contextmanager
+    def fresh_broker(label: str) -> Iterator[None]:
+        brokers.append(label)
+        yield
+        brokers.append("stopped")
+
+    scenarios.broker_ceiling(FakeBrokerSystem(), results, scenarios.Sizes(runs=2), tmp_path, fresh_broker)
     fractions = {r.metric.split(",")[0]: r.values for r in results.rows if r.unit == "fraction"}
     assert fractions == {"100 B records": pytest.approx([0.1, 0.1]), "1024 B records": pytest.approx([0.3, 0.2])}
+    # every run on a broker of its own, stopped (its data removed) before the next run starts
+    assert brokers == ["ceiling100-0", "stopped", "ceiling100-1", "stopped",
+                       "ceiling1024-0", "stopped", "ceiling1024-1", "stopped"]
