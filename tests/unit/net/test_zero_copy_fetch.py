@@ -271,17 +271,17 @@ def test_the_fetch_handler_reads_regions_for_plaintext_connections_only(plog: An
     assert not isinstance(converted, FileRegion) and len(converted) > 0
 
 
-def test_by_default_the_kernel_sizes_the_send_buffer() -> None:
+def test_by_default_the_kernel_sizes_the_send_and_receive_buffers() -> None:
     """socket.send.buffer.bytes defaults to -1 (Kafka: 102400): an accepted connection's SO_SNDBUF
     is the kernel's own, autotuned, so a 1 MB zero-copy Fetch answer leaves in one sendfile instead
-    of waiting for several reactor turns behind other connections' requests; the Kafka value still
-    fixes it when configured."""
+    of waiting for several reactor turns behind other connections' requests; likewise
+    socket.receive.buffer.bytes and SO_RCVBUF, so a large Produce arrives in fewer reads. The Kafka
+    values still fix both when configured."""
     from kafkalite.config import BrokerConfig
     from kafkalite.net.server import SocketOptions
 
     config = BrokerConfig.from_properties({"zookeeper.connect": "h:1"})
     defaults = SocketOptions(config["socket.send.buffer.bytes"], config["socket.receive.buffer.bytes"])
-    assert config["socket.receive.buffer.bytes"] == 102400           # unchanged: Kafka's
     with socket.socket() as listener:
         listener.bind(("127.0.0.1", 0))
         listener.listen(3)
@@ -291,11 +291,12 @@ def test_by_default_the_kernel_sizes_the_send_buffer() -> None:
             untouched, with_defaults, with_kafkas = accepted
             defaults.apply(with_defaults)
             SocketOptions(102400, 102400).apply(with_kafkas)
-            kernel_own = untouched.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
-            assert with_defaults.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF) == kernel_own
+            for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                kernel_own = untouched.getsockopt(socket.SOL_SOCKET, option)
+                assert with_defaults.getsockopt(socket.SOL_SOCKET, option) == kernel_own
+                fixed = with_kafkas.getsockopt(socket.SOL_SOCKET, option)
+                assert fixed == 2 * 102400 != kernel_own                  # Linux doubles what is asked
             assert with_defaults.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
-            fixed = with_kafkas.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
-            assert fixed == 2 * 102400 != kernel_own                      # Linux doubles what is asked
         finally:
             for s in clients + accepted:
                 s.close()
