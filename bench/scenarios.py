@@ -32,6 +32,7 @@ class Sizes:
     latency_seconds: float = 20.0
     latency_warmup_seconds: float = 60.0
     ceiling_seconds: float = 10.0
+    ceiling_warmup_seconds: float = 3.0
     ceiling_connections: int = 4
     ceiling_window: int = 4
     client_counts: tuple[int, ...] = (1_000, 2_000)
@@ -60,7 +61,7 @@ class Sizes:
     @classmethod
     def quick(cls, runs: int) -> "Sizes":
         return cls(records=200_000, runs=runs, latency_rates=(1_000, 10_000), latency_seconds=3.0,
-                   latency_warmup_seconds=2.0, ceiling_seconds=3.0, client_counts=(100,), clients_seconds=10.0,
+                   latency_warmup_seconds=2.0, ceiling_seconds=3.0, ceiling_warmup_seconds=1.0, client_counts=(100,), clients_seconds=10.0,
                    partition_counts=(300,), idle_seconds=5.0, recovery_gb=0.2, quota_seconds=4.0,
                    growth_gb=0.2, live_gb=0.5, failover_runs=runs, console_partitions=300,
                    console_records=5_000, console_views=5, connect_mb=4.0,
@@ -135,15 +136,21 @@ def broker_ceiling(system: System, results: Results, sizes: Sizes, workdir: Path
     0's loopback TCP into a Python sink) is measured again, and each run's payload MB/s is also
     given as a fraction of it. Each run gets a broker of its own from ``fresh_broker(label)``, whose
     data is gone after it: GBs kept in the page cache from earlier runs slow the next runs' writes
-    in the kernel."""
+    in the kernel. The same load first runs ``sizes.ceiling_warmup_seconds`` into a topic of its
+    own, unmeasured, so that Kafka's JVM has compiled its hot paths (a fresh JVM's first seconds
+    run interpreted)."""
     for record_size in (100, 1024):
         records_per_request = 500_000 // record_size
         rates, mbs, phases, loopback = [], [], [], []
         for run in range(sizes.runs):
             with fresh_broker(f"ceiling{record_size}-{run}"):
                 host, port = system.brokers[0].bootstrap.rsplit(":", 1)
-                topic = _topic(f"s8-{record_size}b")
-                system.create_topic(topic, 6, 1)
+                warmup, topic = _topic(f"s8-warmup-{record_size}b"), _topic(f"s8-{record_size}b")
+                for t in (warmup, topic):
+                    system.create_topic(t, 6, 1)
+                ceiling_load.run(host, int(port), system.raw_produce_version, warmup, 6, record_size,
+                                 records_per_request, sizes.ceiling_connections, sizes.ceiling_window,
+                                 sizes.ceiling_warmup_seconds, workdir / f"{record_size}-{run}-warmup")
                 with system.broker_cpu() as cpu:
                     got = ceiling_load.run(host, int(port), system.raw_produce_version, topic, 6, record_size,
                                            records_per_request, sizes.ceiling_connections, sizes.ceiling_window,

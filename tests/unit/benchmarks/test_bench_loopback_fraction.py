@@ -60,16 +60,20 @@ def test_scenario_8_adds_the_fraction_row_for_each_record_size(tmp_path: Path,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     runs = iter([100.0, 200.0, 300.0, 400.0])       # payload MB/s of the four runs, in order
     probes = iter([1000.0, 2000.0, 1000.0, 2000.0])
+    warmups: list[tuple[str, float]] = []
 
-    def fake_run(*args: Any, **kwargs: Any) -> CeilingResult:
+    def fake_run(host: str, port: int, version: int, topic: str, *args: Any, **kwargs: Any) -> CeilingResult:
+        if "warmup" in topic:                       # unmeasured: its figures must not reach a row
+            warmups.append((brokers[-1], args[-2]))
+            return CeilingResult(seconds=1.0, requests=10, records=1000, payload_bytes=10**12)
         mb_per_s = next(runs)
         return CeilingResult(seconds=1.0, requests=10, records=1000, payload_bytes=int(mb_per_s * 1e6))
 
+    brokers: list[str] = []
     monkeypatch.setattr(ceiling_load, "run", fake_run)
     monkeypatch.setattr(load, "wait_high_watermark_sum", lambda system, topic, partitions, expected: expected)
     monkeypatch.setattr(scenarios, "loopback_mb_per_s", lambda: next(probes))
     results = Results(tmp_path, "stamp")
-    brokers: list[str] = []
 
     @contextlib.contextmanager
     def fresh_broker(label: str) -> Iterator[None]:
@@ -83,3 +87,6 @@ def test_scenario_8_adds_the_fraction_row_for_each_record_size(tmp_path: Path,
     # every run on a broker of its own, stopped (its data removed) before the next run starts
     assert brokers == ["ceiling100-0", "stopped", "ceiling100-1", "stopped",
                        "ceiling1024-0", "stopped", "ceiling1024-1", "stopped"]
+    # and each broker first took the warm-up load, for the warm-up's seconds
+    assert warmups == [(label, scenarios.Sizes().ceiling_warmup_seconds)
+                       for label in ("ceiling100-0", "ceiling100-1", "ceiling1024-0", "ceiling1024-1")]
