@@ -1,11 +1,16 @@
-"""The outbound connection's request timeouts (``net/client.py``): one reactor timer per
-connection, armed at the earliest pending deadline, instead of a ``callLater`` and a ``cancel``
-per request; every request still times out at its own deadline, on the reactor's clock."""
+"""What sending a request costs on an outbound connection (``net/client.py``, a follower's Fetch
+each replication round trip): one reactor timer per connection, armed at the earliest pending
+deadline, instead of a ``callLater`` and a ``cancel`` per request (every request still times out
+at its own deadline, on the reactor's clock); and on plaintext TCP the request goes to the socket
+at once, not through Twisted's buffer and a writer registration."""
 from __future__ import annotations
 
+import socket
+import struct
 from typing import Any
 
 from twisted.internet import task
+from twisted.internet.epollreactor import EPollReactor
 from twisted.internet.testing import StringTransport
 
 from kafkalite.net.client import ConnectionLost, KafkaClientProtocol, RequestTimedOut
@@ -90,3 +95,69 @@ def test_an_idle_connection_keeps_no_timer_armed() -> None:
     ask(conn, 5.0, out)
     clock.advance(5.01)
     assert isinstance(out[-1].value, RequestTimedOut)
+
+
+def test_a_plaintext_request_goes_to_the_socket_without_a_reactor_turn(monkeypatch: Any) -> None:
+    """A real connection on a hand-iterated epoll reactor: the request is on the wire when
+    ``request`` returns (no writer registered, nothing in Twisted's buffer); when the socket takes
+    only part of it, the rest follows through Twisted's buffer, in order."""
+    from kafkalite.net.client import connect
+    from kafkalite.net.tcp_receive import RecvIntoClient
+
+    reactor = EPollReactor()
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
+    peer = None
+
+    def settle(d: Any) -> Any:
+        got: list[Any] = []
+        d.addBoth(got.append)
+        for _ in range(2000):
+            if got:
+                return got[0]
+            reactor.iterate(0.005)
+        raise AssertionError("the reactor never settled it")
+
+    def read_request() -> tuple[int, bytes]:
+        assert peer is not None
+        size = struct.unpack(">i", peer.recv(4, socket.MSG_WAITALL))[0]
+        frame = peer.recv(size, socket.MSG_WAITALL)
+        return struct.unpack(">hhi", frame[:8])[2], frame
+
+    try:
+        conn = settle(connect(reactor, "127.0.0.1", server.getsockname()[1], "test", 10.0))
+        transport = conn.transport
+        assert isinstance(transport, RecvIntoClient)
+        peer, _ = server.accept()
+        answered = conn.request(ApiKey.API_VERSIONS, 1, {}, 10.0)
+        assert transport not in reactor.getWriters() and not transport.dataBuffer
+        corr, _ = read_request()                            # there without any reactor turn
+        peer.sendall(b"".join(bytes(c) for c in codec.encode_response(
+            ApiKey.API_VERSIONS, 1, corr, {"error_code": 0, "api_keys": [], "throttle_time_ms": 0})))
+        assert settle(answered)["error_code"] == 0
+
+        real = transport.socket
+
+        class Partial:                                       # a socket that takes 10 bytes
+            def __getattr__(self, name: str) -> Any:
+                return getattr(real, name)
+
+            def sendmsg(self, bufs: list[bytes]) -> int:
+                return real.send(b"".join(bufs)[:10])
+        monkeypatch.setattr(transport, "socket", Partial())
+        conn.request(ApiKey.API_VERSIONS, 1, {}, 10.0)
+        assert transport in reactor.getWriters()             # the rest waits in Twisted's buffer
+        monkeypatch.setattr(transport, "socket", real)
+        reactor.iterate(0)
+        corr2, frame = read_request()
+        assert corr2 == corr + 1 and frame[:2] == struct.pack(">h", ApiKey.API_VERSIONS)
+        conn.close()
+        reactor.iterate(0.01)
+    finally:
+        if peer is not None:
+            peer.close()
+        server.close()
+        for selectable in reactor.removeAll():
+            selectable.socket.close()
+        reactor.waker.connectionLost(None)
+        reactor._poller.close()
