@@ -9,9 +9,8 @@ deadlines in poll): a follower sends a Fetch per replication round trip, and a `
 plus ``cancel`` per request (a heap push, and the reactor's periodic rebuild of its heap of
 cancelled calls) cost more than the rest of sending it. For the same reason a request on a
 plaintext connection goes to the socket at once with one ``sendmsg`` when nothing is queued
-before it (what Kafka's selector does): handed to Twisted, it waited for the next reactor turn
-and cost two ``epoll_ctl`` calls (writer on, writer off) around the write; what the socket does
-not take is queued in Twisted's buffer, in order.
+before it (``tcp_receive.SendNow``, as the server's responses): handed to Twisted, it waited for
+the next reactor turn and cost two ``epoll_ctl`` calls (writer on, writer off) around the write.
 
 Security: on an SSL / SASL_SSL inter-broker listener the connection runs over TLS (the trust
 store and, for listeners that require one, the broker's own certificate from its
@@ -31,8 +30,7 @@ from twisted.internet import defer, protocol
 from twisted.internet.interfaces import IReactorTCP, IReactorTime
 from twisted.python.failure import Failure
 
-from kafkalite.net.sendfile import buffered_bytes
-from kafkalite.net.tcp_receive import RecvIntoClient, connect_tcp
+from kafkalite.net.tcp_receive import connect_tcp
 from kafkalite.net.transport import stream_transport
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
@@ -83,25 +81,8 @@ class KafkaClientProtocol(protocol.Protocol):
         if timer is None or deadline < timer.getTime():
             self._arm(deadline)
         chunks = codec.encode_request(api_key, api_version, corr, self.client_id, body)
-        self._write([c if type(c) is bytes else bytes(c) for c in chunks])
+        stream_transport(self).writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
         return d
-
-    def _write(self, data: list[bytes]) -> None:
-        """Send now on a plaintext TCP connection with nothing queued (see the module doc); the
-        rest, and every other transport (TLS, in-memory), through Twisted's buffer."""
-        transport = self.transport
-        if type(transport) is RecvIntoClient and transport.connected and not transport.disconnecting \
-                and not transport.TLS and not buffered_bytes(transport):
-            try:
-                sent = transport.socket.sendmsg(data)
-            except OSError:         # full (EAGAIN), or broken: Twisted's write meets it and closes
-                sent = 0
-            if sent:
-                total = sum(len(c) for c in data)
-                if sent == total:
-                    return
-                data = [b"".join(data)[sent:]]
-        stream_transport(self).writeSequence(data)
 
     def dataReceived(self, data: bytes) -> None:
         try:
