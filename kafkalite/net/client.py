@@ -3,7 +3,14 @@
 One connection per remote broker; requests are pipelined and matched to responses by
 correlation id (the remote answers in order anyway). Each request carries its own timeout; a
 timeout or a lost connection fails every outstanding request, and the connection is gone: the
-caller reconnects.
+caller reconnects. The deadlines share one reactor timer per connection, armed at the earliest
+deadline and moved on when it fires (Kafka's NetworkClient checks its in-flight requests'
+deadlines in poll): a follower sends a Fetch per replication round trip, and a ``callLater``
+plus ``cancel`` per request (a heap push, and the reactor's periodic rebuild of its heap of
+cancelled calls) cost more than the rest of sending it. For the same reason a request on a
+plaintext connection goes to the socket at once with one ``sendmsg`` when nothing is queued
+before it (``tcp_receive.SendNow``, as the server's responses): handed to Twisted, it waited for
+the next reactor turn and cost two ``epoll_ctl`` calls (writer on, writer off) around the write.
 
 Security: on an SSL / SASL_SSL inter-broker listener the connection runs over TLS (the trust
 store and, for listeners that require one, the broker's own certificate from its
@@ -50,8 +57,11 @@ class KafkaClientProtocol(protocol.Protocol):
         self.clock = clock
         self.decoder = FrameDecoder(max_frame_bytes)
         self.correlation = itertools.count(1)
-        self.pending: dict[int, tuple[int, int, defer.Deferred, Any]] = {}
+        #: correlation id -> (api key, version, the caller's Deferred, deadline in reactor seconds)
+        self.pending: dict[int, tuple[int, int, defer.Deferred, float]] = {}
         self.closed = False
+        #: the one timer of the pending deadlines (see the module doc); None when not armed
+        self.deadline_timer: Any = None
 
     def connectionMade(self) -> None:
         # Kafka's clients (the replica fetcher's too) set TCP_NODELAY: with Nagle's algorithm a small
@@ -65,8 +75,11 @@ class KafkaClientProtocol(protocol.Protocol):
             return defer.fail(ConnectionLost("connection closed"))
         corr = next(self.correlation)
         d: defer.Deferred = defer.Deferred()
-        timer = self.clock.callLater(timeout_s, self._timeout, corr)
-        self.pending[corr] = (api_key, api_version, d, timer)
+        deadline = self.clock.seconds() + timeout_s
+        self.pending[corr] = (api_key, api_version, d, deadline)
+        timer = self.deadline_timer
+        if timer is None or deadline < timer.getTime():
+            self._arm(deadline)
         chunks = codec.encode_request(api_key, api_version, corr, self.client_id, body)
         stream_transport(self).writeSequence([c if type(c) is bytes else bytes(c) for c in chunks])
         return d
@@ -97,14 +110,31 @@ class KafkaClientProtocol(protocol.Protocol):
             entry = self.pending.pop(corr, None)
             if entry is None:
                 raise ProtocolError(f"response with unknown correlation id {corr}")
-            api_key, version, d, timer = entry
-            timer.cancel()
+            api_key, version, d, _ = entry
             d.callback(codec.decode_response(api_key, version, frame)[1])
 
     def _bad_response(self, exc: ProtocolError) -> None:
         log.warning("bad response from %s: %s", stream_transport(self).getPeer(), exc)
         self.closed = True
         stream_transport(self).abortConnection()
+
+    def _arm(self, deadline: float) -> None:
+        if self.deadline_timer is not None:
+            self.deadline_timer.cancel()
+        self.deadline_timer = self.clock.callLater(max(deadline - self.clock.seconds(), 0.0), self._deadline)
+
+    def _deadline(self) -> None:
+        """The timer fired: time out what is due (1 ms of float slack), else re-arm for the
+        earliest deadline still pending; nothing pending, nothing armed."""
+        self.deadline_timer = None
+        if not self.pending:
+            return
+        now = self.clock.seconds() + 0.001
+        due = [corr for corr, entry in self.pending.items() if entry[3] <= now]
+        for corr in due:
+            self._timeout(corr)
+        if not due:
+            self._arm(min(entry[3] for entry in self.pending.values()))
 
     def _timeout(self, corr: int) -> None:
         entry = self.pending.pop(corr, None)
@@ -115,9 +145,10 @@ class KafkaClientProtocol(protocol.Protocol):
     def connectionLost(self, reason: Failure = protocol.connectionDone) -> None:
         self.closed = True
         pending, self.pending = self.pending, {}
-        for _, _, d, timer in pending.values():
-            if timer.active():
-                timer.cancel()
+        timer, self.deadline_timer = self.deadline_timer, None
+        if timer is not None and timer.active():
+            timer.cancel()
+        for _, _, d, _ in pending.values():
             d.errback(ConnectionLost(str(reason.value)))
 
     def close(self) -> None:

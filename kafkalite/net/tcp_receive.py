@@ -81,22 +81,10 @@ def _buffered(transport: tcp.Connection) -> int:
     return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
 
 
-class RecvIntoServer(tcp.Server):
-    """A server-side TCP connection that reads into the buffer its protocol names, and sends a
-    response at once when nothing is queued before it (:meth:`writeSequence`)."""
-
-    def __init__(self, sock: Any, protocol: Any, client: tuple[object, ...], server: tcp.Port, sessionno: int,
-                 reactor: Any) -> None:
-        super().__init__(sock, protocol, client, server, sessionno, reactor)
-        spare = getattr(server, "spare", None)
-        self.spare: memoryview = spare if isinstance(spare, memoryview) else memoryview(bytearray(SPARE_BYTES))
-        self.receiver: BufferedReceiver | None = protocol if isinstance(protocol, BufferedReceiver) else None
-
-    def doRead(self) -> ConnectionLost | ConnectionDone | None:
-        receiver = self.receiver
-        if receiver is None or self.protocol is not receiver:   # e.g. replaced by startTLS
-            return super().doRead()
-        return read_into(self, receiver, self.spare)
+class SendNow(tcp.Connection):
+    """A plaintext connection that sends a write at once when nothing is queued before it
+    (:meth:`writeSequence`): the broker's server connections (responses) and its connections to
+    the others (a follower's Fetch request each replication round trip)."""
 
     def writeSequence(self, iovec: Any) -> None:
         """Send the chunks now with one ``sendmsg`` when Twisted holds nothing unsent for this
@@ -141,10 +129,29 @@ class RecvIntoServer(tcp.Server):
             self.writeSequence([data])
 
 
-class RecvIntoClient(tcp.Client):
+class RecvIntoServer(SendNow, tcp.Server):
+    """A server-side TCP connection that reads into the buffer its protocol names, and sends a
+    response at once when nothing is queued before it (:meth:`writeSequence`)."""
+
+    def __init__(self, sock: Any, protocol: Any, client: tuple[object, ...], server: tcp.Port, sessionno: int,
+                 reactor: Any) -> None:
+        super().__init__(sock, protocol, client, server, sessionno, reactor)
+        spare = getattr(server, "spare", None)
+        self.spare: memoryview = spare if isinstance(spare, memoryview) else memoryview(bytearray(SPARE_BYTES))
+        self.receiver: BufferedReceiver | None = protocol if isinstance(protocol, BufferedReceiver) else None
+
+    def doRead(self) -> ConnectionLost | ConnectionDone | None:
+        receiver = self.receiver
+        if receiver is None or self.protocol is not receiver:   # e.g. replaced by startTLS
+            return super().doRead()
+        return read_into(self, receiver, self.spare)
+
+
+class RecvIntoClient(SendNow, tcp.Client):
     """A client-side TCP connection that reads into the buffer its protocol names (the broker's
-    connections to the others: a follower's Fetch responses carry the leader's batches). Its
-    spare buffer is its own: a process may run client connections on more than one thread."""
+    connections to the others: a follower's Fetch responses carry the leader's batches), and
+    sends a request at once when nothing is queued before it (:class:`SendNow`). Its spare
+    buffer is its own: a process may run client connections on more than one thread."""
 
     spare: memoryview | None = None
 

@@ -349,3 +349,49 @@ def test_with_the_default_send_buffer_a_whole_answer_is_queued_in_one_turn(tmp_p
     assert outcome["default"] == (True, 0, region_bytes)
     finished, waiting, sent = outcome["kafka"]
     assert not finished and waiting == 1 and sent < region_bytes
+
+
+
+def test_a_small_answer_leaves_in_one_write_and_is_read_in_one_read(plog: Any, monkeypatch: Any) -> None:
+    """A follower's one-record Fetch answer: with sendfile it left in three writes (framing, the
+    region, three bytes of tagged fields) and reached the follower as two segments, two reads;
+    at most SMALL_RESPONSE_COPY record bytes are copied and the whole answer is one sendmsg."""
+    from kafkalite.net.sendfile import SMALL_RESPONSE_COPY, RegionSender
+
+    last = plog.log_end_offset - 2                            # the last, two-record batch
+    expected = bytes(plog.read(last, 1 << 30).records)
+    region = plog.read(last, 1 << 30, as_region=True).records
+    assert isinstance(region, FileRegion) and 0 < len(region) <= SMALL_RESPONSE_COPY
+    chunks = codec.encode_response(ApiKey.FETCH, 12, 8, fetch_body(region))
+    assert region in chunks and chunks[-1] is not region      # framing follows the region
+
+    sendfiles: list[int] = []
+    real_sendfile = os.sendfile
+
+    def spy_sendfile(out_fd: int, in_fd: int, pos: int, n: int) -> int:
+        sendfiles.append(n)
+        return real_sendfile(out_fd, in_fd, pos, n)
+    monkeypatch.setattr(os, "sendfile", spy_sendfile)
+    server, client = socket.socketpair()
+    writes: list[int] = []
+
+    class Sock(socket.socket):                                # counts the sender's writes
+        def sendmsg(self, bufs: Any, *args: Any) -> int:     # type: ignore[override]
+            n = super().sendmsg(bufs, *args)
+            writes.append(n)
+            return n
+    sock = Sock(fileno=server.detach())
+    sock.setblocking(False)
+    transport = SocketTransport(sock)
+    done: list[bool] = []
+    sender = RegionSender.for_transport(transport, lambda: done.append(True), lambda e: done.append(False))
+    assert sender is not None
+    sender.send(chunks)
+    assert done == [True] and region.fd == -1                 # sent and released at once
+    assert len(writes) == 1 and sendfiles == [] and sender.file_bytes == 0
+    got = client.recv(1 << 20)                                # the whole answer, in one read
+    assert len(got) == writes[0] == 4 + struct.unpack_from(">i", got)[0]
+    corr, body = codec.decode_response(ApiKey.FETCH, 12, got[4:])
+    assert corr == 8 and bytes(body["responses"][0]["partitions"][0]["records"]) == expected
+    sock.close()
+    client.close()
