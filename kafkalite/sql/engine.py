@@ -1486,17 +1486,20 @@ class Engine:
             + list(table.value_columns)
         store = StateStore([c.name for c in table.key_columns], True, [c.name for c in columns],
                            [_ksql_name(c.type) for c in columns])
-        self._read_table(table, table.window, store, f"ksql-pull-{table.name}")
+        read = self._read_table(table, table.window, store, f"ksql-pull-{table.name}")
+        log.info("table %s: %d records of %s read", table.name, read, table.topic)
         return store
 
     def _restore_store(self, plan: "QueryPlan", store: StateStore) -> None:
         """Rebuilds a resumed table's state store from its output topic (read_committed, to the
         end), as Kafka Streams restores a store from its changelog; then the query goes on."""
-        self._read_table(plan.sink, plan.select.window, store, f"ksql-restore-{plan.query_id}")
+        restored = self._read_table(plan.sink, plan.select.window, store, f"ksql-restore-{plan.query_id}")
+        log.info("state of %s restored from %d records of %s", plan.query_id, restored, plan.sink.topic)
 
-    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str) -> None:
+    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str) -> int:
         """A table's topic (read_committed, to the end) into ``store``: the latest row per key
-        (and window), a tombstone deleting it; a failure is logged and leaves what was read."""
+        (and window), a tombstone deleting it; a failure is logged and leaves what was read.
+        Returns how many records were read."""
         topic = table.topic
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
             tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
@@ -1524,7 +1527,7 @@ class Engine:
             log.error("reading table %s from %s failed: %s", table.name, topic, exc)
         finally:
             consumer.close(autocommit=False)
-        log.info("table %s: %d records of %s read", table.name, restored, topic)
+        return restored
 
     def _security_options(self) -> dict[str, str]:
         """The server's client security properties as the kafkalite source's and sink's ``kafka.*``
