@@ -802,6 +802,14 @@ class Engine:
         select = replace(q, items=renamed, source=join_id, alias=None, where=None, joins=(),
                          group_by=tuple(map_columns(e, rename) for e in q.group_by),
                          having=None if q.having is None else map_columns(q.having, rename))
+        return self._plan_downstream(s, select, text, props, query_id, src, joined, upstream)
+
+    def _plan_downstream(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, select: ast.Select, text: str,
+                         props: dict[str, Any], query_id: str, src: DataSource, joined: DataSource,
+                         upstream: "QueryPlan") -> "QueryPlan":
+        """The second half of a query split at an internal ``-Join-repartition`` topic: ``select``
+        reads ``joined`` (the upstream query's output) from the start; a persistent one writes in
+        the statement's formats, else its first source's (the internal topic is JSON)."""
         if isinstance(s, ast.Query):
             plan = self._plan(replace(s, query=select), text, props, query_id, joined)
         else:
@@ -879,17 +887,9 @@ class Engine:
         select = replace(q, items=tuple(renamed), source=join_id, alias=None,
                          where=None if q.where is None else map_columns(q.where, rename),
                          joins=tuple(replace(j, on=map_columns(j.on, rename)) for j in q.joins[split:]))
-        if isinstance(s, ast.Query):
-            plan = self._plan(replace(s, query=select), text, props, query_id, joined)
-        else:
+        if not isinstance(s, ast.Query):
             join_rules.check_persistent_sources([d for _, d in suffix], text)
-            formats = {k.upper() for k, _ in s.properties}
-            properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
-                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
-            plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
-        plan.upstream, plan.offset_reset = upstream, "earliest"
-        upstream.owner = query_id
-        return plan
+        return self._plan_downstream(s, select, text, props, query_id, src, joined, upstream)
 
     def _join_sources(self, q: ast.Select, left: DataSource, aggregate: bool,
                       text: str) -> list[tuple[ast.Join, DataSource, str]]:
