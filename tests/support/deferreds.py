@@ -13,7 +13,9 @@ equivalents, so no test module writes its own box-and-addBoth helper:
 - :func:`drive` -- run a ``task.Clock``/``MemoryReactorClock``'s due calls (``advance(0)``, at most
   ``turns`` times) until the Deferred fires, then :func:`fired`;
 - :func:`settle` -- let a clock-driven world finish every cascade of due calls (and read a
-  Deferred's outcome, a Failure as a value).
+  Deferred's outcome, a Failure as a value);
+- :func:`iterate_until` -- iterate a real, hand-driven reactor (epoll, real sockets) until the
+  Deferred fires, and return its outcome (a Failure as a value).
 
 The in-process tier pumps simulated time instead (``InProcessCluster.wait``/``pump_until``), and
 tests of processes poll with :func:`tests.support.waiting.wait_for`.
@@ -25,7 +27,7 @@ from typing import Any, Literal
 from twisted.internet import defer
 from twisted.python.failure import Failure
 
-__all__ = ["outcome", "fired", "answer", "drive", "settle"]
+__all__ = ["outcome", "fired", "answer", "drive", "settle", "iterate_until"]
 
 
 def outcome(d: Any) -> list[Any]:
@@ -96,3 +98,14 @@ def settle(clock: Any, d: Any = None, turns: int = 500) -> Any:
             clock.advance(0)
         return None
     return drive(clock, d, turns, failure="return", what="the operation")
+
+
+def iterate_until(reactor: Any, d: Any, turns: int = 2000, wait: float = 0.005) -> Any:
+    """Iterate a hand-driven real reactor (``reactor.iterate(wait)``, at most ``turns`` times) until
+    ``d`` fires; its outcome, a Failure as a value."""
+    box = outcome(d)
+    for _ in range(turns):
+        if box:
+            return box[0]
+        reactor.iterate(wait)
+    raise AssertionError("the reactor never settled it")

@@ -16,6 +16,7 @@ from twisted.internet.testing import StringTransport
 from kafkalite.net.client import ConnectionLost, KafkaClientProtocol, RequestTimedOut
 from kafkalite.protocol import codec
 from kafkalite.protocol.api_keys import ApiKey
+from tests.support.deferreds import iterate_until
 
 
 class CountingClock(task.Clock):
@@ -110,13 +111,7 @@ def test_a_plaintext_request_goes_to_the_socket_without_a_reactor_turn(monkeypat
     peer = None
 
     def settle(d: Any) -> Any:
-        got: list[Any] = []
-        d.addBoth(got.append)
-        for _ in range(2000):
-            if got:
-                return got[0]
-            reactor.iterate(0.005)
-        raise AssertionError("the reactor never settled it")
+        return iterate_until(reactor, d)
 
     def read_request() -> tuple[int, bytes]:
         assert peer is not None

@@ -16,6 +16,7 @@ from twisted.internet.testing import MemoryReactorClock
 from kafkalite.net.server import KafkaServerFactory
 from kafkalite.net.tcp_receive import RecvIntoPort, RecvIntoServer, listen_tcp
 from kafkalite.protocol.framing import DIRECT_READ_MIN
+from tests.support.deferreds import iterate_until
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.unit
@@ -280,13 +281,7 @@ def test_outbound_connections_read_responses_into_their_frames() -> None:
     peer = None
 
     def settle(d: Any) -> Any:
-        got: list[Any] = []
-        d.addBoth(got.append)
-        for _ in range(2000):
-            if got:
-                return got[0]
-            reactor.iterate(0.005)
-        raise AssertionError("the reactor never settled it")
+        return iterate_until(reactor, d)
 
     try:
         conn = settle(connect(reactor, "127.0.0.1", server.getsockname()[1], "test", 10.0))
