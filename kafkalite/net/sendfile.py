@@ -81,7 +81,7 @@ def close_regions(chunks: Any) -> None:
             c.close()
 
 
-def _buffered(transport: Any) -> int:
+def buffered_bytes(transport: Any) -> int:
     """Bytes the Twisted transport still holds (``abstract.FileDescriptor``'s write buffer)."""
     return (len(getattr(transport, "dataBuffer", b"")) - getattr(transport, "offset", 0)
             + getattr(transport, "_tempDataLen", 0))
@@ -175,7 +175,7 @@ class RegionSender:
     def _pump(self) -> None:
         if self.closed:
             return
-        if _buffered(self.transport):
+        if buffered_bytes(self.transport):
             self._wait()           # earlier responses are still in Twisted's buffer: they go first
             return
         pending = self.pending

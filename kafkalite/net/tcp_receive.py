@@ -35,6 +35,8 @@ from twisted.internet.posixbase import PosixReactorBase
 from twisted.internet.protocol import ClientFactory
 from twisted.internet.error import ConnectionDone, ConnectionLost
 
+from kafkalite.net.sendfile import buffered_bytes
+
 log = logging.getLogger(__name__)
 
 #: the spare buffer of a port (Twisted's own read size: ``abstract.FileDescriptor.bufferSize``)
@@ -76,9 +78,6 @@ def read_into(transport: tcp.Connection, receiver: BufferedReceiver,
 MAX_SEND_CHUNKS = 256
 
 
-def _buffered(transport: tcp.Connection) -> int:
-    """Bytes Twisted's write buffer still holds for ``transport``."""
-    return len(transport.dataBuffer) - transport.offset + transport._tempDataLen
 
 
 class SendNow(tcp.Connection):
@@ -99,7 +98,7 @@ class SendNow(tcp.Connection):
         ``doWrite`` meets the error and ends the connection as before)."""
         chunks = iovec if isinstance(iovec, list) else list(iovec)
         if (self.TLS or not self.connected or self._writeDisconnected or self.disconnecting
-                or not chunks or len(chunks) > MAX_SEND_CHUNKS or _buffered(self)
+                or not chunks or len(chunks) > MAX_SEND_CHUNKS or buffered_bytes(self)
                 or not all(type(c) is bytes for c in chunks)):
             super().writeSequence(chunks)
             return
