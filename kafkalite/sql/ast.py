@@ -202,7 +202,7 @@ class Select:
 # -- statements ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CreateSource:
-    """CREATE [OR REPLACE] STREAM|TABLE [IF NOT EXISTS] name (columns) WITH (...)"""
+    """CREATE [OR REPLACE] [SOURCE] STREAM|TABLE [IF NOT EXISTS] name (columns) WITH (...)"""
 
     kind: str                       # STREAM or TABLE
     name: str
@@ -210,6 +210,7 @@ class CreateSource:
     properties: tuple[tuple[str, object], ...]
     if_not_exists: bool = False
     or_replace: bool = False
+    read_only: bool = False         # CREATE SOURCE STREAM|TABLE (ksqlDB 0.22+): no query writes into it
 
     def prop(self, name: str, default: object = None) -> object:
         return dict(self.properties).get(name, default)

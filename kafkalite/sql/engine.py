@@ -396,6 +396,7 @@ class Engine:
         """What ksqlDB's sandbox would refuse, checked before the command is logged."""
         ms = self.metastore
         if isinstance(s, (ast.CreateSource, ast.CreateAsSelect)):
+            _check_read_only(s, ms.get(s.name), text)
             if ms.get(s.name) is not None and not (s.if_not_exists or s.or_replace):
                 existing = ms.sources[s.name]
                 raise KsqlError(f"Cannot add {s.kind.lower()} '{s.name}': A {existing.kind.lower()} with the same "
@@ -415,7 +416,7 @@ class Engine:
                 raise KsqlError(f"{s.kind.capitalize()} {s.name} does not exist.", statement=text)
             if ms.get(s.name) is not None:
                 readers, writers = ms.readers_and_writers(s.name)
-                if readers or writers:
+                if [r for r in readers if r not in ms.source_table_queries(s.name)] or writers:
                     ms.drop(s.name, statement=text)           # raises ksqlDB's message
         elif isinstance(s, ast.Terminate) and s.query_id is not None:
             q = ms.queries.get(s.query_id)
@@ -432,6 +433,8 @@ class Engine:
             source = self._source_of(s, stmt.text)
             self._ensure_topic(source.topic, s.prop("PARTITIONS"), s.prop("REPLICAS"), stmt.text)
             ms.add(source, replace_existing=s.or_replace, statement=stmt.text)
+            if source.read_only and source.kind == "TABLE":
+                return self._materialize_source_table(source, stmt.text, s, seq, replay_terminated)
             return _status(stmt.text, s, seq, f"{s.kind.capitalize()} created")
         if isinstance(s, (ast.CreateAsSelect, ast.InsertInto)):
             if isinstance(s, ast.CreateAsSelect) and ms.get(s.name) is not None and s.if_not_exists:
@@ -461,21 +464,83 @@ class Engine:
         if isinstance(s, ast.Drop):
             if ms.get(s.name) is None:
                 return _status(stmt.text, s, seq, f"Source {s.name} does not exist.")
+            materializing = ms.source_table_queries(s.name)
             dropped = ms.drop(s.name, statement=stmt.text)
+            for qid in materializing:                     # a SOURCE TABLE's own query goes with it
+                self._terminate(qid)
             return _status(stmt.text, s, seq, f"Source `{s.name}` (topic: {dropped.topic}) was dropped.")
         if isinstance(s, ast.Terminate):
             ids = [s.query_id] if s.query_id else [q.id for q in ms.live_queries()]
             for qid in ids:
                 if qid is None or qid not in ms.queries or ms.queries[qid].state == "TERMINATED":
                     continue
-                ms.terminate(qid)
-                for rid in (qid, f"{qid}_JOIN"):          # an aggregate over a join: its join query too
-                    q = self.running.pop(rid, None)
-                    if q is not None:
-                        q.stop()
-                self._delete_internal_topics(qid)
+                self._terminate(qid)
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
+
+    def _terminate(self, qid: str) -> None:
+        """A persistent query stopped and marked TERMINATED, with what it owns: an aggregate's join
+        query, its internal topics, a SOURCE TABLE's state store (its table is no longer queryable)."""
+        q = self.metastore.terminate(qid)
+        for rid in (qid, f"{qid}_JOIN"):                  # an aggregate over a join: its join query too
+            running = self.running.pop(rid, None)
+            if running is not None:
+                running.stop()
+        self._delete_internal_topics(qid)
+        if q.source_table:
+            self.stores.pop(q.sources[0], None)
+
+    def _materialize_source_table(self, table: DataSource, text: str, s: ast.CreateSource, seq: int,
+                                  replay_terminated: set[str | None] | None) -> Entity:
+        """CREATE SOURCE TABLE as ksqlDB 0.22+ runs it: a query ``CST_<TABLE>_<n>`` with no sink
+        that keeps the table's latest row per key in a state store, so pull queries work on it."""
+        query_id = f"CST_{table.name}_{seq}"
+        self.metastore.add_query(PersistentQuery(query_id, text, "", (table.name,), source_table=True))
+        if replay_terminated is not None and query_id in replay_terminated:
+            self.metastore.queries[query_id].state = "TERMINATED"
+        else:
+            plan = QueryPlan(query_id, table, table, ast.Select((ast.SelectItem(None),), table.name), [
+                (c.name, ast.Column(c.name)) for c in table.value_columns],
+                [ast.Column(c.name) for c in table.key_columns], [c.name for c in table.key_columns], False,
+                "earliest")
+            plan.materialize_only = True
+            try:
+                self._run(plan)
+            except Exception as exc:
+                first = _first_line(exc)
+                self.metastore.queries[query_id].state, self.metastore.queries[query_id].error = "ERROR", first
+                raise KsqlError(f"Query {query_id} failed to start: {first}", statement=text) from None
+        status = _status(text, s, seq, f"Created query with ID {query_id}")
+        status["commandStatus"]["queryId"] = query_id
+        return status
+
+    def _source_table_writer(self, plan: "QueryPlan") -> tuple[Any, Callable[[Any, int], None], str]:
+        """A SOURCE TABLE's materializing stream: its topic from the start, each micro-batch's
+        records applied in offset order to the table's state store (a tombstone deletes the key).
+        A resumed query first reads the topic into the store, then replays its records since the
+        checkpoint in order, which ends in the same rows."""
+        table = plan.source
+        bounds = [] if table.window is None else list(WINDOW_BOUNDS)
+        columns = list(table.key_columns) + [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in bounds] \
+            + list(table.value_columns)
+        names = [c.name for c in columns]
+        store = StateStore([c.name for c in table.key_columns], bool(bounds), names,
+                           [_ksql_name(c.type) for c in columns])
+        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+            self._read_table(table, table.window, store, f"ksql-restore-{plan.query_id}")
+        self.stores[table.name] = store
+        frame = self._source_frame(table, "earliest", tombstones=True)
+
+        def each_batch(batch: Any, batch_id: int) -> None:
+            rows = sorted((r.asDict() for r in batch.collect()), key=lambda r: (r["ROWPARTITION"], r["ROWOFFSET"]))
+            for r in rows:
+                if r["__tombstone"]:
+                    store.delete([store.key_of(r)])
+                else:
+                    store.update([{n: r.get(n) for n in names}])
+            log.debug("%s batch %d: %d records", plan.query_id, batch_id, len(rows))
+        sql = f"SELECT * FROM {quote(table.name)} EMIT CHANGES"
+        return frame, each_batch, sql
 
     def _delete_topic(self, stmt: ast.ParsedStatement, s: ast.Drop) -> ast.ParsedStatement:
         """DROP ... DELETE TOPIC as ksqlDB's ``TopicDeleteInjector`` does it, before the command is
@@ -483,6 +548,8 @@ class Engine:
         registry format (AVRO) its ``<topic>-value`` subject (a missing subject is no error); the
         statement logged without DELETE TOPIC, so a replay never deletes a topic made again later."""
         source = self.metastore.get(s.name)
+        if source is not None and source.read_only:       # ksqlDB's DropSourceFactory
+            raise KsqlError(f"Cannot delete topic for read-only source: {s.name}", statement=stmt.text)
         if source is not None:
             sharing = sorted(d.name for d in self.metastore.sources.values()
                              if d.topic == source.topic and d.name != source.name)
@@ -562,7 +629,8 @@ class Engine:
         ordered = tuple(keys) + tuple(c for c in columns if not c.key)
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
                           str(timestamp) if timestamp else None, window,
-                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text)
+                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text,
+                          read_only=s.read_only)
 
     def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
         if not self.config.schema_registry_url:
@@ -674,6 +742,8 @@ class Engine:
         if target is not None and target.kind != "STREAM":
             raise KsqlError(f"INSERT INTO can only be used to insert into a stream. {target.name} is a table.",
                             statement=text)
+        if target is not None and target.read_only:       # ksqlDB's EngineExecutor
+            raise KsqlError(f"Cannot insert into read-only {target.kind.lower()}: {target.name}", statement=text)
         q = s.query
         aggregate = bool(q.group_by) or any(has_aggregate(i.expr) for i in q.items)
         kind = s.kind if isinstance(s, ast.CreateAsSelect) else "TABLE" if isinstance(s, ast.Query) and aggregate \
@@ -1249,7 +1319,11 @@ class Engine:
             self._run(upstream)                       # the join feeding the aggregate (not already running)
         q = plan.select
         src = plan.source
-        result, sql = self._compile(plan)
+        each_source_batch: Callable[[Any, int], None] | None = None
+        if plan.materialize_only:
+            result, each_source_batch, sql = self._source_table_writer(plan)
+        else:
+            result, sql = self._compile(plan)
         self.plans[plan.query_id] = (plan, sql)
         sink_options = {"kafka.bootstrap.servers": self.config.bootstrap_servers, "topic": plan.sink.topic,
                         "deliveryGuarantee": "exactly_once", **self._security_options()}
@@ -1279,7 +1353,9 @@ class Engine:
             for k, v in {**sink_options, "transactionalIdPrefix": prefix, "batchId": str(batch_id)}.items():
                 w = w.option(k, v)
             w.save()
-        if isinstance(result, TableTableJoin):
+        if each_source_batch is not None:
+            writer = stream(result).foreachBatch(each_source_batch)
+        elif isinstance(result, TableTableJoin):
             writer = stream(result.stream).foreachBatch(self._table_join_batch(plan, result, write))
         elif isinstance(result, TableAggregate):
             writer = stream(result.changes).foreachBatch(
@@ -1536,10 +1612,11 @@ class Engine:
         as the server's own clients do, a client certificate and host name checking included."""
         return {f"kafka.{k}": v for k, v in self.config.security_properties}
 
-    def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None) -> Any:
-        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET;
-        with ``batch_session``, the topic's committed records so far as a batch DataFrame (with
-        ``__tombstone``), decoded the same way."""
+    def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None,
+                      tombstones: bool = False) -> Any:
+        """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET
+        (and ``__tombstone`` with ``tombstones``); with ``batch_session``, the topic's committed
+        records so far as a batch DataFrame (with ``__tombstone``), decoded the same way."""
         reader = ((batch_session.read if batch_session is not None else self.spark.readStream).format("kafkalite")
                   .option("kafka.bootstrap.servers", self.config.bootstrap_servers)
                   .option("subscribe", src.topic)
@@ -1585,7 +1662,7 @@ class Engine:
                 if c.type.name == "MAP" and _avro_field_kind(raw, c.name) == "array":
                     field = map_of_entries(field)         # Connect's map with non-string keys
                 cols.append(f"{field} AS {quote(c.name)}")
-        if batch_session is not None:
+        if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
         parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
@@ -1737,7 +1814,7 @@ class Engine:
                      for d in sorted(ms.sources.values(), key=lambda d: d.name) if d.kind == kind]
             return {"@type": s.what.lower(), "statementText": text, s.what.lower(): items, "warnings": []}
         if s.what == "QUERIES":
-            queries = [{"queryString": q.statement, "sinks": [q.sink],
+            queries = [{"queryString": q.statement, "sinks": [q.sink] if q.sink else [],
                         "sinkKafkaTopics": [ms.sources[q.sink].topic] if q.sink in ms.sources else [],
                         "id": q.id, "statusCount": {self._state(q): 1}, "queryType": "PERSISTENT",
                         "state": self._state(q)} for q in ms.live_queries()]
@@ -1834,6 +1911,7 @@ class QueryPlan:
         self.joins = joins or []                   # (join, joined source, its alias), in order
         self.scope = scope if scope is not None else {c.name for c in source.columns} | set(PSEUDO)
         self.upstream: QueryPlan | None = None     # an aggregate over a join: the join's own query
+        self.materialize_only = False              # a SOURCE TABLE's CST query: its state store, no sink
         self.owner: str | None = None              # the persistent query an upstream query belongs to
 
     @property
@@ -2224,6 +2302,18 @@ def _check_insert_schema(result: list[tuple[str, bool, ast.SqlType | None]], sin
             return ", ".join(f"`{n}` {t or '?'}{' KEY' if k else ''}" for n, k, t in cols)
         raise KsqlError(f"Incompatible schema between results and sink.\nResult schema is {show(ordered)}\n"
                         f"Sink schema is {show([(c.name, c.key, c.type) for c in sink.columns])}", statement=text)
+
+
+def _check_read_only(s: ast.CreateSource | ast.CreateAsSelect, existing: DataSource | None, text: str) -> None:
+    """ksqlDB's refusals around SOURCE streams and tables: no CREATE OR REPLACE of one or into
+    one (``CreateSourceFactory``), no CREATE ... AS SELECT writing into one (``EngineExecutor``)."""
+    kind = s.kind.lower()
+    existing_read_only = existing is not None and existing.read_only
+    if isinstance(s, ast.CreateSource) and s.or_replace and (s.read_only or existing_read_only):
+        raise KsqlError(f"Cannot add {kind} '{s.name}': CREATE OR REPLACE is not supported on source {kind}s.",
+                        statement=text)
+    if isinstance(s, ast.CreateAsSelect) and s.or_replace and existing is not None and existing_read_only:
+        raise KsqlError(f"Cannot insert into read-only {existing.kind.lower()}: {existing.name}", statement=text)
 
 
 def _command_id(s: ast.Statement) -> str:

@@ -50,6 +50,9 @@ def writable_source(metastore: MetaStore, name: str, read_only_topics: tuple[str
     if source.topic in read_only_topics:
         raise KsqlError(f"Cannot insert values into read-only topic: {source.topic}", code=BAD_STATEMENT,
                         statement=statement)
+    if source.read_only:                                  # CREATE SOURCE STREAM|TABLE (InsertValuesExecutor)
+        raise KsqlError(f"Cannot insert values into read-only {source.kind.lower()}: {source.name}",
+                        code=BAD_STATEMENT, statement=statement)
     return source
 
 

@@ -31,6 +31,7 @@ class DataSource:
     value_delimiter: str = ","
     value_schema_id: int | None = None            # AVRO: the registry schema the columns come from
     statement: str = ""
+    read_only: bool = False                       # CREATE SOURCE STREAM|TABLE: no query or INSERT writes it
 
     @property
     def key_columns(self) -> tuple[ColumnDef, ...]:
@@ -54,6 +55,7 @@ class PersistentQuery:
     sources: tuple[str, ...]
     state: str = "RUNNING"                        # RUNNING, ERROR, TERMINATED (ksqlDB's KsqlQueryStatus)
     error: str | None = None
+    source_table: bool = False                    # CST_<TABLE>_<n>: materializes a SOURCE TABLE, no sink
 
 
 @dataclass
@@ -86,13 +88,21 @@ class MetaStore:
         return ([q.id for q in live if name in q.sources], [q.id for q in live if q.sink == name])
 
     def drop(self, name: str, *, statement: str = "") -> DataSource:
+        """The source removed, refused while a query reads or writes it; a SOURCE TABLE's own
+        materializing query does not count: the engine terminates it with the table (ksqlDB's
+        ``maybeTerminateCreateAsQuery``)."""
         source = self.require(name, statement)
         readers, writers = self.readers_and_writers(name)
+        readers = [r for r in readers if r not in self.source_table_queries(name)]
         if readers or writers:
             raise KsqlError(f"Cannot drop {name}.\nThe following queries read from this source: [{', '.join(readers)}]."
                             f"\nThe following queries write into this source: [{', '.join(writers)}].\n"
                             "You need to terminate them before dropping " + name + ".", statement=statement)
         return self.sources.pop(name)
+
+    def source_table_queries(self, name: str) -> list[str]:
+        """The live query that materializes the SOURCE TABLE ``name`` (none for other sources)."""
+        return [q.id for q in self.live_queries() if q.source_table and q.sources == (name,)]
 
     def add_query(self, query: PersistentQuery) -> None:
         self.queries[query.id] = query

@@ -22,7 +22,7 @@ GRAMMAR = r"""
 ?statement: create_source | create_as | insert_into | insert_values | query | show | describe | drop
           | terminate | set_prop | unset_prop | explain | print_topic
 
-create_source: "CREATE"i or_replace kind if_not_exists ident ["(" column_defs ")"] with_props
+create_source: "CREATE"i or_replace [SOURCE] kind if_not_exists ident ["(" column_defs ")"] with_props
 create_as: "CREATE"i or_replace kind if_not_exists ident [with_props] "AS"i select
 insert_into: "INSERT"i "INTO"i ident [with_props] select
 insert_values: "INSERT"i "INTO"i ident [insert_columns] "VALUES"i "(" expr ("," expr)* ")"
@@ -33,6 +33,7 @@ FROM_BEGINNING.2: /FROM\s+BEGINNING/i
 print_interval: ("INTERVAL"i | "SAMPLE"i) INT
 query: select
 or_replace: OR_REPLACE?
+SOURCE: "SOURCE"i
 if_not_exists: IF_NOT_EXISTS?
 OR_REPLACE.2: /OR\s+REPLACE/i
 IF_NOT_EXISTS.2: /IF\s+NOT\s+EXISTS/i
@@ -215,9 +216,10 @@ class _ToAst(Transformer):
     def kind(self, tok: Token) -> str:
         return str(tok).upper()
 
-    def create_source(self, or_replace: bool, kind: str, if_not_exists: bool, name: str, columns: Any,
-                      props: Any) -> ast.CreateSource:
-        return ast.CreateSource(kind, name, tuple(columns or ()), tuple(props), if_not_exists, or_replace)
+    def create_source(self, or_replace: bool, read_only: Token | None, kind: str, if_not_exists: bool, name: str,
+                      columns: Any, props: Any) -> ast.CreateSource:
+        return ast.CreateSource(kind, name, tuple(columns or ()), tuple(props), if_not_exists, or_replace,
+                                read_only is not None)
 
     def create_as(self, or_replace: bool, kind: str, if_not_exists: bool, name: str, props: Any,
                   select: ast.Select) -> ast.CreateAsSelect:
