@@ -36,6 +36,7 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
+from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
                                      from_wire, has_aggregate, literal, map_columns, map_entry_fields, map_of_entries,
@@ -58,6 +59,7 @@ class Engine:
         self.running: dict[str, Any] = {}             # query id -> Spark StreamingQuery
         self.statuses: dict[str, str] = {}            # command id -> SUCCESS / ERROR (ksqlDB's /status)
         self.stores: dict[str, StateStore] = {}       # table name -> its CTAS query's latest rows
+        self.table_states: dict[str, list[TableState]] = {}   # query id -> the tables' rows it keeps
         self.transient: dict[str, TransientQuery] = {}  # running push queries by id
         self.plans: dict[str, tuple[QueryPlan, str]] = {}  # persistent query id -> its plan and Spark SQL
         self.last_sequence = -1                        # the command topic's last offset applied
@@ -227,6 +229,7 @@ class Engine:
         def stop() -> None:
             self.transient.pop(tq_id, None)
             running.stop()
+            self.table_states.pop(tq_id, None)
             if plan.upstream is not None:
                 self._stop_upstream(plan)
         tq._stop = stop
@@ -487,6 +490,7 @@ class Engine:
             if running is not None:
                 running.stop()
         self._delete_internal_topics(qid)
+        self.table_states.pop(qid, None)
         if q.source_table:
             self.stores.pop(q.sources[0], None)
 
@@ -1139,8 +1143,9 @@ class Engine:
         left_alias = q.alias or plan.source.name
         select = [f"{to_spark(e, scope, text)} AS {quote(n)}" for n, e in plan.items] + [_event_time(plan)]
         where = f" WHERE {to_spark(q.where, scope, text)}" if q.where is not None else ""
-        from_sql = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
+        from_sql = stream_from = f"{view}_stream AS {quote('__streams' if streamed else left_alias)}"
         tables = [(j, d, a) for j, d, a in plan.joins if d.kind == "TABLE"]
+        lookups: list[str | None] = []                    # the values each table's key is looked up by
         for index, (join, table, alias) in enumerate(tables):
             assert isinstance(join.on, ast.Binary)
             _, other = _join_sides(join.on, alias, table, [(left_alias, plan.source)] + [
@@ -1148,27 +1153,47 @@ class Engine:
             from_sql += (f" {'LEFT OUTER JOIN' if join.kind == 'LEFT' else 'INNER JOIN'} {view}_table{index or ''} AS "
                          f"{quote(alias)} ON {to_spark(join.on, scope, text)}"
                          f"{join_rules.window_match(str(other.source), alias, table.window)}")
+            earlier = next((i for i, (_, _, a) in enumerate(tables[:index]) if a == other.source), None)
+            rows_from = stream_from if earlier is None else f"{view}_table{earlier or ''} AS {quote(str(other.source))}"
+            lookups.append(f"SELECT DISTINCT {to_spark(other, scope, text)} FROM {rows_from}"
+                           if len(table.key_columns) == 1 else None)
         sql = f"SELECT {', '.join(select)} FROM {from_sql}{where}"
+        # each table's latest rows, kept across micro-batches: a batch reads the table's new records
+        # only, and hands Spark the rows its stream records look up (a resumed query reads it all once)
+        states = [TableState([c.name for c in table.key_columns], table.window is not None) for _, table, _ in tables]
+        self.table_states[plan.query_id] = states
+        cached: list[Any] = []                            # the previous batch, kept while it was joined
 
         def per_batch(batch: Any) -> Any:
             session = batch.sparkSession
+            while cached:
+                cached.pop().unpersist()
+            batch.persist()                               # read once by the look-ups and by the join
+            cached.append(batch)
             batch.createOrReplaceTempView(f"{view}_stream")
             for index, (_, table, _) in enumerate(tables):
-                self._latest_view(session, table, f"{view}_changelog{index or ''}", f"{view}_table{index or ''}")
+                state = states[index]
+                schema = self._read_changes(session, table, state)
+                rows = list(state.rows.values())
+                lookup = lookups[index]
+                if lookup is not None:                     # only the rows this batch's records can join
+                    wanted = {group_key([r[0]])[0] for r in session.sql(lookup).collect()}
+                    key = table.key_columns[0].name
+                    rows = [r for r in rows if group_key([r.get(key)])[0] in wanted]
+                _rows_frame(session, rows, schema).createOrReplaceTempView(f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql
 
     def _compile_table_aggregate(self, plan: "QueryPlan", view: str) -> tuple["TableAggregate", str]:
         """An aggregate over a table (a table source, or a table-table join's output topic), as
         ksqlDB's KGroupedTable aggregate: a row replaced or deleted leaves its old group. The
-        query streams the table's changes; each micro-batch aggregates the table as it is now
-        (its latest row per key, WHERE first), with ksqlDB's zero start for SUM and AVG, plus
-        HAVING as ``__having``; ``_table_aggregate_batch`` writes the groups that changed."""
+        query streams the table's records from the start (the first batch writes the table's
+        aggregate as it is); ``_table_aggregate_batch`` keeps the table's latest rows and their
+        groups, and aggregates again only the groups a batch changes (the rows of ``{view}_table``,
+        WHERE first), with ksqlDB's zero start for SUM and AVG, plus HAVING as ``__having``."""
         q, known, text = plan.select, plan.scope, plan.sink.statement
         assert isinstance(known, set)
-        # the whole table is aggregated at every batch, so its changes are read from the start too:
-        # the first batch writes the table's aggregate as it is (not only after a later change)
-        changes = self._source_frame(plan.source, "earliest").select("ROWTIME")
+        changes = self._source_frame(plan.source, "earliest", tombstones=True)
         having = [] if q.having is None else [
             f"{to_spark(join_rules.undone_aggregates(q.having), known, text)} AS `__having`"]
 
@@ -1187,9 +1212,23 @@ class Engine:
             values = list(zip(plan.key_exprs, key))
             return aggregate_sql([(n, join_rules.substitute(e, values)) for n, e in selected], " WHERE false", "")
 
-        def prepare(session: Any) -> None:
-            self._latest_view(session, plan.source, f"{view}_changelog", f"{view}_table")
-        return TableAggregate(changes, prepare, sql, emptied), sql
+        groups = (f"SELECT {', '.join(to_spark(e, known, text) for e in plan.key_exprs)} FROM {view}_changed"
+                  if plan.key_exprs else f"SELECT 1 FROM {view}_changed")
+        return TableAggregate(changes, view, groups, sql, emptied), sql
+
+    def _read_changes(self, session: Any, table: DataSource, state: TableState,
+                      until: str | None = None) -> Any:
+        """The table topic's records that ``state`` has not applied yet (read_committed, up to now
+        or to the offsets JSON ``until``) applied to it; returns their schema (the rows' columns)."""
+        if until is not None:                             # the partitions the offsets name
+            partitions = [int(p) for p in json.loads(until).get(table.topic, {})]
+        else:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                partitions = client.partitions_for(table.topic)
+        frame = self._source_frame(table, "earliest", session,
+                                   offsets=(state.starting_offsets(table.topic, partitions), until or "latest"))
+        state.apply(r.asDict() for r in frame.collect())
+        return frame.schema
 
     def _latest_view(self, session: Any, table: DataSource, changelog: str, name: str) -> None:
         """A table as it is now, as the view ``name``: the latest record per key of its topic
@@ -1358,8 +1397,9 @@ class Engine:
         elif isinstance(result, TableTableJoin):
             writer = stream(result.stream).foreachBatch(self._table_join_batch(plan, result, write))
         elif isinstance(result, TableAggregate):
-            writer = stream(result.changes).foreachBatch(
-                self._table_aggregate_batch(plan, result, self._table_aggregate_store(plan, True), write))
+            writer = stream(result.changes).foreachBatch(self._table_aggregate_batch(
+                plan, result, self._table_aggregate_store(plan, True), write,
+                Path(self.config.state_dir) / self.config.service_id / plan.query_id))
         elif isinstance(result, TableJoin):
             join = result
 
@@ -1455,27 +1495,63 @@ class Engine:
         return store
 
     def _table_aggregate_batch(self, plan: "QueryPlan", agg: "TableAggregate", store: StateStore,
-                               write: Callable[..., None]) -> Callable[[Any, int], None]:
-        """A table aggregate's micro-batch: the table's groups now, compared with the output table
+                               write: Callable[..., None], checkpoint: Path | None = None
+                               ) -> Callable[[Any, int], None]:
+        """A table aggregate's micro-batch, as ksqlDB's KGroupedTable aggregate keeps its state:
+        the table's latest rows and the group of each (``TableState``, ``GroupIndex``) are kept
+        across micro-batches and updated with the batch's records; the groups a changed row leaves
+        or joins are aggregated again over their rows only, and compared with the output table
         (``store``): a group whose row changed is written; a group whose rows are all gone keeps
         its undone row (COUNT 0, SUM 0, ...) as Kafka Streams' table aggregate does; a row HAVING
         no longer accepts is deleted (a tombstone), as ksqlDB filters a table. The store runs
-        ahead of the topic, as the other aggregates' do."""
+        ahead of the topic, as the other aggregates' do. A query resumed from ``checkpoint`` first
+        reads the table up to where its next batch starts (the end of the batch before it in
+        Spark's offset log), so each record is applied once."""
         keys = list(plan.key_names)
         names = [n for n, _ in plan.items] + [k for k in keys if k not in {n for n, _ in plan.items}]
+        table = plan.source
+        state = TableState([c.name for c in table.key_columns], table.window is not None)
+        index = GroupIndex()
+        self.table_states[plan.query_id] = [state]
+        started: list[bool] = []
+
+        def regroup(session: Any, schema: Any, changes: dict[Any, Any]) -> set[Any]:
+            """The changed rows moved to their groups now; the groups they left or joined."""
+            present = [(k, after) for k, (_, after) in changes.items() if after is not None]
+            _rows_frame(session, [r for _, r in present], schema).createOrReplaceTempView(f"{agg.view}_changed")
+            groups = [group_key(r) for r in session.sql(agg.groups).collect()] if present else []
+            now = dict(zip([k for k, _ in present], groups))
+            affected = set(groups)
+            for key in changes:
+                old = index.move(key, now.get(key))
+                if old is not None:
+                    affected.add(old)
+            return affected
 
         def each_batch(batch: Any, batch_id: int) -> None:
             session = batch.sparkSession
-            times = [r["ROWTIME"] for r in batch.collect()]
-            if not times:
+            if not started:
+                started.append(True)
+                until = _checkpointed_offsets(checkpoint, batch_id - 1) if checkpoint and batch_id else None
+                if until is not None:                     # resumed: the table as the last committed batch left it
+                    restored = TableState(state.key_names, state.windowed)
+                    schema = self._read_changes(session, table, restored, until)
+                    regroup(session, schema, {k: (None, r) for k, r in restored.rows.items()})
+                    state.rows, state.positions = restored.rows, restored.positions
+            records = [r.asDict() for r in batch.collect()]
+            changes = state.apply(records)
+            if not changes:
                 return
-            agg.prepare(session)
+            times = [r["ROWTIME"] for r in records]
+            affected = regroup(session, batch.schema, changes)
+            _rows_frame(session, [state.rows[k] for k in index.keys_in(affected)], batch.schema) \
+                .createOrReplaceTempView(f"{agg.view}_table")
             result = session.sql(agg.sql)
             fields = [f.name for f in result.schema.fields]
             rows = [r.asDict() for r in result.collect()]
             now = {tuple(r.get(k) for k in keys): r for r in rows}
-            for key in store.keys():
-                if key not in now:                        # every row of the group is gone
+            for key in affected:
+                if key not in now and store.get(key) is not None:     # every row of the group is gone
                     for r in session.sql(agg.emptied(key)).collect():
                         now[key] = {**r.asDict(), EVENT_TIME: max(times)}
             out: list[tuple[Any, ...]] = []
@@ -1490,6 +1566,8 @@ class Engine:
                 if old is None or any(old.get(n) != row.get(n) for n in names):
                     out.append(tuple(row.get(f) for f in fields) + (False,))
                     store.update([_store_row({n: row.get(n) for n in names}, False)])
+            log.debug("%s batch %d: %d records, %d groups aggregated, %d rows written", plan.query_id, batch_id,
+                      len(records), len(affected), len(out))
             if out:
                 from pyspark.sql.types import BooleanType, StructField, StructType
                 schema = StructType(result.schema.fields + [StructField("__tombstone", BooleanType())])
@@ -1613,15 +1691,19 @@ class Engine:
         return {f"kafka.{k}": v for k, v in self.config.security_properties}
 
     def _source_frame(self, src: DataSource, offset_reset: str, batch_session: Any = None,
-                      tombstones: bool = False) -> Any:
+                      tombstones: bool = False, offsets: tuple[str, str] | None = None) -> Any:
         """The input topic as a stream of the source's columns plus ROWTIME/ROWPARTITION/ROWOFFSET
         (and ``__tombstone`` with ``tombstones``); with ``batch_session``, the topic's committed
-        records so far as a batch DataFrame (with ``__tombstone``), decoded the same way."""
+        records so far (or between the ``offsets`` start and end specs) as a batch DataFrame (with
+        ``__tombstone``), decoded the same way."""
+        starting = offset_reset if batch_session is None else offsets[0] if offsets is not None else "earliest"
         reader = ((batch_session.read if batch_session is not None else self.spark.readStream).format("kafkalite")
                   .option("kafka.bootstrap.servers", self.config.bootstrap_servers)
                   .option("subscribe", src.topic)
-                  .option("startingOffsets", "earliest" if batch_session is not None else offset_reset)
+                  .option("startingOffsets", starting)
                   .option("kafka.isolation.level", "read_committed"))
+        if batch_session is not None and offsets is not None:
+            reader = reader.option("endingOffsets", offsets[1])
         for k, v in self._security_options().items():
             reader = reader.option(k, v)
         if src.value_format == "AVRO":
@@ -1880,14 +1962,16 @@ class TableTableJoin(TableJoin):
 
 
 class TableAggregate:
-    """A compiled table aggregate: the table's changes as a stream (their ROWTIMEs), what a
-    micro-batch prepares (the table as it is now), the aggregate's SQL over it and, per group
-    key, the SQL of the row of a group with no row left."""
+    """A compiled table aggregate: the table's records as a stream, the view names its SQL reads
+    (``<view>_changed``: rows whose groups ``groups`` computes; ``<view>_table``: the rows of the
+    groups to aggregate), the aggregate's SQL and, per group key, the SQL of the row of a group
+    with no row left."""
 
-    def __init__(self, changes: Any, prepare: Callable[[Any], None], sql: str,
+    def __init__(self, changes: Any, view: str, groups: str, sql: str,
                  emptied: Callable[[tuple[Any, ...]], str]) -> None:
         self.changes = changes
-        self.prepare = prepare
+        self.view = view
+        self.groups = groups
         self.sql = sql
         self.emptied = emptied
 
@@ -1956,6 +2040,22 @@ def window_bounds(wexpr: str, window: ast.Window) -> str:
     if window.kind != "SESSION":
         return wexpr
     return (f"named_struct('start', {wexpr}.start, 'end', {wexpr}.end - INTERVAL {window.size_ms} MILLISECONDS)")
+
+
+def _rows_frame(session: Any, rows: list[dict[str, Any]], schema: Any) -> Any:
+    """Rows kept by a ``TableState`` back as a DataFrame of the table's decoded columns."""
+    return session.createDataFrame([tuple(r.get(f.name) for f in schema.fields) for r in rows], schema)
+
+
+def _checkpointed_offsets(checkpoint: Path, batch_id: int) -> str | None:
+    """The source offsets (JSON) at the end of micro-batch ``batch_id`` in a Spark checkpoint's
+    offset log (``offsets/<id>``: a version line, the batch's metadata, then one line per source),
+    where the next batch starts; None if the log has no such batch."""
+    try:
+        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    except OSError:
+        return None
+    return lines[2] if len(lines) > 2 and lines[0].startswith("v") else None
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:

@@ -114,7 +114,18 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         def named_rows() -> list[tuple[str, str, str | None, int]]:
             return sorted((k, v["SHIPMENT"], v["NAME"], ts) for k, v, ts in _read(kafka.bootstrap, named))
         wait_for(lambda: named_rows() == lookups, 120, "the stream-table join to match the oracle")
-        engine.execute(f"TERMINATE {table_join[0]['commandStatus']['queryId']};")
+        named_id = table_join[0]['commandStatus']['queryId']
+        # the query keeps the table's rows: each carrier record was read once, however many micro-batches ran
+        assert sum(engine.table_states[named_id][0].reads) == len(CARRIERS)
+        engine.execute(f"TERMINATE {named_id};")
+
+        # the same topic as a read-only SOURCE TABLE: its CST_ query materializes it for pull queries
+        out = engine.execute(f"CREATE SOURCE TABLE carriers_src (id VARCHAR PRIMARY KEY, name STRING) WITH "
+                             f"(KAFKA_TOPIC='{carriers}', VALUE_FORMAT='JSON');")
+        assert out[0]["commandStatus"]["queryId"].startswith("CST_CARRIERS_SRC_")
+        wait_for(lambda: engine.query("SELECT * FROM carriers_src;").rows == [["c0", "Acme2"]], 120,
+                 "the source table's latest rows (c1 deleted) in a pull query")
+        engine.execute("DROP TABLE carriers_src;")              # its CST_ query goes with it
 
         counts: dict[tuple[str, int, int], int] = {}
         seen = threading.Event()
@@ -396,6 +407,10 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert engine.query("SELECT n, total FROM per_tier WHERE tier = 'gold';").rows == [[3, 30]]
+        # the aggregate keeps the joined table's rows: every record of its topic read once, the later
+        # micro-batches only the two changes' records, not the table again
+        reads = [n for n in engine.table_states[query_id][0].reads if n]
+        assert sum(reads) == len(_read_raw(kafka.bootstrap, internal)) and len(reads) >= 2 and reads[-1] <= 2, reads
         engine.execute(f"TERMINATE {query_id};")
         wait_for(lambda: internal not in _topics(kafka.bootstrap), 60, "the internal topic to be deleted")
 
