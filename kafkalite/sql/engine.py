@@ -254,7 +254,10 @@ class Engine:
         assert upstream is not None
         try:
             self._ensure_sink_topic(upstream, text)
-            self.internal_topics[plan.query_id] = upstream.sink.topic
+            feeding = plan
+            while feeding.upstream is not None:
+                self.internal_topics[feeding.query_id] = feeding.upstream.sink.topic
+                feeding = feeding.upstream
             self._run(upstream)
             self.running[upstream.query_id].processAllAvailable()
         except Exception as exc:
@@ -264,13 +267,15 @@ class Engine:
     def _stop_upstream(self, plan: "QueryPlan") -> None:
         """A closed push query's join: stopped, its checkpoint and its internal topic deleted
         (ksqlDB cleans up a transient query's internal topics and state when it closes)."""
-        assert plan.upstream is not None
-        running = self.running.pop(plan.upstream.query_id, None)
-        if running is not None:
-            running.stop()
-        shutil.rmtree(Path(self.config.state_dir) / self.config.service_id / plan.upstream.query_id,
-                      ignore_errors=True)
-        self._delete_internal_topics(plan.query_id)
+        feeding = plan
+        while feeding.upstream is not None:               # the join's queries, each with its topic
+            running = self.running.pop(feeding.upstream.query_id, None)
+            if running is not None:
+                running.stop()
+            shutil.rmtree(Path(self.config.state_dir) / self.config.service_id / feeding.upstream.query_id,
+                          ignore_errors=True)
+            self._delete_internal_topics(feeding.query_id)
+            feeding = feeding.upstream
 
     @staticmethod
     def _plan_types(plan: "QueryPlan") -> dict[str, str]:
@@ -448,8 +453,10 @@ class Engine:
             if isinstance(s, ast.CreateAsSelect):
                 self._ensure_sink_topic(plan, stmt.text, live)
                 ms.add(plan.sink, replace_existing=s.or_replace, statement=stmt.text)
-            if plan.upstream is not None and live:
-                self.internal_topics[query_id] = plan.upstream.sink.topic
+            feeding = plan
+            while feeding.upstream is not None and live:      # each internal topic, by the query writing it
+                self.internal_topics[feeding.query_id] = feeding.upstream.sink.topic
+                feeding = feeding.upstream
             ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
@@ -485,12 +492,13 @@ class Engine:
         """A persistent query stopped and marked TERMINATED, with what it owns: an aggregate's join
         query, its internal topics, a SOURCE TABLE's state store (its table is no longer queryable)."""
         q = self.metastore.terminate(qid)
-        for rid in (qid, f"{qid}_JOIN"):                  # an aggregate over a join: its join query too
+        # an aggregate over a join: its join query too (over a split join: both of the join's queries)
+        for rid in (qid, f"{qid}_JOIN", f"{qid}_JOIN_JOIN"):
             running = self.running.pop(rid, None)
             if running is not None:
                 running.stop()
-        self._delete_internal_topics(qid)
-        self.table_states.pop(qid, None)
+            self._delete_internal_topics(rid)
+            self.table_states.pop(rid, None)
         if q.source_table:
             self.stores.pop(q.sources[0], None)
 
@@ -756,7 +764,10 @@ class Engine:
         properties = () if isinstance(s, ast.Query) else s.properties
         if isinstance(s, ast.Query) and q.partition_by is not None:
             raise KsqlError("PARTITION BY is not supported in push queries", statement=text)
-        split = None if source is not None or aggregate else self._table_column_split(q, src, text)
+        split = None if source is not None else self._table_column_split(q, src, text)
+        if split is not None and aggregate:      # the split join is the aggregate's upstream query
+            return self._plan_join_aggregate(s, text, props, query_id, src, [
+                (j, ms.require(j.source, text), j.alias or j.source) for j in q.joins], split=True)
         if split is not None:                    # ksqlDB repartitions the stream-table join's output
             return self._plan_split_join(s, text, props, query_id, src, split)
         joins = self._join_sources(q, src, aggregate, text)
@@ -835,7 +846,7 @@ class Engine:
 
     def _plan_join_aggregate(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
                              props: dict[str, Any], query_id: str, src: DataSource,
-                             joins: list[tuple[ast.Join, DataSource, str]]) -> "QueryPlan":
+                             joins: list[tuple[ast.Join, DataSource, str]], split: bool = False) -> "QueryPlan":
         """An aggregate over a join, as ksqlDB runs it (the join, then a repartition topic the
         aggregate reads): the join (with WHERE) is a query of its own, ``<id>_JOIN``, writing every
         column of every source as ``ALIAS_COL`` to the internal topic
@@ -844,7 +855,10 @@ class Engine:
         naming those columns. The aggregate's plan carries the join's as ``upstream``. A push
         query's join is a transient query of its own, its topic ``..transient_<id>-Join-repartition``.
         A table-table join's output is a table (its key, with tombstones for rows gone), so its
-        aggregate is a table aggregate (``TableAggregate``), as ksqlDB's KGroupedTable."""
+        aggregate is a table aggregate (``TableAggregate``), as ksqlDB's KGroupedTable. With
+        ``split`` (a stream-stream join after a stream-table join on a table column), the join is
+        itself two queries through an internal topic (``_plan_split_join``): three queries in all,
+        ``<id>_JOIN_JOIN`` -> ``<id>_JOIN`` -> ``<id>``, the joins validated by the join's plan."""
         q = s.query
         left = q.alias or src.name
         sources = [(left, src)] + [(a, d) for _, d, a in joins]
@@ -861,7 +875,9 @@ class Engine:
                               text, props, join_id)
         joined = DataSource(join_id, kind, topic, upstream.sink.columns, upstream.sink.key_format, "JSON",
                             statement=text)
-        scope = upstream.scope
+        # the sources' columns as the statement names them (a split join's scope is its second query's)
+        scope = upstream.scope if not split else Scope(tuple((a, _columns_in_scope(d)) for a, d in sources), {
+            f"{a}.{c.name}": c.type for a, d in sources for c in d.columns})
 
         def rename(c: ast.Column) -> ast.Expr:
             if c.name in PSEUDO:
@@ -892,7 +908,9 @@ class Engine:
                                                                    ("KEY_FORMAT", src.key_format)) if k not in formats)
             plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
         plan.upstream, plan.offset_reset = upstream, "earliest"
-        upstream.owner = query_id
+        feeding: QueryPlan | None = upstream
+        while feeding is not None:                        # every query feeding it lives and dies with it
+            feeding.owner, feeding = query_id, feeding.upstream
         return plan
 
     def _table_column_split(self, q: ast.Select, src: DataSource, text: str) -> int | None:

@@ -95,7 +95,7 @@ def check_mixed_joins(lefts: list[tuple[str, DataSource]], j: ast.Join, right: D
     first, as one Spark stream-stream join, and the tables are joined to each of its
     micro-batches, so a stream-stream join's ON may name stream columns only. (A query without
     an aggregate whose stream-stream join names a table column is split before it gets here,
-    ``Engine._plan_split_join``, as ksqlDB repartitions; an aggregate over one is refused.)"""
+    ``Engine._plan_split_join``, as ksqlDB repartitions; an aggregate over one aggregates that.)"""
     if right.kind != "STREAM":
         return
     owner = next((d for a, d in lefts if a == other.source), None)
