@@ -1192,12 +1192,15 @@ class Engine:
             for index, (_, table, _) in enumerate(tables):
                 state = states[index]
                 schema = self._read_changes(session, table, state)
-                rows = list(state.rows.values())
                 lookup = lookups[index]
-                if lookup is not None:                     # only the rows this batch's records can join
-                    wanted = {group_key([r[0]])[0] for r in session.sql(lookup).collect()}
-                    key = table.key_columns[0].name
-                    rows = [r for r in rows if group_key([r.get(key)])[0] in wanted]
+                if lookup is None:
+                    rows = list(state.rows.values())
+                elif table.window is None:                 # only the rows this batch's records can join
+                    wanted = {group_key(r) for r in session.sql(lookup).collect()}
+                    rows = [state.rows[k] for k in wanted if k in state.rows]
+                else:                                      # a windowed table: every window of those keys
+                    values = {group_key(r)[0] for r in session.sql(lookup).collect()}
+                    rows = [r for k, r in state.rows.items() if k[0] in values]
                 _rows_frame(session, rows, schema).createOrReplaceTempView(f"{view}_table{index or ''}")
             return session.sql(sql)
         return TableJoin(stream, per_batch), sql

@@ -3,7 +3,8 @@ row per key applied once per record (``TableState``), the groups of an aggregate
 (``GroupIndex``), and the table aggregate's micro-batches, whose work is counted: what each batch
 reads from the table's topic and which rows it hands Spark to aggregate follow its changes, not
 the table's size; a query resumed from its checkpoint reads the table up to where its next batch
-starts."""
+starts. A stream-table join's micro-batches likewise read only the table's new records and hand
+Spark only the rows its stream records look up."""
 from __future__ import annotations
 
 import json
@@ -170,3 +171,59 @@ def test_a_resumed_table_aggregate_reads_the_table_up_to_its_checkpoint(
     assert session.handed["table"] == [3]
     each(Batch(session, [u("a2", 4)]), 8)                 # later batches read nothing more up front
     assert reads == ['{"u":{"0":3}}'] and writes[-1] == ([("a", 2, 4, 1003, True, False)], 8)
+
+
+class JoinSession:
+    """The session of a stream-table join's micro-batch: the stream's records, the look-up of its
+    join column, and the table rows handed to Spark."""
+
+    def __init__(self, stream: list[dict[str, Any]]) -> None:
+        self.stream, self.handed, self.texts = stream, [], []   # type: ignore[var-annotated]
+        self.sparkSession = self
+
+    def persist(self) -> None:
+        pass
+
+    def unpersist(self) -> None:
+        pass
+
+    def createOrReplaceTempView(self, name: str) -> None:
+        assert name.endswith("_stream")
+
+    def createDataFrame(self, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+        handed = self.handed
+
+        class View:
+            def createOrReplaceTempView(self, name: str) -> None:
+                handed.append(sorted(r[0] for r in rows))
+        return View()
+
+    def sql(self, text: str) -> Any:
+        self.texts.append(text)
+        looked_up = sorted({(r["ID"],) for r in self.stream}) if text.startswith("SELECT DISTINCT") else []
+        return type("R", (), {"collect": lambda _: looked_up})()
+
+
+def test_a_stream_table_join_reads_the_tables_new_records_and_hands_spark_the_looked_up_rows(
+        engine: Engine, monkeypatch: Any) -> None:
+    pending = [rec(f"k{i}", i, V=i) for i in range(100)]
+    tschema = StructType([StructField("ID", StringType()), StructField("V", IntegerType())])
+
+    def read_changes(self: Engine, session: Any, table: Any, state: TableState, until: str | None = None) -> Any:
+        state.apply(pending)                          # what the table's topic holds past the state's positions
+        pending.clear()
+        return tschema
+    monkeypatch.setattr(Engine, "_read_changes", read_changes)
+    engine.execute("CREATE STREAM e AS SELECT s.id AS id, t.v AS tv FROM s LEFT JOIN t ON s.id = t.id;")
+    plan, sql = engine.plans["CSAS_E_3"]
+    compiled, _ = engine._compile(plan)
+    state = engine.table_states["CSAS_E_3"][0]
+    session = JoinSession([{"ID": "k1"}, {"ID": "k2"}, {"ID": "k1"}, {"ID": "zz"}])
+    compiled.per_batch(session)
+    assert session.handed == [["k1", "k2"]] and state.reads == [100] and session.texts[-1] == sql
+    pending += [rec("k1", 100, V=-1), rec("k2", 101)]                 # an update and a tombstone
+    for ids, handed in ((["k1"], ["k1"]), (["k2", "k3"], ["k3"])):
+        session = JoinSession([{"ID": i} for i in ids])
+        compiled.per_batch(session)
+        assert session.handed == [handed]
+    assert state.reads == [100, 2, 0] and state.rows[("k1",)]["V"] == -1 and ("k2",) not in state.rows
