@@ -9,7 +9,9 @@ output record's timestamp is ksqlDB's event time: the later of a joined pair's, 
 record's for INSERT INTO and for the stream-table join. Then a table-table LEFT JOIN (a CTAS
 whose output topic, read as a table, is the oracle's join of both tables' final rows before and
 after deletes on each side, with a pull query on it), an AVRO stream joined with two tables, and
-an aggregate over a stream-table join."""
+aggregates over joins (a table-table join, resumed after a restart; a stream-stream join mixed
+with a stream-table join, either way round). The queries keep their tables' state: counted, each
+table record is read once. A SOURCE TABLE answers a pull query."""
 from __future__ import annotations
 
 import json
@@ -362,7 +364,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
                                                                              tmp_path: Any) -> None:
     """COUNT/SUM per tier over ``accounts LEFT JOIN limits`` (a CTAS): its output topic, read as a
     table, is the oracle's aggregate before and after an account moves tier and another is deleted
-    (its tier's row then counts 0, as ksqlDB's table aggregate); TERMINATE deletes the join's
+    (its tier's row then counts 0, as ksqlDB's table aggregate), each of its topic's records read
+    once, and after a restart that resumes it from its checkpoint; TERMINATE deletes the join's
     internal topic. Then a push query counting per tier over ``orders JOIN shipments WITHIN ...
     JOIN accounts`` (a stream-stream join mixed with a stream-table join, aggregated): its last
     counts are the oracle's, and closing it deletes its internal topic."""
@@ -411,6 +414,22 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         # micro-batches only the two changes' records, not the table again
         reads = [n for n in engine.table_states[query_id][0].reads if n]
         assert sum(reads) == len(_read_raw(kafka.bootstrap, internal)) and len(reads) >= 2 and reads[-1] <= 2, reads
+        # a restarted server resumes the aggregate from its checkpoint: the table's state is read up to
+        # it first, then only the new change's record; the output follows the change
+        engine.stop()
+        written = len(_read_raw(kafka.bootstrap, internal))
+        engine = Engine(config, spark)
+        engine.start()
+        moved = [("a1", {"name": "Ann", "tier": "silver"}, T0 + 10_000)]
+        _produce(kafka.bootstrap, accounts, moved)
+        want = _tier_oracle(TIERS + changes + moved, TIER_LIMITS, want)
+        assert want == {"gold": (2, 20), "silver": (1, 10)}
+        try:
+            wait_for(lambda: table() == want, 240, "the resumed table aggregate to follow the change")
+        except AssertionError:
+            raise AssertionError(f"{table()} != {want}") from None
+        reads = engine.table_states[query_id][0].reads          # not the whole topic again
+        assert 1 <= sum(reads) < written and len(_read_raw(kafka.bootstrap, internal)) == written + 1, reads
         engine.execute(f"TERMINATE {query_id};")
         wait_for(lambda: internal not in _topics(kafka.bootstrap), 60, "the internal topic to be deleted")
 
@@ -418,14 +437,14 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         ship_rows = [(f"o{i}", {"carrier": "c"}, T0 + i * 20_000 + (120_000 if i == 5 else 30_000)) for i in range(8)]
         _produce(kafka.bootstrap, orders, order_rows)
         _produce(kafka.bootstrap, shipments, ship_rows)
-        tiers = {k: v for k, v, _ in TIERS + changes}
+        tiers = {k: v for k, v, _ in TIERS + changes + moved}
         oracle: dict[str, int] = {}
         for oid, o, ots in order_rows:
             for sid, _, sts in ship_rows:
                 account = tiers.get(o["acct"])
                 if oid == sid and abs(sts - ots) <= 60_000 and account is not None:
                     oracle[account["tier"]] = oracle.get(account["tier"], 0) + 1
-        assert oracle == {"gold": 5}                  # o5's shipment is late, a4's orders find no account
+        assert oracle == {"gold": 3, "silver": 2}     # o5's shipment is late, a4's orders find no account
         counts: dict[str, int] = {}
         seen = threading.Event()
         tq = engine.query("SELECT a.tier AS tier, COUNT(*) AS n FROM orders o JOIN shipments s WITHIN 1 MINUTE "
@@ -442,5 +461,29 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         assert seen.wait(120), counts
         engine.close_query(tq.id)
         wait_for(lambda: push_internal not in _topics(kafka.bootstrap), 60, "the push query's topic to be deleted")
+
+        # a stream-stream join on the joined table's column, aggregated: three queries, two internal topics
+        handed = [(f"x{i}", {"carrier": f"a{i % 4 + 1}"}, T0 + i * 20_000 + 30_000) for i in range(8)]
+        _produce(kafka.bootstrap, shipments, handed)
+        split: dict[str, int] = {}
+        for oid, o, ots in order_rows:
+            for _, s, sts in handed:
+                account = tiers.get(o["acct"])
+                if s["carrier"] == o["acct"] and abs(sts - ots) <= 60_000 and account is not None:
+                    split[account["tier"]] = split.get(account["tier"], 0) + 1
+        assert split == {"gold": 6, "silver": 3}
+        counts.clear()
+        seen.clear()
+        oracle = split
+        tq = engine.query("SELECT a.tier AS tier, COUNT(*) AS n FROM orders o JOIN accounts a ON o.acct = a.id "
+                          "JOIN shipments s WITHIN 1 MINUTE ON a.id = s.carrier GROUP BY a.tier EMIT CHANGES;",
+                          {"auto.offset.reset": "earliest"})
+        split_internal = {f"_confluent-ksql-agg_{suffix}_{tq.id}-Join-repartition",
+                          f"_confluent-ksql-agg_{suffix}_{tq.id}_JOIN-Join-repartition"}
+        assert split_internal <= _topics(kafka.bootstrap)
+        tq.listen(rows)
+        assert seen.wait(120), counts
+        engine.close_query(tq.id)
+        wait_for(lambda: not split_internal & _topics(kafka.bootstrap), 60, "both internal topics to be deleted")
     finally:
         engine.stop()
