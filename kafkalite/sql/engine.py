@@ -36,8 +36,8 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
-from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
+from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
                                      from_wire, has_aggregate, literal, map_columns, map_entry_fields, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
@@ -212,7 +212,11 @@ class Engine:
 
         def each_batch(batch: Any, batch_id: int) -> None:
             if not tq.closed:
-                rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
+                try:
+                    rows = (join.per_batch(batch).select(*columns) if join is not None else batch).collect()
+                finally:
+                    if join is not None:
+                        join.release()
                 tq.offer([[json_value(v) for v in r] for r in rows])
 
         def offer_changes(frame: Any, batch_id: int, tombstones: bool) -> None:
@@ -1180,12 +1184,15 @@ class Engine:
         # only, and hands Spark the rows its stream records look up (a resumed query reads it all once)
         states = [TableState([c.name for c in table.key_columns], table.window is not None) for _, table, _ in tables]
         self.table_states[plan.query_id] = states
-        cached: list[Any] = []                            # the previous batch, kept while it was joined
+        cached: list[Any] = []                            # the batch, kept until its join is written
+
+        def release() -> None:
+            while cached:
+                cached.pop().unpersist()
 
         def per_batch(batch: Any) -> Any:
             session = batch.sparkSession
-            while cached:
-                cached.pop().unpersist()
+            release()
             batch.persist()                               # read once by the look-ups and by the join
             cached.append(batch)
             batch.createOrReplaceTempView(f"{view}_stream")
@@ -1203,7 +1210,7 @@ class Engine:
                     rows = [r for k, r in state.rows.items() if k[0] in values]
                 _rows_frame(session, rows, schema).createOrReplaceTempView(f"{view}_table{index or ''}")
             return session.sql(sql)
-        return TableJoin(stream, per_batch), sql
+        return TableJoin(stream, per_batch, release), sql
 
     def _compile_table_aggregate(self, plan: "QueryPlan", view: str) -> tuple["TableAggregate", str]:
         """An aggregate over a table (a table source, or a table-table join's output topic), as
@@ -1425,7 +1432,10 @@ class Engine:
             join = result
 
             def join_batch(batch: Any, batch_id: int) -> None:
-                write(join.per_batch(batch), batch_id)
+                try:
+                    write(join.per_batch(batch), batch_id)
+                finally:
+                    join.release()
             writer = stream(join.stream).foreachBatch(join_batch)
         elif plan.aggregate:
             # the batch's rows update the table's state store that pull queries read before they
@@ -1962,11 +1972,14 @@ class Engine:
 
 
 class TableJoin:
-    """A compiled stream-table join: the stream's DataFrame and the join each micro-batch needs."""
+    """A compiled stream-table join: the stream's DataFrame, the join each micro-batch needs, and
+    what frees a micro-batch's cached rows once its join has been written."""
 
-    def __init__(self, stream: Any, per_batch: Callable[[Any], Any]) -> None:
+    def __init__(self, stream: Any, per_batch: Callable[[Any], Any],
+                 release: Callable[[], None] = lambda: None) -> None:
         self.stream = stream
         self.per_batch = per_batch
+        self.release = release
 
 
 class TableTableJoin(TableJoin):
