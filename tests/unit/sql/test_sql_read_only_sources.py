@@ -165,3 +165,21 @@ def test_replay_rebuilds_sources_and_the_materializing_query(
     assert _pull(again, "SELECT * FROM st;") == [["a", 1]]
     with pytest.raises(KsqlError, match="Cannot insert values into read-only stream: SS"):
         again.execute("INSERT INTO ss VALUES ('k', 1);")
+
+
+def test_a_resumed_source_table_reads_its_topic_before_its_first_batch(
+        engine: Engine, batches: list[Callable[[Any, int], None]], monkeypatch: Any, tmp_path: Any) -> None:
+    engine.config = engine.config.__class__(listeners=engine.config.listeners, state_dir=str(tmp_path))
+    (tmp_path / engine.config.service_id / "CST_ST_3").mkdir(parents=True)      # its checkpoint
+    read: list[str] = []
+
+    def read_table(self: Engine, table: Any, window: Any, store: Any, client_id: str) -> int:
+        read.append(table.topic)
+        store.update([{"ID": "a", "V": 3}, {"ID": "b", "V": 2}])       # the topic to its end
+        return 3
+    monkeypatch.setattr(Engine, "_read_table", read_table)
+    engine.execute(SOURCE_TABLE)
+    assert read == ["st"] and _pull(engine, "SELECT * FROM st;") == [["a", 3], ["b", 2]]
+    # the stream resumes at its checkpoint: the records since then, applied in order, end in the same rows
+    batches[-1](Batch([_record("a", 2, 1), _record("b", 2, 2), _record("a", 3, 3)]), 5)
+    assert _pull(engine, "SELECT * FROM st;") == [["a", 3], ["b", 2]]
