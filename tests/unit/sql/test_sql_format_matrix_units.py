@@ -97,22 +97,6 @@ def test_a_session_window_ends_at_its_last_record(engine: Engine) -> None:
     assert "unix_millis(window(`ROWTIME`, '5000 milliseconds').end) AS `E`" in tumbled
 
 
-@pytest.mark.parametrize("statement", [
-    "CREATE STREAM k (id STRING KEY, v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');",
-    "CREATE TABLE k (id STRING PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='k', FORMAT='AVRO');",
-    "CREATE STREAM k WITH (KEY_FORMAT='AVRO', VALUE_FORMAT='AVRO') AS SELECT id, v FROM s;",
-])
-def test_avro_keys_are_refused_not_read_as_json(engine: Engine, statement: str) -> None:
-    """A registry-framed Avro key read as JSON gives null key columns: refused at CREATE until
-    Avro keys are built (the value format may be AVRO)."""
-    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');")
-    logged = len(engine.commands.log)                          # type: ignore[attr-defined]
-    with pytest.raises(KsqlError, match=r"^KEY_FORMAT 'AVRO' is not supported by this server yet"):
-        engine.execute(statement)
-    assert len(engine.commands.log) == logged and engine.metastore.get("K") is None  # type: ignore[attr-defined]
-    engine.execute("CREATE STREAM k (v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');")
-
-
 @pytest.mark.parametrize("type_name, value, data", [
     ("INT", 7, b"\x00\x00\x00\x07"), ("INT", -2, b"\xff\xff\xff\xfe"),
     ("BIGINT", 1795964407000, (1795964407000).to_bytes(8, "big")), ("BIGINT", -1, b"\xff" * 8),
