@@ -84,15 +84,14 @@ class Topics:
                 p.produce(topic, json.dumps(value).encode(), key.encode(), timestamp=ts)
         assert p.flush(60) == 0
 
-    def key(self, data: bytes, window: int = 0) -> str:
-        """A record's key column (a string here): registry-framed Avro for AVRO, else the bytes'
-        text; ``window`` trailing bytes (a windowed key's) left off."""
+    def key(self, data: bytes, window: int = 0) -> Any:
+        """A record's key: registry-framed Avro for AVRO (a string, or a record's fields as a
+        tuple), else the bytes' text; ``window`` trailing bytes (a windowed key's) left off."""
         data = data[:len(data) - window]
         if self.fmt == "JSON":
             return data.decode()
         decoded = decode(data, self._lookup)[2]
-        assert isinstance(decoded, str), decoded
-        return decoded
+        return tuple(decoded.values()) if isinstance(decoded, dict) else decoded
 
     def _lookup(self, schema_id: int) -> Any:
         if schema_id not in self._schemas:
@@ -136,14 +135,15 @@ def _tumbling() -> dict[tuple[str, int], tuple[int, float]]:
     return out
 
 
-def _hopping_final(grace: int) -> dict[tuple[str, int], int]:
-    """Windows closed by the last record (end + grace <= stream time): written once."""
+def _hopping_final(grace: int, by_page: bool) -> dict[tuple[Any, int], int]:
+    """Windows closed by the last record (end + grace <= stream time): written once; per uid, or
+    per (uid, page) with ``by_page``."""
     stream_time = max(ts for *_, ts in VIEWS)
-    out: dict[tuple[str, int], int] = defaultdict(int)
-    for uid, _, _, ts in VIEWS:
+    out: dict[tuple[Any, int], int] = defaultdict(int)
+    for uid, page, _, ts in VIEWS:
         for start in _windows(ts, HOP_SIZE, HOP):
             if start + HOP_SIZE + grace <= stream_time:
-                out[(uid, start)] += 1
+                out[((uid, page) if by_page else uid, start)] += 1
     return dict(out)
 
 
@@ -169,7 +169,7 @@ def _sessions(grace: int) -> dict[tuple[str, int, int], tuple[int, float]]:
     return out
 
 
-def _key_window(topics: Topics, key: bytes, session: bool = False) -> tuple[str, int, int]:
+def _key_window(topics: Topics, key: bytes, session: bool = False) -> tuple[Any, int, int]:
     """A windowed key: key bytes + 8-byte start (sessions: 8-byte end, then start)."""
     if session:
         return topics.key(key, 16), int.from_bytes(key[-8:], "big"), int.from_bytes(key[-16:-8], "big")
@@ -249,7 +249,9 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         return sorted((topics.key(k), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
                       for k, v, ts in topics.read(t["big"]) if v is not None)
     want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
-    want_hopped = {(uid, start, 0): {"N": n} for (uid, start), n in _hopping_final(2_000).items()}
+    # AVRO: grouped by two columns, so its keys are a record (UID, PAGE) followed by the window
+    hop_keys = "uid, page" if fmt == "AVRO" else "uid"
+    want_hopped = {(k, start, 0): {"N": n} for (k, start), n in _hopping_final(2_000, fmt == "AVRO").items()}
     want_sessions = {k: {"N": n, "TOTAL": total} for k, (n, total) in _sessions(2_000).items()}
     want_joined = sorted((uid, page, target, max(vts, cts)) for uid, page, _, vts in VIEWS
                          for cuid, target, cts in CLICKS if uid == cuid and abs(vts - cts) <= 5_000)
@@ -291,9 +293,9 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
          f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW TUMBLING (SIZE 10 SECONDS, GRACE "
          "PERIOD 1 HOUR) GROUP BY uid EMIT CHANGES;",
          lambda: _latest(topics, topics.read(t["tumbled"])) == want_tumbled, pull_tumbled),
-        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT uid, "
+        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT {hop_keys}, "
          f"COUNT(*) AS n FROM {names['views']} WINDOW HOPPING (SIZE 20 SECONDS, ADVANCE BY 10 SECONDS, GRACE "
-         "PERIOD 2 SECONDS) GROUP BY uid EMIT FINAL;",
+         f"PERIOD 2 SECONDS) GROUP BY {hop_keys} EMIT FINAL;",
          hopped, None),
         (f"CREATE TABLE {names['sessions']} WITH (KAFKA_TOPIC='{t['sessions']}', PARTITIONS=1) AS SELECT uid, "
          f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW SESSION (5 SECONDS, GRACE PERIOD 2 "
@@ -364,12 +366,23 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         assert subject["hopped"] == optional(("N", "long"))
         assert subject["joined"] == optional(("PAGE", "string"), ("TARGET", "string"))
         assert subject["enriched"] == optional(("PAGE", "string"), ("REGION", "string"))
-        # the outputs' AVRO keys (the source's key format carries over): unwrapped strings
-        assert {n: json.loads(registry.latest(f"{t[n]}-key").schema) for n in ("big", "tumbled", "hopped",
-                                                                               "sessions", "joined", "enriched")} \
-            == dict.fromkeys(("big", "tumbled", "hopped", "sessions", "joined", "enriched"), "string")
+        # the outputs' AVRO keys (the source's key format carries over): one column an unwrapped
+        # string; two a record named after the table, ``<UpperCamel name>Key``
+        assert {n: json.loads(registry.latest(f"{t[n]}-key").schema) for n in ("big", "tumbled", "sessions",
+                                                                               "joined", "enriched")} \
+            == dict.fromkeys(("big", "tumbled", "sessions", "joined", "enriched"), "string")
+        assert json.loads(registry.latest(f"{t['hopped']}-key").schema) == {
+            "type": "record", "name": "".join(p.capitalize() for p in names["hopped"].split("_")) + "Key",
+            "namespace": "io.confluent.ksql.avro_schemas",
+            "fields": [{"name": "UID", "type": ["null", "string"], "default": None},
+                       {"name": "PAGE", "type": ["null", "string"], "default": None}]}
     described_big = engine.execute(f"DESCRIBE {names['big']};")[0]["sourceDescription"]
     assert described_big["keyFormat"] == ("AVRO" if fmt == "AVRO" else "DELIMITED")
+
+    # -- INSERT VALUES: the record's key and value as the source's formats write them -----------------
+    engine.execute(f"INSERT INTO {names['views']} (uid, page, amount) VALUES ('u5', 'home', 1.5);")
+    inserted = topics.read(t["views"])[-1]
+    assert (topics.key(inserted[0]), inserted[1]) == ("u5", {"PAGE": "home", "AMOUNT": 1.5}), inserted
 
     # -- DROP ... DELETE TOPIC (its queries terminated above) -------------------------------------
     dropped = engine.execute(f"DROP STREAM {names['big']} DELETE TOPIC;")
