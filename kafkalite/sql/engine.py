@@ -1619,6 +1619,10 @@ class Engine:
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")
+        elif len(keys) == 1 and src.key_format == "JSON":       # unwrapped: the bare JSON value
+            field = (f"from_json(concat('[', CAST(key AS STRING), ']'), "
+                     f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
+            cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
         elif keys:
@@ -1657,7 +1661,12 @@ class Engine:
             def wire(n: str) -> str:                      # a DATE/TIMESTAMP key as ksqlDB's JSON writes it
                 c = plan.sink.column(n)
                 return quote(n) if c is None else to_wire(quote(n), c.type)
-            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
+            if len(names) == 1:                           # unwrapped (UNWRAP_SINGLES): the bare JSON value
+                text = f"to_json(array({wire(names[0])}))"
+                key = (f"CASE WHEN {quote(names[0])} IS NOT NULL THEN "
+                       f"CAST(substring({text}, 2, length({text}) - 2) AS BINARY) END")
+            else:
+                key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
         elif plan.sink.key_format == "AVRO":
             key = avro_keys.write_sql(self.spark, self.config.schema_registry_url or "", plan.sink, names)
         else:

@@ -262,6 +262,8 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             if datum is None:                             # not registry-framed Avro
                 return None
             row.update({k: _as_spark(v) for k, v in avro_keys.columns_of(datum, store.key_names).items()})
+        elif sink.key_format == "JSON" and len(store.key_names) == 1:     # unwrapped: the bare value
+            row[store.key_names[0]] = _typed(json.loads(key), types[store.key_names[0]])
         elif sink.key_format == "JSON":
             doc = json.loads(key)
             row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})

@@ -221,6 +221,9 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     if keys:
         if source.key_format == "AVRO":
             key = _avro_key(source, row, avro, text)
+        elif source.key_format == "JSON" and len(keys) == 1:     # unwrapped, as ksqlDB's UNWRAP_SINGLES
+            v = row.get(keys[0].name)
+            key = None if v is None else json.dumps(_json(_time_ms(v, keys[0]))).encode()
         elif source.key_format == "JSON":
             key = json.dumps({c.name: _json(row.get(c.name)) for c in keys}).encode()
         elif row.get(keys[0].name) is not None and source.key_format == "KAFKA":

@@ -5,7 +5,9 @@ oracle over that input; the AVRO outputs' ``<topic>-value`` subjects hold ksqlDB
 ``KsqlDataSourceSchema`` (optional fields). The AVRO topics have AVRO keys too (``FORMAT='AVRO'``):
 registry-framed under ``<topic>-key``, a single key column unwrapped (a plain ``"string"``), the
 clicks' key column inferred from its subject (``ROWKEY``), the windowed outputs' keys the Avro
-bytes followed by the window's; the JSON pass writes one output with ``KEY_FORMAT='DELIMITED'``.
+bytes followed by the window's. In the JSON pass the views have ``KEY_FORMAT='JSON'`` (a single
+key column unwrapped, ``"u0"``, as ksqlDB writes it), which their outputs keep but one written
+with ``KEY_FORMAT='DELIMITED'``; the clicks and users keep ``KAFKA`` keys.
 
 Per format: CREATE STREAM (AVRO: declared columns registered) and CREATE TABLE (AVRO: columns from
 the registry), a CSAS with a projection, WHERE, scalar functions and PARTITION BY, INSERT INTO that
@@ -71,7 +73,7 @@ class Topics:
         self.fmt, self.bootstrap, self.registry = fmt, bootstrap, registry
         self._schemas: dict[int, Any] = {}
 
-    def produce(self, topic: str, rows: list[tuple[str, dict[str, Any], int]]) -> None:
+    def produce(self, topic: str, rows: list[tuple[str, dict[str, Any], int]], json_key: bool = False) -> None:
         if self.fmt == "AVRO":
             latest, latest_key = self.registry.latest(f"{topic}-value"), self.registry.latest(f"{topic}-key")
             parsed, parsed_key = parse_avro(latest.schema), parse_avro(latest_key.schema)
@@ -81,15 +83,17 @@ class Topics:
                 p.produce(topic, encode(latest.schema_id, parsed, value),
                           encode(latest_key.schema_id, parsed_key, key), timestamp=ts)
             else:
-                p.produce(topic, json.dumps(value).encode(), key.encode(), timestamp=ts)
+                p.produce(topic, json.dumps(value).encode(), (json.dumps(key) if json_key else key).encode(),
+                          timestamp=ts)
         assert p.flush(60) == 0
 
-    def key(self, data: bytes, window: int = 0) -> Any:
+    def key(self, data: bytes, window: int = 0, delimited: bool = False) -> Any:
         """A record's key: registry-framed Avro for AVRO (a string, or a record's fields as a
-        tuple), else the bytes' text; ``window`` trailing bytes (a windowed key's) left off."""
+        tuple), else a JSON value (or with ``delimited`` the bytes' text); ``window`` trailing
+        bytes (a windowed key's) left off."""
         data = data[:len(data) - window]
         if self.fmt == "JSON":
-            return data.decode()
+            return data.decode() if delimited else json.loads(data)
         decoded = decode(data, self._lookup)[2]
         return tuple(decoded.values()) if isinstance(decoded, dict) else decoded
 
@@ -209,12 +213,13 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         registry.register(f"{t['clicks']}-key", json.dumps("string"))      # the clicks' key column inferred
     # AVRO: FORMAT='AVRO', keys and values; the clicks' columns all come from the registry
     formats = f"FORMAT='{fmt}'" if fmt == "AVRO" else f"VALUE_FORMAT='{fmt}'"
+    views_formats = formats if fmt == "AVRO" else f"{formats}, KEY_FORMAT='JSON'"
     clicks_key = "ROWKEY" if fmt == "AVRO" else "UID"
     columns = {"users": "(uid VARCHAR PRIMARY KEY) " if fmt == "AVRO" else "(uid VARCHAR PRIMARY KEY, region STRING) ",
                "clicks": "" if fmt == "AVRO" else "(uid VARCHAR KEY, target STRING) "}
     engine.execute(
         f"CREATE STREAM {names['views']} (uid VARCHAR KEY, page STRING, amount DOUBLE) WITH (KAFKA_TOPIC="
-        f"'{t['views']}', {formats}, PARTITIONS=1);"
+        f"'{t['views']}', {views_formats}, PARTITIONS=1);"
         f"CREATE STREAM {names['clicks']} {columns['clicks']}WITH (KAFKA_TOPIC='{t['clicks']}', {formats}, "
         "PARTITIONS=1);"
         f"CREATE TABLE {names['users']} {columns['users']}WITH (KAFKA_TOPIC='{t['users']}', {formats}, "
@@ -226,7 +231,8 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         [("UID", "STRING", "PRIMARY_KEY"), ("REGION", "STRING", None)],
         [(clicks_key, "STRING", "KEY"), ("TARGET", "STRING", None)]]
     assert all(d["sourceDescription"]["valueFormat"] == fmt for d in described)
-    assert all(d["sourceDescription"]["keyFormat"] == ("AVRO" if fmt == "AVRO" else "KAFKA") for d in described)
+    assert [d["sourceDescription"]["keyFormat"] for d in described] == (
+        ["AVRO"] * 3 if fmt == "AVRO" else ["JSON", "KAFKA", "KAFKA"])
     if fmt == "AVRO":                                  # the declared columns' schemas, as ksqlDB registers them
         views_schema = json.loads(registry.latest(f"{t['views']}-value").schema)
         assert views_schema == {"type": "record", "name": "KsqlDataSourceSchema",
@@ -238,7 +244,7 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     field = str.lower if fmt == "JSON" else str.upper                # JSON names match in any case
     topics.produce(t["users"], [(uid, {"region": region}, T0) for uid, region in USERS])
     topics.produce(t["views"], [(uid, {field("page"): page, field("amount"): amount}, ts)
-                                for uid, page, amount, ts in VIEWS])
+                                for uid, page, amount, ts in VIEWS], json_key=True)
     topics.produce(t["clicks"], [(uid, {"target": target}, ts) for uid, target, ts in CLICKS])
 
     # -- the persistent queries, one at a time (each Spark query starts Python workers that must
@@ -246,7 +252,7 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     big_want = sorted((page, uid, page.upper(), amount * 2, len(uid), ts) for uid, page, amount, ts in VIEWS)
 
     def big() -> list[Any]:                      # JSON: a DELIMITED key (text); AVRO: an Avro string
-        return sorted((topics.key(k), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
+        return sorted((topics.key(k, delimited=True), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
                       for k, v, ts in topics.read(t["big"]) if v is not None)
     want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
     # AVRO: grouped by two columns, so its keys are a record (UID, PAGE) followed by the window
@@ -273,7 +279,8 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         assert sorted(pulled.rows) == want_u1
         # a windowed table declared over the output's topic: its keys (Avro + window) read back
         engine.execute(f"CREATE TABLE {names['tumbled']}_W (uid VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE) WITH "
-                       f"(KAFKA_TOPIC='{t['tumbled']}', {formats}, WINDOW_TYPE='TUMBLING', WINDOW_SIZE='10 SECONDS');")
+                       f"(KAFKA_TOPIC='{t['tumbled']}', {views_formats}, WINDOW_TYPE='TUMBLING', "
+                       "WINDOW_SIZE='10 SECONDS');")
         declared = engine.query(f"SELECT * FROM {names['tumbled']}_W WHERE uid = 'u1';")
         assert sorted(declared.rows) == want_u1
         engine.execute(f"DROP TABLE {names['tumbled']}_W;")
@@ -340,7 +347,8 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     wait_for(lambda: len([line for line in printed if line.startswith("rowtime: ")]) >= 2, 60,
              f"{fmt}: PRINT's lines")
     records = [line for line in printed if line.startswith("rowtime: ")]
-    assert len(records) == 2 and all(f"key: {VIEWS[i][0]}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
+    shown = (lambda uid: uid) if fmt == "AVRO" else json.dumps                # JSON: the key's JSON text
+    assert len(records) == 2 and all(f"key: {shown(VIEWS[i][0])}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
                                      and "PAGE" in records[i].upper() for i in range(2)), printed
     assert any(line.startswith("Value format: ") and fmt in line for line in printed), printed
 

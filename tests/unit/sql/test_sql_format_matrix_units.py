@@ -128,3 +128,26 @@ def test_a_failed_spark_call_names_the_java_error() -> None:
         "An error occurred while calling o210.start. java.lang.IllegalStateException: Cannot start query with name "
         "Q as a query with that name is already active")
     assert engine_mod._first_line(Exception("one line\nmore")) == "one line"
+
+
+def test_a_single_json_key_column_is_unwrapped_as_ksqldb_writes_it() -> None:
+    """ksqlDB sets UNWRAP_SINGLES for one key column of a format that can wrap (JSON): the key is
+    the bare JSON value (``"u1"``, ``7``), null a null key; several key columns stay an object.
+    INSERT VALUES writes it so and a table's topic reads back so."""
+    from kafkalite.sql import ast, serde
+    from kafkalite.sql.metastore import DataSource
+    from kafkalite.sql.queries import StateStore, decode_output
+
+    one = DataSource("S", "TABLE", "s", (ast.ColumnDef("K", ast.SqlType("STRING"), key=True),
+                                         ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(one, {"K": "u1", "V": 1}, 5, None, "INSERT ...").key == b'"u1"'
+    assert serde.encode(one, {"K": None, "V": 1}, 5, None, "INSERT ...").key is None
+    day = DataSource("D", "STREAM", "d", (ast.ColumnDef("K", ast.SqlType("DATE"), key=True),
+                                          ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(day, {"K": "1970-01-11", "V": 1}, 5, None, "INSERT ...").key == b"10"    # days
+    two = DataSource("T", "TABLE", "t", (ast.ColumnDef("A", ast.SqlType("STRING"), key=True),
+                                         ast.ColumnDef("B", ast.SqlType("INT"), key=True),
+                                         ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(two, {"A": "x", "B": 2, "V": 1}, 5, None, "INSERT ...").key == b'{"A": "x", "B": 2}'
+    store = StateStore(["K"], False, ["K", "V"], ["STRING", "INTEGER"])
+    assert decode_output(b'"u1"', b'{"V": 3}', one, store, None) == {"K": "u1", "V": 3}
