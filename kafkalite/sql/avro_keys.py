@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 #: the name ksqlDB gives the column of an inferred (unwrapped) key
 ROWKEY = "ROWKEY"
 _SR_DOC = "https://docs.confluent.io/platform/current/schema-registry/serdes-develop/index.html"
+_NO_REGISTRY = "Schema registry url is not set (ksql.schema.registry.url)"
 
 
 def subject(topic: str) -> str:
@@ -142,6 +143,8 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
     (registered on the session), then each column cast to its declared type."""
     from spark_integration.avro import AvroSchemaError, resolve_reader, spark_type_of
 
+    if not registry_url:
+        raise KsqlError(_NO_REGISTRY)
     try:
         reader = resolve_reader("key", registry_url, subject(topic), "latest")
     except AvroSchemaError as exc:
@@ -165,6 +168,8 @@ def write_sql(spark: Any, registry_url: str, sink: "DataSource", names: Sequence
     function registered on the session."""
     from kafkalite.registry.client import RegistryClient, RegistryClientError
 
+    if not registry_url:
+        raise KsqlError(_NO_REGISTRY, statement=sink.statement)
     keys = [sink.column(n) or ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in names]
     try:
         schema = key_schema(sink.name, keys)
@@ -254,7 +259,10 @@ def _as_spark(v: Any) -> Any:
 
 
 def _datum(v: Any) -> Any:
-    """A Spark value (a Row for a struct) as fastavro takes it."""
+    """A Spark value (a Row for a struct) as fastavro takes it; a TIMESTAMP, which Spark hands
+    over as a naive local time, made aware (fastavro would take a naive one for UTC)."""
+    if isinstance(v, datetime.datetime) and v.tzinfo is None:
+        return v.astimezone()
     if hasattr(v, "asDict"):
         return {k: _datum(x) for k, x in v.asDict().items()}
     if isinstance(v, list):

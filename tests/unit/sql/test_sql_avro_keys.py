@@ -234,3 +234,37 @@ def test_print_shows_an_avro_string_key_as_its_text(engine: Engine, monkeypatch:
     monkeypatch.setattr(Engine, "_avro_decoder", lambda self: decoded.get)
     assert engine._avro_text(b"\x00k") == "u1"
     assert json.loads(engine._avro_text(b"\x00r") or "") == {"F1": "x"}
+
+
+def test_the_query_functions_encode_as_the_registry_frames_and_decode_any_writer_schema(monkeypatch: Any) -> None:
+    """The functions the queries call on executors: a key value (a Row for a record) framed with
+    the output's schema id; framed bytes decoded to the reader schema, a writer schema fetched
+    by id once (an older ``int`` key widening to the reader's ``long``), a TIME as ms of the day."""
+    import datetime
+
+    from pyspark.sql import Row
+
+    framed = avro_keys._Encoder(3, json.dumps(json.loads(avro_keys.key_schema("T", [key("A", "STRING"),
+                                                                                    key("B", "INT")]))))
+    data = framed(Row(A="x", B=2))
+    assert data is not None and data[:5] == b"\x00\x00\x00\x00\x03" and framed(None) is None
+    assert avro_keys._Decoder("http://r", 3, framed.schema, ())(data) == {"A": "x", "B": 2}
+    stamp = avro_keys._Encoder(4, json.dumps({"type": "long", "logicalType": "timestamp-millis"}))
+    moment = datetime.datetime(2026, 1, 1, 10, 0, tzinfo=datetime.timezone.utc)
+    assert stamp(moment.astimezone().replace(tzinfo=None))[5:] == encode(4, parse_avro(stamp.schema), moment)[5:]
+
+    fetched: list[int] = []
+
+    class Registry:
+        def __init__(self, url: str) -> None:
+            pass
+
+        def by_id(self, schema_id: int) -> RegisteredSchema:
+            fetched.append(schema_id)
+            return RegisteredSchema(schema_id, "AVRO", '"int"')
+    monkeypatch.setattr(registry_client, "RegistryClient", Registry)
+    reader = avro_keys._Decoder("http://other", 5, '"long"', ())
+    assert [reader(encode(6, parse_avro('"int"'), 41)), reader(encode(6, parse_avro('"int"'), 42))] == [41, 42]
+    assert fetched == [6]
+    time_ms = avro_keys._Decoder("http://r", 8, json.dumps({"type": "int", "logicalType": "time-millis"}), ())
+    assert time_ms(encode(8, parse_avro(time_ms.schema), datetime.time(1, 0, 1))) == 3_601_000
