@@ -163,6 +163,9 @@ class FakeRegistry:
             raise RegistryClientError(f"Subject '{subject}' not found.", 40401, 404)
         return FakeRegistry.subjects[subject]
 
+    def subject_version(self, subject: str, version: str) -> tuple[int, RegisteredSchema]:
+        return 1, self.latest(subject)
+
     def register(self, subject: str, schema: str) -> int:
         FakeRegistry.subjects[subject] = RegisteredSchema(len(FakeRegistry.subjects) + 1, "AVRO", schema)
         return len(FakeRegistry.subjects)
@@ -174,15 +177,28 @@ class FakeRegistry:
         return [1]
 
 
+class UdfSpark(FakeSpark):
+    """The Spark double with a session's ``udf.register``: the functions registered by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.udf = self
+        self.functions: dict[str, Any] = {}
+
+    def register(self, name: str, f: Any, return_type: Any) -> None:
+        self.functions[name] = f
+
+
 @pytest.fixture
 def engine(monkeypatch: Any) -> Engine:
     from kafkalite.sql import engine as engine_mod
 
     e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",), schema_registry_url="http://127.0.0.1:1"),
-               FakeSpark())
+               UdfSpark())
     e.commands = FakeCommands()  # type: ignore[assignment]
     monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
     monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
     monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
     monkeypatch.setattr(registry_client, "RegistryClient", FakeRegistry)
     RecordingAdmin.deleted, FakeRegistry.deleted = [], []
@@ -268,3 +284,32 @@ def test_the_query_functions_encode_as_the_registry_frames_and_decode_any_writer
     assert fetched == [6]
     time_ms = avro_keys._Decoder("http://r", 8, json.dumps({"type": "int", "logicalType": "time-millis"}), ())
     assert time_ms(encode(8, parse_avro(time_ms.schema), datetime.time(1, 0, 1))) == 3_601_000
+
+
+def test_queries_read_and_write_avro_keys_through_the_sessions_functions(engine: Engine) -> None:
+    """A windowed CTAS over an AVRO-keyed stream: its source's key decoded by the read function of
+    ``<topic>-key``'s schema; its output's key schema registered as ksqlDB would (one column
+    unwrapped) and written by the write function, then the window's bytes; several key columns
+    are read from the record's fields."""
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', KEY_FORMAT='AVRO', "
+                   "VALUE_FORMAT='JSON');"
+                   "CREATE TABLE counts WITH (KAFKA_TOPIC='counts') AS SELECT id, COUNT(*) AS n FROM s "
+                   "WINDOW TUMBLING (SIZE 10 SECONDS) GROUP BY id;")
+    s_key = FakeRegistry.subjects["s-key"]
+    assert FakeRegistry.subjects["counts-key"].schema == '"string"'
+    written = FakeRegistry.subjects["counts-key"].schema_id
+    plan, _ = engine.plans["CTAS_COUNTS_1"]
+    assert engine._key_sql(plan) == (f"concat(ksql_avro_key_write_{written}(`ID`), unhex(lpad(hex(unix_millis("
+                                     "`__window`.start)), 16, '0'))) AS key")
+    spark = engine.spark
+    assert isinstance(spark, UdfSpark)
+    assert {f"ksql_avro_key_read_{s_key.schema_id}", f"ksql_avro_key_write_{written}"} <= set(spark.functions)
+
+    FakeRegistry.subjects["m-key"] = RegisteredSchema(11, "AVRO", avro_keys.key_schema("M", [key("A", "STRING"),
+                                                                                          key("B", "INT")]))
+    assert avro_keys.read_sql(spark, "http://r", "m", [key("A", "STRING"), key("B", "BIGINT")]) == [
+        "CAST(ksql_avro_key_read_11(key).`A` AS string) AS `A`", "CAST(ksql_avro_key_read_11(key).`B` AS bigint) AS `B`"]
+    with pytest.raises(KsqlError, match=r"^The key schema of m-key has no field for the key column\(s\) C$"):
+        avro_keys.read_sql(spark, "http://r", "m", [key("A", "STRING"), key("C", "INT")])
+    with pytest.raises(KsqlError, match=r"^Schema registry url is not set"):
+        avro_keys.read_sql(spark, "", "m", [key("A", "STRING")])
