@@ -216,8 +216,10 @@ class ReplicaFetcher:
     def delay(self, fs: Iterable[FollowedPartition]) -> None:
         """Kafka's delayPartitions: hold these back for one back-off (one already delayed keeps
         its deadline); the others are unaffected."""
-        now = self.now()
+        now: float | None = None
         for f in fs:
+            if now is None:
+                now = self.now()
             if not f.is_delayed(now):
                 f.delayed_until = now + self.backoff
 
