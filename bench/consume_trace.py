@@ -1,7 +1,7 @@
 """Scenario 2's consumer taken apart: what limits it, the broker or the client.
 
 ``python -m bench.consume_trace [--records 300000] [--runs 3] [--partitions 1] [--kafka]
-[--batch-size N] [--consumer-conf JSON]``
+[--batch-size N] [--consumer-conf JSON] [--no-gc]``
 
 One fresh 1-broker cluster (kafkalite, or Kafka 0.9.0.1 with ``--kafka``), one topic of
 ``--partitions`` partitions, ``--records`` 100-byte records produced by scenario 1's producer
@@ -23,6 +23,9 @@ Per run it prints the rate as scenario 2 measures it, then where the time went:
 - librdkafka's own counters: Fetch requests, MB per Fetch, the broker round trip (avg/p99);
 - the broker's CPU seconds per GB consumed (``bench/cpu.py``).
 
+``--no-gc`` runs the consumers with CPython's cyclic garbage collector off (see
+:func:`consume_traced`): what the application thread costs per record without it.
+
 ``limit`` sums it up: ``client`` when the application thread slept less than a tenth of the time
 after its first records (it was computing or waiting for a core: a faster broker cannot help),
 ``fetch`` otherwise (it waited for data). docs/benchmarks.md ("what limits the consumer") has what
@@ -31,6 +34,7 @@ it showed.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import re
@@ -142,13 +146,19 @@ class ConsumeRun:
 
 
 def consume_traced(conf: dict[str, Any], topic: str, partitions: int, expected: int, broker_pids: list[int],
-                   timeout: float = 600.0) -> ConsumeRun:
+                   timeout: float = 600.0, collect_garbage: bool = True) -> ConsumeRun:
     """:func:`bench.load.consume_from_beginning`'s loop, timed the same way, with the threads'
-    scheduler times, the time to the first records and librdkafka's last statistics."""
+    scheduler times, the time to the first records and librdkafka's statistics.
+    ``collect_garbage=False`` turns CPython's cyclic collector off while it runs: every
+    ``consume(10000)`` allocates 10,000 Message objects, which trigger collections that traverse
+    the process's objects; without them the application thread's own cost per record shows."""
     raw_stats: list[str] = []         # parsed after the run: no Python work while it is timed
     c = Consumer({**conf, "statistics.interval.ms": STATS_MS, "stats_cb": raw_stats.append})
     app_tid = threading.get_native_id()
     pid = os.getpid()
+    if not collect_garbage:
+        gc.collect()
+        gc.disable()
     try:
         threads0 = thread_sched_times(pid)
         cpu0 = sum(cpu_seconds(p) for p in broker_pids)
@@ -169,6 +179,7 @@ def consume_traced(conf: dict[str, Any], topic: str, partitions: int, expected: 
         c.poll(STATS_MS * 2 / 1000.0)       # one more report: the counters at the end
     finally:
         c.close()
+        gc.enable()
     if n != expected:
         raise RuntimeError(f"the consumer read {n:,} of {expected:,} records")
     app = thread_use(threads0[app_tid][1], threads1[app_tid][1], secs)
@@ -192,7 +203,7 @@ def report(run: ConsumeRun, value_bytes: int = load.VALUE_SIZE) -> str:
 
 
 def run(system: Any, records: int, runs: int, partitions: int, batch_size: int | None,
-        consumer_conf: dict[str, Any]) -> list[ConsumeRun]:
+        consumer_conf: dict[str, Any], collect_garbage: bool = True) -> list[ConsumeRun]:
     system.start(1)
     system.create_topic(TOPIC, partitions, 1)
     producer = dict(load.THROUGHPUT_PRODUCER)
@@ -210,7 +221,7 @@ def run(system: Any, records: int, runs: int, partitions: int, batch_size: int |
     out = []
     for i in range(runs):
         conf = system.client_conf(**load.COMMON_CONSUMER, **{"group.id": "bench-consume"}, **consumer_conf)
-        out.append(consume_traced(conf, TOPIC, partitions, records, pids))
+        out.append(consume_traced(conf, TOPIC, partitions, records, pids, collect_garbage=collect_garbage))
         print(f"{system.name} run {i}: {report(out[-1])}", flush=True)
     return out
 
@@ -223,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kafka", action="store_true", help="Kafka 0.9.0.1 instead of kafkalite")
     ap.add_argument("--batch-size", type=int, default=0, help="the producer's batch.size (default: scenario 1's)")
     ap.add_argument("--consumer-conf", default="{}", help="JSON object of extra consumer settings")
+    ap.add_argument("--no-gc", action="store_true",
+                    help="CPython's cyclic garbage collector off while a consumer runs (the client's own cost)")
     args = ap.parse_args(argv)
     try:
         consumer_conf = json.loads(args.consumer_conf)
@@ -237,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     system = (Kafka09 if args.kafka else Kafkalite)(zk, tmp / "cluster")
     try:
         zk.start()
-        run(system, args.records, args.runs, args.partitions, args.batch_size or None, consumer_conf)
+        run(system, args.records, args.runs, args.partitions, args.batch_size or None, consumer_conf,
+            collect_garbage=not args.no_gc)
     finally:
         system.stop()
         zk.stop()
