@@ -179,7 +179,8 @@ def consume_traced(conf: dict[str, Any], topic: str, partitions: int, expected: 
         c.poll(STATS_MS * 2 / 1000.0)       # one more report: the counters at the end
     finally:
         c.close()
-        gc.enable()
+        if not collect_garbage:
+            gc.enable()
     if n != expected:
         raise RuntimeError(f"the consumer read {n:,} of {expected:,} records")
     app = thread_use(threads0[app_tid][1], threads1[app_tid][1], secs)
