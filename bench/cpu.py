@@ -215,3 +215,22 @@ def pids_of(processes: Iterable[HasPid]) -> list[int]:
             raise RuntimeError(f"{p!r} has no process")
         pids.append(p.pid)
     return pids
+
+
+def thread_sched_times(pid: int) -> dict[int, tuple[str, SchedTimes]]:
+    """Each live thread of ``pid``: its name (``comm``, e.g. librdkafka's ``rdk:broker1``) and
+    its run and run-queue wait time; {} when the process is gone or keeps no schedstat."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    out: dict[int, tuple[str, SchedTimes]] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = (name, parse_schedstat(f.read()))
+        except (OSError, ValueError):
+            continue                    # the thread ended meanwhile, or no schedstat
+    return out
