@@ -9,6 +9,11 @@ A process's CPU time here is utime + stime of all its threads plus cutime + csti
 the children it has waited for, and, through :func:`tree_times`, that of its live descendants:
 a broker that hands work to child processes (or a SQL server whose Spark JVM is its child) is
 charged for all of it, also for a child that exits within the phase once it is reaped.
+
+:func:`sched_times` reads what CPU time cannot show: how long a process's threads were ready to
+run but waited for a core (``schedstat``). Scenario 5 reports it for its client processes: on a
+machine whose cores the producer, the consumer and the broker share, it says whether the
+consumer fell behind waiting for its broker or for a CPU.
 """
 from __future__ import annotations
 
@@ -154,6 +159,49 @@ class PhaseCpu:
         return seconds_per_gb(self.total.total, payload_bytes)
 
 
+@dataclass(frozen=True)
+class SchedTimes:
+    """Seconds the threads of a process ran on a CPU and seconds they were runnable but waited
+    for one (the scheduler's run queue), from ``/proc/<pid>/task/<tid>/schedstat``."""
+    run: float = 0.0
+    wait: float = 0.0
+
+    def __sub__(self, other: "SchedTimes") -> "SchedTimes":
+        return SchedTimes(self.run - other.run, self.wait - other.wait)
+
+    @property
+    def wait_per_run(self) -> float:
+        """Seconds waited for a CPU per second run: 0 on an idle machine; above 1 the process
+        spent more time waiting for a core than using one."""
+        return self.wait / self.run if self.run > 0 else 0.0
+
+
+def parse_schedstat(text: str) -> SchedTimes:
+    """A ``schedstat`` line: nanoseconds on a CPU, nanoseconds waiting on a run queue, timeslices."""
+    run_ns, wait_ns = (int(f) for f in text.split()[:2])
+    return SchedTimes(run_ns / 1e9, wait_ns / 1e9)
+
+
+def sched_times(pid: int) -> SchedTimes | None:
+    """Run and run-queue wait time of every live thread of ``pid`` summed; None when the process
+    is gone or the kernel keeps no schedstat (``CONFIG_SCHED_INFO``). Threads that ended are not
+    counted: measure processes whose threads live through the phase (clients mid-run)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    total, seen = SchedTimes(), False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                got = parse_schedstat(f.read())
+        except (OSError, ValueError):
+            continue                    # the thread ended meanwhile, or no schedstat
+        total = SchedTimes(total.run + got.run, total.wait + got.wait)
+        seen = True
+    return total if seen else None
+
+
 class HasPid(Protocol):
     @property
     def pid(self) -> int | None: ...
@@ -167,3 +215,22 @@ def pids_of(processes: Iterable[HasPid]) -> list[int]:
             raise RuntimeError(f"{p!r} has no process")
         pids.append(p.pid)
     return pids
+
+
+def thread_sched_times(pid: int) -> dict[int, tuple[str, SchedTimes]]:
+    """Each live thread of ``pid``: its name (``comm``, e.g. librdkafka's ``rdk:broker1``) and
+    its run and run-queue wait time; {} when the process is gone or keeps no schedstat."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    out: dict[int, tuple[str, SchedTimes]] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                name = f.read().strip()
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                out[int(tid)] = (name, parse_schedstat(f.read()))
+        except (OSError, ValueError):
+            continue                    # the thread ended meanwhile, or no schedstat
+    return out

@@ -16,7 +16,7 @@ from typing import Any, Callable, ContextManager
 
 from bench import ceiling_load, connect_pipeline, console_pages, latency_probe, load, partitions, stream_pipelines
 from bench import many_clients as many_clients_load
-from bench.cpu import PhaseCpu
+from bench.cpu import PhaseCpu, SchedTimes, sched_times
 from bench.report import Results, Row
 from bench.systems import System
 
@@ -431,6 +431,10 @@ class GrowthRun:
     consume_mb_s: list[float]       # ... and the consumer's, between its marks
     consumer_after_s: float         # the consumer done after the producer
     live_cpu: PhaseCpu              # the brokers from the first record produced to the last consumed
+    #: the consumer's and the producer's (this) process while the producer ran: CPU time and
+    #: run-queue wait (None where the kernel keeps no schedstat)
+    consumer_sched: SchedTimes | None = None
+    producer_sched: SchedTimes | None = None
 
 
 def log_growth(system: System, sizes: Sizes) -> tuple[list[float], PhaseCpu]:
@@ -449,12 +453,29 @@ def log_growth(system: System, sizes: Sizes) -> tuple[list[float], PhaseCpu]:
     return rates, cpu
 
 
-def growth_while_consuming(system: System, sizes: Sizes) -> tuple[list[float], list[float], float, PhaseCpu]:
+@dataclass
+class LiveRun:
+    """Scenario 5's second part, measured (see :func:`growth_while_consuming`)."""
+    produce_mb_s: list[float]
+    consume_mb_s: list[float]
+    consumer_after_s: float
+    cpu: PhaseCpu
+    consumer_sched: SchedTimes | None
+    producer_sched: SchedTimes | None
+
+
+def _sched_delta(start: SchedTimes | None, end: SchedTimes | None) -> SchedTimes | None:
+    return end - start if start is not None and end is not None else None
+
+
+def growth_while_consuming(system: System, sizes: Sizes) -> LiveRun:
     """Scenario 5, second part: ``live_gb`` GB of 1 KB records into a new 1-partition topic in
     ``growth_chunks`` chunks while a consumer in a process of its own reads it from the start:
     the produce and the consume rate of each chunk (MB/s of values), how long after the producer
     the consumer is done, and the brokers' CPU time until then. The consumer reads the tail as it
-    is written while it keeps up, older data once it falls behind."""
+    is written while it keeps up, older data once it falls behind. Also, while the producer ran,
+    the CPU time and run-queue wait of the consumer's process and of this one (the producer):
+    whether a consumer that fell behind waited for its broker or for a core."""
     import multiprocessing
     topic = _topic("s5-live")
     system.create_topic(topic, 1, 1)
@@ -473,10 +494,13 @@ def growth_while_consuming(system: System, sizes: Sizes) -> tuple[list[float], l
             raise RuntimeError(f"{system.name}: the consumer of {topic} ended before reading")
         produce_rates = []
         with system.broker_cpu() as cpu:            # until the consumer is done too
+            sched_start = sched_times(reader.pid or 0), sched_times(os.getpid())
             for _ in range(sizes.growth_chunks):
                 produce_rates.append(chunk_mb / load.produce(system, topic, per_chunk, acks=1,
                                                              value_size=LIVE_VALUE_SIZE))
             produced_at = time.time()
+            consumer_sched = _sched_delta(sched_start[0], sched_times(reader.pid or 0))
+            producer_sched = _sched_delta(sched_start[1], sched_times(os.getpid()))
             seen = [first]
             while True:
                 mark = marks.get(timeout=3600)
@@ -490,14 +514,16 @@ def growth_while_consuming(system: System, sizes: Sizes) -> tuple[list[float], l
     if seen[-1][0] != total:
         raise RuntimeError(f"{system.name}: the consumer read {seen[-1][0]:,} of {total:,} records of {topic}")
     consume_rates = [(b[1] - a[1]) / 1e6 / (b[2] - a[2]) for a, b in zip(seen, seen[1:])]
-    return produce_rates, consume_rates, max(0.0, seen[-1][2] - produced_at), cpu
+    return LiveRun(produce_rates, consume_rates, max(0.0, seen[-1][2] - produced_at), cpu,
+                   consumer_sched, producer_sched)
 
 
 def growth_run(system: System, sizes: Sizes) -> GrowthRun:
     """Both parts of scenario 5 on the running 1-broker cluster."""
     rates, growth_cpu = log_growth(system, sizes)
-    produced, consumed, after, live_cpu = growth_while_consuming(system, sizes)
-    return GrowthRun(rates, growth_cpu, produced, consumed, after, live_cpu)
+    live = growth_while_consuming(system, sizes)
+    return GrowthRun(rates, growth_cpu, live.produce_mb_s, live.consume_mb_s, live.consumer_after_s, live.cpu,
+                     live.consumer_sched, live.producer_sched)
 
 
 def _per_chunk(runs: list[list[float]]) -> str:
@@ -533,6 +559,18 @@ def growth_rows(system_name: str, sizes: Sizes, runs: list[GrowthRun]) -> list[R
                                [(run.live_cpu, live_bytes) for run in runs],
                                note="each GB in once and out once, from the first record produced "
                                     "until the consumer has read the last"))
+    waits = [(run.consumer_sched, run.producer_sched) for run in runs]
+    if all(c is not None and p is not None for c, p in waits):
+        consumer = [c for c, _ in waits if c is not None]
+        producer = [p for _, p in waits if p is not None]
+        rows.append(Row(GROWTH_SCENARIO, f"{label}: consumer's wait for a CPU per second it ran, while producing",
+                        system_name, "ratio", [c.wait_per_run for c in consumer], higher_is_better=False,
+                        note="run-queue time / CPU time of the consumer process's threads (schedstat), "
+                             "first record produced to the producer's end; the producer's process: "
+                             + ", ".join(f"{p.wait_per_run:.2f}" for p in producer),
+                        extra={"consumer_run_s": [c.run for c in consumer], "consumer_wait_s": [c.wait for c in consumer],
+                               "producer_run_s": [p.run for p in producer],
+                               "producer_wait_s": [p.wait for p in producer]}))
     return rows
 
 

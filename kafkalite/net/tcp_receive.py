@@ -153,11 +153,17 @@ class RecvIntoClient(SendNow, tcp.Client):
     buffer is its own: a process may run client connections on more than one thread."""
 
     spare: memoryview | None = None
+    #: the protocol last found to be a BufferedReceiver: a runtime-checkable Protocol's
+    #: isinstance walks its members, a few microseconds on every read of a follower's answers
+    receiver: BufferedReceiver | None = None
 
     def doRead(self) -> ConnectionLost | ConnectionDone | None:
-        receiver = self.protocol
-        if not isinstance(receiver, BufferedReceiver):
-            return super().doRead()
+        receiver = self.receiver
+        if receiver is None or self.protocol is not receiver:
+            protocol = self.protocol
+            if not isinstance(protocol, BufferedReceiver):
+                return super().doRead()
+            self.receiver = receiver = protocol
         if self.spare is None:
             self.spare = memoryview(bytearray(SPARE_BYTES))
         return read_into(self, receiver, self.spare)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Protocol
 
 from twisted.internet import defer
+from twisted.python.failure import Failure
 
 from kafkalite.errors import ErrorCode, KafkaStorageError
 from kafkalite.group.hashing import java_string_hash, kafka_abs
@@ -173,7 +174,11 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self.conn: client.KafkaClientProtocol | None = None
         self.running = False
-        self.loop: defer.Deferred | None = None
+        #: a round is under way or waiting (on the leader or a back-off): add() wakes it
+        self.looping = False
+        #: inside _next_round, and whether a wait ended within it (see there)
+        self.in_round = False
+        self.again = False
         self.starting: Any = None           # IDelayedCall that starts the loop
         self.sleep = _Sleep(reactor)
         #: KIP-227 session with this leader (Fetch v7+; every inter-broker version we speak)
@@ -183,15 +188,16 @@ class ReplicaFetcher:
     def add(self, part: FollowerReplica) -> None:
         self.partitions[part.key] = FollowedPartition(part)
         self.running = True
-        if self.loop is not None and not self.loop.called:
+        if self.looping:
             self.sleep.wake()
         elif self.starting is None:       # next turn: this turn's additions share one request
             self.starting = self.reactor.callLater(0, self._start)
 
     def _start(self) -> None:
         self.starting = None
-        if self.running and (self.loop is None or self.loop.called):
-            self.loop = self._run()
+        if self.running and not self.looping:
+            self.looping = True
+            self._next_round()
 
     def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
@@ -210,8 +216,10 @@ class ReplicaFetcher:
     def delay(self, fs: Iterable[FollowedPartition]) -> None:
         """Kafka's delayPartitions: hold these back for one back-off (one already delayed keeps
         its deadline); the others are unaffected."""
-        now = self.now()
+        now: float | None = None
         for f in fs:
+            if now is None:
+                now = self.now()
             if not f.is_delayed(now):
                 f.delayed_until = now + self.backoff
 
@@ -238,49 +246,130 @@ class ReplicaFetcher:
         return {k: f for k, f in ready.items() if not quota.should_throttle(k[0], k[1], f.in_sync, now_ms)}
 
     # -- the loop --------------------------------------------------------------------------------
-    @defer.inlineCallbacks
-    def _run(self) -> Any:
+    # Kafka's AbstractFetcherThread.doWork as plain callbacks: a round connects if needed,
+    # truncates what needs it (OffsetForLeaderEpoch), then fetches; each wait on the leader or a
+    # back-off ends in the callback that takes the next step, and the next Fetch leaves from the
+    # handling of the last one's answer, in the same reactor turn. (Written as nested
+    # inlineCallbacks generators it cost a follower two generator resumptions and two more
+    # Deferreds per Fetch, the largest part of its handling of an answer.)
+
+    def _next_round(self, _: object = None) -> None:
+        """Start rounds until one has to wait; called again by whatever it waits on. A wait that
+        ends at once (a Deferred already fired) calls this from inside the round: the loop here
+        then goes on, instead of one more level of recursion per round."""
+        if self.in_round:
+            self.again = True
+            return
+        self.in_round = True
         try:
             while self.running and self.partitions:
-                truncating = self.ready(FollowedPartition.ready_to_truncate)
-                if not truncating and not self.ready(FollowedPartition.ready_for_fetch):
+                truncating, fetchable = self._ready_now()
+                self.again = False
+                if not truncating and not fetchable:
                     # Kafka's "no active partitions": back off, but only until one is due.
-                    yield self.sleep(self.idle_wait())
+                    self.sleep(self.idle_wait()).addCallback(self._next_round)
+                elif not self._round(truncating, fetchable):
                     continue
-                try:
-                    if self.conn is None or self.conn.closed:
-                        endpoint = self.endpoint_of(self.leader_id)
-                        if endpoint is None:
-                            raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
-                        self.conn = yield self.connect(self.reactor, endpoint[0], endpoint[1],
-                                                       f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
-                                                       self.config["replica.socket.timeout.ms"] / 1000.0)
-                    if truncating and self.running:
-                        yield self._truncate(truncating)
-                    ready = self.ready(FollowedPartition.ready_for_fetch)
-                    followed = self.unthrottled(ready)
-                    if followed and self.running:
-                        yield self._fetch(followed)
-                    elif ready and not truncating and self.running:
-                        yield self.sleep(self.backoff)     # all held back by the throttle
-                except Exception as exc:  # connection refused/lost, timeouts: the request failed
-                    if not self.running:
-                        break
-                    log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
-                    if self.conn is not None:
-                        self.conn.close()
-                    self.conn = None
-                    # Kafka delays every partition of the fetcher and sleeps one back-off; a
-                    # partition added meanwhile is not delayed and wakes the loop.
-                    self.delay(self.partitions.values())
-                    yield self.sleep(self.backoff)
+                if not self.again:
+                    return
+        except Exception:     # a bug here would otherwise stop replication without a word
+            log.exception("fetcher for leader %d stopped", self.leader_id)
         finally:
-            self.loop = None
-            if self.conn is not None and not self.running:
-                self.conn.close()
+            self.in_round = False
+        self._stopped()
 
-    @defer.inlineCallbacks
-    def _truncate(self, todo: dict[TopicPartition, FollowedPartition]) -> Any:
+    def _round(self, truncating: dict[TopicPartition, FollowedPartition],
+               fetchable: dict[TopicPartition, FollowedPartition]) -> bool:
+        """One round from its start (True: it waits for something, which goes on with it)."""
+        try:
+            if self.conn is None or self.conn.closed:
+                endpoint = self.endpoint_of(self.leader_id)
+                if endpoint is None:
+                    raise ConnectionError(f"no endpoint known for broker {self.leader_id}")
+                d = self.connect(self.reactor, endpoint[0], endpoint[1],
+                                 f"broker-{self.broker_id}-fetcher-{self.fetcher_id}",
+                                 self.config["replica.socket.timeout.ms"] / 1000.0)
+                d.addCallbacks(self._connected, self._failed, callbackArgs=(truncating,))
+                return True
+            return self._after_connect(truncating, fetchable)
+        except Exception as exc:
+            self._failed(exc)
+            return True
+
+    def _connected(self, conn: client.KafkaClientProtocol,
+                   truncating: dict[TopicPartition, FollowedPartition]) -> None:
+        self.conn = conn
+        try:
+            waiting = self._after_connect(truncating, None)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        if not waiting:
+            self._next_round()
+
+    def _after_connect(self, truncating: dict[TopicPartition, FollowedPartition],
+                       fetchable: dict[TopicPartition, FollowedPartition] | None) -> bool:
+        """The truncation step if any partition needs it, else the fetch step."""
+        if truncating and self.running:
+            self._truncate(truncating).addCallbacks(self._truncated, self._failed, callbackArgs=(truncating,))
+            return True
+        return self._fetch_step(truncating, fetchable)
+
+    def _truncated(self, _: object, truncating: dict[TopicPartition, FollowedPartition]) -> None:
+        try:
+            waiting = self._fetch_step(truncating, None)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        if not waiting:
+            self._next_round()
+
+    def _fetch_step(self, truncating: dict[TopicPartition, FollowedPartition],
+                    fetchable: dict[TopicPartition, FollowedPartition] | None) -> bool:
+        """Fetch the partitions ready for it (``fetchable``, or found anew after a truncation
+        step or a connect); True when something was sent or a back-off started."""
+        ready = self.ready(FollowedPartition.ready_for_fetch) if fetchable is None else fetchable
+        followed = self.unthrottled(ready)
+        if followed and self.running:
+            self._fetch(followed)
+            return True
+        if ready and not truncating and self.running:
+            self.sleep(self.backoff).addCallback(self._next_round)     # all held back by the throttle
+            return True
+        return False
+
+    def _failed(self, reason: Failure | Exception) -> None:
+        """A request failed (connection refused/lost, timeouts) or handling its answer raised."""
+        if not self.running:
+            self._stopped()
+            return
+        exc = reason.value if isinstance(reason, Failure) else reason
+        log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+        # Kafka delays every partition of the fetcher and sleeps one back-off; a
+        # partition added meanwhile is not delayed and wakes the loop.
+        self.delay(self.partitions.values())
+        self.sleep(self.backoff).addCallback(self._next_round)
+
+    def _stopped(self) -> None:
+        self.looping = False
+        if self.conn is not None and not self.running:
+            self.conn.close()
+
+    def _ready_now(self) -> tuple[dict[TopicPartition, FollowedPartition], dict[TopicPartition, FollowedPartition]]:
+        """(ready to truncate, ready for fetch), in one pass over the partitions."""
+        now = self.now()
+        truncating: dict[TopicPartition, FollowedPartition] = {}
+        fetchable: dict[TopicPartition, FollowedPartition] = {}
+        for k, f in self.partitions.items():
+            if not f.is_delayed(now):
+                (truncating if f.needs_truncation else fetchable)[k] = f
+        return truncating, fetchable
+
+    def _truncate(self, todo: dict[TopicPartition, FollowedPartition]) -> defer.Deferred:
+        """Send OffsetForLeaderEpoch for ``todo``; the Deferred fires once the answer is applied."""
         topics: dict[str, list[dict[str, Any]]] = {}
         sent: dict[TopicPartition, int] = {}
         for (topic, index), f in todo.items():
@@ -290,10 +379,10 @@ class ReplicaFetcher:
                 "leader_epoch": max(f.part.log.epochs.latest_epoch, 0)})
         body = {"replica_id": self.broker_id,
                 "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
-        assert self.conn is not None  # _run connects before each round
-        resp = yield self.conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
-                                       self.config["replica.socket.timeout.ms"] / 1000.0)
-        self.handle_epoch_response(todo, sent, resp)
+        assert self.conn is not None  # a round connects first
+        d = self.conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+                              self.config["replica.socket.timeout.ms"] / 1000.0)
+        return d.addCallback(lambda resp: self.handle_epoch_response(todo, sent, resp))
 
     def handle_epoch_response(self, todo: dict[TopicPartition, FollowedPartition], sent: dict[TopicPartition, int],
                               resp: dict[str, Any]) -> None:
@@ -341,8 +430,8 @@ class ReplicaFetcher:
             plog.truncate_to(target)
             f.part.high_watermark = min(f.part.high_watermark, plog.log_end_offset)
 
-    @defer.inlineCallbacks
-    def _fetch(self, followed: dict[TopicPartition, FollowedPartition]) -> Any:
+    def _fetch(self, followed: dict[TopicPartition, FollowedPartition]) -> None:
+        """Send one Fetch for ``followed``; its answer is applied and the next round starts from it."""
         cfg = self.config
         entries: dict[TopicPartition, FetchRequestFetchPartition] = {}
         sent: dict[TopicPartition, int] = {}
@@ -375,14 +464,30 @@ class ReplicaFetcher:
             "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
             "forgotten_topics_data": forgotten, "rack_id": ""}
         timeout = (cfg["replica.fetch.wait.max.ms"] + cfg["replica.socket.timeout.ms"]) / 1000.0
-        assert self.conn is not None  # _run connects before each round
+        assert self.conn is not None  # a round connects first
         try:
-            resp = yield self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
+            d = self.conn.request(ApiKey.FETCH, self.fetch_version, body, timeout)
         except Exception:
-            if self.session is not None:
-                self.session.handle_error()     # the leader may have moved the epoch: start over
+            self._session_lost()
             raise
-        self.handle_fetch_response(followed, sent, resp)
+        d.addCallbacks(self._fetched, self._fetch_failed, callbackArgs=(followed, sent))
+
+    def _fetched(self, resp: dict[str, Any], followed: dict[TopicPartition, FollowedPartition],
+                 sent: dict[TopicPartition, int]) -> None:
+        try:
+            self.handle_fetch_response(followed, sent, resp)
+        except Exception as exc:
+            self._failed(exc)
+            return
+        self._next_round()
+
+    def _fetch_failed(self, reason: Failure) -> None:
+        self._session_lost()
+        self._failed(reason)
+
+    def _session_lost(self) -> None:
+        if self.session is not None:
+            self.session.handle_error()     # the leader may have moved the epoch: start over
 
     def handle_fetch_response(self, followed: dict[TopicPartition, FollowedPartition], sent: dict[TopicPartition, int],
                               resp: dict[str, Any]) -> None:

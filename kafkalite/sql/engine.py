@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, expression_types, inserts, kafka_format, printing, serde, windowed
+from kafkalite.sql import ast, avro_keys, expression_types, inserts, kafka_format, printing, serde, windowed
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -39,7 +39,7 @@ from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     from_wire, has_aggregate, literal, map_columns, map_entry_fields, map_of_entries,
+                                     from_wire, has_aggregate, literal, map_columns, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
@@ -308,7 +308,8 @@ class Engine:
     def _avro_text(self, data: bytes) -> str | None:
         """A registry-framed Avro value as JSON text (PRINT's AVRO format), None if it is not one."""
         datum = self._avro_decoder()(data)
-        return None if datum is None else json.dumps(json_value(datum))
+        # as ksqlDB's PRINT shows a deserialized object: a string as it is, a record as JSON
+        return None if datum is None else datum if isinstance(datum, str) else json.dumps(json_value(datum))
 
     def _avro_decoder(self) -> Callable[[bytes], Any]:
         """Decodes registry-framed Avro values (None for one that is not: not framed, an unknown
@@ -419,6 +420,8 @@ class Engine:
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
                 if source.value_format == "AVRO" and any(not c.key for c in s.columns):
                     self._register_declared_avro(source.topic, s.columns, text)
+                if source.key_format == "AVRO" and any(c.key for c in s.columns):
+                    self._register_declared_avro_key(source, text)
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
@@ -561,7 +564,8 @@ class Engine:
     def _delete_topic(self, stmt: ast.ParsedStatement, s: ast.Drop) -> ast.ParsedStatement:
         """DROP ... DELETE TOPIC as ksqlDB's ``TopicDeleteInjector`` does it, before the command is
         logged: refused while another source reads the same topic; the topic deleted, and for a
-        registry format (AVRO) its ``<topic>-value`` subject (a missing subject is no error); the
+        registry format (AVRO) its ``<topic>-key`` and/or ``<topic>-value`` subject (a missing
+        subject is no error); the
         statement logged without DELETE TOPIC, so a replay never deletes a topic made again later."""
         source = self.metastore.get(s.name)
         if source is not None and source.read_only:       # ksqlDB's DropSourceFactory
@@ -578,15 +582,18 @@ class Engine:
             except Exception as exc:
                 raise KsqlError(f"Could not delete the corresponding kafka topic: {source.topic}",
                                 statement=stmt.text) from exc
-            if source.value_format == "AVRO" and self.config.schema_registry_url:
+            subjects = [f"{source.topic}-{side}" for side, fmt in (("key", source.key_format),
+                                                                   ("value", source.value_format)) if fmt == "AVRO"]
+            if subjects and self.config.schema_registry_url:
                 from kafkalite.registry.client import RegistryClient, RegistryClientError
 
-                try:
-                    RegistryClient(self.config.schema_registry_url).delete_subject(f"{source.topic}-value")
-                except RegistryClientError as exc:
-                    if exc.error_code != 40401:           # subject not found
-                        raise KsqlError(f"Could not clean up the schema registry for topic: {source.topic}",
-                                        statement=stmt.text) from None
+                for subject in subjects:
+                    try:
+                        RegistryClient(self.config.schema_registry_url).delete_subject(subject)
+                    except RegistryClientError as exc:
+                        if exc.error_code != 40401:       # subject not found
+                            raise KsqlError(f"Could not clean up the schema registry for topic: {source.topic}",
+                                            statement=stmt.text) from None
         kept = replace(s, delete_topic=False)
         return ast.ParsedStatement(_DELETE_TOPIC.sub("", stmt.text.rstrip().rstrip(";")).rstrip() + ";", kept)
 
@@ -616,6 +623,9 @@ class Engine:
         refusal = serde.format_refusal(columns, key_format, value_format)
         if refusal is not None:
             raise KsqlError(refusal, statement=text)
+        if key_format == "AVRO":
+            columns = self._avro_key_columns(s.name, str(topic), columns, text) + tuple(c for c in columns
+                                                                                   if not c.key)
         if value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
@@ -662,12 +672,58 @@ class Engine:
         doc = json.loads(registered.schema)
         out = []
         for f in doc.get("fields", []):
-            sql_type = _avro_sql_type(f["type"])
+            sql_type = serde.avro_sql_type(f["type"])
             if sql_type is None:
                 raise KsqlError(f"Field {f['name']} of {topic}-value has an Avro type this server cannot map: "
                                 f"{json.dumps(f['type'])}", statement=text)
             out.append(ast.ColumnDef(f["name"].upper(), sql_type))
         return tuple(out)
+
+    def _avro_key_columns(self, name: str, topic: str, columns: tuple[ast.ColumnDef, ...],
+                          text: str) -> tuple[ast.ColumnDef, ...]:
+        """An AVRO key's columns: those declared (their schema checked, as ksqlDB's
+        ``SchemaRegisterInjector`` would register it), else inferred from ``<topic>-key``."""
+        declared = tuple(c for c in columns if c.key)
+        if not self.config.schema_registry_url:
+            raise KsqlError(f"Cannot create topic '{topic}' with format AVRO without configuring "
+                            "'ksql.schema.registry.url'", statement=text)
+        if declared:
+            try:
+                avro_keys.key_schema(name, declared)
+            except ValueError as exc:
+                raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+            return declared
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        try:
+            registered = RegistryClient(self.config.schema_registry_url).latest(avro_keys.subject(topic))
+        except RegistryClientError as exc:
+            if exc.error_code in (40401, 40402):
+                raise KsqlError(avro_keys.missing_subject(topic), statement=text) from None
+            raise KsqlError(f"Schema registry fetch for topic key request failed for topic: {topic}",
+                            statement=text) from None
+        try:
+            return avro_keys.inferred_columns(topic, registered)
+        except KsqlError as exc:
+            raise KsqlError(str(exc), statement=text) from None
+
+    def _register_declared_avro_key(self, source: DataSource, text: str) -> None:
+        """The declared key columns' schema registered as ``<topic>-key`` unless the subject
+        exists (ksqlDB's ``SchemaRegisterInjector``), before the command is logged."""
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        client = RegistryClient(str(self.config.schema_registry_url))
+        subject = avro_keys.subject(source.topic)
+        try:
+            client.latest(subject)
+            return
+        except RegistryClientError as exc:
+            if exc.error_code not in (40401, 40402):          # subject / version not found
+                raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+        try:
+            client.register(subject, avro_keys.key_schema(source.name, source.key_columns))
+        except (ValueError, RegistryClientError) as exc:
+            raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
     def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> str:
         """The Avro schema of declared value columns, or ksqlDB's refusal (no registry, a type
@@ -1692,7 +1748,7 @@ class Engine:
                             isolation_level="read_committed", security=self.config.security,
                             client_id=client_id)
         restored = 0
-        avro = self._avro_decoder() if table.value_format == "AVRO" else None
+        avro = self._avro_decoder() if "AVRO" in (table.key_format, table.value_format) else None
         try:
             consumer.assign(tps)
             ends = consumer.end_offsets(tps)
@@ -1748,9 +1804,15 @@ class Engine:
             raw = raw.drop("key").withColumnRenamed("__key", "key")
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
-        if len(keys) == 1 and src.key_format == "KAFKA":
+        if keys and src.key_format == "AVRO":
+            cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys)
+        elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")
+        elif len(keys) == 1 and src.key_format == "JSON":       # unwrapped: the bare JSON value
+            field = (f"from_json(concat('[', CAST(key AS STRING), ']'), "
+                     f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
+            cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
         elif keys:
@@ -1789,7 +1851,14 @@ class Engine:
             def wire(n: str) -> str:                      # a DATE/TIMESTAMP key as ksqlDB's JSON writes it
                 c = plan.sink.column(n)
                 return quote(n) if c is None else to_wire(quote(n), c.type)
-            key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
+            if len(names) == 1:                           # unwrapped (UNWRAP_SINGLES): the bare JSON value
+                text = f"to_json(array({wire(names[0])}))"
+                key = (f"CASE WHEN {quote(names[0])} IS NOT NULL THEN "
+                       f"CAST(substring({text}, 2, length({text}) - 2) AS BINARY) END")
+            else:
+                key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
+        elif plan.sink.key_format == "AVRO":
+            key = avro_keys.write_sql(self.spark, self.config.schema_registry_url or "", plan.sink, names)
         else:
             if len(names) > 1:
                 raise KsqlError(f"The '{plan.sink.key_format}' format only supports a single field. Got: "
@@ -1885,8 +1954,9 @@ class Engine:
         from kafkalite.registry.serde import parse_avro
 
         latest = RegistryClient(str(self.config.schema_registry_url)).latest(subject)
+        doc = json.loads(latest.schema)                   # an unwrapped key's schema is no record
         return latest.schema_id, parse_avro(latest.schema, latest.dependencies), [
-            f["name"] for f in json.loads(latest.schema).get("fields", [])]
+            f["name"] for f in (doc.get("fields", []) if isinstance(doc, dict) else [])]
 
     def _explain(self, s: ast.Explain, text: str, props: dict[str, Any]) -> Entity:
         """ksqlDB's ``queryDescription``: a running persistent query by id, or a statement planned
@@ -2206,49 +2276,6 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         # Spark, not a Kafka Streams application, consumes the source: there is no consumer group
         "consumerGroupId": ""},
         "warnings": []}
-
-
-#: Avro's primitive types as ksqlDB maps them (Confluent's AvroData to Connect, then ksqlDB's
-#: ConnectKsqlSchemaTranslator): both integer sizes below 64 bits are INT, both floats DOUBLE
-_AVRO_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
-               "boolean": "BOOLEAN", "bytes": "BYTES"}
-#: the logical types Connect knows (AvroData): ksqlDB reads them as its temporal types; others
-#: (timestamp-micros, local-timestamp-*, uuid...) stay their plain type, as Connect leaves them
-_AVRO_LOGICAL: dict[tuple[Any, Any], str] = {("long", "timestamp-millis"): "TIMESTAMP", ("int", "date"): "DATE", ("int", "time-millis"): "TIME"}
-
-
-def _avro_sql_type(t: Any) -> ast.SqlType | None:
-    """A registry field's Avro type as a ksqlDB column type (an optional field's union is its
-    non-null branch); None if ksqlDB-on-Spark has no column type for it."""
-    if isinstance(t, list):
-        branches = [x for x in t if x != "null"]
-        return _avro_sql_type(branches[0]) if len(branches) == 1 else None
-    if isinstance(t, str):
-        return ast.SqlType(_AVRO_TYPES[t]) if t in _AVRO_TYPES else None
-    if not isinstance(t, dict):
-        return None
-    base, logical = t.get("type"), t.get("logicalType")
-    if logical == "decimal" and base in ("bytes", "fixed") and "precision" in t:
-        return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
-    if (base, logical) in _AVRO_LOGICAL:
-        return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
-    if base == "array" and map_entry_fields(t.get("items")) is not None:
-        key, value = map_entry_fields(t.get("items")) or ({}, {})
-        key_type, value_type = _avro_sql_type(key.get("type")), _avro_sql_type(value.get("type"))
-        if key_type is None or key_type.name not in ("INT", "BIGINT", "BOOLEAN", "STRING") or value_type is None:
-            return None                                   # ksqlDB: "Unsupported type for map key"
-        return ast.SqlType("MAP", items=(ast.SqlType("STRING"), value_type))
-    if base == "array":
-        items = _avro_sql_type(t.get("items"))
-        return None if items is None else ast.SqlType("ARRAY", items=(items,))
-    if base == "map":
-        values = _avro_sql_type(t.get("values"))
-        return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
-    if base == "record":
-        fields = [(str(f["name"]).upper(), _avro_sql_type(f["type"])) for f in t.get("fields", [])]
-        return None if any(ft is None for _, ft in fields) else ast.SqlType(
-            "STRUCT", fields=tuple((n, ft) for n, ft in fields if ft is not None))
-    return _avro_sql_type(base) if isinstance(base, str) else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -19,7 +19,7 @@ import threading
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
-from kafkalite.sql import ast, kafka_format, windowed
+from kafkalite.sql import ast, avro_keys, kafka_format, windowed
 from kafkalite.sql.errors import KsqlError
 
 if TYPE_CHECKING:
@@ -249,7 +249,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
     """One record of a table's output topic back into a state-store row (the inverse of the
     query's key and value encoding); None for a record this cannot read. A tombstone (a table
     join's deleted row) is its key columns with ``__deleted`` set. ``avro`` decodes a
-    registry-framed AVRO value (its fields matched to the columns in any case)."""
+    registry-framed AVRO key or value (a record's fields matched to the columns in any case)."""
     if key is None:
         return None
     types = dict(zip(store.column_names, store.column_types))
@@ -257,7 +257,14 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
     try:
         if window is not None:
             key, row["WINDOWSTART"], row["WINDOWEND"] = windowed.decode_key(key, window)
-        if sink.key_format == "JSON":
+        if sink.key_format == "AVRO":
+            datum = None if avro is None else avro(key)
+            if datum is None:                             # not registry-framed Avro
+                return None
+            row.update({k: _as_spark(v) for k, v in avro_keys.columns_of(datum, store.key_names).items()})
+        elif sink.key_format == "JSON" and len(store.key_names) == 1:     # unwrapped: the bare value
+            row[store.key_names[0]] = _typed(json.loads(key), types[store.key_names[0]])
+        elif sink.key_format == "JSON":
             doc = json.loads(key)
             row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})
         elif store.key_names and sink.key_format == "KAFKA" and sink.column(store.key_names[0]) is not None:

@@ -2,7 +2,9 @@
 INTO ... VALUES`` checked against the columns' types, then encoded per the source's
 ``KEY_FORMAT``/``VALUE_FORMAT`` exactly as the engine's queries decode them (KAFKA as Kafka's
 serializers write it: INT/BIGINT/DOUBLE binary, STRING text; JSON as an object with the column
-names, DELIMITED comma-separated, AVRO framed with the registry's latest ``<topic>-value`` schema). Pure apart from the registry lookup it is handed.
+names, DELIMITED comma-separated, AVRO framed with the registry's latest ``<topic>-value`` schema,
+an AVRO key with ``<topic>-key``'s: ``avro_keys``). Pure apart from the registry lookup it is
+handed.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import decimal
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from kafkalite.sql import ast, kafka_format, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
@@ -217,7 +219,12 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     keys, values = source.key_columns, source.value_columns
     key: bytes | None = None
     if keys:
-        if source.key_format == "JSON":
+        if source.key_format == "AVRO":
+            key = _avro_key(source, row, avro, text)
+        elif source.key_format == "JSON" and len(keys) == 1:     # unwrapped, as ksqlDB's UNWRAP_SINGLES
+            v = row.get(keys[0].name)
+            key = None if v is None else json.dumps(_json(_time_ms(v, keys[0]))).encode()
+        elif source.key_format == "JSON":
             key = json.dumps({c.name: _json(row.get(c.name)) for c in keys}).encode()
         elif row.get(keys[0].name) is not None and source.key_format == "KAFKA":
             key = kafka_format.encode(row[keys[0].name], keys[0].type)
@@ -246,7 +253,7 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
             datum = {}
             for c in values:
                 f = by_upper.get(c.name, {"name": c.name, "type": None})
-                datum[f["name"]] = _avro_value(row.get(c.name), c.type, f["type"], named, c.name)
+                datum[f["name"]] = avro_value(row.get(c.name), c.type, f["type"], named, c.name)
         except ValueError as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
         try:
@@ -259,28 +266,96 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     return EncodedRecord(key, value, ts if ts is not None else int(time.time() * 1000))
 
 
+def _avro_key(source: DataSource, row: dict[str, Any], avro: AvroLookup | None, text: str) -> bytes | None:
+    """The row's AVRO key (``avro_keys``), refused in the statement's words."""
+    from kafkalite.sql import avro_keys
+
+    if avro is None:
+        raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=text)
+    try:
+        return avro_keys.encode(source, row, avro)
+    except ValueError as exc:
+        raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
+
+
 def format_refusal(columns: "tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]", key_format: str,
                    value_format: str) -> str | None:
     """ksqlDB's refusal of a column type its format cannot carry, None if all fit: DELIMITED and
     KAFKA take no ARRAY, MAP or STRUCT (``KsqlDelimitedDeserializer``, ``KafkaSerdeFactory``); AVRO
-    and JSON maps must have STRING keys (``AvroUtil``, ``KsqlJsonSerdeFactory``), also nested."""
+    and JSON maps must have STRING keys (``AvroUtil``, ``KsqlJsonSerdeFactory``), also nested; no
+    key column holds a MAP (:func:`key_refusal`)."""
     def maps(t: ast.SqlType) -> list[ast.SqlType]:
         inner = [x for i in t.items for x in maps(i)] + [x for _, f in t.fields for x in maps(f)]
         return ([t] if t.name == "MAP" else []) + inner
-    if key_format == "AVRO" and any(c.key for c in columns):
-        # refused rather than read as JSON: a registry-framed key would decode to null columns
-        return ("KEY_FORMAT 'AVRO' is not supported by this server yet: use KEY_FORMAT 'KAFKA', 'JSON' or "
-                "'DELIMITED' (the value may be AVRO)")
     for c in columns:
         fmt = key_format if c.key else value_format
         if c.type.name in ("ARRAY", "MAP", "STRUCT") and fmt in ("DELIMITED", "KAFKA"):
             return (f"The '{fmt}' format does not support type '{c.type.name}'"
                     + (f", column: `{c.name}`" if fmt == "DELIMITED" else ""))
+        refused = key_refusal([c]) if c.key else None
+        if refused is not None:
+            return refused
         if any(m.items[0].name not in ("STRING", "VARCHAR") for m in maps(c.type)):
             if fmt == "AVRO":
                 return "Avro only supports MAPs with STRING keys"
             if fmt == "JSON":
                 return "JSON only supports MAP types with STRING keys"
+    return None
+
+
+#: Avro's primitive types as ksqlDB maps them (Confluent's AvroData to Connect, then ksqlDB's
+#: ConnectKsqlSchemaTranslator): both integer sizes below 64 bits are INT, both floats DOUBLE
+_AVRO_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DOUBLE", "float": "DOUBLE",
+               "boolean": "BOOLEAN", "bytes": "BYTES"}
+#: the logical types Connect knows (AvroData): ksqlDB reads them as its temporal types; others
+#: (timestamp-micros, local-timestamp-*, uuid...) stay their plain type, as Connect leaves them
+_AVRO_LOGICAL: dict[tuple[Any, Any], str] = {("long", "timestamp-millis"): "TIMESTAMP", ("int", "date"): "DATE", ("int", "time-millis"): "TIME"}
+
+
+def avro_sql_type(t: Any) -> ast.SqlType | None:
+    """A registry field's Avro type as a ksqlDB column type (an optional field's union is its
+    non-null branch); None if ksqlDB-on-Spark has no column type for it."""
+    if isinstance(t, list):
+        branches = [x for x in t if x != "null"]
+        return avro_sql_type(branches[0]) if len(branches) == 1 else None
+    if isinstance(t, str):
+        return ast.SqlType(_AVRO_TYPES[t]) if t in _AVRO_TYPES else None
+    if not isinstance(t, dict):
+        return None
+    base, logical = t.get("type"), t.get("logicalType")
+    if logical == "decimal" and base in ("bytes", "fixed") and "precision" in t:
+        return ast.SqlType("DECIMAL", (int(t["precision"]), int(t.get("scale", 0))))
+    if (base, logical) in _AVRO_LOGICAL:
+        return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
+    if base == "array" and map_entry_fields(t.get("items")) is not None:
+        key, value = map_entry_fields(t.get("items")) or ({}, {})
+        key_type, value_type = avro_sql_type(key.get("type")), avro_sql_type(value.get("type"))
+        if key_type is None or key_type.name not in ("INT", "BIGINT", "BOOLEAN", "STRING") or value_type is None:
+            return None                                   # ksqlDB: "Unsupported type for map key"
+        return ast.SqlType("MAP", items=(ast.SqlType("STRING"), value_type))
+    if base == "array":
+        items = avro_sql_type(t.get("items"))
+        return None if items is None else ast.SqlType("ARRAY", items=(items,))
+    if base == "map":
+        values = avro_sql_type(t.get("values"))
+        return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
+    if base == "record":
+        fields = [(str(f["name"]).upper(), avro_sql_type(f["type"])) for f in t.get("fields", [])]
+        return None if any(ft is None for _, ft in fields) else ast.SqlType(
+            "STRUCT", fields=tuple((n, ft) for n, ft in fields if ft is not None))
+    return avro_sql_type(base) if isinstance(base, str) else None
+
+
+def key_refusal(keys: "Sequence[ast.ColumnDef]") -> str | None:
+    """ksqlDB's refusal of a key column holding a MAP (any key format: a map's serialized order
+    is not stable, so equal keys could differ in bytes), None if the keys are fine."""
+    def has_map(t: ast.SqlType) -> bool:
+        return t.name == "MAP" or any(has_map(i) for i in t.items) or any(has_map(f) for _, f in t.fields)
+    for k in keys:
+        if has_map(k.type):
+            return ("Map keys, including types that contain maps, are not supported as they may lead to unexpected "
+                    f"behavior due to inconsistent serialization. Key column name: `{k.name}`. Column type: "
+                    f"{ksql_type_name(k.type)}. See https://github.com/confluentinc/ksql/issues/6621 for more.")
     return None
 
 
@@ -300,28 +375,28 @@ def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]) 
     its path (``KsqlDataSourceSchema_ADDRESS``), a MAP an Avro map (STRING keys only, as Avro
     maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ValueError names
     a type Avro cannot carry."""
-    fields = [_avro_field(c.name, c.type, AVRO_RECORD) for c in columns if not c.key]
+    fields = [avro_field(c.name, c.type, AVRO_RECORD) for c in columns if not c.key]
     return json.dumps({"type": "record", "name": AVRO_RECORD, "namespace": AVRO_NAMESPACE, "fields": fields})
 
 
-def _avro_field(name: str, t: ast.SqlType, path: str) -> dict[str, Any]:
-    return {"name": name, "type": ["null", _avro_type(t, f"{path}_{name}")], "default": None}
+def avro_field(name: str, t: ast.SqlType, path: str) -> dict[str, Any]:
+    return {"name": name, "type": ["null", avro_type(t, f"{path}_{name}")], "default": None}
 
 
-def _avro_type(t: ast.SqlType, path: str) -> Any:
+def avro_type(t: ast.SqlType, path: str) -> Any:
     name = "STRING" if t.name == "VARCHAR" else t.name
     if name in _AVRO_PLAIN:
         return _AVRO_PLAIN[name]
     if name == "DECIMAL":
         return {"type": "bytes", "logicalType": "decimal", "precision": t.params[0], "scale": t.params[1]}
     if name == "ARRAY":
-        return {"type": "array", "items": ["null", _avro_type(t.items[0], path)]}
+        return {"type": "array", "items": ["null", avro_type(t.items[0], path)]}
     if name == "MAP":
         if t.items[0].name not in ("STRING", "VARCHAR"):
             raise ValueError("Avro only supports MAPs with STRING keys")
-        return {"type": "map", "values": ["null", _avro_type(t.items[1], path)]}
+        return {"type": "map", "values": ["null", avro_type(t.items[1], path)]}
     if name == "STRUCT":
-        return {"type": "record", "name": path, "fields": [_avro_field(n, ft, path) for n, ft in t.fields]}
+        return {"type": "record", "name": path, "fields": [avro_field(n, ft, path) for n, ft in t.fields]}
     raise ValueError(f"Type {ksql_type_name(t)} cannot be written as AVRO")
 
 
@@ -354,7 +429,7 @@ def _times(v: Any, t: ast.SqlType) -> Any:
 EPOCH_DAY = datetime.date(1970, 1, 1)
 
 
-def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], where: str) -> Any:
+def avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], where: str) -> Any:
     """A column value as fastavro takes it for the registry's schema (``schema`` the field's
     parsed Avro type, None if unknown): a DATE or TIME literal (ksqlDB's 'yyyy-MM-dd' /
     'HH:mm:ss[.SSS]' text) as Avro's ``date`` / ``time-millis`` logical types take it; ARRAY,
@@ -370,22 +445,22 @@ def _avro_value(v: Any, t: ast.SqlType, schema: Any, named: dict[str, Any], wher
     kind = schema.get("type") if isinstance(schema, dict) else None
     if t.name == "ARRAY" and isinstance(v, list):
         items = schema.get("items") if kind == "array" else None
-        return [_avro_value(x, t.items[0], items, named, where) for x in v]
+        return [avro_value(x, t.items[0], items, named, where) for x in v]
     if t.name == "MAP" and isinstance(v, dict) and kind == "array":
         entry = map_entry_fields(schema.get("items"))
         if entry is not None:                             # Connect's map with non-string keys: its entries
             return [{"key": _map_key(k, entry[0]["type"], where),
-                     "value": _avro_value(x, t.items[1], entry[1]["type"], named, where)} for k, x in v.items()]
+                     "value": avro_value(x, t.items[1], entry[1]["type"], named, where)} for k, x in v.items()]
     if t.name == "MAP" and isinstance(v, dict):
         vals = schema.get("values") if kind == "map" else None
-        return {k: _avro_value(x, t.items[1], vals, named, where) for k, x in v.items()}
+        return {k: avro_value(x, t.items[1], vals, named, where) for k, x in v.items()}
     if t.name == "STRUCT" and isinstance(v, dict):
         fields = {f["name"].upper(): f for f in schema.get("fields", [])} if kind == "record" else {}
         types = dict(t.fields)
         out = {}
         for k, x in v.items():
             f = fields.get(k.upper(), {"name": k, "type": None})
-            out[f["name"]] = _avro_value(x, types[k], f["type"], named, f"{where}->{k}")
+            out[f["name"]] = avro_value(x, types[k], f["type"], named, f"{where}->{k}")
         return out
     if isinstance(v, str) and t.name == "DATE":
         try:

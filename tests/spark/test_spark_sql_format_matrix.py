@@ -2,11 +2,17 @@
 local[2] session, broker and schema registry: the same input per format, the same statements, each
 output topic's records decoded (JSON text or registry-framed Avro) and compared with a plain-Python
 oracle over that input; the AVRO outputs' ``<topic>-value`` subjects hold ksqlDB's
-``KsqlDataSourceSchema`` (optional fields).
+``KsqlDataSourceSchema`` (optional fields). The AVRO topics have AVRO keys too (``FORMAT='AVRO'``):
+registry-framed under ``<topic>-key``, a single key column unwrapped (a plain ``"string"``), the
+clicks' key column inferred from its subject (``ROWKEY``), the windowed outputs' keys the Avro
+bytes followed by the window's. In the JSON pass the views have ``KEY_FORMAT='JSON'`` (a single
+key column unwrapped, ``"u0"``, as ksqlDB writes it), which their outputs keep but one written
+with ``KEY_FORMAT='DELIMITED'``; the clicks and users keep ``KAFKA`` keys.
 
 Per format: CREATE STREAM (AVRO: declared columns registered) and CREATE TABLE (AVRO: columns from
 the registry), a CSAS with a projection, WHERE, scalar functions and PARTITION BY, INSERT INTO that
-stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key), HOPPING with EMIT FINAL
+stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key, and a windowed table
+declared over its topic with a pull query of its own), HOPPING with EMIT FINAL
 and SESSION with a grace period, a stream-stream join WITHIN, a stream-table LEFT JOIN, a push
 query, DESCRIBE, PRINT, and DROP ... DELETE TOPIC. The persistent queries of a format run one at a
 time (all input is produced first, so each is done after its first micro-batches).
@@ -67,26 +73,40 @@ class Topics:
         self.fmt, self.bootstrap, self.registry = fmt, bootstrap, registry
         self._schemas: dict[int, Any] = {}
 
-    def produce(self, topic: str, rows: list[tuple[str, dict[str, Any], int]]) -> None:
+    def produce(self, topic: str, rows: list[tuple[str, dict[str, Any], int]], json_key: bool = False) -> None:
         if self.fmt == "AVRO":
-            latest = self.registry.latest(f"{topic}-value")
-            parsed = parse_avro(latest.schema)
+            latest, latest_key = self.registry.latest(f"{topic}-value"), self.registry.latest(f"{topic}-key")
+            parsed, parsed_key = parse_avro(latest.schema), parse_avro(latest_key.schema)
         p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 5})
         for key, value, ts in rows:
-            data = encode(latest.schema_id, parsed, value) if self.fmt == "AVRO" else json.dumps(value).encode()
-            p.produce(topic, data, key.encode(), timestamp=ts)
+            if self.fmt == "AVRO":                     # as Confluent's KafkaAvroSerializer frames both
+                p.produce(topic, encode(latest.schema_id, parsed, value),
+                          encode(latest_key.schema_id, parsed_key, key), timestamp=ts)
+            else:
+                p.produce(topic, json.dumps(value).encode(), (json.dumps(key) if json_key else key).encode(),
+                          timestamp=ts)
         assert p.flush(60) == 0
+
+    def key(self, data: bytes, window: int = 0, delimited: bool = False) -> Any:
+        """A record's key: registry-framed Avro for AVRO (a string, or a record's fields as a
+        tuple), else a JSON value (or with ``delimited`` the bytes' text); ``window`` trailing
+        bytes (a windowed key's) left off."""
+        data = data[:len(data) - window]
+        if self.fmt == "JSON":
+            return data.decode() if delimited else json.loads(data)
+        decoded = decode(data, self._lookup)[2]
+        return tuple(decoded.values()) if isinstance(decoded, dict) else decoded
+
+    def _lookup(self, schema_id: int) -> Any:
+        if schema_id not in self._schemas:
+            found = self.registry.by_id(schema_id)
+            self._schemas[schema_id] = found, parse_avro(found.schema)
+        return self._schemas[schema_id]
 
     def _value(self, data: bytes) -> dict[str, Any]:
         if self.fmt == "JSON":
             return dict(json.loads(data))
-
-        def lookup(schema_id: int) -> Any:
-            if schema_id not in self._schemas:
-                found = self.registry.by_id(schema_id)
-                self._schemas[schema_id] = found, parse_avro(found.schema)
-            return self._schemas[schema_id]
-        return dict(decode(data, lookup)[2])
+        return dict(decode(data, self._lookup)[2])
 
     def read(self, topic: str) -> list[tuple[bytes, dict[str, Any] | None, int]]:
         """(key, decoded value or None, timestamp) of every committed record."""
@@ -119,14 +139,15 @@ def _tumbling() -> dict[tuple[str, int], tuple[int, float]]:
     return out
 
 
-def _hopping_final(grace: int) -> dict[tuple[str, int], int]:
-    """Windows closed by the last record (end + grace <= stream time): written once."""
+def _hopping_final(grace: int, by_page: bool) -> dict[tuple[Any, int], int]:
+    """Windows closed by the last record (end + grace <= stream time): written once; per uid, or
+    per (uid, page) with ``by_page``."""
     stream_time = max(ts for *_, ts in VIEWS)
-    out: dict[tuple[str, int], int] = defaultdict(int)
-    for uid, _, _, ts in VIEWS:
+    out: dict[tuple[Any, int], int] = defaultdict(int)
+    for uid, page, _, ts in VIEWS:
         for start in _windows(ts, HOP_SIZE, HOP):
             if start + HOP_SIZE + grace <= stream_time:
-                out[(uid, start)] += 1
+                out[((uid, page) if by_page else uid, start)] += 1
     return dict(out)
 
 
@@ -152,17 +173,18 @@ def _sessions(grace: int) -> dict[tuple[str, int, int], tuple[int, float]]:
     return out
 
 
-def _key_window(key: bytes, session: bool = False) -> tuple[str, int, int]:
+def _key_window(topics: Topics, key: bytes, session: bool = False) -> tuple[Any, int, int]:
     """A windowed key: key bytes + 8-byte start (sessions: 8-byte end, then start)."""
     if session:
-        return key[:-16].decode(), int.from_bytes(key[-8:], "big"), int.from_bytes(key[-16:-8], "big")
-    return key[:-8].decode(), int.from_bytes(key[-8:], "big"), 0
+        return topics.key(key, 16), int.from_bytes(key[-8:], "big"), int.from_bytes(key[-16:-8], "big")
+    return topics.key(key, 8), int.from_bytes(key[-8:], "big"), 0
 
 
-def _latest(records: list[tuple[bytes, dict[str, Any] | None, int]], session: bool = False) -> dict[Any, Any]:
+def _latest(topics: Topics, records: list[tuple[bytes, dict[str, Any] | None, int]],
+            session: bool = False) -> dict[Any, Any]:
     out: dict[Any, Any] = {}
     for key, value, _ in records:
-        out[_key_window(key, session)] = value
+        out[_key_window(topics, key, session)] = value
     return out
 
 
@@ -188,43 +210,54 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     if fmt == "AVRO":
         registry.register(f"{t['users']}-value", json.dumps(USER_SCHEMA))
         registry.register(f"{t['clicks']}-value", json.dumps(CLICK_SCHEMA))
-    value_cols = {"users": "" if fmt == "AVRO" else ", region STRING",
-                  "clicks": "" if fmt == "AVRO" else ", target STRING"}
+        registry.register(f"{t['clicks']}-key", json.dumps("string"))      # the clicks' key column inferred
+    # AVRO: FORMAT='AVRO', keys and values; the clicks' columns all come from the registry
+    formats = f"FORMAT='{fmt}'" if fmt == "AVRO" else f"VALUE_FORMAT='{fmt}'"
+    views_formats = formats if fmt == "AVRO" else f"{formats}, KEY_FORMAT='JSON'"
+    clicks_key = "ROWKEY" if fmt == "AVRO" else "UID"
+    columns = {"users": "(uid VARCHAR PRIMARY KEY) " if fmt == "AVRO" else "(uid VARCHAR PRIMARY KEY, region STRING) ",
+               "clicks": "" if fmt == "AVRO" else "(uid VARCHAR KEY, target STRING) "}
     engine.execute(
         f"CREATE STREAM {names['views']} (uid VARCHAR KEY, page STRING, amount DOUBLE) WITH (KAFKA_TOPIC="
-        f"'{t['views']}', VALUE_FORMAT='{fmt}', PARTITIONS=1);"
-        f"CREATE STREAM {names['clicks']} (uid VARCHAR KEY{value_cols['clicks']}) WITH (KAFKA_TOPIC='{t['clicks']}', "
-        f"VALUE_FORMAT='{fmt}', PARTITIONS=1);"
-        f"CREATE TABLE {names['users']} (uid VARCHAR PRIMARY KEY{value_cols['users']}) WITH (KAFKA_TOPIC="
-        f"'{t['users']}', VALUE_FORMAT='{fmt}', PARTITIONS=1);")
+        f"'{t['views']}', {views_formats}, PARTITIONS=1);"
+        f"CREATE STREAM {names['clicks']} {columns['clicks']}WITH (KAFKA_TOPIC='{t['clicks']}', {formats}, "
+        "PARTITIONS=1);"
+        f"CREATE TABLE {names['users']} {columns['users']}WITH (KAFKA_TOPIC='{t['users']}', {formats}, "
+        "PARTITIONS=1);")
     described = engine.execute(f"DESCRIBE {names['views']}; DESCRIBE {names['users']}; DESCRIBE {names['clicks']};")
     assert [[(f["name"], f["schema"]["type"], f.get("type")) for f in d["sourceDescription"]["fields"]]
             for d in described] == [
         [("UID", "STRING", "KEY"), ("PAGE", "STRING", None), ("AMOUNT", "DOUBLE", None)],
         [("UID", "STRING", "PRIMARY_KEY"), ("REGION", "STRING", None)],
-        [("UID", "STRING", "KEY"), ("TARGET", "STRING", None)]]
+        [(clicks_key, "STRING", "KEY"), ("TARGET", "STRING", None)]]
     assert all(d["sourceDescription"]["valueFormat"] == fmt for d in described)
-    if fmt == "AVRO":                                  # the declared columns' schema, as ksqlDB registers it
+    assert [d["sourceDescription"]["keyFormat"] for d in described] == (
+        ["AVRO"] * 3 if fmt == "AVRO" else ["JSON", "KAFKA", "KAFKA"])
+    if fmt == "AVRO":                                  # the declared columns' schemas, as ksqlDB registers them
         views_schema = json.loads(registry.latest(f"{t['views']}-value").schema)
         assert views_schema == {"type": "record", "name": "KsqlDataSourceSchema",
                                 "namespace": "io.confluent.ksql.avro_schemas", "fields": [
                                     {"name": "PAGE", "type": ["null", "string"], "default": None},
                                     {"name": "AMOUNT", "type": ["null", "double"], "default": None}]}
+        # one key column: unwrapped, its plain type
+        assert [json.loads(registry.latest(f"{t[n]}-key").schema) for n in ("views", "users")] == ["string"] * 2
     field = str.lower if fmt == "JSON" else str.upper                # JSON names match in any case
     topics.produce(t["users"], [(uid, {"region": region}, T0) for uid, region in USERS])
     topics.produce(t["views"], [(uid, {field("page"): page, field("amount"): amount}, ts)
-                                for uid, page, amount, ts in VIEWS])
+                                for uid, page, amount, ts in VIEWS], json_key=True)
     topics.produce(t["clicks"], [(uid, {"target": target}, ts) for uid, target, ts in CLICKS])
 
     # -- the persistent queries, one at a time (each Spark query starts Python workers that must
     # connect back: a loaded local[2] runs them best in turn); each output against its oracle
     big_want = sorted((page, uid, page.upper(), amount * 2, len(uid), ts) for uid, page, amount, ts in VIEWS)
 
-    def big() -> list[Any]:
-        return sorted((k.decode(), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
+    def big() -> list[Any]:                      # JSON: a DELIMITED key (text); AVRO: an Avro string
+        return sorted((topics.key(k, delimited=True), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
                       for k, v, ts in topics.read(t["big"]) if v is not None)
     want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
-    want_hopped = {(uid, start, 0): {"N": n} for (uid, start), n in _hopping_final(2_000).items()}
+    # AVRO: grouped by two columns, so its keys are a record (UID, PAGE) followed by the window
+    hop_keys = "uid, page" if fmt == "AVRO" else "uid"
+    want_hopped = {(k, start, 0): {"N": n} for (k, start), n in _hopping_final(2_000, fmt == "AVRO").items()}
     want_sessions = {k: {"N": n, "TOTAL": total} for k, (n, total) in _sessions(2_000).items()}
     want_joined = sorted((uid, page, target, max(vts, cts)) for uid, page, _, vts in VIEWS
                          for cuid, target, cts in CLICKS if uid == cuid and abs(vts - cts) <= 5_000)
@@ -233,22 +266,31 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     want_enriched = sorted((uid, page, regions.get(uid), ts) for uid, page, _, ts in VIEWS)
 
     def joined() -> list[Any]:
-        return sorted((k.decode(), v["PAGE"], v["TARGET"], ts) for k, v, ts in topics.read(t["joined"]))
+        return sorted((topics.key(k), v["PAGE"], v["TARGET"], ts) for k, v, ts in topics.read(t["joined"]))
 
     def enriched() -> list[Any]:
-        return sorted((k.decode(), v["PAGE"], v["REGION"], ts) for k, v, ts in topics.read(t["enriched"]))
+        return sorted((topics.key(k), v["PAGE"], v["REGION"], ts) for k, v, ts in topics.read(t["enriched"]))
 
     def pull_tumbled() -> None:
         pulled = engine.query(f"SELECT * FROM {names['tumbled']} WHERE uid = 'u1';")
         assert pulled.column_names == ["UID", "WINDOWSTART", "WINDOWEND", "N", "TOTAL"]
-        assert sorted(pulled.rows) == sorted([uid, start, start + TUMBLE, v["N"], v["TOTAL"]]
-                                             for (uid, start, _), v in want_tumbled.items() if uid == "u1")
+        want_u1 = sorted([uid, start, start + TUMBLE, v["N"], v["TOTAL"]]
+                         for (uid, start, _), v in want_tumbled.items() if uid == "u1")
+        assert sorted(pulled.rows) == want_u1
+        # a windowed table declared over the output's topic: its keys (Avro + window) read back
+        engine.execute(f"CREATE TABLE {names['tumbled']}_W (uid VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE) WITH "
+                       f"(KAFKA_TOPIC='{t['tumbled']}', {views_formats}, WINDOW_TYPE='TUMBLING', "
+                       "WINDOW_SIZE='10 SECONDS');")
+        declared = engine.query(f"SELECT * FROM {names['tumbled']}_W WHERE uid = 'u1';")
+        assert sorted(declared.rows) == want_u1
+        engine.execute(f"DROP TABLE {names['tumbled']}_W;")
 
     def hopped() -> bool:                                         # EMIT FINAL: one record per window
         records = topics.read(t["hopped"])
-        return _latest(records) == want_hopped and len(records) == len(want_hopped)
+        return _latest(topics, records) == want_hopped and len(records) == len(want_hopped)
     steps: list[tuple[str, Any, Any]] = [
-        (f"CREATE STREAM {names['big']} WITH (KAFKA_TOPIC='{t['big']}', PARTITIONS=1) AS SELECT page, uid, "
+        (f"CREATE STREAM {names['big']} WITH (KAFKA_TOPIC='{t['big']}', PARTITIONS=1"
+         f"{', KEY_FORMAT=' + repr('DELIMITED') if fmt == 'JSON' else ''}) AS SELECT page, uid, "
          f"UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS ulen FROM {names['views']} "
          "WHERE amount > 10 PARTITION BY page EMIT CHANGES;",
          lambda: big() == [r for r in big_want if r[3] > 20], None),
@@ -257,17 +299,18 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         (f"CREATE TABLE {names['tumbled']} WITH (KAFKA_TOPIC='{t['tumbled']}', PARTITIONS=1) AS SELECT uid, "
          f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW TUMBLING (SIZE 10 SECONDS, GRACE "
          "PERIOD 1 HOUR) GROUP BY uid EMIT CHANGES;",
-         lambda: _latest(topics.read(t["tumbled"])) == want_tumbled, pull_tumbled),
-        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT uid, "
+         lambda: _latest(topics, topics.read(t["tumbled"])) == want_tumbled, pull_tumbled),
+        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT {hop_keys}, "
          f"COUNT(*) AS n FROM {names['views']} WINDOW HOPPING (SIZE 20 SECONDS, ADVANCE BY 10 SECONDS, GRACE "
-         "PERIOD 2 SECONDS) GROUP BY uid EMIT FINAL;",
+         f"PERIOD 2 SECONDS) GROUP BY {hop_keys} EMIT FINAL;",
          hopped, None),
         (f"CREATE TABLE {names['sessions']} WITH (KAFKA_TOPIC='{t['sessions']}', PARTITIONS=1) AS SELECT uid, "
          f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW SESSION (5 SECONDS, GRACE PERIOD 2 "
-         "SECONDS) GROUP BY uid;", lambda: _latest(topics.read(t["sessions"]), session=True) == want_sessions, None),
+         "SECONDS) GROUP BY uid;", lambda: _latest(topics, topics.read(t["sessions"]), session=True) == want_sessions,
+         None),
         (f"CREATE STREAM {names['joined']} WITH (KAFKA_TOPIC='{t['joined']}', PARTITIONS=1) AS SELECT v.uid AS uid, "
          f"page, target FROM {names['views']} v JOIN {names['clicks']} c WITHIN 5 SECONDS GRACE PERIOD 1 MINUTE "
-         "ON v.uid = c.uid;", lambda: joined() == want_joined, None),
+         f"ON v.uid = c.{clicks_key};", lambda: joined() == want_joined, None),
         (f"CREATE STREAM {names['enriched']} WITH (KAFKA_TOPIC='{t['enriched']}', PARTITIONS=1) AS SELECT "
          f"v.uid AS uid, page, region FROM {names['views']} v LEFT JOIN {names['users']} u ON v.uid = u.uid;",
          lambda: enriched() == want_enriched, None),
@@ -304,7 +347,8 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     wait_for(lambda: len([line for line in printed if line.startswith("rowtime: ")]) >= 2, 60,
              f"{fmt}: PRINT's lines")
     records = [line for line in printed if line.startswith("rowtime: ")]
-    assert len(records) == 2 and all(f"key: {VIEWS[i][0]}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
+    shown = (lambda uid: uid) if fmt == "AVRO" else json.dumps                # JSON: the key's JSON text
+    assert len(records) == 2 and all(f"key: {shown(VIEWS[i][0])}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
                                      and "PAGE" in records[i].upper() for i in range(2)), printed
     assert any(line.startswith("Value format: ") and fmt in line for line in printed), printed
 
@@ -330,6 +374,23 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
         assert subject["hopped"] == optional(("N", "long"))
         assert subject["joined"] == optional(("PAGE", "string"), ("TARGET", "string"))
         assert subject["enriched"] == optional(("PAGE", "string"), ("REGION", "string"))
+        # the outputs' AVRO keys (the source's key format carries over): one column an unwrapped
+        # string; two a record named after the table, ``<UpperCamel name>Key``
+        assert {n: json.loads(registry.latest(f"{t[n]}-key").schema) for n in ("big", "tumbled", "sessions",
+                                                                               "joined", "enriched")} \
+            == dict.fromkeys(("big", "tumbled", "sessions", "joined", "enriched"), "string")
+        assert json.loads(registry.latest(f"{t['hopped']}-key").schema) == {
+            "type": "record", "name": "".join(p.capitalize() for p in names["hopped"].split("_")) + "Key",
+            "namespace": "io.confluent.ksql.avro_schemas",
+            "fields": [{"name": "UID", "type": ["null", "string"], "default": None},
+                       {"name": "PAGE", "type": ["null", "string"], "default": None}]}
+    described_big = engine.execute(f"DESCRIBE {names['big']};")[0]["sourceDescription"]
+    assert described_big["keyFormat"] == ("AVRO" if fmt == "AVRO" else "DELIMITED")
+
+    # -- INSERT VALUES: the record's key and value as the source's formats write them -----------------
+    engine.execute(f"INSERT INTO {names['views']} (uid, page, amount) VALUES ('u5', 'home', 1.5);")
+    inserted = topics.read(t["views"])[-1]
+    assert (topics.key(inserted[0]), inserted[1]) == ("u5", {"PAGE": "home", "AMOUNT": 1.5}), inserted
 
     # -- DROP ... DELETE TOPIC (its queries terminated above) -------------------------------------
     dropped = engine.execute(f"DROP STREAM {names['big']} DELETE TOPIC;")
@@ -341,8 +402,9 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
             return t["big"] not in client.metadata(None).topics
     wait_for(gone, 60, f"{fmt}: the dropped stream's topic deleted")
     if fmt == "AVRO":                                  # ksqlDB deletes the source's subjects with its topic
-        with pytest.raises(RegistryClientError):
-            registry.latest(f"{t['big']}-value")
+        for side in ("key", "value"):
+            with pytest.raises(RegistryClientError):
+                registry.latest(f"{t['big']}-{side}")
 
 
 def test_the_kafka_formats_spark_sql_is_kafkas_serializers(spark: Any) -> None:

@@ -192,3 +192,35 @@ def test_scenario_5_rows_hold_every_run(tmp_path: Path) -> None:
     cpu_row = rows[f"{live}: broker CPU seconds per GB produced and consumed"]
     assert cpu_row.values == pytest.approx([5.0, 6.0]) and cpu_row.unit == "s/GB"     # 20 s and 24 s over 4 GB
     assert not cpu_row.higher_is_better
+
+
+def test_schedstat_parsing_and_this_process_run_time() -> None:
+    got = cpu.parse_schedstat("2500000000 750000000 1234\n")
+    assert got == cpu.SchedTimes(2.5, 0.75) and got.wait_per_run == pytest.approx(0.3)
+    assert (got - cpu.SchedTimes(0.5, 0.25)) == cpu.SchedTimes(2.0, 0.5)
+    assert cpu.SchedTimes().wait_per_run == 0.0
+    mine = cpu.sched_times(os.getpid())
+    if mine is None:
+        pytest.skip("this kernel keeps no schedstat")
+    assert mine.run > 0 and mine.wait >= 0
+    assert cpu.sched_times(2**22 + 12345) is None          # above pid_max: never a process
+
+
+def test_scenario_5_reports_the_clients_wait_for_a_cpu_only_when_every_run_measured_it() -> None:
+    sizes = scenarios.Sizes(runs=2, growth_gb=1.0, growth_chunks=2, live_gb=4.0)
+    live = "4 GB of 1 KB records while a consumer reads them"
+    metric = f"{live}: consumer's wait for a CPU per second it ran, while producing"
+
+    def run(consumer: cpu.SchedTimes | None, producer: cpu.SchedTimes | None) -> scenarios.GrowthRun:
+        return scenarios.GrowthRun([100.0, 90.0], phase_of(2.0, 1.0), [50.0, 40.0], [45.0, 36.0], 3.0,
+                                   phase_of(12.0, 8.0), consumer, producer)
+    rows = {r.metric: r for r in scenarios.growth_rows(KAFKALITE, sizes, [
+        run(cpu.SchedTimes(1.0, 2.5), cpu.SchedTimes(2.0, 1.0)),
+        run(cpu.SchedTimes(2.0, 1.0), cpu.SchedTimes(2.0, 3.0))])}
+    row = rows[metric]
+    assert row.values == pytest.approx([2.5, 0.5]) and row.unit == "ratio" and not row.higher_is_better
+    assert row.note.endswith("the producer's process: 0.50, 1.50")
+    assert row.extra["consumer_wait_s"] == [2.5, 1.0]
+    partial = {r.metric for r in scenarios.growth_rows(KAFKALITE, sizes, [
+        run(cpu.SchedTimes(1.0, 2.5), cpu.SchedTimes(2.0, 1.0)), run(None, None)])}
+    assert metric not in partial and f"{live}: consumer done after the producer" in partial

@@ -320,3 +320,56 @@ def test_outbound_connections_read_responses_into_their_frames() -> None:
             selectable.socket.close()
         reactor.waker.connectionLost(None)
         reactor._poller.close()
+
+
+class IntoBuffer:
+    """A BufferedReceiver that records what was read into the buffers it handed out."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(64)
+        self.got = bytearray()
+
+    def get_buffer(self, spare: memoryview) -> memoryview:
+        return memoryview(self.buf)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.got += self.buf[:nbytes]
+
+
+class Plain(protocol.Protocol):
+    """A protocol that reads the Twisted way (as one wrapped by startTLS does)."""
+
+    def __init__(self) -> None:
+        self.got = bytearray()
+
+    def dataReceived(self, data: bytes) -> None:
+        self.got += data
+
+
+def test_an_outbound_connection_reads_into_its_protocols_buffer_until_the_protocol_is_replaced() -> None:
+    """RecvIntoClient checks once whether its protocol is a BufferedReceiver (the Protocol check
+    walks its members, microseconds on every read); a protocol put in its place (startTLS) is
+    checked again and read the Twisted way, and the first one, put back, reads into its buffer
+    again."""
+    from kafkalite.net.tcp_receive import RecvIntoClient
+
+    ours, peer = socket.socketpair()
+    try:
+        ours.setblocking(False)
+        conn = RecvIntoClient.__new__(RecvIntoClient)      # no reactor: doRead on a socket pair
+        conn.socket = ours
+        receiver, plain = IntoBuffer(), Plain()
+        conn.protocol = receiver
+        peer.sendall(b"first")
+        assert conn.doRead() is None and receiver.got == b"first"
+        conn.protocol = plain
+        peer.sendall(b"second")
+        assert conn.doRead() is None and plain.got == b"second" and receiver.got == b"first"
+        conn.protocol = receiver
+        peer.sendall(b"third")
+        assert conn.doRead() is None and receiver.got == b"firstthird" and plain.got == b"second"
+        peer.close()
+        assert conn.doRead() is main.CONNECTION_DONE
+    finally:
+        ours.close()
+        peer.close()

@@ -6,6 +6,7 @@ fake clock, so "the others are fetched at once" and "this one waits one back-off
 """
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 from typing import Any, Iterator
 
@@ -361,3 +362,110 @@ def test_an_incremental_fetch_names_exactly_the_partitions_whose_log_moved(setup
     assert (sent[1]["log_start_offset"], sent[1]["fetch_offset"]) == (4, 10) and sent[2]["fetch_offset"] == 12
     answer_fetch(moved)
     assert partitions_in(leader.take(ApiKey.FETCH)) == []
+
+
+# -- the round's error handling (the loop is plain callbacks: each wait's callback takes the next step)
+
+class BrokenLog(FakeLog):
+    """A log whose log-start move fails with an error that is not a KafkaStorageError."""
+
+    def delete_records_before(self, offset: int, now: int) -> None:
+        raise OSError("disk on fire")
+
+
+def test_an_error_while_applying_an_answer_fails_the_round_backs_off_and_reconnects(setup) -> None:
+    """Handling the answer raised: as a failed request, the connection is dropped, every
+    partition waits one back-off, and the next Fetch goes out on a new connection."""
+    clock, leader, fetcher = setup
+    part = partition(0)
+    part.log = BrokenLog(10)
+    fetcher.add(part)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    req = leader.take(ApiKey.FETCH)
+    req.d.callback({"error_code": ErrorCode.NONE, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": ErrorCode.NONE, "high_watermark": 10, "log_start_offset": 5,
+         "records": None}]}]})
+    assert req.conn.closed and fetcher.looping
+    clock.advance(BACKOFF - 0.01)
+    assert not leader.outstanding(ApiKey.FETCH)
+    clock.advance(0.01)
+    again = leader.take(ApiKey.FETCH)
+    assert partitions_in(again) == [0] and again.conn is not req.conn
+
+
+def test_a_refused_connection_backs_off_then_connects_again(setup) -> None:
+    clock, leader, fetcher = setup
+    connect = leader.connect
+    attempts: list[float] = []
+
+    def refuse_once(*args: Any) -> defer.Deferred:
+        attempts.append(clock.seconds())
+        return defer.fail(ConnectionRefusedError()) if len(attempts) == 1 else connect(*args)
+    fetcher.connect = refuse_once
+    fetcher.add(partition(0))
+    clock.advance(0)
+    assert attempts == [0] and not leader.requests
+    clock.advance(BACKOFF)
+    answer_epochs(leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH))
+    assert attempts == [0, BACKOFF] and partitions_in(leader.take(ApiKey.FETCH)) == [0]
+
+
+def test_a_failed_truncation_request_backs_off_and_truncates_again_on_a_new_connection(setup) -> None:
+    clock, leader, fetcher = setup
+    fetcher.add(partition(0))
+    first = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    first.d.errback(ConnectionLost("reset"))
+    assert first.conn.closed and not leader.outstanding(ApiKey.FETCH)
+    clock.advance(BACKOFF)
+    retry = leader.take(ApiKey.OFFSET_FOR_LEADER_EPOCH)
+    assert partitions_in(retry) == [0] and retry.conn is not first.conn
+    answer_epochs(retry)
+    assert partitions_in(leader.take(ApiKey.FETCH)) == [0]
+
+
+def test_a_failed_fetch_request_starts_the_session_over_with_a_full_fetch(setup) -> None:
+    """KIP-227: after a failed request the leader may or may not have moved the session's epoch,
+    so the next Fetch is a full one (epoch 0, every partition named)."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0, 1)
+    leader.take(ApiKey.FETCH).d.callback({"error_code": ErrorCode.NONE, "session_id": 7, "responses": []})
+    incremental = leader.take(ApiKey.FETCH)
+    assert incremental.body["session_id"] == 7 and partitions_in(incremental) == []
+    incremental.d.errback(ConnectionLost("reset"))
+    clock.advance(BACKOFF)
+    full = leader.take(ApiKey.FETCH)
+    assert full.body["session_epoch"] == 0 and partitions_in(full) == [0, 1]
+
+
+def test_stop_during_a_parked_fetch_closes_the_connection_and_ends_the_loop(setup) -> None:
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    parked = leader.take(ApiKey.FETCH)
+    fetcher.stop()
+    assert parked.conn.closed
+    parked.d.errback(ConnectionLost("closed"))
+    clock.advance(BACKOFF * 2)
+    assert not fetcher.looping and not leader.outstanding(ApiKey.FETCH) and len(leader.conns) == 1
+
+
+def test_answers_that_arrive_at_once_do_not_nest_one_call_per_round(setup) -> None:
+    """A connection may answer a request before ``request`` returns (a Deferred already fired):
+    the loop takes the next round itself, so thousands of such rounds in a row (here more than
+    Python's recursion limit) neither recurse nor stop the fetcher."""
+    clock, leader, fetcher = setup
+    follow_and_truncate(clock, leader, fetcher, 0)
+    rounds = sys.getrecursionlimit() * 2
+    parked = leader.take(ApiKey.FETCH)
+    conn = parked.conn
+    queued = conn.request
+
+    def answer_at_once(api: int, version: int, body: dict[str, Any], timeout: float) -> defer.Deferred:
+        if len(leader.requests) >= rounds:
+            return queued(api, version, body, timeout)       # from here on the leader parks them
+        d = defer.succeed({"error_code": ErrorCode.NONE, "responses": []})
+        leader.requests.append(SimpleNamespace(conn=conn, api=api, body=body, d=d))
+        return d
+    conn.request = answer_at_once
+    parked.d.callback({"error_code": ErrorCode.NONE, "responses": []})
+    assert len(leader.requests) == rounds + 1           # the last one is parked
+    assert fetcher.looping and not conn.closed and leader.take(ApiKey.FETCH).conn is conn

@@ -97,22 +97,6 @@ def test_a_session_window_ends_at_its_last_record(engine: Engine) -> None:
     assert "unix_millis(window(`ROWTIME`, '5000 milliseconds').end) AS `E`" in tumbled
 
 
-@pytest.mark.parametrize("statement", [
-    "CREATE STREAM k (id STRING KEY, v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');",
-    "CREATE TABLE k (id STRING PRIMARY KEY, v INT) WITH (KAFKA_TOPIC='k', FORMAT='AVRO');",
-    "CREATE STREAM k WITH (KEY_FORMAT='AVRO', VALUE_FORMAT='AVRO') AS SELECT id, v FROM s;",
-])
-def test_avro_keys_are_refused_not_read_as_json(engine: Engine, statement: str) -> None:
-    """A registry-framed Avro key read as JSON gives null key columns: refused at CREATE until
-    Avro keys are built (the value format may be AVRO)."""
-    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');")
-    logged = len(engine.commands.log)                          # type: ignore[attr-defined]
-    with pytest.raises(KsqlError, match=r"^KEY_FORMAT 'AVRO' is not supported by this server yet"):
-        engine.execute(statement)
-    assert len(engine.commands.log) == logged and engine.metastore.get("K") is None  # type: ignore[attr-defined]
-    engine.execute("CREATE STREAM k (v INT) WITH (KAFKA_TOPIC='k', KEY_FORMAT='AVRO', VALUE_FORMAT='JSON');")
-
-
 @pytest.mark.parametrize("type_name, value, data", [
     ("INT", 7, b"\x00\x00\x00\x07"), ("INT", -2, b"\xff\xff\xff\xfe"),
     ("BIGINT", 1795964407000, (1795964407000).to_bytes(8, "big")), ("BIGINT", -1, b"\xff" * 8),
@@ -144,3 +128,26 @@ def test_a_failed_spark_call_names_the_java_error() -> None:
         "An error occurred while calling o210.start. java.lang.IllegalStateException: Cannot start query with name "
         "Q as a query with that name is already active")
     assert engine_mod._first_line(Exception("one line\nmore")) == "one line"
+
+
+def test_a_single_json_key_column_is_unwrapped_as_ksqldb_writes_it() -> None:
+    """ksqlDB sets UNWRAP_SINGLES for one key column of a format that can wrap (JSON): the key is
+    the bare JSON value (``"u1"``, ``7``), null a null key; several key columns stay an object.
+    INSERT VALUES writes it so and a table's topic reads back so."""
+    from kafkalite.sql import ast, serde
+    from kafkalite.sql.metastore import DataSource
+    from kafkalite.sql.queries import StateStore, decode_output
+
+    one = DataSource("S", "TABLE", "s", (ast.ColumnDef("K", ast.SqlType("STRING"), key=True),
+                                         ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(one, {"K": "u1", "V": 1}, 5, None, "INSERT ...").key == b'"u1"'
+    assert serde.encode(one, {"K": None, "V": 1}, 5, None, "INSERT ...").key is None
+    day = DataSource("D", "STREAM", "d", (ast.ColumnDef("K", ast.SqlType("DATE"), key=True),
+                                          ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(day, {"K": "1970-01-11", "V": 1}, 5, None, "INSERT ...").key == b"10"    # days
+    two = DataSource("T", "TABLE", "t", (ast.ColumnDef("A", ast.SqlType("STRING"), key=True),
+                                         ast.ColumnDef("B", ast.SqlType("INT"), key=True),
+                                         ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
+    assert serde.encode(two, {"A": "x", "B": 2, "V": 1}, 5, None, "INSERT ...").key == b'{"A": "x", "B": 2}'
+    store = StateStore(["K"], False, ["K", "V"], ["STRING", "INTEGER"])
+    assert decode_output(b'"u1"', b'{"V": 3}', one, store, None) == {"K": "u1", "V": 3}
