@@ -41,6 +41,8 @@ class KsqlConfig:
     retry_backoff_max_ms: int = 900000            # ksql.query.retry.backoff.max.ms
     # a TIMESTAMP column null or negative in a record: skip the record (false) or fail the query
     timestamp_throw_on_invalid: bool = False      # ksql.timestamp.throw.on.invalid
+    fail_on_deserialization_error: bool = False   # ksql.fail.on.deserialization.error
+    processing_log_rows_include: bool = False     # ksql.logging.processing.rows.include
     insert_values_enabled: bool = True            # ksql.insert.into.values.enabled (and /inserts-stream)
     #: ksql.idle.connection.timeout.seconds: a connection with no data either way for this long is
     #: closed (ksqlDB's default, 10 minutes, lets a push query wait that long between rows)
@@ -86,6 +88,8 @@ class KsqlConfig:
             raise ConfigError(f"ksql.idle.connection.timeout.seconds: {idle!r} is not a positive number of seconds")
         flags = {}
         for name, default in (("ksql.timestamp.throw.on.invalid", "false"),
+                              ("ksql.fail.on.deserialization.error", "false"),
+                              ("ksql.logging.processing.rows.include", "false"),
                               ("ksql.insert.into.values.enabled", "true")):
             flag = p.get(name, default).lower()
             if flag not in ("true", "false"):
@@ -107,6 +111,8 @@ class KsqlConfig:
             retry_backoff_initial_ms=backoff["ksql.query.retry.backoff.initial.ms"],
             retry_backoff_max_ms=backoff["ksql.query.retry.backoff.max.ms"],
             timestamp_throw_on_invalid=flags["ksql.timestamp.throw.on.invalid"],
+            fail_on_deserialization_error=flags["ksql.fail.on.deserialization.error"],
+            processing_log_rows_include=flags["ksql.logging.processing.rows.include"],
             insert_values_enabled=flags["ksql.insert.into.values.enabled"],
             idle_connection_timeout_s=int(idle))
         config.listener                                   # checks the first listener now

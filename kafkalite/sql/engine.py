@@ -29,7 +29,7 @@ from kafkalite.client.admin import Admin, NewTopic
 from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
-from kafkalite.sql import ast, avro_keys, expression_types, inserts, kafka_format, printing, serde, windowed
+from kafkalite.sql import ast, avro_keys, deserialization, expression_types, inserts, kafka_format, printing, serde, windowed
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -1814,17 +1814,16 @@ class Engine:
                      f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
             cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
-            cols.append(f"CAST(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
+            cols.append(f"try_cast(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
         elif keys:
             cols += _json_columns("key", keys)
         values = src.value_columns
         if src.value_format == "JSON":
             cols += _json_columns("value", values)
         elif src.value_format == "DELIMITED":
-            # a regex for split(), inside a SQL string literal (whose parser eats one level of backslashes)
-            delim = re.escape(src.value_delimiter).replace("\\", "\\\\").replace("'", "\\'")
+            fields = deserialization.delimited_fields_sql("value", src.value_delimiter)
             for i, c in enumerate(values):                # DATE/TIMESTAMP: days / epoch ms, as ksqlDB writes them
-                field = f"CAST(split(CAST(value AS STRING), '{delim}')[{i}] AS {spark_type(wire_type(c.type))})"
+                field = deserialization.delimited_field_sql(fields, i, c.type)
                 cols.append(f"{from_wire(field, c.type)} AS {quote(c.name)}")
         elif src.value_format == "KAFKA":
             if len(values) != 1:
@@ -1839,9 +1838,28 @@ class Engine:
                 cols.append(f"{field} AS {quote(c.name)}")
         if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
-        parsed = raw.selectExpr(*cols, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
+        checks = self._deserialization_checks(src)
+        parsed = raw.selectExpr(*cols, *checks, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
+        if checks:                                        # poison records skipped and logged, as ksqlDB does
+            parsed = deserialization.skip_or_fail(parsed, src.topic, self.config.fail_on_deserialization_error,
+                                                  self.config.processing_log_rows_include)
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
+
+    def _deserialization_checks(self, src: DataSource) -> list[str]:
+        """The columns :func:`deserialization.skip_or_fail` reads: the cause of a key or value the
+        source's formats cannot read (the key's first), which part it is, and its bytes; none if
+        nothing of the source is checked here (AVRO)."""
+        key = deserialization.error_sql("key", src.key_format, src.key_columns,
+                                        unwrapped=len(src.key_columns) == 1)
+        value = deserialization.error_sql("value", src.value_format, src.value_columns, src.value_delimiter)
+        checks = [(target, sql) for target, sql in (("key", key), ("value", value)) if sql is not None]
+        if not checks:
+            return []
+        error = "coalesce(" + ", ".join(f"({sql})" for _, sql in checks) + ")" if len(checks) > 1 else checks[0][1]
+        target = "CASE " + " ".join(f"WHEN ({sql}) IS NOT NULL THEN '{t}'" for t, sql in checks) + " END"
+        record = "CASE " + " ".join(f"WHEN ({sql}) IS NOT NULL THEN {t}" for t, sql in checks) + " END"
+        return [f"{error} AS `__deser_error`", f"{target} AS `__deser_target`", f"{record} AS `__deser_record`"]
 
     def _key_sql(self, plan: "QueryPlan") -> str:
         names = plan.key_names

@@ -469,3 +469,69 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
     assert (described["keyFormat"], described["valueFormat"]) == ("KAFKA", "DELIMITED")
     assert [(f["name"], f["schema"]["type"]) for f in described["fields"]] == [
         ("ID", "BIGINT"), ("DOUBLED", "DOUBLE"), ("NAME", "STRING")]
+
+
+def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any) -> None:
+    """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
+    poison records between good ones (too few and too many fields, text in an INT field, a key of
+    the wrong size) -> a CSAS writes exactly the good records and stays RUNNING (each poison
+    record goes to the processing log instead: tests/unit/sql/test_sql_deserialization_errors.py)."""
+    import struct
+
+    s = uuid.uuid4().hex[:6]
+    source, out = f"poisoned-{s}", f"cured-{s}"
+    engine.execute(f"CREATE STREAM poisoned_{s} (id BIGINT KEY, n INT, name STRING) WITH (KAFKA_TOPIC='{source}', "
+                   "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
+    records = [(struct.pack(">q", 1), b"10,a"), (struct.pack(">q", 2), b"11"), (struct.pack(">q", 3), b"x,b"),
+               (b"\1", b"12,c"), (struct.pack(">q", 5), b"13,e"), (struct.pack(">q", 6), b"14,f,extra"),
+               (struct.pack(">q", 7), b"15,")]
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+    for i, (key, value) in enumerate(records):
+        p.produce(source, value, key, timestamp=T0 + i)
+    assert p.flush(60) == 0
+    created = engine.execute(f"CREATE STREAM cured_{s} WITH (KAFKA_TOPIC='{out}', VALUE_FORMAT='JSON', "
+                             f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, name FROM poisoned_{s};")
+    query_id = created[0]["commandStatus"]["queryId"]
+    want = [(struct.pack(">q", 1), {"N1": 11, "NAME": "a"}), (struct.pack(">q", 5), {"N1": 14, "NAME": "e"}),
+            (struct.pack(">q", 7), {"N1": 16, "NAME": None})]
+
+    def written() -> list[Any]:
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                      "isolation.level": "read_committed", "enable.auto.commit": False})
+        c.assign([CTP(out, 0, 0)])
+        try:
+            return [(m.key(), json.loads(m.value())) for m in c.consume(100, 1.0) if m.error() is None]
+        finally:
+            c.close()
+    wait_for(lambda: written() == want, 150, "the good records, and only those")
+    queries = engine.execute("SHOW QUERIES;")[0]["queries"]
+    assert [q["state"] for q in queries if q["id"] == query_id] == ["RUNNING"]
+    engine.execute(f"TERMINATE {query_id};")
+
+
+def test_the_poison_checks_spark_sql(spark: Any) -> None:
+    """The Spark SQL of kafkalite/sql/deserialization.py on poison and good bytes: the cause of a
+    record its format cannot read, null for one that reads (a null record and JSON ``null`` too)."""
+    from kafkalite.sql import ast
+    from kafkalite.sql.deserialization import error_sql
+
+    a, b = ast.ColumnDef("A", ast.SqlType("INT")), ast.ColumnDef("B", ast.SqlType("STRING"))
+    cases: list[tuple[str | None, bytes | None, str | None]] = [
+        (error_sql("v", "DELIMITED", [a, b]), b"1,x", None), (error_sql("v", "DELIMITED", [a, b]), b"2,", None),
+        (error_sql("v", "DELIMITED", [a, b]), None, None),
+        (error_sql("v", "DELIMITED", [a, b]), b"1", "Column count mismatch on deserialization. expected: 2, got: 1"),
+        (error_sql("v", "DELIMITED", [a, b]), b"1,2,3", "Column count mismatch on deserialization. expected: 2, got: 3"),
+        (error_sql("v", "DELIMITED", [a, b]), b"abc,x", "Failed to parse abc as INTEGER for column A"),
+        (error_sql("v", "JSON", [a, b]), b'{"A": 1, "b": {"x": 2}}', None), (error_sql("v", "JSON", [a, b]), b"null", None),
+        (error_sql("v", "JSON", [a, b]), b"nope", "Invalid JSON: nope"), (error_sql("v", "JSON", [a, b]), b"[1]", "Invalid JSON: [1]"),
+        (error_sql("k", "JSON", [a], unwrapped=True), b'"k"', None), (error_sql("k", "JSON", [a], unwrapped=True), b"12", None),
+        (error_sql("k", "JSON", [a], unwrapped=True), b"1 2", "Invalid JSON: 1 2"),
+        (error_sql("k", "KAFKA", [a]), b"\0\0\0\1", None),
+        (error_sql("k", "KAFKA", [a]), b"\1", "Size of data received by IntegerDeserializer is not 4"),
+    ]
+    for sql, data, want in cases:
+        assert sql is not None
+        raw = "v" if sql.startswith("CASE WHEN v ") else "k"
+        literal = "CAST(NULL AS BINARY)" if data is None else f"X'{data.hex()}'"
+        got = spark.sql(f"SELECT {sql} AS err FROM (SELECT {literal} AS {raw})").collect()[0]["err"]
+        assert got == want, (data, got)

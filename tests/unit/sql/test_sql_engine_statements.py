@@ -74,6 +74,10 @@ class FakeSpark:
         self.options: dict[str, str] = {}
         self.readStream = Frame(self)
         self.read = Frame(self)
+        self.udf = self                        # the session's udf.register (the processing log's function)
+
+    def register(self, name: str, f: Any, return_type: Any) -> None:
+        pass
 
     def sql(self, text: str) -> Frame:
         self.sql_texts.append(text)

@@ -1,0 +1,73 @@
+"""Poison records (ksqlDB's deserialization errors): the processing log message's shape, the
+executors' logger that skips a bad record, the configuration that fails instead, and the Python
+decoders refusing poison input (the Spark SQL checks run in tests/spark/test_spark_sql_poison.py)."""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import struct
+from typing import Any
+
+import pytest
+
+from kafkalite.sql import ast, deserialization, kafka_format
+from kafkalite.sql.config import ConfigError, KsqlConfig
+
+
+def test_the_message_has_ksqldb_processing_log_shape() -> None:
+    m = deserialization.message("value", "orders", "Invalid JSON: nope", b"nope", True, 2, 17)
+    assert m["type"] == deserialization.DESERIALIZATION_ERROR == 0
+    e = m["deserializationError"]
+    assert e["errorMessage"] == "Failed to deserialize value from topic: orders. Invalid JSON: nope"
+    assert e["cause"] == ["Invalid JSON: nope"]
+    assert (e["target"], e["topic"], e["partition"], e["offset"]) == ("value", "orders", 2, 17)
+    assert base64.b64decode(e["recordB64"]) == b"nope"
+
+
+def test_the_record_is_left_out_unless_rows_include() -> None:
+    e = deserialization.message("key", "t", "cause", b"secret", False)["deserializationError"]
+    assert e["recordB64"] is None and "partition" not in e
+    assert e["errorMessage"].startswith("Failed to deserialize key from topic: t.")
+
+
+def test_the_executor_logger_skips_and_logs_a_poison_record(caplog: Any) -> None:
+    logger = deserialization._Logger("orders", include_rows=True)
+    with caplog.at_level(logging.ERROR, logger=deserialization.LOGGER):
+        assert logger(None, None, 0, 1, None) is True            # a record that reads: kept, not logged
+        assert not caplog.records
+        assert logger("Size of data received by IntegerDeserializer is not 4", "key", 3, 42, bytearray(b"\1")) is False
+    [record] = caplog.records
+    assert record.name == "processing.KsqlTopic.Source.deserializer" and record.levelno == logging.ERROR
+    logged = json.loads(record.getMessage())["deserializationError"]
+    assert (logged["topic"], logged["partition"], logged["offset"], logged["target"]) == ("orders", 3, 42, "key")
+    assert logged["recordB64"] == base64.b64encode(b"\1").decode()
+
+
+@pytest.mark.parametrize("fmt, columns", [("AVRO", 1), ("JSON", 0), ("KAFKA", 2)])
+def test_formats_checked_elsewhere_or_with_nothing_to_check(fmt: str, columns: int) -> None:
+    cols = [ast.ColumnDef(f"C{i}", ast.SqlType("STRING")) for i in range(columns)]
+    assert deserialization.error_sql("value", fmt, cols) is None
+
+
+def test_a_kafka_string_is_never_a_size_error() -> None:
+    assert deserialization.error_sql("value", "KAFKA", [ast.ColumnDef("S", ast.SqlType("STRING"))]) is None
+    assert "LongDeserializer is not 8" in str(deserialization.error_sql("value", "KAFKA",
+                                                                        [ast.ColumnDef("L", ast.SqlType("BIGINT"))]))
+
+
+@pytest.mark.parametrize("data, t", [(b"\0\0\1", "INT"), (b"\0" * 4, "BIGINT"), (b"", "DOUBLE")])
+def test_kafka_decode_refuses_bytes_of_the_wrong_size(data: bytes, t: str) -> None:
+    with pytest.raises(ValueError, match=f"no KAFKA {t}"):
+        kafka_format.decode(data, ast.SqlType(t))
+    assert kafka_format.decode(struct.pack(">i", -3), ast.SqlType("INT")) == -3
+
+
+def test_the_properties() -> None:
+    default = KsqlConfig.from_properties({})
+    assert (default.fail_on_deserialization_error, default.processing_log_rows_include) == (False, False)
+    set_ = KsqlConfig.from_properties({"ksql.fail.on.deserialization.error": "TRUE",
+                                       "ksql.logging.processing.rows.include": "true"})
+    assert (set_.fail_on_deserialization_error, set_.processing_log_rows_include) == (True, True)
+    with pytest.raises(ConfigError, match="ksql.fail.on.deserialization.error"):
+        KsqlConfig.from_properties({"ksql.fail.on.deserialization.error": "maybe"})
