@@ -10,7 +10,8 @@ its writer schema by the 4-byte id after the magic byte; each worker fetches a w
 schema to the reader schema (Avro's schema resolution: added fields take their defaults, removed
 ones are skipped, int widens to long, ...). A value whose id the registry does not know, one that
 is not framed, or one its writer schema cannot be resolved against fails the task with the topic,
-partition, offset and id.
+partition, offset and id; with ``mode=DROPMALFORMED`` such a record is dropped and logged
+instead (:func:`decode_columns`).
 
 Per batch, not per record where it can be: framing checks and the schema ids of every value come
 out of the Arrow buffers with numpy, rows are grouped by id, and only ``schemaless_reader`` runs
@@ -341,8 +342,28 @@ def cached_decoder(reader: ReaderSchema) -> ColumnDecoder:
 
 
 def decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], schema: pa.Schema, topic: str,
-                   partition: int) -> pa.RecordBatch:
-    """``batch`` (Spark's Kafka schema) with its key and/or value column decoded, as ``schema``."""
+                   partition: int, drop_malformed: bool = False) -> pa.RecordBatch:
+    """``batch`` (Spark's Kafka schema) with its key and/or value column decoded, as ``schema``;
+    with ``drop_malformed`` (``mode=DROPMALFORMED``) the records that cannot be decoded are left
+    out, each logged (a batch holding one is decoded again record by record to find them)."""
+    readers = tuple(readers)
+    try:
+        return _decode_columns(batch, readers, schema, topic, partition)
+    except AvroDecodeError:
+        if not drop_malformed:
+            raise
+    keep = np.ones(batch.num_rows, dtype=bool)
+    for i in range(batch.num_rows):
+        try:
+            _decode_columns(batch.slice(i, 1), readers, schema, topic, partition)
+        except AvroDecodeError as exc:
+            keep[i] = False
+            log.error("Dropped a malformed record (mode DROPMALFORMED): %s", exc)
+    return _decode_columns(batch.filter(pa.array(keep)), readers, schema, topic, partition)
+
+
+def _decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], schema: pa.Schema, topic: str,
+                    partition: int) -> pa.RecordBatch:
     columns = list(batch.columns)
     offsets = batch.column(batch.schema.get_field_index("offset")).to_numpy()
     for reader in readers:

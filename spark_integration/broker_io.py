@@ -50,12 +50,14 @@ class ReadSettings:
     avro: tuple["ReaderSchema", ...] = ()
     #: TLS and SASL (the kafka.security.protocol/sasl.*/ssl.* options)
     security: ClientSecurity = PLAINTEXT
+    #: the ``mode=DROPMALFORMED`` option: a record whose Avro cannot be decoded is dropped and logged
+    drop_malformed: bool = False
 
     @classmethod
     def of(cls, opts: SourceOptions, avro: tuple["ReaderSchema", ...] = ()) -> "ReadSettings":
         return cls(opts.bootstrap_servers, opts.client_id, opts.include_headers, opts.fail_on_data_loss,
                    opts.isolation_level, opts.max_partition_fetch_bytes, opts.request_timeout_ms,
-                   opts.poll_timeout_ms, tuple(avro), opts.security)
+                   opts.poll_timeout_ms, tuple(avro), opts.security, opts.avro_mode == "DROPMALFORMED")
 
     def output_schema(self) -> pa.Schema:
         """The Arrow schema of the batches :func:`read_range` yields (Spark's, Avro columns typed)."""
@@ -186,7 +188,7 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
         out_schema = settings.output_schema()
 
         def decode(b: pa.RecordBatch) -> pa.RecordBatch:
-            return decode_columns(b, settings.avro, out_schema, topic, partition)
+            return decode_columns(b, settings.avro, out_schema, topic, partition, settings.drop_malformed)
     tp = TopicPartition(topic, partition)
     offset = start
     stalled_since: float | None = None

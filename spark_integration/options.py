@@ -103,6 +103,9 @@ class SourceOptions:
     schema_registry_url: str | None = None
     key_avro: AvroSubject | None = None
     value_avro: AvroSubject | None = None
+    #: ``mode``, Spark's parse mode for the Avro columns: FAILFAST (a record that cannot be decoded
+    #: fails the task) or DROPMALFORMED (it is dropped and logged)
+    avro_mode: str = "FAILFAST"
 
     @property
     def avro_subjects(self) -> tuple[AvroSubject, ...]:
@@ -208,6 +211,9 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
     client_config = tuple(sorted((k[len("kafka."):], v) for k, v in opts.items() if k.startswith("kafka.")))
     security = security_from_options(opts)
     registry_url, key_avro, value_avro = _avro_options(opts)
+    avro_mode = opts.get("mode", "FAILFAST").strip().upper()
+    if avro_mode not in ("FAILFAST", "DROPMALFORMED"):
+        raise ValueError(f"Invalid value '{opts['mode']}' for option 'mode', must be FAILFAST or DROPMALFORMED")
     return SourceOptions(
         bootstrap_servers=bootstrap, strategy=strategy, assign=assign, subscribe=subscribe, pattern=pattern,
         starting=starting, ending=ending, starting_timestamp_strategy=ts_strategy,
@@ -225,7 +231,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         retry_interval_ms=_non_negative_int(opts, "fetchoffset.retryintervalms", "fetchOffset.retryIntervalMs", 10),
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120000,
         client_config=client_config, security=security,
-        schema_registry_url=registry_url, key_avro=key_avro, value_avro=value_avro,
+        schema_registry_url=registry_url, key_avro=key_avro, value_avro=value_avro, avro_mode=avro_mode,
     )
 
 

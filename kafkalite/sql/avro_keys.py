@@ -137,10 +137,13 @@ def columns_of(datum: Any, keys: Sequence[str]) -> dict[str, Any]:
 
 
 # -- Spark SQL: the queries' reads and writes -------------------------------------------------
-def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key") -> list[str]:
+def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
+             lenient: bool = False) -> list[str]:
     """Spark SQL of the key columns from ``raw``, registry-framed Avro bytes (a windowed key
     without its window): a function decoding them with ``<topic>-key``'s latest schema
-    (registered on the session), then each column cast to its declared type."""
+    (registered on the session), then each column cast to its declared type. ``lenient``: a key
+    that cannot be decoded is null (the query skips and logs it: ``deserialization``) instead of
+    failing the query."""
     from spark_integration.avro import AvroSchemaError, resolve_reader, spark_type_of
 
     if not registry_url:
@@ -149,8 +152,8 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
         reader = resolve_reader("key", registry_url, subject(topic), "latest")
     except AvroSchemaError as exc:
         raise KsqlError(str(exc)) from None
-    name = f"ksql_avro_key_read_{reader.schema_id}"
-    spark.udf.register(name, _Decoder(registry_url, reader.schema_id, reader.schema, reader.dependencies),
+    name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")
+    spark.udf.register(name, _Decoder(registry_url, reader.schema_id, reader.schema, reader.dependencies, lenient),
                        spark_type_of(reader))
     if len(keys) == 1:
         return [f"CAST({name}({raw}) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}"]
@@ -189,12 +192,22 @@ class _Decoder:
     """The read function's body on an executor (pickled with the reader schema): framed Avro
     bytes to the reader schema's value, writer schemas fetched once per process and id."""
 
-    def __init__(self, registry_url: str, schema_id: int, schema: str, dependencies: tuple[tuple[str, str], ...]):
+    def __init__(self, registry_url: str, schema_id: int, schema: str, dependencies: tuple[tuple[str, str], ...],
+                 lenient: bool = False):
         self.registry_url, self.schema_id, self.schema, self.dependencies = registry_url, schema_id, schema, dependencies
+        self.lenient = lenient
 
     def __call__(self, data: bytes | None) -> Any:
         if data is None:
             return None
+        if not self.lenient:
+            return self._decode(data)
+        try:
+            return self._decode(data)
+        except Exception:  # noqa: BLE001 - framing, registry and fastavro errors alike: a poison key
+            return None
+
+    def _decode(self, data: bytes) -> Any:
         import fastavro
 
         from kafkalite.registry import serde as framing

@@ -1795,7 +1795,8 @@ class Engine:
             reader = reader.option(k, v)
         if src.value_format == "AVRO":
             reader = reader.option("schemaRegistryUrl", self.config.schema_registry_url or "") \
-                .option("valueAvroSubject", f"{src.topic}-value")
+                .option("valueAvroSubject", f"{src.topic}-value") \
+                .option("mode", "FAILFAST" if self.config.fail_on_deserialization_error else "DROPMALFORMED")
         raw = reader.load()
         cols: list[str] = []
         if src.window is not None:                        # Kafka Streams' windowed key: the window apart
@@ -1805,7 +1806,8 @@ class Engine:
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
         if keys and src.key_format == "AVRO":
-            cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys)
+            cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys,
+                                       lenient=not self.config.fail_on_deserialization_error)
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")
@@ -1839,10 +1841,12 @@ class Engine:
         if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
         checks = self._deserialization_checks(src)
-        parsed = raw.selectExpr(*cols, *checks, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
+        raws = ["key AS `__raw_key`", "value AS `__raw_value`"] if checks else []
+        parsed = raw.selectExpr(*cols, *raws, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if checks:                                        # poison records skipped and logged, as ksqlDB does
-            parsed = deserialization.skip_or_fail(parsed, src.topic, self.config.fail_on_deserialization_error,
+            parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value"),
+                                                  src.topic, self.config.fail_on_deserialization_error,
                                                   self.config.processing_log_rows_include)
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
@@ -1850,15 +1854,17 @@ class Engine:
         """The columns :func:`deserialization.skip_or_fail` reads: the cause of a key or value the
         source's formats cannot read (the key's first), which part it is, and its bytes; none if
         nothing of the source is checked here (AVRO)."""
-        key = deserialization.error_sql("key", src.key_format, src.key_columns,
+        key = deserialization.error_sql("`__raw_key`", src.key_format, src.key_columns,
                                         unwrapped=len(src.key_columns) == 1)
-        value = deserialization.error_sql("value", src.value_format, src.value_columns, src.value_delimiter)
+        if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function: null if it could not
+            key = deserialization.avro_key_error_sql("`__raw_key`", [c.name for c in src.key_columns])
+        value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter)
         checks = [(target, sql) for target, sql in (("key", key), ("value", value)) if sql is not None]
         if not checks:
             return []
         error = "coalesce(" + ", ".join(f"({sql})" for _, sql in checks) + ")" if len(checks) > 1 else checks[0][1]
         target = "CASE " + " ".join(f"WHEN ({sql}) IS NOT NULL THEN '{t}'" for t, sql in checks) + " END"
-        record = "CASE " + " ".join(f"WHEN ({sql}) IS NOT NULL THEN {t}" for t, sql in checks) + " END"
+        record = "CASE " + " ".join(f"WHEN ({sql}) IS NOT NULL THEN `__raw_{t}`" for t, sql in checks) + " END"
         return [f"{error} AS `__deser_error`", f"{target} AS `__deser_target`", f"{record} AS `__deser_record`"]
 
     def _key_sql(self, plan: "QueryPlan") -> str:

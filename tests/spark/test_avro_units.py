@@ -8,6 +8,7 @@ import datetime as dt
 import decimal
 import io
 import json
+import logging
 import pickle
 import re
 import struct
@@ -215,6 +216,34 @@ def test_decode_columns_from_a_fetched_blob():
     assert [v["n"] for v in out.column("value").to_pylist()] == [1, 2, 3, 4]
     assert out.column("offset").to_pylist() == [1, 2, 3, 4]
     assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_dropmalformed_leaves_out_and_logs_the_values_that_cannot_be_decoded(caplog):
+    """``mode=DROPMALFORMED``: an unframed value and corrupt Avro between good ones are dropped,
+    each logged with its topic, partition and offset; the good ones keep their offsets. FAILFAST
+    (the default) fails the batch."""
+    rows = [{"truck": f"t{i}", "n": i, "ts": 1000 * i, "speed": None, "driver": "d"} for i in range(3)]
+    values = [framed(2, V2, rows[0]), b"not avro at all", framed(2, V2, rows[1]), b"\x00\x00\x00\x00\x02\x80",
+              framed(2, V2, rows[2])]
+    recs = [(1_700_000_000_000 + i, b"k", v, []) for i, v in enumerate(values)]
+    batch, _ = convert(_blob([build_batch(recs)]), topic="trucks", partition=3, start=0, end=5)
+    settings = ReadSettings("b", "c", False, True, 1, 1, 1, 1, (reader_of(V2),),
+                            drop_malformed=parse_options({**BS, "mode": "dropMalformed"}).avro_mode == "DROPMALFORMED")
+    with pytest.raises(AvroDecodeError, match="trucks-3 at offset 1 is not registry-framed Avro"):
+        decode_columns(batch, settings.avro, settings.output_schema(), "trucks", 3)
+    with caplog.at_level(logging.ERROR, logger="spark_integration.avro"):
+        out = decode_columns(batch, settings.avro, settings.output_schema(), "trucks", 3, settings.drop_malformed)
+    assert out.column("offset").to_pylist() == [0, 2, 4]
+    assert [v["truck"] for v in out.column("value").to_pylist()] == ["t0", "t1", "t2"]
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 2 and "trucks-3 at offset 1" in logged[0] and "trucks-3 at offset 3" in logged[1]
+    assert pickle.loads(pickle.dumps(settings)) == settings
+
+
+def test_the_mode_option_is_failfast_or_dropmalformed():
+    assert parse_options(BS).avro_mode == "FAILFAST"
+    with pytest.raises(ValueError, match="Invalid value 'PERMISSIVE' for option 'mode'"):
+        parse_options({**BS, "mode": "PERMISSIVE"})
 
 
 # --- options --------------------------------------------------------------------------------------

@@ -71,3 +71,33 @@ def test_the_properties() -> None:
     assert (set_.fail_on_deserialization_error, set_.processing_log_rows_include) == (True, True)
     with pytest.raises(ConfigError, match="ksql.fail.on.deserialization.error"):
         KsqlConfig.from_properties({"ksql.fail.on.deserialization.error": "maybe"})
+
+
+def test_the_lenient_avro_key_decoder_reads_a_poison_key_as_null(monkeypatch: Any) -> None:
+    """AVRO keys (avro_keys' query function): not framed, an id the registry does not know,
+    corrupt Avro: null when lenient (the query then skips the record), an error otherwise."""
+    from kafkalite.registry import client as registry_client
+    from kafkalite.registry.serde import encode, parse_avro
+    from kafkalite.sql import avro_keys
+
+    class Registry:
+        def __init__(self, url: str) -> None:
+            pass
+
+        def by_id(self, schema_id: int) -> Any:
+            raise registry_client.RegistryClientError(404, 40403, f"Schema {schema_id} not found")
+    monkeypatch.setattr(registry_client, "RegistryClient", Registry)
+    good = encode(21, parse_avro('"long"'), 7)
+    lenient = avro_keys._Decoder("http://poison", 21, '"long"', (), lenient=True)
+    strict = avro_keys._Decoder("http://poison", 21, '"long"', ())
+    assert lenient(good) == strict(good) == 7 and lenient(None) is None
+    for poison in (b"plain text", b"\0\0\0\0\x63" + good[5:], good[:5] + b"\xff"):
+        assert lenient(poison) is None
+        with pytest.raises(Exception):
+            strict(poison)
+
+
+def test_the_avro_key_check_names_confluents_causes() -> None:
+    sql = deserialization.avro_key_error_sql("`__raw_key`", ["ID", "REGION"])
+    assert "`ID` IS NULL AND `REGION` IS NULL" in sql
+    assert "'Unknown magic byte!'" in sql and "'Error deserializing Avro message for id '" in sql
