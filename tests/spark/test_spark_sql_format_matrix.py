@@ -471,42 +471,64 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
         ("ID", "BIGINT"), ("DOUBLED", "DOUBLE"), ("NAME", "STRING")]
 
 
-def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any) -> None:
+def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any, schema_registry: Any) -> None:
     """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
     poison records between good ones (too few and too many fields, text in an INT field, a key of
-    the wrong size) -> a CSAS writes exactly the good records and stays RUNNING (each poison
-    record goes to the processing log instead: tests/unit/sql/test_sql_deserialization_errors.py)."""
+    the wrong size), and an AVRO stream (key and value) with an unframed value, a value of a schema
+    id the registry does not know, corrupt Avro and an unframed key -> a CSAS of each writes exactly
+    the good records and stays RUNNING (each poison record is logged instead:
+    tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py)."""
     import struct
 
     s = uuid.uuid4().hex[:6]
-    source, out = f"poisoned-{s}", f"cured-{s}"
-    engine.execute(f"CREATE STREAM poisoned_{s} (id BIGINT KEY, n INT, name STRING) WITH (KAFKA_TOPIC='{source}', "
-                   "VALUE_FORMAT='DELIMITED', PARTITIONS=1);")
-    records = [(struct.pack(">q", 1), b"10,a"), (struct.pack(">q", 2), b"11"), (struct.pack(">q", 3), b"x,b"),
-               (b"\1", b"12,c"), (struct.pack(">q", 5), b"13,e"), (struct.pack(">q", 6), b"14,f,extra"),
-               (struct.pack(">q", 7), b"15,")]
-    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
-    for i, (key, value) in enumerate(records):
-        p.produce(source, value, key, timestamp=T0 + i)
-    assert p.flush(60) == 0
-    created = engine.execute(f"CREATE STREAM cured_{s} WITH (KAFKA_TOPIC='{out}', VALUE_FORMAT='JSON', "
-                             f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, name FROM poisoned_{s};")
-    query_id = created[0]["commandStatus"]["queryId"]
-    want = [(struct.pack(">q", 1), {"N1": 11, "NAME": "a"}), (struct.pack(">q", 5), {"N1": 14, "NAME": "e"}),
-            (struct.pack(">q", 7), {"N1": 16, "NAME": None})]
+    engine.execute(f"CREATE STREAM poisoned_{s} (id BIGINT KEY, n INT, name STRING) WITH (KAFKA_TOPIC='poisoned-{s}', "
+                   "VALUE_FORMAT='DELIMITED', PARTITIONS=1);"
+                   f"CREATE STREAM spoiled_{s} (id STRING KEY, n INT) WITH (KAFKA_TOPIC='spoiled-{s}', "
+                   "FORMAT='AVRO', PARTITIONS=1);")
+    registry = RegistryClient(schema_registry.url)
+    k, v = registry.latest(f"spoiled-{s}-key"), registry.latest(f"spoiled-{s}-value")
 
-    def written() -> list[Any]:
+    def avro(value: Any, registered: Any) -> bytes:
+        return encode(registered.schema_id, parse_avro(registered.schema), value)
+    good = avro({"N": 1}, v)
+    topics = {f"poisoned-{s}": [(struct.pack(">q", 1), b"10,a"), (struct.pack(">q", 2), b"11"),
+                                (struct.pack(">q", 3), b"x,b"), (b"\1", b"12,c"), (struct.pack(">q", 5), b"13,e"),
+                                (struct.pack(">q", 6), b"14,f,extra"), (struct.pack(">q", 7), b"15,")],
+              f"spoiled-{s}": [(avro("a", k), good), (avro("b", k), b'{"N": 2}'),
+                               (avro("c", k), b"\0\0\0\x7f\xff" + good[5:]), (avro("d", k), good[:5] + b"\xff"),
+                               (b"plain key", good), (avro("f", k), avro({"N": 6}, v))]}
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+    for topic, records in topics.items():
+        for i, (key, value) in enumerate(records):
+            p.produce(topic, value, key, timestamp=T0 + i)
+    assert p.flush(60) == 0
+    created = engine.execute(f"CREATE STREAM cured_{s} WITH (KAFKA_TOPIC='cured-{s}', VALUE_FORMAT='JSON', "
+                             f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, name FROM poisoned_{s};"
+                             f"CREATE STREAM fresh_{s} WITH (KAFKA_TOPIC='fresh-{s}', KEY_FORMAT='JSON', "
+                             f"VALUE_FORMAT='JSON', PARTITIONS=1) AS SELECT id, n * 10 AS n10 FROM spoiled_{s};")
+    query_ids = [c["commandStatus"]["queryId"] for c in created]
+    want = {f"cured-{s}": [(struct.pack(">q", 1), {"N1": 11, "NAME": "a"}),
+                           (struct.pack(">q", 5), {"N1": 14, "NAME": "e"}),
+                           (struct.pack(">q", 7), {"N1": 16, "NAME": None})],
+            f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})]}
+
+    def written() -> dict[str, list[Any]]:
         c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
                       "isolation.level": "read_committed", "enable.auto.commit": False})
-        c.assign([CTP(out, 0, 0)])
+        c.assign([CTP(out, 0, 0) for out in want])
         try:
-            return [(m.key(), json.loads(m.value())) for m in c.consume(100, 1.0) if m.error() is None]
+            got: dict[str, list[Any]] = {out: [] for out in want}
+            for m in c.consume(100, 1.0):
+                if m.error() is None:
+                    got[m.topic()].append((m.key(), json.loads(m.value())))
+            return got
         finally:
             c.close()
     wait_for(lambda: written() == want, 150, "the good records, and only those")
     queries = engine.execute("SHOW QUERIES;")[0]["queries"]
-    assert [q["state"] for q in queries if q["id"] == query_id] == ["RUNNING"]
-    engine.execute(f"TERMINATE {query_id};")
+    assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING"]
+    for query_id in query_ids:
+        engine.execute(f"TERMINATE {query_id};")
 
 
 def test_the_poison_checks_spark_sql(spark: Any) -> None:
