@@ -4,15 +4,16 @@ log (the ``processing`` logger; ``ProcessingLogMessageSchema``: ``type`` 0 and a
 ``deserializationError`` with ``target``, ``errorMessage``, ``recordB64``, ``cause``, ``topic``)
 and goes on; with ``ksql.fail.on.deserialization.error=true`` the query fails instead.
 
-Here the check of each record is Spark SQL (:func:`key_error_sql`, :func:`value_error_sql`: the
-cause as text, null for a record that reads), so the good records never leave the JVM; the
-query keeps the records whose cause is null (:func:`skip_or_fail`), and a Python function on the
-executors logs the others (the function is handed only the cause, partition, offset and, for
-bad records, the bytes). ``recordB64`` holds the record only with
+Here the check of each record is Spark SQL (:func:`error_sql`, :func:`avro_key_error_sql`: the
+cause as text, null for a record that reads); the query keeps the records whose cause is null
+(:func:`skip_or_fail`) through an Arrow function on the executors, which costs a good batch one
+vectorised null check and logs each poison record (its cause, target, partition, offset and, for
+a poison record only, its bytes). ``recordB64`` holds the record only with
 ``ksql.logging.processing.rows.include=true``, as ksqlDB keeps record data out of its log by
-default. AVRO values are read by the kafkalite source itself (its ``mode=DROPMALFORMED``), AVRO
-keys by :mod:`kafkalite.sql.avro_keys`'s decoder; both log the same message through
-:func:`log_error`.
+default. AVRO values are read by the kafkalite source itself: with its ``mode=DROPMALFORMED`` it
+drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode.
+An AVRO key is decoded by :mod:`kafkalite.sql.avro_keys`'s lenient function (null when it
+cannot), checked here.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import hashlib
 import json
 import logging
 import re
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from kafkalite.sql import ast
 from kafkalite.sql.translate import spark_type, wire_type
@@ -97,7 +98,7 @@ def json_error_sql(raw: str, unwrapped: bool) -> str:
         parsed = f"from_json(concat('[', {text}, ']'), 'ARRAY<STRING>')"
         bad = f"({parsed} IS NULL OR size({parsed}) != 1)"
     else:
-        bad = f"({text} != 'null' AND from_json({text}, 'MAP<STRING,STRING>') IS NULL)"
+        bad = f"({text} != 'null' AND json_object_keys({text}) IS NULL)"     # keys only: no values built
     return f"CASE WHEN {bad} THEN concat('Invalid JSON: ', substring({text}, 1, 100)) END"
 
 
@@ -163,26 +164,45 @@ def skip_or_fail(frame: Any, topic: str, fail: bool, include_rows: bool) -> Any:
         kept = frame.where("`__deser_error` IS NULL OR raise_error(concat('Failed to deserialize ', "
                            f"`__deser_target`, ' from topic: ', {_sql_text(topic)}, '. ', `__deser_error`)) IS NULL")
     else:
+        from pyspark.sql.functions import arrow_udf
         from pyspark.sql.types import BooleanType
 
-        # one function per topic and setting, registered on the frame's session (as avro_keys' are)
+        # one function per topic and setting, registered on the frame's session (as avro_keys' are);
+        # an Arrow function: the good records cost one vectorised null check per batch, no Python each
         name = "ksql_processing_log_" + hashlib.sha1(f"{topic}\0{include_rows}".encode()).hexdigest()[:16]
-        frame.sparkSession.udf.register(name, _Logger(topic, include_rows), BooleanType())
+        # (pyspark's stubs list only the forms with a functionType, which Spark 4 deprecates for hints)
+        logger = _arrow_function(_Logger(topic, include_rows))
+        function = arrow_udf(logger, BooleanType())  # type: ignore[call-overload]
+        frame.sparkSession.udf.register(name, function)
         kept = frame.where(f"{name}(`__deser_error`, `__deser_target`, `ROWPARTITION`, `ROWOFFSET`, `__deser_record`)")
     return kept.drop("__deser_error", "__deser_target", "__deser_record")
 
 
+def _arrow_function(logger: "_Logger") -> Callable[[Any, Any, Any, Any, Any], Any]:
+    """``logger`` as a function whose type hints say arrays to array, as Spark's Arrow UDFs want."""
+    import pyarrow as pa
+
+    def log_batch(cause: Any, target: Any, partition: Any, offset: Any, record: Any) -> Any:
+        return logger(cause, target, partition, offset, record)
+    log_batch.__annotations__ = {**{n: pa.Array for n in ("cause", "target", "partition", "offset", "record")},
+                                 "return": pa.Array}
+    return log_batch
+
+
 class _Logger:
-    """The executors' side of :func:`skip_or_fail`: true for a record that reads, else logs it
-    and is false."""
+    """The executors' side of :func:`skip_or_fail`, on Arrow arrays of a batch of records: true
+    for each record that reads; each other one is logged and false."""
 
     def __init__(self, topic: str, include_rows: bool) -> None:
         self.topic, self.include_rows = topic, include_rows
 
-    def __call__(self, cause: str | None, target: str | None, partition: int | None, offset: int | None,
-                 record: Any) -> bool:
-        if cause is None:
-            return True
-        log_error(target or "value", self.topic, cause, None if record is None else bytes(record),
-                  self.include_rows, partition, offset)
-        return False
+    def __call__(self, cause: Any, target: Any, partition: Any, offset: Any, record: Any) -> Any:
+        import pyarrow.compute as pc
+
+        if cause.null_count == len(cause):           # the usual batch: every record reads
+            return pc.is_null(cause)
+        for i in pc.indices_nonzero(pc.is_valid(cause)).to_pylist():
+            data = record[i].as_py()
+            log_error(target[i].as_py() or "value", self.topic, cause[i].as_py(), data, self.include_rows,
+                      partition[i].as_py(), offset[i].as_py())
+        return pc.is_null(cause)

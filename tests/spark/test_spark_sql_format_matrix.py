@@ -557,3 +557,19 @@ def test_the_poison_checks_spark_sql(spark: Any) -> None:
         literal = "CAST(NULL AS BINARY)" if data is None else f"X'{data.hex()}'"
         got = spark.sql(f"SELECT {sql} AS err FROM (SELECT {literal} AS {raw})").collect()[0]["err"]
         assert got == want, (data, got)
+
+
+def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
+    """``skip_or_fail`` on Spark: by default the poison record is left out (the Arrow logging
+    function runs on the executors) and the good ones kept; with
+    ``ksql.fail.on.deserialization.error=true`` the job fails with ksqlDB's message."""
+    from kafkalite.sql.deserialization import skip_or_fail
+
+    frame = spark.sql("SELECT * FROM VALUES (1, CAST(NULL AS STRING), CAST(NULL AS STRING), 0, 10L, "
+                      "CAST(NULL AS BINARY)), (2, 'Invalid JSON: nope', 'value', 0, 11L, X'6E6F7065'), "
+                      "(3, NULL, NULL, 0, 12L, NULL) AS t(n, `__deser_error`, `__deser_target`, `ROWPARTITION`, "
+                      "`ROWOFFSET`, `__deser_record`)")
+    kept = skip_or_fail(frame, "orders", fail=False, include_rows=True)
+    assert sorted(r["n"] for r in kept.collect()) == [1, 3] and "__deser_error" not in kept.columns
+    with pytest.raises(Exception, match="Failed to deserialize value from topic: orders. Invalid JSON: nope"):
+        skip_or_fail(frame, "orders", fail=True, include_rows=False).collect()

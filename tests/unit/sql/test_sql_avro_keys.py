@@ -185,7 +185,7 @@ class UdfSpark(FakeSpark):
         self.udf = self
         self.functions: dict[str, Any] = {}
 
-    def register(self, name: str, f: Any, return_type: Any) -> None:
+    def register(self, name: str, f: Any, return_type: Any = None) -> None:
         self.functions[name] = f
 
 

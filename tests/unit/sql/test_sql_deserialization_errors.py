@@ -32,15 +32,24 @@ def test_the_record_is_left_out_unless_rows_include() -> None:
 
 
 def test_the_executor_logger_skips_and_logs_a_poison_record(caplog: Any) -> None:
+    import pyarrow as pa
+
     logger = deserialization._Logger("orders", include_rows=True)
+
+    def batch(causes: list[Any]) -> list[Any]:
+        n = len(causes)
+        return [pa.array(causes, pa.string()), pa.array(["key" if c else None for c in causes], pa.string()),
+                pa.array([3] * n, pa.int32()), pa.array(range(40, 40 + n), pa.int64()),
+                pa.array([b"\1" if c else None for c in causes], pa.binary())]
     with caplog.at_level(logging.ERROR, logger=deserialization.LOGGER):
-        assert logger(None, None, 0, 1, None) is True            # a record that reads: kept, not logged
+        assert logger(*batch([None, None])).to_pylist() == [True, True]     # records that read: kept, not logged
         assert not caplog.records
-        assert logger("Size of data received by IntegerDeserializer is not 4", "key", 3, 42, bytearray(b"\1")) is False
+        cause = "Size of data received by IntegerDeserializer is not 4"
+        assert logger(*batch([None, cause, None])).to_pylist() == [True, False, True]
     [record] = caplog.records
     assert record.name == "processing.KsqlTopic.Source.deserializer" and record.levelno == logging.ERROR
     logged = json.loads(record.getMessage())["deserializationError"]
-    assert (logged["topic"], logged["partition"], logged["offset"], logged["target"]) == ("orders", 3, 42, "key")
+    assert (logged["topic"], logged["partition"], logged["offset"], logged["target"]) == ("orders", 3, 41, "key")
     assert logged["recordB64"] == base64.b64encode(b"\1").decode()
 
 

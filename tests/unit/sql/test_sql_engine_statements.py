@@ -76,7 +76,7 @@ class FakeSpark:
         self.read = Frame(self)
         self.udf = self                        # the session's udf.register (the processing log's function)
 
-    def register(self, name: str, f: Any, return_type: Any) -> None:
+    def register(self, name: str, f: Any, return_type: Any = None) -> None:
         pass
 
     def sql(self, text: str) -> Frame:
