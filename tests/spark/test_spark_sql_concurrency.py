@@ -2,15 +2,21 @@
 a filtering CSAS, a projecting CSAS, a windowed CTAS, a non-windowed CTAS and a stream-table
 LEFT JOIN all started before any of them has finished its first micro-batch, plus a push query;
 each output checked against a plain-Python oracle of the same input. Then every query is stopped
-(TERMINATE for two, the engine's stop for the rest) and the driver's log must hold no
-``StackOverflowError`` and no Python worker that failed to connect back."""
+(TERMINATE for two, the engine's stop for the rest) while records keep arriving, so that stops
+land in the middle of micro-batches: the driver JVM's stderr (where an uncaught error of a stream
+thread goes) must hold no ``StackOverflowError`` (spark_integration.session.DRIVER_JAVA_OPTIONS
+says why one happened), and no query may have failed (a Python worker that did not connect back
+in time would make its query fail and be restarted)."""
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
 import threading
 import time
 import uuid
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
@@ -46,18 +52,41 @@ def _read(bootstrap: str, topic: str) -> list[tuple[bytes, dict[str, Any]]]:
         c.close()
 
 
+@contextlib.contextmanager
+def _jvm_stderr(spark: Any, path: Path) -> Iterator[None]:
+    """The driver JVM's ``System.err`` into ``path`` meanwhile (then copied to this stderr)."""
+    jvm = spark.sparkContext._jvm
+    original = jvm.java.lang.System.err
+    jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.FileOutputStream(str(path), True), True))
+    try:
+        yield
+    finally:
+        jvm.java.lang.System.setErr(original)
+        sys.stderr.write(path.read_text(errors="replace") if path.exists() else "")
+
+
 def _latest(records: list[tuple[bytes, dict[str, Any]]]) -> dict[bytes, dict[str, Any]]:
     return {k: v for k, v in records}
 
 
-def test_concurrent_persistent_queries_and_a_push_query_then_clean_stops(spark: Any, kafka: Any, tmp_path: Any,
-                                                                         capfd: Any) -> None:
+def test_concurrent_persistent_queries_and_a_push_query_then_clean_stops(spark: Any, kafka: Any,
+                                                                         tmp_path: Any) -> None:
+    jvm_err = tmp_path / "jvm-stderr.log"
+    with _jvm_stderr(spark, jvm_err):
+        _run(spark, kafka, tmp_path)
+    err = jvm_err.read_text(errors="replace") if jvm_err.exists() else ""
+    assert "StackOverflowError" not in err, err[:3000]
+    assert "failed to connect back" not in err, err[:3000]
+
+
+def _run(spark: Any, kafka: Any, tmp_path: Any) -> None:
     s = uuid.uuid4().hex[:6]
     config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"conc_{s}_", state_dir=str(tmp_path),
                         streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
     t = {n: f"{n}-{s}" for n in ("views", "users", "big", "upper", "counts", "pages", "enriched")}
     engine = Engine(config, spark)
     stopped = False
+    feeding = threading.Event()                        # set: the feeder of the stop phase ends
     try:
         engine.start()
         engine.execute(
@@ -127,7 +156,23 @@ def test_concurrent_persistent_queries_and_a_push_query_then_clean_stops(spark: 
         wait_for(lambda: counts() == want_counts, 180, "the windowed CTAS (pull queries on its state)")
         assert len(_latest(_read(kafka.bootstrap, t["counts"]))) == len(want_counts)
 
-        # stops: the push query closed, two queries terminated while the others run, then the rest
+        # stops: the push query closed, two queries terminated while the others run, then the rest,
+        # while records keep coming (so that the stops interrupt micro-batches in their foreachBatch)
+
+        def feed() -> None:
+            p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
+            i = 0
+            while not feeding.is_set():
+                p.produce(t["views"], json.dumps({"page": "late", "amount": 1.0}).encode(), f"u{i % 4}".encode(),
+                          timestamp=T0 + 400_000 + i)
+                p.poll(0)
+                i += 1
+                feeding.wait(0.02)
+            p.flush(30)
+        feeder = threading.Thread(target=feed, name="feeder", daemon=True)
+        feeder.start()
+        wait_for(lambda: any(engine.running[q].status["isTriggerActive"] for q in ids[1:4]), 60,
+                 "a micro-batch of the fed records")
         assert engine.close_query(push.id)
         engine.execute(f"TERMINATE {ids[0]}; TERMINATE {ids[4]};")
         assert ids[0] not in engine.running and ids[4] not in engine.running
@@ -137,12 +182,12 @@ def test_concurrent_persistent_queries_and_a_push_query_then_clean_stops(spark: 
                           ids[4]: "TERMINATED"}, states
         engine.stop()
         stopped = True
+        feeding.set()
+        feeder.join()
         assert engine.running == {} and engine.transient == {}
         assert not any(q.isActive for q in spark.streams.active if q.name in ids)
         assert engine.restarts == {}, engine.restarts             # no query failed and was restarted
     finally:
+        feeding.set()
         if not stopped:
             engine.stop()
-    log = capfd.readouterr().err
-    assert "StackOverflowError" not in log
-    assert "failed to connect back" not in log
