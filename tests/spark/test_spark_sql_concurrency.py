@@ -37,14 +37,14 @@ def _produce(bootstrap: str, topic: str, rows: list[tuple[str, Any, int]]) -> No
 
 
 def _read(bootstrap: str, topic: str) -> list[tuple[bytes, dict[str, Any]]]:
-    """(raw key, value) of every committed record."""
+    """(raw key, value) of every committed record (the ones readable within a second of silence)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
                   "isolation.level": "read_committed", "enable.auto.commit": False})
     c.assign([CTP(topic, 0, 0)])
     out = []
     try:
         while True:
-            msgs = c.consume(1000, 2.0)
+            msgs = c.consume(1000, 1.0)
             if not msgs:
                 return out
             out += [(m.key(), json.loads(m.value())) for m in msgs if m.error() is None]
