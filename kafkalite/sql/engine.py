@@ -36,7 +36,8 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
-from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
+from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, decode_output, evaluate, json_value,
+                                   ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
                                      from_wire, has_aggregate, literal, map_columns, map_of_entries,
@@ -1519,6 +1520,7 @@ class Engine:
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         running = self.running[plan.query_id] = writer.start()
+        await_sources(running)                            # one query's source process starting at a time
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
         threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
                          daemon=True).start()
