@@ -1420,8 +1420,9 @@ class Engine:
                 handed = [[s.rows[k] for k in wanted if k in s.rows] for s in states]
                 candidates_now = keyed
             else:                                         # the changed left rows and those pointing at a changed right key
-                pointed = [states[0].rows[k] for k in pointing.keys_in(keys[1]) if k in states[0].rows]
-                left_rows = [states[0].rows[k] for k in keys[0] if k in states[0].rows] + pointed
+                pointed_keys = set(pointing.keys_in(keys[1]))
+                pointed = [states[0].rows[k] for k in pointed_keys if k in states[0].rows]
+                left_rows = [states[0].rows[k] for k in keys[0] | pointed_keys if k in states[0].rows]
                 named = {group_key([r.get(fk_name)]) for r in left_rows}
                 handed = [left_rows, [states[1].rows[k] for k in named if k in states[1].rows]]
                 candidates_now = {r["__key"] for r in rows if r["__side"] == 0 and r["__key"] is not None} | {
