@@ -1600,7 +1600,8 @@ class Engine:
         names = [n for n, _ in plan.items]
         store = StateStore(list(plan.key_names), False, names, [types.get(n, "STRING") for n in names])
         self.stores[plan.sink.name] = store
-        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+        # a checkpoint Spark has run (the directory alone may hold only the join's start offsets)
+        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id / "offsets").exists():
             self._restore_store(plan, store)
         key = plan.key_names[0] if plan.key_names else None
 

@@ -236,6 +236,9 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert ("a1", None, T0 + 8_000) in _read_table(kafka.bootstrap, joined)     # a tombstone with event time
+        # the join keeps both tables' rows: each record of each side read once, not again per batch
+        states = engine.table_states[out[0]["commandStatus"]["queryId"]]
+        assert [sum(s.reads) for s in states] == [len(ACCOUNTS) + 1, len(LIMITS) + 2]
         assert engine.query("SELECT * FROM acct_limits WHERE id = 'a1';").rows == []
         assert engine.query("SELECT lim FROM acct_limits WHERE id = 'a4';").rows == [[40]]
     finally:
@@ -430,6 +433,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
             raise AssertionError(f"{table()} != {want}") from None
         reads = engine.table_states[query_id][0].reads          # not the whole topic again
         assert 1 <= sum(reads) < written and len(_read_raw(kafka.bootstrap, internal)) == written + 1, reads
+        # nor does the resumed join: both tables read up to its checkpoint first, then the one change
+        assert [sum(s.reads) for s in engine.table_states[f"{query_id}_JOIN"]] == [1, 0]
         engine.execute(f"TERMINATE {query_id};")
         wait_for(lambda: internal not in _topics(kafka.bootstrap), 60, "the internal topic to be deleted")
 
