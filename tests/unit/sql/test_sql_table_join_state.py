@@ -250,3 +250,63 @@ def test_a_resumed_join_reads_each_side_up_to_its_checkpoint_first(
     assert session.handed == [(4, 1)] and [s.reads for s in resumed.states] == [[1], [1]]
     resumed.run(3, [topics.put(1, "g0")])
     assert reads == ['{"a": {"0": 10}}', '{"b": {"0": 4}}']
+
+
+def test_a_join_starting_at_latest_reads_the_tables_up_to_its_start_and_writes_what_changes_after(
+        started: Callable[[str], tuple[Query, Topics]], engine: Engine, monkeypatch: Any) -> None:
+    topics = Topics()
+    for i in range(5):
+        topics.put(0, f"k{i}", w=i, tid="x")
+        topics.put(1, f"k{i}", z=f"z{i}")
+    starts = {"a": '{"a": {"0": 5}}', "b": '{"b": {"0": 5}}'}
+    monkeypatch.setattr(Engine, "_join_start", lambda self, table, reset, checkpoint, index: starts[table.topic])
+    reads: list[str | None] = []
+
+    def read_changes(self: Engine, session: Any, table: Any, state: TableState, until: str | None = None) -> Any:
+        reads.append(until)
+        side = TOPICS.index(table.topic)
+        state.apply([r for r in topics.records[side] if r["ROWOFFSET"] < json.loads(until or "{}")[table.topic]["0"]])
+        return SIDES[side]
+    monkeypatch.setattr(Engine, "_read_changes", read_changes)
+    query, _ = started("inner")
+    query.topics = topics
+    session = Session("INNER", "ID", "ksql_ctas_j_5")
+    query.each(Batch(session, [topics.put(1, "k2", z="two")]), 0)
+    topics.write(session.written)
+    # the stream starts where the tables were read to: the first batch writes only k2's new row
+    assert reads == [starts["a"], starts["b"]] and session.handed == [(1, 1)]
+    assert topics.output == {"k2": (2, "two")}
+
+
+def test_a_join_starts_at_the_last_stable_offsets_kept_with_its_checkpoint(
+        engine: Engine, tmp_path: Path, monkeypatch: Any) -> None:
+    from kafkalite.sql import engine as engine_mod
+    monkeypatch.undo()                                # the fixture's stand-in for _join_start
+    asked: list[tuple[dict[Any, int], int]] = []
+
+    class Client:
+        def __init__(self, *a: Any, **kw: Any) -> None:
+            pass
+
+        def __enter__(self) -> "Client":
+            return self
+
+        def __exit__(self, *exc: Any) -> None:
+            pass
+
+        def partitions_for(self, topic: str) -> list[int]:
+            return [1, 0]
+
+        def list_offsets(self, requests: dict[Any, int], isolation_level: int = 0) -> dict[Any, tuple[int, int]]:
+            asked.append((requests, isolation_level))
+            return {tp: (7 + tp.partition, -1) for tp in requests}
+    monkeypatch.setattr(engine_mod, "KafkaClient", Client)
+    table = engine.metastore.require("T")
+    assert engine._join_start(table, "earliest", tmp_path, 0) is None and asked == []
+    first = engine._join_start(table, "latest", tmp_path, 0)
+    assert json.loads(first or "") == {"t": {"0": 7, "1": 8}}
+    assert [(sorted((tp.topic, tp.partition) for tp in r), level) for r, level in asked] == [
+        ([("t", 0), ("t", 1)], 1)]                    # the latest offsets, read_committed (last stable)
+    # a first batch Spark runs again starts where it did: the kept offsets, not the end now
+    assert engine._join_start(table, "latest", tmp_path, 0) == first and len(asked) == 1
+    assert engine._join_start(table, "latest", None, 0) == first and len(asked) == 2   # a push query asks
