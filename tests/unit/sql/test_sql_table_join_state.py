@@ -2,7 +2,7 @@
 latest row per key (``TableState``) updated by the batch's own records only, Spark handed only the
 rows the batch's changed keys touch (counted per batch: they follow the changes, not the tables'
 size), and the output topic, read as a table, equal after every batch to a plain-Python join of
-both tables as they are (INNER, LEFT and FULL OUTER on the key, and a LEFT foreign-key join),
+both tables as they are (INNER, LEFT and FULL OUTER on the key, LEFT and INNER foreign-key joins),
 through updates, tombstones on either side, rows that stop matching and a foreign key that moves;
 then a restart from the checkpoint, which reads each side up to the checkpoint's offsets first."""
 from __future__ import annotations
@@ -39,6 +39,8 @@ QUERIES = {
              "FULL", "ID", "ID"),
     "foreign": ("CREATE TABLE j AS SELECT a.id AS id, a.w AS w, b.z AS z FROM a LEFT JOIN b ON a.tid = b.id;",
                 "LEFT", "TID", "ID"),
+    "foreign_inner": ("CREATE TABLE j AS SELECT a.id AS id, a.w AS w, b.z AS z FROM a JOIN b ON a.tid = b.id;",
+                      "INNER", "TID", "ID"),
 }
 
 
@@ -203,9 +205,10 @@ def test_a_primary_key_join_applies_each_batch_and_hands_spark_the_changed_keys_
     assert sum(query.states[0].reads) + sum(query.states[1].reads) == len(topics.records[0]) + len(topics.records[1])
 
 
+@pytest.mark.parametrize("name", ["foreign", "foreign_inner"])
 def test_a_foreign_key_join_reaches_every_left_row_pointing_at_a_changed_right_row(
-        started: Callable[[str], tuple[Query, Topics]]) -> None:
-    query, topics = started("foreign")
+        started: Callable[[str], tuple[Query, Topics]], name: str) -> None:
+    query, topics = started(name)
     first = [topics.put(0, f"u{i}", w=i, tid=f"g{i % 10}") for i in range(100)] + \
         [topics.put(1, f"g{i}", z=f"z{i}") for i in range(8)]          # g8, g9 have no right row
     session = query.run(0, first)
