@@ -200,7 +200,8 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
     """CREATE TABLE ... AS SELECT ... FROM accounts LEFT JOIN limits: the output topic, read as a
     table, is the oracle's join of the two tables' final rows, before and after deletes on each side
     (an account deleted: its row is deleted; a limit deleted: its account's row loses the limit);
-    a pull query answers from the join's state."""
+    a pull query answers from the join's state; a push query of the join from `latest` joins a
+    later change with the tables as they were when it started."""
     suffix = uuid.uuid4().hex[:6]
     accounts, limits, joined = f"accounts-{suffix}", f"limits-{suffix}", f"acct-limits-{suffix}"
     config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"tt_{suffix}_", state_dir=str(tmp_path),
@@ -239,6 +240,20 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
         # the join keeps both tables' rows: each record of each side read once, not again per batch
         states = engine.table_states[out[0]["commandStatus"]["queryId"]]
         assert [sum(s.reads) for s in states] == [len(ACCOUNTS) + 1, len(LIMITS) + 2]
+        # a push query over the join starting at `latest`: it reads both tables up to where its stream
+        # starts (a2's name comes from there), then pushes only the rows the later changes touch
+        got: list[list[Any]] = []
+        seen = threading.Event()
+        tq = engine.query("SELECT a.id AS id, a.name AS name, l.lim AS lim FROM accounts a LEFT JOIN limits l "
+                          "ON a.id = l.id EMIT CHANGES;", {"auto.offset.reset": "latest"})
+
+        def pushed(batch: list[list[Any]]) -> None:
+            got.extend(batch)
+            seen.set()
+        tq.listen(pushed)
+        _produce(kafka.bootstrap, limits, [("a2", {"lim": 20}, T0 + 10_000)])
+        assert seen.wait(60) and got == [["a2", "Bobby", 20]], got
+        engine.close_query(tq.id)
         assert engine.query("SELECT * FROM acct_limits WHERE id = 'a1';").rows == []
         assert engine.query("SELECT lim FROM acct_limits WHERE id = 'a4';").rows == [[40]]
     finally:
