@@ -38,18 +38,15 @@ import gc
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from bench import load
+from bench import load, tool_support
 from bench.cpu import SchedTimes, cpu_seconds, thread_sched_times
 
 TOPIC = "consume-trace"
@@ -238,25 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-gc", action="store_true",
                     help="CPython's cyclic garbage collector off while a consumer runs (the client's own cost)")
     args = ap.parse_args(argv)
-    try:
-        consumer_conf = json.loads(args.consumer_conf)
-    except ValueError as exc:
-        raise SystemExit(f"--consumer-conf: not JSON: {exc}") from None
-    if not isinstance(consumer_conf, dict):
-        raise SystemExit("--consumer-conf: a JSON object of librdkafka settings, e.g. '{\"fetch.min.bytes\": 1}'")
-    from bench.systems import Kafka09, Kafkalite
-    from tests.support.zookeeper import ZooKeeperServer
-    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-consume-trace-", dir="/tmp"))
-    zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)
-    system = (Kafka09 if args.kafka else Kafkalite)(zk, tmp / "cluster")
-    try:
-        zk.start()
+    consumer_conf = tool_support.consumer_conf(args.consumer_conf)
+    with tool_support.one_system(args.kafka, "kafkalite-consume-trace-") as system:
         run(system, args.records, args.runs, args.partitions, args.batch_size or None, consumer_conf,
             collect_garbage=not args.no_gc)
-    finally:
-        system.stop()
-        zk.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

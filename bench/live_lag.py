@@ -25,15 +25,12 @@ import argparse
 import json
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from bench import load
+from bench import load, tool_support
 from bench.cpu import SchedTimes, cpu_seconds, sched_times
 
 TOPIC = "live-lag"
@@ -186,26 +183,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the consumer this many nice levels above the rest (needs root)")
     ap.add_argument("--consumer-conf", default="{}", help="JSON object of extra consumer settings")
     args = ap.parse_args(argv)
-    try:
-        consumer_conf = json.loads(args.consumer_conf)
-    except ValueError as exc:
-        raise SystemExit(f"--consumer-conf: not JSON: {exc}") from None
-    if not isinstance(consumer_conf, dict):
-        raise SystemExit("--consumer-conf: a JSON object of librdkafka settings, e.g. '{\"fetch.min.bytes\": 1}'")
+    consumer_conf = tool_support.consumer_conf(args.consumer_conf)
     if args.consumer_boost and os.geteuid() != 0:
         raise SystemExit("--consumer-boost: raising a process's priority needs root")
-    from bench.systems import Kafka09, Kafkalite
-    from tests.support.zookeeper import ZooKeeperServer
-    tmp = Path(tempfile.mkdtemp(prefix="kafkalite-live-lag-", dir="/tmp"))
-    zk = ZooKeeperServer(tmp / "zookeeper", tick_ms=2000)
-    system = (Kafka09 if args.kafka else Kafkalite)(zk, tmp / "cluster")
-    try:
-        zk.start()
+    with tool_support.one_system(args.kafka, "kafkalite-live-lag-") as system:
         run(system, args.gb, args.chunks, args.consumer_boost, consumer_conf)
-    finally:
-        system.stop()
-        zk.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -18,6 +18,18 @@ from typing import Any, Mapping
 
 ROOT = Path(__file__).resolve().parents[1]
 
+#: The driver JVM's default thread stack (``-Xss``), set through ``spark.driver.defaultJavaOptions``
+#: (which a user's ``spark.driver.extraJavaOptions`` adds to rather than replaces). When a query
+#: whose ``foreachBatch`` function is inside a py4j call is stopped, the call fails with
+#: ``InterruptedException`` and Spark tells that from a failure by matching the whole Python
+#: traceback against ``Py4JJavaError: An error occurred while calling((.|\r\n|\r|\n)*)(...)``
+#: (StreamExecution.isInterruptionException): ``java.util.regex`` recurses once per character
+#: there, so on the JVM's default 1 MB thread stack a traceback over ~2,000 characters (every real
+#: one: it carries the Java stack) ends the stream thread with ``java.lang.StackOverflowError``
+#: instead of a clean stop. 16 MB holds tracebacks of 64,000 characters; it is address space
+#: reserved per thread, touched only as deep as a thread goes.
+DRIVER_JAVA_OPTIONS = "-Xss16m"
+
 
 def is_local(master: str) -> bool:
     return master == "local" or master.startswith("local[")
@@ -30,8 +42,10 @@ def python_path() -> str:
 
 
 def session_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The settings :func:`spark_session` adds for ``master``, under the caller's own ``conf``."""
-    out = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC"}
+    """The settings :func:`spark_session` adds for ``master``, under the caller's own ``conf``
+    (``spark.driver.defaultJavaOptions`` only takes effect if this process starts the JVM)."""
+    out = {"spark.ui.showConsoleProgress": "false", "spark.sql.session.timeZone": "UTC",
+           "spark.driver.defaultJavaOptions": DRIVER_JAVA_OPTIONS}
     if not is_local(master):
         out["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
         out["spark.executorEnv.PYTHONPATH"] = python_path()

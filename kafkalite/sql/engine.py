@@ -36,7 +36,8 @@ from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.errors import BAD_REQUEST, BAD_STATEMENT, QUERY_ENDPOINT, KsqlError
 from kafkalite.sql.metastore import FORMATS, DataSource, MetaStore, PersistentQuery
 from kafkalite.sql.parser import parse
-from kafkalite.sql.queries import StateStore, TransientQuery, decode_output, evaluate, json_value, ksql_type
+from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, decode_output, evaluate, json_value,
+                                   ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
                                      from_wire, has_aggregate, literal, map_columns, map_of_entries,
@@ -1314,34 +1315,34 @@ class Engine:
         state.apply(r.asDict() for r in frame.collect())
         return frame.schema
 
-    def _latest_view(self, session: Any, table: DataSource, changelog: str, name: str) -> None:
-        """A table as it is now, as the view ``name``: the latest record per key of its topic
-        (read_committed, from the start), a tombstone deleting the key."""
-        self._source_frame(table, "earliest", session).createOrReplaceTempView(changelog)
-        keys = ", ".join([quote(c.name) for c in table.key_columns]
-                         + ([] if table.window is None else ["`WINDOWSTART`", "`WINDOWEND`"]))
-        session.sql(f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {keys} ORDER BY `ROWPARTITION` "
-                    f"DESC, `ROWOFFSET` DESC) AS `__latest` FROM {changelog}) "
-                    f"WHERE `__latest` = 1 AND NOT `__tombstone`").createOrReplaceTempView(name)
-
     def _compile_table_table_join(self, plan: "QueryPlan", view: str) -> tuple["TableTableJoin", str]:
         """Tables joined with tables, as Kafka Streams' KTable-KTable joins: the query streams
-        the changed keys of every joined table (their topics' records); each micro-batch joins
-        the tables as they are now (latest row per key, as a stream-table join reads its table)
-        and keeps the joined rows that a changed key touches: a row of a changed key of any side
-        (for a foreign-key join, also the left rows whose foreign key changed on the right). The
-        engine compares them with the output table so far: a key that no longer joins (a side
-        deleted, an INNER partner gone, a WHERE no longer true) gets a tombstone."""
+        every joined table's records (each side's row as a struct column ``__row<i>``, with its
+        changed key); each side's latest row per key is kept across micro-batches
+        (``TableState``), a batch applying only its own records, and Spark is handed only the rows
+        the batch's changed keys touch: on a primary-key join, each side's rows of those keys; on
+        a foreign-key join, the changed left rows and every left row pointing at a changed right
+        key (``GroupIndex``: left key -> foreign key), with the right rows they name. The joined
+        rows are those a changed key touches; the engine compares them with the output table so
+        far: a key that no longer joins (a side deleted, an INNER partner gone, a WHERE no longer
+        true) gets a tombstone. A query resumed from its checkpoint first reads each side up to
+        where its next batch starts; a new query starting at ``latest`` reads each side up to the
+        offsets its stream starts at (the tables as they are), so its joins see the whole tables."""
         q, scope, text = plan.select, plan.scope, plan.sink.statement
         tables = [(q.alias or plan.source.name, plan.source)] + [(a, d) for _, d, a in plan.joins]
         kinds = {"INNER": "INNER JOIN", "LEFT": "LEFT OUTER JOIN", "RIGHT": "RIGHT OUTER JOIN",
                  "FULL": "FULL OUTER JOIN"}
+        checkpoint = (None if plan.query_id.startswith("transient_")
+                      else Path(self.config.state_dir) / self.config.service_id / plan.query_id)
+        starts = [self._join_start(table, plan.offset_reset, checkpoint, index)
+                  for index, (_, table) in enumerate(tables)]
         changes = None
         for index, (_, table) in enumerate(tables):
-            side = self._source_frame(table, plan.offset_reset).selectExpr(
+            frame = self._source_frame(table, starts[index] or plan.offset_reset, tombstones=True)
+            side = frame.selectExpr(
                 f"{index} AS `__side`", join_rules.keyed_in_window(quote(table.key_columns[0].name), None, table.window)
-                + " AS `__key`", "`ROWTIME`")
-            changes = side if changes is None else changes.unionByName(side)
+                + " AS `__key`", "`ROWTIME`", f"struct(*) AS `__row{index}`")
+            changes = side if changes is None else changes.unionByName(side, allowMissingColumns=True)
 
         def changed(index: int) -> str:
             return f"(SELECT `__key` FROM {view}_changes WHERE `__side` = {index})"
@@ -1372,29 +1373,95 @@ class Engine:
             f"SELECT `__key` FROM {view}_changes WHERE `__side` = 0 UNION SELECT CAST({left_key} AS STRING) FROM "
             f"{view}_t0 AS {quote(tables[0][0])} WHERE CAST({to_spark(foreign, scope, text)} AS STRING) IN "
             f"{changed(1)}")
+        states = [TableState([c.name for c in table.key_columns], table.window is not None) for _, table in tables]
+        self.table_states[plan.query_id] = states
+        pointing = GroupIndex()                           # a foreign-key join: left key -> its foreign key
+        fk_name = None if foreign is None else foreign.name
+        left_name = tables[0][1].key_columns[0].name
+        started: list[bool] = []
 
-        def prepare(batch: Any) -> tuple[list[Any], str, str]:
-            """The batch's changed keys, collected once and written into the join's SQL as
-            literal lists (the batch itself would be read from the topics again by every
-            subquery), and the tables as they are; the change rows and both SQL texts."""
+        def point(changed_rows: dict[Any, Any]) -> None:
+            if fk_name is not None:
+                for k, (_, after) in changed_rows.items():
+                    fk = None if after is None else after.get(fk_name)
+                    pointing.move(k, None if fk is None else group_key([fk]))
+
+        def resume(session: Any, batch_id: int) -> None:
+            """Each side as the batch before this one left it (a resumed query), or as it was where
+            a new query's stream starts (``latest``): read once, before the first batch applies."""
+            offsets = _checkpointed_sources(checkpoint, batch_id - 1) if checkpoint is not None and batch_id else None
+            for index, (_, table) in enumerate(tables):
+                until = starts[index] if offsets is None else _topic_offsets(offsets, table.topic)
+                if until is not None:
+                    self._read_changes(session, table, states[index], until)
+            point({k: (None, r) for k, r in states[0].rows.items()})
+            for state in states:
+                state.reads.clear()
+
+        def prepare(batch: Any, batch_id: int = 0) -> tuple[list[Any], str, str]:
+            """The batch's records applied to each side's state, the rows its changed keys touch
+            as the views ``<view>_t<i>``, and the join's SQL and the candidates' (keys whose
+            output row may change) with each side's changed keys written in as literals."""
             session = batch.sparkSession
             rows = batch.collect()
-            texts = (sql, candidates)
+            schemas = [batch.schema[f"__row{index}"].dataType for index in range(len(tables))]
+            if not started:
+                started.append(True)
+                resume(session, batch_id)
+            keys: list[set[Any]] = []
+            for index, state in enumerate(states):
+                records = [r[f"__row{index}"].asDict() for r in rows if r["__side"] == index]
+                applied = state.apply(records)
+                if index == 0:
+                    point(applied)
+                keys.append({state.key_of(r) for r in records})
+            keyed = {r["__key"] for r in rows if r["__key"] is not None}
+            if fk_name is None:                           # one key: each side's rows of every changed key
+                wanted = set().union(*keys)
+                handed = [[s.rows[k] for k in wanted if k in s.rows] for s in states]
+                candidates_now = keyed
+            else:                                         # the changed left rows and those pointing at a changed right key
+                pointed_keys = set(pointing.keys_in(keys[1]))
+                pointed = [states[0].rows[k] for k in pointed_keys if k in states[0].rows]
+                left_rows = [states[0].rows[k] for k in keys[0] | pointed_keys if k in states[0].rows]
+                named = {group_key([r.get(fk_name)]) for r in left_rows}
+                handed = [left_rows, [states[1].rows[k] for k in named if k in states[1].rows]]
+                candidates_now = {r["__key"] for r in rows if r["__side"] == 0 and r["__key"] is not None} | {
+                    str(r.get(left_name)) for r in pointed}
+            for index, view_rows in enumerate(handed):
+                _rows_frame(session, view_rows, schemas[index]).createOrReplaceTempView(f"{view}_t{index}")
+            join_sql = sql
             for index in range(len(tables)):
-                keys = sorted({r["__key"] for r in rows if r["__side"] == index and r["__key"] is not None})
-                listed = "(" + ", ".join(literal(k) for k in keys) + ")" if keys else "(NULL)"
-                texts = tuple(t.replace(changed(index), listed) for t in texts)   # type: ignore[assignment]
-            everything = sorted({r["__key"] for r in rows if r["__key"] is not None})
-            texts = (texts[0], texts[1].replace(f"SELECT `__key` FROM {view}_changes", "SELECT explode(array("
-                                                + ", ".join(literal(k) for k in everything) + ")) AS `__key`"))
-            for index, (_, table) in enumerate(tables):
-                self._latest_view(session, table, f"{view}_changelog{index}", f"{view}_t{index}")
-            return rows, texts[0], texts[1]
+                listed_keys = sorted({r["__key"] for r in rows if r["__side"] == index and r["__key"] is not None})
+                listed = "(" + ", ".join(literal(k) for k in listed_keys) + ")" if listed_keys else "(NULL)"
+                join_sql = join_sql.replace(changed(index), listed)
+            # the keys whose output row may change, worked out from the state: written in as literals
+            candidates_sql = ("SELECT explode(array(" + ", ".join(literal(k) for k in sorted(candidates_now))
+                              + ")) AS `__key`")
+            return rows, join_sql, candidates_sql
 
         def per_batch(batch: Any) -> Any:
             _, join_sql, _ = prepare(batch)
             return batch.sparkSession.sql(join_sql)
         return TableTableJoin(changes, per_batch, prepare, sql, candidates), sql
+
+    def _join_start(self, table: DataSource, offset_reset: str, checkpoint: Path | None, index: int) -> str | None:
+        """Where a table-table join's stream of ``table`` starts, as offsets JSON, when it starts
+        at ``latest``: the topic's last stable offsets now (kept in the checkpoint's directory, so a
+        first batch Spark runs again starts where it did), which its state first reads up to."""
+        if offset_reset != "latest":
+            return None
+        kept = None if checkpoint is None else checkpoint / f"table-join-start-{index}.json"
+        if kept is not None and kept.exists():
+            return kept.read_text()
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            ends = client.list_offsets({TopicPartition(table.topic, p): -1
+                                        for p in client.partitions_for(table.topic)}, isolation_level=1)
+        text = json.dumps({table.topic: {str(tp.partition): offset for tp, (offset, _) in sorted(ends.items())}})
+        if kept is not None:
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            kept.write_text(text)
+        return text
 
     def _compile_join(self, plan: "QueryPlan", left: Any, view: str, structs: bool = False) -> tuple[Any, str]:
         """A stream-stream join as Spark's: each side a view with a watermark of its grace period
@@ -1519,6 +1586,7 @@ class Engine:
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
         running = self.running[plan.query_id] = writer.start()
+        await_sources(running)                            # one query's source process starting at a time
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
         threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
                          daemon=True).start()
@@ -1534,14 +1602,15 @@ class Engine:
         names = [n for n, _ in plan.items]
         store = StateStore(list(plan.key_names), False, names, [types.get(n, "STRING") for n in names])
         self.stores[plan.sink.name] = store
-        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
+        # a checkpoint Spark has run (the directory alone may hold only the join's start offsets)
+        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id / "offsets").exists():
             self._restore_store(plan, store)
         key = plan.key_names[0] if plan.key_names else None
 
         def each_batch(batch: Any, batch_id: int) -> None:
             session = batch.sparkSession
             started = time.monotonic()
-            changes, join_sql, candidates_sql = join.prepare(batch)
+            changes, join_sql, candidates_sql = join.prepare(batch, batch_id)
             result = session.sql(join_sql)
             rows = [r.asDict() for r in result.collect()]
             candidates = {r[0] for r in session.sql(candidates_sql).collect()}
@@ -2082,9 +2151,9 @@ class TableTableJoin(TableJoin):
     (run after ``per_batch``, over the views it made), for the tombstones of rows gone."""
 
     def __init__(self, changes: Any, per_batch: Callable[[Any], Any],
-                 prepare: Callable[[Any], tuple[list[Any], str, str]], sql: str, candidates_sql: str) -> None:
+                 prepare: Callable[..., tuple[list[Any], str, str]], sql: str, candidates_sql: str) -> None:
         super().__init__(changes, per_batch)
-        self.prepare = prepare                    # a batch's tables' views; its change rows and SQL texts
+        self.prepare = prepare                    # (batch, batch id): the views; its change rows and SQL texts
         self.sql = sql                            # the join over those views
         self.candidates_sql = candidates_sql
 
@@ -2184,6 +2253,28 @@ def _checkpointed_offsets(checkpoint: Path, batch_id: int) -> str | None:
     except OSError:
         return None
     return lines[2] if len(lines) > 2 and lines[0].startswith("v") else None
+
+
+def _checkpointed_sources(checkpoint: Path, batch_id: int) -> list[str] | None:
+    """Every source's offsets (one JSON per source, ``{topic: {partition: offset}}``) at the end
+    of micro-batch ``batch_id`` in a Spark checkpoint's offset log; None if it has no such batch."""
+    try:
+        lines = (checkpoint / "offsets" / str(batch_id)).read_text().splitlines()
+    except OSError:
+        return None
+    return lines[2:] if len(lines) > 2 and lines[0].startswith("v") else None
+
+
+def _topic_offsets(sources: list[str], topic: str) -> str | None:
+    """The offsets JSON of the source that reads ``topic``, among a batch's sources'."""
+    for line in sources:
+        try:
+            offsets = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(offsets, dict) and topic in offsets:
+            return json.dumps({topic: offsets[topic]})
+    return None
 
 
 def _store_row(row: dict[str, Any], windowed: bool) -> dict[str, Any]:

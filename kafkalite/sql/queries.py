@@ -16,6 +16,7 @@ import decimal
 import json
 import logging
 import threading
+import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -34,6 +35,38 @@ Listener = Callable[[list[Row]], None]
 _KSQL_TYPES = {"string": "STRING", "bigint": "BIGINT", "int": "INTEGER", "integer": "INTEGER",
                "double": "DOUBLE", "float": "DOUBLE", "boolean": "BOOLEAN", "binary": "BYTES",
                "timestamp": "TIMESTAMP", "date": "DATE", "smallint": "INTEGER", "tinyint": "INTEGER"}
+
+
+#: how long :func:`await_sources` lets one query create its sources before the next one starts anyway
+SOURCES_WAIT_S = 120.0
+
+
+def await_sources(running: Any, timeout_s: float = SOURCES_WAIT_S) -> None:
+    """Returns once the Spark query ``running`` has created its sources (its status message is past
+    Spark's "Initializing StreamExecution" / "Initializing sources"), has stopped, or
+    ``timeout_s`` has passed.
+
+    Why: a streaming read of a Python data source (the ``kafkalite`` source) starts, in the
+    driver, one Python process of its own (``PythonStreamingSourceRunner`` through
+    ``PythonWorkerFactory.createSimpleWorker``), and Spark 4.x waits 10 seconds for it to connect
+    back, a wait no setting changes (the daemon and ``spark.python.worker.reuse`` are for
+    executors' and planners' workers, not this one). Queries started side by side (several CSAS in
+    one request, a server replaying its command topic) start these processes all at once, next to
+    each other's planning; on a loaded machine one of them misses the 10 seconds and its query
+    fails with "Python worker failed to connect back". The engine starts queries one source
+    initialization after the other, which keeps one such process starting at a time (a query that
+    fails all the same is restarted from its checkpoint by the engine's supervisor)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if not running.isActive or not str(running.status["message"]).startswith("Initializing"):
+                return
+        except Exception as exc:                          # the query failed meanwhile: its supervisor says why
+            log.debug("waiting for %s's sources: %s", getattr(running, "name", "?"), exc)
+            return
+        time.sleep(0.05)
+    log.warning("query %s still initializing its sources after %.0f s; starting the next one anyway",
+                getattr(running, "name", "?"), timeout_s)
 
 
 def ksql_type(spark_simple: str) -> str:

@@ -19,7 +19,10 @@ log = logging.getLogger("kafkalite.sql.server")
 
 def spark_session(config: KsqlConfig) -> Any:
     """The session the queries run in (``spark.master``, local by default); its Python workers run
-    this interpreter and import this package, also on a Spark cluster (spark_integration.session)."""
+    this interpreter and import this package, also on a Spark cluster (spark_integration.session),
+    and its driver JVM the thread stack that lets a query stopped mid-batch end cleanly
+    (``spark.driver.defaultJavaOptions``, session.DRIVER_JAVA_OPTIONS); a ``spark.*`` property of
+    the file overrides any of these."""
     from spark_integration.session import spark_session as session_for
     return session_for(f"kafkalite-sql-{config.service_id}", config.spark_master,
                        {"spark.sql.shuffle.partitions": "2",

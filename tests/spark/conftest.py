@@ -30,6 +30,7 @@ def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     from spark_integration import register
+    from spark_integration.session import DRIVER_JAVA_OPTIONS
 
     session = (SparkSession.builder.master("local[2]").appName("kafkalite-tests")
                .config("spark.ui.enabled", "false")
@@ -39,6 +40,8 @@ def spark() -> Iterator[Any]:
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", "1g")
+               # the SQL server's thread stack: a query stopped mid-batch ends cleanly (session.py)
+               .config("spark.driver.defaultJavaOptions", DRIVER_JAVA_OPTIONS)
                .config("spark.driver.extraJavaOptions",
                        f"-Dlog4j2.configurationFile=file:{_HERE / 'log4j2.properties'}")
                .getOrCreate())

@@ -200,7 +200,8 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
     """CREATE TABLE ... AS SELECT ... FROM accounts LEFT JOIN limits: the output topic, read as a
     table, is the oracle's join of the two tables' final rows, before and after deletes on each side
     (an account deleted: its row is deleted; a limit deleted: its account's row loses the limit);
-    a pull query answers from the join's state."""
+    a pull query answers from the join's state; a push query of the join from `latest` joins a
+    later change with the tables as they were when it started."""
     suffix = uuid.uuid4().hex[:6]
     accounts, limits, joined = f"accounts-{suffix}", f"limits-{suffix}", f"acct-limits-{suffix}"
     config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"tt_{suffix}_", state_dir=str(tmp_path),
@@ -236,6 +237,23 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert ("a1", None, T0 + 8_000) in _read_table(kafka.bootstrap, joined)     # a tombstone with event time
+        # the join keeps both tables' rows: each record of each side read once, not again per batch
+        states = engine.table_states[out[0]["commandStatus"]["queryId"]]
+        assert [sum(s.reads) for s in states] == [len(ACCOUNTS) + 1, len(LIMITS) + 2]
+        # a push query over the join starting at `latest`: it reads both tables up to where its stream
+        # starts (a2's name comes from there), then pushes only the rows the later changes touch
+        got: list[list[Any]] = []
+        seen = threading.Event()
+        tq = engine.query("SELECT a.id AS id, a.name AS name, l.lim AS lim FROM accounts a LEFT JOIN limits l "
+                          "ON a.id = l.id EMIT CHANGES;", {"auto.offset.reset": "latest"})
+
+        def pushed(batch: list[list[Any]]) -> None:
+            got.extend(batch)
+            seen.set()
+        tq.listen(pushed)
+        _produce(kafka.bootstrap, limits, [("a2", {"lim": 20}, T0 + 10_000)])
+        assert seen.wait(60) and got == [["a2", "Bobby", 20]], got
+        engine.close_query(tq.id)
         assert engine.query("SELECT * FROM acct_limits WHERE id = 'a1';").rows == []
         assert engine.query("SELECT lim FROM acct_limits WHERE id = 'a4';").rows == [[40]]
     finally:
@@ -430,6 +448,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
             raise AssertionError(f"{table()} != {want}") from None
         reads = engine.table_states[query_id][0].reads          # not the whole topic again
         assert 1 <= sum(reads) < written and len(_read_raw(kafka.bootstrap, internal)) == written + 1, reads
+        # nor does the resumed join: both tables read up to its checkpoint first, then the one change
+        assert [sum(s.reads) for s in engine.table_states[f"{query_id}_JOIN"]] == [1, 0]
         engine.execute(f"TERMINATE {query_id};")
         wait_for(lambda: internal not in _topics(kafka.bootstrap), 60, "the internal topic to be deleted")
 

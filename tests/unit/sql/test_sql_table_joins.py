@@ -43,11 +43,13 @@ def test_primary_key_table_table_join_plan(engine: Engine, monkeypatch: Any) -> 
     assert compiled.candidates_sql == "SELECT `__key` FROM ksql_ctas_tu_6_changes"
     spark = _spark(engine)
     before = len(spark.sql_texts)
-    compiled.per_batch(type("B", (), {"collect": lambda _: [], "sparkSession": spark})())   # tables now, then the join
-    latest = spark.sql_texts[before:]
-    assert [t.split(" FROM ")[-1].split(")")[0] for t in latest[:2]] == ["ksql_ctas_tu_6_changelog0",
-                                                                         "ksql_ctas_tu_6_changelog1"]
-    assert latest[2] == re.sub(r"\(SELECT `__key` FROM ksql_ctas_tu_6_changes WHERE `__side` = \d\)", "(NULL)", sql)
+    from pyspark.sql.types import StringType, StructField, StructType
+    side = StructType([StructField("ID", StringType())])
+    schema = StructType([StructField("__row0", side), StructField("__row1", side)])
+    compiled.per_batch(type("B", (), {"collect": lambda _: [], "sparkSession": spark, "schema": schema})())
+    # the tables' rows are kept by the query (no topic read again): only the join runs
+    assert spark.sql_texts[before:] == [
+        re.sub(r"\(SELECT `__key` FROM ksql_ctas_tu_6_changes WHERE `__side` = \d\)", "(NULL)", sql)]
     assert engine.stores["TU"].column_names == ["ID", "V", "W"]
     # the output's key is either side's key column
     engine.execute("CREATE TABLE ut AS SELECT u.id AS uid, t.v AS v FROM t JOIN u ON t.id = u.id;")
@@ -142,33 +144,46 @@ class Row(dict):  # type: ignore[type-arg]
 
 
 class Batch:
-    """A micro-batch of changed keys, its session and the frames the join hands back."""
+    """A micro-batch of both tables' records (each side's row as ``__row<i>``), its session and
+    the frames the join hands back."""
 
     def __init__(self, changes: list[Row], joined: list[Row], candidates: list[str]) -> None:
         from pyspark.sql.types import IntegerType, StringType, StructField, StructType, TimestampType
         self.changes, self.joined, self.candidates = changes, joined, candidates
-        self.schema = StructType([StructField("ID", StringType()), StructField("V", IntegerType()),
-                                  StructField("__rowtime", TimestampType())])
+        self.out = StructType([StructField("ID", StringType()), StructField("V", IntegerType()),
+                               StructField("__rowtime", TimestampType())])
+        self.schema = StructType([StructField("__row0", StructType([StructField("ID", StringType())])),
+                                  StructField("__row1", StructType([StructField("ID", StringType())]))])
         self.sparkSession = self
         self.written: list[tuple[Any, ...]] = []
         self.texts: list[str] = []
+        self.handed: list[list[Any]] = []
 
     def collect(self) -> list[Any]:
         return self.changes
 
     def sql(self, text: str) -> Any:
         self.texts.append(text)
-        if text.startswith("SELECT explode(array('a', 'b')) AS `__key`"):      # the changed keys, as literals
+        if text.startswith("SELECT explode(array("):      # the keys whose row may change, as literals
+            assert text == "SELECT explode(array(" + ", ".join(f"'{k}'" for k in self.candidates) + ")) AS `__key`"
             return type("C", (), {"collect": lambda _: [(k,) for k in self.candidates]})()
-        return type("R", (), {"collect": lambda _: self.joined, "schema": self.schema})()
+        return type("R", (), {"collect": lambda _: self.joined, "schema": self.out})()
 
     def createDataFrame(self, rows: list[tuple[Any, ...]], schema: Any) -> Any:
+        if [f.name for f in schema.fields] == ["ID"]:       # a side's rows the batch's keys touch
+            self.handed.append(sorted(rows))
+            return type("V", (), {"createOrReplaceTempView": lambda _, name: None})()
         assert [f.name for f in schema.fields] == ["ID", "V", "__rowtime", "__tombstone"]
         self.written = rows
         return rows
 
 
-def test_table_join_batch_writes_rows_and_tombstones_and_keeps_the_store(engine: Engine, monkeypatch: Any) -> None:
+def change(side: int, key: str, offset: int, at: Any, tombstone: bool = False) -> Row:
+    row = Row(ID=key, ROWPARTITION=0, ROWOFFSET=offset, __tombstone=tombstone)
+    return Row(__side=side, __key=key, ROWTIME=at, **{f"__row{side}": row})
+
+
+def test_table_join_batch_writes_rows_and_tombstones_and_keeps_the_store(engine: Engine) -> None:
     engine.execute("CREATE TABLE x (id STRING PRIMARY KEY, z STRING) WITH (KAFKA_TOPIC='x', VALUE_FORMAT='JSON');"
                    "CREATE TABLE j AS SELECT t.id AS id, t.v AS v FROM t JOIN x ON t.id = x.id;")
     plan, _ = engine.plans["CTAS_J_4"]
@@ -178,23 +193,26 @@ def test_table_join_batch_writes_rows_and_tombstones_and_keeps_the_store(engine:
     each = engine._table_join_batch(plan, compiled, lambda frame, batch_id, tombstones: writes.append(
         (frame, batch_id, tombstones)))
     at = datetime.datetime(2026, 1, 1)
-    first = Batch([Row(__side=0, __key="a", ROWTIME=at), Row(__side=1, __key="b", ROWTIME=at)],
+    first = Batch([change(0, "a", 0, at), change(1, "b", 0, at), change(1, "a", 1, at)],
                   [Row(ID="a", V=1, __rowtime=at)], ["a", "b"])
-    monkeypatch.setattr(Engine, "_latest_view", lambda self, *a: None)
     each(first, 0)
     # each side's changed keys are written into the join as literals: the batch is not read again
-    assert "CAST(`T`.`ID` AS STRING) IN ('a')" in first.texts[0] and "CAST(`X`.`ID` AS STRING) IN ('b')" in first.texts[0]
+    assert "CAST(`T`.`ID` AS STRING) IN ('a')" in first.texts[0] and "CAST(`X`.`ID` AS STRING) IN ('a', 'b')" in \
+        first.texts[0]
+    assert first.handed == [[("a",)], [("a",), ("b",)]]     # each side's rows of the changed keys
     assert writes[-1] == ([("a", 1, at, False)], 0, True)
     assert engine.stores["J"].scan(lambda r: True) == [["a", 1]]
     assert engine.query("SELECT * FROM j WHERE id = 'a';").rows == [["a", 1]]
     later = at + datetime.timedelta(seconds=5)
     # x's row for a is deleted: a no longer joins, so its row is deleted too; b never had one
-    second = Batch([Row(__side=1, __key="a", ROWTIME=later),
-                    Row(__side=1, __key="b", ROWTIME=later + datetime.timedelta(seconds=1))], [], ["a", "b"])
+    second = Batch([change(1, "a", 2, later, True), change(1, "b", 3, later + datetime.timedelta(seconds=1), True)],
+                   [], ["a", "b"])
     each(second, 1)
+    assert second.handed == [[("a",)], []]                  # t's row a; x has neither left
     assert writes[-1] == ([("a", None, later, True)], 1, True)       # at the time of the change that deleted it
     assert engine.stores["J"].scan(lambda r: True) == []
     assert engine.query("SELECT * FROM j WHERE id = 'a';").rows == []
+    assert [s.reads for s in engine.table_states["CTAS_J_4"]] == [[1, 0], [2, 2]]
 
 
 def test_pull_queries_on_session_and_emit_final_tables(engine: Engine, monkeypatch: Any) -> None:
