@@ -174,7 +174,11 @@ def skip_or_fail(frame: Any, topic: str, fail: bool, include_rows: bool) -> Any:
         logger = _arrow_function(_Logger(topic, include_rows))
         function = arrow_udf(logger, BooleanType())  # type: ignore[call-overload]
         frame.sparkSession.udf.register(name, function)
-        kept = frame.where(f"{name}(`__deser_error`, `__deser_target`, `ROWPARTITION`, `ROWOFFSET`, `__deser_record`)")
+        # a good record's bytes and target go to Python as nulls: only a poison record's are read
+        def if_bad(column: str) -> str:
+            return f"CASE WHEN `__deser_error` IS NOT NULL THEN {column} END"
+        kept = frame.where(f"{name}(`__deser_error`, {if_bad('`__deser_target`')}, `ROWPARTITION`, `ROWOFFSET`, "
+                           f"{if_bad('`__deser_record`')})")
     return kept.drop("__deser_error", "__deser_target", "__deser_record")
 
 
