@@ -18,6 +18,7 @@ from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.metastore import DataSource
 from kafkalite.sql.queries import StateStore, decode_output
+from spark_integration import avro as spark_avro
 from tests.unit.sql.conftest import RecordingAdmin
 from tests.unit.sql.test_sql_engine_statements import FakeCommands, FakeSpark
 
@@ -201,6 +202,9 @@ def engine(monkeypatch: Any) -> Engine:
     monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
     monkeypatch.setattr(engine_mod, "Admin", RecordingAdmin)
     monkeypatch.setattr(registry_client, "RegistryClient", FakeRegistry)
+    # the Spark source's reader-schema lookup bound the name when it was imported (maybe by an
+    # earlier test in this process): it reads the key schemas of the queries' plans
+    monkeypatch.setattr(spark_avro, "RegistryClient", FakeRegistry)
     RecordingAdmin.deleted, FakeRegistry.deleted = [], []
     FakeRegistry.subjects = {"v-value": RegisteredSchema(1, "AVRO", json.dumps(
         {"type": "record", "name": "V", "fields": [{"name": "amount", "type": "double"}]}))}
