@@ -11,7 +11,7 @@ import os
 import sys
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 
@@ -77,6 +77,28 @@ def schema_registry(kafka: Cluster, tmp_path_factory: Any) -> Iterator[Any]:
         yield registry
     finally:
         registry.stop(10)
+
+
+def sql_config(bootstrap: str, service_id: str, state_dir: Any, **overrides: Any) -> Any:
+    """A SQL server's configuration for one test: its own ``ksql.service.id`` (so its own command
+    topic), queries reading from the earliest offset and committing every 500 ms, and a restart
+    back-off of 1 s doubling to 4 s where ksqlDB's default starts at 15 s: a query failing at start
+    on a loaded machine (a Python worker that did not connect back in time) runs again well inside
+    a test's wait instead of after 15 + 30 + 60 s."""
+    from kafkalite.sql.config import KsqlConfig
+
+    settings: dict[str, Any] = {"streams": (("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")),
+                                "retry_backoff_initial_ms": 1000, "retry_backoff_max_ms": 4000, **overrides}
+    return KsqlConfig(bootstrap_servers=bootstrap, service_id=service_id, state_dir=str(state_dir), **settings)
+
+
+def engine_wait(engine: Any, what: str) -> Callable[[], str]:
+    """A wait's message naming ``what`` and, asked when the wait runs out, the SQL engine's
+    persistent queries with their state and last error and how often each was restarted."""
+    def describe() -> str:
+        queries = {q.id: (q.state, q.error) for q in engine.metastore.queries.values()}
+        return f"{what} (queries {queries}, restarts {engine.restarts})"
+    return describe
 
 
 def new_topic(cluster: Cluster, partitions: int, prefix: str = "t", config: dict[str, str] | None = None) -> str:

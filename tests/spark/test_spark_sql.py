@@ -18,8 +18,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import engine_wait, sql_config
 from tests.support.waiting import wait_for
 
 WINDOW_MS = 10_000
@@ -99,8 +99,7 @@ def _fast_alerts(bootstrap: str, topic: str) -> list[tuple[str, float, int]]:
 
 def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any, kafka: Any, tmp_path: Any) -> None:
     suffix = uuid.uuid4().hex[:6]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"test_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"test_{suffix}_", tmp_path)
     gps, speeds, alerts = f"gps-{suffix}", f"speeds-{suffix}", f"alerts-{suffix}"
     first = _rows(0, 120)
     engine = Engine(config, spark)
@@ -118,7 +117,8 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
         speeds_id = table[0]["commandStatus"]["queryId"]
         assert speeds_id == "CTAS_SPEEDS_1"          # named after its command's sequence number
         want = _timed(_oracle(first), first)
-        wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150, "the windowed table to match the oracle")
+        wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150,
+                 engine_wait(engine, "the windowed table to match the oracle"))
         shown = engine.execute("SHOW QUERIES; SHOW TABLES; DESCRIBE speeds;")
         assert {q["id"] for q in shown[0]["queries"]} == {speeds_id}
         assert shown[1]["tables"] == [{"type": "TABLE", "name": "SPEEDS", "topic": speeds, "keyFormat": "KAFKA",
@@ -143,7 +143,8 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
         assert closed and {(r[0], r[1]): (r[3], r[4], r[5]) for r in pulled.rows} == closed
         assert all(r[2] == r[1] + WINDOW_MS for r in pulled.rows)
         want = _timed(_oracle(first + more), first + more)
-        wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150, "the table after the restart")
+        wait_for(lambda: _table(kafka.bootstrap, speeds, 2) == want, 150,
+                 engine_wait(again, "the table after the restart"))
         # one query at a time on local[2]: the table's query ends, a filtering stream starts
         terminated = again.execute(f"TERMINATE {speeds_id};")
         assert terminated[0]["commandStatus"]["message"] == "Query terminated." and not again.running
@@ -151,6 +152,7 @@ def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any,
                              "speed * 1.609 AS speed_kmh FROM trucks WHERE speed >= 80 PARTITION BY truck;")
         assert fast[0]["commandStatus"]["queryId"] == "CSAS_FAST_3"
         expected = sorted((t, s * 1.609, ts) for t, s, ts in first + more if s >= 80)    # each input's time
-        wait_for(lambda: sorted(_fast_alerts(kafka.bootstrap, alerts)) == expected, 150, "the alerts stream")
+        wait_for(lambda: sorted(_fast_alerts(kafka.bootstrap, alerts)) == expected, 150,
+                 engine_wait(again, "the alerts stream"))
     finally:
         again.stop()

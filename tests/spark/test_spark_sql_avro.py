@@ -17,8 +17,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
 from kafkalite.registry.client import RegistryClient
 from kafkalite.registry.serde import decode, encode, parse_avro
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import sql_config
 from tests.support.waiting import wait_for
 
 SCHEMA = {"type": "record", "name": "Reading", "fields": [
@@ -60,9 +60,7 @@ def test_csas_over_avro_with_timestamp_date_and_decimal(spark: Any, kafka: Any, 
     base = datetime.datetime(2026, 11, 29, 6, 0, 0, 250000, tzinfo=UTC)
     rows = [{"id": i, "ts": base + datetime.timedelta(minutes=i), "day": datetime.date(2026, 11, i),
              "amount": decimal.Decimal(f"{i}.25")} for i in (1, 2, 3)]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"avro_{suffix}_", state_dir=str(tmp_path),
-                        schema_registry_url=schema_registry.url,
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"avro_{suffix}_", tmp_path, schema_registry_url=schema_registry.url)
     engine = Engine(config, spark)
     try:
         engine.start()
@@ -126,9 +124,7 @@ def test_collections_in_queries_json_dates_and_an_avro_table_restored(spark: Any
              "prices": [{"key": i, "value": i * 1.5}, {"key": 100, "value": 2.0}],
              "item": {"sku": f"S{i % 2}", "qty": i}} for i in (1, 2, 3, 4)]
     days = {r["id"]: (r["day"] - datetime.date(1970, 1, 1)).days for r in rows}
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"coll_{suffix}_", state_dir=str(tmp_path),
-                        schema_registry_url=schema_registry.url, retry_backoff_initial_ms=1000,
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"coll_{suffix}_", tmp_path, schema_registry_url=schema_registry.url)
     engine = Engine(config, spark)
     try:
         engine.start()

@@ -20,8 +20,8 @@ from typing import Any, Iterator
 
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import sql_config
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -81,8 +81,7 @@ def test_concurrent_persistent_queries_and_a_push_query_then_clean_stops(spark: 
 
 def _run(spark: Any, kafka: Any, tmp_path: Any) -> None:
     s = uuid.uuid4().hex[:6]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"conc_{s}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"conc_{s}_", tmp_path)
     t = {n: f"{n}-{s}" for n in ("views", "users", "big", "upper", "counts", "pages", "enriched")}
     engine = Engine(config, spark)
     stopped = False

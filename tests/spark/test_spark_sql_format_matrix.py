@@ -31,8 +31,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
 from kafkalite.registry.client import RegistryClient, RegistryClientError
 from kafkalite.registry.serde import decode, encode, parse_avro
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import sql_config
 from tests.support.waiting import wait_for
 
 # an hour ago on a minute boundary: event times that retention keeps and windows that align
@@ -54,10 +54,8 @@ CLICK_SCHEMA = {"type": "record", "name": "Click", "fields": [{"name": "target",
 @pytest.fixture(scope="module")
 def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) -> Iterator[Engine]:
     suffix = uuid.uuid4().hex[:6]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"matrix_{suffix}_",
-                        state_dir=str(tmp_path_factory.mktemp("sql-matrix")), schema_registry_url=schema_registry.url,
-                        retry_backoff_initial_ms=1000, retry_backoff_max_ms=4000,
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"matrix_{suffix}_", tmp_path_factory.mktemp("sql-matrix"),
+                        schema_registry_url=schema_registry.url)
     e = Engine(config, spark)
     e.start()
     try:

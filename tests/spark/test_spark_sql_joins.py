@@ -22,8 +22,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import engine_wait, sql_config
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -65,8 +65,7 @@ def _join_oracle() -> list[tuple[str, float, str, int]]:
 
 def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, kafka: Any, tmp_path: Any) -> None:
     suffix = uuid.uuid4().hex[:6]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"join_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"join_{suffix}_", tmp_path)
     orders, shipments, shipped = f"orders-{suffix}", f"shipments-{suffix}", f"shipped-{suffix}"
     engine = Engine(config, spark)
     try:
@@ -86,7 +85,7 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         # every output record carries event time (ksqlDB's), not the time the sink wrote it
         def joined_rows() -> list[tuple[str, float, str, int]]:
             return sorted((k, v["AMOUNT"], v["CARRIER"], ts) for k, v, ts in _read(kafka.bootstrap, shipped))
-        wait_for(lambda: joined_rows() == want, 120, "the join to match the oracle")
+        wait_for(lambda: joined_rows() == want, 120, engine_wait(engine, "the join to match the oracle"))
         described = engine.execute("DESCRIBE shipped;")[0]["sourceDescription"]["fields"]
         assert [(f["name"], f["schema"]["type"]) for f in described] == [
             ("ID", "STRING"), ("AMOUNT", "DOUBLE"), ("CARRIER", "STRING")]
@@ -97,7 +96,8 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         insert_id = inserted[0]["commandStatus"]["queryId"]
         assert insert_id.startswith("INSERTQUERY_")
         manual = sorted((k, a, "manual", ts) for k, a, ts in ORDERS if a >= 100)
-        wait_for(lambda: joined_rows() == sorted(want + manual), 120, "INSERT INTO's records in the stream")
+        wait_for(lambda: joined_rows() == sorted(want + manual), 120,
+                 engine_wait(engine, "INSERT INTO's records in the stream"))
         engine.execute(f"TERMINATE {insert_id};")
 
         carriers, named = f"carriers-{suffix}", f"named-{suffix}"
@@ -115,7 +115,7 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
 
         def named_rows() -> list[tuple[str, str, str | None, int]]:
             return sorted((k, v["SHIPMENT"], v["NAME"], ts) for k, v, ts in _read(kafka.bootstrap, named))
-        wait_for(lambda: named_rows() == lookups, 120, "the stream-table join to match the oracle")
+        wait_for(lambda: named_rows() == lookups, 120, engine_wait(engine, "the stream-table join to match the oracle"))
         named_id = table_join[0]['commandStatus']['queryId']
         # the query keeps the table's rows: each carrier record was read once, however many micro-batches ran
         assert sum(engine.table_states[named_id][0].reads) == len(CARRIERS)
@@ -204,8 +204,7 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
     later change with the tables as they were when it started."""
     suffix = uuid.uuid4().hex[:6]
     accounts, limits, joined = f"accounts-{suffix}", f"limits-{suffix}", f"acct-limits-{suffix}"
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"tt_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"tt_{suffix}_", tmp_path)
     engine = Engine(config, spark)
     try:
         engine.start()
@@ -222,7 +221,7 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
 
         def table() -> dict[str, tuple[dict[str, Any], int]]:
             return _materialize(_read_table(kafka.bootstrap, joined))
-        wait_for(lambda: table() == want, 120, "the table-table join to match the oracle")
+        wait_for(lambda: table() == want, 120, engine_wait(engine, "the table-table join to match the oracle"))
         pulled = engine.query("SELECT * FROM acct_limits WHERE id = 'a1';")
         assert (pulled.column_names, pulled.rows) == (["ID", "NAME", "LIM"], [["a1", "Ann", 11]])
 
@@ -233,7 +232,7 @@ def test_table_table_left_join_with_updates_tombstones_and_a_pull_query(spark: A
         want = _left_join_oracle(ACCOUNTS + deletes_a, LIMITS + deletes_l)
         assert sorted(want) == ["a2", "a3", "a4"] and want["a3"][0]["LIM"] is None
         try:
-            wait_for(lambda: table() == want, 120, "the join to follow the deletes")
+            wait_for(lambda: table() == want, 120, engine_wait(engine, "the join to follow the deletes"))
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert ("a1", None, T0 + 8_000) in _read_table(kafka.bootstrap, joined)     # a tombstone with event time
@@ -278,9 +277,7 @@ def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_regis
     registry = RegistryClient(schema_registry.url)
     schema_id = registry.register(f"{orders}-value", json.dumps(ORDER_SCHEMA))
     parsed = parse_avro(json.dumps(ORDER_SCHEMA))
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"nway_{suffix}_", state_dir=str(tmp_path),
-                        schema_registry_url=schema_registry.url,
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"nway_{suffix}_", tmp_path, schema_registry_url=schema_registry.url)
     engine = Engine(config, spark)
     account_rows = ACCOUNTS + [("a4", None, T0 + 3_500)]                # a4 deleted before any order
     order_rows = [(f"o{i}", {"acct": f"a{i % 6}", "amount": 1.5 * i}, T0 + 10_000 + i) for i in range(12)]
@@ -315,7 +312,7 @@ def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_regis
                 d = decode(value, lookup)[2]
                 rows.append((key, d["OID"], d["AMOUNT"], d["NAME"], d["LIM"], ts))
             return sorted(rows)
-        wait_for(lambda: enriched() == want, 150, "the n-way join to match the oracle")
+        wait_for(lambda: enriched() == want, 150, engine_wait(engine, "the n-way join to match the oracle"))
         engine.execute(f"TERMINATE {engine.metastore.readers_and_writers('ENRICHED')[1][0]};")
 
         # an aggregate over the join: the join's rows through its internal topic, then counted
@@ -333,7 +330,8 @@ def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_regis
                 d = decode(value, lookup)[2]
                 table[key] = (d["N"], d["TOTAL"], ts)
             return table
-        wait_for(lambda: counted() == totals, 150, "the aggregate over the join to match the oracle")
+        wait_for(lambda: counted() == totals, 150,
+                 engine_wait(engine, "the aggregate over the join to match the oracle"))
         pulled = engine.query("SELECT n, total FROM per_name WHERE name = 'Cy';")
         assert pulled.rows == [[totals["Cy"][0], totals["Cy"][1]]]
     finally:
@@ -390,8 +388,7 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
     suffix = uuid.uuid4().hex[:6]
     accounts, limits, per_tier = f"acc-{suffix}", f"lim-{suffix}", f"per-tier-{suffix}"
     orders, shipments = f"ord-{suffix}", f"shp-{suffix}"
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"agg_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"agg_{suffix}_", tmp_path)
     engine = Engine(config, spark)
     try:
         engine.start()
@@ -416,7 +413,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         want = _tier_oracle(TIERS, TIER_LIMITS)
         assert want == {"gold": (2, 10), "silver": (2, 60)}
         try:
-            wait_for(lambda: table() == want, 240, "the aggregate over the table-table join to match the oracle")
+            wait_for(lambda: table() == want, 240,
+                     engine_wait(engine, "the aggregate over the table-table join to match the oracle"))
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         changes = [("a2", {"name": "Bob", "tier": "gold"}, T0 + 8_000), ("a4", None, T0 + 9_000)]
@@ -424,7 +422,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         want = _tier_oracle(TIERS + changes, TIER_LIMITS, want)
         assert want == {"gold": (3, 30), "silver": (0, 0)}
         try:
-            wait_for(lambda: table() == want, 240, "the table aggregate to follow the update and the delete")
+            wait_for(lambda: table() == want, 240,
+                     engine_wait(engine, "the table aggregate to follow the update and the delete"))
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         assert engine.query("SELECT n, total FROM per_tier WHERE tier = 'gold';").rows == [[3, 30]]
@@ -443,7 +442,8 @@ def test_table_aggregate_over_table_join_and_push_aggregate_over_mixed_join(spar
         want = _tier_oracle(TIERS + changes + moved, TIER_LIMITS, want)
         assert want == {"gold": (2, 20), "silver": (1, 10)}
         try:
-            wait_for(lambda: table() == want, 240, "the resumed table aggregate to follow the change")
+            wait_for(lambda: table() == want, 240,
+                     engine_wait(engine, "the resumed table aggregate to follow the change"))
         except AssertionError:
             raise AssertionError(f"{table()} != {want}") from None
         reads = engine.table_states[query_id][0].reads          # not the whole topic again

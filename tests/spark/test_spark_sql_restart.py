@@ -14,8 +14,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
 from kafkalite.sql import queries
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import sql_config
 from tests.support.waiting import wait_for
 
 
@@ -43,9 +43,7 @@ def _latest(bootstrap: str, topic: str) -> dict[str, int]:
 def test_failed_ctas_is_restarted_from_its_checkpoint(spark: Any, kafka: Any, tmp_path: Any, monkeypatch: Any) -> None:
     suffix = uuid.uuid4().hex[:6]
     gps, counts = f"rgps-{suffix}", f"rcounts-{suffix}"
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"restart_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")),
-                        retry_backoff_initial_ms=300)
+    config = sql_config(kafka.bootstrap, f"restart_{suffix}_", tmp_path, retry_backoff_initial_ms=300)
     fail = {"armed": False}
     update = queries.StateStore.update
 

@@ -16,8 +16,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition as CTP
 
 from kafkalite.sql import windowed
 from kafkalite.sql.ast import Window
-from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
+from tests.spark.conftest import engine_wait, sql_config
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -55,8 +55,7 @@ def _read_windowed(bootstrap: str, topic: str) -> dict[tuple[str, int, int], dic
 
 def test_a_windowed_topic_declared_as_a_table_and_a_stream(spark: Any, kafka: Any, tmp_path: Any) -> None:
     suffix = uuid.uuid4().hex[:6]
-    config = KsqlConfig(bootstrap_servers=kafka.bootstrap, service_id=f"win_{suffix}_", state_dir=str(tmp_path),
-                        streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")))
+    config = sql_config(kafka.bootstrap, f"win_{suffix}_", tmp_path)
     clicks, counts, busy = f"clicks-{suffix}", f"counts-{suffix}", f"busy-{suffix}"
     engine = Engine(config, spark)
     try:
@@ -74,7 +73,8 @@ def test_a_windowed_topic_declared_as_a_table_and_a_stream(spark: Any, kafka: An
 
         def written() -> dict[tuple[str, int, int], int]:
             return {k: v["N"] for k, v in _read_windowed(kafka.bootstrap, counts).items()}
-        wait_for(lambda: written() == oracle, 120, "the windowed CTAS's output to match the oracle")
+        wait_for(lambda: written() == oracle, 120,
+                 engine_wait(engine, "the windowed CTAS's output to match the oracle"))
         engine.execute(f"TERMINATE {made[0]['commandStatus']['queryId']};")  # one query at a time on local[2]
 
         # the CTAS's topic declared again, as ksqlDB reads a windowed topic
