@@ -299,8 +299,14 @@ class ReplicaFetcher:
     def _connected(self, conn: client.KafkaClientProtocol,
                    truncating: dict[TopicPartition, FollowedPartition]) -> None:
         self.conn = conn
+        self._go_on(self._after_connect, truncating)
+
+    def _go_on(self, step: Callable[[dict[TopicPartition, FollowedPartition], None], bool],
+               truncating: dict[TopicPartition, FollowedPartition]) -> None:
+        """Goes on with a round from a callback (connected, truncated): a step that fails ends the
+        round as failed; one that neither sent a request nor started a back-off starts the next."""
         try:
-            waiting = self._after_connect(truncating, None)
+            waiting = step(truncating, None)
         except Exception as exc:
             self._failed(exc)
             return
@@ -316,13 +322,7 @@ class ReplicaFetcher:
         return self._fetch_step(truncating, fetchable)
 
     def _truncated(self, _: object, truncating: dict[TopicPartition, FollowedPartition]) -> None:
-        try:
-            waiting = self._fetch_step(truncating, None)
-        except Exception as exc:
-            self._failed(exc)
-            return
-        if not waiting:
-            self._next_round()
+        self._go_on(self._fetch_step, truncating)
 
     def _fetch_step(self, truncating: dict[TopicPartition, FollowedPartition],
                     fetchable: dict[TopicPartition, FollowedPartition] | None) -> bool:
