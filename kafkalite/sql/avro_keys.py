@@ -136,6 +136,10 @@ def columns_of(datum: Any, keys: Sequence[str]) -> dict[str, Any]:
     return {k: fields.get(k.upper()) for k in keys}
 
 
+#: the column a lenient read adds: true where a key is there but could not be decoded (a poison key)
+UNDECODED = "__avro_key_undecoded"
+
+
 # -- Spark SQL: the queries' reads and writes -------------------------------------------------
 def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
              lenient: bool = False) -> list[str]:
@@ -155,14 +159,18 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
     name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")
     spark.udf.register(name, _Decoder(registry_url, reader.schema_id, reader.schema, reader.dependencies, lenient),
                        spark_type_of(reader))
+    # lenient: whether the key could not be decoded, as its own column; the key columns cannot say
+    # it, since a key record whose fields are all null is a key like any other
+    flag = [f"{raw} IS NOT NULL AND {name}({raw}) IS NULL AS `{UNDECODED}`"] if lenient else []
     if len(keys) == 1:
-        return [f"CAST({name}({raw}) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}"]
+        return [f"CAST({name}({raw}) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}", *flag]
     doc = json.loads(reader.schema)
     fields = {str(f["name"]).upper(): str(f["name"]) for f in (doc.get("fields", []) if isinstance(doc, dict) else [])}
     missing = [k.name for k in keys if k.name not in fields]
     if missing:
         raise KsqlError(f"The key schema of {subject(topic)} has no field for the key column(s) {', '.join(missing)}")
-    return [f"CAST({name}({raw}).{quote(fields[k.name])} AS {spark_type(k.type)}) AS {quote(k.name)}" for k in keys]
+    return [f"CAST({name}({raw}).{quote(fields[k.name])} AS {spark_type(k.type)}) AS {quote(k.name)}"
+            for k in keys] + flag
 
 
 def write_sql(spark: Any, registry_url: str, sink: "DataSource", names: Sequence[str]) -> str:

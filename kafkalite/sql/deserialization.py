@@ -128,12 +128,12 @@ def delimited_error_sql(raw: str, delimiter: str, columns: Sequence[ast.ColumnDe
     return "CASE " + " ".join(checks) + " END"
 
 
-def avro_key_error_sql(raw: str, key_columns: Sequence[str]) -> str:
-    """AVRO keys: a key that is there but whose columns the (lenient) decoder left null, in the
-    words of Confluent's deserializer (not framed: ``Unknown magic byte!``; else the id)."""
-    missing = " AND ".join(f"`{name}` IS NULL" for name in key_columns)
+def avro_key_error_sql(raw: str, undecoded: str) -> str:
+    """AVRO keys: a key that the lenient decoder could not read (the boolean column ``undecoded``,
+    which it sets), in the words of Confluent's deserializer (not framed: ``Unknown magic byte!``;
+    else the id)."""
     schema_id = f"conv(hex(substring({raw}, 2, 4)), 16, 10)"
-    return (f"CASE WHEN {raw} IS NOT NULL AND {missing} THEN CASE WHEN length({raw}) < 5 OR substring({raw}, 1, 1) "
+    return (f"CASE WHEN {undecoded} THEN CASE WHEN length({raw}) < 5 OR substring({raw}, 1, 1) "
             f"!= X'00' THEN 'Unknown magic byte!' ELSE concat('Error deserializing Avro message for id ', "
             f"{schema_id}) END END")
 

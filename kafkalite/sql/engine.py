@@ -1914,7 +1914,8 @@ class Engine:
         parsed = raw.selectExpr(*cols, *raws, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if checks:                                        # poison records skipped and logged, as ksqlDB does
-            parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value"),
+            parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value",
+                                                                                      avro_keys.UNDECODED),
                                                   src.topic, self.config.fail_on_deserialization_error,
                                                   self.config.processing_log_rows_include)
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
@@ -1925,8 +1926,9 @@ class Engine:
         nothing of the source is checked here (AVRO)."""
         key = deserialization.error_sql("`__raw_key`", src.key_format, src.key_columns,
                                         unwrapped=len(src.key_columns) == 1)
-        if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function: null if it could not
-            key = deserialization.avro_key_error_sql("`__raw_key`", [c.name for c in src.key_columns])
+        if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function, which flags failures
+            key = None if self.config.fail_on_deserialization_error else \
+                deserialization.avro_key_error_sql("`__raw_key`", f"`{avro_keys.UNDECODED}`")
         value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter)
         checks = [(target, sql) for target, sql in (("key", key), ("value", value)) if sql is not None]
         if not checks:

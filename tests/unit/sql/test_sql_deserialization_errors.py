@@ -107,6 +107,6 @@ def test_the_lenient_avro_key_decoder_reads_a_poison_key_as_null(monkeypatch: An
 
 
 def test_the_avro_key_check_names_confluents_causes() -> None:
-    sql = deserialization.avro_key_error_sql("`__raw_key`", ["ID", "REGION"])
-    assert "`ID` IS NULL AND `REGION` IS NULL" in sql
+    sql = deserialization.avro_key_error_sql("`__raw_key`", "`__avro_key_undecoded`")
+    assert sql.startswith("CASE WHEN `__avro_key_undecoded` THEN")
     assert "'Unknown magic byte!'" in sql and "'Error deserializing Avro message for id '" in sql
