@@ -5,7 +5,8 @@ Each key and value is tried against ksqlDB's candidate formats in its order (AVR
 the registry's magic byte; JSON, KAFKA_INT, KAFKA_BIGINT, KAFKA_DOUBLE, KAFKA_STRING); a format
 that fails once is dropped for the rest of the stream, the first that still works gives the text,
 and ``Key format: ...``/``Value format: ...`` lines are printed whenever the set of possible
-formats changes. A record is ``rowtime: <UTC time>, key: <k>, value: <v>, partition: <p>``.
+formats changes. Keys are also tried as Kafka Streams' windowed keys (``[key@start/end]``), and bytes
+that no format reads are shown escaped. A record is ``rowtime: <UTC time>, key: <k>, value: <v>, partition: <p>``.
 """
 from __future__ import annotations
 
@@ -61,10 +62,43 @@ def _double(data: bytes) -> str:
     return str(struct.unpack(">d", data)[0])
 
 
-class Deserializers:
-    """The candidate formats still possible for one side (key or value) of a topic's records."""
+def _bytes(data: bytes) -> str:
+    """Kafka's ``Bytes.toString``: printable ASCII as it is, any other byte (and the backslash) as
+    ``\\xNN`` (ksqlDB's last resort, UNRECOGNISED_BYTES)."""
+    return "".join(chr(b) if 0x20 <= b <= 0x7E and b != 0x5C else f"\\x{b:02X}" for b in data)
 
-    def __init__(self, avro: AvroText | None) -> None:
+
+Deserialize = Callable[[bytes], str]
+
+
+def _time_windowed(inner: Deserialize) -> Deserialize:
+    """Kafka Streams' TimeWindowedDeserializer: the key, then the window's start (8 bytes); the end
+    is not in the bytes, so ksqlDB shows ``-``."""
+    def deserialize(data: bytes) -> str:
+        start = struct.unpack(">q", data[-8:])[0] if len(data) >= 8 else -1
+        if start < 0 or start == 2 ** 63 - 1:        # no window: negative, or one that cannot end
+            raise ValueError("not a time window")
+        return f"[{inner(data[:-8])}@{start}/-]"
+    return deserialize
+
+
+def _session_windowed(inner: Deserialize) -> Deserialize:
+    """Kafka Streams' SessionWindowedDeserializer: the key, then the session's end and start."""
+    def deserialize(data: bytes) -> str:
+        end, start = struct.unpack(">qq", data[-16:]) if len(data) >= 16 else (-1, -1)
+        if start < 0 or end < start:
+            raise ValueError("not a session window")
+        return f"[{inner(data[:-16])}@{start}/{end}]"
+    return deserialize
+
+
+class Deserializers:
+    """The candidate formats still possible for one side (key or value) of a topic's records, in
+    ksqlDB's order; a key may also be windowed, so each key format also comes as SESSION(f),
+    HOPPING(f) and TUMBLING(f), tried first. Bytes no format reads are shown escaped (ksqlDB's
+    UNRECOGNISED_BYTES, never named among the possible formats)."""
+
+    def __init__(self, avro: AvroText | None, windowed: bool = False) -> None:
         def avro_text(data: bytes) -> str:
             if avro is None or not data or data[0] != 0:
                 raise ValueError("not registry-framed")
@@ -72,9 +106,16 @@ class Deserializers:
             if text is None:
                 raise ValueError("not Avro")
             return text
-        self.candidates: list[tuple[str, Callable[[bytes], str]]] = [
+        formats: list[tuple[str, Deserialize]] = [
             ("AVRO", avro_text), ("JSON", _json), ("KAFKA_INT", _int), ("KAFKA_BIGINT", _bigint),
             ("KAFKA_DOUBLE", _double), ("KAFKA_STRING", _string)]
+        self.candidates: list[tuple[str, Deserialize]] = []
+        for name, deserialize in formats:
+            if windowed:
+                self.candidates += [(f"SESSION({name})", _session_windowed(deserialize)),
+                                    (f"HOPPING({name})", _time_windowed(deserialize)),
+                                    (f"TUMBLING({name})", _time_windowed(deserialize))]
+            self.candidates.append((name, deserialize))
         self.seen_data = False
 
     def format(self, data: bytes | None) -> str:
@@ -82,7 +123,7 @@ class Deserializers:
             return "<null>"
         self.seen_data = True
         first: str | None = None
-        still: list[tuple[str, Callable[[bytes], str]]] = []
+        still: list[tuple[str, Deserialize]] = []
         for name, deserialize in self.candidates:
             try:
                 text = deserialize(data)
@@ -91,7 +132,7 @@ class Deserializers:
             still.append((name, deserialize))
             first = text if first is None else first
         self.candidates = still
-        return first if first is not None else "<Failed to deserialize>"
+        return first if first is not None else _bytes(data)
 
     @property
     def possible(self) -> list[str]:
@@ -102,13 +143,23 @@ class RecordFormatter:
     """Records to PRINT's lines, with the format lines each time the possible formats change."""
 
     def __init__(self, avro: AvroText | None = None) -> None:
-        self.keys, self.values = Deserializers(avro), Deserializers(avro)
+        self.keys, self.values = Deserializers(avro, windowed=True), Deserializers(avro)
         self._shown: tuple[list[str], list[str]] = (["-"], ["-"])     # forces the first format lines
 
     def format(self, records: list[ConsumerRecord]) -> list[str]:
-        lines = [f"rowtime: {_rowtime(r.timestamp)}, key: {self.keys.format(r.key)}, "
-                 f"value: {self.values.format(r.value)}, partition: {r.partition}" for r in records]
-        return lines
+        """The batch's lines. If a batch rules out the format its first lines were shown in (the
+        first batch always does: no format was active), the whole batch is shown again in the
+        formats still possible, as ksqlDB does, so that e.g. a string key of 8 bytes is not shown as
+        a BIGINT because it came first."""
+        active_key, active_value = (self.keys.possible or [""])[0], (self.values.possible or [""])[0]
+        lines = self._lines(records)
+        if active_key in self.keys.possible and active_value in self.values.possible:
+            return lines
+        return self._lines(records)
+
+    def _lines(self, records: list[ConsumerRecord]) -> list[str]:
+        return [f"rowtime: {_rowtime(r.timestamp)}, key: {self.keys.format(r.key)}, "
+                f"value: {self.values.format(r.value)}, partition: {r.partition}" for r in records]
 
     def format_lines(self) -> list[str]:
         out: list[str] = []
