@@ -101,3 +101,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if reason:
             for item in docker_items:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# -- where the suite's time goes: printed after the slowest durations -------------------------------
+_SECONDS_BY_TIER: dict[str, float] = {}
+_SECONDS_BY_WORKER: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Adds a test's setup, call and teardown time to its tier's and (under pytest-xdist, in the
+    controller) its worker's sums, so a run says which tier and which worker set its length."""
+    parts = Path(report.nodeid.split("::")[0]).parts
+    tier = parts[1] if len(parts) > 2 and parts[0] == "tests" else "other"
+    _SECONDS_BY_TIER[tier] = _SECONDS_BY_TIER.get(tier, 0.0) + report.duration
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    if gateway is not None:
+        _SECONDS_BY_WORKER[gateway.id] = _SECONDS_BY_WORKER.get(gateway.id, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: "pytest.TerminalReporter") -> None:
+    if not _SECONDS_BY_TIER:
+        return
+    tiers = sorted(_SECONDS_BY_TIER.items(), key=lambda kv: -kv[1])
+    terminalreporter.write_line("time per tier (setup, call and teardown): "
+                                + ", ".join(f"{tier} {seconds:.0f} s" for tier, seconds in tiers))
+    if _SECONDS_BY_WORKER:
+        terminalreporter.write_line("time per worker: " + ", ".join(
+            f"{worker} {seconds:.0f} s" for worker, seconds in sorted(_SECONDS_BY_WORKER.items())))

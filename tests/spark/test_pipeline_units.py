@@ -4,7 +4,6 @@ to, and the driver-side reader holding a trigger back (and reporting the backlog
 shared broker."""
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest

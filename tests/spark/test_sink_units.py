@@ -8,7 +8,6 @@ import uuid
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition as CTopicPartition
 from pyspark.sql import Row
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
@@ -18,6 +17,7 @@ from spark_integration.sink import (TaskInfo, ensure_commit_topic, make_producer
                                     transactional_id, write_at_least_once, write_exactly_once)
 from spark_integration.sink_options import EXACTLY_ONCE, parse_sink_options
 from tests.spark.conftest import new_topic
+from tests.support.records import read_committed
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 KV = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -95,18 +95,7 @@ def test_a_timestamp_column_becomes_the_records_create_time(dtype: Any) -> None:
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int = 1) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTopicPartition(topic, p, 0) for p in range(partitions)])
-    got: list[bytes] = []
-    try:
-        while True:
-            msgs = c.consume(1000, 3.0)
-            if not msgs:
-                return got
-            got += [m.value() for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [m.value() for m in read_committed(bootstrap, topic, partitions, 3.0)]
 
 
 def test_exactly_once_task_writes_a_batch_once_and_fences_a_zombie(kafka: Any) -> None:

@@ -16,10 +16,11 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import engine_wait, sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 WINDOW_MS = 10_000
@@ -61,40 +62,18 @@ def _timed(oracle: dict[tuple[str, int], tuple[float, int, float]],
 def _table(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, int], tuple[float, int, float, int]]:
     """The last value and its record's timestamp per windowed key (Kafka Streams' key bytes +
     8-byte window start)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, p, 0) for p in range(partitions)])
     out: dict[tuple[str, int], tuple[float, int, float, int]] = {}
-    try:
-        while True:
-            msgs = c.consume(1000, 3.0)
-            if not msgs:
-                return out
-            for m in msgs:
-                if m.error() is not None:
-                    continue
-                key = m.key()
-                start = struct.unpack(">q", key[-8:])[0]
-                v = json.loads(m.value())
-                out[(key[:-8].decode(), start)] = (v["AVG_SPEED"], v["N"], v["TOP"], m.timestamp()[1])
-    finally:
-        c.close()
+    for m in read_committed(bootstrap, topic, partitions, 3.0):
+        key = m.key()
+        start = struct.unpack(">q", key[-8:])[0]
+        v = json.loads(m.value())
+        out[(key[:-8].decode(), start)] = (v["AVG_SPEED"], v["N"], v["TOP"], m.timestamp()[1])
+    return out
 
 
 def _fast_alerts(bootstrap: str, topic: str) -> list[tuple[str, float, int]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, p, 0) for p in range(2)])
-    out = []
-    try:
-        while True:
-            msgs = c.consume(1000, 3.0)
-            if not msgs:
-                return out
-            out += [(m.key().decode(), json.loads(m.value())["SPEED_KMH"], m.timestamp()[1])
-                    for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [(m.key().decode(), json.loads(m.value())["SPEED_KMH"], m.timestamp()[1])
+            for m in read_committed(bootstrap, topic, 2, 3.0)]
 
 
 def test_windowed_aggregate_matches_an_oracle_and_survives_a_restart(spark: Any, kafka: Any, tmp_path: Any) -> None:

@@ -13,12 +13,13 @@ import re
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.registry.client import RegistryClient
 from kafkalite.registry.serde import decode, encode, parse_avro
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 SCHEMA = {"type": "record", "name": "Reading", "fields": [
@@ -30,20 +31,11 @@ UTC = datetime.timezone.utc
 
 
 def _read_keyed(bootstrap: str, topic: str, registry: RegistryClient) -> list[tuple[bytes | None, dict[str, Any]]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out = []
-    try:
-        for m in c.consume(100, 3.0):
-            if m.error() is None and m.value() is not None:
-                def lookup(schema_id: int) -> Any:
-                    found = registry.by_id(schema_id)
-                    return found, parse_avro(found.schema)
-                out.append((m.key(), decode(m.value(), lookup)[2]))
-    finally:
-        c.close()
-    return out
+    def lookup(schema_id: int) -> Any:
+        found = registry.by_id(schema_id)
+        return found, parse_avro(found.schema)
+    return [(m.key(), decode(m.value(), lookup)[2]) for m in read_committed(bootstrap, topic, quiet_s=3.0)
+            if m.value() is not None]
 
 
 def _read(bootstrap: str, topic: str, registry: RegistryClient) -> list[dict[str, Any]]:
@@ -99,13 +91,7 @@ ORDER = {"type": "record", "name": "Order", "fields": [
 
 
 def _read_json(bootstrap: str, topic: str, count: int) -> list[dict[str, Any]] | None:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    try:
-        out = [json.loads(m.value()) for m in c.consume(100, 3.0) if m.error() is None and m.value() is not None]
-    finally:
-        c.close()
+    out = [json.loads(m.value()) for m in read_committed(bootstrap, topic, quiet_s=3.0) if m.value() is not None]
     return sorted(out, key=lambda d: d["ID"]) if len(out) >= count else None
 
 

@@ -18,10 +18,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -38,18 +39,7 @@ def _produce(bootstrap: str, topic: str, rows: list[tuple[str, Any, int]]) -> No
 
 def _read(bootstrap: str, topic: str) -> list[tuple[bytes, dict[str, Any]]]:
     """(raw key, value) of every committed record (the ones readable within a second of silence)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out = []
-    try:
-        while True:
-            msgs = c.consume(1000, 1.0)
-            if not msgs:
-                return out
-            out += [(m.key(), json.loads(m.value())) for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [(m.key(), json.loads(m.value())) for m in read_committed(bootstrap, topic, quiet_s=1.0)]
 
 
 @contextlib.contextmanager

@@ -27,12 +27,13 @@ from collections import defaultdict
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.registry.client import RegistryClient, RegistryClientError
 from kafkalite.registry.serde import decode, encode, parse_avro
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 # an hour ago on a minute boundary: event times that retention keeps and windows that align
@@ -108,19 +109,8 @@ class Topics:
 
     def read(self, topic: str) -> list[tuple[bytes, dict[str, Any] | None, int]]:
         """(key, decoded value or None, timestamp) of every committed record."""
-        c = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                      "isolation.level": "read_committed", "enable.auto.commit": False})
-        c.assign([CTP(topic, 0, 0)])
-        out = []
-        try:
-            while True:
-                msgs = c.consume(1000, 0.5)
-                if not msgs:
-                    return out
-                out += [(m.key(), None if m.value() is None else self._value(m.value()), m.timestamp()[1])
-                        for m in msgs if m.error() is None]
-        finally:
-            c.close()
+        return [(m.key(), None if m.value() is None else self._value(m.value()), m.timestamp()[1])
+                for m in read_committed(self.bootstrap, topic, quiet_s=0.5)]
 
 
 # -- the oracles: ksqlDB's results over the same input, in plain Python -------------------------
@@ -452,15 +442,8 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
     want = sorted((struct.pack(">q", key), (value * 2, f"n{key}"), ts) for key, value, ts in rows)
 
     def written() -> list[Any]:
-        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                      "isolation.level": "read_committed", "enable.auto.commit": False})
-        c.assign([CTP(out, 0, 0)])
-        try:
-            records = [m for m in c.consume(100, 1.0) if m.error() is None]
-        finally:
-            c.close()
         return sorted((m.key(), (float(m.value().split(b",")[0]), m.value().split(b",")[1].decode()),
-                       m.timestamp()[1]) for m in records)
+                       m.timestamp()[1]) for m in read_committed(kafka.bootstrap, out, quiet_s=1.0))
     wait_for(lambda: written() == want, 150, "the DELIMITED output")
     engine.execute(f"TERMINATE {created[0]['commandStatus']['queryId']};")
     described = engine.execute(f"DESCRIBE delimited_{s};")[0]["sourceDescription"]
@@ -511,17 +494,8 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
             f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})]}
 
     def written() -> dict[str, list[Any]]:
-        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                      "isolation.level": "read_committed", "enable.auto.commit": False})
-        c.assign([CTP(out, 0, 0) for out in want])
-        try:
-            got: dict[str, list[Any]] = {out: [] for out in want}
-            for m in c.consume(100, 1.0):
-                if m.error() is None:
-                    got[m.topic()].append((m.key(), json.loads(m.value())))
-            return got
-        finally:
-            c.close()
+        return {out: [(m.key(), json.loads(m.value())) for m in read_committed(kafka.bootstrap, out, quiet_s=1.0)]
+                for out in want}
     wait_for(lambda: written() == want, 150, "the good records, and only those")
     queries = engine.execute("SHOW QUERIES;")[0]["queries"]
     assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING"]

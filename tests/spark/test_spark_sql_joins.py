@@ -20,10 +20,11 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import engine_wait, sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -43,18 +44,7 @@ def _produce(bootstrap: str, topic: str, rows: list[tuple[str, Any, int]]) -> No
 
 def _read(bootstrap: str, topic: str) -> list[tuple[str, dict[str, Any], int]]:
     """(key, value, the record's timestamp) of every committed record."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out = []
-    try:
-        while True:
-            msgs = c.consume(1000, 2.0)
-            if not msgs:
-                return out
-            out += [(m.key().decode(), json.loads(m.value()), m.timestamp()[1]) for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [(m.key().decode(), json.loads(m.value()), m.timestamp()[1]) for m in read_committed(bootstrap, topic)]
 
 
 def _join_oracle() -> list[tuple[str, float, str, int]]:
@@ -169,19 +159,8 @@ def _materialize(records: list[tuple[str, Any, int]]) -> dict[str, tuple[dict[st
 
 def _read_table(bootstrap: str, topic: str) -> list[tuple[str, Any, int]]:
     """(key, value or None for a tombstone, timestamp) of every committed record, in order."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out: list[tuple[str, Any, int]] = []
-    try:
-        while True:
-            msgs = c.consume(1000, 2.0)
-            if not msgs:
-                return out
-            out += [(m.key().decode(), None if m.value() is None else json.loads(m.value()), m.timestamp()[1])
-                    for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [(m.key().decode(), None if m.value() is None else json.loads(m.value()), m.timestamp()[1])
+            for m in read_committed(bootstrap, topic)]
 
 
 def _left_join_oracle(accounts: list[tuple[str, Any, int]],
@@ -339,18 +318,7 @@ def test_avro_stream_joined_with_two_tables(spark: Any, kafka: Any, schema_regis
 
 
 def _read_raw(bootstrap: str, topic: str) -> list[tuple[str, bytes, int]]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out: list[tuple[str, bytes, int]] = []
-    try:
-        while True:
-            msgs = c.consume(1000, 2.0)
-            if not msgs:
-                return out
-            out += [(m.key().decode(), m.value(), m.timestamp()[1]) for m in msgs if m.error() is None]
-    finally:
-        c.close()
+    return [(m.key().decode(), m.value(), m.timestamp()[1]) for m in read_committed(bootstrap, topic)]
 
 
 TIERS = [("a1", {"name": "Ann", "tier": "gold"}, T0), ("a2", {"name": "Bob", "tier": "silver"}, T0 + 1_000),

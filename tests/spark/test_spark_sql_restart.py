@@ -11,11 +11,12 @@ import uuid
 from collections import Counter
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.sql import queries
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 
@@ -27,17 +28,8 @@ def _produce(bootstrap: str, topic: str, trucks: list[str]) -> None:
 
 
 def _latest(bootstrap: str, topic: str) -> dict[str, int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
-    out: dict[str, int] = {}
-    try:
-        for m in c.consume(1000, 3.0):
-            if m.error() is None and m.value() is not None:
-                out[m.key().decode()] = json.loads(m.value())["N"]
-    finally:
-        c.close()
-    return out
+    return {m.key().decode(): json.loads(m.value())["N"] for m in read_committed(bootstrap, topic, quiet_s=3.0)
+            if m.value() is not None}
 
 
 def test_failed_ctas_is_restarted_from_its_checkpoint(spark: Any, kafka: Any, tmp_path: Any, monkeypatch: Any) -> None:

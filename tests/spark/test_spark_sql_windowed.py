@@ -12,12 +12,13 @@ import time
 import uuid
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition as CTP
+from confluent_kafka import Producer
 
 from kafkalite.sql import windowed
 from kafkalite.sql.ast import Window
 from kafkalite.sql.engine import Engine
 from tests.spark.conftest import engine_wait, sql_config
+from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
 T0 = (int(time.time() * 1000) // 60_000) * 60_000 - 3_600_000
@@ -36,21 +37,11 @@ def _oracle() -> dict[tuple[str, int, int], int]:
 
 def _read_windowed(bootstrap: str, topic: str) -> dict[tuple[str, int, int], dict[str, Any]]:
     """A topic of time-windowed keys as a table: the latest value per (key, start, end)."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                  "isolation.level": "read_committed", "enable.auto.commit": False})
-    c.assign([CTP(topic, 0, 0)])
     out: dict[tuple[str, int, int], dict[str, Any]] = {}
-    try:
-        while True:
-            msgs = c.consume(1000, 2.0)
-            if not msgs:
-                return out
-            for m in msgs:
-                if m.error() is None:
-                    key, start, end = windowed.decode_key(m.key(), MINUTE)
-                    out[(key.decode(), start, end)] = json.loads(m.value())
-    finally:
-        c.close()
+    for m in read_committed(bootstrap, topic):
+        key, start, end = windowed.decode_key(m.key(), MINUTE)
+        out[(key.decode(), start, end)] = json.loads(m.value())
+    return out
 
 
 def test_a_windowed_topic_declared_as_a_table_and_a_stream(spark: Any, kafka: Any, tmp_path: Any) -> None:
