@@ -11,6 +11,7 @@ passes ``os.environ`` on). ``lenient_codec`` gives one test the production (defa
 from __future__ import annotations
 
 import functools
+import gc
 import os
 import sys
 from pathlib import Path
@@ -101,6 +102,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if reason:
             for item in docker_items:
                 item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# -- client handles left in reference cycles -----------------------------------------------------
+#: tiers whose tests use real client libraries against processes that end with the module
+_COLLECTED_TIERS = {"integration", "spark", "browser", "interop", "fault"}
+
+
+@pytest.hookimpl(trylast=True)          # after the module's fixtures (its brokers) were torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A cyclic garbage collection where a module of those tiers ends. Why: a confluent-kafka
+    AdminClient whose ``create_topics`` futures ran sits in a reference cycle, and its librdkafka
+    threads live on until the collector finds it, which in a worker process running for half an
+    hour can be never: CI's log showed one reconnecting every second to a SASL_SSL cluster gone
+    for minutes, its lines burying a later test's own output."""
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    try:
+        tier = Path(item.path).resolve().relative_to(_TESTS_DIR).parts[0]
+    except ValueError:
+        return
+    if tier in _COLLECTED_TIERS:
+        gc.collect()
 
 
 # -- where the suite's time goes: printed after the slowest durations -------------------------------
