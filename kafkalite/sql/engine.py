@@ -40,7 +40,7 @@ from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, de
                                    ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     from_wire, has_aggregate, literal, map_columns, map_of_entries,
+                                     from_wire, has_aggregate, has_struct, json_text_sql, literal, map_columns, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
@@ -2331,15 +2331,22 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
-    Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
+    Spark's ``from_json`` does not, so both spellings are parsed and coalesced; the fields of a
+    struct inside a column at any case, by :func:`json_text_sql`)."""
     if not columns:
         return []
-    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in columns)
+
+    def parsed(c: ast.ColumnDef) -> str:             # a struct inside: its JSON text, read by json_text_sql
+        return "STRING" if has_struct(c.type) else spark_type(wire_type(c.type))
+    upper = ", ".join(f"{quote(c.name)} {parsed(c)}" for c in columns)
+    lower = ", ".join(f"{quote(c.name.lower())} {parsed(c)}" for c in columns)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
-    return [f"{from_wire(f'coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})', c.type)} AS {quote(c.name)}"
-            for c in columns]
+
+    def read(c: ast.ColumnDef) -> str:
+        found = f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})"
+        return json_text_sql(found, wire_type(c.type)) if has_struct(c.type) else found
+    return [f"{from_wire(read(c), c.type)} AS {quote(c.name)}" for c in columns]
 
 
 def _avro_field(raw: Any, upper: str) -> str:
