@@ -30,6 +30,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, avro_keys, deserialization, expression_types, inserts, kafka_format, printing, serde, windowed
+from kafkalite.sql import processing_log
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -79,8 +80,11 @@ class Engine:
 
     def start(self) -> int:
         """Create the command topic if needed and replay it (ksqlDB's startup recovery);
-        returns the number of commands replayed. Queries terminated later in the log never start."""
+        returns the number of commands replayed. Queries terminated later in the log never start.
+        As ksqlDB's ``KsqlRestApplication.initialize``: the processing-log topic is created (and
+        written to) before the replay, its stream issued after it."""
         self.commands.ensure()
+        self._start_processing_log()
         history = self.commands.read_all()
         parsed = [(c, parse(c.statement)[0]) for c in history]
         terminated = {p.statement.query_id for _, p in parsed if isinstance(p.statement, ast.Terminate)}
@@ -94,7 +98,42 @@ class Engine:
                 log.error("replaying command %d (%s) failed: %s", command.offset, command.command_id, exc.message)
         log.info("replayed %d commands from %s", len(history), self.commands.topic)
         self.replayed = True
+        self._create_processing_log_stream()
         return len(history)
+
+    @property
+    def processing_log_topic(self) -> processing_log.ProcessingLogTopic | None:
+        """Where processing-log messages are produced: ``ksql.logging.processing.topic.name``
+        with ``ksql.logging.processing.topic.auto.create=true``, else nowhere (None)."""
+        if not self.config.processing_log_topic_auto_create:
+            return None
+        return processing_log.ProcessingLogTopic(self.config.bootstrap_servers, self.config.processing_log_topic,
+                                                 self.config.security_properties)
+
+    def _start_processing_log(self) -> None:
+        """ksqlDB's ``maybeCreateProcessingLogTopic``, plus its Kafka appender in this process."""
+        target = self.processing_log_topic
+        if target is None:
+            return
+        processing_log.ensure_topic(target, self.config.processing_log_topic_partitions,
+                                    self.config.processing_log_topic_replication_factor)
+        processing_log.attach(target)
+
+    def _create_processing_log_stream(self) -> None:
+        """ksqlDB's ``maybeCreateProcessingLogStream``: its CREATE STREAM through the statement path
+        (so it is in the command topic), unless a stream of that name exists (one replayed from
+        the command topic included); an error is logged, the server starts anyway."""
+        if not self.config.processing_log_stream_auto_create:
+            return
+        name = self.config.processing_log_stream_name
+        existing = self.metastore.get(name) or self.metastore.get(name.upper())    # unquoted: upper case
+        if existing is not None and existing.kind == "STREAM":
+            return
+        try:
+            self.execute(processing_log.stream_statement(name, self.config.processing_log_topic))
+            log.info("created processing log stream %s", name)
+        except KsqlError as exc:
+            log.error("Error while creating the processing log stream %s: %s", name, exc.message)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -109,6 +148,8 @@ class Engine:
                     log.warning("stopping %s: %s", qid, exc)
             self.running.clear()
         self.commands.close()
+        if self.processing_log_topic is not None:
+            processing_log.detach(self.processing_log_topic)
 
     # -- statements -----------------------------------------------------------------------
     def execute(self, text: str, properties: dict[str, Any] | None = None) -> list[Entity]:
@@ -1916,7 +1957,7 @@ class Engine:
         if checks:                                        # poison records skipped and logged, as ksqlDB does
             parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value"),
                                                   src.topic, self.config.fail_on_deserialization_error,
-                                                  self.config.processing_log_rows_include)
+                                                  self.config.processing_log_rows_include, self.processing_log_topic)
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
     def _deserialization_checks(self, src: DataSource) -> list[str]:
