@@ -55,7 +55,8 @@ CLICK_SCHEMA = {"type": "record", "name": "Click", "fields": [{"name": "target",
 def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) -> Iterator[Engine]:
     suffix = uuid.uuid4().hex[:6]
     config = sql_config(kafka.bootstrap, f"matrix_{suffix}_", tmp_path_factory.mktemp("sql-matrix"),
-                        schema_registry_url=schema_registry.url)
+                        schema_registry_url=schema_registry.url, processing_log_topic_auto_create=True,
+                        processing_log_stream_auto_create=True)
     e = Engine(config, spark)
     e.start()
     try:
@@ -527,6 +528,52 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING"]
     for query_id in query_ids:
         engine.execute(f"TERMINATE {query_id};")
+
+    # ksql.logging.processing.topic.auto.create: each poison record the SQL checks found is on the
+    # processing-log topic, produced from the Spark workers as ksqlDB's Kafka appender writes it
+    # (key null; level, logger, time, message); the AVRO values the source dropped are not (its log)
+    poison = {(f"poisoned-{s}", 1, "value", "Column count mismatch on deserialization. expected: 2, got: 1"),
+              (f"poisoned-{s}", 2, "value", "Failed to parse x as INTEGER for column N"),
+              (f"poisoned-{s}", 3, "key", "Size of data received by LongDeserializer is not 8"),
+              (f"poisoned-{s}", 5, "value", "Column count mismatch on deserialization. expected: 2, got: 3"),
+              (f"spoiled-{s}", 4, "key", "Unknown magic byte!")}
+    want_logged = {(topic, offset, target, f"Failed to deserialize {target} from topic: {topic}. {cause}")
+                   for topic, offset, target, cause in poison}
+    log_topic = engine.config.processing_log_topic
+
+    def logged() -> set[tuple[Any, ...]]:
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False})
+        c.assign([CTP(log_topic, 0, 0)])
+        try:
+            out = set()
+            for m in c.consume(100, 1.0):
+                entry = json.loads(m.value()) if m.error() is None else {}
+                error = entry.get("message", {}).get("deserializationError") or {}
+                if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}"):
+                    assert m.key() is None and list(entry) == ["level", "logger", "time", "message"], entry
+                    assert (entry["level"], entry["logger"]) == ("ERROR", "processing.KsqlTopic.Source.deserializer")
+                    out.add((error["topic"], error["offset"], error["target"], error["errorMessage"]))
+            return out
+        finally:
+            c.close()
+    wait_for(lambda: logged() == want_logged, 60, "the poison records on the processing log topic")
+
+    # ksql.logging.processing.stream.auto.create: the KSQL_PROCESSING_LOG stream over it, made at
+    # start, listed and read by a push query (its camelCase JSON fields read case-insensitively)
+    assert "KSQL_PROCESSING_LOG" in [x["name"] for x in engine.execute("SHOW STREAMS;")[0]["streams"]]
+    rows: list[list[Any]] = []
+    push = engine.query("SELECT LEVEL, MESSAGE->TYPE AS KIND, MESSAGE->DESERIALIZATIONERROR->`topic` AS SOURCE, "
+                        "MESSAGE->DESERIALIZATIONERROR->TARGET AS TARGET, "
+                        "MESSAGE->DESERIALIZATIONERROR->ERRORMESSAGE AS ERROR FROM KSQL_PROCESSING_LOG EMIT CHANGES;",
+                        {"auto.offset.reset": "earliest"})
+    push.listen(rows.extend)
+    want_rows = {("ERROR", 0, topic, target, error) for topic, _, target, error in want_logged}
+    try:
+        wait_for(lambda: {tuple(r) for r in rows if r[2] in (f"poisoned-{s}", f"spoiled-{s}")} == want_rows, 120,
+                 lambda: f"the poison records through KSQL_PROCESSING_LOG (rows {rows}, error {push.error})")
+    finally:
+        engine.close_query(push.id)
 
 
 def test_the_poison_checks_spark_sql(spark: Any) -> None:
