@@ -15,7 +15,9 @@ stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key, and a
 declared over its topic with a pull query of its own), HOPPING with EMIT FINAL
 and SESSION with a grace period, a stream-stream join WITHIN, a stream-table LEFT JOIN, a push
 query, DESCRIBE, PRINT, and DROP ... DELETE TOPIC. The persistent queries of a format run one at a
-time (all input is produced first, so each is done after its first micro-batches).
+time (all input is produced first, so each is done after its first micro-batches). The engine
+writes its processing log to a topic and has the KSQL_PROCESSING_LOG stream over it (the poison
+records' test reads both).
 """
 from __future__ import annotations
 
@@ -476,7 +478,10 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     the wrong size), and an AVRO stream (key and value) with an unframed value, a value of a schema
     id the registry does not know, corrupt Avro and an unframed key -> a CSAS of each writes exactly
     the good records and stays RUNNING (each poison record is logged instead:
-    tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py)."""
+    tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
+    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
+    SQL checks found is on the processing-log topic, produced from the Spark workers, and read back
+    through the KSQL_PROCESSING_LOG stream by a push query."""
     import struct
 
     s = uuid.uuid4().hex[:6]
