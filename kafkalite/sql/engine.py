@@ -110,6 +110,12 @@ class Engine:
         return processing_log.ProcessingLogTopic(self.config.bootstrap_servers, self.config.processing_log_topic,
                                                  self.config.security_properties)
 
+    @property
+    def read_only_topics(self) -> tuple[str, ...]:
+        """Topics no query writes into (ksqlDB's ``ReservedInternalTopics.isReadOnly``): the
+        command topic and the processing-log topic (whether or not the server writes to it)."""
+        return self.commands.topic, self.config.processing_log_topic
+
     def _start_processing_log(self) -> None:
         """ksqlDB's ``maybeCreateProcessingLogTopic``, plus its Kafka appender in this process."""
         target = self.processing_log_topic
@@ -467,6 +473,9 @@ class Engine:
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
+            target = ms.get(s.target)
+            if target is not None and target.topic in self.read_only_topics:     # ksqlDB's DistributingExecutor
+                raise KsqlError(f"Cannot insert into read-only topic: {target.topic}", statement=text)
             self._plan(s, text, {}, "validate")
         elif isinstance(s, ast.Drop):
             if ms.get(s.name) is None and not s.if_exists:

@@ -18,6 +18,7 @@ from kafkalite.client.errors import ClientError
 from kafkalite.sql import deserialization, processing_log
 from kafkalite.sql.config import ConfigError, KsqlConfig
 from kafkalite.sql.engine import Engine
+from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.parser import parse
 from tests.unit.sql.test_sql_engine_statements import FakeCommands, FakeSpark
 
@@ -206,6 +207,9 @@ def test_start_creates_the_topic_and_the_stream_once(monkeypatch: Any) -> None:
         fields = e.execute("DESCRIBE KSQL_PROCESSING_LOG;")[0]["sourceDescription"]["fields"]
         assert [f["name"] for f in fields] == ["LOGGER", "LEVEL", "TIME", "MESSAGE"]
         assert e.processing_log_topic is not None and e.processing_log_topic in processing_log._appenders
+        # no query writes into it (ksqlDB's read-only topics)
+        with pytest.raises(KsqlError, match="^Cannot insert into read-only topic: svc_ksql_processing_log$"):
+            e.execute("INSERT INTO KSQL_PROCESSING_LOG SELECT * FROM KSQL_PROCESSING_LOG;")
     finally:
         e.stop()
     assert processing_log._appenders == {}                                   # the server's appender closed
