@@ -609,6 +609,36 @@ def test_the_poison_checks_spark_sql(spark: Any) -> None:
         assert got == want, (data, got)
 
 
+def test_json_structs_are_read_case_insensitively(spark: Any) -> None:
+    """The JSON columns' Spark SQL (engine._json_columns) with structs inside: fields matched at
+    any depth whatever their case, as ksqlDB's JSON deserializer does (the processing log's
+    camelCase ``deserializationError`` into ``DESERIALIZATIONERROR``), inside arrays and map
+    values too, a DATE in a struct from its days, a JSON type its field cannot take, null or a
+    non-object struct read as null (the processing log's own: the poison-record test above)."""
+    from datetime import date
+
+    from kafkalite.sql import ast
+    from kafkalite.sql.engine import _json_columns
+
+    def T(name: str, *items: ast.SqlType, fields: tuple[tuple[str, ast.SqlType], ...] = ()) -> ast.SqlType:
+        return ast.SqlType(name, items=items, fields=fields)
+    item = T("STRUCT", fields=(("X", T("INT")), ("Y", T("STRING"))))
+    columns = (ast.ColumnDef("A", T("ARRAY", item)), ast.ColumnDef("M", T("MAP", T("STRING"), T("STRUCT", fields=(
+        ("Z", T("DOUBLE")),)))), ast.ColumnDef("S", T("STRUCT", fields=(("D", T("DATE")), ("B", T("BOOLEAN")), (
+            "L", T("ARRAY", T("BIGINT")))))))
+    rows = ['{"a": [{"x": 1, "y": "q"}, {"X": "2", "Y": 7}], "M": {"k": {"z": 1.5}}, "s": {"d": 19000, "B": true, '
+            '"l": [1, 2]}}', '{"s": null, "a": null}', '{"s": 5, "a": [{"x": "no"}]}']
+
+    values = ", ".join(f"('{r}')" for r in rows)                # one SQL job, no Python worker
+    got = [r.asDict(recursive=True) for r in spark.sql(
+        f"SELECT {', '.join(_json_columns('value', columns))} FROM VALUES {values} AS t(value)").collect()]
+    assert got == [
+        {"A": [{"X": 1, "Y": "q"}, {"X": 2, "Y": "7"}], "M": {"k": {"Z": 1.5}},
+         "S": {"D": date(2022, 1, 8), "B": True, "L": [1, 2]}},
+        {"A": None, "M": None, "S": None},
+        {"A": [{"X": None, "Y": None}], "M": None, "S": None}]
+
+
 def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
     """``skip_or_fail`` on Spark: by default the poison record is left out (the Arrow logging
     function runs on the executors) and the good ones kept; with
