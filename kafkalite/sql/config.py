@@ -43,6 +43,14 @@ class KsqlConfig:
     timestamp_throw_on_invalid: bool = False      # ksql.timestamp.throw.on.invalid
     fail_on_deserialization_error: bool = False   # ksql.fail.on.deserialization.error
     processing_log_rows_include: bool = False     # ksql.logging.processing.rows.include
+    #: ksqlDB's ProcessingLogConfig: the processing log also written to a topic the server creates
+    #: at start (``ksql.logging.processing.topic.*``), and a stream over it (``.stream.*``)
+    processing_log_topic_auto_create: bool = False        # ksql.logging.processing.topic.auto.create
+    processing_log_topic_name: str = ""                   # ksql.logging.processing.topic.name ("": the default)
+    processing_log_topic_partitions: int = 1              # ksql.logging.processing.topic.partitions
+    processing_log_topic_replication_factor: int = 1      # ksql.logging.processing.topic.replication.factor
+    processing_log_stream_auto_create: bool = False       # ksql.logging.processing.stream.auto.create
+    processing_log_stream_name: str = "KSQL_PROCESSING_LOG"   # ksql.logging.processing.stream.name
     insert_values_enabled: bool = True            # ksql.insert.into.values.enabled (and /inserts-stream)
     #: ksql.idle.connection.timeout.seconds: a connection with no data either way for this long is
     #: closed (ksqlDB's default, 10 minutes, lets a push query wait that long between rows)
@@ -53,6 +61,12 @@ class KsqlConfig:
         """TLS/SASL of the server's own clients (command topic, admin, INSERT producers, PRINT,
         pull-query state), from :attr:`security_properties`."""
         return ClientSecurity.from_properties(dict(self.security_properties))
+
+    @property
+    def processing_log_topic(self) -> str:
+        """``ksql.logging.processing.topic.name``, by default ``<ksql.service.id>ksql_processing_log``
+        (ksqlDB's ``ReservedInternalTopics.processingLogTopic``)."""
+        return self.processing_log_topic_name or f"{self.service_id}ksql_processing_log"
 
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
@@ -90,11 +104,22 @@ class KsqlConfig:
         for name, default in (("ksql.timestamp.throw.on.invalid", "false"),
                               ("ksql.fail.on.deserialization.error", "false"),
                               ("ksql.logging.processing.rows.include", "false"),
-                              ("ksql.insert.into.values.enabled", "true")):
+                              ("ksql.insert.into.values.enabled", "true"),
+                              ("ksql.logging.processing.topic.auto.create", "false"),
+                              ("ksql.logging.processing.stream.auto.create", "false")):
             flag = p.get(name, default).lower()
             if flag not in ("true", "false"):
                 raise ConfigError(f"{name}: {flag!r} is not true or false")
             flags[name] = flag == "true"
+        sizes = {}
+        for name in ("ksql.logging.processing.topic.partitions", "ksql.logging.processing.topic.replication.factor"):
+            text = p.get(name, "1")
+            if not text.isdigit() or int(text) == 0:
+                raise ConfigError(f"{name}: {text!r} is not a positive number")
+            sizes[name] = int(text)
+        stream_name = p.get("ksql.logging.processing.stream.name", "KSQL_PROCESSING_LOG")
+        if not stream_name:
+            raise ConfigError("ksql.logging.processing.stream.name: the stream needs a name")
         security = tuple(sorted((k, v) for k, v in p.items() if is_security_key(k)))
         try:
             ClientSecurity.from_properties(dict(security))        # a bad value stops the server now
@@ -114,6 +139,12 @@ class KsqlConfig:
             fail_on_deserialization_error=flags["ksql.fail.on.deserialization.error"],
             processing_log_rows_include=flags["ksql.logging.processing.rows.include"],
             insert_values_enabled=flags["ksql.insert.into.values.enabled"],
+            processing_log_topic_auto_create=flags["ksql.logging.processing.topic.auto.create"],
+            processing_log_topic_name=p.get("ksql.logging.processing.topic.name", ""),
+            processing_log_topic_partitions=sizes["ksql.logging.processing.topic.partitions"],
+            processing_log_topic_replication_factor=sizes["ksql.logging.processing.topic.replication.factor"],
+            processing_log_stream_auto_create=flags["ksql.logging.processing.stream.auto.create"],
+            processing_log_stream_name=stream_name,
             idle_connection_timeout_s=int(idle))
         config.listener                                   # checks the first listener now
         return config

@@ -14,6 +14,11 @@ default. AVRO values are read by the kafkalite source itself: with its ``mode=DR
 drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode.
 An AVRO key is decoded by :mod:`kafkalite.sql.avro_keys`'s lenient function (null when it
 cannot), checked here.
+
+With ``ksql.logging.processing.topic.auto.create=true`` each message is also produced to the
+processing-log topic (:mod:`kafkalite.sql.processing_log`): the Arrow function carries the topic
+to the executors' Python workers, which attach the Kafka appender on first use and flush it after
+each batch that logged something.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ import logging
 import re
 from typing import Any, Callable, Sequence
 
-from kafkalite.sql import ast
+from kafkalite.sql import ast, processing_log
 from kafkalite.sql.translate import spark_type, wire_type
 
 #: ksqlDB's processing logger for a source's deserializer (its log4j name, under ``processing``)
@@ -57,9 +62,11 @@ def message(target: str, topic: str, cause: str, record: bytes | None, include_r
 
 def log_error(target: str, topic: str, cause: str, record: bytes | None, include_rows: bool,
               partition: int | None = None, offset: int | None = None) -> None:
-    """One poison record, logged as ksqlDB's processing log writes it (a JSON message, ERROR)."""
+    """One poison record, logged as ksqlDB's processing log writes it (a JSON message, ERROR; the
+    message itself on the record too, for the processing log's Kafka appender)."""
     _configure()
-    log.error(json.dumps(message(target, topic, cause, record, include_rows, partition, offset)))
+    entry = message(target, topic, cause, record, include_rows, partition, offset)
+    log.error(json.dumps(entry), extra={processing_log.STRUCTURED: entry})
 
 
 def _configure() -> None:
@@ -156,10 +163,12 @@ def error_sql(raw: str, fmt: str, columns: Sequence[ast.ColumnDef], delimiter: s
 
 
 # -- skipping (or failing) in the query --------------------------------------------------------
-def skip_or_fail(frame: Any, topic: str, fail: bool, include_rows: bool) -> Any:
+def skip_or_fail(frame: Any, topic: str, fail: bool, include_rows: bool,
+                 log_topic: processing_log.ProcessingLogTopic | None = None) -> Any:
     """``frame`` (with ``__deser_error``, ``__deser_target``, ``__deser_record``, ROWPARTITION and
-    ROWOFFSET) without its poison records, each logged; with ``fail`` the query fails on the
-    first one instead, as ksqlDB's does with ``ksql.fail.on.deserialization.error=true``."""
+    ROWOFFSET) without its poison records, each logged (and produced to ``log_topic`` if given);
+    with ``fail`` the query fails on the first one instead, as ksqlDB's does with
+    ``ksql.fail.on.deserialization.error=true``."""
     if fail:
         kept = frame.where("`__deser_error` IS NULL OR raise_error(concat('Failed to deserialize ', "
                            f"`__deser_target`, ' from topic: ', {_sql_text(topic)}, '. ', `__deser_error`)) IS NULL")
@@ -169,9 +178,9 @@ def skip_or_fail(frame: Any, topic: str, fail: bool, include_rows: bool) -> Any:
 
         # one function per topic and setting, registered on the frame's session (as avro_keys' are);
         # an Arrow function: the good records cost one vectorised null check per batch, no Python each
-        name = "ksql_processing_log_" + hashlib.sha1(f"{topic}\0{include_rows}".encode()).hexdigest()[:16]
+        name = "ksql_processing_log_" + hashlib.sha1(f"{topic}\0{include_rows}\0{log_topic}".encode()).hexdigest()[:16]
         # (pyspark's stubs list only the forms with a functionType, which Spark 4 deprecates for hints)
-        logger = _arrow_function(_Logger(topic, include_rows))
+        logger = _arrow_function(_Logger(topic, include_rows, log_topic))
         function = arrow_udf(logger, BooleanType())  # type: ignore[call-overload]
         frame.sparkSession.udf.register(name, function)
         # a good record's bytes and target go to Python as nulls: only a poison record's are read
@@ -197,16 +206,21 @@ class _Logger:
     """The executors' side of :func:`skip_or_fail`, on Arrow arrays of a batch of records: true
     for each record that reads; each other one is logged and false."""
 
-    def __init__(self, topic: str, include_rows: bool) -> None:
-        self.topic, self.include_rows = topic, include_rows
+    def __init__(self, topic: str, include_rows: bool,
+                 log_topic: processing_log.ProcessingLogTopic | None = None) -> None:
+        self.topic, self.include_rows, self.log_topic = topic, include_rows, log_topic
 
     def __call__(self, cause: Any, target: Any, partition: Any, offset: Any, record: Any) -> Any:
         import pyarrow.compute as pc
 
         if cause.null_count == len(cause):           # the usual batch: every record reads
             return pc.is_null(cause)
+        if self.log_topic is not None:               # this worker's appender, made once per process
+            processing_log.attach(self.log_topic)
         for i in pc.indices_nonzero(pc.is_valid(cause)).to_pylist():
             data = record[i].as_py()
             log_error(target[i].as_py() or "value", self.topic, cause[i].as_py(), data, self.include_rows,
                       partition[i].as_py(), offset[i].as_py())
+        if self.log_topic is not None:
+            processing_log.flush()                   # written before the batch goes on (a worker may exit)
         return pc.is_null(cause)

@@ -30,6 +30,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, avro_keys, deserialization, expression_types, inserts, kafka_format, printing, serde, windowed
+from kafkalite.sql import processing_log
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -40,7 +41,7 @@ from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, de
                                    ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
-                                     from_wire, has_aggregate, literal, map_columns, map_of_entries,
+                                     from_wire, has_aggregate, has_struct, json_text_sql, literal, map_columns, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
 log = logging.getLogger(__name__)
@@ -79,8 +80,11 @@ class Engine:
 
     def start(self) -> int:
         """Create the command topic if needed and replay it (ksqlDB's startup recovery);
-        returns the number of commands replayed. Queries terminated later in the log never start."""
+        returns the number of commands replayed. Queries terminated later in the log never start.
+        As ksqlDB's ``KsqlRestApplication.initialize``: the processing-log topic is created (and
+        written to) before the replay, its stream issued after it."""
         self.commands.ensure()
+        self._start_processing_log()
         history = self.commands.read_all()
         parsed = [(c, parse(c.statement)[0]) for c in history]
         terminated = {p.statement.query_id for _, p in parsed if isinstance(p.statement, ast.Terminate)}
@@ -94,7 +98,48 @@ class Engine:
                 log.error("replaying command %d (%s) failed: %s", command.offset, command.command_id, exc.message)
         log.info("replayed %d commands from %s", len(history), self.commands.topic)
         self.replayed = True
+        self._create_processing_log_stream()
         return len(history)
+
+    @property
+    def processing_log_topic(self) -> processing_log.ProcessingLogTopic | None:
+        """Where processing-log messages are produced: ``ksql.logging.processing.topic.name``
+        with ``ksql.logging.processing.topic.auto.create=true``, else nowhere (None)."""
+        if not self.config.processing_log_topic_auto_create:
+            return None
+        return processing_log.ProcessingLogTopic(self.config.bootstrap_servers, self.config.processing_log_topic,
+                                                 self.config.security_properties)
+
+    @property
+    def read_only_topics(self) -> tuple[str, ...]:
+        """Topics no query writes into (ksqlDB's ``ReservedInternalTopics.isReadOnly``): the
+        command topic and the processing-log topic (whether or not the server writes to it)."""
+        return self.commands.topic, self.config.processing_log_topic
+
+    def _start_processing_log(self) -> None:
+        """ksqlDB's ``maybeCreateProcessingLogTopic``, plus its Kafka appender in this process."""
+        target = self.processing_log_topic
+        if target is None:
+            return
+        processing_log.ensure_topic(target, self.config.processing_log_topic_partitions,
+                                    self.config.processing_log_topic_replication_factor)
+        processing_log.attach(target)
+
+    def _create_processing_log_stream(self) -> None:
+        """ksqlDB's ``maybeCreateProcessingLogStream``: its CREATE STREAM through the statement path
+        (so it is in the command topic), unless a stream of that name exists (one replayed from
+        the command topic included); an error is logged, the server starts anyway."""
+        if not self.config.processing_log_stream_auto_create:
+            return
+        name = self.config.processing_log_stream_name
+        existing = self.metastore.get(name) or self.metastore.get(name.upper())    # unquoted: upper case
+        if existing is not None and existing.kind == "STREAM":
+            return
+        try:
+            self.execute(processing_log.stream_statement(name, self.config.processing_log_topic))
+            log.info("created processing log stream %s", name)
+        except KsqlError as exc:
+            log.error("Error while creating the processing log stream %s: %s", name, exc.message)
 
     def stop(self) -> None:
         self._stopping.set()
@@ -109,6 +154,8 @@ class Engine:
                     log.warning("stopping %s: %s", qid, exc)
             self.running.clear()
         self.commands.close()
+        if self.processing_log_topic is not None:
+            processing_log.detach(self.processing_log_topic)
 
     # -- statements -----------------------------------------------------------------------
     def execute(self, text: str, properties: dict[str, Any] | None = None) -> list[Entity]:
@@ -426,6 +473,9 @@ class Engine:
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
+            target = ms.get(s.target)
+            if target is not None and target.topic in self.read_only_topics:     # ksqlDB's DistributingExecutor
+                raise KsqlError(f"Cannot insert into read-only topic: {target.topic}", statement=text)
             self._plan(s, text, {}, "validate")
         elif isinstance(s, ast.Drop):
             if ms.get(s.name) is None and not s.if_exists:
@@ -1917,7 +1967,7 @@ class Engine:
             parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value",
                                                                                       avro_keys.UNDECODED),
                                                   src.topic, self.config.fail_on_deserialization_error,
-                                                  self.config.processing_log_rows_include)
+                                                  self.config.processing_log_rows_include, self.processing_log_topic)
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
     def _deserialization_checks(self, src: DataSource) -> list[str]:
@@ -2333,15 +2383,22 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
-    Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
+    Spark's ``from_json`` does not, so both spellings are parsed and coalesced; the fields of a
+    struct inside a column at any case, by :func:`json_text_sql`)."""
     if not columns:
         return []
-    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in columns)
+
+    def parsed(c: ast.ColumnDef) -> str:             # a struct inside: its JSON text, read by json_text_sql
+        return "STRING" if has_struct(c.type) else spark_type(wire_type(c.type))
+    upper = ", ".join(f"{quote(c.name)} {parsed(c)}" for c in columns)
+    lower = ", ".join(f"{quote(c.name.lower())} {parsed(c)}" for c in columns)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
-    return [f"{from_wire(f'coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})', c.type)} AS {quote(c.name)}"
-            for c in columns]
+
+    def read(c: ast.ColumnDef) -> str:
+        found = f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})"
+        return json_text_sql(found, wire_type(c.type)) if has_struct(c.type) else found
+    return [f"{from_wire(read(c), c.type)} AS {quote(c.name)}" for c in columns]
 
 
 def _avro_field(raw: Any, upper: str) -> str:

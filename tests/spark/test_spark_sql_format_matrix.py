@@ -15,7 +15,9 @@ stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key, and a
 declared over its topic with a pull query of its own), HOPPING with EMIT FINAL
 and SESSION with a grace period, a stream-stream join WITHIN, a stream-table LEFT JOIN, a push
 query, DESCRIBE, PRINT, and DROP ... DELETE TOPIC. The persistent queries of a format run one at a
-time (all input is produced first, so each is done after its first micro-batches).
+time (all input is produced first, so each is done after its first micro-batches). The engine
+writes its processing log to a topic and has the KSQL_PROCESSING_LOG stream over it (the poison
+records' test reads both).
 """
 from __future__ import annotations
 
@@ -56,7 +58,8 @@ CLICK_SCHEMA = {"type": "record", "name": "Click", "fields": [{"name": "target",
 def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) -> Iterator[Engine]:
     suffix = uuid.uuid4().hex[:6]
     config = sql_config(kafka.bootstrap, f"matrix_{suffix}_", tmp_path_factory.mktemp("sql-matrix"),
-                        schema_registry_url=schema_registry.url)
+                        schema_registry_url=schema_registry.url, processing_log_topic_auto_create=True,
+                        processing_log_stream_auto_create=True)
     e = Engine(config, spark)
     e.start()
     try:
@@ -458,7 +461,10 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     the wrong size), and an AVRO stream (key and value) with an unframed value, a value of a schema
     id the registry does not know, corrupt Avro and an unframed key -> a CSAS of each writes exactly
     the good records and stays RUNNING (each poison record is logged instead:
-    tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py)."""
+    tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
+    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
+    SQL checks found is on the processing-log topic, produced from the Spark workers, and read back
+    through the KSQL_PROCESSING_LOG stream by a push query."""
     import struct
 
     s = uuid.uuid4().hex[:6]
@@ -502,6 +508,52 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     for query_id in query_ids:
         engine.execute(f"TERMINATE {query_id};")
 
+    # ksql.logging.processing.topic.auto.create: each poison record the SQL checks found is on the
+    # processing-log topic, produced from the Spark workers as ksqlDB's Kafka appender writes it
+    # (key null; level, logger, time, message); the AVRO values the source dropped are not (its log)
+    poison = {(f"poisoned-{s}", 1, "value", "Column count mismatch on deserialization. expected: 2, got: 1"),
+              (f"poisoned-{s}", 2, "value", "Failed to parse x as INTEGER for column N"),
+              (f"poisoned-{s}", 3, "key", "Size of data received by LongDeserializer is not 8"),
+              (f"poisoned-{s}", 5, "value", "Column count mismatch on deserialization. expected: 2, got: 3"),
+              (f"spoiled-{s}", 4, "key", "Unknown magic byte!")}
+    want_logged = {(topic, offset, target, f"Failed to deserialize {target} from topic: {topic}. {cause}")
+                   for topic, offset, target, cause in poison}
+    log_topic = engine.config.processing_log_topic
+
+    def logged() -> set[tuple[Any, ...]]:
+        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
+                      "enable.auto.commit": False})
+        c.assign([CTP(log_topic, 0, 0)])
+        try:
+            out = set()
+            for m in c.consume(100, 1.0):
+                entry = json.loads(m.value()) if m.error() is None else {}
+                error = entry.get("message", {}).get("deserializationError") or {}
+                if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}"):
+                    assert m.key() is None and list(entry) == ["level", "logger", "time", "message"], entry
+                    assert (entry["level"], entry["logger"]) == ("ERROR", "processing.KsqlTopic.Source.deserializer")
+                    out.add((error["topic"], error["offset"], error["target"], error["errorMessage"]))
+            return out
+        finally:
+            c.close()
+    wait_for(lambda: logged() == want_logged, 60, "the poison records on the processing log topic")
+
+    # ksql.logging.processing.stream.auto.create: the KSQL_PROCESSING_LOG stream over it, made at
+    # start, listed and read by a push query (its camelCase JSON fields read case-insensitively)
+    assert "KSQL_PROCESSING_LOG" in [x["name"] for x in engine.execute("SHOW STREAMS;")[0]["streams"]]
+    rows: list[list[Any]] = []
+    push = engine.query("SELECT LEVEL, MESSAGE->TYPE AS KIND, MESSAGE->DESERIALIZATIONERROR->`topic` AS SOURCE, "
+                        "MESSAGE->DESERIALIZATIONERROR->TARGET AS TARGET, "
+                        "MESSAGE->DESERIALIZATIONERROR->ERRORMESSAGE AS ERROR FROM KSQL_PROCESSING_LOG EMIT CHANGES;",
+                        {"auto.offset.reset": "earliest"})
+    push.listen(rows.extend)
+    want_rows = {("ERROR", 0, topic, target, error) for topic, _, target, error in want_logged}
+    try:
+        wait_for(lambda: {tuple(r) for r in rows if r[2] in (f"poisoned-{s}", f"spoiled-{s}")} == want_rows, 120,
+                 lambda: f"the poison records through KSQL_PROCESSING_LOG (rows {rows}, error {push.error})")
+    finally:
+        engine.close_query(push.id)
+
 
 def test_the_poison_checks_spark_sql(spark: Any) -> None:
     """The Spark SQL of kafkalite/sql/deserialization.py on poison and good bytes: the cause of a
@@ -529,6 +581,36 @@ def test_the_poison_checks_spark_sql(spark: Any) -> None:
         literal = "CAST(NULL AS BINARY)" if data is None else f"X'{data.hex()}'"
         got = spark.sql(f"SELECT {sql} AS err FROM (SELECT {literal} AS {raw})").collect()[0]["err"]
         assert got == want, (data, got)
+
+
+def test_json_structs_are_read_case_insensitively(spark: Any) -> None:
+    """The JSON columns' Spark SQL (engine._json_columns) with structs inside: fields matched at
+    any depth whatever their case, as ksqlDB's JSON deserializer does (the processing log's
+    camelCase ``deserializationError`` into ``DESERIALIZATIONERROR``), inside arrays and map
+    values too, a DATE in a struct from its days, a JSON type its field cannot take, null or a
+    non-object struct read as null (the processing log's own: the poison-record test above)."""
+    from datetime import date
+
+    from kafkalite.sql import ast
+    from kafkalite.sql.engine import _json_columns
+
+    def T(name: str, *items: ast.SqlType, fields: tuple[tuple[str, ast.SqlType], ...] = ()) -> ast.SqlType:
+        return ast.SqlType(name, items=items, fields=fields)
+    item = T("STRUCT", fields=(("X", T("INT")), ("Y", T("STRING"))))
+    columns = (ast.ColumnDef("A", T("ARRAY", item)), ast.ColumnDef("M", T("MAP", T("STRING"), T("STRUCT", fields=(
+        ("Z", T("DOUBLE")),)))), ast.ColumnDef("S", T("STRUCT", fields=(("D", T("DATE")), ("B", T("BOOLEAN")), (
+            "L", T("ARRAY", T("BIGINT")))))))
+    rows = ['{"a": [{"x": 1, "y": "q"}, {"X": "2", "Y": 7}], "M": {"k": {"z": 1.5}}, "s": {"d": 19000, "B": true, '
+            '"l": [1, 2]}}', '{"s": null, "a": null}', '{"s": 5, "a": [{"x": "no"}]}']
+
+    values = ", ".join(f"('{r}')" for r in rows)                # one SQL job, no Python worker
+    got = [r.asDict(recursive=True) for r in spark.sql(
+        f"SELECT {', '.join(_json_columns('value', columns))} FROM VALUES {values} AS t(value)").collect()]
+    assert got == [
+        {"A": [{"X": 1, "Y": "q"}, {"X": 2, "Y": "7"}], "M": {"k": {"Z": 1.5}},
+         "S": {"D": date(2022, 1, 8), "B": True, "L": [1, 2]}},
+        {"A": None, "M": None, "S": None},
+        {"A": [{"X": None, "Y": None}], "M": None, "S": None}]
 
 
 def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
