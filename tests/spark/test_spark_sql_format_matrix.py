@@ -521,21 +521,15 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     log_topic = engine.config.processing_log_topic
 
     def logged() -> set[tuple[Any, ...]]:
-        c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
-                      "enable.auto.commit": False})
-        c.assign([CTP(log_topic, 0, 0)])
-        try:
-            out = set()
-            for m in c.consume(100, 1.0):
-                entry = json.loads(m.value()) if m.error() is None else {}
-                error = entry.get("message", {}).get("deserializationError") or {}
-                if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}"):
-                    assert m.key() is None and list(entry) == ["level", "logger", "time", "message"], entry
-                    assert (entry["level"], entry["logger"]) == ("ERROR", "processing.KsqlTopic.Source.deserializer")
-                    out.add((error["topic"], error["offset"], error["target"], error["errorMessage"]))
-            return out
-        finally:
-            c.close()
+        out = set()
+        for m in read_committed(kafka.bootstrap, log_topic, quiet_s=1.0):
+            entry = json.loads(m.value())
+            error = entry.get("message", {}).get("deserializationError") or {}
+            if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}"):
+                assert m.key() is None and list(entry) == ["level", "logger", "time", "message"], entry
+                assert (entry["level"], entry["logger"]) == ("ERROR", "processing.KsqlTopic.Source.deserializer")
+                out.add((error["topic"], error["offset"], error["target"], error["errorMessage"]))
+        return out
     wait_for(lambda: logged() == want_logged, 60, "the poison records on the processing log topic")
 
     # ksql.logging.processing.stream.auto.create: the KSQL_PROCESSING_LOG stream over it, made at
