@@ -69,6 +69,8 @@ class Engine:
         self._stopping = threading.Event()             # the server is shutting down: restart nothing
         self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
+        # INSERT VALUES and every /inserts-stream write through one producer, made on first use
+        self.inserts_producer = inserts.SharedProducer(self._make_inserts_producer)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -108,6 +110,7 @@ class Engine:
                 except Exception as exc:                  # a failed Spark query may refuse to stop cleanly
                     log.warning("stopping %s: %s", qid, exc)
             self.running.clear()
+        self.inserts_producer.close()
         self.commands.close()
 
     # -- statements -----------------------------------------------------------------------
@@ -2022,25 +2025,26 @@ class Engine:
         row, rowtime = serde.row_of(s, source, text)
         record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
                               text)
-        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
-                            client_id=f"ksql-insert-{self.config.service_id}")
         try:
-            producer.send(source.topic, record.value, record.key, timestamp_ms=record.timestamp_ms).result(30)
+            self.inserts_producer.send(source.topic, record.value, record.key,
+                                       timestamp_ms=record.timestamp_ms).result(30)
         except Exception as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
-        finally:
-            producer.close(5)
 
     def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> inserts.InsertsSubscriber:
         """``/inserts-stream``'s writer for one request (ksqlDB's ``InsertsStreamEndpoint``): the
-        target checked (unknown, windowed, the command topic), then a producer of its own."""
+        target checked (unknown, windowed, the command topic), then the engine's shared producer."""
         if not self.config.insert_values_enabled:
             raise KsqlError(inserts.DISABLED, code=BAD_REQUEST)
         source = inserts.resolve_target(self.metastore, target, (self.commands.topic,))
-        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
-                            client_id=f"ksql-inserts-{self.config.service_id}")
-        return inserts.InsertsSubscriber(source, producer,
+        self.inserts_producer.ready()
+        return inserts.InsertsSubscriber(source, self.inserts_producer,
                                          self._avro_lookup if self.config.schema_registry_url else None)
+
+    def _make_inserts_producer(self) -> Producer:
+        """The producer behind ``inserts_producer`` (idempotent: a retried batch is written once)."""
+        return Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                        client_id=f"ksql-insert-{self.config.service_id}")
 
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient

@@ -5,6 +5,7 @@ aggregating push queries go through the same plan as CREATE ... AS SELECT; ksqlD
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -240,17 +241,32 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
 
 
 class FakeProducer:
+    """Acknowledges every record at once; counts the producers made and closed."""
+
     sent: list[tuple[str, Any, Any, int | None]] = []
+    made: list["FakeProducer"] = []
 
     def __init__(self, *a: Any, **kw: Any) -> None:
-        pass
+        self.closed = False
+        self.fail_with: BaseException | None = None           # the next send's outcome, if set
+        FakeProducer.made.append(self)
 
-    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None) -> Any:
+    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None,
+             callback: Any = None) -> Future:
+        if self.closed:
+            raise RuntimeError("producer is closed")
         FakeProducer.sent.append((topic, key, value, timestamp_ms))
-        return type("F", (), {"result": lambda _, timeout: None})()
+        f: Future = Future()
+        if callback is not None:
+            f.add_done_callback(callback)
+        if self.fail_with is not None:
+            f.set_exception(self.fail_with)
+        else:
+            f.set_result(None)
+        return f
 
     def close(self, timeout: float) -> None:
-        pass
+        self.closed = True
 
 
 def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: Any) -> None:
