@@ -1910,27 +1910,48 @@ class Engine:
                 if c.type.name == "MAP" and _avro_field_kind(raw, c.name) == "array":
                     field = map_of_entries(field)         # Connect's map with non-string keys
                 cols.append(f"{field} AS {quote(c.name)}")
+        bound = self._json_fields(src)
+        for target, columns in bound:                     # each JSON field once, as a VARIANT
+            raw = deserialization.bind_json_fields(raw, target, target, columns)
         if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
         checks = self._deserialization_checks(src)
         raws = ["key AS `__raw_key`", "value AS `__raw_value`"] if checks else []
-        parsed = raw.selectExpr(*cols, *raws, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
+        carried = [n for target, columns in bound for n in deserialization.json_field_columns(target, columns)]
+        parsed = raw.selectExpr(*cols, *raws, *carried, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if checks:                                        # poison records skipped and logged, as ksqlDB does
             parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value"),
                                                   src.topic, self.config.fail_on_deserialization_error,
                                                   self.config.processing_log_rows_include)
+        parsed = parsed.drop(*(n.strip("`") for n in carried))
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
+
+    @staticmethod
+    def _json_fields(src: DataSource) -> list[tuple[str, tuple[ast.ColumnDef, ...]]]:
+        """The JSON objects (a key of several columns, a JSON value) whose fields are read (and,
+        in the JSON format, checked) as ksqlDB's JSON deserializer reads them
+        (``deserialization.bind_json_fields``): those :func:`_json_columns` reads."""
+        out = []
+        keys = src.key_columns
+        if len(keys) > 1 and src.key_format != "AVRO" or len(keys) == 1 and src.key_format not in (
+                "AVRO", "KAFKA", "JSON", "DELIMITED"):
+            out.append(("key", keys))
+        if src.value_format == "JSON" and src.value_columns:
+            out.append(("value", src.value_columns))
+        return out
 
     def _deserialization_checks(self, src: DataSource) -> list[str]:
         """The columns :func:`deserialization.skip_or_fail` reads: the cause of a key or value the
         source's formats cannot read (the key's first), which part it is, and its bytes; none if
         nothing of the source is checked here (AVRO)."""
+        bound = dict(self._json_fields(src))
         key = deserialization.error_sql("`__raw_key`", src.key_format, src.key_columns,
-                                        unwrapped=len(src.key_columns) == 1)
+                                        unwrapped=len(src.key_columns) == 1, fields="key" if "key" in bound else None)
         if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function: null if it could not
             key = deserialization.avro_key_error_sql("`__raw_key`", [c.name for c in src.key_columns])
-        value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter)
+        value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter,
+                                          fields="value" if "value" in bound else None)
         checks = [(target, sql) for target, sql in (("key", key), ("value", value)) if sql is not None]
         if not checks:
             return []
@@ -2335,15 +2356,19 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
-    Spark's ``from_json`` does not, so both spellings are parsed and coalesced)."""
-    if not columns:
-        return []
-    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in columns)
+    Spark's ``from_json`` does not, so both spellings are parsed and coalesced); a top-level field
+    of a type ksqlDB coerces is read from its bound VARIANT as ksqlDB coerces it
+    (:func:`deserialization.json_value_sql`; the frame went through ``bind_json_fields``)."""
+    parsed = [c for c in columns if c.type.name not in deserialization.COERCED]
+    upper = ", ".join(f"{quote(c.name)} {spark_type(wire_type(c.type))}" for c in parsed)
+    lower = ", ".join(f"{quote(c.name.lower())} {spark_type(wire_type(c.type))}" for c in parsed)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
-    return [f"{from_wire(f'coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})', c.type)} AS {quote(c.name)}"
-            for c in columns]
+    out = []
+    for i, c in enumerate(columns):
+        read = (f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})" if c in parsed else "NULL")
+        out.append(f"{from_wire(deserialization.json_value_sql(field, i, c, read), c.type)} AS {quote(c.name)}")
+    return out
 
 
 def _avro_field(raw: Any, upper: str) -> str:

@@ -555,6 +555,62 @@ def test_the_poison_checks_spark_sql(spark: Any) -> None:
         literal = "CAST(NULL AS BINARY)" if data is None else f"X'{data.hex()}'"
         got = spark.sql(f"SELECT {sql} AS err FROM (SELECT {literal} AS {raw})").collect()[0]["err"]
         assert got == want, (data, got)
+    _json_fields_read_and_checked_as_ksqldb_does(spark)
+
+
+def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
+    """JSON fields of another type than their column, through the engine's read path: those
+    ksqlDB's deserializer coerces read as the coerced value (no error), the rest are the record's
+    error in its words (the first failing column in column order)."""
+    import datetime
+    import decimal
+
+    from kafkalite.sql import ast, deserialization
+    from kafkalite.sql.engine import _json_columns
+
+    t = ast.SqlType
+    columns = tuple(ast.ColumnDef(n, ty) for n, ty in [
+        ("B", t("BOOLEAN")), ("I", t("INT")), ("L", t("BIGINT")), ("D", t("DOUBLE")), ("S", t("STRING")),
+        ("A", t("ARRAY", items=(t("INT"),))), ("M", t("MAP", items=(t("STRING"), t("INT")))),
+        ("T", t("STRUCT", fields=(("X", t("INT")),))), ("TS", t("TIMESTAMP")), ("DEC", t("DECIMAL", (4, 2))),
+        ("BY", t("BYTES"))])
+    coerced: list[tuple[str, str, Any]] = [
+        ('{"I": "12"}', "I", 12), ('{"i": -7}', "I", -7), ('{"I": 1.9}', "I", 1), ('{"I": 4294967297}', "I", 1),
+        ('{"L": "9000000000"}', "L", 9000000000), ('{"L": 2.5}', "L", 2), ('{"D": "1.5e3"}', "D", 1500.0),
+        ('{"D": 3}', "D", 3.0), ('{"D": " -2.5 "}', "D", -2.5), ('{"S": 12}', "S", "12"), ('{"S": true}', "S", "true"),
+        ('{"S": {"a": 1}}', "S", '{"a":1}'), ('{"S": ["x", 1, null]}', "S", "[x, 1, null]"), ('{"B": false}', "B", False),
+        ('{"TS": "1700000000000"}', "TS", datetime.datetime(2023, 11, 14, 22, 13, 20)),
+        ('{"DEC": "12.5"}', "DEC", decimal.Decimal("12.50")), ('{"I": null}', "I", None), ('{}', "I", None),
+        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,))]
+    wrong = [('{"B": "true"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
+             ('{"I": "abc"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
+             ('{"I": "1.5"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
+             ('{"I": true}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.I"),
+             ('{"L": {"x": 1}}', "Can't convert type. sourceType: ObjectNode, requiredType: BIGINT, path: $.L"),
+             ('{"D": [1]}', "Can't convert type. sourceType: ArrayNode, requiredType: DOUBLE, path: $.D"),
+             ('{"D": "x"}', "Can't coerce string to type. targetType: DOUBLE, path: $.D"),
+             ('{"A": {"x": 1}}', "Can't convert type. sourceType: ObjectNode, requiredType: ARRAY<INTEGER>, path: $.A"),
+             ('{"M": [1]}', "Can't convert type. sourceType: ArrayNode, requiredType: MAP<STRING, INTEGER>, path: $.M"),
+             ('{"T": 5}', "Can't convert type. sourceType: IntNode, requiredType: STRUCT<X INTEGER>, path: $.T"),
+             ('{"TS": "yesterday"}', "Can't coerce string to type. targetType: TIMESTAMP, path: $.TS"),
+             ('{"DEC": true}', "Can't convert type. sourceType: BooleanNode, requiredType: DECIMAL(4, 2), path: $.DEC"),
+             ('{"DEC": 123.5}', "Numeric field overflow: A field with precision 4 and scale 2 must round to an "
+                                "absolute value less than 10^2. Got 123.5, path: $.DEC"),
+             ('{"DEC": "12.345"}', "Cannot fit decimal '12.345' into DECIMAL(4, 2) without rounding. (Requires 5,3), "
+                                   "path: $.DEC"),
+             ('{"DEC": "1x"}', 'Character x is neither a decimal digit number, decimal point, nor "e" notation '
+                               'exponential mark., path: $.DEC'),
+             ('{"BY": 5.5}', "Can't convert type. sourceType: DecimalNode, requiredType: BYTES, path: $.BY"),
+             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B")]
+    docs = [doc for doc, *_ in coerced] + [doc for doc, _ in wrong]
+    frame = spark.createDataFrame([(i, doc.encode()) for i, doc in enumerate(docs)], "n INT, value BINARY")
+    frame = deserialization.bind_json_fields(frame, "value", "value", columns)
+    error = deserialization.error_sql("value", "JSON", columns, fields="value")
+    rows = {r["n"]: r for r in frame.selectExpr("n", *_json_columns("value", columns), f"{error} AS err").collect()}
+    for i, (doc, column, value) in enumerate(coerced):
+        assert (rows[i][column], rows[i]["err"]) == (value, None), doc
+    for i, (doc, message) in enumerate(wrong, start=len(coerced)):
+        assert rows[i]["err"] == message, doc
 
 
 def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
