@@ -472,9 +472,11 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
 def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any, schema_registry: Any) -> None:
     """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
     poison records between good ones (too few and too many fields, text in an INT field, a key of
-    the wrong size), and an AVRO stream (key and value) with an unframed value, a value of a schema
-    id the registry does not know, corrupt Avro and an unframed key -> a CSAS of each writes exactly
-    the good records and stays RUNNING (each poison record is logged instead:
+    the wrong size), an AVRO stream (key and value) with an unframed value, a value of a schema
+    id the registry does not know, corrupt Avro and an unframed key, and a JSON stream with fields
+    of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one and a boolean
+    in the INT one, poison) -> a CSAS of each writes exactly the good records, coerced as ksqlDB
+    coerces them, and stays RUNNING (each poison record is logged instead:
     tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py)."""
     import struct
 
@@ -482,7 +484,9 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     engine.execute(f"CREATE STREAM poisoned_{s} (id BIGINT KEY, n INT, name STRING) WITH (KAFKA_TOPIC='poisoned-{s}', "
                    "VALUE_FORMAT='DELIMITED', PARTITIONS=1);"
                    f"CREATE STREAM spoiled_{s} (id STRING KEY, n INT) WITH (KAFKA_TOPIC='spoiled-{s}', "
-                   "FORMAT='AVRO', PARTITIONS=1);")
+                   "FORMAT='AVRO', PARTITIONS=1);"
+                   f"CREATE STREAM typed_{s} (id STRING KEY, n INT, ok BOOLEAN, s STRING) WITH ("
+                   f"KAFKA_TOPIC='typed-{s}', VALUE_FORMAT='JSON', PARTITIONS=1);")
     registry = RegistryClient(schema_registry.url)
     k, v = registry.latest(f"spoiled-{s}-key"), registry.latest(f"spoiled-{s}-value")
 
@@ -494,7 +498,10 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
                                 (struct.pack(">q", 6), b"14,f,extra"), (struct.pack(">q", 7), b"15,")],
               f"spoiled-{s}": [(avro("a", k), good), (avro("b", k), b'{"N": 2}'),
                                (avro("c", k), b"\0\0\0\x7f\xff" + good[5:]), (avro("d", k), good[:5] + b"\xff"),
-                               (b"plain key", good), (avro("f", k), avro({"N": 6}, v))]}
+                               (b"plain key", good), (avro("f", k), avro({"N": 6}, v))],
+              f"typed-{s}": [(b"a", b'{"N": 1, "OK": true, "S": "x"}'), (b"b", b'{"N": "2", "OK": false, "S": 7}'),
+                             (b"c", b'{"N": 3, "OK": "true"}'), (b"d", b'{"n": true}'),
+                             (b"e", b'{"n": 5.9, "s": ["p", 1]}')]}
     p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
     for topic, records in topics.items():
         for i, (key, value) in enumerate(records):
@@ -503,12 +510,16 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     created = engine.execute(f"CREATE STREAM cured_{s} WITH (KAFKA_TOPIC='cured-{s}', VALUE_FORMAT='JSON', "
                              f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, name FROM poisoned_{s};"
                              f"CREATE STREAM fresh_{s} WITH (KAFKA_TOPIC='fresh-{s}', KEY_FORMAT='JSON', "
-                             f"VALUE_FORMAT='JSON', PARTITIONS=1) AS SELECT id, n * 10 AS n10 FROM spoiled_{s};")
+                             f"VALUE_FORMAT='JSON', PARTITIONS=1) AS SELECT id, n * 10 AS n10 FROM spoiled_{s};"
+                             f"CREATE STREAM coerced_{s} WITH (KAFKA_TOPIC='coerced-{s}', VALUE_FORMAT='JSON', "
+                             f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, ok, s FROM typed_{s};")
     query_ids = [c["commandStatus"]["queryId"] for c in created]
     want = {f"cured-{s}": [(struct.pack(">q", 1), {"N1": 11, "NAME": "a"}),
                            (struct.pack(">q", 5), {"N1": 14, "NAME": "e"}),
                            (struct.pack(">q", 7), {"N1": 16, "NAME": None})],
-            f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})]}
+            f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})],
+            f"coerced-{s}": [(b"a", {"N1": 2, "OK": True, "S": "x"}), (b"b", {"N1": 3, "OK": False, "S": "7"}),
+                             (b"e", {"N1": 6, "OK": None, "S": "[p, 1]"})]}
 
     def written() -> dict[str, list[Any]]:
         c = Consumer({"bootstrap.servers": kafka.bootstrap, "group.id": f"v-{uuid.uuid4().hex[:6]}",
@@ -524,7 +535,7 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
             c.close()
     wait_for(lambda: written() == want, 150, "the good records, and only those")
     queries = engine.execute("SHOW QUERIES;")[0]["queries"]
-    assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING"]
+    assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING", "RUNNING"]
     for query_id in query_ids:
         engine.execute(f"TERMINATE {query_id};")
 
