@@ -101,9 +101,10 @@ def json_error_sql(raw: str, unwrapped: bool, columns: Sequence[ast.ColumnDef] =
         bad = f"({parsed} IS NULL OR size({parsed}) != 1)"
     else:
         bad = f"({text} != 'null' AND json_object_keys({text}) IS NULL)"     # keys only: no values built
-    checks = [] if unwrapped or fields is None else [
-        f"WHEN ({e}) IS NOT NULL THEN {e}" for e in (json_field_error_sql(fields, i, c) for i, c in enumerate(columns))
-        if e is not None]
+    paths = ["$"] if unwrapped else [f"$.{c.name}" for c in columns]     # an unwrapped key is the value itself
+    checks = [] if fields is None else [
+        f"WHEN ({e}) IS NOT NULL THEN {e}" for e in
+        (json_field_error_sql(fields, i, c, path) for i, (c, path) in enumerate(zip(columns, paths))) if e is not None]
     return f"CASE WHEN {bad} THEN concat('Invalid JSON: ', substring({text}, 1, 100)) {' '.join(checks)} END"
 
 
@@ -128,14 +129,16 @@ def json_field_names(target: str, i: int) -> tuple[str, str]:
     return f"`__jf_{target}_{i}`", f"`__jk_{target}_{i}`"
 
 
-def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.ColumnDef]) -> Any:
+def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.ColumnDef],
+                     unwrapped: bool = False) -> Any:
     """``frame`` with, for each column of a JSON ``target`` (key or value, in ``raw``), its field
     as a VARIANT (SQL NULL when absent or the record no JSON object; a variant null for JSON
     ``null``; matched by the column's upper- or lower-case name, as the from_json read path
     matches it) and its JSON type (STRING, BOOLEAN, BIGINT, DOUBLE, DECIMAL(p,s), OBJECT<...>,
     ARRAY<...>; NULL when absent or null). The record is parsed once, each field taken once: the
     projections are separate, so Spark keeps them computed once for the value and check
-    expressions that read them many times (:func:`json_value_sql`, :func:`json_field_error_sql`)."""
+    expressions that read them many times (:func:`json_value_sql`, :func:`json_field_error_sql`).
+    An ``unwrapped`` key (a single column, ksqlDB's UNWRAP_SINGLES) is itself its one field."""
     if not columns:
         return frame
     doc = f"`__jdoc_{target}`"
@@ -143,8 +146,8 @@ def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.Co
     fields = []
     for i, c in enumerate(columns):
         f, _ = json_field_names(target, i)
-        fields.append(f"coalesce(try_variant_get({doc}, {_path(c.name)}), try_variant_get({doc}, "
-                      f"{_path(c.name.lower())})) AS {f}")
+        fields.append(f"{doc} AS {f}" if unwrapped else f"coalesce(try_variant_get({doc}, {_path(c.name)}), "
+                      f"try_variant_get({doc}, {_path(c.name.lower())})) AS {f}")
     frame = frame.selectExpr("*", *fields).drop(doc.strip("`"))
     kinds = []
     for i, _c in enumerate(columns):
@@ -232,10 +235,11 @@ def sql_type_text(t: ast.SqlType) -> str:
     return type_name(t)
 
 
-def json_field_error_sql(target: str, i: int, column: ast.ColumnDef) -> str | None:
+def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
     """The cause, in ksqlDB's words (``JsonSerdeUtils``'s, with the deserializer's path), of a
     field (the ``i``-th column of the JSON key or value ``target``, bound) that ``column`` cannot take; null if it can (or is absent or
-    null). A collection's own JSON type is checked, not its elements' (they read as null)."""
+    null). A collection's own JSON type is checked, not its elements' (they read as null).
+    ``path_text``: the deserializer's path to the field (``$.NAME``; ``$`` for an unwrapped key)."""
     t = column.type
     if t.name in ("STRING", "VARCHAR"):               # any JSON value is a string
         return None
@@ -244,7 +248,7 @@ def json_field_error_sql(target: str, i: int, column: ast.ColumnDef) -> str | No
              "ARRAY": f"{fld.k} LIKE 'ARRAY%'", "MAP": f"{fld.k} LIKE 'OBJECT%'", "STRUCT": f"{fld.k} LIKE 'OBJECT%'"
              }.get(t.name, f"({fld.number} OR {fld.k} = 'STRING')")
     required = sql_type_text(t)
-    path = _sql_text(f", path: $.{column.name}")
+    path = _sql_text(f", path: {path_text or '$.' + column.name}")
     cannot_coerce = _sql_text("Can't coerce string to type. targetType: " + required)
     cannot_convert = _sql_text("Can't convert type. sourceType: ")
     coerce = f"concat({cannot_coerce}, {path})"

@@ -1886,6 +1886,7 @@ class Engine:
         elif len(keys) == 1 and src.key_format == "JSON":       # unwrapped: the bare JSON value
             field = (f"from_json(concat('[', CAST(key AS STRING), ']'), "
                      f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
+            field = deserialization.json_value_sql("key", 0, keys[0], field)     # coerced as ksqlDB does
             cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"try_cast(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
@@ -1911,13 +1912,13 @@ class Engine:
                     field = map_of_entries(field)         # Connect's map with non-string keys
                 cols.append(f"{field} AS {quote(c.name)}")
         bound = self._json_fields(src)
-        for target, columns in bound:                     # each JSON field once, as a VARIANT
-            raw = deserialization.bind_json_fields(raw, target, target, columns)
+        for target, columns, unwrapped in bound:          # each JSON field once, as a VARIANT
+            raw = deserialization.bind_json_fields(raw, target, target, columns, unwrapped)
         if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
         checks = self._deserialization_checks(src)
         raws = ["key AS `__raw_key`", "value AS `__raw_value`"] if checks else []
-        carried = [n for target, columns in bound for n in deserialization.json_field_columns(target, columns)]
+        carried = [n for target, columns, _ in bound for n in deserialization.json_field_columns(target, columns)]
         parsed = raw.selectExpr(*cols, *raws, *carried, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if checks:                                        # poison records skipped and logged, as ksqlDB does
@@ -1928,24 +1929,27 @@ class Engine:
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
 
     @staticmethod
-    def _json_fields(src: DataSource) -> list[tuple[str, tuple[ast.ColumnDef, ...]]]:
+    def _json_fields(src: DataSource) -> list[tuple[str, tuple[ast.ColumnDef, ...], bool]]:
         """The JSON objects (a key of several columns, a JSON value) whose fields are read (and,
         in the JSON format, checked) as ksqlDB's JSON deserializer reads them
-        (``deserialization.bind_json_fields``): those :func:`_json_columns` reads."""
-        out = []
+        (``deserialization.bind_json_fields``): those :func:`_json_columns` reads, and a single
+        JSON key (unwrapped: the third item)."""
+        out: list[tuple[str, tuple[ast.ColumnDef, ...], bool]] = []
         keys = src.key_columns
-        if len(keys) > 1 and src.key_format != "AVRO" or len(keys) == 1 and src.key_format not in (
-                "AVRO", "KAFKA", "JSON", "DELIMITED"):
-            out.append(("key", keys))
+        if len(keys) == 1 and src.key_format == "JSON":
+            out.append(("key", keys, True))
+        elif len(keys) > 1 and src.key_format != "AVRO" or len(keys) == 1 and src.key_format not in (
+                "AVRO", "KAFKA", "DELIMITED"):
+            out.append(("key", keys, False))
         if src.value_format == "JSON" and src.value_columns:
-            out.append(("value", src.value_columns))
+            out.append(("value", src.value_columns, False))
         return out
 
     def _deserialization_checks(self, src: DataSource) -> list[str]:
         """The columns :func:`deserialization.skip_or_fail` reads: the cause of a key or value the
         source's formats cannot read (the key's first), which part it is, and its bytes; none if
         nothing of the source is checked here (AVRO)."""
-        bound = dict(self._json_fields(src))
+        bound = {target for target, _, _ in self._json_fields(src)}
         key = deserialization.error_sql("`__raw_key`", src.key_format, src.key_columns,
                                         unwrapped=len(src.key_columns) == 1, fields="key" if "key" in bound else None)
         if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function: null if it could not

@@ -622,6 +622,15 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
         assert (rows[i][column], rows[i]["err"]) == (value, None), doc
     for i, (doc, message) in enumerate(wrong, start=len(coerced)):
         assert rows[i]["err"] == message, doc
+    # a single JSON key is unwrapped: the key is the value itself, its path "$"
+    key = ast.ColumnDef("K", t("INT"), key=True)
+    keys = spark.createDataFrame([(b'"12"',), (b"7",), (b'"x"',), (b"true",)], "key BINARY")
+    keys = deserialization.bind_json_fields(keys, "key", "key", [key], unwrapped=True)
+    key_error = deserialization.error_sql("key", "JSON", [key], unwrapped=True, fields="key")
+    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key, 'NULL')} AS k",
+                                                       f"{key_error} AS err").collect()]
+    assert got == [(12, None), (7, None), (None, "Can't coerce string to type. targetType: INTEGER, path: $"),
+                   (None, "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $")]
 
 
 def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:

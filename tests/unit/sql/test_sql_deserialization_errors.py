@@ -146,6 +146,6 @@ def test_the_engine_binds_the_json_objects_it_reads_by_field() -> None:
     json_value = DataSource("S", "STREAM", "s", (k1, v), value_format="JSON", key_format="JSON")
     two_keys = DataSource("S", "STREAM", "s", (k1, k2, v), value_format="DELIMITED", key_format="JSON")
     avro = DataSource("S", "STREAM", "s", (k1, k2, v), value_format="AVRO", key_format="AVRO")
-    assert Engine._json_fields(json_value) == [("value", (v,))]              # a single key is unwrapped
-    assert Engine._json_fields(two_keys) == [("key", (k1, k2))]
+    assert Engine._json_fields(json_value) == [("key", (k1,), True), ("value", (v,), False)]   # unwrapped key
+    assert Engine._json_fields(two_keys) == [("key", (k1, k2), False)]
     assert Engine._json_fields(avro) == []
