@@ -97,16 +97,197 @@ def kafka_error_sql(raw: str, t: ast.SqlType) -> str | None:
     return f"CASE WHEN length({raw}) != {width} THEN 'Size of data received by {name} is not {width}' END"
 
 
-def json_error_sql(raw: str, unwrapped: bool) -> str:
+def json_error_sql(raw: str, unwrapped: bool, columns: Sequence[ast.ColumnDef] = (), fields: str | None = None) -> str:
     """JSON: a record that is not JSON at all (an unwrapped key: not one JSON value; otherwise not
-    a JSON object); a JSON ``null`` is a null row, not an error."""
+    a JSON object); a JSON ``null`` is a null row, not an error. Then, with ``fields`` (the key or
+    value whose fields :func:`bind_json_fields` bound), in column order, the first field its column
+    cannot take (:func:`json_field_error_sql`)."""
     text = f"trim(CAST({raw} AS STRING))"
     if unwrapped:
         parsed = f"from_json(concat('[', {text}, ']'), 'ARRAY<STRING>')"
         bad = f"({parsed} IS NULL OR size({parsed}) != 1)"
     else:
         bad = f"({text} != 'null' AND json_object_keys({text}) IS NULL)"     # keys only: no values built
-    return f"CASE WHEN {bad} THEN concat('Invalid JSON: ', substring({text}, 1, 100)) END"
+    paths = ["$"] if unwrapped else [f"$.{c.name}" for c in columns]     # an unwrapped key is the value itself
+    checks = [] if fields is None else [
+        f"WHEN ({e}) IS NOT NULL THEN {e}" for e in
+        (json_field_error_sql(fields, i, c, path) for i, (c, path) in enumerate(zip(columns, paths))) if e is not None]
+    return f"CASE WHEN {bad} THEN concat('Invalid JSON: ', substring({text}, 1, 100)) {' '.join(checks)} END"
+
+
+# -- JSON fields read as ksqlDB's KsqlJsonDeserializer reads them -------------------------------
+# Spark's from_json reads a field of another JSON type than its column as null. ksqlDB's
+# deserializer (with JsonSerdeUtils) coerces some mismatches instead (a number or integral text to
+# INT and BIGINT, a number or numeric text to DOUBLE, anything to STRING) and fails the record on
+# the rest. Here each field is taken as a VARIANT of the parsed record, whose JSON type Spark
+# reports (``schema_of_variant``), all in Spark SQL: no Python runs per record.
+
+#: the top-level column types whose value is coerced here (the others are from_json's, checked)
+COERCED = frozenset({"BOOLEAN", "INT", "BIGINT", "DOUBLE", "STRING", "VARCHAR"})
+#: Java's Integer.parseInt / Long.parseLong (a sign, then ASCII digits) and Double.parseDouble
+#: (after Java's trim; hexadecimal floats are not read)
+_INTEGRAL_TEXT = "'^[+-]?[0-9]+$'"
+_DOUBLE_TEXT = "'^[+-]?(NaN|Infinity|(([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?[fFdD]?))$'"
+
+
+def json_field_names(target: str, i: int) -> tuple[str, str]:
+    """The columns :func:`bind_json_fields` adds for column ``i`` of the key or value: the field
+    (a VARIANT) and its JSON type."""
+    return f"`__jf_{target}_{i}`", f"`__jk_{target}_{i}`"
+
+
+def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.ColumnDef],
+                     unwrapped: bool = False) -> Any:
+    """``frame`` with, for each column of a JSON ``target`` (key or value, in ``raw``), its field
+    as a VARIANT (SQL NULL when absent or the record no JSON object; a variant null for JSON
+    ``null``; matched by the column's upper- or lower-case name, as the from_json read path
+    matches it) and its JSON type (STRING, BOOLEAN, BIGINT, DOUBLE, DECIMAL(p,s), OBJECT<...>,
+    ARRAY<...>; NULL when absent or null). The record is parsed once, each field taken once: the
+    projections are separate, so Spark keeps them computed once for the value and check
+    expressions that read them many times (:func:`json_value_sql`, :func:`json_field_error_sql`).
+    An ``unwrapped`` key (a single column, ksqlDB's UNWRAP_SINGLES) is itself its one field."""
+    if not columns:
+        return frame
+    doc = f"`__jdoc_{target}`"
+    frame = frame.selectExpr("*", f"try_parse_json(CAST({raw} AS STRING)) AS {doc}")
+    fields = []
+    for i, c in enumerate(columns):
+        f, _ = json_field_names(target, i)
+        fields.append(f"{doc} AS {f}" if unwrapped else f"coalesce(try_variant_get({doc}, {_path(c.name)}), "
+                      f"try_variant_get({doc}, {_path(c.name.lower())})) AS {f}")
+    frame = frame.selectExpr("*", *fields).drop(doc.strip("`"))
+    kinds = []
+    for i, _c in enumerate(columns):
+        f, k = json_field_names(target, i)
+        kinds.append(f"CASE WHEN {f} IS NULL OR is_variant_null({f}) THEN NULL ELSE schema_of_variant({f}) END AS {k}")
+    return frame.selectExpr("*", *kinds)
+
+
+def json_field_columns(target: str, columns: Sequence[ast.ColumnDef]) -> list[str]:
+    """The names :func:`bind_json_fields` added (to carry them on, then drop them)."""
+    return [n for i in range(len(columns)) for n in json_field_names(target, i)]
+
+
+class _Field:
+    """SQL for one bound field (:func:`bind_json_fields`): ``f`` the VARIANT, ``k`` its JSON type,
+    ``t`` its text (a string's content, a number's digits)."""
+
+    def __init__(self, target: str, i: int) -> None:
+        self.f, self.k = json_field_names(target, i)
+        self.t = self.get("string")
+
+    def get(self, as_type: str) -> str:
+        return f"try_variant_get({self.f}, '$', '{as_type}')"
+
+    @property
+    def number(self) -> str:
+        return f"({self.k} = 'BIGINT' OR {self.k} = 'DOUBLE' OR {self.k} LIKE 'DECIMAL%')"
+
+    @property
+    def node(self) -> str:
+        """The Jackson node ksqlDB's message names (its mapper reads fractions as BigDecimal)."""
+        k = self.k
+        return (f"CASE WHEN {k} = 'STRING' THEN 'TextNode' WHEN {k} = 'BOOLEAN' THEN 'BooleanNode' "
+                f"WHEN {k} LIKE 'OBJECT%' THEN 'ObjectNode' WHEN {k} LIKE 'ARRAY%' THEN 'ArrayNode' "
+                f"WHEN {k} = 'BIGINT' THEN CASE WHEN {self.get('bigint')} BETWEEN -2147483648 AND 2147483647 "
+                f"THEN 'IntNode' ELSE 'LongNode' END WHEN {k} LIKE 'DECIMAL(%,0)' THEN 'BigIntegerNode' "
+                f"ELSE 'DecimalNode' END")
+
+
+def _path(name: str) -> str:
+    """A variant path literal naming one object field: ``'$["name"]'``."""
+    inner = name.replace("\\", "\\\\").replace('"', '\\"')
+    return _sql_text(f'$["{inner}"]')
+
+
+def json_value_sql(target: str, i: int, column: ast.ColumnDef, parsed: str) -> str:
+    """Column ``column`` (the ``i``-th of the JSON key or value ``target``, bound by
+    :func:`bind_json_fields`) as ksqlDB's deserializer reads it where it
+    coerces (``COERCED``: an INT or BIGINT from a number, truncated, or from integral text; a DOUBLE
+    from a number or numeric text; a BOOLEAN from true/false only; a STRING from any JSON value,
+    an object as its JSON, an array as ``[a, b]``); for other types ``parsed``, the field as
+    Spark's from_json read it. A field its type cannot take is null here, and the record's error in
+    :func:`json_field_error_sql`."""
+    name = column.type.name
+    if name not in COERCED:
+        return parsed
+    fld = _Field(target, i)
+    if name == "BOOLEAN":
+        return f"CASE WHEN {fld.k} = 'BOOLEAN' THEN {fld.get('boolean')} END"
+    if name in ("INT", "BIGINT"):
+        number = fld.get(name.lower())
+        if name == "INT":                             # Jackson's intValue() keeps a long's low 32 bits
+            number = f"coalesce({number}, CAST(pmod({fld.get('bigint')} + 2147483648, 4294967296) - 2147483648 AS INT))"
+        return (f"CASE WHEN {fld.number} THEN {number} WHEN {fld.k} = 'STRING' AND {fld.t} RLIKE {_INTEGRAL_TEXT} "
+                f"THEN try_cast({fld.t} AS {name}) END")
+    if name == "DOUBLE":
+        trimmed = f"trim(BOTH concat(' ', char(9), char(10), char(13)) FROM {fld.t})"
+        return (f"CASE WHEN {fld.number} THEN {fld.get('double')} WHEN {fld.k} = 'STRING' AND {trimmed} RLIKE "
+                f"{_DOUBLE_TEXT} THEN try_cast(regexp_replace({trimmed}, '[fFdD]$', '') AS DOUBLE) END")
+    array = f"concat('[', array_join({fld.get('array<string>')}, ', ', 'null'), ']')"
+    return (f"CASE WHEN {fld.k} IS NULL THEN NULL WHEN {fld.k} LIKE 'OBJECT%' THEN to_json({fld.f}) "
+            f"WHEN {fld.k} LIKE 'ARRAY%' THEN {array} ELSE {fld.t} END")
+
+
+def sql_type_text(t: ast.SqlType) -> str:
+    """A type as ksqlDB's ``SqlSchemaFormatter`` writes it in its messages."""
+    if t.name == "ARRAY":
+        return f"ARRAY<{sql_type_text(t.items[0])}>"
+    if t.name == "MAP":
+        return f"MAP<{sql_type_text(t.items[0])}, {sql_type_text(t.items[1])}>"
+    if t.name == "STRUCT":
+        return "STRUCT<" + ", ".join(f"{n} {sql_type_text(ft)}" for n, ft in t.fields) + ">"
+    if t.name == "DECIMAL":
+        return f"DECIMAL({t.params[0]}, {t.params[1]})"
+    return type_name(t)
+
+
+def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
+    """The cause, in ksqlDB's words (``JsonSerdeUtils``'s, with the deserializer's path), of a
+    field (the ``i``-th column of the JSON key or value ``target``, bound) that ``column`` cannot take; null if it can (or is absent or
+    null). A collection's own JSON type is checked, not its elements' (they read as null).
+    ``path_text``: the deserializer's path to the field (``$.NAME``; ``$`` for an unwrapped key)."""
+    t = column.type
+    if t.name in ("STRING", "VARCHAR"):               # any JSON value is a string
+        return None
+    fld = _Field(target, i)
+    takes = {"BOOLEAN": f"{fld.k} = 'BOOLEAN'", "BYTES": f"{fld.k} = 'STRING'",
+             "ARRAY": f"{fld.k} LIKE 'ARRAY%'", "MAP": f"{fld.k} LIKE 'OBJECT%'", "STRUCT": f"{fld.k} LIKE 'OBJECT%'"
+             }.get(t.name, f"({fld.number} OR {fld.k} = 'STRING')")
+    required = sql_type_text(t)
+    path = _sql_text(f", path: {path_text or '$.' + column.name}")
+    cannot_coerce = _sql_text("Can't coerce string to type. targetType: " + required)
+    cannot_convert = _sql_text("Can't convert type. sourceType: ")
+    coerce = f"concat({cannot_coerce}, {path})"
+    whens = [f"WHEN NOT ({takes}) THEN concat({cannot_convert}, {fld.node}, "
+             f"{_sql_text(', requiredType: ' + required)}, {path})"]
+    # of a JSON type the column takes, yet unreadable: ksqlDB's parse failures
+    if t.name in ("INT", "BIGINT", "DOUBLE"):
+        whens.append(f"WHEN {fld.k} = 'STRING' AND ({json_value_sql(target, i, column, 'NULL')}) IS NULL THEN {coerce}")
+    elif t.name in ("DATE", "TIME", "TIMESTAMP"):       # epoch numbers, or (this server's own) ISO text
+        iso = (f"try_to_timestamp({fld.t}, 'HH:mm:ss[.SSS]')" if t.name == "TIME"
+               else f"try_cast({fld.t} AS {t.name})")
+        whens.append(f"WHEN {fld.k} = 'STRING' AND NOT {fld.t} RLIKE {_INTEGRAL_TEXT} AND {iso} IS NULL THEN {coerce}")
+    elif t.name == "BYTES":
+        whens.append(f"WHEN try_to_binary({fld.t}, 'base64') IS NULL THEN concat("
+                     f"'Value is not a valid Base64 encoded string: ', {fld.t}, {path})")
+    elif t.name == "DECIMAL":                         # new BigDecimal(text), then DecimalUtil.ensureFit
+        precision, scale = t.params
+        exact = f"try_cast({fld.t} AS DECIMAL(38, 18))"
+        odd = f"regexp_extract({fld.t}, '[^0-9.eE+-]', 0)"
+        whens.append(f"WHEN {exact} IS NULL THEN CASE WHEN {odd} != '' THEN concat('Character ', {odd}, "
+                     f"{_sql_text(' is neither a decimal digit number, decimal point, nor ' + chr(34) + 'e' + chr(34))}, "
+                     f"' notation exponential mark.', {path}) ELSE concat('Invalid number: ', {fld.t}, {path}) END")
+        whens.append(f"WHEN abs({exact}) >= 1E{precision - scale} THEN concat("
+                     f"'Numeric field overflow: A field with precision {precision} and scale {scale} must round to an "
+                     f"absolute value less than 10^{precision - scale}. Got ', {fld.t}, {path})")
+        # the literal's own precision and scale, as BigDecimal counts them (plain notation)
+        fraction = f"coalesce(nullif(regexp_extract({fld.t}, '[.]([0-9]*)', 1), ''), '')"
+        digits = f"greatest(length(regexp_replace(regexp_replace({fld.t}, '[^0-9]', ''), '^0+', '')), 1)"
+        fit = (_sql_text("Cannot fit decimal '"), _sql_text("' into " + required + " without rounding. (Requires "))
+        whens.append(f"WHEN {exact} != try_cast({fld.t} AS {spark_type(t)}) THEN concat({fit[0]}, {fld.t}, {fit[1]}, "
+                     f"{digits}, ',', length({fraction}), ')', {path})")
+    return f"CASE WHEN {fld.k} IS NULL THEN NULL {' '.join(whens)} END"
 
 
 def delimited_fields_sql(raw: str, delimiter: str) -> str:
@@ -146,15 +327,16 @@ def avro_key_error_sql(raw: str, undecoded: str) -> str:
 
 
 def error_sql(raw: str, fmt: str, columns: Sequence[ast.ColumnDef], delimiter: str = ",",
-              unwrapped: bool = False) -> str | None:
+              unwrapped: bool = False, fields: str | None = None) -> str | None:
     """The cause of a key (``raw`` = ``key``) or value that ``fmt`` cannot read, null if it reads
-    (or is null); None for a format checked elsewhere (AVRO) or with nothing to check."""
+    (or is null); None for a format checked elsewhere (AVRO) or with nothing to check. ``fields``:
+    JSON fields bound by :func:`bind_json_fields` for this target, checked against their columns."""
     if not columns:
         return None
     if fmt == "KAFKA" and len(columns) == 1:
         check = kafka_error_sql(raw, columns[0].type)
     elif fmt == "JSON":
-        check = json_error_sql(raw, unwrapped)
+        check = json_error_sql(raw, unwrapped, columns, fields)
     elif fmt == "DELIMITED":
         check = delimited_error_sql(raw, delimiter, columns)
     else:

@@ -70,6 +70,8 @@ class Engine:
         self._stopping = threading.Event()             # the server is shutting down: restart nothing
         self.replayed = False                          # start() has applied the command topic
         self._lock = threading.RLock()
+        # INSERT VALUES and every /inserts-stream write through one producer, made on first use
+        self.inserts_producer = inserts.SharedProducer(self._make_inserts_producer)
 
     # -- lifecycle ------------------------------------------------------------------------
     @property
@@ -153,6 +155,7 @@ class Engine:
                 except Exception as exc:                  # a failed Spark query may refuse to stop cleanly
                     log.warning("stopping %s: %s", qid, exc)
             self.running.clear()
+        self.inserts_producer.close()
         self.commands.close()
         if self.processing_log_topic is not None:
             processing_log.detach(self.processing_log_topic)
@@ -660,12 +663,11 @@ class Engine:
         topic = props.get("KAFKA_TOPIC")
         if not topic:
             raise KsqlError(f"Missing required property \"KAFKA_TOPIC\" for CREATE {s.kind}", statement=text)
-        value_format = str(props.get("VALUE_FORMAT") or props.get("FORMAT") or "").upper()
+        key_format, value_format = formats_of(props, "KAFKA", "", text)
         if not value_format:
             raise KsqlError("Statement is missing the 'VALUE_FORMAT' property from the WITH clause. Either provide "
                             "one or set a default via the 'ksql.persistence.default.format.value' config.",
                             statement=text)
-        key_format = str(props.get("KEY_FORMAT") or props.get("FORMAT") or "KAFKA").upper()
         window = windowed.window_of(props, text)          # keys with Kafka Streams' window bytes
         for fmt in (value_format, key_format):
             if fmt not in FORMATS:
@@ -851,9 +853,9 @@ class Engine:
                 to_spark(e, known, text)                   # unknown columns and functions fail here
         if q.where is not None and has_aggregate(q.where):
             raise KsqlError("WHERE clause can not contain aggregate functions; use HAVING", statement=text)
-        fmt = str(dict((k.upper(), v) for k, v in properties).get("VALUE_FORMAT", src.value_format)).upper()
-        if fmt not in FORMATS:
-            raise KsqlError(f"Unknown format: {fmt}", statement=text)
+        for fmt in formats_of({k.upper(): v for k, v in properties}, src.key_format, src.value_format, text):
+            if fmt not in FORMATS:
+                raise KsqlError(f"Unknown format: {fmt}", statement=text)
 
     def _plan(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str, props: dict[str, Any],
               query_id: str, source: DataSource | None = None) -> "QueryPlan":
@@ -943,8 +945,7 @@ class Engine:
         else:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
-                              str(with_props.get("KEY_FORMAT") or src.key_format).upper(),
-                              str(with_props.get("VALUE_FORMAT") or src.value_format).upper(), None,
+                              *formats_of(with_props, src.key_format, src.value_format, text), None,
                               q.window or _kept_window(src, aggregate, joins), statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
@@ -1016,7 +1017,8 @@ class Engine:
         else:
             formats = {k.upper() for k, _ in s.properties}
             properties = s.properties + tuple((k, v) for k, v in (("VALUE_FORMAT", src.value_format),
-                                                                   ("KEY_FORMAT", src.key_format)) if k not in formats)
+                                                                   ("KEY_FORMAT", src.key_format))
+                                              if k not in formats and "FORMAT" not in formats)
             plan = self._plan(replace(s, query=select, properties=properties), text, props, query_id, joined)
         plan.upstream, plan.offset_reset = upstream, "earliest"
         feeding: QueryPlan | None = upstream
@@ -1933,6 +1935,7 @@ class Engine:
         elif len(keys) == 1 and src.key_format == "JSON":       # unwrapped: the bare JSON value
             field = (f"from_json(concat('[', CAST(key AS STRING), ']'), "
                      f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
+            field = deserialization.json_value_sql("key", 0, keys[0], field)     # coerced as ksqlDB does
             cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"try_cast(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
@@ -1957,29 +1960,53 @@ class Engine:
                 if c.type.name == "MAP" and _avro_field_kind(raw, c.name) == "array":
                     field = map_of_entries(field)         # Connect's map with non-string keys
                 cols.append(f"{field} AS {quote(c.name)}")
+        bound = self._json_fields(src)
+        for target, columns, unwrapped in bound:          # each JSON field once, as a VARIANT
+            raw = deserialization.bind_json_fields(raw, target, target, columns, unwrapped)
         if batch_session is not None or tombstones:
             cols.append("value IS NULL AS `__tombstone`")
         checks = self._deserialization_checks(src)
         raws = ["key AS `__raw_key`", "value AS `__raw_value`"] if checks else []
-        parsed = raw.selectExpr(*cols, *raws, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
+        carried = [n for target, columns, _ in bound for n in deserialization.json_field_columns(target, columns)]
+        parsed = raw.selectExpr(*cols, *raws, *carried, "timestamp AS `__record_time`", "partition AS `ROWPARTITION`",
                                 "offset AS `ROWOFFSET`")
         if checks:                                        # poison records skipped and logged, as ksqlDB does
             parsed = deserialization.skip_or_fail(parsed.selectExpr("*", *checks).drop("__raw_key", "__raw_value",
                                                                                       avro_keys.UNDECODED),
                                                   src.topic, self.config.fail_on_deserialization_error,
                                                   self.config.processing_log_rows_include, self.processing_log_topic)
+        parsed = parsed.drop(*(n.strip("`") for n in carried))
         return with_event_time(with_time_text(parsed, src), src, self.config.timestamp_throw_on_invalid)
+
+    @staticmethod
+    def _json_fields(src: DataSource) -> list[tuple[str, tuple[ast.ColumnDef, ...], bool]]:
+        """The JSON objects (a key of several columns, a JSON value) whose fields are read (and,
+        in the JSON format, checked) as ksqlDB's JSON deserializer reads them
+        (``deserialization.bind_json_fields``): those :func:`_json_columns` reads, and a single
+        JSON key (unwrapped: the third item)."""
+        out: list[tuple[str, tuple[ast.ColumnDef, ...], bool]] = []
+        keys = src.key_columns
+        if len(keys) == 1 and src.key_format == "JSON":
+            out.append(("key", keys, True))
+        elif len(keys) > 1 and src.key_format != "AVRO" or len(keys) == 1 and src.key_format not in (
+                "AVRO", "KAFKA", "DELIMITED"):
+            out.append(("key", keys, False))
+        if src.value_format == "JSON" and src.value_columns:
+            out.append(("value", src.value_columns, False))
+        return out
 
     def _deserialization_checks(self, src: DataSource) -> list[str]:
         """The columns :func:`deserialization.skip_or_fail` reads: the cause of a key or value the
         source's formats cannot read (the key's first), which part it is, and its bytes; none if
         nothing of the source is checked here (AVRO)."""
+        bound = {target for target, _, _ in self._json_fields(src)}
         key = deserialization.error_sql("`__raw_key`", src.key_format, src.key_columns,
-                                        unwrapped=len(src.key_columns) == 1)
+                                        unwrapped=len(src.key_columns) == 1, fields="key" if "key" in bound else None)
         if src.key_format == "AVRO" and src.key_columns:  # decoded by avro_keys' function, which flags failures
             key = None if self.config.fail_on_deserialization_error else \
                 deserialization.avro_key_error_sql("`__raw_key`", f"`{avro_keys.UNDECODED}`")
-        value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter)
+        value = deserialization.error_sql("`__raw_value`", src.value_format, src.value_columns, src.value_delimiter,
+                                          fields="value" if "value" in bound else None)
         checks = [(target, sql) for target, sql in (("key", key), ("value", value)) if sql is not None]
         if not checks:
             return []
@@ -2001,7 +2028,8 @@ class Engine:
                 key = (f"CASE WHEN {quote(names[0])} IS NOT NULL THEN "
                        f"CAST(substring({text}, 2, length({text}) - 2) AS BINARY) END")
             else:
-                key = "CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names) + ")) AS BINARY)"
+                key = ("CAST(to_json(named_struct(" + ", ".join(f"'{n}', {wire(n)}" for n in names)
+                       + "), map('ignoreNullFields', 'false')) AS BINARY)")   # a null column is written, as ksqlDB does
         elif plan.sink.key_format == "AVRO":
             key = avro_keys.write_sql(self.spark, self.config.schema_registry_url or "", plan.sink, names)
         else:
@@ -2068,31 +2096,32 @@ class Engine:
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
         """One record produced to the source's topic (ksqlDB writes it directly, not through the
         command topic), encoded as the engine's queries decode that source."""
-        source = inserts.writable_source(self.metastore, s.target, (self.commands.topic,), text)
+        source = inserts.writable_source(self.metastore, s.target, self.read_only_topics, text)
         if not self.config.insert_values_enabled:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {inserts.DISABLED}", statement=text)
         row, rowtime = serde.row_of(s, source, text)
         record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
                               text)
-        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
-                            client_id=f"ksql-insert-{self.config.service_id}")
         try:
-            producer.send(source.topic, record.value, record.key, timestamp_ms=record.timestamp_ms).result(30)
+            self.inserts_producer.send(source.topic, record.value, record.key,
+                                       timestamp_ms=record.timestamp_ms).result(30)
         except Exception as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
-        finally:
-            producer.close(5)
 
     def inserts_subscriber(self, target: str, properties: dict[str, Any] | None = None) -> inserts.InsertsSubscriber:
         """``/inserts-stream``'s writer for one request (ksqlDB's ``InsertsStreamEndpoint``): the
-        target checked (unknown, windowed, the command topic), then a producer of its own."""
+        target checked (unknown, windowed, a read-only topic), then the engine's shared producer."""
         if not self.config.insert_values_enabled:
             raise KsqlError(inserts.DISABLED, code=BAD_REQUEST)
-        source = inserts.resolve_target(self.metastore, target, (self.commands.topic,))
-        producer = Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
-                            client_id=f"ksql-inserts-{self.config.service_id}")
-        return inserts.InsertsSubscriber(source, producer,
+        source = inserts.resolve_target(self.metastore, target, self.read_only_topics)
+        self.inserts_producer.ready()
+        return inserts.InsertsSubscriber(source, self.inserts_producer,
                                          self._avro_lookup if self.config.schema_registry_url else None)
+
+    def _make_inserts_producer(self) -> Producer:
+        """The producer behind ``inserts_producer`` (idempotent: a retried batch is written once)."""
+        return Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
+                        client_id=f"ksql-insert-{self.config.service_id}")
 
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient
@@ -2381,24 +2410,44 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
     return timed.drop("__record_time")
 
 
+def formats_of(props: dict[str, Any], key_default: str, value_default: str, text: str) -> tuple[str, str]:
+    """A WITH clause's key and value formats: ``KEY_FORMAT``/``VALUE_FORMAT``, or ``FORMAT`` for
+    both (refused beside either, in ksqlDB's words: CommonCreateConfigs.validateKeyValueFormats),
+    else the defaults (a CREATE's, or a query's first source's)."""
+    both = props.get("FORMAT")
+    for name in ("KEY_FORMAT", "VALUE_FORMAT"):
+        if both is not None and props.get(name) is not None:
+            raise KsqlError(f"Cannot supply both '{name}' and 'FORMAT' properties, as 'FORMAT' sets both key and "
+                            "value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and 'VALUE_FORMAT'.",
+                            statement=text)
+    return (str(props.get("KEY_FORMAT") or both or key_default).upper(),
+            str(props.get("VALUE_FORMAT") or both or value_default).upper())
+
+
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
     """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
     Spark's ``from_json`` does not, so both spellings are parsed and coalesced; the fields of a
-    struct inside a column at any case, by :func:`json_text_sql`)."""
+    struct inside a column at any case, by :func:`json_text_sql`); a top-level field of a type
+    ksqlDB coerces is read from its bound VARIANT as ksqlDB coerces it
+    (:func:`deserialization.json_value_sql`; the frame went through ``bind_json_fields``)."""
     if not columns:
         return []
 
-    def parsed(c: ast.ColumnDef) -> str:             # a struct inside: its JSON text, read by json_text_sql
+    def wire(c: ast.ColumnDef) -> str:                # a struct inside: its JSON text, read by json_text_sql
         return "STRING" if has_struct(c.type) else spark_type(wire_type(c.type))
-    upper = ", ".join(f"{quote(c.name)} {parsed(c)}" for c in columns)
-    lower = ", ".join(f"{quote(c.name.lower())} {parsed(c)}" for c in columns)
+    parsed = [c for c in columns if c.type.name not in deserialization.COERCED]
+    upper = ", ".join(f"{quote(c.name)} {wire(c)}" for c in parsed)
+    lower = ", ".join(f"{quote(c.name.lower())} {wire(c)}" for c in parsed)
     u = f"from_json(CAST({field} AS STRING), '{upper}')"
     low = f"from_json(CAST({field} AS STRING), '{lower}')"
 
     def read(c: ast.ColumnDef) -> str:
+        if c not in parsed:
+            return "NULL"
         found = f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})"
         return json_text_sql(found, wire_type(c.type)) if has_struct(c.type) else found
-    return [f"{from_wire(read(c), c.type)} AS {quote(c.name)}" for c in columns]
+    return [f"{from_wire(deserialization.json_value_sql(field, i, c, read(c)), c.type)} AS {quote(c.name)}"
+            for i, c in enumerate(columns)]
 
 
 def _avro_field(raw: Any, upper: str) -> str:

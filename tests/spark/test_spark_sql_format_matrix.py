@@ -458,9 +458,11 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
 def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any, schema_registry: Any) -> None:
     """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
     poison records between good ones (too few and too many fields, text in an INT field, a key of
-    the wrong size), and an AVRO stream (key and value) with an unframed value, a value of a schema
-    id the registry does not know, corrupt Avro and an unframed key -> a CSAS of each writes exactly
-    the good records and stays RUNNING (each poison record is logged instead:
+    the wrong size), an AVRO stream (key and value) with an unframed value, a value of a schema
+    id the registry does not know, corrupt Avro and an unframed key, and a JSON stream with fields
+    of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one and a boolean
+    in the INT one, poison) -> a CSAS of each writes exactly the good records, coerced as ksqlDB
+    coerces them, and stays RUNNING (each poison record is logged instead:
     tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
     engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
     SQL checks found is on the processing-log topic, produced from the Spark workers, and read back
@@ -471,9 +473,14 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     engine.execute(f"CREATE STREAM poisoned_{s} (id BIGINT KEY, n INT, name STRING) WITH (KAFKA_TOPIC='poisoned-{s}', "
                    "VALUE_FORMAT='DELIMITED', PARTITIONS=1);"
                    f"CREATE STREAM spoiled_{s} (id STRING KEY, n INT) WITH (KAFKA_TOPIC='spoiled-{s}', "
+                   "FORMAT='AVRO', PARTITIONS=1);"
+                   f"CREATE STREAM typed_{s} (id STRING KEY, n INT, ok BOOLEAN, s STRING) WITH ("
+                   f"KAFKA_TOPIC='typed-{s}', VALUE_FORMAT='JSON', PARTITIONS=1);"
+                   f"CREATE STREAM pair_{s} (a STRING KEY, b INT KEY, v INT) WITH (KAFKA_TOPIC='pair-{s}', "
                    "FORMAT='AVRO', PARTITIONS=1);")
     registry = RegistryClient(schema_registry.url)
     k, v = registry.latest(f"spoiled-{s}-key"), registry.latest(f"spoiled-{s}-value")
+    pk, pv = registry.latest(f"pair-{s}-key"), registry.latest(f"pair-{s}-value")
 
     def avro(value: Any, registered: Any) -> bytes:
         return encode(registered.schema_id, parse_avro(registered.schema), value)
@@ -483,7 +490,13 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
                                 (struct.pack(">q", 6), b"14,f,extra"), (struct.pack(">q", 7), b"15,")],
               f"spoiled-{s}": [(avro("a", k), good), (avro("b", k), b'{"N": 2}'),
                                (avro("c", k), b"\0\0\0\x7f\xff" + good[5:]), (avro("d", k), good[:5] + b"\xff"),
-                               (b"plain key", good), (avro("f", k), avro({"N": 6}, v))]}
+                               (b"plain key", good), (avro("f", k), avro({"N": 6}, v))],
+              f"typed-{s}": [(b"a", b'{"N": 1, "OK": true, "S": "x"}'), (b"b", b'{"N": "2", "OK": false, "S": 7}'),
+                             (b"c", b'{"N": 3, "OK": "true"}'), (b"d", b'{"n": true}'),
+                             (b"e", b'{"n": 5.9, "s": ["p", 1]}')],
+              # two key columns: a key record whose fields are all null is a key, not poison
+              f"pair-{s}": [(avro({"A": None, "B": None}, pk), avro({"V": 1}, pv)),
+                            (avro({"A": "x", "B": 2}, pk), avro({"V": 2}, pv))]}
     p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 5})
     for topic, records in topics.items():
         for i, (key, value) in enumerate(records):
@@ -492,19 +505,26 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     created = engine.execute(f"CREATE STREAM cured_{s} WITH (KAFKA_TOPIC='cured-{s}', VALUE_FORMAT='JSON', "
                              f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, name FROM poisoned_{s};"
                              f"CREATE STREAM fresh_{s} WITH (KAFKA_TOPIC='fresh-{s}', KEY_FORMAT='JSON', "
-                             f"VALUE_FORMAT='JSON', PARTITIONS=1) AS SELECT id, n * 10 AS n10 FROM spoiled_{s};")
+                             f"VALUE_FORMAT='JSON', PARTITIONS=1) AS SELECT id, n * 10 AS n10 FROM spoiled_{s};"
+                             f"CREATE STREAM coerced_{s} WITH (KAFKA_TOPIC='coerced-{s}', VALUE_FORMAT='JSON', "
+                             f"PARTITIONS=1) AS SELECT id, n + 1 AS n1, ok, s FROM typed_{s};"
+                             f"CREATE STREAM paired_{s} WITH (KAFKA_TOPIC='paired-{s}', FORMAT='JSON', "
+                             f"PARTITIONS=1) AS SELECT a, b, v FROM pair_{s};")
     query_ids = [c["commandStatus"]["queryId"] for c in created]
     want = {f"cured-{s}": [(struct.pack(">q", 1), {"N1": 11, "NAME": "a"}),
                            (struct.pack(">q", 5), {"N1": 14, "NAME": "e"}),
                            (struct.pack(">q", 7), {"N1": 16, "NAME": None})],
-            f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})]}
+            f"fresh-{s}": [(b'"a"', {"N10": 10}), (b'"f"', {"N10": 60})],
+            f"coerced-{s}": [(b"a", {"N1": 2, "OK": True, "S": "x"}), (b"b", {"N1": 3, "OK": False, "S": "7"}),
+                             (b"e", {"N1": 6, "OK": None, "S": "[p, 1]"})],
+            f"paired-{s}": [(b'{"A":null,"B":null}', {"V": 1}), (b'{"A":"x","B":2}', {"V": 2})]}
 
     def written() -> dict[str, list[Any]]:
         return {out: [(m.key(), json.loads(m.value())) for m in read_committed(kafka.bootstrap, out, quiet_s=1.0)]
                 for out in want}
-    wait_for(lambda: written() == want, 150, "the good records, and only those")
+    wait_for(lambda: written() == want, 150, lambda: f"the good records, and only those (written: {written()})")
     queries = engine.execute("SHOW QUERIES;")[0]["queries"]
-    assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING", "RUNNING"]
+    assert [q["state"] for q in queries if q["id"] in query_ids] == ["RUNNING"] * 4
     for query_id in query_ids:
         engine.execute(f"TERMINATE {query_id};")
 
@@ -515,7 +535,9 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
               (f"poisoned-{s}", 2, "value", "Failed to parse x as INTEGER for column N"),
               (f"poisoned-{s}", 3, "key", "Size of data received by LongDeserializer is not 8"),
               (f"poisoned-{s}", 5, "value", "Column count mismatch on deserialization. expected: 2, got: 3"),
-              (f"spoiled-{s}", 4, "key", "Unknown magic byte!")}
+              (f"spoiled-{s}", 4, "key", "Unknown magic byte!"),
+              (f"typed-{s}", 2, "value", "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.OK"),
+              (f"typed-{s}", 3, "value", "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.N")}
     want_logged = {(topic, offset, target, f"Failed to deserialize {target} from topic: {topic}. {cause}")
                    for topic, offset, target, cause in poison}
     log_topic = engine.config.processing_log_topic
@@ -525,7 +547,7 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
         for m in read_committed(kafka.bootstrap, log_topic, quiet_s=1.0):
             entry = json.loads(m.value())
             error = entry.get("message", {}).get("deserializationError") or {}
-            if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}"):
+            if error.get("topic") in (f"poisoned-{s}", f"spoiled-{s}", f"typed-{s}", f"pair-{s}"):
                 assert m.key() is None and list(entry) == ["level", "logger", "time", "message"], entry
                 assert (entry["level"], entry["logger"]) == ("ERROR", "processing.KsqlTopic.Source.deserializer")
                 out.add((error["topic"], error["offset"], error["target"], error["errorMessage"]))
@@ -543,7 +565,7 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     push.listen(rows.extend)
     want_rows = {("ERROR", 0, topic, target, error) for topic, _, target, error in want_logged}
     try:
-        wait_for(lambda: {tuple(r) for r in rows if r[2] in (f"poisoned-{s}", f"spoiled-{s}")} == want_rows, 120,
+        wait_for(lambda: {tuple(r) for r in rows if r[2] in {t for t, *_ in want_logged}} == want_rows, 120,
                  lambda: f"the poison records through KSQL_PROCESSING_LOG (rows {rows}, error {push.error})")
     finally:
         engine.close_query(push.id)
@@ -575,6 +597,71 @@ def test_the_poison_checks_spark_sql(spark: Any) -> None:
         literal = "CAST(NULL AS BINARY)" if data is None else f"X'{data.hex()}'"
         got = spark.sql(f"SELECT {sql} AS err FROM (SELECT {literal} AS {raw})").collect()[0]["err"]
         assert got == want, (data, got)
+    _json_fields_read_and_checked_as_ksqldb_does(spark)
+
+
+def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
+    """JSON fields of another type than their column, through the engine's read path: those
+    ksqlDB's deserializer coerces read as the coerced value (no error), the rest are the record's
+    error in its words (the first failing column in column order)."""
+    import datetime
+    import decimal
+
+    from kafkalite.sql import ast, deserialization
+    from kafkalite.sql.engine import _json_columns
+
+    t = ast.SqlType
+    columns = tuple(ast.ColumnDef(n, ty) for n, ty in [
+        ("B", t("BOOLEAN")), ("I", t("INT")), ("L", t("BIGINT")), ("D", t("DOUBLE")), ("S", t("STRING")),
+        ("A", t("ARRAY", items=(t("INT"),))), ("M", t("MAP", items=(t("STRING"), t("INT")))),
+        ("T", t("STRUCT", fields=(("X", t("INT")),))), ("TS", t("TIMESTAMP")), ("DEC", t("DECIMAL", (4, 2))),
+        ("BY", t("BYTES"))])
+    coerced: list[tuple[str, str, Any]] = [
+        ('{"I": "12"}', "I", 12), ('{"i": -7}', "I", -7), ('{"I": 1.9}', "I", 1), ('{"I": 4294967297}', "I", 1),
+        ('{"L": "9000000000"}', "L", 9000000000), ('{"L": 2.5}', "L", 2), ('{"D": "1.5e3"}', "D", 1500.0),
+        ('{"D": 3}', "D", 3.0), ('{"D": " -2.5 "}', "D", -2.5), ('{"S": 12}', "S", "12"), ('{"S": true}', "S", "true"),
+        ('{"S": {"a": 1}}', "S", '{"a":1}'), ('{"S": ["x", 1, null]}', "S", "[x, 1, null]"), ('{"B": false}', "B", False),
+        ('{"TS": "1700000000000"}', "TS", datetime.datetime(2023, 11, 14, 22, 13, 20)),
+        ('{"DEC": "12.5"}', "DEC", decimal.Decimal("12.50")), ('{"I": null}', "I", None), ('{}', "I", None),
+        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,))]
+    wrong = [('{"B": "true"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
+             ('{"I": "abc"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
+             ('{"I": "1.5"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
+             ('{"I": true}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.I"),
+             ('{"L": {"x": 1}}', "Can't convert type. sourceType: ObjectNode, requiredType: BIGINT, path: $.L"),
+             ('{"D": [1]}', "Can't convert type. sourceType: ArrayNode, requiredType: DOUBLE, path: $.D"),
+             ('{"D": "x"}', "Can't coerce string to type. targetType: DOUBLE, path: $.D"),
+             ('{"A": {"x": 1}}', "Can't convert type. sourceType: ObjectNode, requiredType: ARRAY<INTEGER>, path: $.A"),
+             ('{"M": [1]}', "Can't convert type. sourceType: ArrayNode, requiredType: MAP<STRING, INTEGER>, path: $.M"),
+             ('{"T": 5}', "Can't convert type. sourceType: IntNode, requiredType: STRUCT<X INTEGER>, path: $.T"),
+             ('{"TS": "yesterday"}', "Can't coerce string to type. targetType: TIMESTAMP, path: $.TS"),
+             ('{"DEC": true}', "Can't convert type. sourceType: BooleanNode, requiredType: DECIMAL(4, 2), path: $.DEC"),
+             ('{"DEC": 123.5}', "Numeric field overflow: A field with precision 4 and scale 2 must round to an "
+                                "absolute value less than 10^2. Got 123.5, path: $.DEC"),
+             ('{"DEC": "12.345"}', "Cannot fit decimal '12.345' into DECIMAL(4, 2) without rounding. (Requires 5,3), "
+                                   "path: $.DEC"),
+             ('{"DEC": "1x"}', 'Character x is neither a decimal digit number, decimal point, nor "e" notation '
+                               'exponential mark., path: $.DEC'),
+             ('{"BY": 5.5}', "Can't convert type. sourceType: DecimalNode, requiredType: BYTES, path: $.BY"),
+             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B")]
+    docs = [doc for doc, *_ in coerced] + [doc for doc, _ in wrong]
+    frame = spark.createDataFrame([(i, doc.encode()) for i, doc in enumerate(docs)], "n INT, value BINARY")
+    frame = deserialization.bind_json_fields(frame, "value", "value", columns)
+    error = deserialization.error_sql("value", "JSON", columns, fields="value")
+    rows = {r["n"]: r for r in frame.selectExpr("n", *_json_columns("value", columns), f"{error} AS err").collect()}
+    for i, (doc, column, value) in enumerate(coerced):
+        assert (rows[i][column], rows[i]["err"]) == (value, None), doc
+    for i, (doc, message) in enumerate(wrong, start=len(coerced)):
+        assert rows[i]["err"] == message, doc
+    # a single JSON key is unwrapped: the key is the value itself, its path "$"
+    key = ast.ColumnDef("K", t("INT"), key=True)
+    keys = spark.createDataFrame([(b'"12"',), (b"7",), (b'"x"',), (b"true",)], "key BINARY")
+    keys = deserialization.bind_json_fields(keys, "key", "key", [key], unwrapped=True)
+    key_error = deserialization.error_sql("key", "JSON", [key], unwrapped=True, fields="key")
+    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key, 'NULL')} AS k",
+                                                       f"{key_error} AS err").collect()]
+    assert got == [(12, None), (7, None), (None, "Can't coerce string to type. targetType: INTEGER, path: $"),
+                   (None, "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $")]
 
 
 def test_json_structs_are_read_case_insensitively(spark: Any) -> None:

@@ -5,6 +5,7 @@ which the source and sink parse back to the same ClientSecurity. No brokers, no 
 recording doubles stand at the client and Spark boundaries."""
 from __future__ import annotations
 
+from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
 
@@ -69,8 +70,12 @@ class Recorder:
     def delete_topics(self, topics: list[str]) -> None:
         pass
 
-    def send(self, *args: Any, **kw: Any) -> Any:
-        return SimpleNamespace(result=lambda timeout: SimpleNamespace(offset=len(Recorder.made)))
+    def send(self, *args: Any, callback: Any = None, **kw: Any) -> Any:
+        done: Future = Future()
+        if callback is not None:
+            done.add_done_callback(callback)
+        done.set_result(SimpleNamespace(offset=len(Recorder.made)))
+        return done
 
     def close(self, *args: Any) -> None:
         pass

@@ -110,3 +110,42 @@ def test_the_avro_key_check_names_confluents_causes() -> None:
     sql = deserialization.avro_key_error_sql("`__raw_key`", "`__avro_key_undecoded`")
     assert sql.startswith("CASE WHEN `__avro_key_undecoded` THEN")
     assert "'Unknown magic byte!'" in sql and "'Error deserializing Avro message for id '" in sql
+
+
+def test_json_fields_are_checked_only_where_bound_and_typed() -> None:
+    """The JSON field checks read the fields ``bind_json_fields`` bound (their values and errors
+    are evaluated on Spark in tests/spark/test_spark_sql_format_matrix.py): none without them, none
+    for a STRING column (any JSON value is text), one per other column, in column order."""
+    t = ast.SqlType
+    cols = [ast.ColumnDef("S", t("STRING")), ast.ColumnDef("N", t("INT")), ast.ColumnDef("A", t("ARRAY", items=(t("INT"),)))]
+    assert "__jf_" not in (deserialization.error_sql("v", "JSON", cols) or "")
+    checked = deserialization.error_sql("v", "JSON", cols, fields="value") or ""
+    assert "`__jk_value_0`" not in checked and checked.index("`__jk_value_1`") < checked.index("`__jk_value_2`")
+    assert deserialization.json_field_columns("value", cols) == [
+        "`__jf_value_0`", "`__jk_value_0`", "`__jf_value_1`", "`__jk_value_1`", "`__jf_value_2`", "`__jk_value_2`"]
+    assert deserialization.json_value_sql("value", 2, cols[2], "parsed") == "parsed"      # from_json reads it
+    assert "`__jf_value_1`" in deserialization.json_value_sql("value", 1, cols[1], "parsed")
+
+
+@pytest.mark.parametrize("sql_type, text", [
+    (ast.SqlType("INT"), "INTEGER"), (ast.SqlType("VARCHAR"), "STRING"), (ast.SqlType("DECIMAL", (4, 2)), "DECIMAL(4, 2)"),
+    (ast.SqlType("MAP", items=(ast.SqlType("STRING"), ast.SqlType("BIGINT"))), "MAP<STRING, BIGINT>"),
+    (ast.SqlType("STRUCT", fields=(("X", ast.SqlType("INT")), ("Y", ast.SqlType("ARRAY", items=(ast.SqlType("DOUBLE"),))))),
+     "STRUCT<X INTEGER, Y ARRAY<DOUBLE>>")])
+def test_types_are_named_as_ksqldbs_messages_name_them(sql_type: ast.SqlType, text: str) -> None:
+    assert deserialization.sql_type_text(sql_type) == text
+
+
+def test_the_engine_binds_the_json_objects_it_reads_by_field() -> None:
+    from kafkalite.sql.engine import Engine
+    from kafkalite.sql.metastore import DataSource
+
+    t = ast.SqlType
+    k1, k2, v = (ast.ColumnDef("K1", t("STRING"), key=True), ast.ColumnDef("K2", t("INT"), key=True),
+                 ast.ColumnDef("V", t("INT")))
+    json_value = DataSource("S", "STREAM", "s", (k1, v), value_format="JSON", key_format="JSON")
+    two_keys = DataSource("S", "STREAM", "s", (k1, k2, v), value_format="DELIMITED", key_format="JSON")
+    avro = DataSource("S", "STREAM", "s", (k1, k2, v), value_format="AVRO", key_format="AVRO")
+    assert Engine._json_fields(json_value) == [("key", (k1,), True), ("value", (v,), False)]   # unwrapped key
+    assert Engine._json_fields(two_keys) == [("key", (k1, k2), False)]
+    assert Engine._json_fields(avro) == []

@@ -5,6 +5,7 @@ aggregating push queries go through the same plan as CREATE ... AS SELECT; ksqlD
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -158,6 +159,29 @@ def test_insert_into_refusals(engine: Engine, statement: str, message: str) -> N
     assert len(engine.commands.log) == before                    # type: ignore[attr-defined]  # nothing logged
 
 
+def test_format_sets_the_key_and_value_formats_of_a_source_and_of_a_query_output(engine: Engine) -> None:
+    """``FORMAT`` is both formats, in a CREATE and in a CREATE ... AS SELECT (whose output otherwise
+    takes its source's formats); beside ``KEY_FORMAT`` or ``VALUE_FORMAT`` it is refused as ksqlDB
+    refuses it, and nothing is logged."""
+    engine.execute("CREATE STREAM both_json (id STRING KEY, v INT) WITH (KAFKA_TOPIC='bj', FORMAT='JSON');"
+                   "CREATE STREAM out WITH (KAFKA_TOPIC='out', FORMAT='DELIMITED') AS SELECT id, v FROM both_json;"
+                   "CREATE STREAM kept WITH (KAFKA_TOPIC='kept') AS SELECT id, v FROM both_json;")
+    formats = {n: (engine.metastore.sources[n].key_format, engine.metastore.sources[n].value_format)
+               for n in ("BOTH_JSON", "OUT", "KEPT")}
+    assert formats == {"BOTH_JSON": ("JSON", "JSON"), "OUT": ("DELIMITED", "DELIMITED"), "KEPT": ("JSON", "JSON")}
+    before = len(engine.commands.log)  # type: ignore[attr-defined]
+    for statement, other in (("CREATE STREAM x (id STRING KEY) WITH (KAFKA_TOPIC='x', FORMAT='JSON', "
+                              "KEY_FORMAT='KAFKA');", "KEY_FORMAT"),
+                             ("CREATE STREAM y WITH (KAFKA_TOPIC='y', FORMAT='JSON', VALUE_FORMAT='JSON') AS "
+                              "SELECT * FROM s;", "VALUE_FORMAT")):
+        with pytest.raises(KsqlError) as info:
+            engine.execute(statement)
+        assert info.value.message == (f"Cannot supply both '{other}' and 'FORMAT' properties, as 'FORMAT' sets both "
+                                      "key and value formats. Either use just 'FORMAT', or use 'KEY_FORMAT' and "
+                                      "'VALUE_FORMAT'.")
+    assert len(engine.commands.log) == before  # type: ignore[attr-defined]
+
+
 def test_a_failing_statement_reports_the_entities_before_it(engine: Engine) -> None:
     with pytest.raises(KsqlError) as info:
         engine.execute("SHOW STREAMS; DROP STREAM nope;")
@@ -240,17 +264,32 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
 
 
 class FakeProducer:
+    """Acknowledges every record at once; counts the producers made and closed."""
+
     sent: list[tuple[str, Any, Any, int | None]] = []
+    made: list["FakeProducer"] = []
 
     def __init__(self, *a: Any, **kw: Any) -> None:
-        pass
+        self.closed = False
+        self.fail_with: BaseException | None = None           # the next send's outcome, if set
+        FakeProducer.made.append(self)
 
-    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None) -> Any:
+    def send(self, topic: str, value: Any, key: Any, *, timestamp_ms: int | None = None,
+             callback: Any = None) -> Future:
+        if self.closed:
+            raise RuntimeError("producer is closed")
         FakeProducer.sent.append((topic, key, value, timestamp_ms))
-        return type("F", (), {"result": lambda _, timeout: None})()
+        f: Future = Future()
+        if callback is not None:
+            f.add_done_callback(callback)
+        if self.fail_with is not None:
+            f.set_exception(self.fail_with)
+        else:
+            f.set_result(None)
+        return f
 
     def close(self, timeout: float) -> None:
-        pass
+        self.closed = True
 
 
 def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: Any) -> None:

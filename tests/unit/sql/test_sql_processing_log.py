@@ -210,6 +210,10 @@ def test_start_creates_the_topic_and_the_stream_once(monkeypatch: Any) -> None:
         # no query writes into it (ksqlDB's read-only topics)
         with pytest.raises(KsqlError, match="^Cannot insert into read-only topic: svc_ksql_processing_log$"):
             e.execute("INSERT INTO KSQL_PROCESSING_LOG SELECT * FROM KSQL_PROCESSING_LOG;")
+        with pytest.raises(KsqlError, match="^Cannot insert values into read-only topic: svc_ksql_processing_log$"):
+            e.execute("INSERT INTO KSQL_PROCESSING_LOG (level) VALUES ('ERROR');")
+        with pytest.raises(KsqlError, match="^Cannot insert values into read-only topic: svc_ksql_processing_log$"):
+            e.inserts_subscriber("KSQL_PROCESSING_LOG")
     finally:
         e.stop()
     assert processing_log._appenders == {}                                   # the server's appender closed
