@@ -3,7 +3,7 @@ plain frozen dataclasses, so the metastore, the engine and the tests compare the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Callable, Union
 
 
 # -- expressions --------------------------------------------------------------------------------
@@ -133,15 +133,20 @@ class SqlType:
     fields: tuple[tuple[str, "SqlType"], ...] = ()   # STRUCT
 
     def __str__(self) -> str:
+        return self.render(lambda name: name, lambda field, text: f"`{field}` {text}")
+
+    def render(self, named: Callable[[str], str], field: Callable[[str, str], str]) -> str:
+        """The type as ksqlDB's messages write it, ``named`` giving a type name's spelling (INT or
+        INTEGER) and ``field`` a struct field's (quoted or not) with its type's text."""
         if self.name == "ARRAY":
-            return f"ARRAY<{self.items[0]}>"
+            return f"ARRAY<{self.items[0].render(named, field)}>"
         if self.name == "MAP":
-            return f"MAP<{self.items[0]}, {self.items[1]}>"
+            return f"MAP<{self.items[0].render(named, field)}, {self.items[1].render(named, field)}>"
         if self.name == "STRUCT":
-            return "STRUCT<" + ", ".join(f"`{n}` {t}" for n, t in self.fields) + ">"
+            return "STRUCT<" + ", ".join(field(n, t.render(named, field)) for n, t in self.fields) + ">"
         if self.params:
-            return f"{self.name}({', '.join(map(str, self.params))})"
-        return self.name
+            return f"{named(self.name)}({', '.join(map(str, self.params))})"
+        return named(self.name)
 
 
 @dataclass(frozen=True)

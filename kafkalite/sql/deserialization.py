@@ -84,8 +84,11 @@ def _sql_text(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+_TYPE_NAMES = {"INT": "INTEGER", "VARCHAR": "STRING"}
+
+
 def type_name(t: ast.SqlType) -> str:
-    return {"INT": "INTEGER", "VARCHAR": "STRING"}.get(t.name, t.name)
+    return _TYPE_NAMES.get(t.name, t.name)
 
 
 # -- the checks, in Spark SQL -------------------------------------------------------------------
@@ -230,16 +233,9 @@ def json_value_sql(target: str, i: int, column: ast.ColumnDef, parsed: str) -> s
 
 
 def sql_type_text(t: ast.SqlType) -> str:
-    """A type as ksqlDB's ``SqlSchemaFormatter`` writes it in its messages."""
-    if t.name == "ARRAY":
-        return f"ARRAY<{sql_type_text(t.items[0])}>"
-    if t.name == "MAP":
-        return f"MAP<{sql_type_text(t.items[0])}, {sql_type_text(t.items[1])}>"
-    if t.name == "STRUCT":
-        return "STRUCT<" + ", ".join(f"{n} {sql_type_text(ft)}" for n, ft in t.fields) + ">"
-    if t.name == "DECIMAL":
-        return f"DECIMAL({t.params[0]}, {t.params[1]})"
-    return type_name(t)
+    """A type as ksqlDB's ``SqlSchemaFormatter`` writes it in its messages (INTEGER, STRING;
+    struct fields unquoted)."""
+    return t.render(lambda name: _TYPE_NAMES.get(name, name), lambda field, text: f"{field} {text}")
 
 
 def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
