@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from kafkalite.net.server import KafkaConnection
 
 log = logging.getLogger(__name__)
+#: Kafka's request log (log4j's ``kafka.request.logger``): at DEBUG a line per completed request
+#: with its times, for finding which hop of a chain of requests costs the time; off by default
+#: (``kafkalite-server --logger kafka.request.logger=DEBUG``)
+request_log = logging.getLogger("kafka.request.logger")
 
 _API_VERSIONS = int(ApiKey.API_VERSIONS)  # plain int: compared on every request
 #: inter-broker APIs that no client quota applies to (Kafka exempts cluster actions; follower
@@ -63,9 +67,14 @@ class Dispatcher:
         def encode(body: Any) -> Any:
             return self._encode(body, ctx, clock.seconds() - started)
 
+        local_ms = 0.0
+
         def done(passthrough: Any = None) -> Any:
             """Count the request and its latency once, answered or failed."""
-            metrics.request_done(header.api_key, header.api_version, (clock.seconds() - started) * 1000.0)
+            total_ms = (clock.seconds() - started) * 1000.0
+            metrics.request_done(header.api_key, header.api_version, total_ms)
+            if request_log.isEnabledFor(logging.DEBUG):
+                _log_completed(header, ctx, total_ms, local_ms)
             return passthrough
 
         try:
@@ -73,6 +82,7 @@ class Dispatcher:
         except BaseException:
             done()
             raise
+        local_ms = (clock.seconds() - started) * 1000.0
         if isinstance(result, Overlapped):      # an acks=all wait: the connection may go on
             return Overlapped(result.deferred.addCallback(encode).addBoth(done))
         if isinstance(result, defer.Deferred):
@@ -94,3 +104,16 @@ class Dispatcher:
         if ctx.throttle_ms > 0 and isinstance(body, dict) and "throttle_time_ms" in body:
             body["throttle_time_ms"] = max(int(body["throttle_time_ms"] or 0), ctx.throttle_ms)
         return codec.encode_response(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+
+
+def _log_completed(header: Any, ctx: RequestContext, total_ms: float, local_ms: float) -> None:
+    """Kafka's "Completed request" line: ``localTime`` is the handler's own run on the reactor,
+    ``remoteTime`` the wait after it (an acks=all produce for its followers, a fetch in purgatory,
+    a coordinator's replicated write)."""
+    request_log.debug("Completed request:RequestHeader(apiKey=%s, apiVersion=%d, clientId=%s, correlationId=%d) "
+                      "from connection %s;totalTime:%.3f,localTime:%.3f,remoteTime:%.3f,throttleTime:%d,"
+                      "requestSize:%d,listener:%s",
+                      codec.API_KEYS.get(header.api_key, header.api_key), header.api_version, header.client_id,
+                      header.correlation_id, getattr(ctx.conn, "peer", "?"),
+                      total_ms, local_ms, max(0.0, total_ms - local_ms), ctx.throttle_ms, ctx.request_size,
+                      ctx.listener)

@@ -10,14 +10,19 @@ import argparse
 import logging
 import os
 import sys
+from typing import Sequence
 
 from kafkalite.config import BrokerConfig, ConfigError, load_properties
 
 
-def setup_logging(level: str) -> None:
+def setup_logging(level: str, loggers: Sequence[str] = ()) -> None:
+    """The root level, then per-logger levels (``NAME=LEVEL``, as log4j.properties'
+    ``log4j.logger.NAME=LEVEL`` lines set them; e.g. ``kafka.request.logger=DEBUG``)."""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    for name, _, name_level in (item.partition("=") for item in loggers):
+        logging.getLogger(name.strip()).setLevel(name_level.strip().upper())
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
     # Twisted shows nothing (not even unhandled Deferred errors) until logging begins.
@@ -30,13 +35,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="override a property from the file (repeatable)")
     parser.add_argument("--log-level", default=os.environ.get("KAFKALITE_LOG_LEVEL", "INFO"))
+    parser.add_argument("--logger", action="append", metavar="NAME=LEVEL",
+                        default=[item for item in os.environ.get("KAFKALITE_LOGGERS", "").split(",") if item],
+                        help="one logger's level, e.g. kafka.request.logger=DEBUG (repeatable; "
+                             "KAFKALITE_LOGGERS holds a comma-separated list)")
     args = parser.parse_args(argv)
+    for item in args.logger:
+        name, eq, level = item.partition("=")
+        if not eq or not name.strip() or level.strip().upper() not in logging.getLevelNamesMapping():
+            print(f"kafkalite-server: --logger takes NAME=LEVEL (DEBUG, INFO, WARNING, ERROR), not {item!r}",
+                  file=sys.stderr)
+            return 1
     try:
         config = BrokerConfig.from_properties(load_properties([args.properties], args.override))
     except (ConfigError, OSError) as exc:
         print(f"kafkalite-server: {exc}", file=sys.stderr)
         return 1
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, args.logger)
     from kafkalite.broker.server import run_broker
     from kafkalite.protocol import codec
 

@@ -192,3 +192,27 @@ def test_connections_are_counted_per_listener_and_client_software(broker: KafkaB
     name = "kafka_server_socket_server_metrics_connections"
     assert value(s, name, listener="PLAINTEXT", client_software_name="librdkafka", client_software_version="2.16.0") == 2
     assert value(s, name, listener="PLAINTEXT", client_software_name="unknown", client_software_version="unknown") == 1
+
+
+def test_the_request_log_has_one_line_per_completed_request(broker: KafkaBroker,
+                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """``kafka.request.logger`` at DEBUG writes Kafka's "Completed request" line with the header
+    and the times (total = local + remote); at its default level it writes nothing."""
+    lead(broker, 0, (1,), 0)
+    dispatcher = Dispatcher(broker.services(), "PLAINTEXT")
+    produce = {"transactional_id": None, "acks": 1, "timeout_ms": 1000,
+               "topic_data": [{"name": TOPIC, "partition_data": [
+                   {"index": 0, "records": bytes(build_batch([(1000, b"k", b"v", ())]))}]}]}
+    frame = bytes(b"".join(bytes(p) for p in codec.encode_request(0, 8, 41, "probe", produce))[4:])
+    conn = type("Conn", (), {"client_id": None, "peer": "127.0.0.1:5555"})()
+    dispatcher.dispatch(bytearray(frame), conn=conn)
+    assert not [r for r in caplog.records if r.name == "kafka.request.logger"]
+    with caplog.at_level("DEBUG", logger="kafka.request.logger"):
+        dispatcher.dispatch(bytearray(frame), conn=conn)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "kafka.request.logger"]
+    assert line.startswith("Completed request:RequestHeader(apiKey=Produce, apiVersion=8, clientId=probe, "
+                           "correlationId=41) from connection 127.0.0.1:5555;totalTime:")
+    times = dict(item.split(":") for item in line.split(";")[1].split(","))
+    assert float(times["totalTime"]) >= float(times["localTime"]) >= 0
+    assert abs(float(times["totalTime"]) - float(times["localTime"]) - float(times["remoteTime"])) < 0.002
+    assert times["requestSize"] == str(len(frame)) and times["listener"] == "PLAINTEXT"
