@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from kafkalite.sql import ast, avro_keys, kafka_format, windowed
 from kafkalite.sql.errors import KsqlError
@@ -176,6 +176,23 @@ class StateStore:
         with self._lock:
             for r in rows:
                 self._rows[self.key_of(r)] = r
+
+    def apply_records(self, records: Iterable[dict[str, Any]], restored: Mapping[int, int]) -> int:
+        """A SOURCE TABLE's topic records (decoded, with ROWPARTITION, ROWOFFSET and
+        ``__tombstone``) applied in offset order per partition: a record sets its key's row (its
+        :attr:`column_names`), a tombstone deletes it. Records below ``restored[partition]`` are
+        skipped: the store was restored past them, and applying them again would show older
+        rows until the later records came. Returns how many were applied."""
+        applied = 0
+        for r in sorted(records, key=lambda r: (r["ROWPARTITION"], r["ROWOFFSET"])):
+            if r["ROWOFFSET"] < restored.get(r["ROWPARTITION"], 0):
+                continue
+            if r["__tombstone"]:
+                self.delete([self.key_of(r)])
+            else:
+                self.update([{n: r.get(n) for n in self.column_names}])
+            applied += 1
+        return applied
 
     def keys(self) -> list[tuple[Any, ...]]:
         with self._lock:

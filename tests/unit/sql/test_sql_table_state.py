@@ -14,6 +14,7 @@ from typing import Any
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
 from kafkalite.sql.engine import Engine, TableAggregate
+from kafkalite.sql.queries import StateStore
 from kafkalite.sql.table_state import GroupIndex, TableState
 from tests.unit.sql.test_sql_engine_statements import engine  # noqa: F401  (the fixture)
 
@@ -35,6 +36,25 @@ def test_table_state_applies_each_record_once_in_offset_order() -> None:
     assert list(changes) == [("a",)] and changes[("a",)][0]["V"] == 2 and changes[("a",)][1] is None
     assert sorted(state.rows) == [("b",), ("d",)] and state.reads == [4, 4]
     assert json.loads(state.starting_offsets("t", [1, 0, 2])) == {"t": {"0": 6, "1": 1, "2": -2}}
+
+
+def test_a_source_tables_store_skips_what_its_restore_already_read() -> None:
+    """A SOURCE TABLE's resumed query: the store was restored from the topic up to offset 3 of
+    partition 0 (latest rows), and its first batch replays from an older checkpoint; the replayed
+    records are skipped (applied, they would show u1's older row until offset 3 came again), the
+    new ones applied in offset order per partition, a tombstone deleting its key."""
+    store = StateStore(["ID"], False, ["ID", "NAME"], ["STRING", "STRING"])
+    store.update([{"ID": "u1", "NAME": "latest"}, {"ID": "u2", "NAME": "b"}])
+
+    def rec(partition: int, offset: int, key: str, name: str | None) -> dict[str, Any]:
+        return {"ROWPARTITION": partition, "ROWOFFSET": offset, "ID": key, "NAME": name,
+                "ROWTIME": 0, "__tombstone": name is None}
+    replay = [rec(0, 4, "u2", None), rec(0, 1, "u1", "older"), rec(0, 2, "u1", "latest"), rec(1, 0, "u3", "c"),
+              rec(0, 3, "u1", "newer")]
+    assert store.apply_records(replay, {0: 3, 1: 0}) == 3
+    assert store.scan(lambda r: True) == [["u1", "newer"], ["u3", "c"]]
+    assert store.apply_records([rec(1, 1, "u3", "d")], {}) == 1          # nothing restored: all applied
+    assert store.get(("u3",)) == {"ID": "u3", "NAME": "d"}
 
 
 def test_group_index_moves_keys_between_groups() -> None:
