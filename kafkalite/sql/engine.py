@@ -590,8 +590,7 @@ class Engine:
     def _source_table_writer(self, plan: "QueryPlan") -> tuple[Any, Callable[[Any, int], None], str]:
         """A SOURCE TABLE's materializing stream: its topic from the start, each micro-batch's
         records applied in offset order to the table's state store (a tombstone deletes the key).
-        A resumed query first reads the topic into the store, then skips the records its first
-        batches replay from the checkpoint up to where that read ended."""
+        A resumed query first reads the topic into the store up to where its stream goes on."""
         table = plan.source
         bounds = [] if table.window is None else list(WINDOW_BOUNDS)
         columns = list(table.key_columns) + [ast.ColumnDef(b, ast.SqlType("BIGINT")) for b in bounds] \
@@ -599,19 +598,20 @@ class Engine:
         names = [c.name for c in columns]
         store = StateStore([c.name for c in table.key_columns], bool(bounds), names,
                            [_ksql_name(c.type) for c in columns])
-        # partition -> the offset the restore read up to: the resumed stream's first batch starts at
-        # the (older) checkpoint, and applying its records again would show each key's older rows
-        # until the batch caught up; they are skipped instead, as Kafka Streams' restored store
-        # skips what its changelog restore already covered
-        restored: dict[int, int] = {}
-        if (Path(self.config.state_dir) / self.config.service_id / plan.query_id).exists():
-            self._read_table(table, table.window, store, f"ksql-restore-{plan.query_id}", restored)
+        until = _committed_offsets(Path(self.config.state_dir) / self.config.service_id / plan.query_id)
+        if until is not None:
+            # resumed: the table as its last committed batch left it, read through Spark as the
+            # stream reads it and up to where the stream goes on, so no record is applied twice
+            # (pull queries never see a key's older row again) and none decoded another way
+            restored = TableState(store.key_names, store.windowed)
+            self._read_changes(self.spark, table, restored, until)
+            store.update([{n: r.get(n) for n in names} for r in restored.rows.values()])
         self.stores[table.name] = store
         frame = self._source_frame(table, "earliest", tombstones=True)
 
         def each_batch(batch: Any, batch_id: int) -> None:
-            applied = store.apply_records((r.asDict() for r in batch.collect()), restored)
-            log.debug("%s batch %d: %d records applied", plan.query_id, batch_id, applied)
+            applied = store.apply_records(r.asDict() for r in batch.collect())
+            log.debug("%s batch %d: %d records", plan.query_id, batch_id, applied)
         sql = f"SELECT * FROM {quote(table.name)} EMIT CHANGES"
         return frame, each_batch, sql
 
@@ -1858,12 +1858,10 @@ class Engine:
         restored = self._read_table(plan.sink, plan.select.window, store, f"ksql-restore-{plan.query_id}")
         log.info("state of %s restored from %d records of %s", plan.query_id, restored, plan.sink.topic)
 
-    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str,
-                    positions: dict[int, int] | None = None) -> int:
+    def _read_table(self, table: DataSource, window: ast.Window | None, store: StateStore, client_id: str) -> int:
         """A table's topic (read_committed, to the end) into ``store``: the latest row per key
         (and window), a tombstone deleting it; a failure is logged and leaves what was read.
-        Returns how many records were read; ``positions`` gets each partition's next offset to
-        read once the whole read succeeded (left empty after a failure)."""
+        Returns how many records were read."""
         topic = table.topic
         with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
             tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
@@ -1887,8 +1885,6 @@ class Engine:
                     elif row is not None:
                         store.update([row])
                 restored += len(records)
-            if positions is not None:
-                positions.update({tp.partition: consumer.position(tp) for tp in tps})
         except Exception as exc:                         # the query still runs; pull queries see less
             log.error("reading table %s from %s failed: %s", table.name, topic, exc)
         finally:
@@ -2338,6 +2334,17 @@ def _checkpointed_offsets(checkpoint: Path, batch_id: int) -> str | None:
     except OSError:
         return None
     return lines[2] if len(lines) > 2 and lines[0].startswith("v") else None
+
+
+def _committed_offsets(checkpoint: Path) -> str | None:
+    """The source offsets (JSON) where a resumed single-source query goes on: the end of the last
+    micro-batch in the checkpoint's commit log (a batch Spark planned but did not commit runs
+    again from there); None if no batch was committed (it starts over)."""
+    try:
+        committed = [int(n) for n in (p.name for p in (checkpoint / "commits").iterdir()) if n.isdigit()]
+    except OSError:
+        return None
+    return _checkpointed_offsets(checkpoint, max(committed)) if committed else None
 
 
 def _checkpointed_sources(checkpoint: Path, batch_id: int) -> list[str] | None:

@@ -18,7 +18,7 @@ import logging
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from kafkalite.sql import ast, avro_keys, kafka_format, windowed
 from kafkalite.sql.errors import KsqlError
@@ -177,16 +177,12 @@ class StateStore:
             for r in rows:
                 self._rows[self.key_of(r)] = r
 
-    def apply_records(self, records: Iterable[dict[str, Any]], restored: Mapping[int, int]) -> int:
+    def apply_records(self, records: Iterable[dict[str, Any]]) -> int:
         """A SOURCE TABLE's topic records (decoded, with ROWPARTITION, ROWOFFSET and
         ``__tombstone``) applied in offset order per partition: a record sets its key's row (its
-        :attr:`column_names`), a tombstone deletes it. Records below ``restored[partition]`` are
-        skipped: the store was restored past them, and applying them again would show older
-        rows until the later records came. Returns how many were applied."""
+        :attr:`column_names`), a tombstone deletes it. Returns how many were applied."""
         applied = 0
         for r in sorted(records, key=lambda r: (r["ROWPARTITION"], r["ROWOFFSET"])):
-            if r["ROWOFFSET"] < restored.get(r["ROWPARTITION"], 0):
-                continue
             if r["__tombstone"]:
                 self.delete([self.key_of(r)])
             else:
@@ -294,6 +290,21 @@ def _as_spark(v: Any) -> Any:
     return v
 
 
+def _json_object(data: bytes) -> dict[str, Any] | None:
+    doc = json.loads(data)
+    return doc if isinstance(doc, dict) else None
+
+
+def _field(doc: dict[str, Any], column: str) -> Any:
+    """A column's JSON field, its name matched exactly or else in any case (ksqlDB's JSON
+    deserializer matches fields case-insensitively: a topic written by hand has ``name`` where
+    the column is ``NAME``)."""
+    if column in doc:
+        return doc[column]
+    upper = column.upper()
+    return next((v for k, v in doc.items() if str(k).upper() == upper), None)
+
+
 def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
                   window: ast.Window | None, avro: Callable[[bytes], Any] | None = None) -> dict[str, Any] | None:
     """One record of a table's output topic back into a state-store row (the inverse of the
@@ -315,8 +326,10 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         elif sink.key_format == "JSON" and len(store.key_names) == 1:     # unwrapped: the bare value
             row[store.key_names[0]] = _typed(json.loads(key), types[store.key_names[0]])
         elif sink.key_format == "JSON":
-            doc = json.loads(key)
-            row.update({k: _typed(doc.get(k), types[k]) for k in store.key_names})
+            doc = _json_object(key)
+            if doc is None:
+                return None
+            row.update({k: _typed(_field(doc, k), types[k]) for k in store.key_names})
         elif store.key_names and sink.key_format == "KAFKA" and sink.column(store.key_names[0]) is not None:
             column = sink.column(store.key_names[0])
             assert column is not None
@@ -327,8 +340,10 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
         if value is None:
             return {**row, "__deleted": True}
         if sink.value_format == "JSON":
-            doc = json.loads(value)
-            row.update({c: _typed(doc.get(c), types[c]) for c in values})
+            doc = _json_object(value)
+            if doc is None:
+                return None
+            row.update({c: _typed(_field(doc, c), types[c]) for c in values})
         elif sink.value_format == "DELIMITED":
             row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
         elif sink.value_format == "KAFKA" and len(values) == 1:

@@ -167,19 +167,26 @@ def test_replay_rebuilds_sources_and_the_materializing_query(
         again.execute("INSERT INTO ss VALUES ('k', 1);")
 
 
-def test_a_resumed_source_table_reads_its_topic_before_its_first_batch(
+def test_a_resumed_source_table_reads_its_topic_up_to_its_checkpoint_before_it_goes_on(
         engine: Engine, batches: list[Callable[[Any, int], None]], monkeypatch: Any, tmp_path: Any) -> None:
+    """Resumed, a SOURCE TABLE's query first reads its topic through Spark up to where its last
+    committed batch ended (the table as that batch left it, decoded as the stream decodes), then
+    goes on from there: no record applied twice, so a pull query never sees a key's older row."""
     engine.config = engine.config.__class__(listeners=engine.config.listeners, state_dir=str(tmp_path))
-    (tmp_path / engine.config.service_id / "CST_ST_3").mkdir(parents=True)      # its checkpoint
-    read: list[str] = []
+    checkpoint = tmp_path / engine.config.service_id / "CST_ST_3"                  # its checkpoint
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    (checkpoint / "offsets" / "4").write_text('v1\n{}\n{"st": {"0": 3}}\n')
+    (checkpoint / "commits" / "4").write_text("v1\n{}\n")
+    read: list[str | None] = []
 
-    def read_table(self: Engine, table: Any, window: Any, store: Any, client_id: str) -> int:
-        read.append(table.topic)
-        store.update([{"ID": "a", "V": 3}, {"ID": "b", "V": 2}])       # the topic to its end
-        return 3
-    monkeypatch.setattr(Engine, "_read_table", read_table)
+    def read_changes(self: Engine, session: Any, table: Any, state: Any, until: str | None = None) -> Any:
+        read.append(until)
+        state.apply([_record("a", 1, 0), _record("b", 2, 1), _record("a", 3, 2)])     # offsets 0-2
+        return None
+    monkeypatch.setattr(Engine, "_read_changes", read_changes)
     engine.execute(SOURCE_TABLE)
-    assert read == ["st"] and _pull(engine, "SELECT * FROM st;") == [["a", 3], ["b", 2]]
-    # the stream resumes at its checkpoint: the records since then, applied in order, end in the same rows
-    batches[-1](Batch([_record("a", 2, 1), _record("b", 2, 2), _record("a", 3, 3)]), 5)
-    assert _pull(engine, "SELECT * FROM st;") == [["a", 3], ["b", 2]]
+    assert read == ['{"st": {"0": 3}}'] and _pull(engine, "SELECT * FROM st;") == [["a", 3], ["b", 2]]
+    # the stream goes on at offset 3, where the last committed batch ended
+    batches[-1](Batch([_record("b", None, 4), _record("a", 4, 3)]), 5)
+    assert _pull(engine, "SELECT * FROM st;") == [["a", 4]]

@@ -13,6 +13,7 @@ from typing import Any
 
 from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, StructField, StructType
 
+from kafkalite.sql import engine as engine_module
 from kafkalite.sql.engine import Engine, TableAggregate
 from kafkalite.sql.queries import StateStore
 from kafkalite.sql.table_state import GroupIndex, TableState
@@ -38,23 +39,30 @@ def test_table_state_applies_each_record_once_in_offset_order() -> None:
     assert json.loads(state.starting_offsets("t", [1, 0, 2])) == {"t": {"0": 6, "1": 1, "2": -2}}
 
 
-def test_a_source_tables_store_skips_what_its_restore_already_read() -> None:
-    """A SOURCE TABLE's resumed query: the store was restored from the topic up to offset 3 of
-    partition 0 (latest rows), and its first batch replays from an older checkpoint; the replayed
-    records are skipped (applied, they would show u1's older row until offset 3 came again), the
-    new ones applied in offset order per partition, a tombstone deleting its key."""
+def test_a_source_tables_store_applies_records_in_offset_order_per_partition(tmp_path: Path) -> None:
+    """A SOURCE TABLE's micro-batch: records applied in offset order per partition whatever order
+    Spark hands them in, a tombstone deleting its key; a resumed query starts where the last
+    committed batch of its checkpoint ended (a planned, uncommitted batch runs again)."""
     store = StateStore(["ID"], False, ["ID", "NAME"], ["STRING", "STRING"])
-    store.update([{"ID": "u1", "NAME": "latest"}, {"ID": "u2", "NAME": "b"}])
+    store.update([{"ID": "u2", "NAME": "b"}])
 
     def rec(partition: int, offset: int, key: str, name: str | None) -> dict[str, Any]:
         return {"ROWPARTITION": partition, "ROWOFFSET": offset, "ID": key, "NAME": name,
                 "ROWTIME": 0, "__tombstone": name is None}
-    replay = [rec(0, 4, "u2", None), rec(0, 1, "u1", "older"), rec(0, 2, "u1", "latest"), rec(1, 0, "u3", "c"),
-              rec(0, 3, "u1", "newer")]
-    assert store.apply_records(replay, {0: 3, 1: 0}) == 3
+    batch = [rec(0, 4, "u2", None), rec(0, 2, "u1", "older"), rec(1, 0, "u3", "c"), rec(0, 3, "u1", "newer")]
+    assert store.apply_records(batch) == 4
     assert store.scan(lambda r: True) == [["u1", "newer"], ["u3", "c"]]
-    assert store.apply_records([rec(1, 1, "u3", "d")], {}) == 1          # nothing restored: all applied
-    assert store.get(("u3",)) == {"ID": "u3", "NAME": "d"}
+
+    checkpoint = tmp_path / "CST_T_0"
+    assert engine_module._committed_offsets(checkpoint) is None                 # never ran
+    (checkpoint / "offsets").mkdir(parents=True)
+    (checkpoint / "commits").mkdir()
+    for batch_id, offset in ((0, 2), (1, 5), (2, 9)):
+        (checkpoint / "offsets" / str(batch_id)).write_text(f'v1\n{{}}\n{{"t": {{"0": {offset}}}}}\n')
+    assert engine_module._committed_offsets(checkpoint) is None                 # planned, none committed
+    for batch_id in (0, 1):
+        (checkpoint / "commits" / str(batch_id)).write_text("v1\n{}\n")
+    assert engine_module._committed_offsets(checkpoint) == '{"t": {"0": 5}}'   # batch 2 runs again from 5
 
 
 def test_group_index_moves_keys_between_groups() -> None:
