@@ -142,10 +142,11 @@ UNDECODED = "__avro_key_undecoded"
 
 # -- Spark SQL: the queries' reads and writes -------------------------------------------------
 def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
-             lenient: bool = False) -> list[str]:
+             lenient: bool = False, version: str = "latest") -> list[str]:
     """Spark SQL of the key columns from ``raw``, registry-framed Avro bytes (a windowed key
-    without its window): a function decoding them with ``<topic>-key``'s latest schema
-    (registered on the session), then each column cast to its declared type. ``lenient``: a key
+    without its window): a function decoding them with ``<topic>-key``'s latest schema (or the
+    ``version`` a KEY_SCHEMA_ID names) (registered on the session), then each column cast to its
+    declared type. ``lenient``: a key
     that cannot be decoded is null (the query skips and logs it: ``deserialization``) instead of
     failing the query."""
     from spark_integration.avro import AvroSchemaError, resolve_reader, spark_type_of
@@ -153,7 +154,7 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
     if not registry_url:
         raise KsqlError(_NO_REGISTRY)
     try:
-        reader = resolve_reader("key", registry_url, subject(topic), "latest")
+        reader = resolve_reader("key", registry_url, subject(topic), version)
     except AvroSchemaError as exc:
         raise KsqlError(str(exc)) from None
     name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")

@@ -30,7 +30,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, avro_keys, deserialization, expression_types, inserts, kafka_format, printing, serde, windowed
-from kafkalite.sql import processing_log
+from kafkalite.sql import processing_log, schema_ids
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -473,6 +473,11 @@ class Engine:
                     self._register_declared_avro(source.topic, s.columns, text)
                 if source.key_format == "AVRO" and any(c.key for c in s.columns):
                     self._register_declared_avro_key(source, text)
+                for schema_id, is_key in ((source.key_schema_id, True), (source.value_schema_id, False)):
+                    if schema_id is not None:             # SchemaRegisterInjector: the id's schema, raw
+                        schema_ids.register_raw(str(self.config.schema_registry_url), source.topic, schema_id,
+                                                self._schema_by_id(source.topic, schema_id, is_key, text), is_key,
+                                                text)
             else:
                 self._plan(s, text, {}, "validate")           # the statement's query must plan
         elif isinstance(s, ast.InsertInto):
@@ -655,8 +660,8 @@ class Engine:
     def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
         props = {k.upper(): v for k, v in s.properties}
         known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
-                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID",
-                 "WINDOW_TYPE", "WINDOW_SIZE"}
+                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "KEY_SCHEMA_ID",
+                 "VALUE_SCHEMA_ID", "WINDOW_TYPE", "WINDOW_SIZE"}
         unknown = sorted(set(props) - known)
         if unknown:
             raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
@@ -676,10 +681,18 @@ class Engine:
         refusal = serde.format_refusal(columns, key_format, value_format)
         if refusal is not None:
             raise KsqlError(refusal, statement=text)
-        if key_format == "AVRO":
+        key_id = schema_ids.requested(props, key_format, True, any(c.key for c in columns), text)
+        value_id = schema_ids.requested(props, value_format, False, any(not c.key for c in columns), text)
+        if key_id is not None:                            # DefaultSchemaInjector: the key from the id's schema
+            columns = schema_ids.key_columns(str(topic), key_id, self._schema_by_id(str(topic), key_id, True, text),
+                                             text) + columns
+        elif key_format == "AVRO":
             columns = self._avro_key_columns(s.name, str(topic), columns, text) + tuple(c for c in columns
                                                                                    if not c.key)
-        if value_format == "AVRO" and not [c for c in columns if not c.key]:
+        if value_id is not None:                          # the value columns from the id's schema
+            columns = columns + schema_ids.value_columns(str(topic), value_id,
+                                                         self._schema_by_id(str(topic), value_id, False, text), text)
+        elif value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
             self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
@@ -691,7 +704,10 @@ class Engine:
             raise KsqlError(f"Duplicate column names: {', '.join(dup)}", statement=text)
         keys = [c for c in columns if c.key]
         if s.kind == "TABLE" and not keys:
-            raise KsqlError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", statement=text)
+            raise KsqlError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY." + (
+                "\nUse a partial schema to define the primary key and still load the value columns from the Schema "
+                f"Registry, for example:\n\tCREATE TABLE {s.name} (ID INT PRIMARY KEY) WITH (...);"
+                if value_id is not None else ""), statement=text)
         if len(keys) > 1 and key_format in ("KAFKA", "DELIMITED"):
             raise KsqlError(f"The '{key_format}' format only supports a single field. Got: "
                             f"[{', '.join(k.name for k in keys)}]", statement=text)
@@ -708,8 +724,22 @@ class Engine:
         ordered = tuple(keys) + tuple(c for c in columns if not c.key)
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
                           str(timestamp) if timestamp else None, window,
-                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text,
-                          read_only=s.read_only)
+                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), key_schema_id=key_id,
+                          value_schema_id=value_id, statement=text, read_only=s.read_only)
+
+    def _version_of_id(self, src: DataSource, is_key: bool) -> str:
+        """The version of ``<topic>-key``/``-value`` holding the schema a KEY_SCHEMA_ID /
+        VALUE_SCHEMA_ID names (registered there before the CREATE was logged), so queries read
+        with the schema the columns came from, whatever was registered after it."""
+        schema_id = src.key_schema_id if is_key else src.value_schema_id
+        if schema_id is None or not self.config.schema_registry_url:
+            return "latest"
+        return str(schema_ids.version_of(self.config.schema_registry_url, src.topic, schema_id, is_key,
+                                         src.statement))
+
+    def _schema_by_id(self, topic: str, schema_id: int, is_key: bool, text: str) -> Any:
+        """The registry schema a ``KEY_SCHEMA_ID``/``VALUE_SCHEMA_ID`` names (ksqlDB's refusals)."""
+        return schema_ids.fetch(self.config.schema_registry_url, topic, schema_id, is_key, text)
 
     def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
         if not self.config.schema_registry_url:
@@ -1918,6 +1948,8 @@ class Engine:
             reader = reader.option("schemaRegistryUrl", self.config.schema_registry_url or "") \
                 .option("valueAvroSubject", f"{src.topic}-value") \
                 .option("mode", "FAILFAST" if self.config.fail_on_deserialization_error else "DROPMALFORMED")
+            if src.value_schema_id is not None:           # read with the schema the columns came from
+                reader = reader.option("valueAvroVersion", self._version_of_id(src, False))
         raw = reader.load()
         cols: list[str] = []
         if src.window is not None:                        # Kafka Streams' windowed key: the window apart
@@ -1928,7 +1960,8 @@ class Engine:
         keys = src.key_columns
         if keys and src.key_format == "AVRO":
             cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys,
-                                       lenient=not self.config.fail_on_deserialization_error)
+                                       lenient=not self.config.fail_on_deserialization_error,
+                                       version="latest" if src.key_schema_id is None else self._version_of_id(src, True))
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")

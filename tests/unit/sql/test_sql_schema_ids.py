@@ -1,0 +1,140 @@
+"""Registry schemas named in WITH clauses (kafkalite/sql/schema_ids.py) in an engine without
+Spark or brokers whose registry is the registry's own REST site in memory (``memory_registry``):
+KEY_SCHEMA_ID / VALUE_SCHEMA_ID as ksqlDB's DefaultSchemaInjector and SchemaRegisterInjector
+handle them, with ksqlDB's messages, and nothing logged for a statement refused."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kafkalite.registry.client import RegistryClient
+from kafkalite.sql.config import KsqlConfig
+from kafkalite.sql.engine import Engine
+from kafkalite.sql.errors import KsqlError
+from tests.support.registry import MemoryRegistry
+from tests.unit.sql.test_sql_avro_keys import UdfSpark
+from tests.unit.sql.test_sql_engine_statements import FakeCommands
+
+ORDER_V1 = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "itemName", "type": "string"},
+    {"name": "address", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}}]})
+ORDER_V2 = json.dumps({"type": "record", "name": "Order", "namespace": "shop", "fields": [
+    {"name": "id", "type": "long"}, {"name": "itemName", "type": "string"},
+    {"name": "address", "type": {"type": "record", "name": "Address", "fields": [{"name": "city", "type": "string"}]}},
+    {"name": "note", "type": ["null", "string"], "default": None}]})
+
+
+@pytest.fixture
+def engine(monkeypatch: Any, memory_registry: MemoryRegistry) -> Engine:
+    e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",), schema_registry_url=MemoryRegistry.URL), UdfSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
+    monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    monkeypatch.setattr(Engine, "_ensure_sink_topic", lambda self, *a: None)
+    return e
+
+
+def _fields(engine: Engine, name: str) -> list[tuple[str, str, Any]]:
+    described = engine.execute(f"DESCRIBE {name};")[0]["sourceDescription"]
+    return [(f["name"], f["schema"]["type"], f.get("type")) for f in described["fields"]]
+
+
+def _logged(engine: Engine) -> int:
+    return len(engine.commands.log)                       # type: ignore[attr-defined]
+
+
+def test_value_schema_id_takes_the_columns_of_that_schema_not_the_latest(engine: Engine) -> None:
+    """The columns come from the schema with the id (an older one here), named as its fields are
+    spelled (ksqlDB's ORIGINAL_FIELD_NAME policy, nested fields too); the schema is registered
+    under ``<topic>-value`` before the statement is logged, and the source keeps the id."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    v1 = registry.register("other-value", ORDER_V1)
+    v2 = registry.register("orders-value", ORDER_V2)
+    assert v1 != v2
+    engine.execute(f"CREATE STREAM orders (k STRING KEY) WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='AVRO', "
+                   f"VALUE_SCHEMA_ID={v1});")
+    assert _fields(engine, "orders") == [("K", "STRING", "KEY"), ("id", "BIGINT", None), ("itemName", "STRING", None),
+                                         ("address", "STRUCT", None)]
+    source = engine.metastore.sources["ORDERS"]
+    assert dict(source.columns[3].type.fields)["city"].name == "STRING"
+    assert (source.value_schema_id, source.key_schema_id) == (v1, None)
+    assert [v["id"] for v in (registry.version_document("orders-value", n) for n in registry.versions("orders-value"))] \
+        == [v2, v1]
+    assert engine.commands.log[-1].statement.startswith("CREATE STREAM orders")   # type: ignore[attr-defined]
+    # queries read with that schema: the subject's version holding it, not the latest
+    assert engine._version_of_id(source, False) == "2"
+    registry.register("orders-value", ORDER_V2.replace('"note"', '"remark"'))
+    assert engine._version_of_id(source, False) == "2"
+
+    # a table: the key from KEY_SCHEMA_ID (unwrapped: ROWKEY), the value from VALUE_SCHEMA_ID
+    k = registry.register("keys", '"long"')
+    engine.execute(f"CREATE TABLE t WITH (KAFKA_TOPIC='t', FORMAT='AVRO', KEY_SCHEMA_ID={k}, VALUE_SCHEMA_ID={v2});")
+    assert _fields(engine, "t")[:2] == [("ROWKEY", "BIGINT", "PRIMARY_KEY"), ("id", "BIGINT", None)]
+    assert _fields(engine, "t")[-1] == ("note", "STRING", None)
+    assert registry.latest("t-key").schema_id == k and registry.latest("t-value").schema_id == v2
+    assert engine._version_of_id(engine.metastore.sources["T"], True) == "1"
+
+
+@pytest.mark.parametrize("statement, message", [
+    ("CREATE STREAM s (k STRING KEY) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON', VALUE_SCHEMA_ID=1);",
+     "VALUE_FORMAT should support schema inference when VALUE_SCHEMA_ID is provided. Current format is JSON."),
+    ("CREATE STREAM s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID=1, KEY_SCHEMA_ID=1);",
+     "KEY_FORMAT should support schema inference when KEY_SCHEMA_ID is provided. Current format is KAFKA."),
+    ("CREATE STREAM s (v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID=1);",
+     "Table elements and VALUE_SCHEMA_ID cannot both exist for create statement."),
+    ("CREATE STREAM s (k INT KEY) WITH (KAFKA_TOPIC='s', FORMAT='AVRO', KEY_SCHEMA_ID=1, VALUE_SCHEMA_ID=1);",
+     "Table elements and KEY_SCHEMA_ID cannot both exist for create statement."),
+    ("CREATE STREAM s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID='one');",
+     "Invalid value one for configuration VALUE_SCHEMA_ID: Not a number of type INT"),
+    ("CREATE TABLE s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID=1);",
+     "Tables require a PRIMARY KEY. Please define the PRIMARY KEY.\nUse a partial schema to define the primary key "
+     "and still load the value columns from the Schema Registry, for example:\n\tCREATE TABLE S (ID INT PRIMARY KEY) "
+     "WITH (...);"),
+])
+def test_schema_id_refusals_in_ksqldbs_words(engine: Engine, statement: str, message: str) -> None:
+    RegistryClient(MemoryRegistry.URL).register("x-value", ORDER_V1)          # id 1
+    with pytest.raises(KsqlError) as caught:
+        engine.execute(statement)
+    assert caught.value.message == message and caught.value.statement == statement
+    assert _logged(engine) == 0 and not engine.metastore.sources
+
+
+def test_an_unknown_id_another_type_or_an_anonymous_value_is_refused_and_nothing_registered(
+        engine: Engine, memory_registry: MemoryRegistry) -> None:
+    registry = RegistryClient(MemoryRegistry.URL)
+    with pytest.raises(KsqlError) as caught:
+        engine.execute("CREATE STREAM s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID=42);")
+    assert caught.value.message.startswith("Schema for message values on topic 's' does not exist in the Schema "
+                                           "Registry.\nSubject: s-value\nSchema Id: 42\nPossible causes include:\n")
+    json_id = registry.register("j-value", json.dumps({"type": "object"}), "JSON")
+    with pytest.raises(KsqlError, match=r"^Value schema is not in the expected format. You may want to set "
+                                        r"VALUE_FORMAT to 'JSON'.\ntopic: s, schema id: \d+\nexpected format: AVRO\n"
+                                        r"actual format from Schema Registry: JSON$"):
+        engine.execute(f"CREATE STREAM s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID={json_id});")
+    plain = registry.register("p-value", '"string"')
+    with pytest.raises(KsqlError, match=r"^Unable to verify if the value schema for topic: s, schema id: \d+ is "
+                                        r"compatible with ksqlDB.\nReason: Schema returned from schema registry is "
+                                        r"anonymous type. To use this schema with ksqlDB, set "
+                                        r"'WRAP_SINGLE_VALUE=false' in the WITH clause properties."):
+        engine.execute(f"CREATE STREAM s WITH (KAFKA_TOPIC='s', VALUE_FORMAT='AVRO', VALUE_SCHEMA_ID={plain});")
+    assert _logged(engine) == 0 and "s-value" not in registry.subjects()
+
+
+def test_a_subject_refusing_the_ids_schema_refuses_the_statement(engine: Engine,
+                                                                 memory_registry: MemoryRegistry) -> None:
+    """SchemaRegisterInjector registers the id's schema under the topic's subject: a subject whose
+    BACKWARD compatibility refuses it fails the statement (ksqlDB's doubled prefix), unlogged."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    held = registry.register("orders-value", json.dumps({"type": "record", "name": "O", "fields": [
+        {"name": "other", "type": "int"}]}))
+    wanted = registry.register("elsewhere", ORDER_V1)
+    assert memory_registry.call("PUT", "/config/orders-value", {"compatibility": "BACKWARD"})[0] == 200
+    with pytest.raises(KsqlError, match=r"^Could not register schema for topic: Could not register schema for topic: "
+                                        r"Schema being registered is incompatible with an earlier schema for subject "
+                                        r"\"orders-value\".*; error code: 409$"):
+        engine.execute(f"CREATE STREAM orders WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='AVRO', "
+                       f"VALUE_SCHEMA_ID={wanted});")
+    assert _logged(engine) == 0 and registry.versions("orders-value") == [1]
+    assert registry.latest("orders-value").schema_id == held
