@@ -40,7 +40,7 @@ from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, decode_output, evaluate, json_value,
                                    ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, column_types, columns_of,
                                      from_wire, has_aggregate, has_struct, json_text_sql, literal, map_columns, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
@@ -470,7 +470,7 @@ class Engine:
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
                 if source.value_format == "AVRO" and any(not c.key for c in s.columns):
-                    self._register_declared_avro(source.topic, s.columns, text)
+                    self._register_declared_avro(source.topic, s.columns, text, source.value_schema_full_name)
                 if source.key_format == "AVRO" and any(c.key for c in s.columns):
                     self._register_declared_avro_key(source, text)
                 for schema_id, is_key in ((source.key_schema_id, True), (source.value_schema_id, False)):
@@ -661,7 +661,7 @@ class Engine:
         props = {k.upper(): v for k, v in s.properties}
         known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
                  "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "KEY_SCHEMA_ID",
-                 "VALUE_SCHEMA_ID", "WINDOW_TYPE", "WINDOW_SIZE"}
+                 "VALUE_SCHEMA_ID", "WINDOW_TYPE", "WINDOW_SIZE", *schema_ids.FULL_NAME_PROPS}
         unknown = sorted(set(props) - known)
         if unknown:
             raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
@@ -681,21 +681,22 @@ class Engine:
         refusal = serde.format_refusal(columns, key_format, value_format)
         if refusal is not None:
             raise KsqlError(refusal, statement=text)
+        key_name, value_name = schema_ids.full_names(props, key_format, value_format, text)
         key_id = schema_ids.requested(props, key_format, True, any(c.key for c in columns), text)
         value_id = schema_ids.requested(props, value_format, False, any(not c.key for c in columns), text)
         if key_id is not None:                            # DefaultSchemaInjector: the key from the id's schema
             columns = schema_ids.key_columns(str(topic), key_id, self._schema_by_id(str(topic), key_id, True, text),
                                              text) + columns
         elif key_format == "AVRO":
-            columns = self._avro_key_columns(s.name, str(topic), columns, text) + tuple(c for c in columns
-                                                                                   if not c.key)
+            columns = self._avro_key_columns(s.name, str(topic), columns, text, key_name) + tuple(
+                c for c in columns if not c.key)
         if value_id is not None:                          # the value columns from the id's schema
             columns = columns + schema_ids.value_columns(str(topic), value_id,
                                                          self._schema_by_id(str(topic), value_id, False, text), text)
         elif value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
-            self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
+            self._declared_avro_schema(str(topic), columns, text, value_name)   # checked before anything runs
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]
@@ -725,7 +726,8 @@ class Engine:
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
                           str(timestamp) if timestamp else None, window,
                           value_delimiter=str(props.get("VALUE_DELIMITER", ",")), key_schema_id=key_id,
-                          value_schema_id=value_id, statement=text, read_only=s.read_only)
+                          value_schema_id=value_id, key_schema_full_name=key_name, value_schema_full_name=value_name,
+                          statement=text, read_only=s.read_only)
 
     def _version_of_id(self, src: DataSource, is_key: bool) -> str:
         """The version of ``<topic>-key``/``-value`` holding the schema a KEY_SCHEMA_ID /
@@ -763,7 +765,7 @@ class Engine:
         return tuple(out)
 
     def _avro_key_columns(self, name: str, topic: str, columns: tuple[ast.ColumnDef, ...],
-                          text: str) -> tuple[ast.ColumnDef, ...]:
+                          text: str, full_name: str | None = None) -> tuple[ast.ColumnDef, ...]:
         """An AVRO key's columns: those declared (their schema checked, as ksqlDB's
         ``SchemaRegisterInjector`` would register it), else inferred from ``<topic>-key``."""
         declared = tuple(c for c in columns if c.key)
@@ -772,7 +774,7 @@ class Engine:
                             "'ksql.schema.registry.url'", statement=text)
         if declared:
             try:
-                avro_keys.key_schema(name, declared)
+                avro_keys.key_schema(name, declared, full_name)
             except ValueError as exc:
                 raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
             return declared
@@ -804,29 +806,31 @@ class Engine:
             if exc.error_code not in (40401, 40402):          # subject / version not found
                 raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
         try:
-            client.register(subject, avro_keys.key_schema(source.name, source.key_columns))
+            client.register(subject, avro_keys.key_schema(source.name, source.key_columns, source.key_schema_full_name))
         except (ValueError, RegistryClientError) as exc:
             raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
-    def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> str:
-        """The Avro schema of declared value columns, or ksqlDB's refusal (no registry, a type
-        Avro cannot carry)."""
+    def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str,
+                              full_name: str | None = None) -> str:
+        """The Avro schema of declared value columns (the record named ``full_name``, default
+        ksqlDB's), or ksqlDB's refusal (no registry, a type Avro cannot carry)."""
         if not self.config.schema_registry_url:
             raise KsqlError(f"Cannot create topic '{topic}' with format AVRO without configuring "
                             "'ksql.schema.registry.url'", statement=text)
         try:
-            return serde.value_avro_schema(columns)
+            return serde.value_avro_schema(columns, full_name)
         except ValueError as exc:
             raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
-    def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> None:
+    def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str,
+                                full_name: str | None = None) -> None:
         """ksqlDB's ``SchemaRegisterInjector`` for CREATE STREAM/TABLE with declared columns:
         the columns' schema registered as ``<topic>-value`` unless the subject already exists.
         Like the injector it runs before the command is logged, so a replay never needs the
         registry."""
         from kafkalite.registry.client import RegistryClient, RegistryClientError
 
-        schema = self._declared_avro_schema(topic, columns, text)
+        schema = self._declared_avro_schema(topic, columns, text, full_name)
         client = RegistryClient(str(self.config.schema_registry_url))
         try:
             client.latest(f"{topic}-value")
@@ -974,9 +978,11 @@ class Engine:
             sink = target
         else:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
+            key_format, value_format = formats_of(with_props, src.key_format, src.value_format, text)
+            key_name, value_name = schema_ids.full_names(with_props, key_format, value_format, text)
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
-                              *formats_of(with_props, src.key_format, src.value_format, text), None,
-                              q.window or _kept_window(src, aggregate, joins), statement=text)
+                              key_format, value_format, None, q.window or _kept_window(src, aggregate, joins),
+                              key_schema_full_name=key_name, value_schema_full_name=value_name, statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
             if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
@@ -2123,7 +2129,7 @@ class Engine:
         if not self.config.schema_registry_url:
             raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=plan.sink.statement)
         RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
-                                                                 avro_schema(plan.sink.name, columns))
+                                                                 _output_value_schema(plan, dict(columns)))
 
     # -- INSERT VALUES / EXPLAIN ------------------------------------------------------------
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
@@ -2441,6 +2447,22 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
     else:
         timed = parsed.where(f"NOT {invalid}").selectExpr("*", f"{rowtime} AS `ROWTIME`")
     return timed.drop("__record_time")
+
+
+def _output_value_schema(plan: "QueryPlan", spark_types: dict[str, str]) -> str:
+    """The Avro schema ksqlDB registers for a query's output values (``translate.avro_schema``'s
+    rules: the result's Spark types as ksqlDB types, every field optional), its record named by
+    the sink's ``VALUE_SCHEMA_FULL_NAME`` (default ksqlDB's ``KsqlDataSourceSchema``)."""
+    defs = []
+    for name, spark in spark_types.items():
+        t = sql_type_of_spark(spark)
+        if t is None:
+            raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
+        defs.append(ast.ColumnDef(name, t))
+    try:
+        return serde.value_avro_schema(defs, plan.sink.value_schema_full_name)
+    except ValueError as exc:
+        raise KsqlError(str(exc)) from None
 
 
 def formats_of(props: dict[str, Any], key_default: str, value_default: str, text: str) -> tuple[str, str]:

@@ -62,6 +62,27 @@ def requested(props: Mapping[str, Any], fmt: str, is_key: bool, declared: bool, 
     return schema_id
 
 
+FULL_NAME_PROPS = ("KEY_SCHEMA_FULL_NAME", "VALUE_SCHEMA_FULL_NAME", "VALUE_AVRO_SCHEMA_FULL_NAME")
+
+
+def full_names(props: Mapping[str, Any], key_format: str, value_format: str, text: str
+               ) -> tuple[str | None, str | None]:
+    """``KEY_SCHEMA_FULL_NAME`` and ``VALUE_SCHEMA_FULL_NAME`` (or the older
+    ``VALUE_AVRO_SCHEMA_FULL_NAME``, not both: ``CommonCreateConfigs.validateKeyValueFormats``),
+    the full names of the Avro records ksqlDB registers; a format that registers no schema
+    refuses the property as ksqlDB's ``FormatProperties`` does."""
+    legacy, value = props.get("VALUE_AVRO_SCHEMA_FULL_NAME"), props.get("VALUE_SCHEMA_FULL_NAME")
+    if legacy is not None and value is not None:
+        raise KsqlError("Cannot supply both 'VALUE_AVRO_SCHEMA_FULL_NAME' and 'VALUE_SCHEMA_FULL_NAME' properties. "
+                        "Please only set 'VALUE_SCHEMA_FULL_NAME'.", statement=text)
+    key = props.get("KEY_SCHEMA_FULL_NAME")
+    value = legacy if legacy is not None else value
+    for name, fmt in ((key, key_format), (value, value_format)):
+        if name is not None and fmt not in INFERENCE_FORMATS:
+            raise KsqlError(f"{fmt} does not support the following configs: [fullSchemaName]", statement=text)
+    return (None if key is None else str(key)), (None if value is None else str(value))
+
+
 def _source(topic: str, schema_id: int) -> str:
     """``SchemaRegistryTopicSchemaSupplier.sourceMsg``."""
     return f"topic: {topic}, schema id: {schema_id}"

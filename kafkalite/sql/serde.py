@@ -371,16 +371,25 @@ _AVRO_PLAIN: dict[str, Any] = {
     "TIME": {"type": "int", "logicalType": "time-millis"}}
 
 
-def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]) -> str:
+def split_full_name(full_name: str) -> tuple[str, str]:
+    """An Avro full name as (namespace, name): ``a.b.C`` -> (``a.b``, ``C``); no dot, no namespace."""
+    namespace, _, name = full_name.rpartition(".")
+    return namespace, name
+
+
+def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef], full_name: str | None = None) -> str:
     """The Avro schema ksqlDB registers for a source's declared value columns (its
     ``SchemaRegisterInjector`` through Connect's AvroData): a ``KsqlDataSourceSchema`` record in
     ``io.confluent.ksql.avro_schemas`` whose fields, array items, map values and nested struct
     fields are all optional (a union with null, default null); a STRUCT is a record named after
     its path (``KsqlDataSourceSchema_ADDRESS``), a MAP an Avro map (STRING keys only, as Avro
-    maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ValueError names
-    a type Avro cannot carry."""
-    fields = [avro_field(c.name, c.type, AVRO_RECORD) for c in columns if not c.key]
-    return json.dumps({"type": "record", "name": AVRO_RECORD, "namespace": AVRO_NAMESPACE, "fields": fields})
+    maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ``full_name``
+    (``VALUE_SCHEMA_FULL_NAME``) names the record instead, its nested records ``<name>_<COLUMN>``
+    in its namespace. ValueError names a type Avro cannot carry."""
+    namespace, name = split_full_name(full_name or f"{AVRO_NAMESPACE}.{AVRO_RECORD}")
+    fields = [avro_field(c.name, c.type, name) for c in columns if not c.key]
+    return json.dumps({"type": "record", "name": name, **({"namespace": namespace} if namespace else {}),
+                       "fields": fields})
 
 
 def avro_field(name: str, t: ast.SqlType, path: str) -> dict[str, Any]:

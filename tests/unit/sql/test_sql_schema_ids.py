@@ -138,3 +138,45 @@ def test_a_subject_refusing_the_ids_schema_refuses_the_statement(engine: Engine,
                        f"VALUE_SCHEMA_ID={wanted});")
     assert _logged(engine) == 0 and registry.versions("orders-value") == [1]
     assert registry.latest("orders-value").schema_id == held
+
+
+def test_schema_full_names_name_the_records_ksqldb_registers(engine: Engine) -> None:
+    """KEY_SCHEMA_FULL_NAME / VALUE_SCHEMA_FULL_NAME (or the older VALUE_AVRO_SCHEMA_FULL_NAME)
+    name the records registered for declared columns, nested records after them; by default
+    ksqlDB's ``KsqlDataSourceSchema`` and ``<Name>Key`` in ``io.confluent.ksql.avro_schemas``."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    engine.execute("CREATE STREAM orders (a STRING KEY, b INT KEY, id BIGINT, address STRUCT<city STRING>) WITH ("
+                   "KAFKA_TOPIC='orders', FORMAT='AVRO', KEY_SCHEMA_FULL_NAME='com.acme.OrderKey', "
+                   "VALUE_SCHEMA_FULL_NAME='com.acme.Order');"
+                   "CREATE STREAM legacy (id BIGINT) WITH (KAFKA_TOPIC='legacy', VALUE_FORMAT='AVRO', "
+                   "VALUE_AVRO_SCHEMA_FULL_NAME='Plain');"
+                   "CREATE STREAM dflt (k INT KEY, id BIGINT) WITH (KAFKA_TOPIC='dflt', FORMAT='AVRO');")
+    value = json.loads(registry.latest("orders-value").schema)
+    assert (value["name"], value["namespace"]) == ("Order", "com.acme")
+    assert value["fields"][1]["type"][1]["name"] == "Order_ADDRESS"          # in com.acme too
+    key = json.loads(registry.latest("orders-key").schema)
+    assert (key["name"], key["namespace"], [f["name"] for f in key["fields"]]) == ("OrderKey", "com.acme", ["A", "B"])
+    legacy = json.loads(registry.latest("legacy-value").schema)
+    assert legacy["name"] == "Plain" and "namespace" not in legacy
+    dflt = json.loads(registry.latest("dflt-value").schema)
+    assert (dflt["name"], dflt["namespace"]) == ("KsqlDataSourceSchema", "io.confluent.ksql.avro_schemas")
+    assert registry.latest("dflt-key").schema == '"int"'                     # one key column: unwrapped
+    source = engine.metastore.sources["ORDERS"]
+    assert (source.key_schema_full_name, source.value_schema_full_name) == ("com.acme.OrderKey", "com.acme.Order")
+
+
+@pytest.mark.parametrize("with_clause, message", [
+    ("VALUE_FORMAT='AVRO', VALUE_AVRO_SCHEMA_FULL_NAME='a.B', VALUE_SCHEMA_FULL_NAME='a.C'",
+     "Cannot supply both 'VALUE_AVRO_SCHEMA_FULL_NAME' and 'VALUE_SCHEMA_FULL_NAME' properties. Please only set "
+     "'VALUE_SCHEMA_FULL_NAME'."),
+    ("VALUE_FORMAT='JSON', VALUE_SCHEMA_FULL_NAME='a.B'", "JSON does not support the following configs: [fullSchemaName]"),
+    ("VALUE_FORMAT='AVRO', KEY_SCHEMA_FULL_NAME='a.B'", "KAFKA does not support the following configs: [fullSchemaName]"),
+])
+def test_full_name_refusals(engine: Engine, with_clause: str, message: str) -> None:
+    for statement in (f"CREATE STREAM s (k INT KEY, v INT) WITH (KAFKA_TOPIC='s', {with_clause});",
+                      f"CREATE STREAM src (k INT KEY, v INT) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON');"
+                      f"CREATE STREAM out WITH ({with_clause}) AS SELECT * FROM src;"):
+        with pytest.raises(KsqlError) as caught:
+            engine.execute(statement)
+        assert caught.value.message == message
+    assert not RegistryClient(MemoryRegistry.URL).subjects()
