@@ -185,8 +185,11 @@ def write_sql(spark: Any, registry_url: str, sink: "DataSource", names: Sequence
         raise KsqlError(_NO_REGISTRY, statement=sink.statement)
     keys = [sink.column(n) or ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in names]
     try:
-        schema = key_schema(sink.name, keys, sink.key_schema_full_name)
-        schema_id = RegistryClient(registry_url).register(subject(sink.topic), schema)
+        if sink.key_schema_id is not None:                # KEY_SCHEMA_ID: that schema, as it is
+            schema_id, schema = sink.key_schema_id, RegistryClient(registry_url).by_id(sink.key_schema_id).schema
+        else:
+            schema = key_schema(sink.name, keys, sink.key_schema_full_name)
+            schema_id = RegistryClient(registry_url).register(subject(sink.topic), schema)
     except (ValueError, RegistryClientError) as exc:
         raise KsqlError(f"Could not register schema for topic: {exc}", statement=sink.statement) from None
     name = f"ksql_avro_key_write_{schema_id}"

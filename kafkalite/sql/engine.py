@@ -479,7 +479,9 @@ class Engine:
                                                 self._schema_by_id(source.topic, schema_id, is_key, text), is_key,
                                                 text)
             else:
-                self._plan(s, text, {}, "validate")           # the statement's query must plan
+                plan = self._plan(s, text, {}, "validate")    # the statement's query must plan
+                if not (s.if_not_exists and ms.get(s.name) is not None):     # else nothing is created
+                    self._register_outputs(plan, text)
         elif isinstance(s, ast.InsertInto):
             target = ms.get(s.target)
             if target is not None and target.topic in self.read_only_topics:     # ksqlDB's DistributingExecutor
@@ -713,11 +715,13 @@ class Engine:
             raise KsqlError(f"The '{key_format}' format only supports a single field. Got: "
                             f"[{', '.join(k.name for k in keys)}]", statement=text)
         timestamp = props.get("TIMESTAMP")
-        if timestamp is not None:
-            ts_col = next((c for c in columns if c.name == str(timestamp).upper()), None)
+        if timestamp is not None:                         # an identifier: upper-cased unless back-quoted
+            quoted = re.fullmatch(r"`((?:[^`]|``)+)`", str(timestamp))
+            ts_name = quoted[1].replace("``", "`") if quoted else str(timestamp).upper()
+            ts_col = next((c for c in columns if c.name == ts_name), None)
             if ts_col is None:
                 raise KsqlError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
-                                f"'{str(timestamp).upper()}'", statement=text)
+                                f"'{ts_name}'", statement=text)
             if ts_col.type.name not in ("BIGINT", "TIMESTAMP"):
                 raise KsqlError(f"Timestamp column, `{ts_col.name}`, should be LONG(INT64) or TIMESTAMP",
                                 statement=text)
@@ -980,17 +984,24 @@ class Engine:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
             key_format, value_format = formats_of(with_props, src.key_format, src.value_format, text)
             key_name, value_name = schema_ids.full_names(with_props, key_format, value_format, text)
+            key_id = schema_ids.requested(with_props, key_format, True, False, text) \
+                if isinstance(s, ast.CreateAsSelect) else None
+            value_id = schema_ids.requested(with_props, value_format, False, False, text) \
+                if isinstance(s, ast.CreateAsSelect) else None
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
                               key_format, value_format, None, q.window or _kept_window(src, aggregate, joins),
-                              key_schema_full_name=key_name, value_schema_full_name=value_name, statement=text)
+                              key_schema_id=key_id, value_schema_id=value_id, key_schema_full_name=key_name,
+                              value_schema_full_name=value_name, statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
             if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
                 raise KsqlError(refusal, statement=text)
-        return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
+        plan = QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
                          joins, scope)
+        plan.output_types = {n: t for n, _, t in typed}
+        return plan
 
     def _plan_join_aggregate(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
                              props: dict[str, Any], query_id: str, src: DataSource,
@@ -1608,6 +1619,8 @@ class Engine:
         if plan.sink.value_format == "AVRO":
             sink_options.update({"schemaRegistryUrl": self.config.schema_registry_url or "",
                                  "valueAvroSubject": f"{plan.sink.topic}-value"})
+            if plan.sink.value_schema_id is not None:     # written with the schema VALUE_SCHEMA_ID names
+                sink_options["valueAvroVersion"] = self._version_of_id(plan.sink, False)
         # Spark aggregates session windows in append mode only: a session is written once, when
         # its grace period has passed (as with EMIT FINAL)
         update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
@@ -2120,7 +2133,7 @@ class Engine:
             return [f"{kafka_format.write_sql(quote(values[0]), column.type)} AS value" if column is not None
                     else f"CAST({quote(values[0])} AS STRING) AS value"]
         types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
-        self._register_avro(plan, [(n, types[n]) for n in values])
+        self._register_avro(plan, [(n, types.get(n, "string")) for n in values])
         return ["named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ") AS value"]
 
     def _register_avro(self, plan: "QueryPlan", columns: list[tuple[str, str]]) -> None:
@@ -2128,8 +2141,70 @@ class Engine:
 
         if not self.config.schema_registry_url:
             raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=plan.sink.statement)
-        RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
-                                                                 _output_value_schema(plan, dict(columns)))
+        if plan.sink.value_schema_id is not None:         # VALUE_SCHEMA_ID: written with that schema as it is
+            return
+        schema = _output_value_schema(plan, [n for n, _ in columns], dict(columns))
+        assert schema is not None                         # every column's type is known now
+        RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value", schema)
+
+    def _register_outputs(self, plan: "QueryPlan", text: str) -> None:
+        """ksqlDB's ``SchemaRegisterInjector`` for CREATE ... AS SELECT: the output's key and value
+        schemas (AVRO) registered under ``<topic>-key`` / ``<topic>-value`` before the statement is
+        logged, whatever the subjects hold, so a subject whose compatibility refuses them fails the
+        statement (nothing logged, no query started) instead of the query at its start. The
+        schemas are those the query registers again when it starts (the same, so no new version):
+        the key's from its columns, the value's from the columns' ksqlDB types, or, where only Spark
+        knows a type, from the compiled query's, when compiling it has no side effects (a plan
+        without table joins or table aggregates); otherwise the value schema is left to the start.
+        A side with ``KEY_SCHEMA_ID``/``VALUE_SCHEMA_ID`` (``DefaultSchemaInjector``): the query's
+        columns checked against that schema's, which is registered as it is instead."""
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        sink = plan.sink
+        if "AVRO" not in (sink.key_format, sink.value_format):
+            return
+        if not self.config.schema_registry_url:
+            raise KsqlError(f"Cannot create topic '{sink.topic}' with format AVRO without configuring "
+                            "'ksql.schema.registry.url'", statement=text)
+        values = [n for n, _ in plan.items if n not in plan.key_names]
+        spark_types: dict[str, str] | None = None
+        if sink.value_format == "AVRO" and any(plan.output_types.get(n) is None for n in values) \
+                and not plan.joins and plan.upstream is None and not (plan.aggregate and plan.source.kind == "TABLE"):
+            result, _ = self._compile(plan)           # analysis only: Spark types the computed columns
+            spark_types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
+        raw: list[tuple[int, Any, bool]] = []
+        for schema_id, is_key in ((sink.key_schema_id, True), (sink.value_schema_id, False)):
+            if schema_id is None:
+                continue
+            registered = self._schema_by_id(sink.topic, schema_id, is_key, text)
+            if is_key:
+                inferred = schema_ids.key_columns(sink.topic, schema_id, registered, text)
+                query = [(n, plan.output_types.get(n)) for n in plan.key_names]
+            else:
+                inferred = schema_ids.value_columns(sink.topic, schema_id, registered, text)
+                query = [(c.name, c.type) for c in _output_columns(plan, values, spark_types, known_only=True)]
+            schema_ids.check_columns(query, inferred, is_key, text)
+            raw.append((schema_id, registered, is_key))
+        subjects: list[tuple[str, str]] = []
+        try:
+            if sink.key_format == "AVRO" and plan.key_names and sink.key_schema_id is None:
+                keys = [sink.column(n) or ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in plan.key_names]
+                subjects.append((avro_keys.subject(sink.topic),
+                                 avro_keys.key_schema(sink.name, keys, sink.key_schema_full_name)))
+            if sink.value_format == "AVRO" and sink.value_schema_id is None:
+                schema = _output_value_schema(plan, values, spark_types)
+                if schema is not None:
+                    subjects.append((f"{sink.topic}-value", schema))
+        except (ValueError, KsqlError) as exc:
+            raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+        client = RegistryClient(self.config.schema_registry_url)
+        for subject, schema in subjects:
+            try:
+                client.register(subject, schema)
+            except RegistryClientError as exc:
+                raise KsqlError(schema_ids.registration_error(exc), statement=text) from None
+        for schema_id, registered, is_key in raw:
+            schema_ids.register_raw(self.config.schema_registry_url, sink.topic, schema_id, registered, is_key, text)
 
     # -- INSERT VALUES / EXPLAIN ------------------------------------------------------------
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
@@ -2139,7 +2214,8 @@ class Engine:
         if not self.config.insert_values_enabled:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {inserts.DISABLED}", statement=text)
         row, rowtime = serde.row_of(s, source, text)
-        record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
+        record = serde.encode(source, row, rowtime, self._avro_lookup_for(source) if self.config.schema_registry_url
+                              else None,
                               text)
         try:
             self.inserts_producer.send(source.topic, record.value, record.key,
@@ -2155,21 +2231,30 @@ class Engine:
         source = inserts.resolve_target(self.metastore, target, self.read_only_topics)
         self.inserts_producer.ready()
         return inserts.InsertsSubscriber(source, self.inserts_producer,
-                                         self._avro_lookup if self.config.schema_registry_url else None)
+                                         self._avro_lookup_for(source) if self.config.schema_registry_url else None)
 
     def _make_inserts_producer(self) -> Producer:
         """The producer behind ``inserts_producer`` (idempotent: a retried batch is written once)."""
         return Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
                         client_id=f"ksql-insert-{self.config.service_id}")
 
+    def _avro_lookup_for(self, source: DataSource) -> serde.AvroLookup:
+        """The schemas INSERT VALUES writes ``source``'s keys and values with: those its
+        KEY_SCHEMA_ID / VALUE_SCHEMA_ID name, else the subjects' latest."""
+        pinned = {avro_keys.subject(source.topic): source.key_schema_id, f"{source.topic}-value": source.value_schema_id}
+
+        def lookup(subject: str) -> tuple[int, Any, list[str]]:
+            schema_id = pinned.get(subject)
+            if schema_id is None:
+                return self._avro_lookup(subject)
+            from kafkalite.registry.client import RegistryClient
+            return _lookup_answer(RegistryClient(str(self.config.schema_registry_url)).by_id(schema_id))
+        return lookup
+
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient
-        from kafkalite.registry.serde import parse_avro
 
-        latest = RegistryClient(str(self.config.schema_registry_url)).latest(subject)
-        doc = json.loads(latest.schema)                   # an unwrapped key's schema is no record
-        return latest.schema_id, parse_avro(latest.schema, latest.dependencies), [
-            f["name"] for f in (doc.get("fields", []) if isinstance(doc, dict) else [])]
+        return _lookup_answer(RegistryClient(str(self.config.schema_registry_url)).latest(subject))
 
     def _explain(self, s: ast.Explain, text: str, props: dict[str, Any]) -> Entity:
         """ksqlDB's ``queryDescription``: a running persistent query by id, or a statement planned
@@ -2314,6 +2399,8 @@ class QueryPlan:
         self.upstream: QueryPlan | None = None     # an aggregate over a join: the join's own query
         self.materialize_only = False              # a SOURCE TABLE's CST query: its state store, no sink
         self.owner: str | None = None              # the persistent query an upstream query belongs to
+        #: each output column's ksqlDB type where known before Spark runs (None: Spark's to decide)
+        self.output_types: dict[str, ast.SqlType | None] = {}
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -2449,20 +2536,60 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
     return timed.drop("__record_time")
 
 
-def _output_value_schema(plan: "QueryPlan", spark_types: dict[str, str]) -> str:
-    """The Avro schema ksqlDB registers for a query's output values (``translate.avro_schema``'s
-    rules: the result's Spark types as ksqlDB types, every field optional), its record named by
-    the sink's ``VALUE_SCHEMA_FULL_NAME`` (default ksqlDB's ``KsqlDataSourceSchema``)."""
-    defs = []
-    for name, spark in spark_types.items():
-        t = sql_type_of_spark(spark)
+def _lookup_answer(registered: Any) -> tuple[int, Any, list[str]]:
+    """``serde.AvroLookup``'s answer for a registry schema: its id, parsed, its record's fields."""
+    from kafkalite.registry.serde import parse_avro
+
+    doc = json.loads(registered.schema)                   # an unwrapped key's schema is no record
+    return registered.schema_id, parse_avro(registered.schema, registered.dependencies), [
+        f["name"] for f in (doc.get("fields", []) if isinstance(doc, dict) else [])]
+
+
+def _output_columns(plan: "QueryPlan", values: list[str], spark_types: dict[str, str] | None,
+                    known_only: bool = False) -> list[ast.ColumnDef]:
+    """The output value columns with the types the query writes: a column's ksqlDB type where the
+    plan knows it (a TIME as the STRING Spark carries it), else the result's Spark type
+    (``spark_types``). A column neither gives is left out with ``known_only``; otherwise
+    KeyError names it."""
+    out = []
+    for name in values:
+        t = plan.output_types.get(name)
+        if t is None and spark_types is not None:
+            spark = spark_types.get(name, "string")
+            t = sql_type_of_spark(spark)
+            if t is None:
+                raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
         if t is None:
-            raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
-        defs.append(ast.ColumnDef(name, t))
+            if known_only:
+                continue
+            raise KeyError(name)
+        out.append(ast.ColumnDef(name, _as_written(t)))
+    return out
+
+
+def _output_value_schema(plan: "QueryPlan", values: list[str], spark_types: dict[str, str] | None) -> str | None:
+    """The Avro schema ksqlDB registers for a query's output values (every field optional, as
+    ``serde.value_avro_schema`` writes it) from :func:`_output_columns`, its record named by the
+    sink's ``VALUE_SCHEMA_FULL_NAME`` (default ksqlDB's ``KsqlDataSourceSchema``); None if a
+    column's type needs Spark's and ``spark_types`` is not given."""
+    try:
+        defs = _output_columns(plan, values, spark_types)
+    except KeyError:
+        return None
     try:
         return serde.value_avro_schema(defs, plan.sink.value_schema_full_name)
     except ValueError as exc:
         raise KsqlError(str(exc)) from None
+
+
+def _as_written(t: ast.SqlType) -> ast.SqlType:
+    """A type as a query writes it: TIME (Spark has no time of day) as STRING, inside too."""
+    if t.name == "TIME":
+        return ast.SqlType("STRING")
+    if t.items or t.fields:
+        return replace(t, items=tuple(_as_written(i) for i in t.items),
+                       fields=tuple((n, _as_written(f)) for n, f in t.fields))
+    return t
 
 
 def formats_of(props: dict[str, Any], key_default: str, value_default: str, text: str) -> tuple[str, str]:

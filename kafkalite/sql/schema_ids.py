@@ -165,6 +165,27 @@ def key_columns(topic: str, schema_id: int, registered: "RegisteredSchema", text
     return (column,)
 
 
+def check_columns(query: "list[tuple[str, ast.SqlType | None]]", inferred: tuple[ast.ColumnDef, ...],
+                  is_key: bool, text: str) -> None:
+    """``DefaultSchemaInjector.checkColumnsCompatibility`` for a CREATE ... AS SELECT given a
+    schema id: each of the query's columns (name, type) must be the schema's column at the same
+    position, same name and type (a type only Spark knows, None, by name only), else ksqlDB's
+    ``The following value columns are changed, missing or reordered: [...]``."""
+    from kafkalite.sql.values import ksql_type_name
+
+    def shown(name: str, t: ast.SqlType | None) -> str:
+        return f"`{name}` {'?' if t is None else ksql_type_name(t)}" + (" KEY" if is_key else "")
+
+    def same(i: int, name: str, t: ast.SqlType | None) -> bool:
+        return i < len(inferred) and inferred[i].name == name and (
+            t is None or ksql_type_name(inferred[i].type) == ksql_type_name(t))
+    changed = [shown(n, t) for i, (n, t) in enumerate(query) if not same(i, n, t)]
+    if changed:
+        raise KsqlError(f"The following {'key' if is_key else 'value'} columns are changed, missing or reordered: "
+                        f"[{', '.join(changed)}]. Schema from schema registry is "
+                        f"[{', '.join(shown(c.name, c.type) for c in inferred)}]", statement=text)
+
+
 def registration_error(exc: "RegistryClientError | ValueError") -> str:
     """ksqlDB's message for a schema the registry refused: ``SchemaRegistryUtil.registerSchema``'s
     KsqlException around the client's ``RestClientException`` (message; error code), wrapped

@@ -252,7 +252,7 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
         try:
             datum = {}
             for c in values:
-                f = by_upper.get(c.name, {"name": c.name, "type": None})
+                f = by_upper.get(c.name) or by_upper.get(c.name.upper(), {"name": c.name, "type": None})
                 datum[f["name"]] = avro_value(row.get(c.name), c.type, f["type"], named, c.name)
         except ValueError as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None

@@ -54,12 +54,12 @@ def test_value_schema_id_takes_the_columns_of_that_schema_not_the_latest(engine:
     v2 = registry.register("orders-value", ORDER_V2)
     assert v1 != v2
     engine.execute(f"CREATE STREAM orders (k STRING KEY) WITH (KAFKA_TOPIC='orders', VALUE_FORMAT='AVRO', "
-                   f"VALUE_SCHEMA_ID={v1});")
+                   f"VALUE_SCHEMA_ID={v1}, TIMESTAMP='`id`');")      # a column spelled in lower case: back-quoted
     assert _fields(engine, "orders") == [("K", "STRING", "KEY"), ("id", "BIGINT", None), ("itemName", "STRING", None),
                                          ("address", "STRUCT", None)]
     source = engine.metastore.sources["ORDERS"]
     assert dict(source.columns[3].type.fields)["city"].name == "STRING"
-    assert (source.value_schema_id, source.key_schema_id) == (v1, None)
+    assert (source.value_schema_id, source.key_schema_id, source.timestamp) == (v1, None, "id")
     assert [v["id"] for v in (registry.version_document("orders-value", n) for n in registry.versions("orders-value"))] \
         == [v2, v1]
     assert engine.commands.log[-1].statement.startswith("CREATE STREAM orders")   # type: ignore[attr-defined]
@@ -180,3 +180,112 @@ def test_full_name_refusals(engine: Engine, with_clause: str, message: str) -> N
             engine.execute(statement)
         assert caught.value.message == message
     assert not RegistryClient(MemoryRegistry.URL).subjects()
+
+
+def test_query_outputs_are_registered_before_the_statement_is_logged(engine: Engine) -> None:
+    """ksqlDB's SchemaRegisterInjector for CREATE ... AS SELECT: the output's key and value schemas
+    registered before the command is logged (with the full names given), and the query's own
+    registration when it starts is the same schema (no second version); a column whose type
+    only Spark knows (ROUND) is typed by compiling the query."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    engine.execute("CREATE STREAM src (k STRING KEY, v INT, d DOUBLE) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON');")
+    registered: list[tuple[int, list[str]]] = []
+    original = type(engine.commands).append
+
+    def append(commands: Any, *a: Any) -> int:       # what the registry held when the statement was logged
+        registered.append((len(commands.log), sorted(registry.subjects())))
+        return original(commands, *a)
+    setattr(engine.commands, "append", append.__get__(engine.commands))
+    engine.execute("CREATE STREAM out WITH (KAFKA_TOPIC='out', FORMAT='AVRO', VALUE_SCHEMA_FULL_NAME='com.acme.Out') "
+                   "AS SELECT k, v, ROUND(d) AS r FROM src;")
+    assert registered == [(1, ["out-key", "out-value"])]
+    value = json.loads(registry.latest("out-value").schema)
+    assert (value["name"], value["namespace"]) == ("Out", "com.acme")
+    assert [(f["name"], f["type"][1]) for f in value["fields"]] == [("V", "int"), ("R", "string")]
+    assert registry.latest("out-key").schema == '"string"'
+    assert registry.versions("out-value") == [1] and registry.versions("out-key") == [1]
+    assert engine.metastore.queries["CSAS_OUT_1"].state == "RUNNING"
+    # IF NOT EXISTS over an existing stream creates nothing, so registers nothing
+    engine.execute("CREATE STREAM IF NOT EXISTS out WITH (KAFKA_TOPIC='out', FORMAT='AVRO') AS SELECT k, d FROM src;")
+    assert registry.versions("out-value") == [1]
+
+
+def test_an_incompatible_output_schema_fails_the_statement_unlogged(engine: Engine,
+                                                                    memory_registry: MemoryRegistry) -> None:
+    """A subject with BACKWARD compatibility holding a schema the query's output cannot follow:
+    ksqlDB's error, nothing logged, no query, no sink, the subject unchanged."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    engine.execute("CREATE STREAM src (k STRING KEY, v INT) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON');")
+    logged = _logged(engine)
+    registry.register("out-value", json.dumps({"type": "record", "name": "Held", "fields": [
+        {"name": "other", "type": "string"}]}))
+    assert memory_registry.call("PUT", "/config/out-value", {"compatibility": "BACKWARD"})[0] == 200
+    statement = "CREATE STREAM out WITH (KAFKA_TOPIC='out', VALUE_FORMAT='AVRO') AS SELECT k, v FROM src;"
+    with pytest.raises(KsqlError) as caught:
+        engine.execute(statement)
+    assert caught.value.message.startswith("Could not register schema for topic: Could not register schema for "
+                                           "topic: Schema being registered is incompatible with an earlier schema "
+                                           "for subject \"out-value\"")
+    assert caught.value.message.endswith("; error code: 409") and caught.value.statement == statement
+    assert _logged(engine) == logged and engine.metastore.get("OUT") is None and not engine.metastore.queries
+    assert registry.versions("out-value") == [1]
+
+
+def test_an_avro_output_without_a_registry_is_refused(monkeypatch: Any) -> None:
+    e = Engine(KsqlConfig(listeners=("http://127.0.0.1:18088",)), UdfSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    monkeypatch.setattr(Engine, "_topic_exists", lambda self, topic: True)
+    monkeypatch.setattr(Engine, "_ensure_topic", lambda self, *a: None)
+    e.execute("CREATE STREAM src (k STRING KEY, v INT) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON');")
+    with pytest.raises(KsqlError, match=r"^Cannot create topic 'out' with format AVRO without configuring "
+                                        r"'ksql.schema.registry.url'$"):
+        e.execute("CREATE STREAM out WITH (KAFKA_TOPIC='out', VALUE_FORMAT='AVRO') AS SELECT k, v FROM src;")
+    assert _logged(e) == 1
+
+
+def test_a_query_output_with_schema_ids_is_checked_against_them_and_written_with_them(engine: Engine) -> None:
+    """CREATE ... AS SELECT with KEY_SCHEMA_ID / VALUE_SCHEMA_ID (DefaultSchemaInjector's
+    ``checkColumnsCompatibility``): the query's columns must be the schema's, same names, types and
+    order (a key: ``ROWKEY``), else ksqlDB's message; accepted, the schemas are registered as
+    they are before the statement is logged, no generated schema, and the output is written
+    with them (the subject's version holding each id, INSERT VALUES too)."""
+    registry = RegistryClient(MemoryRegistry.URL)
+    value_id = registry.register("elsewhere", json.dumps({"type": "record", "name": "Out", "namespace": "com.acme",
+                                                           "fields": [{"name": "V", "type": ["null", "int"]},
+                                                                      {"name": "NOTE", "type": ["null", "string"],
+                                                                       "default": None}]}))
+    key_id = registry.register("keys", '"string"')
+    engine.execute("CREATE STREAM src (k STRING KEY, v INT, d DOUBLE) WITH (KAFKA_TOPIC='src', VALUE_FORMAT='JSON');")
+    logged = _logged(engine)
+    for select, message in [
+        ("SELECT k AS rowkey, d AS v FROM src", "The following value columns are changed, missing or reordered: "
+         "[`V` DOUBLE]. Schema from schema registry is [`V` INTEGER, `NOTE` STRING]"),
+        ("SELECT k AS rowkey, v, d FROM src", "The following value columns are changed, missing or reordered: "
+         "[`D` DOUBLE]. Schema from schema registry is [`V` INTEGER, `NOTE` STRING]"),
+        ("SELECT k, v FROM src", "The following key columns are changed, missing or reordered: [`K` STRING KEY]. "
+         "Schema from schema registry is [`ROWKEY` STRING KEY]"),
+    ]:
+        with pytest.raises(KsqlError) as caught:
+            engine.execute(f"CREATE STREAM out WITH (KAFKA_TOPIC='out', FORMAT='AVRO', KEY_SCHEMA_ID={key_id}, "
+                           f"VALUE_SCHEMA_ID={value_id}) AS {select};")
+        assert caught.value.message == message
+    with pytest.raises(KsqlError, match=r"^VALUE_FORMAT should support schema inference when VALUE_SCHEMA_ID is "
+                                        r"provided. Current format is JSON.$"):
+        engine.execute(f"CREATE STREAM out WITH (KAFKA_TOPIC='out', VALUE_SCHEMA_ID={value_id}) AS SELECT * FROM src;")
+    assert _logged(engine) == logged and "out-value" not in registry.subjects()
+
+    registry.register("out-value", json.dumps({"type": "record", "name": "Out", "namespace": "com.acme",
+                                               "fields": [{"name": "V", "type": ["null", "int"]}]}))
+    engine.execute(f"CREATE STREAM out WITH (KAFKA_TOPIC='out', FORMAT='AVRO', KEY_SCHEMA_ID={key_id}, "
+                   f"VALUE_SCHEMA_ID={value_id}) AS SELECT k AS rowkey, v FROM src;")
+    assert [registry.version_document("out-value", n)["id"] for n in registry.versions("out-value")][-1] == value_id
+    assert registry.latest("out-key").schema_id == key_id
+    sink = engine.metastore.sources["OUT"]
+    assert (sink.key_schema_id, sink.value_schema_id) == (key_id, value_id)
+    assert engine._version_of_id(sink, False) == "2"
+    spark_options = engine.spark.options                  # type: ignore[attr-defined]
+    assert spark_options.get("valueAvroVersion") == "2"
+    registry.register("out-value", json.dumps({"type": "record", "name": "Out", "namespace": "com.acme", "fields": [
+        {"name": "V", "type": ["null", "int"]}, {"name": "Y", "type": ["null", "int"], "default": None}]}))
+    lookup = engine._avro_lookup_for(sink)
+    assert lookup("out-value")[0] == value_id and lookup("out-key")[0] == key_id
