@@ -289,3 +289,19 @@ def test_a_query_output_with_schema_ids_is_checked_against_them_and_written_with
         {"name": "V", "type": ["null", "int"]}, {"name": "Y", "type": ["null", "int"], "default": None}]}))
     lookup = engine._avro_lookup_for(sink)
     assert lookup("out-value")[0] == value_id and lookup("out-key")[0] == key_id
+
+
+def test_a_registry_that_fails_otherwise_is_ksqldbs_fetch_failure(monkeypatch: Any) -> None:
+    """A registry answering 500 (or unreachable): ``Schema registry fetch for topic value request
+    failed for topic: t, schema id: 7``, not the unknown-id message."""
+    from kafkalite.registry.client import RegistryClientError
+    from kafkalite.sql import schema_ids
+
+    def failing(client: Any, method: str, path: str, body: Any = None) -> Any:
+        raise RegistryClientError("Internal Server Error", 50001, 500)
+    monkeypatch.setattr(RegistryClient, "_call", failing)
+    with pytest.raises(KsqlError) as caught:
+        schema_ids.fetch("http://registry:8081", "t", 7, False, "CREATE ...")
+    assert caught.value.message == "Schema registry fetch for topic value request failed for topic: t, schema id: 7"
+    with pytest.raises(KsqlError, match=r"^Cannot create topic 't' with format AVRO without configuring "):
+        schema_ids.fetch(None, "t", 7, True, "CREATE ...")
