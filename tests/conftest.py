@@ -28,7 +28,7 @@ if _ROOT not in sys.path:  # so `tests.support` imports also work when run as pl
 from kafkalite.protocol import codec  # noqa: E402
 from tests.support.zookeeper import zookeeper, zookeeper_ensemble_factory  # noqa: F401,E402  (fixtures)
 from tests.support.brokers import broker, cluster_factory, ensemble_cluster_factory  # noqa: F401,E402
-from tests.support.registry import registry_factory  # noqa: F401,E402
+from tests.support.registry import memory_registry, registry_factory  # noqa: F401,E402
 from tests.support.connect import connect_factory  # noqa: F401,E402
 from tests.support.sql_server import module_sql_server_factory, sql_server_factory  # noqa: F401,E402
 from tests.support.inprocess import inprocess_cluster_factory  # noqa: F401,E402

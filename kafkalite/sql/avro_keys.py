@@ -56,15 +56,16 @@ def key_record_name(source_name: str) -> str:
     return "".join(part[:1].upper() + part[1:].lower() for part in source_name.split("_")) + "Key"
 
 
-def key_schema(source_name: str, keys: Sequence[ast.ColumnDef]) -> str:
+def key_schema(source_name: str, keys: Sequence[ast.ColumnDef], full_name: str | None = None) -> str:
     """The Avro schema ksqlDB registers for a source's key columns (``<topic>-key``): one column
     unwrapped (its plain Avro type; a STRUCT a record named ``<Name>Key``), several wrapped in that
-    record with optional fields. ValueError names a type Avro cannot carry."""
-    name = key_record_name(source_name)
+    record with optional fields; ``full_name`` (``KEY_SCHEMA_FULL_NAME``) names the record instead.
+    ValueError names a type Avro cannot carry."""
+    namespace, name = serde.split_full_name(full_name or f"{serde.AVRO_NAMESPACE}.{key_record_name(source_name)}")
     if len(keys) == 1 and keys[0].type.name != "STRUCT":
         return json.dumps(serde.avro_type(keys[0].type, name))
     fields = keys[0].type.fields if len(keys) == 1 else tuple((k.name, k.type) for k in keys)
-    return json.dumps({"type": "record", "name": name, "namespace": serde.AVRO_NAMESPACE,
+    return json.dumps({"type": "record", "name": name, **({"namespace": namespace} if namespace else {}),
                        "fields": [serde.avro_field(n, t, name) for n, t in fields]})
 
 
@@ -142,10 +143,11 @@ UNDECODED = "__avro_key_undecoded"
 
 # -- Spark SQL: the queries' reads and writes -------------------------------------------------
 def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
-             lenient: bool = False) -> list[str]:
+             lenient: bool = False, version: str = "latest") -> list[str]:
     """Spark SQL of the key columns from ``raw``, registry-framed Avro bytes (a windowed key
-    without its window): a function decoding them with ``<topic>-key``'s latest schema
-    (registered on the session), then each column cast to its declared type. ``lenient``: a key
+    without its window): a function decoding them with ``<topic>-key``'s latest schema (or the
+    ``version`` a KEY_SCHEMA_ID names) (registered on the session), then each column cast to its
+    declared type. ``lenient``: a key
     that cannot be decoded is null (the query skips and logs it: ``deserialization``) instead of
     failing the query."""
     from spark_integration.avro import AvroSchemaError, resolve_reader, spark_type_of
@@ -153,7 +155,7 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
     if not registry_url:
         raise KsqlError(_NO_REGISTRY)
     try:
-        reader = resolve_reader("key", registry_url, subject(topic), "latest")
+        reader = resolve_reader("key", registry_url, subject(topic), version)
     except AvroSchemaError as exc:
         raise KsqlError(str(exc)) from None
     name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")
@@ -183,8 +185,11 @@ def write_sql(spark: Any, registry_url: str, sink: "DataSource", names: Sequence
         raise KsqlError(_NO_REGISTRY, statement=sink.statement)
     keys = [sink.column(n) or ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in names]
     try:
-        schema = key_schema(sink.name, keys)
-        schema_id = RegistryClient(registry_url).register(subject(sink.topic), schema)
+        if sink.key_schema_id is not None:                # KEY_SCHEMA_ID: that schema, as it is
+            schema_id, schema = sink.key_schema_id, RegistryClient(registry_url).by_id(sink.key_schema_id).schema
+        else:
+            schema = key_schema(sink.name, keys, sink.key_schema_full_name)
+            schema_id = RegistryClient(registry_url).register(subject(sink.topic), schema)
     except (ValueError, RegistryClientError) as exc:
         raise KsqlError(f"Could not register schema for topic: {exc}", statement=sink.statement) from None
     name = f"ksql_avro_key_write_{schema_id}"

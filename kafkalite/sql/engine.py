@@ -30,7 +30,7 @@ from kafkalite.client.consumer import Consumer
 from kafkalite.client.producer import Producer
 from kafkalite.errors import ErrorCode
 from kafkalite.sql import ast, avro_keys, deserialization, expression_types, inserts, kafka_format, printing, serde, windowed
-from kafkalite.sql import processing_log
+from kafkalite.sql import processing_log, schema_ids
 from kafkalite.sql import joins as join_rules
 from kafkalite.sql.command_topic import CommandTopic
 from kafkalite.sql.config import KsqlConfig
@@ -40,7 +40,7 @@ from kafkalite.sql.parser import parse
 from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, decode_output, evaluate, json_value,
                                    ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
-from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, avro_schema, column_types, columns_of,
+from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, column_types, columns_of,
                                      from_wire, has_aggregate, has_struct, json_text_sql, literal, map_columns, map_of_entries,
                                      output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
 
@@ -470,11 +470,18 @@ class Engine:
                 if s.prop("PARTITIONS") is None and not self._topic_exists(source.topic):
                     self._ensure_topic(source.topic, None, None, text)     # raises ksqlDB's message
                 if source.value_format == "AVRO" and any(not c.key for c in s.columns):
-                    self._register_declared_avro(source.topic, s.columns, text)
+                    self._register_declared_avro(source.topic, s.columns, text, source.value_schema_full_name)
                 if source.key_format == "AVRO" and any(c.key for c in s.columns):
                     self._register_declared_avro_key(source, text)
+                for schema_id, is_key in ((source.key_schema_id, True), (source.value_schema_id, False)):
+                    if schema_id is not None:             # SchemaRegisterInjector: the id's schema, raw
+                        schema_ids.register_raw(str(self.config.schema_registry_url), source.topic, schema_id,
+                                                self._schema_by_id(source.topic, schema_id, is_key, text), is_key,
+                                                text)
             else:
-                self._plan(s, text, {}, "validate")           # the statement's query must plan
+                plan = self._plan(s, text, {}, "validate")    # the statement's query must plan
+                if not (s.if_not_exists and ms.get(s.name) is not None):     # else nothing is created
+                    self._register_outputs(plan, text)
         elif isinstance(s, ast.InsertInto):
             target = ms.get(s.target)
             if target is not None and target.topic in self.read_only_topics:     # ksqlDB's DistributingExecutor
@@ -655,8 +662,8 @@ class Engine:
     def _source_of(self, s: ast.CreateSource, text: str) -> DataSource:
         props = {k.upper(): v for k, v in s.properties}
         known = {"KAFKA_TOPIC", "VALUE_FORMAT", "KEY_FORMAT", "FORMAT", "PARTITIONS", "REPLICAS", "TIMESTAMP",
-                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "VALUE_SCHEMA_ID",
-                 "WINDOW_TYPE", "WINDOW_SIZE"}
+                 "TIMESTAMP_FORMAT", "VALUE_DELIMITER", "KEY_DELIMITER", "WRAP_SINGLE_VALUE", "KEY_SCHEMA_ID",
+                 "VALUE_SCHEMA_ID", "WINDOW_TYPE", "WINDOW_SIZE", *schema_ids.FULL_NAME_PROPS}
         unknown = sorted(set(props) - known)
         if unknown:
             raise KsqlError(f"Invalid config variable(s) in the WITH clause: {','.join(unknown)}", statement=text)
@@ -676,13 +683,22 @@ class Engine:
         refusal = serde.format_refusal(columns, key_format, value_format)
         if refusal is not None:
             raise KsqlError(refusal, statement=text)
-        if key_format == "AVRO":
-            columns = self._avro_key_columns(s.name, str(topic), columns, text) + tuple(c for c in columns
-                                                                                   if not c.key)
-        if value_format == "AVRO" and not [c for c in columns if not c.key]:
+        key_name, value_name = schema_ids.full_names(props, key_format, value_format, text)
+        key_id = schema_ids.requested(props, key_format, True, any(c.key for c in columns), text)
+        value_id = schema_ids.requested(props, value_format, False, any(not c.key for c in columns), text)
+        if key_id is not None:                            # DefaultSchemaInjector: the key from the id's schema
+            columns = schema_ids.key_columns(str(topic), key_id, self._schema_by_id(str(topic), key_id, True, text),
+                                             text) + columns
+        elif key_format == "AVRO":
+            columns = self._avro_key_columns(s.name, str(topic), columns, text, key_name) + tuple(
+                c for c in columns if not c.key)
+        if value_id is not None:                          # the value columns from the id's schema
+            columns = columns + schema_ids.value_columns(str(topic), value_id,
+                                                         self._schema_by_id(str(topic), value_id, False, text), text)
+        elif value_format == "AVRO" and not [c for c in columns if not c.key]:
             columns = columns + self._avro_columns(str(topic), text)
         elif value_format == "AVRO":
-            self._declared_avro_schema(str(topic), columns, text)        # checked before anything runs
+            self._declared_avro_schema(str(topic), columns, text, value_name)   # checked before anything runs
         if not columns:
             raise KsqlError(f"The statement does not define any columns.", statement=text)
         names = [c.name for c in columns]
@@ -691,16 +707,21 @@ class Engine:
             raise KsqlError(f"Duplicate column names: {', '.join(dup)}", statement=text)
         keys = [c for c in columns if c.key]
         if s.kind == "TABLE" and not keys:
-            raise KsqlError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY.", statement=text)
+            raise KsqlError("Tables require a PRIMARY KEY. Please define the PRIMARY KEY." + (
+                "\nUse a partial schema to define the primary key and still load the value columns from the Schema "
+                f"Registry, for example:\n\tCREATE TABLE {s.name} (ID INT PRIMARY KEY) WITH (...);"
+                if value_id is not None else ""), statement=text)
         if len(keys) > 1 and key_format in ("KAFKA", "DELIMITED"):
             raise KsqlError(f"The '{key_format}' format only supports a single field. Got: "
                             f"[{', '.join(k.name for k in keys)}]", statement=text)
         timestamp = props.get("TIMESTAMP")
-        if timestamp is not None:
-            ts_col = next((c for c in columns if c.name == str(timestamp).upper()), None)
+        if timestamp is not None:                         # an identifier: upper-cased unless back-quoted
+            quoted = re.fullmatch(r"`((?:[^`]|``)+)`", str(timestamp))
+            ts_name = quoted[1].replace("``", "`") if quoted else str(timestamp).upper()
+            ts_col = next((c for c in columns if c.name == ts_name), None)
             if ts_col is None:
                 raise KsqlError(f"The TIMESTAMP column set in the WITH clause does not exist in the schema: "
-                                f"'{str(timestamp).upper()}'", statement=text)
+                                f"'{ts_name}'", statement=text)
             if ts_col.type.name not in ("BIGINT", "TIMESTAMP"):
                 raise KsqlError(f"Timestamp column, `{ts_col.name}`, should be LONG(INT64) or TIMESTAMP",
                                 statement=text)
@@ -708,8 +729,23 @@ class Engine:
         ordered = tuple(keys) + tuple(c for c in columns if not c.key)
         return DataSource(s.name, s.kind, str(topic), ordered, key_format, value_format,
                           str(timestamp) if timestamp else None, window,
-                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), statement=text,
-                          read_only=s.read_only)
+                          value_delimiter=str(props.get("VALUE_DELIMITER", ",")), key_schema_id=key_id,
+                          value_schema_id=value_id, key_schema_full_name=key_name, value_schema_full_name=value_name,
+                          statement=text, read_only=s.read_only)
+
+    def _version_of_id(self, src: DataSource, is_key: bool) -> str:
+        """The version of ``<topic>-key``/``-value`` holding the schema a KEY_SCHEMA_ID /
+        VALUE_SCHEMA_ID names (registered there before the CREATE was logged), so queries read
+        with the schema the columns came from, whatever was registered after it."""
+        schema_id = src.key_schema_id if is_key else src.value_schema_id
+        if schema_id is None or not self.config.schema_registry_url:
+            return "latest"
+        return str(schema_ids.version_of(self.config.schema_registry_url, src.topic, schema_id, is_key,
+                                         src.statement))
+
+    def _schema_by_id(self, topic: str, schema_id: int, is_key: bool, text: str) -> Any:
+        """The registry schema a ``KEY_SCHEMA_ID``/``VALUE_SCHEMA_ID`` names (ksqlDB's refusals)."""
+        return schema_ids.fetch(self.config.schema_registry_url, topic, schema_id, is_key, text)
 
     def _avro_columns(self, topic: str, text: str) -> tuple[ast.ColumnDef, ...]:
         if not self.config.schema_registry_url:
@@ -733,7 +769,7 @@ class Engine:
         return tuple(out)
 
     def _avro_key_columns(self, name: str, topic: str, columns: tuple[ast.ColumnDef, ...],
-                          text: str) -> tuple[ast.ColumnDef, ...]:
+                          text: str, full_name: str | None = None) -> tuple[ast.ColumnDef, ...]:
         """An AVRO key's columns: those declared (their schema checked, as ksqlDB's
         ``SchemaRegisterInjector`` would register it), else inferred from ``<topic>-key``."""
         declared = tuple(c for c in columns if c.key)
@@ -742,7 +778,7 @@ class Engine:
                             "'ksql.schema.registry.url'", statement=text)
         if declared:
             try:
-                avro_keys.key_schema(name, declared)
+                avro_keys.key_schema(name, declared, full_name)
             except ValueError as exc:
                 raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
             return declared
@@ -774,29 +810,31 @@ class Engine:
             if exc.error_code not in (40401, 40402):          # subject / version not found
                 raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
         try:
-            client.register(subject, avro_keys.key_schema(source.name, source.key_columns))
+            client.register(subject, avro_keys.key_schema(source.name, source.key_columns, source.key_schema_full_name))
         except (ValueError, RegistryClientError) as exc:
             raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
-    def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> str:
-        """The Avro schema of declared value columns, or ksqlDB's refusal (no registry, a type
-        Avro cannot carry)."""
+    def _declared_avro_schema(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str,
+                              full_name: str | None = None) -> str:
+        """The Avro schema of declared value columns (the record named ``full_name``, default
+        ksqlDB's), or ksqlDB's refusal (no registry, a type Avro cannot carry)."""
         if not self.config.schema_registry_url:
             raise KsqlError(f"Cannot create topic '{topic}' with format AVRO without configuring "
                             "'ksql.schema.registry.url'", statement=text)
         try:
-            return serde.value_avro_schema(columns)
+            return serde.value_avro_schema(columns, full_name)
         except ValueError as exc:
             raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
-    def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str) -> None:
+    def _register_declared_avro(self, topic: str, columns: tuple[ast.ColumnDef, ...], text: str,
+                                full_name: str | None = None) -> None:
         """ksqlDB's ``SchemaRegisterInjector`` for CREATE STREAM/TABLE with declared columns:
         the columns' schema registered as ``<topic>-value`` unless the subject already exists.
         Like the injector it runs before the command is logged, so a replay never needs the
         registry."""
         from kafkalite.registry.client import RegistryClient, RegistryClientError
 
-        schema = self._declared_avro_schema(topic, columns, text)
+        schema = self._declared_avro_schema(topic, columns, text, full_name)
         client = RegistryClient(str(self.config.schema_registry_url))
         try:
             client.latest(f"{topic}-value")
@@ -944,17 +982,26 @@ class Engine:
             sink = target
         else:
             name = s.name if isinstance(s, ast.CreateAsSelect) else query_id
+            key_format, value_format = formats_of(with_props, src.key_format, src.value_format, text)
+            key_name, value_name = schema_ids.full_names(with_props, key_format, value_format, text)
+            key_id = schema_ids.requested(with_props, key_format, True, False, text) \
+                if isinstance(s, ast.CreateAsSelect) else None
+            value_id = schema_ids.requested(with_props, value_format, False, False, text) \
+                if isinstance(s, ast.CreateAsSelect) else None
             sink = DataSource(name, kind, str(with_props.get("KAFKA_TOPIC") or name), sink_columns,
-                              *formats_of(with_props, src.key_format, src.value_format, text), None,
-                              q.window or _kept_window(src, aggregate, joins), statement=text)
+                              key_format, value_format, None, q.window or _kept_window(src, aggregate, joins),
+                              key_schema_id=key_id, value_schema_id=value_id, key_schema_full_name=key_name,
+                              value_schema_full_name=value_name, statement=text)
             refusal = serde.format_refusal([c for c, (_, _, t) in zip(sink_columns, typed) if t is not None],
                                            sink.key_format, sink.value_format)
             if refusal is not None and isinstance(s, ast.CreateAsSelect):   # a type its formats cannot carry
                 raise KsqlError(refusal, statement=text)
-        return QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
+        plan = QueryPlan(query_id, src, sink, q, items, key_exprs, key_names, aggregate,
                          str(props.get("auto.offset.reset") or props.get("ksql.streams.auto.offset.reset")
                              or self.config.streams_property("auto.offset.reset", "latest")), with_props,
                          joins, scope)
+        plan.output_types = {n: t for n, _, t in typed}
+        return plan
 
     def _plan_join_aggregate(self, s: ast.CreateAsSelect | ast.InsertInto | ast.Query, text: str,
                              props: dict[str, Any], query_id: str, src: DataSource,
@@ -1572,6 +1619,8 @@ class Engine:
         if plan.sink.value_format == "AVRO":
             sink_options.update({"schemaRegistryUrl": self.config.schema_registry_url or "",
                                  "valueAvroSubject": f"{plan.sink.topic}-value"})
+            if plan.sink.value_schema_id is not None:     # written with the schema VALUE_SCHEMA_ID names
+                sink_options["valueAvroVersion"] = self._version_of_id(plan.sink, False)
         # Spark aggregates session windows in append mode only: a session is written once, when
         # its grace period has passed (as with EMIT FINAL)
         update = plan.aggregate and q.emit != "FINAL" and (q.window is None or q.window.kind != "SESSION")
@@ -1918,6 +1967,8 @@ class Engine:
             reader = reader.option("schemaRegistryUrl", self.config.schema_registry_url or "") \
                 .option("valueAvroSubject", f"{src.topic}-value") \
                 .option("mode", "FAILFAST" if self.config.fail_on_deserialization_error else "DROPMALFORMED")
+            if src.value_schema_id is not None:           # read with the schema the columns came from
+                reader = reader.option("valueAvroVersion", self._version_of_id(src, False))
         raw = reader.load()
         cols: list[str] = []
         if src.window is not None:                        # Kafka Streams' windowed key: the window apart
@@ -1928,7 +1979,8 @@ class Engine:
         keys = src.key_columns
         if keys and src.key_format == "AVRO":
             cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys,
-                                       lenient=not self.config.fail_on_deserialization_error)
+                                       lenient=not self.config.fail_on_deserialization_error,
+                                       version="latest" if src.key_schema_id is None else self._version_of_id(src, True))
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")
@@ -2081,7 +2133,7 @@ class Engine:
             return [f"{kafka_format.write_sql(quote(values[0]), column.type)} AS value" if column is not None
                     else f"CAST({quote(values[0])} AS STRING) AS value"]
         types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
-        self._register_avro(plan, [(n, types[n]) for n in values])
+        self._register_avro(plan, [(n, types.get(n, "string")) for n in values])
         return ["named_struct(" + ", ".join(f"'{n}', {quote(n)}" for n in values) + ") AS value"]
 
     def _register_avro(self, plan: "QueryPlan", columns: list[tuple[str, str]]) -> None:
@@ -2089,8 +2141,70 @@ class Engine:
 
         if not self.config.schema_registry_url:
             raise KsqlError("Schema registry url is not set (ksql.schema.registry.url)", statement=plan.sink.statement)
-        RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value",
-                                                                 avro_schema(plan.sink.name, columns))
+        if plan.sink.value_schema_id is not None:         # VALUE_SCHEMA_ID: written with that schema as it is
+            return
+        schema = _output_value_schema(plan, [n for n, _ in columns], dict(columns))
+        assert schema is not None                         # every column's type is known now
+        RegistryClient(self.config.schema_registry_url).register(f"{plan.sink.topic}-value", schema)
+
+    def _register_outputs(self, plan: "QueryPlan", text: str) -> None:
+        """ksqlDB's ``SchemaRegisterInjector`` for CREATE ... AS SELECT: the output's key and value
+        schemas (AVRO) registered under ``<topic>-key`` / ``<topic>-value`` before the statement is
+        logged, whatever the subjects hold, so a subject whose compatibility refuses them fails the
+        statement (nothing logged, no query started) instead of the query at its start. The
+        schemas are those the query registers again when it starts (the same, so no new version):
+        the key's from its columns, the value's from the columns' ksqlDB types, or, where only Spark
+        knows a type, from the compiled query's, when compiling it has no side effects (a plan
+        without table joins or table aggregates); otherwise the value schema is left to the start.
+        A side with ``KEY_SCHEMA_ID``/``VALUE_SCHEMA_ID`` (``DefaultSchemaInjector``): the query's
+        columns checked against that schema's, which is registered as it is instead."""
+        from kafkalite.registry.client import RegistryClient, RegistryClientError
+
+        sink = plan.sink
+        if "AVRO" not in (sink.key_format, sink.value_format):
+            return
+        if not self.config.schema_registry_url:
+            raise KsqlError(f"Cannot create topic '{sink.topic}' with format AVRO without configuring "
+                            "'ksql.schema.registry.url'", statement=text)
+        values = [n for n, _ in plan.items if n not in plan.key_names]
+        spark_types: dict[str, str] | None = None
+        if sink.value_format == "AVRO" and any(plan.output_types.get(n) is None for n in values) \
+                and not plan.joins and plan.upstream is None and not (plan.aggregate and plan.source.kind == "TABLE"):
+            result, _ = self._compile(plan)           # analysis only: Spark types the computed columns
+            spark_types = {f.name: f.dataType.simpleString() for f in result.schema.fields}
+        raw: list[tuple[int, Any, bool]] = []
+        for schema_id, is_key in ((sink.key_schema_id, True), (sink.value_schema_id, False)):
+            if schema_id is None:
+                continue
+            registered = self._schema_by_id(sink.topic, schema_id, is_key, text)
+            if is_key:
+                inferred = schema_ids.key_columns(sink.topic, schema_id, registered, text)
+                query = [(n, plan.output_types.get(n)) for n in plan.key_names]
+            else:
+                inferred = schema_ids.value_columns(sink.topic, schema_id, registered, text)
+                query = [(c.name, c.type) for c in _output_columns(plan, values, spark_types, known_only=True)]
+            schema_ids.check_columns(query, inferred, is_key, text)
+            raw.append((schema_id, registered, is_key))
+        subjects: list[tuple[str, str]] = []
+        try:
+            if sink.key_format == "AVRO" and plan.key_names and sink.key_schema_id is None:
+                keys = [sink.column(n) or ast.ColumnDef(n, ast.SqlType("STRING"), key=True) for n in plan.key_names]
+                subjects.append((avro_keys.subject(sink.topic),
+                                 avro_keys.key_schema(sink.name, keys, sink.key_schema_full_name)))
+            if sink.value_format == "AVRO" and sink.value_schema_id is None:
+                schema = _output_value_schema(plan, values, spark_types)
+                if schema is not None:
+                    subjects.append((f"{sink.topic}-value", schema))
+        except (ValueError, KsqlError) as exc:
+            raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
+        client = RegistryClient(self.config.schema_registry_url)
+        for subject, schema in subjects:
+            try:
+                client.register(subject, schema)
+            except RegistryClientError as exc:
+                raise KsqlError(schema_ids.registration_error(exc), statement=text) from None
+        for schema_id, registered, is_key in raw:
+            schema_ids.register_raw(self.config.schema_registry_url, sink.topic, schema_id, registered, is_key, text)
 
     # -- INSERT VALUES / EXPLAIN ------------------------------------------------------------
     def _insert_values(self, s: ast.InsertValues, text: str) -> None:
@@ -2100,7 +2214,8 @@ class Engine:
         if not self.config.insert_values_enabled:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {inserts.DISABLED}", statement=text)
         row, rowtime = serde.row_of(s, source, text)
-        record = serde.encode(source, row, rowtime, self._avro_lookup if self.config.schema_registry_url else None,
+        record = serde.encode(source, row, rowtime, self._avro_lookup_for(source) if self.config.schema_registry_url
+                              else None,
                               text)
         try:
             self.inserts_producer.send(source.topic, record.value, record.key,
@@ -2116,21 +2231,30 @@ class Engine:
         source = inserts.resolve_target(self.metastore, target, self.read_only_topics)
         self.inserts_producer.ready()
         return inserts.InsertsSubscriber(source, self.inserts_producer,
-                                         self._avro_lookup if self.config.schema_registry_url else None)
+                                         self._avro_lookup_for(source) if self.config.schema_registry_url else None)
 
     def _make_inserts_producer(self) -> Producer:
         """The producer behind ``inserts_producer`` (idempotent: a retried batch is written once)."""
         return Producer(self.config.bootstrap_servers, enable_idempotence=True, security=self.config.security,
                         client_id=f"ksql-insert-{self.config.service_id}")
 
+    def _avro_lookup_for(self, source: DataSource) -> serde.AvroLookup:
+        """The schemas INSERT VALUES writes ``source``'s keys and values with: those its
+        KEY_SCHEMA_ID / VALUE_SCHEMA_ID name, else the subjects' latest."""
+        pinned = {avro_keys.subject(source.topic): source.key_schema_id, f"{source.topic}-value": source.value_schema_id}
+
+        def lookup(subject: str) -> tuple[int, Any, list[str]]:
+            schema_id = pinned.get(subject)
+            if schema_id is None:
+                return self._avro_lookup(subject)
+            from kafkalite.registry.client import RegistryClient
+            return _lookup_answer(RegistryClient(str(self.config.schema_registry_url)).by_id(schema_id))
+        return lookup
+
     def _avro_lookup(self, subject: str) -> tuple[int, Any, list[str]]:
         from kafkalite.registry.client import RegistryClient
-        from kafkalite.registry.serde import parse_avro
 
-        latest = RegistryClient(str(self.config.schema_registry_url)).latest(subject)
-        doc = json.loads(latest.schema)                   # an unwrapped key's schema is no record
-        return latest.schema_id, parse_avro(latest.schema, latest.dependencies), [
-            f["name"] for f in (doc.get("fields", []) if isinstance(doc, dict) else [])]
+        return _lookup_answer(RegistryClient(str(self.config.schema_registry_url)).latest(subject))
 
     def _explain(self, s: ast.Explain, text: str, props: dict[str, Any]) -> Entity:
         """ksqlDB's ``queryDescription``: a running persistent query by id, or a statement planned
@@ -2275,6 +2399,8 @@ class QueryPlan:
         self.upstream: QueryPlan | None = None     # an aggregate over a join: the join's own query
         self.materialize_only = False              # a SOURCE TABLE's CST query: its state store, no sink
         self.owner: str | None = None              # the persistent query an upstream query belongs to
+        #: each output column's ksqlDB type where known before Spark runs (None: Spark's to decide)
+        self.output_types: dict[str, ast.SqlType | None] = {}
 
     @property
     def source_names(self) -> tuple[str, ...]:
@@ -2419,6 +2545,62 @@ def with_event_time(parsed: Any, src: DataSource, throw_on_invalid: bool = False
     else:
         timed = parsed.where(f"NOT {invalid}").selectExpr("*", f"{rowtime} AS `ROWTIME`")
     return timed.drop("__record_time")
+
+
+def _lookup_answer(registered: Any) -> tuple[int, Any, list[str]]:
+    """``serde.AvroLookup``'s answer for a registry schema: its id, parsed, its record's fields."""
+    from kafkalite.registry.serde import parse_avro
+
+    doc = json.loads(registered.schema)                   # an unwrapped key's schema is no record
+    return registered.schema_id, parse_avro(registered.schema, registered.dependencies), [
+        f["name"] for f in (doc.get("fields", []) if isinstance(doc, dict) else [])]
+
+
+def _output_columns(plan: "QueryPlan", values: list[str], spark_types: dict[str, str] | None,
+                    known_only: bool = False) -> list[ast.ColumnDef]:
+    """The output value columns with the types the query writes: a column's ksqlDB type where the
+    plan knows it (a TIME as the STRING Spark carries it), else the result's Spark type
+    (``spark_types``). A column neither gives is left out with ``known_only``; otherwise
+    KeyError names it."""
+    out = []
+    for name in values:
+        t = plan.output_types.get(name)
+        if t is None and spark_types is not None:
+            spark = spark_types.get(name, "string")
+            t = sql_type_of_spark(spark)
+            if t is None:
+                raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
+        if t is None:
+            if known_only:
+                continue
+            raise KeyError(name)
+        out.append(ast.ColumnDef(name, _as_written(t)))
+    return out
+
+
+def _output_value_schema(plan: "QueryPlan", values: list[str], spark_types: dict[str, str] | None) -> str | None:
+    """The Avro schema ksqlDB registers for a query's output values (every field optional, as
+    ``serde.value_avro_schema`` writes it) from :func:`_output_columns`, its record named by the
+    sink's ``VALUE_SCHEMA_FULL_NAME`` (default ksqlDB's ``KsqlDataSourceSchema``); None if a
+    column's type needs Spark's and ``spark_types`` is not given."""
+    try:
+        defs = _output_columns(plan, values, spark_types)
+    except KeyError:
+        return None
+    try:
+        return serde.value_avro_schema(defs, plan.sink.value_schema_full_name)
+    except ValueError as exc:
+        raise KsqlError(str(exc)) from None
+
+
+def _as_written(t: ast.SqlType) -> ast.SqlType:
+    """A type as a query writes it: TIME (Spark has no time of day) as STRING, inside too."""
+    if t.name == "TIME":
+        return ast.SqlType("STRING")
+    if t.items or t.fields:
+        return replace(t, items=tuple(_as_written(i) for i in t.items),
+                       fields=tuple((n, _as_written(f)) for n, f in t.fields))
+    return t
 
 
 def formats_of(props: dict[str, Any], key_default: str, value_default: str, text: str) -> tuple[str, str]:

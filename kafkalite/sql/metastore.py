@@ -29,7 +29,10 @@ class DataSource:
     timestamp: str | None = None                  # the TIMESTAMP column (BIGINT ms), else the record's
     window: Window | None = None                  # a windowed table's window (from its query)
     value_delimiter: str = ","
-    value_schema_id: int | None = None            # AVRO: the registry schema the columns come from
+    key_schema_id: int | None = None              # KEY_SCHEMA_ID: the registry schema the key column comes from
+    value_schema_id: int | None = None            # VALUE_SCHEMA_ID: the registry schema the value columns come from
+    key_schema_full_name: str | None = None       # KEY_SCHEMA_FULL_NAME: the key record's Avro full name
+    value_schema_full_name: str | None = None     # VALUE_SCHEMA_FULL_NAME: the value record's Avro full name
     statement: str = ""
     read_only: bool = False                       # CREATE SOURCE STREAM|TABLE: no query or INSERT writes it
 

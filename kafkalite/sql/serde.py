@@ -252,7 +252,7 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
         try:
             datum = {}
             for c in values:
-                f = by_upper.get(c.name, {"name": c.name, "type": None})
+                f = by_upper.get(c.name) or by_upper.get(c.name.upper(), {"name": c.name, "type": None})
                 datum[f["name"]] = avro_value(row.get(c.name), c.type, f["type"], named, c.name)
         except ValueError as exc:
             raise KsqlError(f"Failed to insert values into '{source.name}'. {exc}", statement=text) from None
@@ -312,12 +312,14 @@ _AVRO_TYPES = {"string": "STRING", "long": "BIGINT", "int": "INT", "double": "DO
 _AVRO_LOGICAL: dict[tuple[Any, Any], str] = {("long", "timestamp-millis"): "TIMESTAMP", ("int", "date"): "DATE", ("int", "time-millis"): "TIME"}
 
 
-def avro_sql_type(t: Any) -> ast.SqlType | None:
+def avro_sql_type(t: Any, original_names: bool = False) -> ast.SqlType | None:
     """A registry field's Avro type as a ksqlDB column type (an optional field's union is its
-    non-null branch); None if ksqlDB-on-Spark has no column type for it."""
+    non-null branch); None if ksqlDB-on-Spark has no column type for it. A record's fields are
+    upper-cased, as ksqlDB names them, or kept as spelled with ``original_names`` (ksqlDB's
+    ``ORIGINAL_FIELD_NAME`` policy, for a schema named by its id)."""
     if isinstance(t, list):
         branches = [x for x in t if x != "null"]
-        return avro_sql_type(branches[0]) if len(branches) == 1 else None
+        return avro_sql_type(branches[0], original_names) if len(branches) == 1 else None
     if isinstance(t, str):
         return ast.SqlType(_AVRO_TYPES[t]) if t in _AVRO_TYPES else None
     if not isinstance(t, dict):
@@ -329,21 +331,23 @@ def avro_sql_type(t: Any) -> ast.SqlType | None:
         return ast.SqlType(_AVRO_LOGICAL[(base, logical)])
     if base == "array" and map_entry_fields(t.get("items")) is not None:
         key, value = map_entry_fields(t.get("items")) or ({}, {})
-        key_type, value_type = avro_sql_type(key.get("type")), avro_sql_type(value.get("type"))
+        key_type = avro_sql_type(key.get("type"), original_names)
+        value_type = avro_sql_type(value.get("type"), original_names)
         if key_type is None or key_type.name not in ("INT", "BIGINT", "BOOLEAN", "STRING") or value_type is None:
             return None                                   # ksqlDB: "Unsupported type for map key"
         return ast.SqlType("MAP", items=(ast.SqlType("STRING"), value_type))
     if base == "array":
-        items = avro_sql_type(t.get("items"))
+        items = avro_sql_type(t.get("items"), original_names)
         return None if items is None else ast.SqlType("ARRAY", items=(items,))
     if base == "map":
-        values = avro_sql_type(t.get("values"))
+        values = avro_sql_type(t.get("values"), original_names)
         return None if values is None else ast.SqlType("MAP", items=(ast.SqlType("STRING"), values))
     if base == "record":
-        fields = [(str(f["name"]).upper(), avro_sql_type(f["type"])) for f in t.get("fields", [])]
+        fields = [(str(f["name"]) if original_names else str(f["name"]).upper(), avro_sql_type(f["type"], original_names))
+                  for f in t.get("fields", [])]
         return None if any(ft is None for _, ft in fields) else ast.SqlType(
             "STRUCT", fields=tuple((n, ft) for n, ft in fields if ft is not None))
-    return avro_sql_type(base) if isinstance(base, str) else None
+    return avro_sql_type(base, original_names) if isinstance(base, str) else None
 
 
 def key_refusal(keys: "Sequence[ast.ColumnDef]") -> str | None:
@@ -367,16 +371,25 @@ _AVRO_PLAIN: dict[str, Any] = {
     "TIME": {"type": "int", "logicalType": "time-millis"}}
 
 
-def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef]) -> str:
+def split_full_name(full_name: str) -> tuple[str, str]:
+    """An Avro full name as (namespace, name): ``a.b.C`` -> (``a.b``, ``C``); no dot, no namespace."""
+    namespace, _, name = full_name.rpartition(".")
+    return namespace, name
+
+
+def value_avro_schema(columns: tuple[ast.ColumnDef, ...] | list[ast.ColumnDef], full_name: str | None = None) -> str:
     """The Avro schema ksqlDB registers for a source's declared value columns (its
     ``SchemaRegisterInjector`` through Connect's AvroData): a ``KsqlDataSourceSchema`` record in
     ``io.confluent.ksql.avro_schemas`` whose fields, array items, map values and nested struct
     fields are all optional (a union with null, default null); a STRUCT is a record named after
     its path (``KsqlDataSourceSchema_ADDRESS``), a MAP an Avro map (STRING keys only, as Avro
-    maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ValueError names
-    a type Avro cannot carry."""
-    fields = [avro_field(c.name, c.type, AVRO_RECORD) for c in columns if not c.key]
-    return json.dumps({"type": "record", "name": AVRO_RECORD, "namespace": AVRO_NAMESPACE, "fields": fields})
+    maps are keyed by text), DECIMAL/TIMESTAMP/DATE/TIME their logical types. ``full_name``
+    (``VALUE_SCHEMA_FULL_NAME``) names the record instead, its nested records ``<name>_<COLUMN>``
+    in its namespace. ValueError names a type Avro cannot carry."""
+    namespace, name = split_full_name(full_name or f"{AVRO_NAMESPACE}.{AVRO_RECORD}")
+    fields = [avro_field(c.name, c.type, name) for c in columns if not c.key]
+    return json.dumps({"type": "record", "name": name, **({"namespace": namespace} if namespace else {}),
+                       "fields": fields})
 
 
 def avro_field(name: str, t: ast.SqlType, path: str) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """A CSAS over an AVRO source whose registry schema has Avro logical types (long timestamp-millis,
 int date, bytes decimal), in the shared local[2] session: the columns are inferred as ksqlDB
 infers them (TIMESTAMP, DATE, DECIMAL), the TIMESTAMP column is the stream's ROWTIME, and the
-output is written as AVRO with the same logical types (registered as ``<topic>-value``), each value
-read back equal to what was produced."""
+output is written as AVRO with the same logical types (registered as ``<topic>-value`` before the
+statement is logged, the same schema the running query registers), each value read back equal to
+what was produced. The CSAS reads a second stream over the topic pinned to the first schema by
+``VALUE_SCHEMA_ID`` (columns named as its fields are) while the subject has a newer version."""
 from __future__ import annotations
 
 import datetime
@@ -61,12 +63,18 @@ def test_csas_over_avro_with_timestamp_date_and_decimal(spark: Any, kafka: Any, 
         fields = engine.execute("DESCRIBE readings;")[0]["sourceDescription"]["fields"]
         assert [(f["name"], f["schema"]["type"]) for f in fields] == [
             ("ID", "BIGINT"), ("TS", "TIMESTAMP"), ("DAY", "DATE"), ("AMOUNT", "DECIMAL")]
+        newer = dict(SCHEMA, fields=SCHEMA["fields"] + [{"name": "note", "type": ["null", "string"], "default": None}])
+        registry.register(f"{source}-value", json.dumps(newer))
+        engine.execute(f"CREATE STREAM pinned WITH (KAFKA_TOPIC='{source}', VALUE_FORMAT='AVRO', "
+                       f"VALUE_SCHEMA_ID={schema_id}, TIMESTAMP='`ts`');")
+        fields = engine.execute("DESCRIBE pinned;")[0]["sourceDescription"]["fields"]
+        assert [f["name"] for f in fields] == ["id", "ts", "day", "amount"]
         p = Producer({"bootstrap.servers": kafka.bootstrap})
         for r in rows:
             p.produce(source, encode(schema_id, parsed, r))
         assert p.flush(60) == 0
-        engine.execute(f"CREATE STREAM out WITH (KAFKA_TOPIC='{sink}', PARTITIONS=1) AS "
-                       "SELECT id, ts, day, amount, ROWTIME AS rt FROM readings WHERE id > 1;")
+        engine.execute(f"CREATE STREAM out WITH (KAFKA_TOPIC='{sink}', PARTITIONS=1) AS SELECT `id` AS id, "
+                       "`ts` AS ts, `day` AS day, `amount` AS amount, ROWTIME AS rt FROM pinned WHERE `id` > 1;")
         got = wait_for(lambda: (lambda out: out if len(out) == 2 else None)(_read(kafka.bootstrap, sink, registry)),
                        150, "the CSAS output")
         assert got == [{"ID": r["id"], "TS": r["ts"], "DAY": r["day"], "AMOUNT": r["amount"],
@@ -74,6 +82,7 @@ def test_csas_over_avro_with_timestamp_date_and_decimal(spark: Any, kafka: Any, 
         written = json.loads(registry.subject_version(f"{sink}-value")[1].schema)
         assert {f["name"]: f["type"][1] for f in written["fields"]}["TS"] == {"type": "long",
                                                                             "logicalType": "timestamp-millis"}
+        assert registry.versions(f"{sink}-value") == [1]      # registered at the statement, unchanged at start
     finally:
         engine.stop()
 

@@ -168,6 +168,9 @@ class FakeRegistry:
         return 1, self.latest(subject)
 
     def register(self, subject: str, schema: str) -> int:
+        held = FakeRegistry.subjects.get(subject)
+        if held is not None and held.schema == schema:     # the same schema again: its id, as the registry does
+            return held.schema_id
         FakeRegistry.subjects[subject] = RegisteredSchema(len(FakeRegistry.subjects) + 1, "AVRO", schema)
         return len(FakeRegistry.subjects)
 
