@@ -117,6 +117,15 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         assert out[0]["commandStatus"]["queryId"].startswith("CST_CARRIERS_SRC_")
         wait_for(lambda: engine.query("SELECT * FROM carriers_src;").rows == [["c0", "Acme2"]], 120,
                  "the source table's latest rows (c1 deleted) in a pull query")
+        # a restarted server resumes the CST_ query: the store is read through Spark up to its last
+        # committed batch (the topic's lower-case JSON fields matched as the stream matches them),
+        # and what was written while the server was down comes after it
+        engine.stop()
+        _produce(kafka.bootstrap, carriers, [("c1", {"name": "Bolt2"}, T0)])
+        engine = Engine(config, spark)
+        engine.start()
+        wait_for(lambda: engine.query("SELECT * FROM carriers_src;").rows == [["c0", "Acme2"], ["c1", "Bolt2"]], 120,
+                 engine_wait(engine, "the resumed source table's rows in a pull query"))
         engine.execute("DROP TABLE carriers_src;")              # its CST_ query goes with it
 
         counts: dict[tuple[str, int, int], int] = {}
