@@ -22,7 +22,7 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from kafkalite.sql.engine import Engine
+from kafkalite.sql.engine import Engine, _committed_offsets
 from tests.spark.conftest import engine_wait, sql_config
 from tests.support.records import read_committed
 from tests.support.waiting import wait_for
@@ -120,6 +120,9 @@ def test_stream_stream_join_insert_into_and_aggregating_push_query(spark: Any, k
         # a restarted server resumes the CST_ query: the store is read through Spark up to its last
         # committed batch (the topic's lower-case JSON fields matched as the stream matches them),
         # and what was written while the server was down comes after it
+        checkpoint = tmp_path / config.service_id / out[0]["commandStatus"]["queryId"]
+        wait_for(lambda: json.loads(_committed_offsets(checkpoint) or "{}").get(carriers) == {"0": len(CARRIERS)},
+                 60, "the source table's batch committed in its checkpoint")
         engine.stop()
         _produce(kafka.bootstrap, carriers, [("c1", {"name": "Bolt2"}, T0)])
         engine = Engine(config, spark)
