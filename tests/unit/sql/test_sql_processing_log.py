@@ -179,6 +179,33 @@ def test_emit_only_queues_and_other_messages_are_not_produced(producer: Any, mon
     assert json.loads(producer.sent[0][2])["message"]["deserializationError"]["target"] == "key"
 
 
+def test_emit_returns_while_the_producers_send_is_blocked(producer: Any, monkeypatch: Any) -> None:
+    """kafkalite's ``Producer.send`` waits on the network (its first record's metadata, a full
+    buffer): the appender's own thread takes that wait, never the thread that logged."""
+    import threading
+
+    release = threading.Event()
+    entered = threading.Event()
+    send = RecordingProducer.send
+
+    def stuck(self: Any, *a: Any, **kw: Any) -> Any:
+        entered.set()
+        assert release.wait(30)
+        return send(self, *a, **kw)
+    monkeypatch.setattr(RecordingProducer, "send", stuck)
+    appender = processing_log.attach(processing_log.ProcessingLogTopic("127.0.0.1:1", "plog"))
+    try:
+        deserialization.log_error("value", "t", "first", None, False)
+        assert entered.wait(30)                       # the appender's thread is inside send...
+        deserialization.log_error("value", "t", "second", None, False)   # ...and emit still returns
+        assert appender.produced == 0 and producer.sent == []
+    finally:
+        release.set()
+    processing_log.flush()
+    assert appender.produced == 2 and [json.loads(v)["message"]["deserializationError"]["cause"][0]
+                                       for _, _, v in producer.sent] == ["first", "second"]
+
+
 # -- at the server's start ------------------------------------------------------------------------
 def _engine(monkeypatch: Any, **settings: Any) -> tuple[Engine, list[tuple[str, int, int]]]:
     created: list[tuple[str, int, int]] = []
