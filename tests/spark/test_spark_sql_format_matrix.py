@@ -623,7 +623,13 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
         ('{"S": {"a": 1}}', "S", '{"a":1}'), ('{"S": ["x", 1, null]}', "S", "[x, 1, null]"), ('{"B": false}', "B", False),
         ('{"TS": "1700000000000"}', "TS", datetime.datetime(2023, 11, 14, 22, 13, 20)),
         ('{"DEC": "12.5"}', "DEC", decimal.Decimal("12.50")), ('{"I": null}', "I", None), ('{}', "I", None),
-        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,))]
+        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,)),
+        # inside collections the same coercions; beyond BIGINT the integer part's low bits (Jackson's
+        # BigIntegerNode/DecimalNode intValue() and asLong(): ksqlDB reads them, it does not fail)
+        ('{"A": ["3", 4.7, null]}', "A", [3, 4, None]), ('{"M": {"k": "5"}}', "M", {"k": 5}),
+        ('{"T": {"x": "6"}}', "T", (6,)), ('{"L": 18446744073709551617}', "L", 1),
+        ('{"L": -9223372036854775809}', "L", 9223372036854775807), ('{"I": 18446744073709551621.9}', "I", 5),
+        ('{"L": 1e19}', "L", -8446744073709551616)]
     wrong = [('{"B": "true"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
              ('{"I": "abc"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
              ('{"I": "1.5"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
@@ -643,7 +649,13 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
              ('{"DEC": "1x"}', 'Character x is neither a decimal digit number, decimal point, nor "e" notation '
                                'exponential mark., path: $.DEC'),
              ('{"BY": 5.5}', "Can't convert type. sourceType: DecimalNode, requiredType: BYTES, path: $.BY"),
-             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B")]
+             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
+             # an element, map value or struct field of the wrong type fails the record, with its path
+             ('{"A": [1, "x"]}', "Can't coerce string to type. targetType: INTEGER, path: $.A[1]"),
+             ('{"A": [1, true, "x"]}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.A[1]"),
+             ('{"M": {"a": 1, "b": [2]}}', "Can't convert type. sourceType: ArrayNode, requiredType: INTEGER, "
+                                          "path: $.M.b.value"),
+             ('{"T": {"x": {}}}', "Can't convert type. sourceType: ObjectNode, requiredType: INTEGER, path: $.T.X")]
     docs = [doc for doc, *_ in coerced] + [doc for doc, _ in wrong]
     frame = spark.createDataFrame([(i, doc.encode()) for i, doc in enumerate(docs)], "n INT, value BINARY")
     frame = deserialization.bind_json_fields(frame, "value", "value", columns)
@@ -658,7 +670,7 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
     keys = spark.createDataFrame([(b'"12"',), (b"7",), (b'"x"',), (b"true",)], "key BINARY")
     keys = deserialization.bind_json_fields(keys, "key", "key", [key], unwrapped=True)
     key_error = deserialization.error_sql("key", "JSON", [key], unwrapped=True, fields="key")
-    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key, 'NULL')} AS k",
+    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key)} AS k",
                                                        f"{key_error} AS err").collect()]
     assert got == [(12, None), (7, None), (None, "Can't coerce string to type. targetType: INTEGER, path: $"),
                    (None, "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $")]
@@ -684,9 +696,12 @@ def test_json_structs_are_read_case_insensitively(spark: Any) -> None:
     rows = ['{"a": [{"x": 1, "y": "q"}, {"X": "2", "Y": 7}], "M": {"k": {"z": 1.5}}, "s": {"d": 19000, "B": true, '
             '"l": [1, 2]}}', '{"s": null, "a": null}', '{"s": 5, "a": [{"x": "no"}]}']
 
+    from kafkalite.sql import deserialization
+
     values = ", ".join(f"('{r}')" for r in rows)                # one SQL job, no Python worker
-    got = [r.asDict(recursive=True) for r in spark.sql(
-        f"SELECT {', '.join(_json_columns('value', columns))} FROM VALUES {values} AS t(value)").collect()]
+    frame = deserialization.bind_json_fields(spark.sql(f"SELECT * FROM VALUES {values} AS t(value)"), "value",
+                                             "value", columns)
+    got = [r.asDict(recursive=True) for r in frame.selectExpr(*_json_columns("value", columns)).collect()]
     assert got == [
         {"A": [{"X": 1, "Y": "q"}, {"X": 2, "Y": "7"}], "M": {"k": {"Z": 1.5}},
          "S": {"D": date(2022, 1, 8), "B": True, "L": [1, 2]}},
