@@ -1927,8 +1927,9 @@ class Engine:
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
         if keys and src.key_format == "AVRO":
-            cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys,
-                                       lenient=not self.config.fail_on_deserialization_error)
+            raw, key_columns = avro_keys.read(raw, self.spark, self.config.schema_registry_url or "", src.topic, keys,
+                                              lenient=not self.config.fail_on_deserialization_error)
+            cols += key_columns
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")

@@ -723,3 +723,31 @@ def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
     assert sorted(r["n"] for r in kept.collect()) == [1, 3] and "__deser_error" not in kept.columns
     with pytest.raises(Exception, match="Failed to deserialize value from topic: orders. Invalid JSON: nope"):
         skip_or_fail(frame, "orders", fail=True, include_rows=False).collect()
+
+
+def test_the_lenient_avro_key_read_decodes_each_key_once(spark: Any, monkeypatch: Any) -> None:
+    """avro_keys.read's key columns and its undecoded flag read the decoding Python function's
+    result: Spark calls it once per record (one call in the plan's one BatchEvalPython), through
+    the poison check and the skipping that follow as in the engine (a deterministic function was
+    pushed into the skipping filter and called again for the columns)."""
+    import spark_integration.avro as spark_avro
+    from kafkalite.sql import ast, avro_keys, deserialization
+
+    schema = ('{"type": "record", "name": "TKey", "namespace": "io.confluent.ksql.avro_schemas", "fields": ['
+              '{"name": "A", "type": ["null", "long"]}, {"name": "B", "type": ["null", "string"]}]}')
+    monkeypatch.setattr(spark_avro, "resolve_reader", lambda field, url, subject, version: spark_avro.ReaderSchema(
+        field, url, subject, 1, 4321, schema))
+    keys = [ast.ColumnDef("A", ast.SqlType("BIGINT"), key=True), ast.ColumnDef("B", ast.SqlType("STRING"), key=True)]
+    good = encode(4321, parse_avro(schema), {"A": 7, "B": "x"})
+    frame = spark.createDataFrame([(1, good, 0, 10), (2, b"plain", 0, 11), (3, None, 0, 12)],
+                                  "n INT, key BINARY, `ROWPARTITION` INT, `ROWOFFSET` BIGINT")
+    frame, cols = avro_keys.read(frame, spark, "http://127.0.0.1:9", "t", keys, lenient=True)
+    parsed = frame.selectExpr("n", *cols, "key AS `__raw_key`", "`ROWPARTITION`", "`ROWOFFSET`")
+    error = deserialization.avro_key_error_sql("`__raw_key`", f"`{avro_keys.UNDECODED}`")
+    parsed = parsed.selectExpr("*", f"{error} AS `__deser_error`", "'key' AS `__deser_target`",
+                               "`__raw_key` AS `__deser_record`").drop("__raw_key", avro_keys.UNDECODED)
+    kept = deserialization.skip_or_fail(parsed, "t", fail=False, include_rows=False)
+    assert sorted((r["n"], r["A"], r["B"]) for r in kept.collect()) == [(1, 7, "x"), (3, None, None)]
+    plan = kept._jdf.queryExecution().executedPlan().toString()
+    evaluations = [line for line in plan.splitlines() if "BatchEvalPython" in line]
+    assert sum(line.count("ksql_avro_key_read_4321_lenient(") for line in evaluations) == 1, plan
