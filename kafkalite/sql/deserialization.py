@@ -11,7 +11,9 @@ vectorised null check and logs each poison record (its cause, target, partition,
 a poison record only, its bytes). ``recordB64`` holds the record only with
 ``ksql.logging.processing.rows.include=true``, as ksqlDB keeps record data out of its log by
 default. AVRO values are read by the kafkalite source itself: with its ``mode=DROPMALFORMED`` it
-drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode.
+drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode,
+and hands each such record to :func:`log_dropped_avro` (its ``malformedRecordHandler`` option),
+which logs it here as a processing-log message.
 An AVRO key is decoded by :mod:`kafkalite.sql.avro_keys`'s lenient function (null when it
 cannot), checked here.
 
@@ -425,6 +427,43 @@ def avro_key_error_sql(raw: str, undecoded: str) -> str:
     return (f"CASE WHEN {undecoded} THEN CASE WHEN length({raw}) < 5 OR substring({raw}, 1, 1) "
             f"!= X'00' THEN 'Unknown magic byte!' ELSE concat('Error deserializing Avro message for id ', "
             f"{schema_id}) END END")
+
+
+# -- AVRO values the kafkalite source dropped ----------------------------------------------------
+#: the kafkalite source's ``malformedRecordHandler`` option for a query's AVRO values
+DROPPED_AVRO_HANDLER = "kafkalite.sql.deserialization:log_dropped_avro"
+
+
+def dropped_avro_args(topic: str, include_rows: bool, log_topic: processing_log.ProcessingLogTopic | None) -> str:
+    """The ``malformedRecordHandlerArgs`` option text :func:`log_dropped_avro` reads on a worker."""
+    target = None if log_topic is None else [log_topic.bootstrap_servers, log_topic.topic,
+                                             [list(p) for p in log_topic.security_properties]]
+    return json.dumps({"topic": topic, "include_rows": include_rows, "log_topic": target})
+
+
+def avro_cause(data: bytes | None) -> str:
+    """Confluent's Avro deserializer's words for bytes it cannot read: not framed (``Unknown magic
+    byte!``), else the schema id it could not deserialize with."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return "Unknown magic byte!"
+    return f"Error deserializing Avro message for id {int.from_bytes(data[1:5], 'big')}"
+
+
+def log_dropped_avro(args: str, record: Any) -> None:
+    """The kafkalite source's ``malformedRecordHandler`` for a query's AVRO values: the record it
+    dropped (``spark_integration.avro.MalformedRecord``) logged as ksqlDB logs a deserialization
+    error (:func:`log_error`, in Confluent's deserializer's words: :func:`avro_cause`) and produced
+    to the processing-log topic if one is given (``args``: :func:`dropped_avro_args`). The source's
+    own message (offset, schema ids, the decoder's error) stays in its log."""
+    settings = json.loads(args)
+    target = settings.get("log_topic")
+    if target is not None:
+        processing_log.attach(processing_log.ProcessingLogTopic(
+            target[0], target[1], tuple((str(k), str(v)) for k, v in target[2])))
+    log_error(record.field, settings["topic"], avro_cause(record.data), record.data, bool(settings["include_rows"]),
+              record.partition, record.offset)
+    if target is not None:
+        processing_log.flush()                       # written before the read goes on (a worker may exit)
 
 
 def error_sql(raw: str, fmt: str, columns: Sequence[ast.ColumnDef], delimiter: str = ",",

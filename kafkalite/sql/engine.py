@@ -1918,6 +1918,10 @@ class Engine:
             reader = reader.option("schemaRegistryUrl", self.config.schema_registry_url or "") \
                 .option("valueAvroSubject", f"{src.topic}-value") \
                 .option("mode", "FAILFAST" if self.config.fail_on_deserialization_error else "DROPMALFORMED")
+            if not self.config.fail_on_deserialization_error:    # a dropped value: a processing-log message
+                reader = reader.option("malformedRecordHandler", deserialization.DROPPED_AVRO_HANDLER) \
+                    .option("malformedRecordHandlerArgs", deserialization.dropped_avro_args(
+                        src.topic, self.config.processing_log_rows_include, self.processing_log_topic))
         raw = reader.load()
         cols: list[str] = []
         if src.window is not None:                        # Kafka Streams' windowed key: the window apart

@@ -465,7 +465,7 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
     coerces them, and stays RUNNING (each poison record is logged instead:
     tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
     engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
-    SQL checks found is on the processing-log topic, produced from the Spark workers, and read back
+    SQL checks found or the kafkalite source dropped (an AVRO value) is on the processing-log topic, produced from the Spark workers, and read back
     through the KSQL_PROCESSING_LOG stream by a push query."""
     import struct
 
@@ -530,12 +530,16 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
 
     # ksql.logging.processing.topic.auto.create: each poison record the SQL checks found is on the
     # processing-log topic, produced from the Spark workers as ksqlDB's Kafka appender writes it
-    # (key null; level, logger, time, message); the AVRO values the source dropped are not (its log)
+    # (key null; level, logger, time, message); the AVRO values the source dropped too (its
+    # malformedRecordHandler), in Confluent's Avro deserializer's words
     poison = {(f"poisoned-{s}", 1, "value", "Column count mismatch on deserialization. expected: 2, got: 1"),
               (f"poisoned-{s}", 2, "value", "Failed to parse x as INTEGER for column N"),
               (f"poisoned-{s}", 3, "key", "Size of data received by LongDeserializer is not 8"),
               (f"poisoned-{s}", 5, "value", "Column count mismatch on deserialization. expected: 2, got: 3"),
               (f"spoiled-{s}", 4, "key", "Unknown magic byte!"),
+              (f"spoiled-{s}", 1, "value", "Unknown magic byte!"),
+              (f"spoiled-{s}", 2, "value", "Error deserializing Avro message for id 32767"),
+              (f"spoiled-{s}", 3, "value", f"Error deserializing Avro message for id {v.schema_id}"),
               (f"typed-{s}", 2, "value", "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.OK"),
               (f"typed-{s}", 3, "value", "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.N")}
     want_logged = {(topic, offset, target, f"Failed to deserialize {target} from topic: {topic}. {cause}")
