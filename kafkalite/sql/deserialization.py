@@ -290,7 +290,8 @@ def _read(fld: _Field, t: ast.SqlType, depth: int = 0) -> str:
         s = f"`__s{depth}`"
         body = ", ".join(f"{_sql_text(n)}, {_read(_Field.of(f'{s}.`f{j}`'), ft, depth + 1)}"
                          for j, (n, ft) in enumerate(t.fields))
-        return f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN transform({_members(fld, t, depth)}, {s} -> named_struct({body}))[0] END"
+        return (f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN "
+                f"transform({_members(fld, t, depth)}, {s} -> named_struct({body}))[0] END")
     raise ValueError(f"no JSON read for type {name}")
 
 

@@ -15,10 +15,11 @@ Here the appender is :class:`KafkaAppender`, a ``logging.Handler`` on the ``proc
 every process that writes processing-log messages: the server's own and each Spark Python worker
 that runs a query's poison-record check (:mod:`kafkalite.sql.deserialization`), which gets the
 :class:`ProcessingLogTopic` by pickling and calls :func:`attach`. One appender (one producer) per
-process and topic; ``emit`` only queues (it never blocks the caller, the server's reactor
-included: the producer's ``send`` can, see :class:`KafkaAppender`), a thread produces, and :func:`flush` waits for the queue to be acknowledged (a worker
-flushes after each batch that logged something, so a worker that exits loses nothing). A failed
-produce is logged on this module's logger and never fails the query.
+process and topic; ``emit`` only queues (it never blocks the caller, the server's reactor included:
+the producer's ``send`` can, see :class:`KafkaAppender`), a thread produces, and :func:`flush`
+waits for the queue to be acknowledged (a worker flushes after each batch that logged something, so
+a worker that exits loses nothing). A failed produce is logged on this module's logger and never
+fails the query.
 """
 from __future__ import annotations
 

@@ -457,16 +457,17 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
 
 def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any, schema_registry: Any) -> None:
     """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
-    poison records between good ones (too few and too many fields, text in an INT field, a key of
-    the wrong size), an AVRO stream (key and value) with an unframed value, a value of a schema
-    id the registry does not know, corrupt Avro and an unframed key, and a JSON stream with fields
-    of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one and a boolean
-    in the INT one, poison) -> a CSAS of each writes exactly the good records, coerced as ksqlDB
-    coerces them, and stays RUNNING (each poison record is logged instead:
+    poison records between good ones (too few and too many fields, text in an INT field, a key
+    of the wrong size), an AVRO stream (key and value) with an unframed value, a value of a
+    schema id the registry does not know, corrupt Avro and an unframed key, and a JSON stream
+    with fields of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one
+    and a boolean in the INT one, poison) -> a CSAS of each writes exactly the good records,
+    coerced as ksqlDB coerces them, and stays RUNNING (each poison record is logged instead:
     tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
-    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
-    SQL checks found or the kafkalite source dropped (an AVRO value) is on the processing-log topic, produced from the Spark workers, and read back
-    through the KSQL_PROCESSING_LOG stream by a push query."""
+    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one
+    the SQL checks found or the kafkalite source dropped (an AVRO value) is on the
+    processing-log topic, produced from the Spark workers, and read back through the
+    KSQL_PROCESSING_LOG stream by a push query."""
     import struct
 
     s = uuid.uuid4().hex[:6]
@@ -656,7 +657,8 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
              ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
              # an element, map value or struct field of the wrong type fails the record, with its path
              ('{"A": [1, "x"]}', "Can't coerce string to type. targetType: INTEGER, path: $.A[1]"),
-             ('{"A": [1, true, "x"]}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.A[1]"),
+             ('{"A": [1, true, "x"]}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, "
+                                      "path: $.A[1]"),
              ('{"M": {"a": 1, "b": [2]}}', "Can't convert type. sourceType: ArrayNode, requiredType: INTEGER, "
                                           "path: $.M.b.value"),
              ('{"T": {"x": {}}}', "Can't convert type. sourceType: ObjectNode, requiredType: INTEGER, path: $.T.X")]
