@@ -11,7 +11,9 @@ schema to the reader schema (Avro's schema resolution: added fields take their d
 ones are skipped, int widens to long, ...). A value whose id the registry does not know, one that
 is not framed, or one its writer schema cannot be resolved against fails the task with the topic,
 partition, offset and id; with ``mode=DROPMALFORMED`` such a record is dropped and logged
-instead (:func:`decode_columns`).
+instead (:func:`decode_columns`), and handed to the ``malformedRecordHandler`` option's function
+if one is set (:class:`MalformedRecord`: how an application such as the SQL server puts it in a log
+of its own without this package importing it).
 
 Per batch, not per record where it can be: framing checks and the schema ids of every value come
 out of the Arrow buffers with numpy, rows are grouped by id, and only ``schemaless_reader`` runs
@@ -29,10 +31,12 @@ time-micros ``long``. Not supported (an error at load): other unions (Spark's
 """
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import logging
 import os
+import re
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -67,7 +71,47 @@ class AvroSchemaError(ValueError):
 
 
 class AvroDecodeError(ValueError):
-    """A key or value that cannot be decoded; the message names topic, partition, offset and id."""
+    """A key or value that cannot be decoded; the message names topic, partition, offset and id
+    (``field``: ``key`` or ``value``, once known)."""
+
+    field = ""
+
+
+@dataclass(frozen=True)
+class MalformedRecord:
+    """A record ``mode=DROPMALFORMED`` dropped, as the ``malformedRecordHandler`` function gets it."""
+
+    topic: str
+    partition: int
+    offset: int
+    field: str                  # "key" or "value": the column that could not be decoded
+    data: bytes | None          # that column's bytes
+    cause: str                  # the decoder's message (topic, partition, offset, schema id, error)
+
+
+#: ``package.module:function``, the ``malformedRecordHandler`` option's form
+_HANDLER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+_handlers: dict[str, Callable[[str, MalformedRecord], None]] = {}
+
+
+def malformed_handler(spec: str) -> Callable[[str, MalformedRecord], None]:
+    """The function a ``malformedRecordHandler`` option names (``package.module:function``),
+    imported once per process; it is called as ``function(malformedRecordHandlerArgs, record)`` for
+    each record dropped. ValueError names the option when it cannot be found."""
+    found = _handlers.get(spec)
+    if found is not None:
+        return found
+    if not _HANDLER.fullmatch(spec):
+        raise ValueError(f"Invalid value '{spec}' for option 'malformedRecordHandler', must be package.module:function")
+    module, _, name = spec.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"Option 'malformedRecordHandler': cannot import {spec}: {exc}") from None
+    if not callable(function):
+        raise ValueError(f"Option 'malformedRecordHandler': {spec} is not a function")
+    _handlers[spec] = function
+    return function
 
 
 @dataclass(frozen=True)
@@ -342,10 +386,12 @@ def cached_decoder(reader: ReaderSchema) -> ColumnDecoder:
 
 
 def decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], schema: pa.Schema, topic: str,
-                   partition: int, drop_malformed: bool = False) -> pa.RecordBatch:
+                   partition: int, drop_malformed: bool = False,
+                   on_malformed: Callable[[MalformedRecord], None] | None = None) -> pa.RecordBatch:
     """``batch`` (Spark's Kafka schema) with its key and/or value column decoded, as ``schema``;
     with ``drop_malformed`` (``mode=DROPMALFORMED``) the records that cannot be decoded are left
-    out, each logged (a batch holding one is decoded again record by record to find them)."""
+    out, each logged and given to ``on_malformed`` (a batch holding one is decoded again record by
+    record to find them). A failing ``on_malformed`` is logged; the read goes on."""
     readers = tuple(readers)
     try:
         return _decode_columns(batch, readers, schema, topic, partition)
@@ -359,7 +405,20 @@ def decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], schem
         except AvroDecodeError as exc:
             keep[i] = False
             log.error("Dropped a malformed record (mode DROPMALFORMED): %s", exc)
+            if on_malformed is not None:
+                _report(on_malformed, batch, i, exc, topic, partition)
     return _decode_columns(batch.filter(pa.array(keep)), readers, schema, topic, partition)
+
+
+def _report(on_malformed: Callable[[MalformedRecord], None], batch: pa.RecordBatch, row: int,
+            exc: AvroDecodeError, topic: str, partition: int) -> None:
+    field = exc.field or "value"
+    data = batch.column(batch.schema.get_field_index(field))[row].as_py()
+    offset = batch.column(batch.schema.get_field_index("offset"))[row].as_py()
+    try:
+        on_malformed(MalformedRecord(topic, partition, int(offset), field, data, str(exc)))
+    except Exception:  # noqa: BLE001 - the handler is the application's: its failure is not the read's
+        log.exception("malformedRecordHandler failed for %s-%d at offset %d", topic, partition, offset)
 
 
 def _decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], schema: pa.Schema, topic: str,
@@ -368,5 +427,9 @@ def _decode_columns(batch: pa.RecordBatch, readers: Iterable[ReaderSchema], sche
     offsets = batch.column(batch.schema.get_field_index("offset")).to_numpy()
     for reader in readers:
         i = batch.schema.get_field_index(reader.field)
-        columns[i] = cached_decoder(reader).decode(batch.column(i), offsets, topic, partition)
+        try:
+            columns[i] = cached_decoder(reader).decode(batch.column(i), offsets, topic, partition)
+        except AvroDecodeError as exc:
+            exc.field = reader.field
+            raise
     return pa.RecordBatch.from_arrays(columns, schema=schema)

@@ -52,12 +52,15 @@ class ReadSettings:
     security: ClientSecurity = PLAINTEXT
     #: the ``mode=DROPMALFORMED`` option: a record whose Avro cannot be decoded is dropped and logged
     drop_malformed: bool = False
+    #: the ``malformedRecordHandler`` option and its ``malformedRecordHandlerArgs``
+    malformed_handler: tuple[str, str] | None = None
 
     @classmethod
     def of(cls, opts: SourceOptions, avro: tuple["ReaderSchema", ...] = ()) -> "ReadSettings":
         return cls(opts.bootstrap_servers, opts.client_id, opts.include_headers, opts.fail_on_data_loss,
                    opts.isolation_level, opts.max_partition_fetch_bytes, opts.request_timeout_ms,
-                   opts.poll_timeout_ms, tuple(avro), opts.security, opts.avro_mode == "DROPMALFORMED")
+                   opts.poll_timeout_ms, tuple(avro), opts.security, opts.avro_mode == "DROPMALFORMED",
+                   opts.malformed_handler)
 
     def output_schema(self) -> pa.Schema:
         """The Arrow schema of the batches :func:`read_range` yields (Spark's, Avro columns typed)."""
@@ -184,11 +187,19 @@ def read_range(topic: str, partition: int, start: int, end: int, settings: ReadS
     decode = None
     if settings.avro:
         # the raw-bytes path stays as it was; Avro columns are decoded per fetched batch
-        from spark_integration.avro import decode_columns
+        from spark_integration.avro import MalformedRecord, decode_columns, malformed_handler
         out_schema = settings.output_schema()
+        on_malformed = None
+        if settings.malformed_handler is not None:
+            spec, args = settings.malformed_handler
+            handler = malformed_handler(spec)
+
+            def on_malformed(record: MalformedRecord) -> None:
+                handler(args, record)
 
         def decode(b: pa.RecordBatch) -> pa.RecordBatch:
-            return decode_columns(b, settings.avro, out_schema, topic, partition, settings.drop_malformed)
+            return decode_columns(b, settings.avro, out_schema, topic, partition, settings.drop_malformed,
+                                  on_malformed)
     tp = TopicPartition(topic, partition)
     offset = start
     stalled_since: float | None = None

@@ -106,6 +106,9 @@ class SourceOptions:
     #: ``mode``, Spark's parse mode for the Avro columns: FAILFAST (a record that cannot be decoded
     #: fails the task) or DROPMALFORMED (it is dropped and logged)
     avro_mode: str = "FAILFAST"
+    #: ``malformedRecordHandler`` (``package.module:function``) and ``malformedRecordHandlerArgs``:
+    #: a function each record DROPMALFORMED drops is given to, on the worker, with the text argument
+    malformed_handler: tuple[str, str] | None = None
 
     @property
     def avro_subjects(self) -> tuple[AvroSubject, ...]:
@@ -214,6 +217,12 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
     avro_mode = opts.get("mode", "FAILFAST").strip().upper()
     if avro_mode not in ("FAILFAST", "DROPMALFORMED"):
         raise ValueError(f"Invalid value '{opts['mode']}' for option 'mode', must be FAILFAST or DROPMALFORMED")
+    handler = opts.get("malformedrecordhandler", "").strip()
+    if handler:
+        from spark_integration.avro import malformed_handler
+        malformed_handler(handler)                 # a name that cannot be imported: the option's error now
+    elif "malformedrecordhandlerargs" in opts:
+        raise ValueError("Option 'malformedRecordHandlerArgs' needs option 'malformedRecordHandler'")
     return SourceOptions(
         bootstrap_servers=bootstrap, strategy=strategy, assign=assign, subscribe=subscribe, pattern=pattern,
         starting=starting, ending=ending, starting_timestamp_strategy=ts_strategy,
@@ -232,6 +241,7 @@ def parse_options(options: Mapping[str, Any], *, streaming: bool | None = False)
         poll_timeout_ms=_positive_int(opts, "kafkaconsumer.polltimeoutms", "kafkaConsumer.pollTimeoutMs") or 120000,
         client_config=client_config, security=security,
         schema_registry_url=registry_url, key_avro=key_avro, value_avro=value_avro, avro_mode=avro_mode,
+        malformed_handler=(handler, opts.get("malformedrecordhandlerargs", "")) if handler else None,
     )
 
 

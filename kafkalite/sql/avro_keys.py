@@ -19,7 +19,7 @@ What ksqlDB does, and so this module:
 
 Pure functions for the schemas, the Python encoding (INSERT VALUES) and decoding (PRINT, tables
 read back into a state store), and the two Spark SQL functions the engine's queries call to read
-and write such keys (:func:`read_sql`, :func:`write_sql`): Python UDFs registered on the session,
+and write such keys (:func:`read`, :func:`write_sql`): Python UDFs registered on the session,
 each holding the schema resolved on the driver (the subject's latest version when the query is
 planned), so executors ask the registry only for writer schemas they have not seen.
 """
@@ -141,15 +141,29 @@ def columns_of(datum: Any, keys: Sequence[str]) -> dict[str, Any]:
 UNDECODED = "__avro_key_undecoded"
 
 
+#: the column :func:`read` decodes a record's key into, once per record (a struct for a key record)
+DECODED = "__avro_key_decoded"
+
+
 # -- Spark SQL: the queries' reads and writes -------------------------------------------------
-def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
-             lenient: bool = False, version: str = "latest") -> list[str]:
-    """Spark SQL of the key columns from ``raw``, registry-framed Avro bytes (a windowed key
-    without its window): a function decoding them with ``<topic>-key``'s latest schema (or the
-    ``version`` a KEY_SCHEMA_ID names) (registered on the session), then each column cast to its
-    declared type. ``lenient``: a key
-    that cannot be decoded is null (the query skips and logs it: ``deserialization``) instead of
-    failing the query."""
+def read(frame: Any, spark: Any, registry_url: str, topic: str, keys: Sequence[ast.ColumnDef], raw: str = "key",
+         lenient: bool = False, version: str = "latest") -> tuple[Any, list[str]]:
+    """``frame`` with its key decoded into :data:`DECODED`, and the Spark SQL of the key columns
+    read from it (each cast to its declared type): ``raw`` holds registry-framed Avro bytes (a
+    windowed key without its window), decoded by a function registered on the session with
+    ``<topic>-key``'s latest schema (or the ``version`` a KEY_SCHEMA_ID names). ``lenient``: a
+    key that cannot be decoded is null, and the :data:`UNDECODED` column says so (the query skips
+    and logs it: ``deserialization``) instead of failing the query.
+
+    The function is one projection of its own, registered as nondeterministic, so that Spark calls
+    it once per record. As a deterministic function, the several expressions that read it (each key
+    column, the flag) share one call within a projection, but the optimizer pushes the engine's
+    poison-record filter, which reads the flag, below the key columns' projection with the call
+    substituted in: the key was decoded twice, once for the filter and once for the columns
+    (tests/spark/test_spark_sql_format_matrix.py's plan check). A nondeterministic projection is
+    neither merged into the next one nor passed by a filter."""
+    from pyspark.sql.functions import udf
+
     from spark_integration.avro import AvroSchemaError, resolve_reader, spark_type_of
 
     if not registry_url:
@@ -158,21 +172,26 @@ def read_sql(spark: Any, registry_url: str, topic: str, keys: Sequence[ast.Colum
         reader = resolve_reader("key", registry_url, subject(topic), version)
     except AvroSchemaError as exc:
         raise KsqlError(str(exc)) from None
-    name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")
-    spark.udf.register(name, _Decoder(registry_url, reader.schema_id, reader.schema, reader.dependencies, lenient),
-                       spark_type_of(reader))
+    decoded = f"`{DECODED}`"
+    if len(keys) == 1:
+        cols = [f"CAST({decoded} AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}"]
+    else:
+        doc = json.loads(reader.schema)
+        fields = {str(f["name"]).upper(): str(f["name"])
+                  for f in (doc.get("fields", []) if isinstance(doc, dict) else [])}
+        missing = [k.name for k in keys if k.name not in fields]
+        if missing:
+            raise KsqlError(f"The key schema of {subject(topic)} has no field for the key column(s) "
+                            f"{', '.join(missing)}")
+        cols = [f"CAST({decoded}.{quote(fields[k.name])} AS {spark_type(k.type)}) AS {quote(k.name)}" for k in keys]
     # lenient: whether the key could not be decoded, as its own column; the key columns cannot say
     # it, since a key record whose fields are all null is a key like any other
-    flag = [f"{raw} IS NOT NULL AND {name}({raw}) IS NULL AS `{UNDECODED}`"] if lenient else []
-    if len(keys) == 1:
-        return [f"CAST({name}({raw}) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}", *flag]
-    doc = json.loads(reader.schema)
-    fields = {str(f["name"]).upper(): str(f["name"]) for f in (doc.get("fields", []) if isinstance(doc, dict) else [])}
-    missing = [k.name for k in keys if k.name not in fields]
-    if missing:
-        raise KsqlError(f"The key schema of {subject(topic)} has no field for the key column(s) {', '.join(missing)}")
-    return [f"CAST({name}({raw}).{quote(fields[k.name])} AS {spark_type(k.type)}) AS {quote(k.name)}"
-            for k in keys] + flag
+    if lenient:
+        cols.append(f"{raw} IS NOT NULL AND {decoded} IS NULL AS `{UNDECODED}`")
+    name = f"ksql_avro_key_read_{reader.schema_id}" + ("_lenient" if lenient else "")
+    decoder = _Decoder(registry_url, reader.schema_id, reader.schema, reader.dependencies, lenient)
+    spark.udf.register(name, udf(decoder, spark_type_of(reader), useArrow=False).asNondeterministic())
+    return frame.selectExpr("*", f"{name}({raw}) AS {decoded}"), cols
 
 
 def write_sql(spark: Any, registry_url: str, sink: "DataSource", names: Sequence[str]) -> str:

@@ -11,7 +11,9 @@ vectorised null check and logs each poison record (its cause, target, partition,
 a poison record only, its bytes). ``recordB64`` holds the record only with
 ``ksql.logging.processing.rows.include=true``, as ksqlDB keeps record data out of its log by
 default. AVRO values are read by the kafkalite source itself: with its ``mode=DROPMALFORMED`` it
-drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode.
+drops and logs (its own logger, with topic, partition, offset and cause) what it cannot decode,
+and hands each such record to :func:`log_dropped_avro` (its ``malformedRecordHandler`` option),
+which logs it here as a processing-log message.
 An AVRO key is decoded by :mod:`kafkalite.sql.avro_keys`'s lenient function (null when it
 cannot), checked here.
 
@@ -172,12 +174,24 @@ def json_field_columns(target: str, columns: Sequence[ast.ColumnDef]) -> list[st
 
 
 class _Field:
-    """SQL for one bound field (:func:`bind_json_fields`): ``f`` the VARIANT, ``k`` its JSON type,
-    ``t`` its text (a string's content, a number's digits)."""
+    """SQL for one JSON value read as a VARIANT: ``f`` the variant, ``k`` its JSON type
+    (``schema_of_variant``'s text; NULL when absent or JSON ``null``), ``t`` its text (a string's
+    content, a number's digits, an object's or array's JSON)."""
 
-    def __init__(self, target: str, i: int) -> None:
-        self.f, self.k = json_field_names(target, i)
+    def __init__(self, f: str, k: str) -> None:
+        self.f, self.k = f, k
         self.t = self.get("string")
+
+    @classmethod
+    def bound(cls, target: str, i: int) -> "_Field":
+        """Column ``i`` of the key or value ``target``, bound by :func:`bind_json_fields`."""
+        return cls(*json_field_names(target, i))
+
+    @classmethod
+    def of(cls, variant: str) -> "_Field":
+        """A value inside a collection (a lambda variable): its JSON type computed where read."""
+        return cls(variant, f"(CASE WHEN {variant} IS NULL OR is_variant_null({variant}) THEN NULL "
+                            f"ELSE schema_of_variant({variant}) END)")
 
     def get(self, as_type: str) -> str:
         return f"try_variant_get({self.f}, '$', '{as_type}')"
@@ -203,33 +217,89 @@ def _path(name: str) -> str:
     return _sql_text(f'$["{inner}"]')
 
 
-def json_value_sql(target: str, i: int, column: ast.ColumnDef, parsed: str) -> str:
-    """Column ``column`` (the ``i``-th of the JSON key or value ``target``, bound by
-    :func:`bind_json_fields`) as ksqlDB's deserializer reads it where it
-    coerces (``COERCED``: an INT or BIGINT from a number, truncated, or from integral text; a DOUBLE
-    from a number or numeric text; a BOOLEAN from true/false only; a STRING from any JSON value,
-    an object as its JSON, an array as ``[a, b]``); for other types ``parsed``, the field as
-    Spark's from_json read it. A field its type cannot take is null here, and the record's error in
-    :func:`json_field_error_sql`."""
-    name = column.type.name
-    if name not in COERCED:
-        return parsed
-    fld = _Field(target, i)
+def _member(variant: str, name: str, depth: int) -> str:
+    """The field ``name`` of a struct inside a column, as a VARIANT: matched whatever its case
+    (ksqlDB's deserializer looks the field up as written, then among the upper-cased JSON names),
+    by its own and lower-case spellings first (two direct lookups), else by scanning the object."""
+    e = f"`__m{depth}`"
+    spellings = [f"try_variant_get({variant}, {_path(n)})" for n in dict.fromkeys((name, name.lower()))]
+    scan = (f"try_element_at(filter(map_entries(try_variant_get({variant}, '$', 'map<string,variant>')), "
+            f"{e} -> upper({e}.key) = {_sql_text(name.upper())}), 1).value")
+    return f"coalesce({', '.join(spellings)}, {scan})"
+
+
+def _members(fld: _Field, t: ast.SqlType, depth: int) -> str:
+    """A struct's fields as VARIANTs, one array of one struct (``f0``, ``f1``...) so that a lambda
+    over it names each once (Spark SQL has no ``let``: repeating the lookup in every expression that
+    reads a field would evaluate it each time)."""
+    pairs = ", ".join(f"'f{j}', {_member(fld.f, n, depth)}" for j, (n, _) in enumerate(t.fields))
+    return f"array(named_struct({pairs}))"
+
+
+def _read(fld: _Field, t: ast.SqlType, depth: int = 0) -> str:
+    """``fld`` read as ``t``'s :func:`wire_type` as ksqlDB's ``KsqlJsonDeserializer`` reads it, at
+    any depth: an INT or BIGINT from a number (truncated, a whole number beyond BIGINT's range to its
+    low bits, as Jackson's ``intValue``/``asLong``) or integral text; a DOUBLE from a number or
+    numeric text; a BOOLEAN from true/false only; a STRING from any JSON value (an object as its
+    JSON, an array as ``[a, b]``); DECIMAL from a number or numeric text; BYTES from base64 text;
+    DATE/TIME/TIMESTAMP as their text (:func:`from_wire` reads days and epoch milliseconds); arrays,
+    maps and structs element by element (a struct's fields matched whatever their case). A value
+    its type cannot take is null here, and the record's error in :func:`_error`."""
+    name = t.name
     if name == "BOOLEAN":
         return f"CASE WHEN {fld.k} = 'BOOLEAN' THEN {fld.get('boolean')} END"
     if name in ("INT", "BIGINT"):
-        number = fld.get(name.lower())
+        # beyond BIGINT (a DECIMAL(p,0) or DOUBLE variant): the integer part's low 64 bits
+        whole = (f"CASE WHEN {fld.k} = 'DOUBLE' THEN try_cast({fld.get('double')} AS DECIMAL(38, 0)) "
+                 f"ELSE try_cast(regexp_extract({fld.t}, '^-?[0-9]+', 0) AS DECIMAL(38, 0)) END")
+        low = f"pmod({whole}, 18446744073709551616)"
+        number = (f"coalesce({fld.get('bigint')}, CAST(CASE WHEN {low} >= 9223372036854775808 THEN "
+                  f"{low} - 18446744073709551616 ELSE {low} END AS BIGINT))")
         if name == "INT":                             # Jackson's intValue() keeps a long's low 32 bits
-            number = f"coalesce({number}, CAST(pmod({fld.get('bigint')} + 2147483648, 4294967296) - 2147483648 AS INT))"
+            low32 = f"pmod({number}, 4294967296)"
+            number = (f"coalesce({fld.get('int')}, CAST(CASE WHEN {low32} >= 2147483648 THEN {low32} - 4294967296 "
+                      f"ELSE {low32} END AS INT))")
         return (f"CASE WHEN {fld.number} THEN {number} WHEN {fld.k} = 'STRING' AND {fld.t} RLIKE {_INTEGRAL_TEXT} "
                 f"THEN try_cast({fld.t} AS {name}) END")
     if name == "DOUBLE":
         trimmed = f"trim(BOTH concat(' ', char(9), char(10), char(13)) FROM {fld.t})"
         return (f"CASE WHEN {fld.number} THEN {fld.get('double')} WHEN {fld.k} = 'STRING' AND {trimmed} RLIKE "
                 f"{_DOUBLE_TEXT} THEN try_cast(regexp_replace({trimmed}, '[fFdD]$', '') AS DOUBLE) END")
-    array = f"concat('[', array_join({fld.get('array<string>')}, ', ', 'null'), ']')"
-    return (f"CASE WHEN {fld.k} IS NULL THEN NULL WHEN {fld.k} LIKE 'OBJECT%' THEN to_json({fld.f}) "
-            f"WHEN {fld.k} LIKE 'ARRAY%' THEN {array} ELSE {fld.t} END")
+    if name in ("STRING", "VARCHAR"):
+        array = f"concat('[', array_join({fld.get('array<string>')}, ', ', 'null'), ']')"
+        return (f"CASE WHEN {fld.k} IS NULL THEN NULL WHEN {fld.k} LIKE 'OBJECT%' THEN to_json({fld.f}) "
+                f"WHEN {fld.k} LIKE 'ARRAY%' THEN {array} ELSE {fld.t} END")
+    if name in ("DATE", "TIME", "TIMESTAMP"):
+        return fld.t
+    if name == "DECIMAL":
+        return f"CASE WHEN {fld.number} OR {fld.k} = 'STRING' THEN try_cast({fld.t} AS {spark_type(t)}) END"
+    if name == "BYTES":
+        return f"CASE WHEN {fld.k} = 'STRING' THEN try_to_binary({fld.t}, 'base64') END"
+    e = f"`__v{depth}`"
+    if name == "ARRAY":
+        return (f"CASE WHEN {fld.k} LIKE 'ARRAY%' THEN transform({fld.get('array<variant>')}, {e} -> "
+                f"{_read(_Field.of(e), t.items[0], depth + 1)}) END")
+    if name == "MAP":
+        key = f"`__k{depth}`"
+        read = (f"transform_values({fld.get('map<string,variant>')}, ({key}, {e}) -> "
+                f"{_read(_Field.of(e), t.items[1], depth + 1)})")
+        if t.items[0].name not in ("STRING", "VARCHAR"):
+            read = f"transform_keys({read}, ({key}, {e}) -> CAST({key} AS {spark_type(t.items[0])}))"
+        return f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN {read} END"
+    if name == "STRUCT" and t.fields:
+        s = f"`__s{depth}`"
+        body = ", ".join(f"{_sql_text(n)}, {_read(_Field.of(f'{s}.`f{j}`'), ft, depth + 1)}"
+                         for j, (n, ft) in enumerate(t.fields))
+        return (f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN "
+                f"transform({_members(fld, t, depth)}, {s} -> named_struct({body}))[0] END")
+    raise ValueError(f"no JSON read for type {name}")
+
+
+def json_value_sql(target: str, i: int, column: ast.ColumnDef) -> str:
+    """Column ``column`` (the ``i``-th of the JSON key or value ``target``, bound by
+    :func:`bind_json_fields`) read from the record's one VARIANT parse as ksqlDB's deserializer
+    reads it (:func:`_read`), at its :func:`wire_type`."""
+    return _read(_Field.bound(target, i), column.type)
 
 
 def sql_type_text(t: ast.SqlType) -> str:
@@ -238,52 +308,90 @@ def sql_type_text(t: ast.SqlType) -> str:
     return t.render(lambda name: _TYPE_NAMES.get(name, name), lambda field, text: f"{field} {text}")
 
 
-def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
-    """The cause, in ksqlDB's words (``JsonSerdeUtils``'s, with the deserializer's path), of a
-    field (the ``i``-th column of the JSON key or value ``target``, bound) that ``column`` cannot take; null if it can (or is absent or
-    null). A collection's own JSON type is checked, not its elements' (they read as null).
-    ``path_text``: the deserializer's path to the field (``$.NAME``; ``$`` for an unwrapped key)."""
-    t = column.type
+def _first_error(errors: str, depth: int) -> str:
+    x = f"`__ex{depth}`"
+    return f"try_element_at(filter({errors}, {x} -> {x} IS NOT NULL), 1)"
+
+
+def _nested_error(fld: _Field, t: ast.SqlType, path: str, depth: int) -> str | None:
+    """The first element, map value or struct field of a collection its type cannot take (the
+    order ksqlDB's deserializer visits them; a map's keys in the variant's order, sorted), with
+    its path (``$.A[1]``, ``$.M.k.value``, ``$.S.X``); None when nothing inside is checked."""
+    e = f"`__ev{depth}`"
+    if t.name == "ARRAY":
+        i = f"`__ei{depth}`"
+        inner = _error(_Field.of(e), t.items[0], f"concat({path}, '[', {i}, ']')", depth + 1)
+        return None if inner is None else _first_error(
+            f"transform({fld.get('array<variant>')}, ({e}, {i}) -> {inner})", depth)
+    if t.name == "MAP":
+        inner = _error(_Field.of(f"{e}.value"), t.items[1], f"concat({path}, '.', {e}.key, '.value')", depth + 1)
+        return None if inner is None else _first_error(
+            f"transform(map_entries({fld.get('map<string,variant>')}), {e} -> {inner})", depth)
+    if t.name == "STRUCT" and t.fields:
+        s = f"`__es{depth}`"
+        inner_errors = [_error(_Field.of(f"{s}.`f{j}`"), ft, f"concat({path}, {_sql_text('.' + n)})", depth + 1)
+                        for j, (n, ft) in enumerate(t.fields)]
+        present = [x for x in inner_errors if x is not None]
+        if not present:
+            return None
+        first = present[0] if len(present) == 1 else f"coalesce({', '.join(present)})"
+        return f"transform({_members(fld, t, depth)}, {s} -> {first})[0]"
+    return None
+
+
+def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0) -> str | None:
+    """The cause, in ksqlDB's words (``JsonSerdeUtils``'s and the deserializer's, with its path:
+    ``path`` is SQL text), of a value ``t`` cannot take, at any depth; null if it can (or is absent
+    or null); None when every value reads (a STRING)."""
     if t.name in ("STRING", "VARCHAR"):               # any JSON value is a string
         return None
-    fld = _Field(target, i)
     takes = {"BOOLEAN": f"{fld.k} = 'BOOLEAN'", "BYTES": f"{fld.k} = 'STRING'",
              "ARRAY": f"{fld.k} LIKE 'ARRAY%'", "MAP": f"{fld.k} LIKE 'OBJECT%'", "STRUCT": f"{fld.k} LIKE 'OBJECT%'"
              }.get(t.name, f"({fld.number} OR {fld.k} = 'STRING')")
     required = sql_type_text(t)
-    path = _sql_text(f", path: {path_text or '$.' + column.name}")
+    at = f"', path: ', {path}"
     cannot_coerce = _sql_text("Can't coerce string to type. targetType: " + required)
     cannot_convert = _sql_text("Can't convert type. sourceType: ")
-    coerce = f"concat({cannot_coerce}, {path})"
+    coerce = f"concat({cannot_coerce}, {at})"
     whens = [f"WHEN NOT ({takes}) THEN concat({cannot_convert}, {fld.node}, "
-             f"{_sql_text(', requiredType: ' + required)}, {path})"]
+             f"{_sql_text(', requiredType: ' + required)}, {at})"]
     # of a JSON type the column takes, yet unreadable: ksqlDB's parse failures
     if t.name in ("INT", "BIGINT", "DOUBLE"):
-        whens.append(f"WHEN {fld.k} = 'STRING' AND ({json_value_sql(target, i, column, 'NULL')}) IS NULL THEN {coerce}")
+        whens.append(f"WHEN {fld.k} = 'STRING' AND ({_read(fld, t, depth)}) IS NULL THEN {coerce}")
     elif t.name in ("DATE", "TIME", "TIMESTAMP"):       # epoch numbers, or (this server's own) ISO text
         iso = (f"try_to_timestamp({fld.t}, 'HH:mm:ss[.SSS]')" if t.name == "TIME"
                else f"try_cast({fld.t} AS {t.name})")
         whens.append(f"WHEN {fld.k} = 'STRING' AND NOT {fld.t} RLIKE {_INTEGRAL_TEXT} AND {iso} IS NULL THEN {coerce}")
     elif t.name == "BYTES":
         whens.append(f"WHEN try_to_binary({fld.t}, 'base64') IS NULL THEN concat("
-                     f"'Value is not a valid Base64 encoded string: ', {fld.t}, {path})")
+                     f"'Value is not a valid Base64 encoded string: ', {fld.t}, {at})")
     elif t.name == "DECIMAL":                         # new BigDecimal(text), then DecimalUtil.ensureFit
         precision, scale = t.params
         exact = f"try_cast({fld.t} AS DECIMAL(38, 18))"
         odd = f"regexp_extract({fld.t}, '[^0-9.eE+-]', 0)"
         whens.append(f"WHEN {exact} IS NULL THEN CASE WHEN {odd} != '' THEN concat('Character ', {odd}, "
                      f"{_sql_text(' is neither a decimal digit number, decimal point, nor ' + chr(34) + 'e' + chr(34))}, "
-                     f"' notation exponential mark.', {path}) ELSE concat('Invalid number: ', {fld.t}, {path}) END")
+                     f"' notation exponential mark.', {at}) ELSE concat('Invalid number: ', {fld.t}, {at}) END")
         whens.append(f"WHEN abs({exact}) >= 1E{precision - scale} THEN concat("
                      f"'Numeric field overflow: A field with precision {precision} and scale {scale} must round to an "
-                     f"absolute value less than 10^{precision - scale}. Got ', {fld.t}, {path})")
+                     f"absolute value less than 10^{precision - scale}. Got ', {fld.t}, {at})")
         # the literal's own precision and scale, as BigDecimal counts them (plain notation)
         fraction = f"coalesce(nullif(regexp_extract({fld.t}, '[.]([0-9]*)', 1), ''), '')"
         digits = f"greatest(length(regexp_replace(regexp_replace({fld.t}, '[^0-9]', ''), '^0+', '')), 1)"
         fit = (_sql_text("Cannot fit decimal '"), _sql_text("' into " + required + " without rounding. (Requires "))
         whens.append(f"WHEN {exact} != try_cast({fld.t} AS {spark_type(t)}) THEN concat({fit[0]}, {fld.t}, {fit[1]}, "
-                     f"{digits}, ',', length({fraction}), ')', {path})")
+                     f"{digits}, ',', length({fraction}), ')', {at})")
+    nested = _nested_error(fld, t, path, depth)
+    if nested is not None:
+        whens.append(f"ELSE {nested}")
     return f"CASE WHEN {fld.k} IS NULL THEN NULL {' '.join(whens)} END"
+
+
+def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
+    """The cause of a field (the ``i``-th column of the JSON key or value ``target``, bound) that
+    ``column`` cannot take, or of anything inside it (:func:`_error`); ``path_text``: the
+    deserializer's path to the field (``$.NAME``; ``$`` for an unwrapped key)."""
+    return _error(_Field.bound(target, i), column.type, _sql_text(path_text or "$." + column.name))
 
 
 def delimited_fields_sql(raw: str, delimiter: str) -> str:
@@ -320,6 +428,43 @@ def avro_key_error_sql(raw: str, undecoded: str) -> str:
     return (f"CASE WHEN {undecoded} THEN CASE WHEN length({raw}) < 5 OR substring({raw}, 1, 1) "
             f"!= X'00' THEN 'Unknown magic byte!' ELSE concat('Error deserializing Avro message for id ', "
             f"{schema_id}) END END")
+
+
+# -- AVRO values the kafkalite source dropped ----------------------------------------------------
+#: the kafkalite source's ``malformedRecordHandler`` option for a query's AVRO values
+DROPPED_AVRO_HANDLER = "kafkalite.sql.deserialization:log_dropped_avro"
+
+
+def dropped_avro_args(topic: str, include_rows: bool, log_topic: processing_log.ProcessingLogTopic | None) -> str:
+    """The ``malformedRecordHandlerArgs`` option text :func:`log_dropped_avro` reads on a worker."""
+    target = None if log_topic is None else [log_topic.bootstrap_servers, log_topic.topic,
+                                             [list(p) for p in log_topic.security_properties]]
+    return json.dumps({"topic": topic, "include_rows": include_rows, "log_topic": target})
+
+
+def avro_cause(data: bytes | None) -> str:
+    """Confluent's Avro deserializer's words for bytes it cannot read: not framed (``Unknown magic
+    byte!``), else the schema id it could not deserialize with."""
+    if data is None or len(data) < 5 or data[0] != 0:
+        return "Unknown magic byte!"
+    return f"Error deserializing Avro message for id {int.from_bytes(data[1:5], 'big')}"
+
+
+def log_dropped_avro(args: str, record: Any) -> None:
+    """The kafkalite source's ``malformedRecordHandler`` for a query's AVRO values: the record it
+    dropped (``spark_integration.avro.MalformedRecord``) logged as ksqlDB logs a deserialization
+    error (:func:`log_error`, in Confluent's deserializer's words: :func:`avro_cause`) and produced
+    to the processing-log topic if one is given (``args``: :func:`dropped_avro_args`). The source's
+    own message (offset, schema ids, the decoder's error) stays in its log."""
+    settings = json.loads(args)
+    target = settings.get("log_topic")
+    if target is not None:
+        processing_log.attach(processing_log.ProcessingLogTopic(
+            target[0], target[1], tuple((str(k), str(v)) for k, v in target[2])))
+    log_error(record.field, settings["topic"], avro_cause(record.data), record.data, bool(settings["include_rows"]),
+              record.partition, record.offset)
+    if target is not None:
+        processing_log.flush()                       # written before the read goes on (a worker may exit)
 
 
 def error_sql(raw: str, fmt: str, columns: Sequence[ast.ColumnDef], delimiter: str = ",",

@@ -41,8 +41,8 @@ from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, de
                                    ksql_type)
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, column_types, columns_of,
-                                     from_wire, has_aggregate, has_struct, json_text_sql, literal, map_columns, map_of_entries,
-                                     output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire, wire_type)
+                                     from_wire, has_aggregate, literal, map_columns, map_of_entries,
+                                     output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire)
 
 log = logging.getLogger(__name__)
 
@@ -1969,6 +1969,10 @@ class Engine:
                 .option("mode", "FAILFAST" if self.config.fail_on_deserialization_error else "DROPMALFORMED")
             if src.value_schema_id is not None:           # read with the schema the columns came from
                 reader = reader.option("valueAvroVersion", self._version_of_id(src, False))
+            if not self.config.fail_on_deserialization_error:    # a dropped value: a processing-log message
+                reader = reader.option("malformedRecordHandler", deserialization.DROPPED_AVRO_HANDLER) \
+                    .option("malformedRecordHandlerArgs", deserialization.dropped_avro_args(
+                        src.topic, self.config.processing_log_rows_include, self.processing_log_topic))
         raw = reader.load()
         cols: list[str] = []
         if src.window is not None:                        # Kafka Streams' windowed key: the window apart
@@ -1978,16 +1982,16 @@ class Engine:
             cols += ["`WINDOWSTART`", "`WINDOWEND`"]
         keys = src.key_columns
         if keys and src.key_format == "AVRO":
-            cols += avro_keys.read_sql(self.spark, self.config.schema_registry_url or "", src.topic, keys,
-                                       lenient=not self.config.fail_on_deserialization_error,
-                                       version="latest" if src.key_schema_id is None else self._version_of_id(src, True))
+            raw, key_columns = avro_keys.read(
+                raw, self.spark, self.config.schema_registry_url or "", src.topic, keys,
+                lenient=not self.config.fail_on_deserialization_error,
+                version="latest" if src.key_schema_id is None else self._version_of_id(src, True))
+            cols += key_columns
         elif len(keys) == 1 and src.key_format == "KAFKA":
             cols.append(f"{kafka_format.read_sql('key', keys[0].type, spark_type(keys[0].type))} AS "
                         f"{quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "JSON":       # unwrapped: the bare JSON value
-            field = (f"from_json(concat('[', CAST(key AS STRING), ']'), "
-                     f"'ARRAY<{spark_type(wire_type(keys[0].type))}>')[0]")
-            field = deserialization.json_value_sql("key", 0, keys[0], field)     # coerced as ksqlDB does
+            field = deserialization.json_value_sql("key", 0, keys[0])     # from its VARIANT, as ksqlDB reads it
             cols.append(f"{from_wire(field, keys[0].type)} AS {quote(keys[0].name)}")
         elif len(keys) == 1 and src.key_format == "DELIMITED":
             cols.append(f"try_cast(CAST(key AS STRING) AS {spark_type(keys[0].type)}) AS {quote(keys[0].name)}")
@@ -2618,28 +2622,11 @@ def formats_of(props: dict[str, Any], key_default: str, value_default: str, text
 
 
 def _json_columns(field: str, columns: tuple[ast.ColumnDef, ...]) -> list[str]:
-    """JSON fields matched by their upper- or lower-case name (ksqlDB matches case-insensitively;
-    Spark's ``from_json`` does not, so both spellings are parsed and coalesced; the fields of a
-    struct inside a column at any case, by :func:`json_text_sql`); a top-level field of a type
-    ksqlDB coerces is read from its bound VARIANT as ksqlDB coerces it
-    (:func:`deserialization.json_value_sql`; the frame went through ``bind_json_fields``)."""
-    if not columns:
-        return []
-
-    def wire(c: ast.ColumnDef) -> str:                # a struct inside: its JSON text, read by json_text_sql
-        return "STRING" if has_struct(c.type) else spark_type(wire_type(c.type))
-    parsed = [c for c in columns if c.type.name not in deserialization.COERCED]
-    upper = ", ".join(f"{quote(c.name)} {wire(c)}" for c in parsed)
-    lower = ", ".join(f"{quote(c.name.lower())} {wire(c)}" for c in parsed)
-    u = f"from_json(CAST({field} AS STRING), '{upper}')"
-    low = f"from_json(CAST({field} AS STRING), '{lower}')"
-
-    def read(c: ast.ColumnDef) -> str:
-        if c not in parsed:
-            return "NULL"
-        found = f"coalesce({u}.{quote(c.name)}, {low}.{quote(c.name.lower())})"
-        return json_text_sql(found, wire_type(c.type)) if has_struct(c.type) else found
-    return [f"{from_wire(deserialization.json_value_sql(field, i, c, read(c)), c.type)} AS {quote(c.name)}"
+    """JSON fields read from the record's one VARIANT parse (the frame went through
+    ``deserialization.bind_json_fields``: each top-level field matched by its upper- or lower-case
+    name) as ksqlDB's JSON deserializer reads them, at any depth (struct fields whatever their case;
+    :func:`deserialization.json_value_sql`), then DATE/TIMESTAMP from their wire form."""
+    return [f"{from_wire(deserialization.json_value_sql(field, i, c), c.type)} AS {quote(c.name)}"
             for i, c in enumerate(columns)]
 
 

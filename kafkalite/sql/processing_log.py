@@ -15,10 +15,11 @@ Here the appender is :class:`KafkaAppender`, a ``logging.Handler`` on the ``proc
 every process that writes processing-log messages: the server's own and each Spark Python worker
 that runs a query's poison-record check (:mod:`kafkalite.sql.deserialization`), which gets the
 :class:`ProcessingLogTopic` by pickling and calls :func:`attach`. One appender (one producer) per
-process and topic; ``emit`` only queues (it never blocks the caller, the server's reactor
-included), a thread produces, and :func:`flush` waits for the queue to be acknowledged (a worker
-flushes after each batch that logged something, so a worker that exits loses nothing). A failed
-produce is logged on this module's logger and never fails the query.
+process and topic; ``emit`` only queues (it never blocks the caller, the server's reactor included:
+the producer's ``send`` can, see :class:`KafkaAppender`), a thread produces, and :func:`flush`
+waits for the queue to be acknowledged (a worker flushes after each batch that logged something, so
+a worker that exits loses nothing). A failed produce is logged on this module's logger and never
+fails the query.
 """
 from __future__ import annotations
 
@@ -95,7 +96,18 @@ def entry(record: logging.LogRecord) -> bytes | None:
 
 class KafkaAppender(logging.Handler):
     """Log4j's ``KafkaAppender`` for the ``processing`` logger: each structured entry produced to
-    the topic, key null, by one producer, from a thread of its own."""
+    the topic, key null, by one producer, from a thread of its own.
+
+    Why a queue and a thread in front of a producer that already sends from its own I/O thread:
+    :class:`kafkalite.client.Producer` only *ships* batches on that thread; making it and calling
+    ``send`` still block the caller, and it has no ``max.block.ms`` to bound that. Its
+    constructor bootstraps (a Metadata round trip, retried up to ``request.timeout.ms``), ``send``
+    fetches the topic's partitions on its first record and again every ``metadata.max.age.ms``
+    (retried the same way while the brokers are unreachable or the topic leaderless), and waits
+    without limit while ``buffer.memory`` is full. ``emit`` runs on whatever thread logged (the
+    server's reactor, a Spark task's poison-record check), which must not wait on the network, so
+    ``emit`` only appends to a deque and this appender's thread makes the producer and calls
+    ``send``."""
 
     def __init__(self, target: ProcessingLogTopic) -> None:
         super().__init__(logging.DEBUG)

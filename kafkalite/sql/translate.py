@@ -156,34 +156,6 @@ def from_wire(expr: str, t: ast.SqlType) -> str:
     return _nested(expr, t, leaf)
 
 
-def has_struct(t: ast.SqlType) -> bool:
-    return t.name == "STRUCT" or any(has_struct(i) for i in t.items)
-
-
-def json_text_sql(text: str, t: ast.SqlType, depth: int = 0) -> str:
-    """A JSON text (``text``: what Spark's ``from_json`` gives a STRING field, a nested object's or
-    array's JSON, a string's content) read as ``t`` (a :func:`wire_type`) with every struct's fields
-    matched case-insensitively, as ksqlDB's JSON deserializer matches them (Spark's ``from_json``
-    matches field names exactly, so ``errorMessage`` would never fill ``ERRORMESSAGE``): a struct
-    is read as a map of its JSON fields' texts, each field looked up by its upper-case name."""
-    if not has_struct(t):
-        if t.name == "STRING":
-            return text
-        return f"from_json(concat('[', {text}, ']'), 'ARRAY<{spark_type(t)}>')[0]"
-    e = f"`__j{depth}`"
-    if t.name == "ARRAY":
-        return f"transform(from_json({text}, 'ARRAY<STRING>'), {e} -> {json_text_sql(e, t.items[0], depth + 1)})"
-    if t.name == "MAP":
-        return (f"transform_values(from_json({text}, 'MAP<STRING,STRING>'), (`__k{depth}`, {e}) -> "
-                f"{json_text_sql(e, t.items[1], depth + 1)})")
-    entries = f"map_entries(from_json({text}, 'MAP<STRING,STRING>'))"
-
-    def field(name: str) -> str:
-        return f"try_element_at(filter({entries}, {e} -> upper({e}.key) = {literal(name.upper())}), 1).value"
-    fields = ", ".join(f"{literal(n)}, {json_text_sql(field(n), ft, depth + 1)}" for n, ft in t.fields)
-    return f"CASE WHEN from_json({text}, 'MAP<STRING,STRING>') IS NULL THEN NULL ELSE named_struct({fields}) END"
-
-
 def to_wire(expr: str, t: ast.SqlType) -> str:
     """A query's output value as ksqlDB's JSON and DELIMITED serializers write it: a DATE as days
     since the epoch, a TIMESTAMP as epoch milliseconds, also inside collections."""

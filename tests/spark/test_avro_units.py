@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 from kafkalite.records import build_batch
 from kafkalite.registry.client import RegisteredSchema, RegistryClientError
 from spark_integration.avro import (
-    AvroDecodeError, AvroSchemaError, ColumnDecoder, ReaderSchema, decode_columns, spark_type_of,
+    AvroDecodeError, AvroSchemaError, ColumnDecoder, ReaderSchema, decode_columns, spark_type_of, malformed_handler,
 )
 from spark_integration.arrow_records import convert
 from spark_integration.broker_io import ReadSettings
@@ -238,6 +238,39 @@ def test_dropmalformed_leaves_out_and_logs_the_values_that_cannot_be_decoded(cap
     logged = [r.getMessage() for r in caplog.records]
     assert len(logged) == 2 and "trucks-3 at offset 1" in logged[0] and "trucks-3 at offset 3" in logged[1]
     assert pickle.loads(pickle.dumps(settings)) == settings
+    # the malformedRecordHandler option: each dropped record handed to the application's function
+    opts = parse_options({**BS, "mode": "DROPMALFORMED", "malformedRecordHandler": f"{__name__}:collect_dropped",
+                          "malformedRecordHandlerArgs": "ctx"})
+    assert opts.malformed_handler == (f"{__name__}:collect_dropped", "ctx")
+    handler = malformed_handler(opts.malformed_handler[0])
+    DROPPED.clear()
+    out = decode_columns(batch, settings.avro, settings.output_schema(), "trucks", 3, True,
+                         lambda r: handler("ctx", r))
+    assert out.column("offset").to_pylist() == [0, 2, 4]
+    assert [(a, r.topic, r.partition, r.offset, r.field, r.data) for a, r in DROPPED] == [
+        ("ctx", "trucks", 3, 1, "value", b"not avro at all"), ("ctx", "trucks", 3, 3, "value", values[3])]
+    assert "trucks-3 at offset 1 is not registry-framed Avro" in DROPPED[0][1].cause
+    # a failing handler is logged, the read goes on
+    with caplog.at_level(logging.ERROR, logger="spark_integration.avro"):
+        out = decode_columns(batch, settings.avro, settings.output_schema(), "trucks", 3, True, lambda r: 1 / 0)
+    assert out.num_rows == 3 and any("malformedRecordHandler failed" in r.getMessage() for r in caplog.records)
+
+
+DROPPED: list = []
+
+
+def collect_dropped(args, record):
+    DROPPED.append((args, record))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"malformedRecordHandler": "no colon"}, "Invalid value 'no colon' for option 'malformedRecordHandler'"),
+    ({"malformedRecordHandler": "tests.nowhere:f"}, "Option 'malformedRecordHandler': cannot import tests.nowhere:f"),
+    ({"malformedRecordHandler": "json:nothing"}, "Option 'malformedRecordHandler': cannot import json:nothing"),
+    ({"malformedRecordHandlerArgs": "x"}, "Option 'malformedRecordHandlerArgs' needs option 'malformedRecordHandler'")])
+def test_a_bad_malformed_record_handler_names_the_option(options, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        parse_options({**BS, "mode": "DROPMALFORMED", **options})
 
 
 def test_the_mode_option_is_failfast_or_dropmalformed():

@@ -457,16 +457,17 @@ def test_a_kafka_format_stream_into_a_delimited_stream(engine: Engine, kafka: An
 
 def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka: Any, schema_registry: Any) -> None:
     """ksqlDB's deserialization errors: a KAFKA-keyed (BIGINT) DELIMITED stream whose topic holds
-    poison records between good ones (too few and too many fields, text in an INT field, a key of
-    the wrong size), an AVRO stream (key and value) with an unframed value, a value of a schema
-    id the registry does not know, corrupt Avro and an unframed key, and a JSON stream with fields
-    of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one and a boolean
-    in the INT one, poison) -> a CSAS of each writes exactly the good records, coerced as ksqlDB
-    coerces them, and stays RUNNING (each poison record is logged instead:
+    poison records between good ones (too few and too many fields, text in an INT field, a key
+    of the wrong size), an AVRO stream (key and value) with an unframed value, a value of a
+    schema id the registry does not know, corrupt Avro and an unframed key, and a JSON stream
+    with fields of the wrong JSON type (text in an INT column, coerced; "true" in a BOOLEAN one
+    and a boolean in the INT one, poison) -> a CSAS of each writes exactly the good records,
+    coerced as ksqlDB coerces them, and stays RUNNING (each poison record is logged instead:
     tests/unit/sql/test_sql_deserialization_errors.py, tests/spark/test_avro_units.py); with the
-    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one the
-    SQL checks found is on the processing-log topic, produced from the Spark workers, and read back
-    through the KSQL_PROCESSING_LOG stream by a push query."""
+    engine's ``ksql.logging.processing.topic.auto.create`` and ``.stream.auto.create`` each one
+    the SQL checks found or the kafkalite source dropped (an AVRO value) is on the
+    processing-log topic, produced from the Spark workers, and read back through the
+    KSQL_PROCESSING_LOG stream by a push query."""
     import struct
 
     s = uuid.uuid4().hex[:6]
@@ -530,12 +531,16 @@ def test_poison_records_are_skipped_and_the_query_runs_on(engine: Engine, kafka:
 
     # ksql.logging.processing.topic.auto.create: each poison record the SQL checks found is on the
     # processing-log topic, produced from the Spark workers as ksqlDB's Kafka appender writes it
-    # (key null; level, logger, time, message); the AVRO values the source dropped are not (its log)
+    # (key null; level, logger, time, message); the AVRO values the source dropped too (its
+    # malformedRecordHandler), in Confluent's Avro deserializer's words
     poison = {(f"poisoned-{s}", 1, "value", "Column count mismatch on deserialization. expected: 2, got: 1"),
               (f"poisoned-{s}", 2, "value", "Failed to parse x as INTEGER for column N"),
               (f"poisoned-{s}", 3, "key", "Size of data received by LongDeserializer is not 8"),
               (f"poisoned-{s}", 5, "value", "Column count mismatch on deserialization. expected: 2, got: 3"),
               (f"spoiled-{s}", 4, "key", "Unknown magic byte!"),
+              (f"spoiled-{s}", 1, "value", "Unknown magic byte!"),
+              (f"spoiled-{s}", 2, "value", "Error deserializing Avro message for id 32767"),
+              (f"spoiled-{s}", 3, "value", f"Error deserializing Avro message for id {v.schema_id}"),
               (f"typed-{s}", 2, "value", "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.OK"),
               (f"typed-{s}", 3, "value", "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $.N")}
     want_logged = {(topic, offset, target, f"Failed to deserialize {target} from topic: {topic}. {cause}")
@@ -623,7 +628,13 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
         ('{"S": {"a": 1}}', "S", '{"a":1}'), ('{"S": ["x", 1, null]}', "S", "[x, 1, null]"), ('{"B": false}', "B", False),
         ('{"TS": "1700000000000"}', "TS", datetime.datetime(2023, 11, 14, 22, 13, 20)),
         ('{"DEC": "12.5"}', "DEC", decimal.Decimal("12.50")), ('{"I": null}', "I", None), ('{}', "I", None),
-        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,))]
+        ('{"A": [1, 2]}', "A", [1, 2]), ('{"T": {"X": 3}}', "T", (3,)),
+        # inside collections the same coercions; beyond BIGINT the integer part's low bits (Jackson's
+        # BigIntegerNode/DecimalNode intValue() and asLong(): ksqlDB reads them, it does not fail)
+        ('{"A": ["3", 4.7, null]}', "A", [3, 4, None]), ('{"M": {"k": "5"}}', "M", {"k": 5}),
+        ('{"T": {"x": "6"}}', "T", (6,)), ('{"L": 18446744073709551617}', "L", 1),
+        ('{"L": -9223372036854775809}', "L", 9223372036854775807), ('{"I": 18446744073709551621.9}', "I", 5),
+        ('{"L": 1e19}', "L", -8446744073709551616)]
     wrong = [('{"B": "true"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
              ('{"I": "abc"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
              ('{"I": "1.5"}', "Can't coerce string to type. targetType: INTEGER, path: $.I"),
@@ -643,7 +654,14 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
              ('{"DEC": "1x"}', 'Character x is neither a decimal digit number, decimal point, nor "e" notation '
                                'exponential mark., path: $.DEC'),
              ('{"BY": 5.5}', "Can't convert type. sourceType: DecimalNode, requiredType: BYTES, path: $.BY"),
-             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B")]
+             ('{"I": 1.5, "B": "x"}', "Can't convert type. sourceType: TextNode, requiredType: BOOLEAN, path: $.B"),
+             # an element, map value or struct field of the wrong type fails the record, with its path
+             ('{"A": [1, "x"]}', "Can't coerce string to type. targetType: INTEGER, path: $.A[1]"),
+             ('{"A": [1, true, "x"]}', "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, "
+                                      "path: $.A[1]"),
+             ('{"M": {"a": 1, "b": [2]}}', "Can't convert type. sourceType: ArrayNode, requiredType: INTEGER, "
+                                          "path: $.M.b.value"),
+             ('{"T": {"x": {}}}', "Can't convert type. sourceType: ObjectNode, requiredType: INTEGER, path: $.T.X")]
     docs = [doc for doc, *_ in coerced] + [doc for doc, _ in wrong]
     frame = spark.createDataFrame([(i, doc.encode()) for i, doc in enumerate(docs)], "n INT, value BINARY")
     frame = deserialization.bind_json_fields(frame, "value", "value", columns)
@@ -658,7 +676,7 @@ def _json_fields_read_and_checked_as_ksqldb_does(spark: Any) -> None:
     keys = spark.createDataFrame([(b'"12"',), (b"7",), (b'"x"',), (b"true",)], "key BINARY")
     keys = deserialization.bind_json_fields(keys, "key", "key", [key], unwrapped=True)
     key_error = deserialization.error_sql("key", "JSON", [key], unwrapped=True, fields="key")
-    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key, 'NULL')} AS k",
+    got = [(r["k"], r["err"]) for r in keys.selectExpr(f"{deserialization.json_value_sql('key', 0, key)} AS k",
                                                        f"{key_error} AS err").collect()]
     assert got == [(12, None), (7, None), (None, "Can't coerce string to type. targetType: INTEGER, path: $"),
                    (None, "Can't convert type. sourceType: BooleanNode, requiredType: INTEGER, path: $")]
@@ -684,9 +702,12 @@ def test_json_structs_are_read_case_insensitively(spark: Any) -> None:
     rows = ['{"a": [{"x": 1, "y": "q"}, {"X": "2", "Y": 7}], "M": {"k": {"z": 1.5}}, "s": {"d": 19000, "B": true, '
             '"l": [1, 2]}}', '{"s": null, "a": null}', '{"s": 5, "a": [{"x": "no"}]}']
 
+    from kafkalite.sql import deserialization
+
     values = ", ".join(f"('{r}')" for r in rows)                # one SQL job, no Python worker
-    got = [r.asDict(recursive=True) for r in spark.sql(
-        f"SELECT {', '.join(_json_columns('value', columns))} FROM VALUES {values} AS t(value)").collect()]
+    frame = deserialization.bind_json_fields(spark.sql(f"SELECT * FROM VALUES {values} AS t(value)"), "value",
+                                             "value", columns)
+    got = [r.asDict(recursive=True) for r in frame.selectExpr(*_json_columns("value", columns)).collect()]
     assert got == [
         {"A": [{"X": 1, "Y": "q"}, {"X": 2, "Y": "7"}], "M": {"k": {"Z": 1.5}},
          "S": {"D": date(2022, 1, 8), "B": True, "L": [1, 2]}},
@@ -708,3 +729,31 @@ def test_poison_records_skipped_or_failing_the_query(spark: Any) -> None:
     assert sorted(r["n"] for r in kept.collect()) == [1, 3] and "__deser_error" not in kept.columns
     with pytest.raises(Exception, match="Failed to deserialize value from topic: orders. Invalid JSON: nope"):
         skip_or_fail(frame, "orders", fail=True, include_rows=False).collect()
+
+
+def test_the_lenient_avro_key_read_decodes_each_key_once(spark: Any, monkeypatch: Any) -> None:
+    """avro_keys.read's key columns and its undecoded flag read the decoding Python function's
+    result: Spark calls it once per record (one call in the plan's one BatchEvalPython), through
+    the poison check and the skipping that follow as in the engine (a deterministic function was
+    pushed into the skipping filter and called again for the columns)."""
+    import spark_integration.avro as spark_avro
+    from kafkalite.sql import ast, avro_keys, deserialization
+
+    schema = ('{"type": "record", "name": "TKey", "namespace": "io.confluent.ksql.avro_schemas", "fields": ['
+              '{"name": "A", "type": ["null", "long"]}, {"name": "B", "type": ["null", "string"]}]}')
+    monkeypatch.setattr(spark_avro, "resolve_reader", lambda field, url, subject, version: spark_avro.ReaderSchema(
+        field, url, subject, 1, 4321, schema))
+    keys = [ast.ColumnDef("A", ast.SqlType("BIGINT"), key=True), ast.ColumnDef("B", ast.SqlType("STRING"), key=True)]
+    good = encode(4321, parse_avro(schema), {"A": 7, "B": "x"})
+    frame = spark.createDataFrame([(1, good, 0, 10), (2, b"plain", 0, 11), (3, None, 0, 12)],
+                                  "n INT, key BINARY, `ROWPARTITION` INT, `ROWOFFSET` BIGINT")
+    frame, cols = avro_keys.read(frame, spark, "http://127.0.0.1:9", "t", keys, lenient=True)
+    parsed = frame.selectExpr("n", *cols, "key AS `__raw_key`", "`ROWPARTITION`", "`ROWOFFSET`")
+    error = deserialization.avro_key_error_sql("`__raw_key`", f"`{avro_keys.UNDECODED}`")
+    parsed = parsed.selectExpr("*", f"{error} AS `__deser_error`", "'key' AS `__deser_target`",
+                               "`__raw_key` AS `__deser_record`").drop("__raw_key", avro_keys.UNDECODED)
+    kept = deserialization.skip_or_fail(parsed, "t", fail=False, include_rows=False)
+    assert sorted((r["n"], r["A"], r["B"]) for r in kept.collect()) == [(1, 7, "x"), (3, None, None)]
+    plan = kept._jdf.queryExecution().executedPlan().toString()
+    evaluations = [line for line in plan.splitlines() if "BatchEvalPython" in line]
+    assert sum(line.count("ksql_avro_key_read_4321_lenient(") for line in evaluations) == 1, plan

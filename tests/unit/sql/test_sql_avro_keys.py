@@ -193,6 +193,17 @@ class UdfSpark(FakeSpark):
         self.functions[name] = f
 
 
+class SelectFrame:
+    """A DataFrame double that records the projection ``avro_keys.read`` adds."""
+
+    def __init__(self) -> None:
+        self.selected: list[str] = []
+
+    def selectExpr(self, *exprs: str) -> "SelectFrame":
+        self.selected = list(exprs)
+        return self
+
+
 @pytest.fixture
 def engine(monkeypatch: Any) -> Engine:
     from kafkalite.sql import engine as engine_mod
@@ -314,13 +325,19 @@ def test_queries_read_and_write_avro_keys_through_the_sessions_functions(engine:
 
     FakeRegistry.subjects["m-key"] = RegisteredSchema(11, "AVRO", avro_keys.key_schema("M", [key("A", "STRING"),
                                                                                           key("B", "INT")]))
-    assert avro_keys.read_sql(spark, "http://r", "m", [key("A", "STRING"), key("B", "BIGINT")]) == [
-        "CAST(ksql_avro_key_read_11(key).`A` AS string) AS `A`", "CAST(ksql_avro_key_read_11(key).`B` AS bigint) AS `B`"]
+    frame = SelectFrame()
+    read, cols = avro_keys.read(frame, spark, "http://r", "m", [key("A", "STRING"), key("B", "BIGINT")])
+    # the key decoded once, in a projection of its own; the columns read from it
+    assert read is frame and frame.selected == ["*", "ksql_avro_key_read_11(key) AS `__avro_key_decoded`"]
+    assert cols == ["CAST(`__avro_key_decoded`.`A` AS string) AS `A`",
+                    "CAST(`__avro_key_decoded`.`B` AS bigint) AS `B`"]
+    assert spark.functions["ksql_avro_key_read_11"].deterministic is False
     # a lenient read says in a column of its own which keys it could not decode: a key record whose
     # fields are all null is decoded, not poison
-    assert avro_keys.read_sql(spark, "http://r", "m", [key("A", "STRING"), key("B", "BIGINT")], lenient=True)[2:] == [
-        "key IS NOT NULL AND ksql_avro_key_read_11_lenient(key) IS NULL AS `__avro_key_undecoded`"]
+    _, cols = avro_keys.read(SelectFrame(), spark, "http://r", "m", [key("A", "STRING"), key("B", "BIGINT")],
+                             lenient=True)
+    assert cols[2:] == ["key IS NOT NULL AND `__avro_key_decoded` IS NULL AS `__avro_key_undecoded`"]
     with pytest.raises(KsqlError, match=r"^The key schema of m-key has no field for the key column\(s\) C$"):
-        avro_keys.read_sql(spark, "http://r", "m", [key("A", "STRING"), key("C", "INT")])
+        avro_keys.read(SelectFrame(), spark, "http://r", "m", [key("A", "STRING"), key("C", "INT")])
     with pytest.raises(KsqlError, match=r"^Schema registry url is not set"):
-        avro_keys.read_sql(spark, "", "m", [key("A", "STRING")])
+        avro_keys.read(SelectFrame(), spark, "", "m", [key("A", "STRING")])

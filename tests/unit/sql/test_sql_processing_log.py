@@ -179,6 +179,57 @@ def test_emit_only_queues_and_other_messages_are_not_produced(producer: Any, mon
     assert json.loads(producer.sent[0][2])["message"]["deserializationError"]["target"] == "key"
 
 
+def test_emit_returns_while_the_producers_send_is_blocked(producer: Any, monkeypatch: Any) -> None:
+    """kafkalite's ``Producer.send`` waits on the network (its first record's metadata, a full
+    buffer): the appender's own thread takes that wait, never the thread that logged."""
+    import threading
+
+    release = threading.Event()
+    entered = threading.Event()
+    send = RecordingProducer.send
+
+    def stuck(self: Any, *a: Any, **kw: Any) -> Any:
+        entered.set()
+        assert release.wait(30)
+        return send(self, *a, **kw)
+    monkeypatch.setattr(RecordingProducer, "send", stuck)
+    appender = processing_log.attach(processing_log.ProcessingLogTopic("127.0.0.1:1", "plog"))
+    try:
+        deserialization.log_error("value", "t", "first", None, False)
+        assert entered.wait(30)                       # the appender's thread is inside send...
+        deserialization.log_error("value", "t", "second", None, False)   # ...and emit still returns
+        assert appender.produced == 0 and producer.sent == []
+    finally:
+        release.set()
+    processing_log.flush()
+    assert appender.produced == 2 and [json.loads(v)["message"]["deserializationError"]["cause"][0]
+                                       for _, _, v in producer.sent] == ["first", "second"]
+
+
+def test_an_avro_value_the_source_dropped_is_a_processing_log_message(producer: Any, caplog: Any) -> None:
+    """The kafkalite source's ``malformedRecordHandler`` for a query's AVRO values (the engine sets
+    it with ``mode=DROPMALFORMED``): the dropped record logged and produced as ksqlDB's
+    deserialization error, in Confluent's Avro deserializer's words."""
+    from spark_integration.avro import MalformedRecord, malformed_handler
+
+    target = processing_log.ProcessingLogTopic("127.0.0.1:1", "plog", (("security.protocol", "PLAINTEXT"),))
+    args = deserialization.dropped_avro_args("trucks", True, target)
+    handler = malformed_handler(deserialization.DROPPED_AVRO_HANDLER)
+    with caplog.at_level(logging.ERROR, logger=deserialization.LOGGER):
+        handler(args, MalformedRecord("trucks", 2, 41, "value", b"plain", "The value of trucks-2 at offset 41 ..."))
+        handler(args, MalformedRecord("trucks", 2, 42, "value", b"\0\0\0\0\x07\xff", "cannot be decoded"))
+    messages = [json.loads(v)["message"] for _, _, v in producer.sent]
+    assert messages == [json.loads(r.getMessage()) for r in caplog.records]
+    assert messages[0] == deserialization.message("value", "trucks", "Unknown magic byte!", b"plain", True, 2, 41)
+    assert messages[1]["deserializationError"]["errorMessage"] == (
+        "Failed to deserialize value from topic: trucks. Error deserializing Avro message for id 7")
+    assert producer.made[0]["security"].protocol == "PLAINTEXT"
+    # rows.include false keeps the record's bytes out of the message
+    with caplog.at_level(logging.ERROR, logger=deserialization.LOGGER):
+        handler(deserialization.dropped_avro_args("t", False, None), MalformedRecord("t", 0, 1, "value", b"x", "c"))
+    assert json.loads(caplog.records[-1].getMessage())["deserializationError"]["recordB64"] is None
+
+
 # -- at the server's start ------------------------------------------------------------------------
 def _engine(monkeypatch: Any, **settings: Any) -> tuple[Engine, list[tuple[str, int, int]]]:
     created: list[tuple[str, int, int]] = []
