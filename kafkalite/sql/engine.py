@@ -42,7 +42,8 @@ from kafkalite.sql.queries import (StateStore, TransientQuery, await_sources, de
 from kafkalite.sql.table_state import GroupIndex, TableState, group_key
 from kafkalite.sql.translate import (PSEUDO, WINDOW_BOUNDS, Columns, Scope, column_types, columns_of,
                                      from_wire, has_aggregate, literal, map_columns, map_of_entries,
-                                     output_name, quote, spark_type, sql_type_of_spark, to_spark, to_wire)
+                                     output_name, quote, spark_column, spark_type, sql_type_of_spark, to_spark,
+                                     to_wire)
 
 log = logging.getLogger(__name__)
 
@@ -2570,10 +2571,7 @@ def _output_columns(plan: "QueryPlan", values: list[str], spark_types: dict[str,
     for name in values:
         t = plan.output_types.get(name)
         if t is None and spark_types is not None:
-            spark = spark_types.get(name, "string")
-            t = sql_type_of_spark(spark)
-            if t is None:
-                raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
+            t = spark_column(name, spark_types.get(name, "string")).type
         if t is None:
             if known_only:
                 continue

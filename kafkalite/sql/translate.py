@@ -467,21 +467,11 @@ def sql_type_of_spark(simple: str) -> ast.SqlType | None:
     return ast.SqlType(_FROM_SPARK[simple]) if simple in _FROM_SPARK else None
 
 
-def avro_schema(name: str, columns: list[tuple[str, str]]) -> str:
-    """The Avro schema ksqlDB registers for a query's output (every field optional), from the
-    result's Spark types: ksqlDB's types, then the same schema a CREATE with declared columns
-    registers (``serde.value_avro_schema``): TIMESTAMP a ``long`` ``timestamp-millis``, DATE an
-    ``int`` ``date``, DECIMAL(p, s) ``bytes`` ``decimal``, arrays, maps (STRING keys) and records
-    named after their path (``KsqlDataSourceSchema_ORDER``)."""
-    from kafkalite.sql import serde
-
-    defs = []
-    for col, spark in columns:
-        t = sql_type_of_spark(spark)
-        if t is None:
-            raise KsqlError(f"Column {col} of type {spark} cannot be written as AVRO by this server")
-        defs.append(ast.ColumnDef(col, t))
-    try:
-        return serde.value_avro_schema(defs)
-    except ValueError as exc:
-        raise KsqlError(str(exc)) from None
+def spark_column(name: str, spark: str) -> ast.ColumnDef:
+    """An output column known only by its Spark type (``spark_type.simpleString()``) as the
+    ksqlDB-typed column a query writes, e.g. into the Avro schema it registers; a type ksqlDB has
+    no name for is this server's refusal."""
+    t = sql_type_of_spark(spark)
+    if t is None:
+        raise KsqlError(f"Column {name} of type {spark} cannot be written as AVRO by this server")
+    return ast.ColumnDef(name, t)

@@ -580,9 +580,11 @@ def test_temporal_and_decimal_columns_are_written_as_avro_logical_types() -> Non
     import fastavro
 
     from kafkalite.registry.serde import encode, parse_avro
-    from kafkalite.sql.translate import avro_schema
+    from kafkalite.sql import serde
+    from kafkalite.sql.translate import spark_column
 
-    text = avro_schema("OUT", [("TS", "timestamp"), ("DAY", "date"), ("AMOUNT", "decimal(10,2)"), ("N", "bigint")])
+    text = serde.value_avro_schema([spark_column(c, t) for c, t in [
+        ("TS", "timestamp"), ("DAY", "date"), ("AMOUNT", "decimal(10,2)"), ("N", "bigint")]])
     doc = json.loads(text)
     assert [f["type"][1] for f in doc["fields"]] == [
         {"type": "long", "logicalType": "timestamp-millis"}, {"type": "int", "logicalType": "date"},

@@ -21,7 +21,7 @@ from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
 from kafkalite.sql.parser import parse
-from kafkalite.sql.translate import Columns, avro_schema, map_of_entries, sql_type_of_spark, to_spark
+from kafkalite.sql.translate import Columns, map_of_entries, spark_column, sql_type_of_spark, to_spark
 from tests.unit.sql.test_sql_engine_statements import FakeProducer, _spark, engine  # noqa: F401  (the fixture)
 
 T = ast.SqlType
@@ -185,7 +185,7 @@ def test_a_querys_collection_output_registers_ksqldbs_avro_schema() -> None:
         "STRUCT", fields=(("A", T("INT")), ("B", T("ARRAY", items=(T("DOUBLE"),))),
                           ("C", T("MAP", items=(T("STRING"), inner)))))
     assert sql_type_of_spark("void") is None
-    doc = json.loads(avro_schema("OUT", [("ST", "struct<SKU:string,N:int>"), ("NUMS", "array<decimal(11,1)>"),
+    doc = json.loads(avro_of_spark("OUT", [("ST", "struct<SKU:string,N:int>"), ("NUMS", "array<decimal(11,1)>"),
                                          ("M", "map<string,date>")]))
     fields = {f["name"]: f["type"][1] for f in doc["fields"]}
     assert fields["ST"]["name"] == "KsqlDataSourceSchema_ST"
@@ -193,10 +193,10 @@ def test_a_querys_collection_output_registers_ksqldbs_avro_schema() -> None:
     assert fields["NUMS"] == {"type": "array", "items": ["null", {"type": "bytes", "logicalType": "decimal",
                                                                    "precision": 11, "scale": 1}]}
     assert fields["M"] == {"type": "map", "values": ["null", {"type": "int", "logicalType": "date"}]}
-    with pytest.raises(KsqlError, match="^Avro only supports MAPs with STRING keys$"):
-        avro_schema("OUT", [("M", "map<int,string>")])
+    with pytest.raises(ValueError, match="^Avro only supports MAPs with STRING keys$"):
+        avro_of_spark("OUT", [("M", "map<int,string>")])
     with pytest.raises(KsqlError, match="Column X of type void cannot be written as AVRO"):
-        avro_schema("OUT", [("X", "void")])
+        avro_of_spark("OUT", [("X", "void")])
 
 
 def test_unknown_column_types_leave_the_common_type_to_spark(engine: Any) -> None:
@@ -236,3 +236,8 @@ def test_connects_non_string_keyed_avro_maps_are_read_as_ksqldb_reads_them(engin
         "prices": [{"key": 1, "value": 1.5}, {"key": 100, "value": 2.0}]}
     with pytest.raises(KsqlError, match="Invalid map key for PRICES: 'x' is not a int"):
         engine.execute("INSERT INTO m (prices) VALUES (MAP('x' := 1.5));")
+
+
+def avro_of_spark(name: str, columns: list[tuple[str, str]]) -> str:
+    """The value schema a query registers for output columns known by their Spark types."""
+    return serde.value_avro_schema([spark_column(c, t) for c, t in columns])

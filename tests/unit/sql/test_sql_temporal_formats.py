@@ -11,12 +11,12 @@ from typing import Any
 
 from kafkalite.registry import client as registry_client
 from kafkalite.registry.serde import encode, parse_avro
-from kafkalite.sql import ast
+from kafkalite.sql import ast, serde
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine, _json_columns
 from kafkalite.sql.metastore import DataSource
 from kafkalite.sql.queries import StateStore, decode_output, json_value
-from kafkalite.sql.translate import avro_schema, from_wire, to_wire, wire_type
+from kafkalite.sql.translate import from_wire, spark_column, to_wire, wire_type
 
 T = ast.SqlType
 DAYS = "CASE WHEN {x} RLIKE '^-?[0-9]+$' THEN date_from_unix_date(CAST({x} AS INT)) ELSE try_cast({x} AS DATE) END"
@@ -105,7 +105,7 @@ def test_json_and_delimited_outputs_restore_dates_and_timestamps() -> None:
 
 
 def test_an_avro_output_is_restored_through_the_registry(monkeypatch: Any) -> None:
-    schema = avro_schema("T", [("DAY", "date"), ("AT", "timestamp"), ("AMOUNT", "decimal(6,2)"),
+    schema = avro_of_spark("T", [("DAY", "date"), ("AT", "timestamp"), ("AMOUNT", "decimal(6,2)"),
                                ("TAGS", "array<string>")])
     lookups: list[int] = []
 
@@ -136,3 +136,8 @@ def test_a_json_key_with_a_date_is_restored_as_a_date() -> None:
     sink = DataSource("T", "TABLE", "t", (), "JSON", "JSON", None)
     assert decode_output(b'{"DAY": 20421, "ID": "a"}', b'{"N": 3}', sink, store, None) == {
         "DAY": datetime.date(2025, 11, 29), "ID": "a", "N": 3}
+
+
+def avro_of_spark(name: str, columns: list[tuple[str, str]]) -> str:
+    """The value schema a query registers for output columns known by their Spark types."""
+    return serde.value_avro_schema([spark_column(c, t) for c, t in columns])
