@@ -181,14 +181,16 @@ class StateStore:
         """A SOURCE TABLE's topic records (decoded, with ROWPARTITION, ROWOFFSET and
         ``__tombstone``) applied in offset order per partition: a record sets its key's row (its
         :attr:`column_names`), a tombstone deletes it. Returns how many were applied."""
-        applied = 0
-        for r in sorted(records, key=lambda r: (r["ROWPARTITION"], r["ROWOFFSET"])):
-            if r["__tombstone"]:
-                self.delete([self.key_of(r)])
-            else:
-                self.update([{n: r.get(n) for n in self.column_names}])
-            applied += 1
-        return applied
+        ordered = sorted(records, key=lambda r: (r["ROWPARTITION"], r["ROWOFFSET"]))
+        names = self.column_names
+        with self._lock:                                  # once per batch, not per record
+            for r in ordered:
+                if r["__tombstone"]:
+                    self._rows.pop(self.key_of(r), None)
+                else:
+                    row = {n: r.get(n) for n in names}
+                    self._rows[self.key_of(row)] = row
+        return len(ordered)
 
     def keys(self) -> list[tuple[Any, ...]]:
         with self._lock:
