@@ -82,6 +82,10 @@ def test_lifecycle_through_kafka_connect_py(broker: Any, connect_factory: Any, t
 
     kc.delete_connector("files")
     wait_for(lambda: kc.list_connectors() == [], timeout=30, what="the connector gone")
+    # its status goes with the status topic's tombstones, which the worker reads a little after
+    # the config's removal (Kafka's AbstractHerder.connectorStatus reads the same store)
+    wait_for(lambda: requests.get(f"{worker.url}/connectors/files/status", timeout=10).status_code == 404,
+             timeout=30, what="the connector's status gone")
     with pytest.raises(HTTPError) as err:
         kc.get_connector_status("files")
     assert err.value.response.status_code == 404
