@@ -15,14 +15,28 @@ from typing import Sequence
 from kafkalite.config import BrokerConfig, ConfigError, load_properties
 
 
-def setup_logging(level: str, loggers: Sequence[str] = ()) -> None:
-    """The root level, then per-logger levels (``NAME=LEVEL``, as log4j.properties'
-    ``log4j.logger.NAME=LEVEL`` lines set them; e.g. ``kafka.request.logger=DEBUG``)."""
+def logger_levels(items: Sequence[str]) -> list[tuple[str, str]]:
+    """``NAME=LEVEL`` options (as log4j.properties' ``log4j.logger.NAME=LEVEL`` lines; e.g.
+    ``kafka.request.logger=DEBUG``) as (name, upper-case level) pairs.
+
+    Raises ValueError naming the first malformed item, so that a bad option is refused before
+    the broker starts rather than half-applied."""
+    levels = []
+    for item in items:
+        name, eq, level = item.partition("=")
+        if not eq or not name.strip() or level.strip().upper() not in logging.getLevelNamesMapping():
+            raise ValueError(f"--logger takes NAME=LEVEL (DEBUG, INFO, WARNING, ERROR), not {item!r}")
+        levels.append((name.strip(), level.strip().upper()))
+    return levels
+
+
+def setup_logging(level: str, loggers: Sequence[tuple[str, str]] = ()) -> None:
+    """The root level, then per-logger levels (pairs from :func:`logger_levels`)."""
     logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
                         format="[%(asctime)s] %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("kazoo").setLevel(logging.WARNING)
-    for name, _, name_level in (item.partition("=") for item in loggers):
-        logging.getLogger(name.strip()).setLevel(name_level.strip().upper())
+    for name, name_level in loggers:
+        logging.getLogger(name).setLevel(name_level)
     from twisted.logger import STDLibLogObserver, globalLogBeginner
 
     # Twisted shows nothing (not even unhandled Deferred errors) until logging begins.
@@ -40,18 +54,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="one logger's level, e.g. kafka.request.logger=DEBUG (repeatable; "
                              "KAFKALITE_LOGGERS holds a comma-separated list)")
     args = parser.parse_args(argv)
-    for item in args.logger:
-        name, eq, level = item.partition("=")
-        if not eq or not name.strip() or level.strip().upper() not in logging.getLevelNamesMapping():
-            print(f"kafkalite-server: --logger takes NAME=LEVEL (DEBUG, INFO, WARNING, ERROR), not {item!r}",
-                  file=sys.stderr)
-            return 1
     try:
+        loggers = logger_levels(args.logger)
         config = BrokerConfig.from_properties(load_properties([args.properties], args.override))
-    except (ConfigError, OSError) as exc:
+    except (ConfigError, OSError, ValueError) as exc:
         print(f"kafkalite-server: {exc}", file=sys.stderr)
         return 1
-    setup_logging(args.log_level, args.logger)
+    setup_logging(args.log_level, loggers)
     from kafkalite.broker.server import run_broker
     from kafkalite.protocol import codec
 

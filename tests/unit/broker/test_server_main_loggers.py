@@ -25,7 +25,7 @@ def test_setup_logging_sets_each_named_logger() -> None:
     name = "kafkalite.test.one-logger"
     before = logging.getLogger(name).level
     try:
-        main.setup_logging("INFO", [f"{name}=debug"])
+        main.setup_logging("INFO", main.logger_levels([f"{name}=debug"]))
         assert logging.getLogger(name).level == logging.DEBUG
         assert logging.getLogger("kafka.request.logger").level == logging.NOTSET
     finally:
