@@ -223,9 +223,9 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
             key = _avro_key(source, row, avro, text)
         elif source.key_format == "JSON" and len(keys) == 1:     # unwrapped, as ksqlDB's UNWRAP_SINGLES
             v = row.get(keys[0].name)
-            key = None if v is None else json.dumps(_json(_time_ms(v, keys[0]))).encode()
+            key = None if v is None else _compact(_json(_time_ms(v, keys[0])))
         elif source.key_format == "JSON":
-            key = json.dumps({c.name: _json(row.get(c.name)) for c in keys}).encode()
+            key = _compact({c.name: _json(row.get(c.name)) for c in keys})
         elif row.get(keys[0].name) is not None and source.key_format == "KAFKA":
             key = kafka_format.encode(row[keys[0].name], keys[0].type)
         elif row.get(keys[0].name) is not None:
@@ -233,7 +233,7 @@ def encode(source: DataSource, row: dict[str, Any], rowtime: int | None, avro: A
     value: bytes | None
     fmt = source.value_format
     if fmt == "JSON":
-        value = json.dumps({c.name: _json(_time_ms(row.get(c.name), c)) for c in values}).encode()
+        value = _compact({c.name: _json(_time_ms(row.get(c.name), c)) for c in values})
     elif fmt == "DELIMITED":
         value = source.value_delimiter.join("" if row.get(c.name) is None else _plain(_time_ms(row[c.name], c))
                                             for c in values).encode()
@@ -503,6 +503,12 @@ def _map_key(key: str, schema: Any, where: str) -> Any:
     except ValueError:
         raise ValueError(f"Invalid map key for {where}: {key!r} is not a {kind}") from None
     return key
+
+
+def _compact(doc: Any) -> bytes:
+    """A JSON key or value as ksqlDB's serializer (Jackson) and Spark's ``to_json`` write it: no
+    blanks after ``,`` and ``:``, so that INSERT VALUES and a query's output agree byte for byte."""
+    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 def _json(v: Any) -> Any:

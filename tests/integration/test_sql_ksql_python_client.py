@@ -74,7 +74,7 @@ def test_ksqldb_client_drives_the_server(broker: Any, sql_server_factory: SqlSer
             assert printed.http_version == "HTTP/2" and printed.status_code == 200
             lines = [line for line in printed.iter_lines() if line.startswith("rowtime:")]
     assert [line.split(", key: ", 1)[1] for line in lines] == [
-        'u1, value: {"PAGE": "/home", "N": 3}, partition: 0', 'u2, value: {"PAGE": "/a", "N": 4}, partition: 0',
-        'u3, value: {"PAGE": null, "N": 5}, partition: 0', 'u4, value: {"PAGE": null, "N": 6}, partition: 0']
+        'u1, value: {"PAGE":"/home","N":3}, partition: 0', 'u2, value: {"PAGE":"/a","N":4}, partition: 0',
+        'u3, value: {"PAGE":null,"N":5}, partition: 0', 'u4, value: {"PAGE":null,"N":6}, partition: 0']
     assert client.ksql("DROP STREAM clicks;")[0]["commandStatus"]["status"] == "SUCCESS"
     assert client.ksql("SHOW STREAMS;")[0]["streams"] == []

@@ -69,9 +69,9 @@ def test_server_rest_and_replay_after_restart(broker: Any, sql_server_factory: S
         lines = [line for line in resp.read().decode().splitlines() if line]
     records = sorted(line for line in lines if line.startswith("rowtime:"))
     assert lines[:2] == ["Key format: KAFKA_STRING", "Value format: JSON or KAFKA_STRING"], lines
-    assert records[0] == ('rowtime: 2023/11/14 22:13:20.000 Z, key: u1, value: {"PAGEID": "p1"}, partition: '
+    assert records[0] == ('rowtime: 2023/11/14 22:13:20.000 Z, key: u1, value: {"PAGEID":"p1"}, partition: '
                           + records[0].rsplit(" ", 1)[1])
-    assert records[1].startswith("rowtime: ") and ', key: u2, value: {"PAGEID": "p\'2"}' in records[1]
+    assert records[1].startswith("rowtime: ") and ', key: u2, value: {"PAGEID":"p\'2"}' in records[1]
     code, body = _call(url + "/query", {"ksql": "PRINT nosuchtopic;"})
     assert code == 400 and body["message"].startswith("Could not find topic 'nosuchtopic'")
     # collections: ARRAY/MAP/STRUCT constructors and element access, written as ksqlDB's JSON
@@ -91,5 +91,5 @@ def test_server_rest_and_replay_after_restart(broker: Any, sql_server_factory: S
         {"ksql": f"PRINT '{orders}' FROM BEGINNING LIMIT 1;", "streamsProperties": {}}).encode())
     with urllib.request.urlopen(req, timeout=60) as resp:
         printed = [line for line in resp.read().decode().splitlines() if line.startswith("rowtime:")]
-    assert (', key: o1, value: {"TAGS": ["a", "b"], "PRICES": {"tea": 1.5}, "ITEM": {"SKU": "T-1", "QTY": 2}}'
+    assert (', key: o1, value: {"TAGS":["a","b"],"PRICES":{"tea":1.5},"ITEM":{"SKU":"T-1","QTY":2}}'
             in printed[0]), printed

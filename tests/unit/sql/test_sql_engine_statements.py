@@ -299,7 +299,7 @@ def test_insert_values_produces_one_encoded_record(engine: Engine, monkeypatch: 
     assert engine.execute("INSERT INTO s VALUES ('k2', 8, NULL);") == []
     topic, key, value, ts = FakeProducer.sent[0]
     assert (topic, key, json.loads(value), ts) == ("s", b"k1", {"V": 7, "NAME": "it's"}, 1700000000000)
-    assert FakeProducer.sent[1][1:3] == (b"k2", b'{"V": 8, "NAME": null}')
+    assert FakeProducer.sent[1][1:3] == (b"k2", b'{"V":8,"NAME":null}')
     engine.execute("CREATE STREAM d (id STRING KEY, x DOUBLE, ok BOOLEAN) WITH (KAFKA_TOPIC='d', "
                    "VALUE_FORMAT='DELIMITED');")
     engine.execute("INSERT INTO d (id, x, ok) VALUES ('a', 2, true);")

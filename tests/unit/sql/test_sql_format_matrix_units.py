@@ -148,6 +148,6 @@ def test_a_single_json_key_column_is_unwrapped_as_ksqldb_writes_it() -> None:
     two = DataSource("T", "TABLE", "t", (ast.ColumnDef("A", ast.SqlType("STRING"), key=True),
                                          ast.ColumnDef("B", ast.SqlType("INT"), key=True),
                                          ast.ColumnDef("V", ast.SqlType("INT"))), "JSON", "JSON")
-    assert serde.encode(two, {"A": "x", "B": 2, "V": 1}, 5, None, "INSERT ...").key == b'{"A": "x", "B": 2}'
+    assert serde.encode(two, {"A": "x", "B": 2, "V": 1}, 5, None, "INSERT ...").key == b'{"A":"x","B":2}'
     store = StateStore(["K"], False, ["K", "V"], ["STRING", "INTEGER"])
     assert decode_output(b'"u1"', b'{"V": 3}', one, store, None) == {"K": "u1", "V": 3}

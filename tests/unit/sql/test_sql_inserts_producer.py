@@ -70,7 +70,7 @@ def test_a_failed_producer_is_replaced_and_the_error_reported(engine: Engine, pr
     assert err.value.message == "Failed to insert values into 'S'. PRODUCER_FENCED"
     wait_for(lambda: producers[0].closed, timeout=30, what="the failed producer closed")
     engine.execute("INSERT INTO s (id, v) VALUES ('k', 3);")    # a new producer takes over
-    assert len(producers) == 2 and FakeProducer.sent[-1][2] == b'{"V": 3, "NAME": null}'
+    assert len(producers) == 2 and FakeProducer.sent[-1][2] == b'{"V":3,"NAME":null}'
     # an inserts-stream row's failure reaches its ack callback (the error line), then the same
     producers[1].fail_with = RuntimeError("broker gone")
     (outcome,) = _stream_rows(engine, [{"id": "a", "v": 1}])
