@@ -21,9 +21,10 @@ import pytest
 APPS = Path(__file__).parent / "streams_apps"
 
 
-def streams_python(module: str) -> str:
-    """The interpreter that can import ``module``, or skip the test saying why."""
-    local = Path(__file__).resolve().parents[2] / ".venv-streams" / "bin" / "python"
+def streams_python(module: str, venv: str = ".venv-streams") -> str:
+    """The interpreter that can import ``module`` (``KAFKALITE_STREAMS_PYTHON``, else the
+    repository's ``venv``, else this one), or skip the test saying why."""
+    local = Path(__file__).resolve().parents[2] / venv / "bin" / "python"
     python = os.environ.get("KAFKALITE_STREAMS_PYTHON") or (str(local) if local.exists() else sys.executable)
     probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True, timeout=60)
     if probe.returncode != 0:
