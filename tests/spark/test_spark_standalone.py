@@ -22,7 +22,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -156,7 +155,6 @@ def test_pipeline_survives_a_worker_and_the_driver_killed_mid_batch(spark_standa
         proc.wait(30)
 
     first = driver("--trigger-interval", "0 seconds", log="driver-1.log")
-    survived = False
     try:
         def running(n: int) -> bool:
             assert first.poll() is None, (tmp_path / "driver-1.log").read_text()[-3000:]
@@ -170,29 +168,15 @@ def test_pipeline_survives_a_worker_and_the_driver_killed_mid_batch(spark_standa
         wait_for(lambda: running(0) and _mid_batch(ckpt, done), 60, "a micro-batch in flight", 0.01)
         cluster.kill_worker(cluster.workers[0])                   # kill -9: the worker and its executor
         wait_for(lambda: len(cluster.alive_workers()) == 1, 120, "the master to see the worker gone", 0.25)
-
-        def progressed_or_failed() -> bool:
-            return first.poll() is not None or "terminated with error" in (tmp_path / "driver-1.log").read_text() \
-                or len(_batches(ckpt, "commits")) >= done + 3
-        wait_for(progressed_or_failed, 180, "the query to go on without the worker (or fail)", 0.2)
-        survived = len(_batches(ckpt, "commits")) >= done + 3
-        print(f"worker killed in batch {done + 1}: the running query "
-              f"{'went on with the other worker' if survived else 'failed; restarted from its checkpoint'}")
-        if survived:
-            kill_mid_batch(first, "driver-1.log")
+        # the running query survives: Spark runs the lost executor's tasks again on the other one
+        # (an executor's loss does not count against spark.task.maxFailures); a query that failed
+        # and had to be restarted from its checkpoint would not pass here
+        wait_for(lambda: running(done + 3), 180, "the running query to go on with the other worker", 0.2)
+        kill_mid_batch(first, "driver-1.log")
     finally:
         if first.poll() is None:
             first.kill()
             first.wait(30)
-    if not survived:                        # the driver kill still happens mid-batch, in a second run
-        wait_for(lambda: not (cluster.state() or {}).get("activeapps"), 60, "the failed driver's application to end")
-        middle = driver("--trigger-interval", "0 seconds", log="driver-1b.log")
-        try:
-            kill_mid_batch(middle, "driver-1b.log")
-        finally:
-            if middle.poll() is None:
-                middle.kill()
-                middle.wait(30)
     killed_at = _batches(ckpt, "offsets")[-1]
     assert _batches(ckpt, "commits")[-1] < killed_at < total // 200 - 1, "the driver was killed mid-run"
     wait_for(lambda: not (cluster.state() or {}).get("activeapps"), 60, "the killed driver's application to end")
