@@ -1,0 +1,95 @@
+"""A continuous pipeline for minutes, not seconds: kafkalite -> Spark (processing-time trigger,
+``maxOffsetsPerTrigger``, ``kafka.group.id``) -> kafkalite sink, while a producer writes at a
+steady rate for three minutes. Sampled every few seconds: the backlog Spark's progress reports
+(the source's ``latestOffset`` past the batch's ``endOffset``) and the group's lag as
+``kafkalite-consumer-groups --describe`` computes it (the log end minus the committed offset).
+Checked: the lag stays bounded (below a fixed ceiling, and the last minute no higher than the
+first plus a margin: a pipeline that falls behind shows a lag that grows with time), no
+micro-batch exceeds ``maxOffsetsPerTrigger``, and every record reaches the output once."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from typing import Any
+
+from kafkalite.client import TopicPartition
+from kafkalite.client.admin import Admin
+from tests.spark.conftest import new_topic, produce
+from tests.spark.test_spark_pipeline import _latest
+from tests.support.waiting import wait_for
+
+RUN_S = 180.0
+RATE = 200                  # records/s, in 50-record bursts
+MAX_PER_TRIGGER = 1000
+#: a pipeline keeping up holds a batch in flight and one not yet committed: a few seconds of input
+LAG_CEILING = RATE * 30
+
+
+def _offsets_sum(offsets: Any) -> int:
+    data = json.loads(offsets) if isinstance(offsets, str) else offsets
+    return sum(int(o) for parts in data.values() for o in parts.values())
+
+
+def test_pipeline_keeps_up_for_minutes(spark: Any, kafka: Any, tmp_path: Any) -> None:
+    source, out = new_topic(kafka, 2, "soak-in"), new_topic(kafka, 2, "soak-out")
+    group = f"soak-{uuid.uuid4().hex[:6]}"
+    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+          .option("subscribe", source).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", str(MAX_PER_TRIGGER)).option("kafka.group.id", group).load())
+    q = (df.select("key", "value").writeStream.format("kafkalite")
+         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", out)
+         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="1 second").start())
+    produced = 0
+    stop = threading.Event()
+
+    def keep_producing() -> None:
+        nonlocal produced
+        start = time.monotonic()
+        while not stop.is_set():
+            produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(produced, produced + 50)])
+            produced += 50
+            stop.wait(max(0.0, start + produced / RATE - time.monotonic()))       # a steady rate
+
+    samples: list[tuple[float, int, int]] = []          # (seconds in, group lag, progress backlog)
+    writer = threading.Thread(target=keep_producing, daemon=True)
+    try:
+        # the first batches start Spark's Python workers (tens of seconds on a loaded machine): the
+        # steady state is measured from there
+        wait_for(lambda: len(q.recentProgress) >= 2, 240, "the query's first two micro-batches")
+        began = time.monotonic()
+        writer.start()
+        with Admin(kafka.bootstrap) as admin:
+            while time.monotonic() - began < RUN_S:
+                assert q.exception() is None and q.isActive, q.exception()
+                ends = _latest(kafka.bootstrap, source, 2)
+                committed = admin.list_group_offsets(group)
+                lag = sum(end - committed.get(TopicPartition(source, p), 0) for p, end in ends.items())
+                progress = q.lastProgress
+                backlog = (_offsets_sum(progress["sources"][0]["latestOffset"]) -
+                           _offsets_sum(progress["sources"][0]["endOffset"])) \
+                    if progress and progress["sources"][0].get("latestOffset") else 0
+                samples.append((time.monotonic() - began, lag, backlog))
+                time.sleep(5)           # the sampling period of a lag monitor, not a wait for a state
+        stop.set()
+        writer.join(60)
+        wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= produced, 180,
+                 "every record through the pipeline")
+    finally:
+        stop.set()
+        q.stop()
+    assert q.exception() is None
+    print(f"{produced} records in {RUN_S:.0f} s; (s, group lag, backlog) samples: {samples}")
+    assert produced >= RATE * RUN_S * 0.8, f"the producer fell short of its rate: {produced}"
+    steady = [s for s in samples if s[0] >= 20]                      # past the query's first batches
+    assert len(steady) >= 20, samples
+    assert max(lag for _, lag, _ in steady) <= LAG_CEILING, steady
+    first = [lag for t, lag, _ in steady if t < 80]
+    last = [lag for t, lag, _ in steady if t >= RUN_S - 60]
+    assert sum(last) / len(last) <= sum(first) / len(first) + RATE * 5, (first, last)
+    rows = [p["numInputRows"] for p in q.recentProgress]
+    assert rows and all(r <= MAX_PER_TRIGGER for r in rows)
+    got = [r.v for r in spark.read.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+           .option("subscribe", out).load().selectExpr("cast(value as string) v").collect()]
+    assert len(got) == len(set(got)) == produced and set(got) == {str(i) for i in range(produced)}
