@@ -530,6 +530,8 @@ class Engine:
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
             else:
+                if replay_terminated is not None:
+                    self._warn_without_checkpoint(query_id)
                 try:
                     self._run(plan)
                 except Exception as exc:          # Spark refused the plan (e.g. an unsupported output mode)
@@ -556,6 +558,21 @@ class Engine:
                 self._terminate(qid)
             return _status(stmt.text, s, seq, "Query terminated.")
         raise KsqlError(f"Statement not executable: {stmt.text}", statement=stmt.text)
+
+    def _warn_without_checkpoint(self, query_id: str) -> None:
+        """A query replayed from the command topic with no checkpoint under this server's
+        ``ksql.streams.state.dir`` starts over from ``auto.offset.reset``, which is right for a
+        query whose server crashed before Spark made its checkpoint, and wrong for one that ran
+        elsewhere. Why it is said loudly: ksqlDB's queries resume from offsets kept in Kafka, so
+        a second server there may have a state directory of its own; ours resume from Spark's
+        checkpoint files, so a server started on another directory (not the shared storage
+        docs/sql.md asks for) would silently write the input again or, where the sink's batch
+        markers are named by the query id, skip the new checkpoint's first batches as written."""
+        checkpoint = Path(self.config.state_dir) / self.config.service_id / query_id
+        if not (checkpoint / "offsets").exists():
+            log.warning("query %s has no checkpoint in %s: it starts over from auto.offset.reset. If it ran "
+                        "before under another ksql.streams.state.dir, its output may get records twice or miss "
+                        "some: point this server at that directory (shared storage)", query_id, checkpoint)
 
     def _terminate(self, qid: str) -> None:
         """A persistent query stopped and marked TERMINATED, with what it owns: an aggregate's join
