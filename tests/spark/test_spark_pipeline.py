@@ -89,3 +89,39 @@ def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: A
            .option("subscribe", out).load().selectExpr("cast(value as string) v").collect()]
     assert len(got) == len(set(got)) == total + 1
     assert set(got) == {str(i) for i in range(produced)} | {f"p2-{i}" for i in range(300)} | {"tick"}
+
+
+def test_subscribe_pattern_picks_up_a_topic_created_while_the_query_runs(spark: Any, kafka: Any) -> None:
+    """subscribePattern under a processing-time trigger: a matching topic created while the query
+    runs is found on a later trigger (each one asks the brokers' metadata again, as Spark's Kafka
+    source does) and read from its earliest offset; a topic the pattern does not match is not."""
+    uid = uuid.uuid4().hex[:6]
+    first = new_topic(kafka, 2, f"pat{uid}")
+    produce(kafka, first, [(i % 2, None, b"a%d" % i) for i in range(100)])
+    name = f"pattern_{uid}"
+    q = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+         .option("subscribePattern", f"^pat{uid}-").option("startingOffsets", "earliest").load()
+         .selectExpr("topic", "cast(value as string) v").writeStream.format("memory").queryName(name)
+         .trigger(processingTime="500 milliseconds").start())
+
+    def rows() -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for r in spark.table(name).collect():
+            out.setdefault(r.topic, set()).add(r.v)
+        return out
+    try:
+        wait_for(lambda: len(rows().get(first, ())) == 100, 120, f"the first topic's records", 0.5)
+        batches_before = len(q.recentProgress)
+        second, other = new_topic(kafka, 3, f"pat{uid}"), new_topic(kafka, 1, f"other{uid}")
+        produce(kafka, second, [(i % 3, None, b"b%d" % i) for i in range(90)])
+        produce(kafka, other, [(0, None, b"c%d" % i) for i in range(10)])
+        produce(kafka, first, [(i % 2, None, b"a%d" % i) for i in range(100, 120)])
+        wait_for(lambda: len(rows().get(second, ())) == 90 and len(rows()[first]) == 120, 120,
+                 lambda: f"the new topic's records (read so far: { {t: len(v) for t, v in rows().items()} })", 0.5)
+        got = rows()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert got == {first: {f"a{i}" for i in range(120)}, second: {f"b{i}" for i in range(90)}}
+    assert spark.table(name).count() == 210                    # each record once
+    assert len(q.recentProgress) > batches_before               # found on a later trigger of the same run
