@@ -7,17 +7,28 @@ partition is read, and the group's committed offsets (the Admin API's and
 records the next batch has not committed yet."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import threading
 import uuid
 from typing import Any
 
+from kafkalite.cli import consumer_groups
 from kafkalite.client import KafkaClient, TopicPartition
 from kafkalite.client.admin import Admin
 from tests.spark.conftest import new_topic, produce
 from tests.support.waiting import wait_for
 
 MAX_PER_TRIGGER = 400
+#: how far (in records) the writer lets the pipeline fall behind before it waits
+BACKLOG = 1200
+
+
+def offsets_sum(offsets: Any) -> int:
+    """The sum of a progress report's offsets (Spark's JSON, as a string or parsed)."""
+    data = json.loads(offsets) if isinstance(offsets, str) else offsets
+    return sum(int(o) for parts in data.values() for o in parts.values())
 
 
 def _latest(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
@@ -39,11 +50,19 @@ def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: A
     produced = 2000
     stop = threading.Event()
 
+    def read_so_far() -> int:
+        last = q.lastProgress
+        return offsets_sum(last["sources"][0]["endOffset"]) if last else 0
+
     def keep_producing() -> None:
+        """100 records every 0.25 s while the pipeline is less than BACKLOG behind: it writes all
+        through the run, yet never faster than the pipeline reads on a loaded machine (unpaced, it
+        once wrote 34,600 records while the batches read ~100 a second, and the end never came)."""
         nonlocal produced
         while not stop.is_set():
-            produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(produced, produced + 100)])
-            produced += 100
+            if produced - read_so_far() < BACKLOG:
+                produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(produced, produced + 100)])
+                produced += 100
             stop.wait(0.25)
 
     writer = threading.Thread(target=keep_producing, daemon=True)
@@ -61,8 +80,11 @@ def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: A
         stop.set()
         writer.join(60)
         total = produced + 300
-        wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= total, 180,
-                 "every record through the pipeline")
+        wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= total, 180, lambda: (
+            f"every record through the pipeline: {sum(_latest(kafka.bootstrap, out, 2).values())} of {total} "
+            f"in the output, source at {_latest(kafka.bootstrap, source, 3)}, last batches "
+            f"{[(p['batchId'], p['numInputRows'], p['sources'][0]['endOffset']) for p in q.recentProgress[-3:]]}, "
+            f"{len(q.recentProgress)} in all, exception {q.exception()}"))
         before_tick = _latest(kafka.bootstrap, source, 3)
         produce(kafka, source, [(0, None, b"tick")])     # the next batch commits the previous one's offsets
         with Admin(kafka.bootstrap) as admin:
@@ -71,6 +93,16 @@ def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: A
                 admin.list_group_offsets(group)), 120, "the group's offsets at the end of the data")
         latest = _latest(kafka.bootstrap, source, 3)
         assert {tp.partition: latest[tp.partition] - o for tp, o in committed.items()} == {0: 1, 1: 0, 2: 0}
+        # the same lag as an operator sees it: kafkalite-consumer-groups --describe (its main function);
+        # it stays put, as no batch runs (and commits) until more records come
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            assert consumer_groups.main(["--bootstrap-server", kafka.bootstrap, "--describe", "--group", group]) == 0
+        described = {int(cols[2]): (int(cols[3]), int(cols[4]), cols[5]) for cols in
+                     (line.split() for line in printed.getvalue().splitlines()) if cols[:2] == [group, source]}
+        assert described == {p: (before_tick[p], latest[p], str(latest[p] - before_tick[p])) for p in range(3)}, \
+            printed.getvalue()
+        assert [described[p][2] for p in range(3)] == ["1", "0", "0"]
         wait_for(lambda: sum(_latest(kafka.bootstrap, out, 2).values()) >= total + 1, 120, "the tick's batch")
     finally:
         stop.set()
@@ -80,9 +112,6 @@ def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: A
     rows = [p["numInputRows"] for p in progress]
     assert max(rows) == MAX_PER_TRIGGER and all(r <= MAX_PER_TRIGGER for r in rows)
     # reportLatestOffset: a batch that left a backlog shows the source's latest offsets past its end
-    def offsets_sum(offsets: Any) -> int:
-        data = json.loads(offsets) if isinstance(offsets, str) else offsets
-        return sum(int(o) for parts in data.values() for o in parts.values())
     assert any(offsets_sum(p["sources"][0]["latestOffset"]) > offsets_sum(p["sources"][0]["endOffset"])
                for p in progress if p["sources"][0].get("latestOffset"))
     got = [r.v for r in spark.read.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
