@@ -139,7 +139,7 @@ def test_subscribe_pattern_picks_up_a_topic_created_while_the_query_runs(spark: 
             out.setdefault(r.topic, set()).add(r.v)
         return out
     try:
-        wait_for(lambda: len(rows().get(first, ())) == 100, 120, f"the first topic's records", 0.5)
+        wait_for(lambda: len(rows().get(first, ())) == 100, 120, "the first topic's records", 0.5)
         batches_before = len(q.recentProgress)
         second, other = new_topic(kafka, 3, f"pat{uid}"), new_topic(kafka, 1, f"other{uid}")
         produce(kafka, second, [(i % 3, None, b"b%d" % i) for i in range(90)])
