@@ -346,7 +346,9 @@ def _offset_spec(opts: Mapping[str, str], side: str, default: str) -> OffsetSpec
 
 
 def _partition_json(text: str, option: str, *, allow_sentinels: bool) -> tuple[tuple[str, int, int], ...]:
-    example = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+    # Spark's JsonUtils examples: offsets (with the -1/-2 sentinels) or timestamps, as the option takes
+    example = ('{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}' if allow_sentinels else
+               '{"topicA": {"0": 123456789, "1": 123456789}, "topicB": {"0": 123456789, "1": 123456789}}')
     bad = f"Expected e.g. {example} for option '{option}', got '{text}'"
     try:
         data = json.loads(text)

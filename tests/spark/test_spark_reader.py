@@ -7,8 +7,10 @@ cover every row without collecting a million of them into the driver.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -95,6 +97,57 @@ def test_offsets_json_assign_and_headers(spark, kafka):
     late = _reader(spark, kafka, subscribe=topic, startingTimestamp="4102444800000",
                    startingOffsetsByTimestampStrategy="latest").load()
     assert late.count() == 0
+
+
+def _produce_at(kafka, topic, records):
+    """Produce ``(partition, value, timestamp_ms)``: each record's CreateTime is given."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 20})
+    for partition, value, ts in records:
+        producer.produce(topic, value, partition=partition, timestamp=ts)
+    assert producer.flush(60) == 0
+
+
+def test_starting_offsets_by_timestamp_per_partition(spark, kafka):
+    """startingOffsetsByTimestamp: each partition starts at the first record whose timestamp is at
+    or after its own timestamp (batch, and a streaming query's first batch); no match fails, or
+    with startingOffsetsByTimestampStrategy=latest starts that partition at its end; a bad JSON
+    value and a partition left out fail with the option's error."""
+    topic = new_topic(kafka, 2, "by-ts")
+    base = (int(time.time()) - 3600) * 1000          # within the topic's 7-day time retention
+    _produce_at(kafka, topic, [(p, b"%d-%d" % (p, i), base + 1000 * i) for p in range(2) for i in range(20)])
+    starts = json.dumps({topic: {"0": base + 5000, "1": base + 11500}})     # offsets 5 and 12
+    expected = sorted([(0, o) for o in range(5, 20)] + [(1, o) for o in range(12, 20)])
+    df = _reader(spark, kafka, subscribe=topic, startingOffsetsByTimestamp=starts).load()
+    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()) == expected
+
+    name = "by_ts_" + uuid.uuid4().hex[:6]
+    q = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+         .option("subscribe", topic).option("startingOffsetsByTimestamp", starts).load()
+         .select("partition", "offset").writeStream.format("memory").queryName(name)
+         .trigger(availableNow=True).start())
+    q.awaitTermination(120)
+    assert q.exception() is None
+    assert sorted((r.partition, r.offset) for r in spark.table(name).collect()) == expected
+
+    future = json.dumps({topic: {"0": base + 5000, "1": 4102444800000}})    # 2100: no record matches
+    with pytest.raises(AnalysisException, match=f"No offset matched the timestamp 4102444800000 in "
+                                                f"startingOffsetsByTimestamp for {topic}-1"):
+        _reader(spark, kafka, subscribe=topic, startingOffsetsByTimestamp=future).load().count()
+    late = _reader(spark, kafka, subscribe=topic, startingOffsetsByTimestamp=future,
+                   startingOffsetsByTimestampStrategy="latest").load()
+    assert sorted((r.partition, r.offset) for r in late.select("partition", "offset").collect()) == \
+        [(0, o) for o in range(5, 20)]
+    bad = json.dumps({topic: {"0": "soon", "1": base}})
+    with pytest.raises(AnalysisException, match=re.escape(
+            'Expected e.g. {"topicA": {"0": 123456789, "1": 123456789}, "topicB": {"0": 123456789, '
+            '"1": 123456789}} for option \'startingOffsetsByTimestamp\', got \'' + bad)):
+        _reader(spark, kafka, subscribe=topic, startingOffsetsByTimestamp=bad).load()
+    with pytest.raises(AnalysisException, match=f"startingOffsetsByTimestamp must give every topic-partition "
+                                                f"read; missing {topic}-1"):
+        _reader(spark, kafka, subscribe=topic,
+                startingOffsetsByTimestamp=json.dumps({topic: {"0": base}})).load().count()
 
 
 def _lag(kafka, group, topic, parts):

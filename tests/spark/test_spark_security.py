@@ -63,3 +63,25 @@ def test_read_and_commit_over_sasl_ssl(spark: Any, secured: tuple[Cluster, str, 
     with pytest.raises(Exception, match=f"authentication as {USER} to broker .* failed"):
         (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap)
          .options(**security_options(ca, "wrong")).option("subscribe", topic).load().count())
+
+
+def test_sink_writes_over_sasl_ssl(spark: Any, secured: tuple[Cluster, str, str]) -> None:
+    """The sink with the same ``kafka.``-prefixed options: an at-least-once write and an
+    exactly-once one (transactions: coordinator look-ups, EndTxn) over SASL_SSL, both read back
+    there with read_committed; a wrong password fails the write naming the failed authentication."""
+    cluster, bootstrap, ca = secured
+    topic = new_topic(cluster, 2, "sec-sink")      # set-up over the PLAINTEXT listener
+    options = security_options(ca)
+    for guarantee, rows in (("at_least_once", range(0, 200)), ("exactly_once", range(200, 300))):
+        df = spark.createDataFrame([(f"k{i}", f"v{i}", i % 2) for i in rows], "key string, value string, partition int")
+        (df.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", bootstrap).options(**options)
+         .option("topic", topic).option("deliveryGuarantee", guarantee).save())
+    back = (spark.read.format("kafkalite").option("kafka.bootstrap.servers", bootstrap).options(**options)
+            .option("subscribe", topic).option("kafka.isolation.level", "read_committed").load()
+            .selectExpr("cast(key as string) k", "cast(value as string) v", "partition").collect())
+    assert sorted((r.k, r.v, r.partition) for r in back) == sorted((f"k{i}", f"v{i}", i % 2) for i in range(300))
+
+    bad = spark.createDataFrame([("x",)], "value string")
+    with pytest.raises(Exception, match=f"authentication as {USER} to broker .* failed"):
+        (bad.write.format("kafkalite").mode("append").option("kafka.bootstrap.servers", bootstrap)
+         .options(**security_options(ca, "wrong")).option("topic", topic).save())
