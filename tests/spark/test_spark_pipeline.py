@@ -37,16 +37,23 @@ def _latest(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     return {tp.partition: v[0] for tp, v in answers.items()}
 
 
+def start_pipeline(spark: Any, kafka: Any, source: str, out: str, group: str, checkpoint: str,
+                   max_per_trigger: int, trigger: str) -> Any:
+    """A topic-to-topic streaming query: the kafkalite source from the earliest offsets, at most
+    ``max_per_trigger`` records a batch, committing as ``group``; the kafkalite sink into ``out``."""
+    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
+          .option("subscribe", source).option("startingOffsets", "earliest")
+          .option("maxOffsetsPerTrigger", str(max_per_trigger)).option("kafka.group.id", group).load())
+    return (df.select("key", "value").writeStream.format("kafkalite")
+            .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", out)
+            .option("checkpointLocation", checkpoint).trigger(processingTime=trigger).start())
+
+
 def test_continuous_pipeline_with_a_partition_added_mid_run(spark: Any, kafka: Any, tmp_path: Any) -> None:
     source, out = new_topic(kafka, 2, "pipe-in"), new_topic(kafka, 2, "pipe-out")
     group = f"pipeline-{uuid.uuid4().hex[:6]}"
     produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(2000)])        # a backlog to start with
-    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
-          .option("subscribe", source).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", str(MAX_PER_TRIGGER)).option("kafka.group.id", group).load())
-    q = (df.select("key", "value").writeStream.format("kafkalite")
-         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", out)
-         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="500 milliseconds").start())
+    q = start_pipeline(spark, kafka, source, out, group, str(tmp_path / "ckpt"), MAX_PER_TRIGGER, "500 milliseconds")
     produced = 2000
     stop = threading.Event()
 

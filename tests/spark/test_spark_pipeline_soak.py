@@ -8,7 +8,6 @@ first plus a margin: a pipeline that falls behind shows a lag that grows with ti
 micro-batch exceeds ``maxOffsetsPerTrigger``, and every record reaches the output once."""
 from __future__ import annotations
 
-import json
 import threading
 import time
 import uuid
@@ -17,7 +16,7 @@ from typing import Any
 from kafkalite.client import TopicPartition
 from kafkalite.client.admin import Admin
 from tests.spark.conftest import new_topic, produce
-from tests.spark.test_spark_pipeline import _latest
+from tests.spark.test_spark_pipeline import _latest, offsets_sum, start_pipeline
 from tests.support.waiting import wait_for
 
 RUN_S = 180.0
@@ -27,20 +26,10 @@ MAX_PER_TRIGGER = 1000
 LAG_CEILING = RATE * 30
 
 
-def _offsets_sum(offsets: Any) -> int:
-    data = json.loads(offsets) if isinstance(offsets, str) else offsets
-    return sum(int(o) for parts in data.values() for o in parts.values())
-
-
 def test_pipeline_keeps_up_for_minutes(spark: Any, kafka: Any, tmp_path: Any) -> None:
     source, out = new_topic(kafka, 2, "soak-in"), new_topic(kafka, 2, "soak-out")
     group = f"soak-{uuid.uuid4().hex[:6]}"
-    df = (spark.readStream.format("kafkalite").option("kafka.bootstrap.servers", kafka.bootstrap)
-          .option("subscribe", source).option("startingOffsets", "earliest")
-          .option("maxOffsetsPerTrigger", str(MAX_PER_TRIGGER)).option("kafka.group.id", group).load())
-    q = (df.select("key", "value").writeStream.format("kafkalite")
-         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", out)
-         .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(processingTime="1 second").start())
+    q = start_pipeline(spark, kafka, source, out, group, str(tmp_path / "ckpt"), MAX_PER_TRIGGER, "1 second")
     produced = 0
     stop = threading.Event()
 
@@ -67,8 +56,8 @@ def test_pipeline_keeps_up_for_minutes(spark: Any, kafka: Any, tmp_path: Any) ->
                 committed = admin.list_group_offsets(group)
                 lag = sum(end - committed.get(TopicPartition(source, p), 0) for p, end in ends.items())
                 progress = q.lastProgress
-                backlog = (_offsets_sum(progress["sources"][0]["latestOffset"]) -
-                           _offsets_sum(progress["sources"][0]["endOffset"])) \
+                backlog = (offsets_sum(progress["sources"][0]["latestOffset"]) -
+                           offsets_sum(progress["sources"][0]["endOffset"])) \
                     if progress and progress["sources"][0].get("latestOffset") else 0
                 samples.append((time.monotonic() - began, lag, backlog))
                 time.sleep(5)           # the sampling period of a lag monitor, not a wait for a state
