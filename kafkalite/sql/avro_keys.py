@@ -130,11 +130,10 @@ def encode(source: "DataSource", row: dict[str, Any], avro: serde.AvroLookup) ->
 
 def columns_of(datum: Any, keys: Sequence[str]) -> dict[str, Any]:
     """A decoded key as its columns: an unwrapped key is the one column's value; a record's
-    fields match the key columns in any case."""
+    fields match the key columns as ksqlDB matches them (:func:`serde.record_field`)."""
     if len(keys) == 1:
         return {keys[0]: datum}
-    fields = {str(k).upper(): v for k, v in datum.items()} if isinstance(datum, dict) else {}
-    return {k: fields.get(k.upper()) for k in keys}
+    return {k: serde.record_field(datum, k) if isinstance(datum, dict) else None for k in keys}
 
 
 #: the column a lenient read adds: true where a key is there but could not be decoded (a poison key)

@@ -113,10 +113,9 @@ def json_error_sql(raw: str, unwrapped: bool, columns: Sequence[ast.ColumnDef] =
         bad = f"({parsed} IS NULL OR size({parsed}) != 1)"
     else:
         bad = f"({text} != 'null' AND json_object_keys({text}) IS NULL)"     # keys only: no values built
-    paths = ["$"] if unwrapped else [f"$.{c.name}" for c in columns]     # an unwrapped key is the value itself
     checks = [] if fields is None else [
         f"WHEN ({e}) IS NOT NULL THEN {e}" for e in
-        (json_field_error_sql(fields, i, c, path) for i, (c, path) in enumerate(zip(columns, paths))) if e is not None]
+        (json_field_error_sql(fields, i, c, _column_path(c, unwrapped)) for i, c in enumerate(columns)) if e is not None]
     return f"CASE WHEN {bad} THEN concat('Invalid JSON: ', substring({text}, 1, 100)) {' '.join(checks)} END"
 
 
@@ -141,15 +140,45 @@ def json_field_names(target: str, i: int) -> tuple[str, str]:
     return f"`__jf_{target}_{i}`", f"`__jk_{target}_{i}`"
 
 
+def _read_name(target: str, i: int) -> str:
+    """The column :func:`bind_json_fields` reads column ``i`` of the key or value into
+    (:func:`_bound_read`)."""
+    return f"`__jv_{target}_{i}`"
+
+
+def _column_path(column: ast.ColumnDef, unwrapped: bool) -> str:
+    """The deserializer's path to a column's field (``$.NAME``), ``$`` for an unwrapped key (the
+    value itself)."""
+    return "$" if unwrapped else "$." + column.name
+
+
+def _shares_read(t: ast.SqlType) -> bool:
+    """Whether a column's read and its check come from one expression (:func:`_struct_read`):
+    a STRUCT's, whose field lookups both need."""
+    return t.name == "STRUCT" and bool(t.fields)
+
+
+def _bound_read(target: str, i: int, column: ast.ColumnDef, path_text: str) -> str:
+    """Column ``i`` read from its bound field: a STRUCT as its value and its fields' first error
+    together (:func:`_struct_read`; null unless the field is an object), any other type as its
+    value (:func:`_read`), which its check then names instead of reading the field again."""
+    fld = _Field.bound(target, i)
+    if _shares_read(column.type):
+        return f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN {_struct_read(fld, column.type, _sql_text(path_text), 0)} END"
+    return _read(fld, column.type)
+
+
 def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.ColumnDef],
                      unwrapped: bool = False) -> Any:
     """``frame`` with, for each column of a JSON ``target`` (key or value, in ``raw``), its field
     as a VARIANT (SQL NULL when absent or the record no JSON object; a variant null for JSON
     ``null``; matched by the column's upper- or lower-case name, as the from_json read path
     matches it) and its JSON type (STRING, BOOLEAN, BIGINT, DOUBLE, DECIMAL(p,s), OBJECT<...>,
-    ARRAY<...>; NULL when absent or null). The record is parsed once, each field taken once: the
-    projections are separate, so Spark keeps them computed once for the value and check
-    expressions that read them many times (:func:`json_value_sql`, :func:`json_field_error_sql`).
+    ARRAY<...>; NULL when absent or null), then each column read (:func:`_bound_read`). The record
+    is parsed once, each field taken and read once: the projections are separate, so Spark keeps
+    them computed once for the value and check expressions that name them
+    (:func:`json_value_sql`, :func:`json_field_error_sql`; Spark's common-subexpression
+    elimination would not share what those compute inside ``transform``'s lambdas).
     An ``unwrapped`` key (a single column, ksqlDB's UNWRAP_SINGLES) is itself its one field."""
     if not columns:
         return frame
@@ -165,12 +194,14 @@ def bind_json_fields(frame: Any, raw: str, target: str, columns: Sequence[ast.Co
     for i, _c in enumerate(columns):
         f, k = json_field_names(target, i)
         kinds.append(f"CASE WHEN {f} IS NULL OR is_variant_null({f}) THEN NULL ELSE schema_of_variant({f}) END AS {k}")
-    return frame.selectExpr("*", *kinds)
+    frame = frame.selectExpr("*", *kinds)
+    return frame.selectExpr("*", *(f"{_bound_read(target, i, c, _column_path(c, unwrapped))} AS {_read_name(target, i)}"
+                                   for i, c in enumerate(columns)))
 
 
 def json_field_columns(target: str, columns: Sequence[ast.ColumnDef]) -> list[str]:
     """The names :func:`bind_json_fields` added (to carry them on, then drop them)."""
-    return [n for i in range(len(columns)) for n in json_field_names(target, i)]
+    return [n for i in range(len(columns)) for n in (*json_field_names(target, i), _read_name(target, i))]
 
 
 class _Field:
@@ -229,11 +260,54 @@ def _member(variant: str, name: str, depth: int) -> str:
 
 
 def _members(fld: _Field, t: ast.SqlType, depth: int) -> str:
-    """A struct's fields as VARIANTs, one array of one struct (``f0``, ``f1``...) so that a lambda
-    over it names each once (Spark SQL has no ``let``: repeating the lookup in every expression that
-    reads a field would evaluate it each time)."""
-    pairs = ", ".join(f"'f{j}', {_member(fld.f, n, depth)}" for j, (n, _) in enumerate(t.fields))
-    return f"array(named_struct({pairs}))"
+    """A struct's fields as VARIANTs (``f0``, ``f1``...) with their JSON types (``k0``, ``k1``...),
+    one array of one struct, so that a lambda over it names each once (Spark SQL has no ``let``:
+    repeating the lookup, or ``schema_of_variant``, in every expression that reads a field would
+    evaluate it each time). Two steps: the lookups, then the types of what they found."""
+    n = f"`__n{depth}`"
+    lookups = ", ".join(f"'f{j}', {_member(fld.f, name, depth)}" for j, (name, _) in enumerate(t.fields))
+    kinds = ", ".join(f"'f{j}', {n}.`f{j}`, 'k{j}', {_Field.of(f'{n}.`f{j}`').k}" for j in range(len(t.fields)))
+    return f"transform(array(named_struct({lookups})), {n} -> named_struct({kinds}))"
+
+
+def _member_fields(t: ast.SqlType, s: str) -> list[_Field]:
+    """The fields of :func:`_members`' struct ``s`` (a lambda variable)."""
+    return [_Field(f"{s}.`f{j}`", f"{s}.`k{j}`") for j in range(len(t.fields))]
+
+
+def _struct_read(fld: _Field, t: ast.SqlType, path: str, depth: int) -> str:
+    """A JSON object read as STRUCT ``t`` and checked from one lookup of its fields: a struct of
+    ``v``, the value (:func:`_read`'s), and ``e``, the first field it cannot take (the cause
+    :func:`_nested_error` gives, with its path: ``path`` is SQL text). Only for an object: the
+    caller tests ``fld``'s type. A field that is itself a STRUCT is read so too, once, in a
+    step of its own (``p<j>``) whose value and error the struct's two halves both name.
+
+    Not shared: a struct inside an ARRAY or MAP, read element by element by :func:`_read` and
+    checked by :func:`_nested_error` in two ``transform`` calls (sharing them would build an array
+    of pairs per collection and take it apart twice); and a text number in an INT, BIGINT or
+    DOUBLE field, which the check parses again (:func:`_error`): only text values pay that, while a
+    step holding every such field's value would cost every record."""
+    s, q = f"`__s{depth}`", f"`__q{depth}`"
+    fields = _member_fields(t, s)
+    paths = [f"concat({path}, {_sql_text('.' + n)})" for n, _ in t.fields]
+    nested = [j for j, (_, ft) in enumerate(t.fields) if _shares_read(ft)]
+    values, errors = [], []
+    for j, ((n, ft), f) in enumerate(zip(t.fields, fields)):
+        if j in nested:
+            values.append(f"{q}.`p{j}`.v")
+            errors.append(_error(f, ft, paths[j], depth + 1, inside=f"{q}.`p{j}`.e"))
+        else:
+            values.append(_read(f, ft, depth + 1))
+            errors.append(_error(f, ft, paths[j], depth + 1))
+        values[-1] = f"{_sql_text(n)}, {values[-1]}"
+    present = [x for x in errors if x is not None]
+    first = "CAST(NULL AS STRING)" if not present else present[0] if len(present) == 1 else f"coalesce({', '.join(present)})"
+    body = f"named_struct('v', named_struct({', '.join(values)}), 'e', {first})"
+    if nested:
+        steps = ", ".join(f"'p{j}', CASE WHEN {fields[j].k} LIKE 'OBJECT%' THEN "
+                          f"{_struct_read(fields[j], t.fields[j][1], paths[j], depth + 1)} END" for j in nested)
+        body = f"transform(array(named_struct({steps})), {q} -> {body})[0]"
+    return f"transform({_members(fld, t, depth)}, {s} -> {body})[0]"
 
 
 def _read(fld: _Field, t: ast.SqlType, depth: int = 0) -> str:
@@ -288,8 +362,8 @@ def _read(fld: _Field, t: ast.SqlType, depth: int = 0) -> str:
         return f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN {read} END"
     if name == "STRUCT" and t.fields:
         s = f"`__s{depth}`"
-        body = ", ".join(f"{_sql_text(n)}, {_read(_Field.of(f'{s}.`f{j}`'), ft, depth + 1)}"
-                         for j, (n, ft) in enumerate(t.fields))
+        body = ", ".join(f"{_sql_text(n)}, {_read(f, ft, depth + 1)}"
+                         for (n, ft), f in zip(t.fields, _member_fields(t, s)))
         return (f"CASE WHEN {fld.k} LIKE 'OBJECT%' THEN "
                 f"transform({_members(fld, t, depth)}, {s} -> named_struct({body}))[0] END")
     raise ValueError(f"no JSON read for type {name}")
@@ -298,8 +372,9 @@ def _read(fld: _Field, t: ast.SqlType, depth: int = 0) -> str:
 def json_value_sql(target: str, i: int, column: ast.ColumnDef) -> str:
     """Column ``column`` (the ``i``-th of the JSON key or value ``target``, bound by
     :func:`bind_json_fields`) read from the record's one VARIANT parse as ksqlDB's deserializer
-    reads it (:func:`_read`), at its :func:`wire_type`."""
-    return _read(_Field.bound(target, i), column.type)
+    reads it (:func:`_read`), at its :func:`wire_type`: the read the binding made."""
+    read = _read_name(target, i)
+    return f"{read}.v" if _shares_read(column.type) else read
 
 
 def sql_type_text(t: ast.SqlType) -> str:
@@ -329,8 +404,8 @@ def _nested_error(fld: _Field, t: ast.SqlType, path: str, depth: int) -> str | N
             f"transform(map_entries({fld.get('map<string,variant>')}), {e} -> {inner})", depth)
     if t.name == "STRUCT" and t.fields:
         s = f"`__es{depth}`"
-        inner_errors = [_error(_Field.of(f"{s}.`f{j}`"), ft, f"concat({path}, {_sql_text('.' + n)})", depth + 1)
-                        for j, (n, ft) in enumerate(t.fields)]
+        inner_errors = [_error(f, ft, f"concat({path}, {_sql_text('.' + n)})", depth + 1)
+                        for (n, ft), f in zip(t.fields, _member_fields(t, s))]
         present = [x for x in inner_errors if x is not None]
         if not present:
             return None
@@ -339,10 +414,13 @@ def _nested_error(fld: _Field, t: ast.SqlType, path: str, depth: int) -> str | N
     return None
 
 
-def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0) -> str | None:
+def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0, value: str | None = None,
+           inside: str | None = None) -> str | None:
     """The cause, in ksqlDB's words (``JsonSerdeUtils``'s and the deserializer's, with its path:
     ``path`` is SQL text), of a value ``t`` cannot take, at any depth; null if it can (or is absent
-    or null); None when every value reads (a STRING)."""
+    or null); None when every value reads (a STRING). ``value``: ``fld`` already read as ``t``
+    (SQL naming it, so that a text number is not parsed again); ``inside``: a STRUCT's first field
+    error already found (:func:`_struct_read`), instead of looking its fields up again."""
     if t.name in ("STRING", "VARCHAR"):               # any JSON value is a string
         return None
     takes = {"BOOLEAN": f"{fld.k} = 'BOOLEAN'", "BYTES": f"{fld.k} = 'STRING'",
@@ -357,7 +435,8 @@ def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0) -> str | None
              f"{_sql_text(', requiredType: ' + required)}, {at})"]
     # of a JSON type the column takes, yet unreadable: ksqlDB's parse failures
     if t.name in ("INT", "BIGINT", "DOUBLE"):
-        whens.append(f"WHEN {fld.k} = 'STRING' AND ({_read(fld, t, depth)}) IS NULL THEN {coerce}")
+        read = _read(fld, t, depth) if value is None else value
+        whens.append(f"WHEN {fld.k} = 'STRING' AND ({read}) IS NULL THEN {coerce}")
     elif t.name in ("DATE", "TIME", "TIMESTAMP"):       # epoch numbers, or (this server's own) ISO text
         iso = (f"try_to_timestamp({fld.t}, 'HH:mm:ss[.SSS]')" if t.name == "TIME"
                else f"try_cast({fld.t} AS {t.name})")
@@ -381,7 +460,7 @@ def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0) -> str | None
         fit = (_sql_text("Cannot fit decimal '"), _sql_text("' into " + required + " without rounding. (Requires "))
         whens.append(f"WHEN {exact} != try_cast({fld.t} AS {spark_type(t)}) THEN concat({fit[0]}, {fld.t}, {fit[1]}, "
                      f"{digits}, ',', length({fraction}), ')', {at})")
-    nested = _nested_error(fld, t, path, depth)
+    nested = _nested_error(fld, t, path, depth) if inside is None else inside
     if nested is not None:
         whens.append(f"ELSE {nested}")
     return f"CASE WHEN {fld.k} IS NULL THEN NULL {' '.join(whens)} END"
@@ -389,9 +468,13 @@ def _error(fld: _Field, t: ast.SqlType, path: str, depth: int = 0) -> str | None
 
 def json_field_error_sql(target: str, i: int, column: ast.ColumnDef, path_text: str | None = None) -> str | None:
     """The cause of a field (the ``i``-th column of the JSON key or value ``target``, bound) that
-    ``column`` cannot take, or of anything inside it (:func:`_error`); ``path_text``: the
-    deserializer's path to the field (``$.NAME``; ``$`` for an unwrapped key)."""
-    return _error(_Field.bound(target, i), column.type, _sql_text(path_text or "$." + column.name))
+    ``column`` cannot take, or of anything inside it (:func:`_error`), from the read the binding
+    made (:func:`_bound_read`, whose path must be this one); ``path_text``: the deserializer's path
+    to the field (``$.NAME``; ``$`` for an unwrapped key)."""
+    read = _read_name(target, i)
+    shared = _shares_read(column.type)
+    return _error(_Field.bound(target, i), column.type, _sql_text(path_text or "$." + column.name),
+                  value=None if shared else read, inside=f"{read}.e" if shared else None)
 
 
 def delimited_fields_sql(raw: str, delimiter: str) -> str:

@@ -20,7 +20,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-from kafkalite.sql import ast, avro_keys, kafka_format, windowed
+from kafkalite.sql import ast, avro_keys, kafka_format, serde, windowed
 from kafkalite.sql.errors import KsqlError
 
 if TYPE_CHECKING:
@@ -297,22 +297,13 @@ def _json_object(data: bytes) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _field(doc: dict[str, Any], column: str) -> Any:
-    """A column's JSON field, its name matched exactly or else in any case (ksqlDB's JSON
-    deserializer matches fields case-insensitively: a topic written by hand has ``name`` where
-    the column is ``NAME``)."""
-    if column in doc:
-        return doc[column]
-    upper = column.upper()
-    return next((v for k, v in doc.items() if str(k).upper() == upper), None)
-
-
 def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", store: StateStore,
                   window: ast.Window | None, avro: Callable[[bytes], Any] | None = None) -> dict[str, Any] | None:
     """One record of a table's output topic back into a state-store row (the inverse of the
     query's key and value encoding); None for a record this cannot read. A tombstone (a table
     join's deleted row) is its key columns with ``__deleted`` set. ``avro`` decodes a
-    registry-framed AVRO key or value (a record's fields matched to the columns in any case)."""
+    registry-framed AVRO key or value. A JSON object's or Avro record's fields are matched to
+    the columns as ksqlDB's deserializers match them (``serde.record_field``)."""
     if key is None:
         return None
     types = dict(zip(store.column_names, store.column_types))
@@ -331,7 +322,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             doc = _json_object(key)
             if doc is None:
                 return None
-            row.update({k: _typed(_field(doc, k), types[k]) for k in store.key_names})
+            row.update({k: _typed(serde.record_field(doc, k), types[k]) for k in store.key_names})
         elif store.key_names and sink.key_format == "KAFKA" and sink.column(store.key_names[0]) is not None:
             column = sink.column(store.key_names[0])
             assert column is not None
@@ -345,7 +336,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             doc = _json_object(value)
             if doc is None:
                 return None
-            row.update({c: _typed(_field(doc, c), types[c]) for c in values})
+            row.update({c: _typed(serde.record_field(doc, c), types[c]) for c in values})
         elif sink.value_format == "DELIMITED":
             row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
         elif sink.value_format == "KAFKA" and len(values) == 1:
@@ -356,8 +347,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             datum = avro(value)
             if not isinstance(datum, dict):
                 return None
-            fields = {str(k).upper(): v for k, v in datum.items()}
-            row.update({c: _as_spark(fields.get(c.upper())) for c in values})
+            row.update({c: _as_spark(serde.record_field(datum, c)) for c in values})
         else:
             return None
     except (ValueError, UnicodeDecodeError):

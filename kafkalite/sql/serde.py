@@ -82,6 +82,18 @@ def identifier(text: str) -> str:
     return inner.replace(quote * 2, quote)
 
 
+def record_field(record: dict[Any, Any], name: str) -> Any:
+    """A column's field in a decoded JSON object or Avro record, matched as ksqlDB's deserializers
+    match it: the field named as written, else the one whose upper-cased name is the column's
+    (a topic written by hand has ``name`` where the column is ``NAME``; of several, the last, as
+    ksqlDB's map of upper-cased names keeps it); None when there is none. The one rule for every
+    Python decoder of records (a table's output read back, an AVRO key's columns)."""
+    if name in record:
+        return record[name]
+    upper = name.upper()
+    return next((v for k, v in reversed(record.items()) if str(k).upper() == upper), None)
+
+
 def row_from_json(obj: dict[str, Any], source: DataSource) -> dict[str, Any]:
     """One ``/inserts-stream`` row by column name (ksqlDB's ``KeyValueExtractor`` with its
     ``ApiSqlValueCoercer``): field names case-insensitive unless quoted, every key column

@@ -150,6 +150,25 @@ def test_a_tables_windowed_avro_keys_are_read_back_into_its_state_store() -> Non
         "A": "x", "B": 2, "__deleted": True}
 
 
+def test_every_decoder_matches_a_records_fields_as_ksqldb_does() -> None:
+    """One rule (``serde.record_field``) for a table's JSON and AVRO output read back and an AVRO
+    key's columns: the field named as written, else among the upper-cased names (the last of
+    several, as ksqlDB's map of them keeps it), else null."""
+    record = {"n": 1, "N": 2, "Mixed": 3, "dup": 4, "DUP": 5, "dUp": 6, "Dup": 7, 8: "eight"}
+    assert [serde.record_field(record, c) for c in ("N", "n", "MIXED", "DUP", "DuP", "X", "8")] == [
+        2, 1, 3, 5, 7, None, "eight"]
+    columns = ("N", "MIXED", "DUP", "DuP", "X")
+    expected = {"N": 2, "MIXED": 3, "DUP": 5, "DuP": 7, "X": None}
+    assert avro_keys.columns_of(record, columns) == expected
+    assert avro_keys.columns_of("not a record", columns) == dict.fromkeys(columns)
+    values = tuple(ast.ColumnDef(c, ast.SqlType("INT")) for c in columns)
+    store = StateStore(["K"], False, ["K", *columns], ["STRING", "INTEGER", "INTEGER", "INTEGER", "INTEGER", "INTEGER"])
+    text = {str(k): v for k, v in record.items()}
+    for value_format, value, decoder in (("JSON", json.dumps(text).encode(), None), ("AVRO", b"v", lambda b: record)):
+        sink = DataSource("T", "TABLE", "t", (key("K", "STRING"), *values), key_format="KAFKA", value_format=value_format)
+        assert decode_output(b"k", value, sink, store, None, decoder) == {"K": "k", **expected}
+
+
 class FakeRegistry:
     """The registry client at the engine's boundary: subjects' latest schemas, registrations,
     deletions."""

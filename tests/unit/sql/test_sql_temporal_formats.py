@@ -11,7 +11,7 @@ from typing import Any
 
 from kafkalite.registry import client as registry_client
 from kafkalite.registry.serde import encode, parse_avro
-from kafkalite.sql import ast, serde
+from kafkalite.sql import ast, deserialization, serde
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine, _json_columns
 from kafkalite.sql.metastore import DataSource
@@ -37,8 +37,9 @@ def test_dates_and_timestamps_are_read_from_ksqldbs_numbers_and_from_text() -> N
         f"'AT', {MILLIS.format(x='`__e0`.`AT`')}, 'N', `__e0`.`N`) END)")
     # a JSON source: temporal fields parsed as text first (Spark would read a number as seconds)
     [column] = _json_columns("value", (ast.ColumnDef("DAY", T("DATE")),))
-    text = "try_variant_get(`__jf_value_0`, '$', 'string')"          # the bound VARIANT's text
-    assert column == DAYS.format(x=text) + " AS `DAY`"
+    assert column == DAYS.format(x="`__jv_value_0`") + " AS `DAY`"     # the bound read: the VARIANT's text
+    assert deserialization._bound_read("value", 0, ast.ColumnDef("DAY", T("DATE")), "$.DAY") == (
+        "try_variant_get(`__jf_value_0`, '$', 'string')")
 
 
 def test_dates_and_timestamps_are_written_as_ksqldbs_numbers() -> None:
