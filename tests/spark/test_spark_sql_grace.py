@@ -19,7 +19,8 @@ the grace period and one late by 7 s but within it; then one that moves stream t
 window's end + grace; then a record for that window (dropped: the inequality's boundary), one for
 an older window and a late one for an open window. The oracle's counts with the late records kept
 differ from those with them dropped, so the test fails if the engine kept them (or dropped the
-ones within the grace period).
+ones within the grace period). The same input through EMIT FINAL: each window written once, when
+closed, with what the oracle counts.
 
 The engine commits every 3 s here (ksqlDB's default is 2 s; the other Spark SQL tests use 0.5 s):
 a late stage then arrives before the engine's next, empty, micro-batch, as records a second or two
@@ -153,15 +154,57 @@ def test_late_records_within_and_beyond_the_grace_period(fmt: str, kind: str, en
             wait_for(lambda: written() == want, 120,
                      engine_wait(engine, f"{sink} after stage {number} to be {want}"))
 
-        def settled() -> bool:
-            """Every record read and its micro-batch committed (a query that failed meanwhile is
-            restarted by the engine: its successor is asked)."""
-            try:
-                engine.running[query_id].processAllAvailable()
-            except Exception:
-                return False
-            return True
-        wait_for(settled, 120, engine_wait(engine, f"{query_id} to read all its input"))
+        _settle(engine, query_id)
         assert written() == want
+    finally:
+        engine.execute(f"TERMINATE {query_id};")
+
+
+def _settle(engine: Engine, query_id: str) -> None:
+    """Wait until the query has read every record produced so far and committed its micro-batches
+    (a query that failed meanwhile is restarted by the engine: its successor is asked)."""
+    def settled() -> bool:
+        try:
+            engine.running[query_id].processAllAvailable()
+        except Exception:
+            return False
+        return True
+    wait_for(settled, 120, engine_wait(engine, f"{query_id} to read all its input"))
+
+
+def test_emit_final_writes_each_window_once_without_its_late_records(engine: Engine, kafka: Any,
+                                                                    schema_registry: Any) -> None:
+    """EMIT FINAL over the same stages (JSON, TUMBLING) and then a record far ahead, which closes
+    every window: each window is written once, when closed, with the records the oracle counts.
+    A window's output waits for it to close, so each stage is produced once the query has read
+    the ones before."""
+    s = f"final_{uuid.uuid4().hex[:6]}"
+    topics = Topics("JSON", kafka.bootstrap, RegistryClient(schema_registry.url))
+    source, sink = f"late-{s}", f"late-final-{s}"
+    engine.execute(f"CREATE STREAM late_{s} (uid VARCHAR KEY, amount DOUBLE) WITH (KAFKA_TOPIC='{source}', "
+                   "VALUE_FORMAT='JSON', KEY_FORMAT='JSON', PARTITIONS=1);")
+    made = engine.execute(
+        f"CREATE TABLE final_{s} WITH (KAFKA_TOPIC='{sink}', PARTITIONS=1) AS SELECT uid, COUNT(*) AS n, "
+        f"SUM(amount) AS total FROM late_{s} WINDOW {WINDOWS['TUMBLING'][0]} GROUP BY uid EMIT FINAL;")
+    query_id = made[0]["commandStatus"]["queryId"]
+    ahead = ("u9", 60_000)
+    try:
+        for stage in STAGES + [[ahead]]:
+            topics.produce(source, [(uid, {"amount": _amount(ts)}, T0 + ts) for uid, ts in stage], json_key=True)
+            _settle(engine, query_id)
+        arrivals = [r for stage in STAGES for r in stage] + [ahead]
+
+        def closed(keep_late: bool) -> dict[tuple[str, int], dict[str, Any]]:
+            counts = _ksql_windows(arrivals, SIZE, keep_late)[0]
+            return {(uid, T0 + start): v for (uid, start), v in counts.items() if start + SIZE + GRACE <= ahead[1]}
+        want = closed(False)
+        assert len(want) == 6 and want != closed(True)
+
+        def written() -> list[tuple[bytes, dict[str, Any] | None, int]] | None:
+            records = topics.read(sink)
+            return records if len(records) >= len(want) else None
+        records = wait_for(written, 60, engine_wait(engine, f"the {len(want)} closed windows in {sink}"))
+        assert {(uid, start): v for (uid, start, _), v in _latest(topics, records).items()} == want
+        assert len(records) == len(want)                  # each window once
     finally:
         engine.execute(f"TERMINATE {query_id};")
