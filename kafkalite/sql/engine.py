@@ -50,6 +50,11 @@ log = logging.getLogger(__name__)
 Entity = dict[str, Any]
 #: ksqlDB's grace period for windows and stream-stream joins without GRACE PERIOD (0.2x: 24 hours)
 DEFAULT_GRACE_MS = 24 * 3600 * 1000
+#: Spark's setting that, true (its default), filters a stateful operator's late input with the
+#: watermark of the micro-batch before the current one (``Engine._start_stream`` says why not)
+ALLOW_MULTIPLE = "spark.sql.streaming.statefulOperator.allowMultiple"
+#: held while a streaming query starts: ``_start_stream`` changes a session setting around it
+_START_LOCK = threading.Lock()
 VERSION = "0.29.0-kafkalite"
 
 
@@ -279,8 +284,8 @@ class Engine:
             each_batch = self._table_aggregate_batch(plan, table_aggregate,  # type: ignore[assignment]
                                                      self._table_aggregate_store(plan, False), offer_changes)
         update = plan.aggregate and table_aggregate is None and (q.window is None or q.window.kind != "SESSION")
-        running = (result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
-                   .foreachBatch(each_batch).trigger(processingTime="200 milliseconds").start())
+        running = self._start_stream(result.writeStream.queryName(tq_id).outputMode("update" if update else "append")
+                                     .foreachBatch(each_batch).trigger(processingTime="200 milliseconds"), plan)
 
         def stop() -> None:
             self.transient.pop(tq_id, None)
@@ -1704,11 +1709,39 @@ class Engine:
                 .format("kafkalite")
             for k, v in sink_options.items():
                 writer = writer.option(k, v)
-        running = self.running[plan.query_id] = writer.start()
+        running = self.running[plan.query_id] = self._start_stream(writer, plan)
         await_sources(running)                            # one query's source process starting at a time
         log.info("query %s started: %s -> %s", plan.query_id, src.topic, plan.sink.topic)
         threading.Thread(target=self._supervise, args=(plan, running), name=f"supervise-{plan.query_id}",
                          daemon=True).start()
+
+    def _start_stream(self, writer: Any, plan: "QueryPlan") -> Any:
+        """``writer.start()``; a windowed aggregate over one stream started with ALLOW_MULTIPLE
+        false, so that it drops late records by ksqlDB's rule applied per micro-batch.
+
+        ksqlDB (Kafka Streams' KStreamWindowAggregate) drops a record when its window's end +
+        grace <= stream time, the largest timestamp seen so far. Spark's watermark is that
+        stream time minus the grace period as of the previous micro-batches; but with
+        ALLOW_MULTIPLE true (its default, so that chained stateful operators do not drop each
+        other's output) the late filter uses the watermark of the micro-batch before the current
+        one: a record beyond the grace period arriving in the micro-batch right after the one
+        that moved stream time on (about one commit interval behind it) was still counted. A
+        windowed aggregate over one stream is a single stateful operator, the case the setting
+        is for; queries with several (stream-stream joins) keep the default, which they need.
+        Spark reads the setting from the session when the query starts (the query runs on a
+        copy of the session's settings), so it is set around ``start`` under a lock that every
+        query start takes."""
+        single = plan.aggregate and plan.select.window is not None and not plan.joins
+        conf = getattr(self.spark, "conf", None)          # None: the unit tests' Spark doubles
+        with _START_LOCK:
+            if not single or conf is None:
+                return writer.start()
+            before = conf.get(ALLOW_MULTIPLE)
+            conf.set(ALLOW_MULTIPLE, "false")
+            try:
+                return writer.start()
+            finally:
+                conf.set(ALLOW_MULTIPLE, before)
 
     def _table_join_batch(self, plan: "QueryPlan", join: TableTableJoin,
                           write: Callable[..., None]) -> Callable[[Any, int], None]:
