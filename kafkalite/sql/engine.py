@@ -1732,10 +1732,10 @@ class Engine:
         copy of the session's settings), so it is set around ``start`` under a lock that every
         query start takes."""
         single = plan.aggregate and plan.select.window is not None and not plan.joins
-        conf = getattr(self.spark, "conf", None)          # None: the unit tests' Spark doubles
         with _START_LOCK:
-            if not single or conf is None:
+            if not single:
                 return writer.start()
+            conf = self.spark.conf
             before = conf.get(ALLOW_MULTIPLE)
             conf.set(ALLOW_MULTIPLE, "false")
             try:

@@ -69,10 +69,27 @@ class Frame:
         return []
 
 
+class FakeConf:
+    """The session's runtime settings (``spark.conf``): get and set, as the engine uses them."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.values.pop(key, None)
+        else:
+            self.values[key] = value
+
+
 class FakeSpark:
     def __init__(self) -> None:
         self.sql_texts: list[str] = []
         self.options: dict[str, str] = {}
+        self.conf = FakeConf()
         self.readStream = Frame(self)
         self.read = Frame(self)
         self.udf = self                        # the session's udf.register (the processing log's function)
@@ -244,15 +261,23 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
     modes: list[str] = []
     orig = Frame.__getattr__
 
+    conf = _spark(engine).conf
+    allow_multiple_at_start: list[str | None] = []
+
     def spy(self: Frame, name: str) -> Any:
         if name == "outputMode":
             return lambda mode: modes.append(mode) or self
+        if name == "start":
+            allow_multiple_at_start.append(conf.get(engine_mod.ALLOW_MULTIPLE))
         return orig(self, name)
     monkeypatch.setattr(Frame, "__getattr__", spy)
     monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
     tq = engine.query("SELECT id, WINDOWSTART, WINDOWEND AS we, COUNT(*) FROM s WINDOW TUMBLING (SIZE 10 SECONDS) "
                       "GROUP BY id EMIT CHANGES;")
     assert tq.push and tq.column_names == ["ID", "WINDOWSTART", "WE", "KSQL_COL_3"] and modes == ["update"]
+    # a windowed aggregate over one stream starts with Spark's late filter on the current
+    # micro-batch's watermark (Engine._start_stream); the session's setting is put back after
+    assert allow_multiple_at_start == ["false"] and conf.get(engine_mod.ALLOW_MULTIPLE) is None
     sql = _spark(engine).sql_texts[-1]
     assert sql == ("SELECT `ID` AS `ID`, unix_millis(window(`ROWTIME`, '10000 milliseconds').start) AS `WINDOWSTART`, "
                    "unix_millis(window(`ROWTIME`, '10000 milliseconds').end) AS `WE`, count(*) AS `KSQL_COL_3`, "
