@@ -531,7 +531,8 @@ class Engine:
             while feeding.upstream is not None and live:      # each internal topic, by the query writing it
                 self.internal_topics[feeding.query_id] = feeding.upstream.sink.topic
                 feeding = feeding.upstream
-            ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names))
+            ms.add_query(PersistentQuery(query_id, stmt.text, plan.sink.name, plan.source_names,
+                                        properties=dict(props)))
             if replay_terminated is not None and query_id in replay_terminated:
                 ms.queries[query_id].state = "TERMINATED"
             else:
@@ -1730,9 +1731,11 @@ class Engine:
         is for; queries with several (stream-stream joins) keep the default, which they need.
         Spark reads the setting from the session when the query starts (the query runs on a
         copy of the session's settings), so it is set around ``start`` under a lock that every
-        query start takes."""
+        query start takes. The session is made the starting thread's active one first
+        (:meth:`_activate_session`)."""
         single = plan.aggregate and plan.select.window is not None and not plan.joins
         with _START_LOCK:
+            self._activate_session()
             if not single:
                 return writer.start()
             conf = self.spark.conf
@@ -1742,6 +1745,13 @@ class Engine:
                 return writer.start()
             finally:
                 conf.set(ALLOW_MULTIPLE, before)
+
+    def _activate_session(self) -> None:
+        """The session made the calling thread's active one in the JVM: Spark looks a Python data
+        source such as the ``kafkalite`` sink up in that thread-local session only
+        (``DataSource.lookupDataSource``: ``SparkSession.getActiveSession``), so a query restarted
+        from its supervising thread, which had none, failed every attempt with DATA_SOURCE_NOT_FOUND."""
+        self.spark._jvm.SparkSession.setActiveSession(self.spark._jsparkSession)
 
     def _table_join_batch(self, plan: "QueryPlan", join: TableTableJoin,
                           write: Callable[..., None]) -> Callable[[Any, int], None]:
@@ -2325,7 +2335,7 @@ class Engine:
             topology = running._jsq.explainInternal(True) if running is not None else ""
             host = "%s:%d" % self.config.listener
             return _query_description(text, plan, q.statement, sql, topology, "PERSISTENT", {host: self._state(q)},
-                                      q.error)
+                                      q.error, q.properties)
         assert s.statement is not None
         if not isinstance(s.statement, (ast.CreateAsSelect, ast.InsertInto)) and s.statement.query.emit != "CHANGES":
             raise KsqlError("The provided statement does not run a ksql query", statement=text)
@@ -2338,7 +2348,7 @@ class Engine:
             if isinstance(compiled, TableAggregate) else compiled
         topology = frame._jdf.queryExecution().toString()
         return _query_description(text, plan, s.text, sql, topology, "PUSH" if transient else "PERSISTENT", {},
-                                  None)
+                                  None, props)
 
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------
     def _show(self, s: ast.Show, text: str, props: dict[str, Any]) -> Entity:
@@ -2385,13 +2395,20 @@ class Engine:
         fields += [{"name": c.name, "schema": _schema_json(c.type),
                     **({"type": "KEY" if d.kind == "STREAM" else "PRIMARY_KEY"} if c.key else {})}
                    for c in d.columns]
+        partitions = replication = 0           # ksqlDB's DescribeExecutor asks the topic only when EXTENDED
+        if s.extended:
+            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+                topic = client.metadata(None).topics.get(d.topic)
+            if topic is not None and topic.partitions:
+                partitions = len(topic.partitions)
+                replication = len(topic.partitions[min(topic.partitions)].replicas)
         return {"@type": "sourceDescription", "statementText": text, "sourceDescription": {
             "name": d.name, "windowType": d.window.kind if d.window else None,
             "readQueries": [{"id": r} for r in readers], "writeQueries": [{"id": w} for w in writers],
             "fields": fields, "type": d.kind, "timestamp": d.timestamp or "", "statistics": "", "errorStats": "",
             "extended": s.extended, "keyFormat": d.key_format, "valueFormat": d.value_format, "topic": d.topic,
-            "partitions": 0, "replication": 0, "statement": d.statement, "queryOffsetSummaries": [],
-            "sourceConstraints": []}, "warnings": []}
+            "partitions": partitions, "replication": replication, "statement": d.statement,
+            "queryOffsetSummaries": [], "sourceConstraints": []}, "warnings": []}
 
 
 class TableJoin:
@@ -2711,8 +2728,9 @@ _BASE_TYPES = {"INT": "INTEGER", "VARCHAR": "STRING"}
 
 
 def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, topology: str, query_type: str,
-                       host_status: dict[str, str], error: str | None) -> Entity:
-    """ksqlDB's ``QueryDescriptionEntity`` (``@type: queryDescription``)."""
+                       host_status: dict[str, str], error: str | None, overridden: dict[str, Any]) -> Entity:
+    """ksqlDB's ``QueryDescriptionEntity`` (``@type: queryDescription``); ``overridden``: the request
+    properties the query runs with (ksqlDB's ``QueryMetadata.getOverriddenProperties``)."""
     fields = [{"name": c.name, "schema": _schema_json(c.type), **({"type": "KEY"} if c.key else {})}
               for c in plan.sink.columns]
     state = ("ERROR" if "ERROR" in host_status.values() else "RUNNING") if host_status else None
@@ -2720,7 +2738,8 @@ def _query_description(text: str, plan: QueryPlan, statement: str, sql: str, top
         "id": plan.query_id, "statementText": statement,
         "windowType": plan.select.window.kind if plan.select.window else None, "fields": fields,
         "sources": list(plan.source_names), "sinks": [plan.sink.name] if query_type == "PERSISTENT" else [],
-        "topology": topology, "executionPlan": sql, "overriddenProperties": {}, "ksqlHostQueryStatus": host_status,
+        "topology": topology, "executionPlan": sql, "overriddenProperties": dict(overridden),
+        "ksqlHostQueryStatus": host_status,
         "queryType": query_type, "queryErrors": [] if error is None else [
             {"timestamp": 0, "errorMessage": error, "type": "UNKNOWN"}],
         "tasksMetadata": [], "state": state,

@@ -6,6 +6,7 @@ with the same ``ksql.service.id`` rebuilds the same metastore by replaying the s
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from kafkalite.sql.ast import ColumnDef, SqlType, Window
 from kafkalite.sql.errors import KsqlError
@@ -59,6 +60,8 @@ class PersistentQuery:
     state: str = "RUNNING"                        # RUNNING, ERROR, TERMINATED (ksqlDB's KsqlQueryStatus)
     error: str | None = None
     source_table: bool = False                    # CST_<TABLE>_<n>: materializes a SOURCE TABLE, no sink
+    #: the request's properties it was created with (SET, streamsProperties): EXPLAIN's overriddenProperties
+    properties: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

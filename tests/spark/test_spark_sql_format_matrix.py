@@ -10,14 +10,20 @@ key column unwrapped, ``"u0"``, as ksqlDB writes it), which their outputs keep b
 with ``KEY_FORMAT='DELIMITED'``; the clicks and users keep ``KAFKA`` keys.
 
 Per format: CREATE STREAM (AVRO: declared columns registered) and CREATE TABLE (AVRO: columns from
-the registry), a CSAS with a projection, WHERE, scalar functions and PARTITION BY, INSERT INTO that
-stream, CTAS with WINDOW TUMBLING (EMIT CHANGES, then a pull query by key, and a windowed table
-declared over its topic with a pull query of its own), HOPPING with EMIT FINAL
-and SESSION with a grace period, a stream-stream join WITHIN, a stream-table LEFT JOIN, a push
-query, DESCRIBE, PRINT, and DROP ... DELETE TOPIC. The persistent queries of a format run one at a
-time (all input is produced first, so each is done after its first micro-batches). The engine
-writes its processing log to a topic and has the KSQL_PROCESSING_LOG stream over it (the poison
-records' test reads both).
+the registry), a push query, PRINT, a CSAS with a projection, WHERE, scalar functions and PARTITION
+BY, INSERT INTO that stream, HOPPING with EMIT FINAL and SESSION with a grace period, a
+stream-stream join WITHIN, a stream-table LEFT JOIN, CTAS with WINDOW TUMBLING (EMIT CHANGES, then
+a pull query by key, and a windowed table declared over its topic with a pull query of its own;
+then both topics the table came from are emptied with DeleteRecords and the pull query answers the
+same rows from the query's state, the declared table none), DESCRIBE, and DROP ... DELETE TOPIC.
+Through POST /ksql (the REST resource over the engine): SHOW STREAMS, TABLES and TOPICS and DESCRIBE
+... EXTENDED on the sources; for each persistent query while it runs SHOW QUERIES, EXPLAIN <id> and
+SHOW STREAMS or TABLES for its sink (topic, key and value formats); SET and UNSET of
+'auto.offset.reset' in the requests of the CSAS and the INSERT INTO (SHOW PROPERTIES, EXPLAIN's
+overriddenProperties, and the INSERT INTO reading from the server's default). The persistent
+queries of a format run one at a time (all input is produced first, so each is done after its
+first micro-batches). The engine writes its processing log to a topic and has the
+KSQL_PROCESSING_LOG stream over it (the poison records' test reads both).
 """
 from __future__ import annotations
 
@@ -110,10 +116,13 @@ class Topics:
             return dict(json.loads(data))
         return dict(decode(data, self._lookup)[2])
 
-    def read(self, topic: str) -> list[tuple[bytes, dict[str, Any] | None, int]]:
-        """(key, decoded value or None, timestamp) of every committed record."""
-        return [(m.key(), None if m.value() is None else self._value(m.value()), m.timestamp()[1])
-                for m in read_committed(self.bootstrap, topic, quiet_s=0.5)]
+    def read(self, topic: str, from_log_start: bool = False) -> list[tuple[bytes, dict[str, Any] | None, int]]:
+        """(key, decoded value or None, timestamp) of every committed record; ``from_log_start``: of
+        a one-partition topic whose first records were deleted (read_committed reads from offset 0,
+        which is then out of range)."""
+        records = _from_log_start(self.bootstrap, topic) if from_log_start else read_committed(
+            self.bootstrap, topic, quiet_s=0.5)
+        return [(m.key(), None if m.value() is None else self._value(m.value()), m.timestamp()[1]) for m in records]
 
 
 # -- the oracles: ksqlDB's results over the same input, in plain Python -------------------------
@@ -179,6 +188,67 @@ def _latest(topics: Topics, records: list[tuple[bytes, dict[str, Any] | None, in
     return out
 
 
+def _ksql(engine: Engine, text: str) -> list[dict[str, Any]]:
+    """POST /ksql through the server's REST resource (kafkalite.sql.rest.KsqlApi) over this
+    engine: the JSON a client receives, with a 200 and ksqlDB's content type. The resource hands
+    the statements to Twisted's thread pool, which no reactor runs here: they run on this thread."""
+    from io import BytesIO
+    from unittest import mock
+
+    from twisted.internet import defer
+    from twisted.web.test.requesthelper import DummyRequest
+
+    from kafkalite.sql import rest
+
+    request: Any = DummyRequest([b"ksql"])
+    request.method, request.path = b"POST", b"/ksql"
+    request.content = BytesIO(json.dumps({"ksql": text, "streamsProperties": {}}).encode())
+    with mock.patch.object(rest.threads, "deferToThread", lambda f, *a: defer.maybeDeferred(f, *a)):
+        rest.KsqlApi(engine).render(request)
+    body = json.loads(b"".join(request.written))
+    assert request.finished and request.responseCode == 200, body
+    assert request.responseHeaders.getRawHeaders(b"content-type") == [rest.KSQL_JSON.encode()]
+    return list(body)
+
+
+def _listed(entity: dict[str, Any], name: str) -> dict[str, Any] | None:
+    """One source of a SHOW STREAMS or SHOW TABLES answer."""
+    return next((x for x in entity[entity["@type"]] if x["name"] == name), None)
+
+
+def _delete_all_records(bootstrap: str, *topics: str) -> dict[str, tuple[int, int]]:
+    """DeleteRecords (the Admin API's, librdkafka's client) up to the high watermark of each
+    one-partition topic: each one's (high watermark, new low watermark)."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:8]}"})
+    try:
+        ends = {topic: watermarks.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1] for topic in topics}
+    finally:
+        watermarks.close()
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.delete_records([TopicPartition(topic, 0, end) for topic, end in ends.items()])
+    return {tp.topic: (ends[tp.topic], future.result(60).low_watermark) for tp, future in futures.items()}
+
+
+def _from_log_start(bootstrap: str, topic: str) -> list[Any]:
+    """The committed records of a one-partition topic from its log start offset, until 0.5 s
+    pass with nothing new."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:8]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[0])])
+    out: list[Any] = []
+    try:
+        while msgs := c.consume(1000, 0.5):
+            out += [m for m in msgs if m.error() is None]
+    finally:
+        c.close()
+    return out
+
+
 FORMATS = ["JSON", "AVRO"]
 
 
@@ -232,87 +302,29 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
                                     {"name": "AMOUNT", "type": ["null", "double"], "default": None}]}
         # one key column: unwrapped, its plain type
         assert [json.loads(registry.latest(f"{t[n]}-key").schema) for n in ("views", "users")] == ["string"] * 2
+    # the same sources as POST /ksql answers them: SHOW STREAMS / TABLES with topics and formats,
+    # SHOW TOPICS with their replicas, DESCRIBE ... EXTENDED with the topic's partitions
+    shown_streams, shown_tables, shown_topics, extended = _ksql(
+        engine, f"SHOW STREAMS; SHOW TABLES; SHOW TOPICS; DESCRIBE {names['views']} EXTENDED;")
+    key_format = {"views": "AVRO" if fmt == "AVRO" else "JSON", "clicks": "AVRO" if fmt == "AVRO" else "KAFKA",
+                  "users": "AVRO" if fmt == "AVRO" else "KAFKA"}
+    assert [_listed(shown_streams, names[n]) for n in ("views", "clicks")] + [_listed(shown_tables, names["users"])] \
+        == [{"type": "TABLE" if n == "users" else "STREAM", "name": names[n], "topic": t[n], "keyFormat": key_format[n],
+             "valueFormat": fmt, "isWindowed": False} for n in ("views", "clicks", "users")]
+    assert shown_topics["@type"] == "kafka_topics" and {x["name"]: x["replicaInfo"] for x in shown_topics["topics"]
+                                                       if x["name"] in t.values()} == {
+        t[n]: [1] for n in ("views", "clicks", "users")}
+    views_extended = extended["sourceDescription"]
+    assert (views_extended["extended"], views_extended["topic"], views_extended["partitions"],
+            views_extended["replication"], views_extended["keyFormat"], views_extended["valueFormat"]) == (
+        True, t["views"], 1, 1, key_format["views"], fmt)
+    assert [(f["name"], f.get("type")) for f in views_extended["fields"] if f["name"] != "ROWTIME"] == [
+        ("UID", "KEY"), ("PAGE", None), ("AMOUNT", None)]
     field = str.lower if fmt == "JSON" else str.upper                # JSON names match in any case
     topics.produce(t["users"], [(uid, {"region": region}, T0) for uid, region in USERS])
     topics.produce(t["views"], [(uid, {field("page"): page, field("amount"): amount}, ts)
                                 for uid, page, amount, ts in VIEWS], json_key=True)
     topics.produce(t["clicks"], [(uid, {"target": target}, ts) for uid, target, ts in CLICKS])
-
-    # -- the persistent queries, one at a time (each Spark query starts Python workers that must
-    # connect back: a loaded local[2] runs them best in turn); each output against its oracle
-    big_want = sorted((page, uid, page.upper(), amount * 2, len(uid), ts) for uid, page, amount, ts in VIEWS)
-
-    def big() -> list[Any]:                      # JSON: a DELIMITED key (text); AVRO: an Avro string
-        return sorted((topics.key(k, delimited=True), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
-                      for k, v, ts in topics.read(t["big"]) if v is not None)
-    want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
-    # AVRO: grouped by two columns, so its keys are a record (UID, PAGE) followed by the window
-    hop_keys = "uid, page" if fmt == "AVRO" else "uid"
-    want_hopped = {(k, start, 0): {"N": n} for (k, start), n in _hopping_final(2_000, fmt == "AVRO").items()}
-    want_sessions = {k: {"N": n, "TOTAL": total} for k, (n, total) in _sessions(2_000).items()}
-    want_joined = sorted((uid, page, target, max(vts, cts)) for uid, page, _, vts in VIEWS
-                         for cuid, target, cts in CLICKS if uid == cuid and abs(vts - cts) <= 5_000)
-    assert want_joined and len(want_joined) < len(VIEWS)
-    regions = dict(USERS)
-    want_enriched = sorted((uid, page, regions.get(uid), ts) for uid, page, _, ts in VIEWS)
-
-    def joined() -> list[Any]:
-        return sorted((topics.key(k), v["PAGE"], v["TARGET"], ts) for k, v, ts in topics.read(t["joined"]))
-
-    def enriched() -> list[Any]:
-        return sorted((topics.key(k), v["PAGE"], v["REGION"], ts) for k, v, ts in topics.read(t["enriched"]))
-
-    def pull_tumbled() -> None:
-        pulled = engine.query(f"SELECT * FROM {names['tumbled']} WHERE uid = 'u1';")
-        assert pulled.column_names == ["UID", "WINDOWSTART", "WINDOWEND", "N", "TOTAL"]
-        want_u1 = sorted([uid, start, start + TUMBLE, v["N"], v["TOTAL"]]
-                         for (uid, start, _), v in want_tumbled.items() if uid == "u1")
-        assert sorted(pulled.rows) == want_u1
-        # a windowed table declared over the output's topic: its keys (Avro + window) read back
-        engine.execute(f"CREATE TABLE {names['tumbled']}_W (uid VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE) WITH "
-                       f"(KAFKA_TOPIC='{t['tumbled']}', {views_formats}, WINDOW_TYPE='TUMBLING', "
-                       "WINDOW_SIZE='10 SECONDS');")
-        declared = engine.query(f"SELECT * FROM {names['tumbled']}_W WHERE uid = 'u1';")
-        assert sorted(declared.rows) == want_u1
-        engine.execute(f"DROP TABLE {names['tumbled']}_W;")
-
-    def hopped() -> bool:                                         # EMIT FINAL: one record per window
-        records = topics.read(t["hopped"])
-        return _latest(topics, records) == want_hopped and len(records) == len(want_hopped)
-    steps: list[tuple[str, Any, Any]] = [
-        (f"CREATE STREAM {names['big']} WITH (KAFKA_TOPIC='{t['big']}', PARTITIONS=1"
-         f"{', KEY_FORMAT=' + repr('DELIMITED') if fmt == 'JSON' else ''}) AS SELECT page, uid, "
-         f"UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS ulen FROM {names['views']} "
-         "WHERE amount > 10 PARTITION BY page EMIT CHANGES;",
-         lambda: big() == [r for r in big_want if r[3] > 20], None),
-        (f"INSERT INTO {names['big']} SELECT page, uid, UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS "
-         f"ulen FROM {names['views']} WHERE amount <= 10 PARTITION BY page;", lambda: big() == big_want, None),
-        (f"CREATE TABLE {names['tumbled']} WITH (KAFKA_TOPIC='{t['tumbled']}', PARTITIONS=1) AS SELECT uid, "
-         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW TUMBLING (SIZE 10 SECONDS, GRACE "
-         "PERIOD 1 HOUR) GROUP BY uid EMIT CHANGES;",
-         lambda: _latest(topics, topics.read(t["tumbled"])) == want_tumbled, pull_tumbled),
-        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT {hop_keys}, "
-         f"COUNT(*) AS n FROM {names['views']} WINDOW HOPPING (SIZE 20 SECONDS, ADVANCE BY 10 SECONDS, GRACE "
-         f"PERIOD 2 SECONDS) GROUP BY {hop_keys} EMIT FINAL;",
-         hopped, None),
-        (f"CREATE TABLE {names['sessions']} WITH (KAFKA_TOPIC='{t['sessions']}', PARTITIONS=1) AS SELECT uid, "
-         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW SESSION (5 SECONDS, GRACE PERIOD 2 "
-         "SECONDS) GROUP BY uid;", lambda: _latest(topics, topics.read(t["sessions"]), session=True) == want_sessions,
-         None),
-        (f"CREATE STREAM {names['joined']} WITH (KAFKA_TOPIC='{t['joined']}', PARTITIONS=1) AS SELECT v.uid AS uid, "
-         f"page, target FROM {names['views']} v JOIN {names['clicks']} c WITHIN 5 SECONDS GRACE PERIOD 1 MINUTE "
-         f"ON v.uid = c.{clicks_key};", lambda: joined() == want_joined, None),
-        (f"CREATE STREAM {names['enriched']} WITH (KAFKA_TOPIC='{t['enriched']}', PARTITIONS=1) AS SELECT "
-         f"v.uid AS uid, page, region FROM {names['views']} v LEFT JOIN {names['users']} u ON v.uid = u.uid;",
-         lambda: enriched() == want_enriched, None),
-    ]
-    for sql, matches, after in steps:
-        query_id = engine.execute(sql)[0]["commandStatus"]["queryId"]
-        yield
-        wait_for(matches, 150, f"{fmt}: the output of {query_id}")
-        if after is not None:
-            after()
-        engine.execute(f"TERMINATE {query_id};")
 
     # a push query over the source, from the start: its rows in the topic's order (one partition)
     pushed: list[list[Any]] = []
@@ -342,6 +354,127 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     assert len(records) == 2 and all(f"key: {shown(VIEWS[i][0])}, value: " in records[i] and f"{VIEWS[i][2]}" in records[i]
                                      and "PAGE" in records[i].upper() for i in range(2)), printed
     assert any(line.startswith("Value format: ") and fmt in line for line in printed), printed
+
+    # -- the persistent queries, one at a time (each Spark query starts Python workers that must
+    # connect back: a loaded local[2] runs them best in turn); each output against its oracle
+    big_want = sorted((page, uid, page.upper(), amount * 2, len(uid), ts) for uid, page, amount, ts in VIEWS)
+
+    def big() -> list[Any]:                      # JSON: a DELIMITED key (text); AVRO: an Avro string
+        return sorted((topics.key(k, delimited=True), v["UID"], v["UPAGE"], v["DOUBLED"], v["ULEN"], ts)
+                      for k, v, ts in topics.read(t["big"]) if v is not None)
+    want_tumbled = {(uid, start, 0): {"N": n, "TOTAL": total} for (uid, start), (n, total) in _tumbling().items()}
+    # AVRO: grouped by two columns, so its keys are a record (UID, PAGE) followed by the window
+    hop_keys = "uid, page" if fmt == "AVRO" else "uid"
+    want_hopped = {(k, start, 0): {"N": n} for (k, start), n in _hopping_final(2_000, fmt == "AVRO").items()}
+    want_sessions = {k: {"N": n, "TOTAL": total} for k, (n, total) in _sessions(2_000).items()}
+    want_joined = sorted((uid, page, target, max(vts, cts)) for uid, page, _, vts in VIEWS
+                         for cuid, target, cts in CLICKS if uid == cuid and abs(vts - cts) <= 5_000)
+    assert want_joined and len(want_joined) < len(VIEWS)
+    regions = dict(USERS)
+    want_enriched = sorted((uid, page, regions.get(uid), ts) for uid, page, _, ts in VIEWS)
+
+    def joined() -> list[Any]:
+        return sorted((topics.key(k), v["PAGE"], v["TARGET"], ts) for k, v, ts in topics.read(t["joined"]))
+
+    def enriched() -> list[Any]:
+        return sorted((topics.key(k), v["PAGE"], v["REGION"], ts) for k, v, ts in topics.read(t["enriched"]))
+
+    def pull_tumbled() -> None:
+        pull = f"SELECT * FROM {names['tumbled']} WHERE uid = 'u1';"
+        pulled = engine.query(pull)
+        assert pulled.column_names == ["UID", "WINDOWSTART", "WINDOWEND", "N", "TOTAL"]
+        want_u1 = sorted([uid, start, start + TUMBLE, v["N"], v["TOTAL"]]
+                         for (uid, start, _), v in want_tumbled.items() if uid == "u1")
+        assert sorted(pulled.rows) == want_u1
+        # a windowed table declared over the output's topic: its keys (Avro + window) read back
+        engine.execute(f"CREATE TABLE {names['tumbled']}_W (uid VARCHAR PRIMARY KEY, n BIGINT, total DOUBLE) WITH "
+                       f"(KAFKA_TOPIC='{t['tumbled']}', {views_formats}, WINDOW_TYPE='TUMBLING', "
+                       "WINDOW_SIZE='10 SECONDS');")
+        declared = f"SELECT * FROM {names['tumbled']}_W WHERE uid = 'u1';"
+        assert sorted(engine.query(declared).rows) == want_u1
+        # answered from the query's state, not by reading a topic again: with the table's input
+        # topic and its own topic emptied (DeleteRecords to their ends), the pull query gives the
+        # same rows, where the declared table, read from its topic for each pull query, has none
+        emptied = _delete_all_records(kafka.bootstrap, t["views"], t["tumbled"])
+        assert emptied[t["views"]] == (len(VIEWS), len(VIEWS)) and emptied[t["tumbled"]][0] == emptied[t["tumbled"]][1]
+        assert sorted(engine.query(pull).rows) == want_u1
+        assert engine.query(declared).rows == []
+        engine.execute(f"DROP TABLE {names['tumbled']}_W;")
+
+    def hopped() -> bool:                                         # EMIT FINAL: one record per window
+        records = topics.read(t["hopped"])
+        return _latest(topics, records) == want_hopped and len(records) == len(want_hopped)
+    # (statement, its output matches the oracle, then, sink, sources, window type); the tumbling
+    # table last: its pull query's check empties the views topic the others read
+    steps: list[tuple[str, Any, Any, str, tuple[str, ...], str | None]] = [
+        (f"CREATE STREAM {names['big']} WITH (KAFKA_TOPIC='{t['big']}', PARTITIONS=1"
+         f"{', KEY_FORMAT=' + repr('DELIMITED') if fmt == 'JSON' else ''}) AS SELECT page, uid, "
+         f"UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS ulen FROM {names['views']} "
+         "WHERE amount > 10 PARTITION BY page EMIT CHANGES;",
+         lambda: big() == [r for r in big_want if r[3] > 20], None, "big", ("views",), None),
+        (f"INSERT INTO {names['big']} SELECT page, uid, UCASE(page) AS upage, amount * 2 AS doubled, LEN(uid) AS "
+         f"ulen FROM {names['views']} WHERE amount <= 10 PARTITION BY page;", lambda: big() == big_want, None,
+         "big", ("views",), None),
+        (f"CREATE TABLE {names['hopped']} WITH (KAFKA_TOPIC='{t['hopped']}', PARTITIONS=1) AS SELECT {hop_keys}, "
+         f"COUNT(*) AS n FROM {names['views']} WINDOW HOPPING (SIZE 20 SECONDS, ADVANCE BY 10 SECONDS, GRACE "
+         f"PERIOD 2 SECONDS) GROUP BY {hop_keys} EMIT FINAL;",
+         hopped, None, "hopped", ("views",), "HOPPING"),
+        (f"CREATE TABLE {names['sessions']} WITH (KAFKA_TOPIC='{t['sessions']}', PARTITIONS=1) AS SELECT uid, "
+         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW SESSION (5 SECONDS, GRACE PERIOD 2 "
+         "SECONDS) GROUP BY uid;", lambda: _latest(topics, topics.read(t["sessions"]), session=True) == want_sessions,
+         None, "sessions", ("views",), "SESSION"),
+        (f"CREATE STREAM {names['joined']} WITH (KAFKA_TOPIC='{t['joined']}', PARTITIONS=1) AS SELECT v.uid AS uid, "
+         f"page, target FROM {names['views']} v JOIN {names['clicks']} c WITHIN 5 SECONDS GRACE PERIOD 1 MINUTE "
+         f"ON v.uid = c.{clicks_key};", lambda: joined() == want_joined, None, "joined", ("views", "clicks"), None),
+        (f"CREATE STREAM {names['enriched']} WITH (KAFKA_TOPIC='{t['enriched']}', PARTITIONS=1) AS SELECT "
+         f"v.uid AS uid, page, region FROM {names['views']} v LEFT JOIN {names['users']} u ON v.uid = u.uid;",
+         lambda: enriched() == want_enriched, None, "enriched", ("views", "users"), None),
+        (f"CREATE TABLE {names['tumbled']} WITH (KAFKA_TOPIC='{t['tumbled']}', PARTITIONS=1) AS SELECT uid, "
+         f"COUNT(*) AS n, SUM(amount) AS total FROM {names['views']} WINDOW TUMBLING (SIZE 10 SECONDS, GRACE "
+         "PERIOD 1 HOUR) GROUP BY uid EMIT CHANGES;",
+         lambda: _latest(topics, topics.read(t["tumbled"])) == want_tumbled, pull_tumbled, "tumbled", ("views",),
+         "TUMBLING"),
+    ]
+    # SET and UNSET within a /ksql request (ksqlDB's PropertyExecutor on the request's properties):
+    # the CSAS is created with the property set, which SHOW PROPERTIES and its EXPLAIN show; the
+    # INSERT INTO after an UNSET of 'latest' reads from the server's default, the earliest offset
+    # (its oracle needs the records produced before it)
+    requests = {0: "SET 'auto.offset.reset'='earliest'; SHOW PROPERTIES; ",
+                1: "SET 'auto.offset.reset'='latest'; UNSET 'auto.offset.reset'; SHOW PROPERTIES; "}
+    offset_reset = {"name": "ksql.streams.auto.offset.reset", "scope": "KSQL", "value": "earliest"}
+    for i, (sql, matches, after, sink, sources, window) in enumerate(steps):
+        answered = _ksql(engine, requests.get(i, "") + sql)
+        query_id = answered[-1]["commandStatus"]["queryId"]
+        if i in requests:
+            assert offset_reset in answered[0]["properties"]
+            assert ("ksql.streams.auto.offset.reset" in answered[0]["overwrittenProperties"]) == (i == 0)
+        yield
+        wait_for(matches, 150, f"{fmt}: the output of {query_id}")
+        # the running query as POST /ksql shows it: SHOW QUERIES lists it (and no other of this
+        # format: each is terminated before the next starts) with its sink and the sink's topic;
+        # EXPLAIN names its sources and sink and gives the sink's columns; SHOW STREAMS / TABLES
+        # the sink's topic and formats
+        kind = "TABLE" if window else "STREAM"
+        queries, explained, listed, sink_described = _ksql(
+            engine, f"SHOW QUERIES; EXPLAIN {query_id}; SHOW {kind}S; DESCRIBE {names[sink]};")
+        assert [q for q in queries["queries"] if s.upper() in q["queryString"].upper()] == [
+            {"queryString": sql, "sinks": [names[sink]], "sinkKafkaTopics": [t[sink]], "id": query_id,
+             "statusCount": {"RUNNING": 1}, "queryType": "PERSISTENT", "state": "RUNNING"}]
+        d = explained["queryDescription"]
+        assert (d["id"], d["statementText"], sorted(d["sources"]), d["sinks"], d["windowType"], d["queryType"],
+                d["state"], d["overriddenProperties"]) == (
+            query_id, sql, sorted(names[n] for n in sources), [names[sink]], window, "PERSISTENT", "RUNNING",
+            {"auto.offset.reset": "earliest"} if i == 0 else {})
+        assert [(f["name"], f["schema"]["type"], f.get("type")) for f in d["fields"]] == [
+            (f["name"], f["schema"]["type"], f.get("type") and "KEY") for f in
+            sink_described["sourceDescription"]["fields"]]
+        assert _listed(listed, names[sink]) == {
+            "type": kind, "name": names[sink], "topic": t[sink],
+            "keyFormat": "AVRO" if fmt == "AVRO" else "DELIMITED" if sink == "big" else "JSON", "valueFormat": fmt,
+            "isWindowed": window is not None}
+        if after is not None:
+            after()
+        engine.execute(f"TERMINATE {query_id};")
 
     # -- DESCRIBE the outputs, the registry's subjects for AVRO ------------------------------------
     outputs = engine.execute("; ".join(f"DESCRIBE {names[n]}" for n in ("big", "tumbled", "sessions", "joined",
@@ -380,7 +513,8 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
 
     # -- INSERT VALUES: the record's key and value as the source's formats write them -----------------
     engine.execute(f"INSERT INTO {names['views']} (uid, page, amount) VALUES ('u5', 'home', 1.5);")
-    inserted = topics.read(t["views"])[-1]
+    inserted = wait_for(lambda: topics.read(t["views"], from_log_start=True), 30,    # the earlier ones deleted
+                        f"{fmt}: the inserted record")[-1]
     assert (topics.key(inserted[0]), inserted[1]) == ("u5", {"PAGE": "home", "AMOUNT": 1.5}), inserted
 
     # -- DROP ... DELETE TOPIC (its queries terminated above) -------------------------------------

@@ -90,6 +90,9 @@ class FakeSpark:
         self.sql_texts: list[str] = []
         self.options: dict[str, str] = {}
         self.conf = FakeConf()
+        self.active: list[Any] = []            # the JVM sessions made a thread's active one
+        self._jsparkSession = object()
+        self._jvm = type("JVM", (), {"SparkSession": type("S", (), {"setActiveSession": self.active.append})})()
         self.readStream = Frame(self)
         self.read = Frame(self)
         self.udf = self                        # the session's udf.register (the processing log's function)
@@ -278,6 +281,7 @@ def test_aggregating_push_query_runs_in_update_mode(engine: Engine, monkeypatch:
     # a windowed aggregate over one stream starts with Spark's late filter on the current
     # micro-batch's watermark (Engine._start_stream); the session's setting is put back after
     assert allow_multiple_at_start == ["false"] and conf.get(engine_mod.ALLOW_MULTIPLE) is None
+    assert _spark(engine).active == [_spark(engine)._jsparkSession]     # the starting thread's session
     sql = _spark(engine).sql_texts[-1]
     assert sql == ("SELECT `ID` AS `ID`, unix_millis(window(`ROWTIME`, '10000 milliseconds').start) AS `WINDOWSTART`, "
                    "unix_millis(window(`ROWTIME`, '10000 milliseconds').end) AS `WE`, count(*) AS `KSQL_COL_3`, "

@@ -151,3 +151,79 @@ def test_a_single_json_key_column_is_unwrapped_as_ksqldb_writes_it() -> None:
     assert serde.encode(two, {"A": "x", "B": 2, "V": 1}, 5, None, "INSERT ...").key == b'{"A":"x","B":2}'
     store = StateStore(["K"], False, ["K", "V"], ["STRING", "INTEGER"])
     assert decode_output(b'"u1"', b'{"V": 3}', one, store, None) == {"K": "u1", "V": 3}
+
+
+def test_explain_shows_the_properties_a_query_was_created_with(engine: Engine) -> None:
+    """ksqlDB's EXPLAIN reads ``QueryMetadata.getOverriddenProperties``: the request's properties
+    (a SET earlier in the request, or streamsProperties) the query was created with; none after
+    UNSET; an explained statement shows the request's own."""
+    created = engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+                             "SET 'auto.offset.reset'='earliest'; CREATE STREAM a AS SELECT * FROM s;"
+                             "UNSET 'auto.offset.reset'; CREATE STREAM b AS SELECT * FROM s;")
+    explained = engine.execute("".join(f"EXPLAIN {c['commandStatus']['queryId']};" for c in created[1:]))
+    assert [e["queryDescription"]["overriddenProperties"] for e in explained] == [{"auto.offset.reset": "earliest"},
+                                                                                 {}]
+    planned = engine.execute("EXPLAIN CREATE STREAM c AS SELECT * FROM s;", {"commit.interval.ms": 100})
+    assert planned[0]["queryDescription"]["overriddenProperties"] == {"commit.interval.ms": 100}
+
+
+def test_describe_extended_counts_the_topics_partitions_and_replicas(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB's DescribeExecutor describes the topic only for EXTENDED: its partition count and
+    its first partition's replica count; a plain DESCRIBE has 0 and 0 and asks no broker."""
+    from types import SimpleNamespace
+
+    asked: list[Any] = []
+
+    class Client:
+        def __init__(self, *a: Any, **k: Any) -> None:
+            pass
+
+        def __enter__(self) -> "Client":
+            return self
+
+        def __exit__(self, *a: Any) -> None:
+            pass
+
+        def metadata(self, topics: Any) -> Any:
+            asked.append(topics)
+            partition = SimpleNamespace(replicas=[1, 2, 3])
+            return SimpleNamespace(topics={"s-topic": SimpleNamespace(partitions={0: partition, 1: partition})})
+    monkeypatch.setattr(engine_mod, "KafkaClient", Client)
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s-topic', VALUE_FORMAT='JSON');")
+    plain, extended = (d["sourceDescription"] for d in engine.execute("DESCRIBE s; DESCRIBE s EXTENDED;"))
+    assert (plain["extended"], plain["partitions"], plain["replication"]) == (False, 0, 0)
+    assert (extended["extended"], extended["partitions"], extended["replication"]) == (True, 2, 3)
+    assert asked == [None]
+
+
+def test_a_query_is_started_with_the_session_active_on_the_starting_thread(engine: Engine, monkeypatch: Any) -> None:
+    """Spark finds a Python data source (the ``kafkalite`` sink) only in the calling thread's
+    active session (a JVM thread-local): the matrix's INSERT INTO, restarted from its supervising
+    thread after a Python worker failed to connect back, failed every attempt with
+    DATA_SOURCE_NOT_FOUND. Each start, the restart's too, comes after the session was made
+    active on its own thread."""
+    import threading
+    from types import SimpleNamespace
+
+    from tests.support.waiting import wait_for
+    from tests.unit.sql.test_sql_engine_statements import Frame, StandInQuery
+
+    events: list[tuple[str, str]] = []
+    spark = engine.spark
+    spark._jsparkSession = "the session"
+    spark._jvm = SimpleNamespace(SparkSession=SimpleNamespace(setActiveSession=lambda session: events.append(
+        ("active", threading.current_thread().name)) if session == "the session" else None))
+    outcomes = [True, False]                       # fails once (its supervisor restarts it), then runs
+
+    def start(frame: Frame) -> StandInQuery:
+        events.append(("start", threading.current_thread().name))
+        return StandInQuery(fails=outcomes.pop(0))
+    monkeypatch.setattr(Frame, "start", start, raising=False)
+    monkeypatch.setattr(Engine, "_backoff", lambda self, wait_ms: False)
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s', VALUE_FORMAT='JSON');"
+                   "CREATE STREAM big AS SELECT id, v FROM s WHERE v > 1;")
+    wait_for(lambda: len(events) == 4, what="the restart")
+    here = threading.current_thread().name
+    assert events == [("active", here), ("start", here), ("active", "supervise-CSAS_BIG_1"),
+                      ("start", "supervise-CSAS_BIG_1")]
+    engine.execute("TERMINATE CSAS_BIG_1;")
