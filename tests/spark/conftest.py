@@ -7,6 +7,7 @@ starts: workers must run this venv's interpreter (P2) and import this tree's pac
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -90,6 +91,20 @@ def sql_config(bootstrap: str, service_id: str, state_dir: Any, **overrides: Any
     settings: dict[str, Any] = {"streams": (("auto.offset.reset", "earliest"), ("commit.interval.ms", "500")),
                                 "retry_backoff_initial_ms": 1000, "retry_backoff_max_ms": 4000, **overrides}
     return KsqlConfig(bootstrap_servers=bootstrap, service_id=service_id, state_dir=str(state_dir), **settings)
+
+
+@contextlib.contextmanager
+def running_engine(spark: Any, config: Any) -> Iterator[Any]:
+    """A SQL engine on the shared session with ``config`` (:func:`sql_config`): started (its command
+    topic replayed) for the ``with`` block, stopped after it."""
+    from kafkalite.sql.engine import Engine
+
+    e = Engine(config, spark)
+    e.start()
+    try:
+        yield e
+    finally:
+        e.stop()
 
 
 def engine_wait(engine: Any, what: str) -> Callable[[], str]:

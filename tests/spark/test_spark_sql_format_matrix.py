@@ -40,7 +40,7 @@ from confluent_kafka import Producer
 from kafkalite.registry.client import RegistryClient, RegistryClientError
 from kafkalite.registry.serde import decode, encode, parse_avro
 from kafkalite.sql.engine import Engine
-from tests.spark.conftest import sql_config
+from tests.spark.conftest import running_engine, sql_config
 from tests.support.records import read_committed
 from tests.support.waiting import wait_for
 
@@ -66,12 +66,8 @@ def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) 
     config = sql_config(kafka.bootstrap, f"matrix_{suffix}_", tmp_path_factory.mktemp("sql-matrix"),
                         schema_registry_url=schema_registry.url, processing_log_topic_auto_create=True,
                         processing_log_stream_auto_create=True)
-    e = Engine(config, spark)
-    e.start()
-    try:
+    with running_engine(spark, config) as e:
         yield e
-    finally:
-        e.stop()
 
 
 class Topics:

@@ -37,7 +37,7 @@ import pytest
 
 from kafkalite.registry.client import RegistryClient
 from kafkalite.sql.engine import Engine
-from tests.spark.conftest import engine_wait, sql_config
+from tests.spark.conftest import engine_wait, running_engine, sql_config
 from tests.spark.test_spark_sql_format_matrix import T0, Topics, _latest
 from tests.support.waiting import wait_for
 
@@ -116,12 +116,8 @@ def engine(spark: Any, kafka: Any, schema_registry: Any, tmp_path_factory: Any) 
     config = sql_config(kafka.bootstrap, f"grace_{uuid.uuid4().hex[:6]}_", tmp_path_factory.mktemp("sql-grace"),
                         schema_registry_url=schema_registry.url,
                         streams=(("auto.offset.reset", "earliest"), ("commit.interval.ms", "3000")))
-    e = Engine(config, spark)
-    e.start()
-    try:
+    with running_engine(spark, config) as e:
         yield e
-    finally:
-        e.stop()
 
 
 @pytest.mark.parametrize("fmt, kind", [("JSON", "TUMBLING"), ("AVRO", "TUMBLING"), ("JSON", "HOPPING")])

@@ -1,5 +1,5 @@
-"""Fixtures of the SQL unit tests: the REST layer's thread hops made synchronous, and a recording
-stand-in for the engine's Admin client."""
+"""Fixtures of the SQL unit tests: the REST layer's thread hops made synchronous, a recording
+stand-in for the engine's Admin client, and a base for stand-ins of its KafkaClient."""
 from __future__ import annotations
 
 from typing import Any
@@ -25,18 +25,23 @@ def inline(monkeypatch: Any) -> None:
     monkeypatch.setattr(rest, "reactor", Direct)
 
 
-class RecordingAdmin:
-    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
-    deleted: list[str] = []
+class ClientDouble:
+    """A kafkalite client at the engine's boundary, used as ``with Client(...) as c``: made with
+    any arguments; a test's subclass adds the calls it answers."""
 
     def __init__(self, *a: Any, **kw: Any) -> None:
         pass
 
-    def __enter__(self) -> "RecordingAdmin":
+    def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         pass
+
+
+class RecordingAdmin(ClientDouble):
+    """kafkalite's Admin at the engine's boundary: the topics it was asked to delete."""
+    deleted: list[str] = []
 
     def delete_topics(self, names: list[str]) -> dict[str, Any]:
         RecordingAdmin.deleted += names

@@ -15,6 +15,7 @@ from kafkalite.sql.command_topic import Command
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
+from tests.unit.sql.conftest import ClientDouble
 
 
 class Field:
@@ -634,16 +635,7 @@ def test_temporal_and_decimal_columns_are_written_as_avro_logical_types() -> Non
 def test_health_follows_the_command_runner_not_a_failed_query(engine: Engine, monkeypatch: Any) -> None:
     """ksqlDB's commandRunner check is the command runner's state: unhealthy before the command
     topic is replayed; a query waiting in ERROR for its restart leaves the server healthy."""
-    class Client:
-        def __init__(self, *a: Any, **k: Any) -> None:
-            pass
-
-        def __enter__(self) -> "Client":
-            return self
-
-        def __exit__(self, *a: Any) -> None:
-            pass
-
+    class Client(ClientDouble):
         def metadata(self, topics: Any) -> Any:
             return None
     monkeypatch.setattr(engine_mod, "KafkaClient", Client)

@@ -12,7 +12,7 @@ from kafkalite.sql import engine as engine_mod
 from kafkalite.sql.config import KsqlConfig
 from kafkalite.sql.engine import Engine
 from kafkalite.sql.errors import KsqlError
-from tests.unit.sql.conftest import RecordingAdmin
+from tests.unit.sql.conftest import ClientDouble, RecordingAdmin
 from tests.unit.sql.test_sql_engine_statements import FakeCommands, FakeSpark
 
 
@@ -174,16 +174,7 @@ def test_describe_extended_counts_the_topics_partitions_and_replicas(engine: Eng
 
     asked: list[Any] = []
 
-    class Client:
-        def __init__(self, *a: Any, **k: Any) -> None:
-            pass
-
-        def __enter__(self) -> "Client":
-            return self
-
-        def __exit__(self, *a: Any) -> None:
-            pass
-
+    class Client(ClientDouble):
         def metadata(self, topics: Any) -> Any:
             asked.append(topics)
             partition = SimpleNamespace(replicas=[1, 2, 3])

@@ -18,6 +18,7 @@ from pyspark.sql.types import BooleanType, IntegerType, LongType, StringType, St
 from kafkalite.sql.engine import Engine, QueryPlan, TableTableJoin
 from kafkalite.sql.queries import StateStore
 from kafkalite.sql.table_state import TableState
+from tests.unit.sql.conftest import ClientDouble
 from tests.unit.sql.test_sql_engine_statements import engine  # noqa: F401  (the fixture)
 
 TABLES = ("CREATE TABLE a (id STRING PRIMARY KEY, w INT, tid STRING) WITH (KAFKA_TOPIC='a', VALUE_FORMAT='JSON');"
@@ -287,16 +288,7 @@ def test_a_join_starts_at_the_last_stable_offsets_kept_with_its_checkpoint(
     monkeypatch.undo()                                # the fixture's stand-in for _join_start
     asked: list[tuple[dict[Any, int], int]] = []
 
-    class Client:
-        def __init__(self, *a: Any, **kw: Any) -> None:
-            pass
-
-        def __enter__(self) -> "Client":
-            return self
-
-        def __exit__(self, *exc: Any) -> None:
-            pass
-
+    class Client(ClientDouble):
         def partitions_for(self, topic: str) -> list[int]:
             return [1, 0]
 
