@@ -12,7 +12,7 @@ import os
 import sys
 from typing import Sequence
 
-from kafkalite.config import BrokerConfig, ConfigError, load_properties
+from kafkalite.config import BrokerConfig, load_properties
 
 
 def logger_levels(items: Sequence[str]) -> list[tuple[str, str]]:
@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         loggers = logger_levels(args.logger)
         config = BrokerConfig.from_properties(load_properties([args.properties], args.override))
-    except (ConfigError, OSError, ValueError) as exc:
+    except (OSError, ValueError) as exc:             # ConfigError is a ValueError
         print(f"kafkalite-server: {exc}", file=sys.stderr)
         return 1
     setup_logging(args.log_level, loggers)

@@ -130,10 +130,10 @@ def encode(source: "DataSource", row: dict[str, Any], avro: serde.AvroLookup) ->
 
 def columns_of(datum: Any, keys: Sequence[str]) -> dict[str, Any]:
     """A decoded key as its columns: an unwrapped key is the one column's value; a record's
-    fields match the key columns as ksqlDB matches them (:func:`serde.record_field`)."""
+    fields match the key columns as ksqlDB matches them (:func:`serde.record_fields`)."""
     if len(keys) == 1:
         return {keys[0]: datum}
-    return {k: serde.record_field(datum, k) if isinstance(datum, dict) else None for k in keys}
+    return serde.record_fields(datum, keys) if isinstance(datum, dict) else dict.fromkeys(keys)
 
 
 #: the column a lenient read adds: true where a key is there but could not be decoded (a poison key)

@@ -2398,7 +2398,7 @@ class Engine:
         partitions = replication = 0           # ksqlDB's DescribeExecutor asks the topic only when EXTENDED
         if s.extended:
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
-                topic = client.metadata(None).topics.get(d.topic)
+                topic = client.metadata([d.topic]).topics.get(d.topic)      # this topic only, not the cluster's
             if topic is not None and topic.partitions:
                 partitions = len(topic.partitions)
                 replication = len(topic.partitions[min(topic.partitions)].replicas)

@@ -303,7 +303,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
     query's key and value encoding); None for a record this cannot read. A tombstone (a table
     join's deleted row) is its key columns with ``__deleted`` set. ``avro`` decodes a
     registry-framed AVRO key or value. A JSON object's or Avro record's fields are matched to
-    the columns as ksqlDB's deserializers match them (``serde.record_field``)."""
+    the columns as ksqlDB's deserializers match them (``serde.record_fields``)."""
     if key is None:
         return None
     types = dict(zip(store.column_names, store.column_types))
@@ -322,7 +322,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             doc = _json_object(key)
             if doc is None:
                 return None
-            row.update({k: _typed(serde.record_field(doc, k), types[k]) for k in store.key_names})
+            row.update({k: _typed(v, types[k]) for k, v in serde.record_fields(doc, store.key_names).items()})
         elif store.key_names and sink.key_format == "KAFKA" and sink.column(store.key_names[0]) is not None:
             column = sink.column(store.key_names[0])
             assert column is not None
@@ -336,7 +336,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             doc = _json_object(value)
             if doc is None:
                 return None
-            row.update({c: _typed(serde.record_field(doc, c), types[c]) for c in values})
+            row.update({c: _typed(v, types[c]) for c, v in serde.record_fields(doc, values).items()})
         elif sink.value_format == "DELIMITED":
             row.update({c: _typed(v, types[c]) for c, v in zip(values, value.decode().split(","))})
         elif sink.value_format == "KAFKA" and len(values) == 1:
@@ -347,7 +347,7 @@ def decode_output(key: bytes | None, value: bytes | None, sink: "DataSource", st
             datum = avro(value)
             if not isinstance(datum, dict):
                 return None
-            row.update({c: _as_spark(serde.record_field(datum, c)) for c in values})
+            row.update({c: _as_spark(v) for c, v in serde.record_fields(datum, values).items()})
         else:
             return None
     except (ValueError, UnicodeDecodeError):

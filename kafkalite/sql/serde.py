@@ -15,7 +15,7 @@ import decimal
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from kafkalite.sql import ast, kafka_format, values
 from kafkalite.sql.errors import BAD_REQUEST, KsqlError
@@ -88,10 +88,23 @@ def record_field(record: dict[Any, Any], name: str) -> Any:
     (a topic written by hand has ``name`` where the column is ``NAME``; of several, the last, as
     ksqlDB's map of upper-cased names keeps it); None when there is none. The one rule for every
     Python decoder of records (a table's output read back, an AVRO key's columns)."""
-    if name in record:
-        return record[name]
-    upper = name.upper()
-    return next((v for k, v in reversed(record.items()) if str(k).upper() == upper), None)
+    return record_fields(record, (name,))[name]
+
+
+def record_fields(record: dict[Any, Any], names: Iterable[str]) -> dict[str, Any]:
+    """:func:`record_field` for several columns of one record: the upper-cased names are indexed
+    once per record, and only when a column is not spelled as written (a decoder reads every
+    column of every record; scanning the fields per column would cost columns x fields)."""
+    out: dict[str, Any] = {}
+    upper: dict[str, Any] | None = None
+    for name in names:
+        if name in record:
+            out[name] = record[name]
+            continue
+        if upper is None:
+            upper = {str(k).upper(): v for k, v in record.items()}      # of several, the last stays
+        out[name] = upper.get(name.upper())
+    return out
 
 
 def row_from_json(obj: dict[str, Any], source: DataSource) -> dict[str, Any]:

@@ -184,7 +184,7 @@ def test_describe_extended_counts_the_topics_partitions_and_replicas(engine: Eng
     plain, extended = (d["sourceDescription"] for d in engine.execute("DESCRIBE s; DESCRIBE s EXTENDED;"))
     assert (plain["extended"], plain["partitions"], plain["replication"]) == (False, 0, 0)
     assert (extended["extended"], extended["partitions"], extended["replication"]) == (True, 2, 3)
-    assert asked == [None]
+    assert asked == [["s-topic"]]
 
 
 def test_a_query_is_started_with_the_session_active_on_the_starting_thread(engine: Engine, monkeypatch: Any) -> None:
