@@ -406,11 +406,13 @@ class Engine:
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
         src = self.metastore.require(q.source, text)
         store = self.stores.get(src.name)
-        if store is None and src.kind == "TABLE" and src.window is not None:
+        if store is None and src.kind == "TABLE" and src.window is not None and not self._written_by_query(src):
             store = self._windowed_table_now(src)
-        if src.kind != "TABLE" or store is None:
-            raise KsqlError(f"Pull queries are not supported on streams or non-materialized tables: '{src.name}' "
+        if src.kind != "TABLE":
+            raise KsqlError(f"Pull queries are not supported on streams: '{src.name}' "
                             "(add EMIT CHANGES for a push query)", statement=text)
+        if store is None:
+            raise KsqlError(_not_queryable(src.name), statement=text)
         if q.group_by or q.window is not None or q.partition_by is not None:
             raise KsqlError("Pull queries don't support GROUP BY, WINDOW or PARTITION BY clauses.", statement=text)
         names: list[str] = []
@@ -429,6 +431,11 @@ class Engine:
             rows = rows[:q.limit]
         types = dict(zip(store.column_names, store.column_types))
         return TransientQuery(text, names, [types[n] for n in names], q.limit, push=False, rows=rows)
+
+    def _written_by_query(self, src: DataSource) -> bool:
+        """Is ``src`` the sink of a CREATE ... AS SELECT, running or terminated? (Its own statement
+        is the query's; a table declared over a topic later under the same name is not.)"""
+        return any(q.sink == src.name and q.statement == src.statement for q in self.metastore.queries.values())
 
     # -- server information -----------------------------------------------------------------
     def info(self) -> Entity:
@@ -593,6 +600,11 @@ class Engine:
             self.table_states.pop(rid, None)
         if q.source_table:
             self.stores.pop(q.sources[0], None)
+        elif q.sink in self.stores and not any(o.sink == q.sink for o in self.metastore.live_queries()):
+            # its table is no longer materialized: pull queries are refused, as ksqlDB refuses
+            # them once the registry has no query writing the table (not answered from a
+            # state that stopped changing)
+            self.stores.pop(q.sink)
 
     def _materialize_source_table(self, table: DataSource, text: str, s: ast.CreateSource, seq: int,
                                   replay_terminated: set[str | None] | None) -> Entity:
@@ -2721,6 +2733,16 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
         return {"type": "DECIMAL", "fields": None, "memberSchema": None,
                 "parameters": {"precision": precision, "scale": scale}}
     return {"type": _BASE_TYPES.get(t.name, t.name), "fields": None, "memberSchema": None}
+
+
+def _not_queryable(table: str) -> str:
+    """ksqlDB's answer to a pull query on a table no running query materializes (a plain CREATE
+    TABLE, or a CREATE TABLE AS SELECT whose query was terminated): EngineExecutor's
+    ``notMaterializedException`` with the pull-query syntax help, word for word, since clients and
+    habits match on it."""
+    return (f"The `{table}` table isn't queryable. To derive a queryable table, you can do "
+            f"'CREATE TABLE QUERYABLE_{table} AS SELECT * FROM {table}'. See https://cnfl.io/queries for more info."
+            "\nAdd EMIT CHANGES if you intended to issue a push query.")
 
 
 #: our type names that ksqlDB's SqlBaseType spells otherwise

@@ -82,8 +82,10 @@ def test_a_source_table_is_materialized_by_its_own_query_for_pull_queries(
 
 
 def test_a_plain_table_stays_not_queryable(engine: Engine) -> None:
-    with pytest.raises(KsqlError, match="not supported on streams or non-materialized tables: 'T'"):
+    with pytest.raises(KsqlError) as info:
         engine.query("SELECT * FROM t;")
+    assert info.value.message.startswith("The `T` table isn't queryable. To derive a queryable table, you can do "
+                                         "'CREATE TABLE QUERYABLE_T AS SELECT * FROM T'.")
 
 
 @pytest.mark.parametrize("statement, message", [
@@ -147,7 +149,7 @@ def test_queries_may_read_a_source_and_drop_takes_its_materializing_query(
 def test_terminating_the_materializing_query_ends_pull_queries(
         engine: Engine, batches: list[Callable[[Any, int], None]]) -> None:
     engine.execute(SOURCE_TABLE + "TERMINATE CST_ST_3;")
-    with pytest.raises(KsqlError, match="non-materialized tables: 'ST'"):
+    with pytest.raises(KsqlError, match="The `ST` table isn't queryable"):
         engine.query("SELECT * FROM st;")
     assert engine.execute("DROP TABLE st;")[0]["commandStatus"]["message"] == "Source `ST` (topic: st) was dropped."
 

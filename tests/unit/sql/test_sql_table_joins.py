@@ -270,3 +270,26 @@ def test_a_windowed_aggregate_over_a_stream_stream_join(engine: Engine) -> None:
     assert sql.endswith("GROUP BY `S_ID`, window(`ROWTIME`, '3600000 milliseconds') HAVING (count(*) > 1)")
     pairs = engine.metastore.require("PAIRS")
     assert pairs.window is not None and [c.name for c in pairs.key_columns] == ["ID"]
+
+
+def test_a_terminated_table_query_ends_its_pull_queries_with_ksqldbs_answer(engine: Engine, monkeypatch: Any) -> None:
+    """ksqlDB answers a pull query only while a query materializes its table (EngineExecutor's
+    findMaterializingQuery): once TERMINATE stopped it, the table is refused as not queryable, and
+    a windowed one is not read from its topic instead (that is for tables declared over a topic)."""
+    monkeypatch.setattr(engine_mod.threading, "Thread", lambda **kw: type("T", (), {"start": lambda _: None})())
+    read: list[str] = []
+    monkeypatch.setattr(Engine, "_windowed_table_now", lambda self, src: read.append(src.name))
+    engine.execute("CREATE TABLE agg AS SELECT id, COUNT(*) AS n FROM s GROUP BY id;"
+                   "CREATE TABLE win AS SELECT id, COUNT(*) AS n FROM s WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;")
+    engine.stores["AGG"].update([{"ID": "k", "N": 3}])
+    assert engine.query("SELECT n FROM agg WHERE id = 'k';").rows == [[3]]
+    queries = {q["sinks"][0]: q["id"] for q in engine.execute("SHOW QUERIES;")[0]["queries"]}
+    engine.execute(f"TERMINATE {queries['AGG']}; TERMINATE {queries['WIN']};")
+    for table in ("AGG", "WIN"):
+        with pytest.raises(KsqlError) as info:
+            engine.query(f"SELECT * FROM {table.lower()} WHERE id = 'k';")
+        assert info.value.message == (
+            f"The `{table}` table isn't queryable. To derive a queryable table, you can do 'CREATE TABLE "
+            f"QUERYABLE_{table} AS SELECT * FROM {table}'. See https://cnfl.io/queries for more info.\n"
+            "Add EMIT CHANGES if you intended to issue a push query.")
+    assert read == [] and "AGG" not in engine.stores and "WIN" not in engine.stores
