@@ -85,16 +85,16 @@ def render(entity: dict[str, Any]) -> str:
         return table(["Kafka Topic", "Partitions", "Partition Replicas"],
                      [[t["name"], len(t["replicaInfo"]), ",".join(map(str, t["replicaInfo"]))]
                       for t in entity["topics"]])
+    if kind == "kafka_topics_extended":
+        return table(["Kafka Topic", "Partitions", "Partition Replicas", "Consumers", "ConsumerGroups"],
+                     [[t["name"], len(t["replicaInfo"]), ",".join(map(str, t["replicaInfo"])), t["consumerCount"],
+                       t["consumerGroupCount"]] for t in entity["topics"]])
+    if kind == "source_descriptions":             # SHOW STREAMS|TABLES EXTENDED: each one described
+        return "\n\n".join(_describe_source(d) for d in entity["sourceDescriptions"])
+    if kind == "query_descriptions":              # SHOW QUERIES EXTENDED: each one explained
+        return "\n\n".join(_describe_query(d) for d in entity["queryDescriptions"])
     if kind == "sourceDescription":
-        d = entity["sourceDescription"]
-        head = (f"Name                 : {d['name']}\n"
-                + (f"Type                 : {d['type']}\nKafka topic          : {d['topic']}\n"
-                   f"Key format           : {d['keyFormat']}\nValue format         : {d['valueFormat']}\n"
-                   if d.get("extended") else ""))
-        fields = table(["Field", "Type"], [[f["name"], type_string(f["schema"]) + (
-            " (primary key)" if f.get("type") == "PRIMARY_KEY" else " (key)" if f.get("type") == "KEY" else "")]
-            for f in d["fields"]])
-        return head + fields
+        return _describe_source(entity["sourceDescription"])
     if kind == "properties":
         return table(["Property", "Scope", "Value"], [[p["name"], p["scope"], p["value"]]
                                                       for p in entity["properties"]])
@@ -121,6 +121,18 @@ def type_string(schema: dict[str, Any]) -> str:
     if kind == "DECIMAL" and params:
         return f"DECIMAL({params['precision']}, {params['scale']})"
     return str(kind)
+
+
+def _describe_source(d: dict[str, Any]) -> str:
+    """DESCRIBE's output for one source (a field of a table's key is its primary key)."""
+    head = (f"Name                 : {d['name']}\n"
+            + (f"Type                 : {d['type']}\nKafka topic          : {d['topic']}\n"
+               f"Key format           : {d['keyFormat']}\nValue format         : {d['valueFormat']}\n"
+               if d.get("extended") else ""))
+    fields = table(["Field", "Type"], [[f["name"], type_string(f["schema"]) + (
+        " (primary key)" if f.get("type") == "PRIMARY_KEY" else " (key)" if f.get("type") == "KEY" else "")]
+        for f in d["fields"]])
+    return head + fields
 
 
 def _describe_query(d: dict[str, Any]) -> str:

@@ -2365,6 +2365,16 @@ class Engine:
     # -- SHOW / DESCRIBE ----------------------------------------------------------------------
     def _show(self, s: ast.Show, text: str, props: dict[str, Any]) -> Entity:
         ms = self.metastore
+        if s.extended and s.what in ("STREAMS", "TABLES"):      # ksqlDB's SourceDescriptionList
+            described = [self._describe(ast.Describe(d.name, True), text)["sourceDescription"]
+                         for d in sorted(ms.sources.values(), key=lambda d: d.name) if d.kind == s.what[:-1]]
+            return {"@type": "source_descriptions", "statementText": text, "sourceDescriptions": described,
+                    "warnings": []}
+        if s.extended and s.what == "QUERIES":                    # ksqlDB's QueryDescriptionList
+            explained = [self._explain(ast.Explain(q.id), text, props)["queryDescription"]
+                         for q in ms.live_queries() if q.id in self.plans]
+            return {"@type": "query_descriptions", "statementText": text, "queryDescriptions": explained,
+                    "warnings": []}
         if s.what in ("STREAMS", "TABLES"):
             kind = s.what[:-1]
             items = [{"type": kind, "name": d.name, "topic": d.topic, "keyFormat": d.key_format,
@@ -2380,14 +2390,37 @@ class Engine:
         if s.what == "TOPICS":
             with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
                 md = client.metadata(None)
-            topics = [{"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
-                      for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
+            counts = self._topic_consumers() if s.extended else {}
+            topics: list[dict[str, Any]] = [
+                {"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
+                for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
+            if s.extended:                                        # ksqlDB's KafkaTopicsListExtended
+                for topic in topics:
+                    topic["consumerCount"], topic["consumerGroupCount"] = counts.get(topic["name"], (0, 0))
+                return {"@type": "kafka_topics_extended", "statementText": text, "topics": topics, "warnings": []}
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
         overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
         server = {f"ksql.streams.{k}": v for k, v in self.config.streams}
         return {"@type": "properties", "statementText": text, "properties": [
             {"name": k, "scope": "KSQL", "value": v} for k, v in sorted({**server, **overridden}.items())],
             "overwrittenProperties": sorted(overridden), "defaultProperties": [], "warnings": []}
+
+    def _topic_consumers(self) -> dict[str, tuple[int, int]]:
+        """Per topic, SHOW TOPICS EXTENDED's (consumerCount, consumerGroupCount) counted as ksqlDB's
+        ListTopicsExecutor counts them: every consumer group's members, one consumer per partition
+        of the topic a member is assigned (ksqlDB's count, which is per assigned partition), and
+        the groups with any such member."""
+        partitions: dict[str, int] = {}
+        groups: dict[str, set[str]] = {}
+        with Admin(self.config.bootstrap_servers, security=self.config.security) as admin:
+            for group_id, protocol_type in admin.list_groups():
+                if protocol_type != "consumer":
+                    continue
+                for member in admin.describe_group(group_id).members:
+                    for tp in member.assignment:
+                        partitions[tp.topic] = partitions.get(tp.topic, 0) + 1
+                        groups.setdefault(tp.topic, set()).add(group_id)
+        return {topic: (n, len(groups[topic])) for topic, n in partitions.items()}
 
     def _state(self, q: PersistentQuery) -> str:
         running = self.running.get(q.id)

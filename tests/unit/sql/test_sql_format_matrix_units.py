@@ -218,3 +218,54 @@ def test_a_query_is_started_with_the_session_active_on_the_starting_thread(engin
     assert events == [("active", here), ("start", here), ("active", "supervise-CSAS_BIG_1"),
                       ("start", "supervise-CSAS_BIG_1")]
     engine.execute("TERMINATE CSAS_BIG_1;")
+
+
+def test_show_extended_lists_descriptions_explanations_and_topic_consumers(engine: Engine, monkeypatch: Any) -> None:
+    """SHOW STREAMS|TABLES EXTENDED is ksqlDB's SourceDescriptionList (each source as DESCRIBE ...
+    EXTENDED has it), SHOW QUERIES EXTENDED its QueryDescriptionList (each query as EXPLAIN has
+    it), SHOW TOPICS EXTENDED its KafkaTopicsListExtended, consumers counted as ListTopicsExecutor
+    counts them: one per partition a consumer group's member is assigned, and the groups with one."""
+    from types import SimpleNamespace
+
+    from kafkalite.client import TopicPartition
+    from kafkalite.sql.cli import render
+
+    partition = SimpleNamespace(replicas=[1, 2])
+
+    class Client(ClientDouble):
+        def metadata(self, topics: Any) -> Any:
+            return SimpleNamespace(topics={
+                name: SimpleNamespace(partitions={0: partition, 1: partition}, internal=False)
+                for name in ("s-topic", "BIG", "_schemas")})
+
+    def member(*tps: tuple[str, int]) -> Any:
+        return SimpleNamespace(assignment=[TopicPartition(t, p) for t, p in tps])
+
+    groups = {"g1": [member(("s-topic", 0), ("s-topic", 1)), member(("BIG", 0))], "g2": [member(("s-topic", 1))],
+              "connect-cluster": [member(("s-topic", 0))]}
+
+    class Admin(ClientDouble):
+        def list_groups(self) -> list[tuple[str, str]]:
+            return [("connect-cluster", "connect"), ("g1", "consumer"), ("g2", "consumer")]
+
+        def describe_group(self, group_id: str) -> Any:
+            return SimpleNamespace(members=groups[group_id])
+    monkeypatch.setattr(engine_mod, "KafkaClient", Client)
+    monkeypatch.setattr(engine_mod, "Admin", Admin)
+    engine.execute("CREATE STREAM s (id STRING KEY, v INT) WITH (KAFKA_TOPIC='s-topic', VALUE_FORMAT='JSON');"
+                   "CREATE STREAM big AS SELECT id, v FROM s WHERE v > 1;")
+    streams, tables, queries, topics = engine.execute(
+        "SHOW STREAMS EXTENDED; SHOW TABLES EXTENDED; SHOW QUERIES EXTENDED; SHOW TOPICS EXTENDED;")
+    assert streams["@type"] == "source_descriptions" and tables["sourceDescriptions"] == []
+    assert streams["sourceDescriptions"] == [engine.execute(f"DESCRIBE {n} EXTENDED;")[0]["sourceDescription"]
+                                             for n in ("BIG", "S")]
+    [explained] = queries["queryDescriptions"]
+    assert queries["@type"] == "query_descriptions" and explained["id"] == "CSAS_BIG_1"
+    assert explained["sinks"] == ["BIG"] and explained["sources"] == ["S"]
+    assert topics["@type"] == "kafka_topics_extended"
+    assert [(t["name"], t["replicaInfo"], t["consumerCount"], t["consumerGroupCount"]) for t in topics["topics"]] == [
+        ("BIG", [2, 2], 1, 1), ("s-topic", [2, 2], 3, 2)]
+    printed = render(topics)
+    assert "| Consumers | ConsumerGroups |" in printed and "| s-topic     | 2          | 2,2                | 3 " in printed
+    assert render(streams).count("Name                 : ") == 2 and "ID                   : CSAS_BIG_1" in render(
+        queries)
