@@ -234,6 +234,9 @@ class Engine:
         props = dict(properties or {})
         if q.emit == "CHANGES":
             return self._push(statements[0].statement, stmt.text, props)
+        _check_pull(q, stmt.text)
+        if self.metastore.require(q.source, stmt.text).kind == "STREAM":
+            return self._stream_pull(statements[0].statement, stmt.text, props)
         return self._pull(q, stmt.text)
 
     def close_query(self, query_id: str) -> bool:
@@ -403,18 +406,33 @@ class Engine:
                 tq.error = first
         tq.close()
 
+    def _stream_pull(self, query: ast.Query, text: str, props: dict[str, Any]) -> TransientQuery:
+        """ksqlDB 0.23+'s pull query on a stream, a scan of what the stream holds now: its topic
+        read (read_committed) from the start to the end each partition has when the query starts,
+        as a Spark batch over the same decoded view a push query streams from, through the same
+        projection and WHERE (any expression a push query takes); the rows in each partition's
+        offset order, up to LIMIT, answered at once."""
+        q = query.query
+        plan = self._plan(query, text, props, f"query_{query.query.source}_{uuid.uuid4().int % 10**18}")
+        frame, _ = self._compile(plan, batch=True)
+        result = frame.select(*[quote(n) for n, _ in plan.items])
+        if q.limit is not None:
+            result = result.limit(q.limit)
+        names = [f.name for f in result.schema.fields]
+        kinds = [ksql_type(f.dataType.simpleString()) for f in result.schema.fields]
+        try:
+            rows = [[json_value(v) for v in r] for r in result.collect()]
+        except Exception as exc:                          # e.g. ksql.fail.on.deserialization.error
+            raise KsqlError(f"Pull query failed: {_first_line(exc)}", statement=text) from None
+        return TransientQuery(text, names, kinds, q.limit, push=False, rows=rows)
+
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
         src = self.metastore.require(q.source, text)
         store = self.stores.get(src.name)
-        if store is None and src.kind == "TABLE" and src.window is not None and not self._written_by_query(src):
+        if store is None and src.window is not None and not self._written_by_query(src):
             store = self._windowed_table_now(src)
-        if src.kind != "TABLE":
-            raise KsqlError(f"Pull queries are not supported on streams: '{src.name}' "
-                            "(add EMIT CHANGES for a push query)", statement=text)
         if store is None:
             raise KsqlError(_not_queryable(src.name), statement=text)
-        if q.group_by or q.window is not None or q.partition_by is not None:
-            raise KsqlError("Pull queries don't support GROUP BY, WINDOW or PARTITION BY clauses.", statement=text)
         names: list[str] = []
         for index, item in enumerate(q.items):
             if item.expr is None:
@@ -1289,14 +1307,16 @@ class Engine:
         if error is not None and getattr(error, "code", None) != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             log.warning("deleting the internal topic %s of %s: %s", topic, query_id, error)
 
-    def _compile(self, plan: "QueryPlan") -> tuple[Any, str]:
+    def _compile(self, plan: "QueryPlan", batch: bool = False) -> tuple[Any, str]:
         """The plan as a Spark streaming DataFrame over a temporary view of its decoded source,
         and the Spark SQL text it runs (what EXPLAIN shows). A stream-table join's DataFrame is
-        the stream's rows with the join still to do per micro-batch (``TableJoin``)."""
+        the stream's rows with the join still to do per micro-batch (``TableJoin``). With
+        ``batch``, a batch DataFrame of the source's records so far (a stream pull query: no
+        join, window or aggregate, which ``_check_pull`` refused)."""
         spark = self.spark
         src, q = plan.source, plan.select
         view = f"ksql_{plan.query_id.lower()}"
-        frame = self._source_frame(src, plan.offset_reset)
+        frame = self._source_frame(src, plan.offset_reset, self.spark if batch else None)
         if q.window is not None:
             grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
             frame = frame.withWatermark("ROWTIME", f"{grace} milliseconds")
@@ -2768,14 +2788,34 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
     return {"type": _BASE_TYPES.get(t.name, t.name), "fields": None, "memberSchema": None}
 
 
+#: ksqlDB's PullQueryValidator: what a pull query may not have, each with its refusal (checked in
+#: this order, the first one found answers); ``PULL_QUERY_SYNTAX_HELP`` follows the refusal
+_PULL_RULES: tuple[tuple[Callable[[ast.Select], bool], str], ...] = (
+    (lambda q: bool(q.joins), "Pull queries don't support JOIN clauses."),
+    (lambda q: q.window is not None, "Pull queries don't support WINDOW clauses."),
+    (lambda q: bool(q.group_by), "Pull queries don't support GROUP BY clauses."),
+    (lambda q: q.partition_by is not None, "Pull queries don't support PARTITION BY clauses."),
+    (lambda q: q.having is not None, "Pull queries don't support HAVING clauses."),
+    (lambda q: q.emit is not None, "Pull queries don't support EMIT clauses."),
+)
+_PULL_QUERY_SYNTAX_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
+
+
+def _check_pull(q: ast.Select, text: str) -> None:
+    """A pull query (no EMIT CHANGES), on a table or a stream, refused as ksqlDB's
+    PullQueryValidator refuses it: the first clause it does not support, then the syntax help."""
+    for breaks, refusal in _PULL_RULES:
+        if breaks(q):
+            raise KsqlError(refusal + _PULL_QUERY_SYNTAX_HELP, statement=text)
+
+
 def _not_queryable(table: str) -> str:
     """ksqlDB's answer to a pull query on a table no running query materializes (a plain CREATE
     TABLE, or a CREATE TABLE AS SELECT whose query was terminated): EngineExecutor's
     ``notMaterializedException`` with the pull-query syntax help, word for word, since clients and
     habits match on it."""
     return (f"The `{table}` table isn't queryable. To derive a queryable table, you can do "
-            f"'CREATE TABLE QUERYABLE_{table} AS SELECT * FROM {table}'. See https://cnfl.io/queries for more info."
-            "\nAdd EMIT CHANGES if you intended to issue a push query.")
+            f"'CREATE TABLE QUERYABLE_{table} AS SELECT * FROM {table}'." + _PULL_QUERY_SYNTAX_HELP)
 
 
 #: our type names that ksqlDB's SqlBaseType spells otherwise

@@ -5,7 +5,8 @@ each test on its own streams and tables.
 Over HTTP/1.1: a push query with LIMIT over /query-stream receives, as they come, rows produced
 after it started (and only those its WHERE keeps), then the response ends; a CTAS aggregate
 materializes a table and a pull query by key over /query answers its current aggregate from the
-query's state store. Then the interactive shell is driven through a pipe.
+query's state store; pull queries on the stream (ksqlDB 0.23+) answer what its topic holds, through
+WHERE, an expression and LIMIT. Then the interactive shell is driven through a pipe.
 
 Through a Python ksqlDB client from PyPI, unmodified (``ksqldb``'s ``KSQLdbClient``, over HTTP/2
 with prior knowledge; the rest of its API, which needs no Spark, is in
@@ -97,8 +98,15 @@ def test_push_and_pull_queries_over_http(kafka: Any, sql_server: SqlServerProces
     resp = httpx.post(url + "/query-stream", json={"sql": "SELECT truck, top FROM stats WHERE truck = 't2';"},
                       headers={"Accept": "application/json"}, timeout=60)
     assert resp.json()[1:] == [["t2", 70.0]]
+    # a pull query on the stream (ksqlDB 0.23+): what its topic holds now, through WHERE and the projection
     resp = httpx.post(url + "/query", json={"ksql": "SELECT * FROM trucks WHERE truck = 't1';"}, timeout=60)
-    assert resp.status_code == 400 and "Pull queries are not supported on streams" in resp.json()["message"]
+    assert resp.status_code == 200, resp.text
+    doc = resp.json()
+    assert doc[0]["header"]["schema"] == "`TRUCK` STRING, `SPEED` DOUBLE"
+    assert [r["row"]["columns"] for r in doc[1:]] == [["t1", 10.0], ["t1", 30.0]]
+    resp = httpx.post(url + "/query-stream", headers={"Accept": "application/json"}, timeout=60, json={
+        "sql": "SELECT truck, speed * 2 AS d FROM trucks WHERE speed > 45 LIMIT 2;", "properties": {}})
+    assert resp.json()[1:] == [["old", 198.0], ["f", 100.0]]
 
     shell = subprocess.run([sys.executable, "-m", "kafkalite.sql.cli", url], cwd=str(ROOT), env=sql_server_env(),
                            input="SHOW TABLES;\nSELECT truck, n\n  FROM stats WHERE truck = 't2';\n"

@@ -192,3 +192,21 @@ def test_a_resumed_source_table_reads_its_topic_up_to_its_checkpoint_before_it_g
     # the stream goes on at offset 3, where the last committed batch ended
     batches[-1](Batch([_record("b", None, 4), _record("a", 4, 3)]), 5)
     assert _pull(engine, "SELECT * FROM st;") == [["a", 4]]
+
+
+@pytest.mark.parametrize("statement, refusal", [
+    ("SELECT * FROM ss JOIN st ON ss.id = st.id;", "JOIN clauses."),
+    ("SELECT id, COUNT(*) AS n FROM ss WINDOW TUMBLING (SIZE 1 MINUTE) GROUP BY id;", "WINDOW clauses."),
+    ("SELECT v, COUNT(*) AS n FROM st GROUP BY v;", "GROUP BY clauses."),
+    ("SELECT * FROM ss PARTITION BY v;", "PARTITION BY clauses."),
+    ("SELECT * FROM st EMIT FINAL;", "EMIT clauses."),
+])
+def test_pull_queries_are_refused_as_ksqldbs_validator_refuses_them(engine: Engine, statement: str,
+                                                                    refusal: str) -> None:
+    """ksqlDB's PullQueryValidator, on tables and streams alike: the first clause a pull query may
+    not have, named, then the syntax help; nothing is planned or read."""
+    engine.execute(SOURCE_STREAM + SOURCE_TABLE)
+    with pytest.raises(KsqlError) as info:
+        engine.query(statement)
+    assert info.value.message == (f"Pull queries don't support {refusal} See https://cnfl.io/queries for more info.\n"
+                                  "Add EMIT CHANGES if you intended to issue a push query.")

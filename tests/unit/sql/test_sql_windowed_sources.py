@@ -164,7 +164,9 @@ def test_an_aggregate_over_a_windowed_stream_rekeys_it(engine: Engine) -> None:
      "Can not join windowed source to non-windowed source.\nS is not windowed\nTWS is TUMBLING windowed"),
     ("SELECT * FROM twt JOIN t ON twt.id = t.id EMIT CHANGES;",
      "Can not join windowed source to non-windowed source.\nTWT is HOPPING windowed\nT is not windowed"),
-    ("SELECT * FROM tws WHERE id = 'a';", "Pull queries are not supported on streams"),
+    ("SELECT id, COUNT(*) AS n FROM tws GROUP BY id;",
+     "Pull queries don't support GROUP BY clauses. See https://cnfl.io/queries for more info.\n"
+     "Add EMIT CHANGES if you intended to issue a push query."),
     ("INSERT INTO tws SELECT id, n FROM sws;", "Incompatible key format between results and sink: the sink TWS is "
                                                "TUMBLING windowed, the results are SESSION windowed."),
     ("INSERT INTO tws SELECT id, CAST(v AS BIGINT) AS n FROM s;",
