@@ -68,6 +68,33 @@ class KsqlConfig:
         (ksqlDB's ``ReservedInternalTopics.processingLogTopic``)."""
         return self.processing_log_topic_name or f"{self.service_id}ksql_processing_log"
 
+    def listed_properties(self) -> dict[str, str]:
+        """What SHOW PROPERTIES lists, as ksqlDB's ``KsqlConfig.getAllConfigPropsWithSecretsObfuscated``
+        gives it: every ``ksql.*`` property the server honours with its value, defaults included
+        (as text, booleans in lower case), and the ``ksql.streams.*`` ones, given or defaulted.
+        Security properties are not listed (ksqlDB shows them obfuscated; here they stay out)."""
+        streams = {"auto.offset.reset": "latest", "commit.interval.ms": "2000", "state.dir": self.state_dir,
+                   "bootstrap.servers": self.bootstrap_servers, **dict(self.streams)}
+        flag = lambda b: "true" if b else "false"               # noqa: E731
+        listed = {f"ksql.streams.{k}": v for k, v in streams.items()}
+        listed.update({
+            "ksql.service.id": self.service_id,
+            "ksql.schema.registry.url": self.schema_registry_url or "",
+            "ksql.query.retry.backoff.initial.ms": str(self.retry_backoff_initial_ms),
+            "ksql.query.retry.backoff.max.ms": str(self.retry_backoff_max_ms),
+            "ksql.timestamp.throw.on.invalid": flag(self.timestamp_throw_on_invalid),
+            "ksql.fail.on.deserialization.error": flag(self.fail_on_deserialization_error),
+            "ksql.logging.processing.rows.include": flag(self.processing_log_rows_include),
+            "ksql.logging.processing.topic.auto.create": flag(self.processing_log_topic_auto_create),
+            "ksql.logging.processing.topic.name": self.processing_log_topic_name,
+            "ksql.logging.processing.topic.partitions": str(self.processing_log_topic_partitions),
+            "ksql.logging.processing.topic.replication.factor": str(self.processing_log_topic_replication_factor),
+            "ksql.logging.processing.stream.auto.create": flag(self.processing_log_stream_auto_create),
+            "ksql.logging.processing.stream.name": self.processing_log_stream_name,
+            "ksql.insert.into.values.enabled": flag(self.insert_values_enabled),
+        })
+        return listed
+
     def streams_property(self, name: str, default: str) -> str:
         return dict(self.streams).get(name, default)
 

@@ -2419,11 +2419,15 @@ class Engine:
                     topic["consumerCount"], topic["consumerGroupCount"] = counts.get(topic["name"], (0, 0))
                 return {"@type": "kafka_topics_extended", "statementText": text, "topics": topics, "warnings": []}
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
+        # ksqlDB's ListPropertiesExecutor: the server's properties, defaults included, merged with
+        # the request's; "defaultProperties" names those at their default value
         overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
-        server = {f"ksql.streams.{k}": v for k, v in self.config.streams}
+        merged = {**self.config.listed_properties(), **overridden}
+        defaults = _DEFAULT_PROPERTIES
         return {"@type": "properties", "statementText": text, "properties": [
-            {"name": k, "scope": "KSQL", "value": v} for k, v in sorted({**server, **overridden}.items())],
-            "overwrittenProperties": sorted(overridden), "defaultProperties": [], "warnings": []}
+            {"name": k, "scope": "KSQL", "value": v} for k, v in sorted(merged.items())],
+            "overwrittenProperties": sorted(overridden),
+            "defaultProperties": sorted(k for k, v in merged.items() if defaults.get(k) == v), "warnings": []}
 
     def _topic_consumers(self) -> dict[str, tuple[int, int]]:
         """Per topic, SHOW TOPICS EXTENDED's (consumerCount, consumerGroupCount) counted as ksqlDB's
@@ -2787,6 +2791,9 @@ def _schema_json(t: ast.SqlType) -> dict[str, Any]:
                 "parameters": {"precision": precision, "scale": scale}}
     return {"type": _BASE_TYPES.get(t.name, t.name), "fields": None, "memberSchema": None}
 
+
+#: the properties SHOW PROPERTIES lists, at their defaults (a server with no properties file)
+_DEFAULT_PROPERTIES = KsqlConfig().listed_properties()
 
 #: ksqlDB's PullQueryValidator: what a pull query may not have, each with its refusal (checked in
 #: this order, the first one found answers); ``PULL_QUERY_SYNTAX_HELP`` follows the refusal

@@ -225,6 +225,31 @@ def test_set_applies_to_the_later_statements_of_the_request(engine: Engine) -> N
     assert {"name": "ksql.streams.auto.offset.reset", "scope": "KSQL", "value": "earliest"} in shown["properties"]
 
 
+def test_show_properties_lists_the_servers_properties_with_their_defaults() -> None:
+    """As ksqlDB's ListPropertiesExecutor: every ksql.* property the server honours, defaults
+    included, merged with the request's, and ``defaultProperties`` naming those at their default."""
+    config = KsqlConfig.from_properties({"listeners": "http://127.0.0.1:18088", "ksql.service.id": "svc_",
+                                         "ksql.streams.commit.interval.ms": "500",
+                                         "ksql.fail.on.deserialization.error": "true",
+                                         "ksql.streams.num.stream.threads": "2", "ssl.key.password": "secret"})
+    e = Engine(config, FakeSpark())
+    e.commands = FakeCommands()  # type: ignore[assignment]
+    shown = e.execute("SHOW PROPERTIES;", {"ksql.streams.commit.interval.ms": "2000"})[0]
+    values = {p["name"]: p["value"] for p in shown["properties"]}
+    assert {p["scope"] for p in shown["properties"]} == {"KSQL"}
+    assert (values["ksql.service.id"], values["ksql.fail.on.deserialization.error"],
+            values["ksql.streams.num.stream.threads"], values["ksql.streams.auto.offset.reset"],
+            values["ksql.query.retry.backoff.initial.ms"], values["ksql.insert.into.values.enabled"]) == (
+        "svc_", "true", "2", "latest", "15000", "true")
+    assert values["ksql.streams.commit.interval.ms"] == "2000"          # the request's value wins
+    assert not any("ssl" in name for name in values)                   # security properties are not listed
+    assert shown["overwrittenProperties"] == ["ksql.streams.commit.interval.ms"]
+    defaults = set(shown["defaultProperties"])
+    assert {"ksql.streams.auto.offset.reset", "ksql.query.retry.backoff.initial.ms",
+            "ksql.streams.commit.interval.ms"} <= defaults
+    assert not defaults & {"ksql.service.id", "ksql.fail.on.deserialization.error", "ksql.streams.num.stream.threads"}
+
+
 def test_explain_a_query_id_and_a_statement(engine: Engine) -> None:
     engine.execute("CREATE STREAM fast AS SELECT id, v * 2 AS dbl FROM s WHERE v > 80;")
     described = engine.execute("EXPLAIN CSAS_FAST_3;")[0]
