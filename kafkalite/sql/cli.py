@@ -124,13 +124,14 @@ def type_string(schema: dict[str, Any]) -> str:
 
 
 def _describe_source(d: dict[str, Any]) -> str:
-    """DESCRIBE's output for one source (a field of a table's key is its primary key)."""
+    """DESCRIBE's output for one source. ksqlDB's answer marks a key column ``KEY`` in streams and
+    tables alike; its CLI prints a table's as the primary key (Console.formatFieldType)."""
     head = (f"Name                 : {d['name']}\n"
             + (f"Type                 : {d['type']}\nKafka topic          : {d['topic']}\n"
                f"Key format           : {d['keyFormat']}\nValue format         : {d['valueFormat']}\n"
                if d.get("extended") else ""))
     fields = table(["Field", "Type"], [[f["name"], type_string(f["schema"]) + (
-        " (primary key)" if f.get("type") == "PRIMARY_KEY" else " (key)" if f.get("type") == "KEY" else "")]
+        (" (primary key)" if d.get("type") == "TABLE" else " (key)") if f.get("type") == "KEY" else "")]
         for f in d["fields"]])
     return head + fields
 

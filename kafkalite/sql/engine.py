@@ -2462,7 +2462,7 @@ class Engine:
         fields = [{"name": "ROWTIME", "schema": {"type": "BIGINT", "fields": None, "memberSchema": None}}] \
             if s.extended else []
         fields += [{"name": c.name, "schema": _schema_json(c.type),
-                    **({"type": "KEY" if d.kind == "STREAM" else "PRIMARY_KEY"} if c.key else {})}
+                    **({"type": "KEY"} if c.key else {})}       # FieldInfo.FieldType: SYSTEM, KEY, HEADER
                    for c in d.columns]
         partitions = replication = 0           # ksqlDB's DescribeExecutor asks the topic only when EXTENDED
         if s.extended:

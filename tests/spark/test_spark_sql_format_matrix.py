@@ -285,7 +285,7 @@ def _matrix(fmt: str, engine: Engine, kafka: Any, schema_registry: Any) -> Itera
     assert [[(f["name"], f["schema"]["type"], f.get("type")) for f in d["sourceDescription"]["fields"]]
             for d in described] == [
         [("UID", "STRING", "KEY"), ("PAGE", "STRING", None), ("AMOUNT", "DOUBLE", None)],
-        [("UID", "STRING", "PRIMARY_KEY"), ("REGION", "STRING", None)],
+        [("UID", "STRING", "KEY"), ("REGION", "STRING", None)],
         [(clicks_key, "STRING", "KEY"), ("TARGET", "STRING", None)]]
     assert all(d["sourceDescription"]["valueFormat"] == fmt for d in described)
     assert [d["sourceDescription"]["keyFormat"] for d in described] == (

@@ -97,3 +97,16 @@ def test_explain_renders_as_ksqls_cli_prints_a_query_description() -> None:
     assert "| ID    | VARCHAR(STRING) (key) |" in text and "| V     | INTEGER               |" in text
     assert "Sources that this query reads from: \n-----------------------------------\nS\n" in text
     assert text.endswith("Processing topology \n------------------- \n== Physical Plan ==")
+
+
+def test_describe_prints_a_tables_key_as_its_primary_key() -> None:
+    """ksqlDB's answer marks key columns ``KEY`` in streams and tables alike (its FieldInfo.FieldType
+    has no other key kind); its CLI prints a table's as ``(primary key)``, a stream's as ``(key)``."""
+    from kafkalite.sql.cli import render
+
+    def described(kind: str) -> str:
+        return render({"@type": "sourceDescription", "sourceDescription": {
+            "name": "X", "type": kind, "extended": False, "fields": [
+                {"name": "ID", "schema": {"type": "STRING"}, "type": "KEY"}, {"name": "V", "schema": {"type": "INTEGER"}}]}})
+    assert "| ID    | VARCHAR(STRING) (primary key) |" in described("TABLE")
+    assert "| ID    | VARCHAR(STRING) (key) |" in described("STREAM")

@@ -71,7 +71,7 @@ def test_value_schema_id_takes_the_columns_of_that_schema_not_the_latest(engine:
     # a table: the key from KEY_SCHEMA_ID (unwrapped: ROWKEY), the value from VALUE_SCHEMA_ID
     k = registry.register("keys", '"long"')
     engine.execute(f"CREATE TABLE t WITH (KAFKA_TOPIC='t', FORMAT='AVRO', KEY_SCHEMA_ID={k}, VALUE_SCHEMA_ID={v2});")
-    assert _fields(engine, "t")[:2] == [("ROWKEY", "BIGINT", "PRIMARY_KEY"), ("id", "BIGINT", None)]
+    assert _fields(engine, "t")[:2] == [("ROWKEY", "BIGINT", "KEY"), ("id", "BIGINT", None)]
     assert _fields(engine, "t")[-1] == ("note", "STRING", None)
     assert registry.latest("t-key").schema_id == k and registry.latest("t-value").schema_id == v2
     assert engine._version_of_id(engine.metastore.sources["T"], True) == "1"
