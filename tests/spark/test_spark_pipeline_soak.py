@@ -5,7 +5,14 @@ steady rate for three minutes. Sampled every few seconds: the backlog Spark's pr
 ``kafkalite-consumer-groups --describe`` computes it (the log end minus the committed offset).
 Checked: the lag stays bounded (below a fixed ceiling, and the last minute no higher than the
 first plus a margin: a pipeline that falls behind shows a lag that grows with time), no
-micro-batch exceeds ``maxOffsetsPerTrigger``, and every record reaches the output once."""
+micro-batch exceeds ``maxOffsetsPerTrigger``, and every record reaches the output once.
+
+The trigger is every 2 s, not every second: most of a micro-batch's cost is per batch, not per
+record, and the other test tier runs beside the Spark tests on the same two cores. Measured over
+the three minutes (this test's processes: pytest, broker, Spark's JVM and Python workers), a 1 s
+trigger used 0.75 of a core, a 2 s trigger 0.50. The group lag in the samples went from 350-500
+records to 450-850; the ceiling is unchanged: a batch in flight and one not yet committed are
+about 4 s of input, far below it."""
 from __future__ import annotations
 
 import threading
@@ -22,6 +29,7 @@ from tests.support.waiting import wait_for
 RUN_S = 180.0
 RATE = 200                  # records/s, in 50-record bursts
 MAX_PER_TRIGGER = 1000
+TRIGGER = "2 seconds"
 #: a pipeline keeping up holds a batch in flight and one not yet committed: a few seconds of input
 LAG_CEILING = RATE * 30
 
@@ -29,8 +37,10 @@ LAG_CEILING = RATE * 30
 def test_pipeline_keeps_up_for_minutes(spark: Any, kafka: Any, tmp_path: Any) -> None:
     source, out = new_topic(kafka, 2, "soak-in"), new_topic(kafka, 2, "soak-out")
     group = f"soak-{uuid.uuid4().hex[:6]}"
-    q = start_pipeline(spark, kafka, source, out, group, str(tmp_path / "ckpt"), MAX_PER_TRIGGER, "1 second")
-    produced = 0
+    # records for the first micro-batch: it starts the sink's Python workers too, and its progress
+    # comes at once (an empty source's second progress report waits for Spark's no-data interval, 10 s)
+    produced = produce(kafka, source, [(i % 2, None, b"%d" % i) for i in range(50)])
+    q = start_pipeline(spark, kafka, source, out, group, str(tmp_path / "ckpt"), MAX_PER_TRIGGER, TRIGGER)
     stop = threading.Event()
 
     def keep_producing() -> None:
