@@ -424,6 +424,10 @@ class Engine:
             rows = [[json_value(v) for v in r] for r in result.collect()]
         except Exception as exc:                          # e.g. ksql.fail.on.deserialization.error
             raise KsqlError(f"Pull query failed: {_first_line(exc)}", statement=text) from None
+        finally:
+            # its view, named by this query's id, serves no later query: left in the session's
+            # catalog, every pull query would add one more
+            self.spark.catalog.dropTempView(_view_name(plan))
         return TransientQuery(text, names, kinds, q.limit, push=False, rows=rows)
 
     def _pull(self, q: ast.Select, text: str) -> TransientQuery:
@@ -1315,7 +1319,7 @@ class Engine:
         join, window or aggregate, which ``_check_pull`` refused)."""
         spark = self.spark
         src, q = plan.source, plan.select
-        view = f"ksql_{plan.query_id.lower()}"
+        view = _view_name(plan)
         frame = self._source_frame(src, plan.offset_reset, self.spark if batch else None)
         if q.window is not None:
             grace = q.window.grace_ms if q.window.grace_ms is not None else DEFAULT_GRACE_MS
@@ -2806,6 +2810,11 @@ _PULL_RULES: tuple[tuple[Callable[[ast.Select], bool], str], ...] = (
     (lambda q: q.emit is not None, "Pull queries don't support EMIT clauses."),
 )
 _PULL_QUERY_SYNTAX_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
+
+
+def _view_name(plan: "QueryPlan") -> str:
+    """The temporary view a query's decoded source is registered as, for its Spark SQL."""
+    return f"ksql_{plan.query_id.lower()}"
 
 
 def _check_pull(q: ast.Select, text: str) -> None:

@@ -97,6 +97,8 @@ class FakeSpark:
         self.readStream = Frame(self)
         self.read = Frame(self)
         self.udf = self                        # the session's udf.register (the processing log's function)
+        self.dropped_views: list[str] = []
+        self.catalog = type("Catalog", (), {"dropTempView": lambda _, name: self.dropped_views.append(name)})()
 
     def register(self, name: str, f: Any, return_type: Any = None) -> None:
         pass
@@ -670,3 +672,15 @@ def test_health_follows_the_command_runner_not_a_failed_query(engine: Engine, mo
     assert engine.health() == {"isHealthy": True, "details": {"metastore": {"isHealthy": True},
                                                               "kafka": {"isHealthy": True},
                                                               "commandRunner": {"isHealthy": True}}}
+
+
+def test_a_stream_pull_query_is_a_batch_read_through_the_push_querys_projection(engine: Engine) -> None:
+    """A pull query on a stream reads its topic as a batch (the session's reader, from the earliest
+    offsets) through the same Spark SQL a push query compiles, answers at once, and drops its view."""
+    spark = _spark(engine)
+    tq = engine.query("SELECT id, v * 2 AS d FROM s WHERE v > 1 LIMIT 3;")
+    assert (tq.push, tq.limit, tq.rows, tq.id.startswith("query_")) == (False, 3, [], True)
+    assert spark.options["subscribe"] == "s" and spark.options["startingOffsets"] == "earliest"
+    view = spark.sql_texts[-1].split(" FROM ")[1].split()[0]
+    assert view.startswith("ksql_query_s_") and "WHERE (`V` > 1)" in spark.sql_texts[-1]
+    assert "(`V` * 2) AS `D`" in spark.sql_texts[-1] and spark.dropped_views == [view]
