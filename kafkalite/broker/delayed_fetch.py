@@ -46,15 +46,15 @@ class DelayedFetch(DelayedOperation):
         self.touched: set[Any] = set()
         quota = reader.params.leader_quota
         self.reusable = first.total == 0 and (quota is None or not quota.throttled)
-        #: key -> its request entries (a partition may be named twice), idle ones included
+        #: key -> its request entries (a partition may be named twice); an idle partition's is
+        #: added when it is woken (:meth:`_wake_idle`), not for all of them on every park
         self.by_key: dict[Any, list[Mapping[str, Any]]] = {}
         for topic, p in reader.wanted:
             self.by_key.setdefault((topic, p["partition"]), []).append(p)
-        for key, cached in reader.idle.items():
-            self.by_key[key] = [cached.request]
 
     def watch_keys(self) -> list[Hashable]:
         keys: list[Hashable] = list(self.by_key)
+        keys += self.reader.idle
         if self.reader.params.is_follower:
             keys.append(FollowerFetches(self.reader.params.replica_id))
         return keys
@@ -64,6 +64,7 @@ class DelayedFetch(DelayedOperation):
         cached = self.reader.idle.pop(key, None)
         if cached is not None:
             self.reader.wanted.append((cached.topic, cached.request))
+            self.by_key[key] = [cached.request]
             self.touched.add(key)
 
     def try_complete(self) -> bool:

@@ -90,7 +90,8 @@ class FetchRead(NamedTuple):
 class FetchReader:
     """Reads one Fetch's partitions, as often as its delayed form needs. ``wanted`` and ``idle``
     are the request's partitions to read and a follower's idle ones (which a purgatory event
-    moves into ``wanted``, :meth:`wake_idle`)."""
+    moves into ``wanted``, ``DelayedFetch._wake_idle``; ``FetchSession.split`` already recorded
+    the follower caught up on them)."""
 
     def __init__(self, replicas: "ReplicaManager", params: FetchParams, wanted: list[Wanted],
                  idle: "dict[Any, CachedPartition]") -> None:
@@ -132,18 +133,6 @@ class FetchReader:
         return None
 
     # -- the follower's progress ---------------------------------------------------------------
-    def skip_idle(self) -> None:
-        """A follower's incremental fetch leaves out its session's idle partitions: the leader
-        records the follower caught up on each; one that lapsed (no longer led, follower out of
-        the ISR) goes back to the full path, which decides (ISR expansion, lost leadership)."""
-        now_ms = self.replicas.clock.now_ms()
-        replica_id = self.params.replica_id
-        idle = self.idle
-        lapsed = [key for key, cached in idle.items() if not cached.leader.record_idle_follower_fetch(replica_id, now_ms)]
-        for key in lapsed:
-            cached = idle.pop(key)
-            self.wanted.append((cached.topic, cached.request))
-
     def record_follower_progress(self) -> None:
         """A follower's fetch offsets say how far it has copied: record them BEFORE the first read.
         That bookkeeping can move the high watermark, which answers acks=all produces, whose

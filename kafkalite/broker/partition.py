@@ -212,7 +212,11 @@ class Partition:
         if follower is None or self.offline or state is None or state.leader != self.broker_id \
                 or replica_id not in state.isr:
             return False
-        follower.caught_up_idle(now_ms)
+        # Replica.update_fetch_state for a fetch of the leader's own log end, inlined (per idle
+        # partition of every follower Fetch): caught up now, at the log end it already had
+        follower.last_caught_up_ms = now_ms
+        follower.last_fetch_leader_log_end = follower.log_end_offset
+        follower.last_fetch_ms = now_ms
         return True
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:

@@ -476,10 +476,8 @@ class ReplicaManager:
         events_at_start = purgatory.total_events
         idle: dict[Any, CachedPartition] = {}
         if session is not None and params.tracked:
-            wanted, idle = session.split(purgatory.events)
+            wanted, idle = session.split(purgatory.events, params.replica_id, self.clock.now_ms())
         reader = FetchReader(self, params, wanted, idle)
-        if idle:
-            reader.skip_idle()
         if params.is_follower:
             reader.record_follower_progress()
         first = reader.read()
