@@ -8,9 +8,8 @@ condition then and only then, never by polling. A timer completes the operation 
 from __future__ import annotations
 
 from collections import defaultdict
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Iterator
+from typing import Any, Callable, ContextManager, Hashable, Iterable
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -40,6 +39,8 @@ class DelayedOperation:
         self.done = False
         self.timer: Any = None
         self.keys: tuple[Hashable, ...] = ()
+        #: the purgatory watching it (None: never watched), which forgets it as it completes
+        self.purgatory: Purgatory | None = None
 
     def try_complete(self) -> bool:
         """Is the operation ready to answer now (Kafka's ``tryComplete``)?"""
@@ -65,11 +66,17 @@ class DelayedOperation:
         raise NotImplementedError
 
     def complete(self, timed_out: bool) -> None:
+        """Answer once: stop the deadline, leave the watches, then fire the Deferred. Leaving
+        the watches here, not as the Deferred's first callback, spares every operation a
+        callback of its own (three per acks=all cycle); nothing reads the watches in between
+        (a done operation is skipped by every check anyway)."""
         if self.done:
             return
         self.done = True
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
+        if self.purgatory is not None:
+            self.purgatory._forget(self)
         try:
             result = self.on_complete(timed_out)
         except Exception:
@@ -98,6 +105,21 @@ class _FunctionOperation(DelayedOperation):
         return self._on_complete(timed_out)
 
 
+class _DeferredChecks:
+    """:meth:`Purgatory.checks_deferred`'s block."""
+
+    __slots__ = ("purgatory",)
+
+    def __init__(self, purgatory: "Purgatory") -> None:
+        self.purgatory = purgatory
+
+    def __enter__(self) -> None:
+        self.purgatory._begin_deferring()
+
+    def __exit__(self, *exc: object) -> None:
+        self.purgatory._end_deferring()
+
+
 class Purgatory:
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
@@ -109,6 +131,8 @@ class Purgatory:
         self.total_events = 0
         #: inside :meth:`checks_deferred`: the keys checked so far, in order (None: check at once)
         self._deferred: dict[Hashable, None] | None = None
+        self._depth = 0                 #: nested :meth:`checks_deferred` blocks now open
+        self._deferring = _DeferredChecks(self)
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable],
                                 timeout_ms: int) -> defer.Deferred:
@@ -117,7 +141,7 @@ class Purgatory:
         op.keys = tuple(keys)
         for key in op.keys:
             self.watchers[key].add(op)
-        op.deferred.addBoth(self._forget, op)
+        op.purgatory = self
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
         # The caller's own check ran before the watches, and whatever happened in between went
         # unseen: a follower Fetch records its offsets partition by partition while it reads; the
@@ -137,22 +161,27 @@ class Purgatory:
         return self.try_complete_else_watch(_FunctionOperation(try_ready, on_complete, try_ready_key),
                                             keys, timeout_ms)
 
-    @contextmanager
-    def checks_deferred(self) -> Iterator[None]:
+    def checks_deferred(self) -> ContextManager[None]:
         """Within this block, :meth:`check` counts its key's event at once but wakes its watchers
         only at the end, once per key and each operation once for all its keys (Kafka 2.8's
         ``ActionQueue``, run after a request's appends: a follower's parked Fetch is answered
         with every partition one Produce appended to, not at the first with the others left for
-        its next round trip). Nested blocks join the outermost."""
-        if self._deferred is not None:
-            yield
-            return
-        self._deferred = {}
-        try:
-            yield
-        finally:
+        its next round trip). Nested blocks join the outermost. The block is one object made
+        with the purgatory (every Produce enters it; a generator-based context manager cost a
+        generator and its frames per request)."""
+        return self._deferring
+
+    def _begin_deferring(self) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._deferred = {}
+
+    def _end_deferring(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
             keys, self._deferred = self._deferred, None
-            self._wake(keys)
+            if keys:
+                self._wake(keys)
 
     def check(self, key: Hashable) -> None:
         self.events[key] = self.events.get(key, 0) + 1
@@ -186,7 +215,8 @@ class Purgatory:
             for op in list(ops):
                 op.complete(True)
 
-    def _forget(self, result: Any, op: DelayedOperation) -> Any:
+    def _forget(self, op: DelayedOperation) -> None:
+        """``op`` completed (:meth:`DelayedOperation.complete`): it leaves its keys' watcher sets."""
         # a key's set stays when it empties: a follower's fetch watches every partition of its
         # session each round, and building the sets anew was most of watch()'s cost
         # (retire() removes a partition's for good)
@@ -195,7 +225,6 @@ class Purgatory:
             ops = watchers.get(key)
             if ops is not None:
                 ops.discard(op)
-        return result
 
     def retire(self, key: Hashable) -> None:
         """The partition is gone from this broker: its waiters answer (they find it gone), then
