@@ -75,7 +75,15 @@ class DelayedFetch(DelayedOperation):
             # this request's own stack changed some partition (recording the follower's offsets
             # moved a high watermark, an acks=all producer appended at once): idle ones included
             events = self.purgatory.events
-            for key in [k for k, c in idle.items() if events.get(k, 0) != c.idle_since]:
+            changed = self.purgatory.changed_since(self.events_at_start)
+            if changed is None:            # too many to name: compare every idle partition
+                woken = [k for k, c in idle.items() if events.get(k, 0) != c.idle_since]
+            else:                          # only the keys checked since (usually one or two)
+                woken = [k for k in dict.fromkeys(changed) if k in idle and events.get(k, 0) != idle[k].idle_since]
+                if len(woken) > 1:         # in the session's order, as the full comparison has them
+                    named = set(woken)
+                    woken = [k for k in idle if k in named]
+            for key in woken:
                 self._wake_idle(key)
         available = False
         for i, (topic, p) in enumerate(reader.wanted):

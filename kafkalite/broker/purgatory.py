@@ -105,6 +105,10 @@ class _FunctionOperation(DelayedOperation):
         return self._on_complete(timed_out)
 
 
+#: how many of the latest checks :meth:`Purgatory.changed_since` can name (at least)
+_RECENT_KEPT = 256
+
+
 class _DeferredChecks:
     """:meth:`Purgatory.checks_deferred`'s block."""
 
@@ -129,6 +133,10 @@ class Purgatory:
         #: a follower's fetch session skip its idle partitions (broker/delayed_fetch.py)
         self.events: dict[Hashable, int] = {}
         self.total_events = 0
+        #: the keys of the latest checks, oldest first: ``_recent[i]`` is check number
+        #: ``_recent_base + i`` (:meth:`changed_since`); trimmed to the last few hundred
+        self._recent: list[Hashable] = []
+        self._recent_base = 0
         #: inside :meth:`checks_deferred`: the keys checked so far, in order (None: check at once)
         self._deferred: dict[Hashable, None] | None = None
         self._depth = 0                 #: nested :meth:`checks_deferred` blocks now open
@@ -186,6 +194,11 @@ class Purgatory:
     def check(self, key: Hashable) -> None:
         self.events[key] = self.events.get(key, 0) + 1
         self.total_events += 1
+        recent = self._recent
+        recent.append(key)
+        if len(recent) > _RECENT_KEPT * 2:
+            del recent[:_RECENT_KEPT]
+            self._recent_base += _RECENT_KEPT
         if self._deferred is not None:
             self._deferred[key] = None
             return
@@ -197,6 +210,17 @@ class Purgatory:
                 continue
             if op.try_complete_key(key):
                 op.complete(False)
+
+    def changed_since(self, total_events: int) -> list[Hashable] | None:
+        """The keys checked since :attr:`total_events` was ``total_events``, in order, repeats
+        included; None when those checks are no longer kept (ask :attr:`events` instead). A
+        parked follower Fetch asks which of its hundreds of idle partitions changed on its own
+        request's stack: usually one or two keys, where comparing every idle partition's count
+        cost a pass over the whole session."""
+        start = total_events - self._recent_base
+        if start < 0:
+            return None
+        return self._recent[start:]
 
     def _wake(self, keys: Iterable[Hashable]) -> None:
         """The deferred checks of ``keys``: each waiting operation tries once with all of its keys
