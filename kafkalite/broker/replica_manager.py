@@ -489,7 +489,7 @@ class ReplicaManager:
         if params.is_follower and self.awaits_first_fetch(params.replica_id):
             max_wait_ms = min(max_wait_ms, FIRST_FETCH_WAIT_MS)
         waiting = purgatory.try_complete_else_watch(op, op.watch_keys(), max_wait_ms)
-        reader.resolved = None            # later checks run in later reactor turns: look up afresh
+        reader.resolved = reader.not_diverged = None   # later checks run in later reactor turns: look up afresh
         return waiting
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,
