@@ -7,7 +7,8 @@ condition then and only then, never by polling. A timer completes the operation 
 """
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
+from itertools import repeat
 from dataclasses import dataclass
 from typing import Any, Callable, ContextManager, Hashable, Iterable
 
@@ -39,6 +40,8 @@ class DelayedOperation:
         self.done = False
         self.timer: Any = None
         self.keys: tuple[Hashable, ...] = ()
+        #: the watcher sets of ``keys``, in their order (what completing leaves)
+        self.watched: list[set[DelayedOperation]] = []
         #: the purgatory watching it (None: never watched), which forgets it as it completes
         self.purgatory: Purgatory | None = None
 
@@ -147,8 +150,10 @@ class Purgatory:
         """Kafka's ``tryCompleteElseWatch``: watch ``keys`` for ``op``, arm its deadline, and try
         it once more now that the watches are in place; returns its Deferred."""
         op.keys = tuple(keys)
-        for key in op.keys:
-            self.watchers[key].add(op)
+        # the sets' adds here and discards in _forget run in C (map drained by a zero-length
+        # deque): a follower's Fetch watches every partition of its session, once per round trip
+        op.watched = list(map(self.watchers.__getitem__, op.keys))
+        deque(map(set.add, op.watched, repeat(op)), 0)
         op.purgatory = self
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
         # The caller's own check ran before the watches, and whatever happened in between went
@@ -243,12 +248,9 @@ class Purgatory:
         """``op`` completed (:meth:`DelayedOperation.complete`): it leaves its keys' watcher sets."""
         # a key's set stays when it empties: a follower's fetch watches every partition of its
         # session each round, and building the sets anew was most of watch()'s cost
-        # (retire() removes a partition's for good)
-        watchers = self.watchers
-        for key in op.keys:
-            ops = watchers.get(key)
-            if ops is not None:
-                ops.discard(op)
+        # (retire() removes a partition's for good, and only once it is empty: the sets this
+        # operation was added to are still the watchers')
+        deque(map(set.discard, op.watched, repeat(op)), 0)
 
     def retire(self, key: Hashable) -> None:
         """The partition is gone from this broker: its waiters answer (they find it gone), then
