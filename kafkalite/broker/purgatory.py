@@ -151,9 +151,14 @@ class Purgatory:
         it once more now that the watches are in place; returns its Deferred."""
         op.keys = tuple(keys)
         # the sets' adds here and discards in _forget run in C (map drained by a zero-length
-        # deque): a follower's Fetch watches every partition of its session, once per round trip
-        op.watched = list(map(self.watchers.__getitem__, op.keys))
-        deque(map(set.add, op.watched, repeat(op)), 0)
+        # deque): a follower's Fetch watches every partition of its session, once per round trip;
+        # for a few keys (an acks=all Produce's) the iterators cost more than a loop
+        watched = op.watched = list(map(self.watchers.__getitem__, op.keys))
+        if len(watched) > 4:
+            deque(map(set.add, watched, repeat(op)), 0)
+        else:
+            for ops in watched:
+                ops.add(op)
         op.purgatory = self
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
         # The caller's own check ran before the watches, and whatever happened in between went
@@ -250,7 +255,12 @@ class Purgatory:
         # session each round, and building the sets anew was most of watch()'s cost
         # (retire() removes a partition's for good, and only once it is empty: the sets this
         # operation was added to are still the watchers')
-        deque(map(set.discard, op.watched, repeat(op)), 0)
+        watched = op.watched
+        if len(watched) > 4:
+            deque(map(set.discard, watched, repeat(op)), 0)
+        else:
+            for ops in watched:
+                ops.discard(op)
 
     def retire(self, key: Hashable) -> None:
         """The partition is gone from this broker: its waiters answer (they find it gone), then
