@@ -43,7 +43,7 @@ class DelayedOperation:
         #: the watcher sets of ``keys``, in their order (what completing leaves)
         self.watched: list[set[DelayedOperation]] = []
         #: the purgatory watching it (None: never watched), which forgets it as it completes
-        self.purgatory: Purgatory | None = None
+        self.watched_by: Purgatory | None = None
 
     def try_complete(self) -> bool:
         """Is the operation ready to answer now (Kafka's ``tryComplete``)?"""
@@ -78,8 +78,8 @@ class DelayedOperation:
         self.done = True
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
-        if self.purgatory is not None:
-            self.purgatory._forget(self)
+        if self.watched_by is not None:
+            self.watched_by._forget(self)
         try:
             result = self.on_complete(timed_out)
         except Exception:
@@ -159,7 +159,7 @@ class Purgatory:
         else:
             for ops in watched:
                 ops.add(op)
-        op.purgatory = self
+        op.watched_by = self
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
         # The caller's own check ran before the watches, and whatever happened in between went
         # unseen: a follower Fetch records its offsets partition by partition while it reads; the
