@@ -46,15 +46,15 @@ class DelayedFetch(DelayedOperation):
         self.touched: set[Any] = set()
         quota = reader.params.leader_quota
         self.reusable = first.total == 0 and (quota is None or not quota.throttled)
-        #: key -> its request entries (a partition may be named twice), idle ones included
+        #: key -> its request entries (a partition may be named twice); an idle partition's is
+        #: added when it is woken (:meth:`_wake_idle`), not for all of them on every park
         self.by_key: dict[Any, list[Mapping[str, Any]]] = {}
         for topic, p in reader.wanted:
             self.by_key.setdefault((topic, p["partition"]), []).append(p)
-        for key, cached in reader.idle.items():
-            self.by_key[key] = [cached.request]
 
     def watch_keys(self) -> list[Hashable]:
         keys: list[Hashable] = list(self.by_key)
+        keys += self.reader.idle
         if self.reader.params.is_follower:
             keys.append(FollowerFetches(self.reader.params.replica_id))
         return keys
@@ -64,6 +64,7 @@ class DelayedFetch(DelayedOperation):
         cached = self.reader.idle.pop(key, None)
         if cached is not None:
             self.reader.wanted.append((cached.topic, cached.request))
+            self.by_key[key] = [cached.request]
             self.touched.add(key)
 
     def try_complete(self) -> bool:
@@ -74,7 +75,15 @@ class DelayedFetch(DelayedOperation):
             # this request's own stack changed some partition (recording the follower's offsets
             # moved a high watermark, an acks=all producer appended at once): idle ones included
             events = self.purgatory.events
-            for key in [k for k, c in idle.items() if events.get(k, 0) != c.idle_since]:
+            changed = self.purgatory.changed_since(self.events_at_start)
+            if changed is None:            # too many to name: compare every idle partition
+                woken = [k for k, c in idle.items() if events.get(k, 0) != c.idle_since]
+            else:                          # only the keys checked since (usually one or two)
+                woken = [k for k in dict.fromkeys(changed) if k in idle and events.get(k, 0) != idle[k].idle_since]
+                if len(woken) > 1:         # in the session's order, as the full comparison has them
+                    named = set(woken)
+                    woken = [k for k in idle if k in named]
+            for key in woken:
                 self._wake_idle(key)
         available = False
         for i, (topic, p) in enumerate(reader.wanted):

@@ -90,7 +90,8 @@ class FetchRead(NamedTuple):
 class FetchReader:
     """Reads one Fetch's partitions, as often as its delayed form needs. ``wanted`` and ``idle``
     are the request's partitions to read and a follower's idle ones (which a purgatory event
-    moves into ``wanted``, :meth:`wake_idle`)."""
+    moves into ``wanted``, ``DelayedFetch._wake_idle``; ``FetchSession.split`` already recorded
+    the follower caught up on them)."""
 
     def __init__(self, replicas: "ReplicaManager", params: FetchParams, wanted: list[Wanted],
                  idle: "dict[Any, CachedPartition]") -> None:
@@ -102,6 +103,10 @@ class FetchReader:
         #: follower's offsets, the first read, the purgatory's own try): leadership changes only
         #: in a later reactor turn, so one lookup serves all three (None afterwards: look up again)
         self.resolved: dict[int, Partition] | None = {}
+        #: wanted indexes whose :meth:`diverging` said None on that same first stack: it stays
+        #: None there (an older epoch's end is fixed; the current epoch's end is the log end,
+        #: which only grows), so it is asked once instead of three times (None afterwards)
+        self.not_diverged: set[int] | None = set()
 
     def leader_of(self, i: int | None, topic: str, p: Mapping[str, Any]) -> Partition:
         resolved = self.resolved
@@ -112,16 +117,21 @@ class FetchReader:
             resolved[i] = part
         return part
 
-    def diverging(self, part: Partition, p: Mapping[str, Any]) -> FetchResponseEpochEndOffset | None:
+    def diverging(self, part: Partition, p: Mapping[str, Any], i: int | None = None
+                  ) -> FetchResponseEpochEndOffset | None:
         """Fetch v12 (KIP-320 for followers, Kafka's Partition.readRecords): the fetcher's
         ``last_fetched_epoch`` ended earlier in this leader's log than its fetch offset (or the
         leader knows only older epochs): answer where that epoch ends, with no records, and the
         fetcher truncates there instead of asking OffsetForLeaderEpoch. ``part`` comes from the
         caller's leader lookup (once per partition per pass: a follower's session can hold hundreds
         of idle partitions). Raises OFFSET_OUT_OF_RANGE for an epoch the leader cannot place (above
-        all it knows), as Kafka 2.8's Partition.readRecords."""
+        all it knows), as Kafka 2.8's Partition.readRecords. ``i``: its index in ``wanted``, for
+        the first stack's memo (:attr:`not_diverged`)."""
         last = p.get("last_fetched_epoch", -1)
         if not self.params.check_epochs or last < 0:
+            return None
+        memo = self.not_diverged
+        if memo is not None and i is not None and i in memo:
             return None
         epoch, end = part.log.end_offset_for_epoch(last)
         if epoch < 0 or end < 0:
@@ -129,21 +139,11 @@ class FetchReader:
                                        part.log_start_offset, part.high_watermark)
         if end < p["fetch_offset"] or epoch < last:
             return {"epoch": epoch, "end_offset": end}
+        if memo is not None and i is not None:
+            memo.add(i)
         return None
 
     # -- the follower's progress ---------------------------------------------------------------
-    def skip_idle(self) -> None:
-        """A follower's incremental fetch leaves out its session's idle partitions: the leader
-        records the follower caught up on each; one that lapsed (no longer led, follower out of
-        the ISR) goes back to the full path, which decides (ISR expansion, lost leadership)."""
-        now_ms = self.replicas.clock.now_ms()
-        replica_id = self.params.replica_id
-        idle = self.idle
-        lapsed = [key for key, cached in idle.items() if not cached.leader.record_idle_follower_fetch(replica_id, now_ms)]
-        for key in lapsed:
-            cached = idle.pop(key)
-            self.wanted.append((cached.topic, cached.request))
-
     def record_follower_progress(self) -> None:
         """A follower's fetch offsets say how far it has copied: record them BEFORE the first read.
         That bookkeeping can move the high watermark, which answers acks=all produces, whose
@@ -159,7 +159,7 @@ class FetchReader:
                 continue
             try:
                 part = self.leader_of(i, topic, p)
-                if self.diverging(part, p) is not None:
+                if self.diverging(part, p, i) is not None:
                     continue                  # its fetch offset is past the common prefix: not progress
             except KafkaError:
                 continue                      # read() reports it in the partition's entry
@@ -208,7 +208,7 @@ class FetchReader:
                 if topic in denied:
                     raise KafkaError(f"not authorized to read {topic}", ErrorCode.TOPIC_AUTHORIZATION_FAILED)
                 part = self.leader_of(i, topic, p)
-                diverged = self.diverging(part, p)
+                diverged = self.diverging(part, p, i)
                 if diverged is not None:
                     entry["diverging_epoch"], entry["high_watermark"] = diverged, part.high_watermark
                     entry["last_stable_offset"], entry["log_start_offset"] = (part.last_stable_offset,
@@ -271,7 +271,7 @@ class FetchReader:
         nothing new. ``i``: its index in ``wanted``, for the first stack's lookups."""
         try:
             part = self.leader_of(i, topic, p)
-            if self.diverging(part, p) is not None:
+            if self.diverging(part, p, i) is not None:
                 return True
         except KafkaError:
             return True                   # answered with the partition's error

@@ -187,7 +187,12 @@ class Partition:
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1) -> None:
         """A follower asked for ``fetch_offset``: its log ends there (everything before is
         copied), and starts at ``log_start_offset``. The ISR may grow (written to ZooKeeper), the
-        high watermark and DeleteRecords' low watermark may move."""
+        high watermark and DeleteRecords' low watermark may move.
+
+        An idle partition of a follower's fetch session (asked again at this log's end, nothing
+        appended since) is recorded by ``FetchSession.split`` instead, inlined there: the
+        follower is caught up now, unless this replica no longer leads or the follower is out of
+        the ISR (then this full path decides)."""
         follower = self.followers.get(replica_id)
         if follower is None:
             return
@@ -201,19 +206,6 @@ class Partition:
                 self.write_isr(grown, f"replica {replica_id} caught up")
         if moved:        # an unchanged offset cannot move the high watermark (most partitions of a session)
             self.maybe_advance_high_watermark()
-
-    def record_idle_follower_fetch(self, replica_id: int, now_ms: int) -> bool:
-        """:meth:`record_follower_fetch` for an idle partition of a follower's fetch session: the
-        follower asked again for this log's end, as at its last recorded fetch, and nothing was
-        appended since, so it is caught up now. False when the full path must decide (not
-        leading, or the follower is out of the ISR: expansion is decided there)."""
-        follower = self.followers.get(replica_id)
-        state = self.state                      # is_leader and isr, inlined: called per idle partition
-        if follower is None or self.offline or state is None or state.leader != self.broker_id \
-                or replica_id not in state.isr:
-            return False
-        follower.caught_up_idle(now_ms)
-        return True
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
         """New ISR with ``replica_id`` added, if it is out of the ISR and has caught up to the HW

@@ -7,10 +7,10 @@ condition then and only then, never by polling. A timer completes the operation 
 """
 from __future__ import annotations
 
-from collections import defaultdict
-from contextlib import contextmanager
+from collections import defaultdict, deque
+from itertools import repeat
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable, Iterable, Iterator
+from typing import Any, Callable, ContextManager, Hashable, Iterable
 
 from twisted.internet import defer
 from twisted.internet.interfaces import IReactorTime
@@ -40,6 +40,10 @@ class DelayedOperation:
         self.done = False
         self.timer: Any = None
         self.keys: tuple[Hashable, ...] = ()
+        #: the watcher sets of ``keys``, in their order (what completing leaves)
+        self.watched: list[set[DelayedOperation]] = []
+        #: the purgatory watching it (None: never watched), which forgets it as it completes
+        self.watched_by: Purgatory | None = None
 
     def try_complete(self) -> bool:
         """Is the operation ready to answer now (Kafka's ``tryComplete``)?"""
@@ -65,11 +69,17 @@ class DelayedOperation:
         raise NotImplementedError
 
     def complete(self, timed_out: bool) -> None:
+        """Answer once: stop the deadline, leave the watches, then fire the Deferred. Leaving
+        the watches here, not as the Deferred's first callback, spares every operation a
+        callback of its own (three per acks=all cycle); nothing reads the watches in between
+        (a done operation is skipped by every check anyway)."""
         if self.done:
             return
         self.done = True
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
+        if self.watched_by is not None:
+            self.watched_by._forget(self)
         try:
             result = self.on_complete(timed_out)
         except Exception:
@@ -98,6 +108,25 @@ class _FunctionOperation(DelayedOperation):
         return self._on_complete(timed_out)
 
 
+#: how many of the latest checks :meth:`Purgatory.changed_since` can name (at least)
+_RECENT_KEPT = 256
+
+
+class _DeferredChecks:
+    """:meth:`Purgatory.checks_deferred`'s block."""
+
+    __slots__ = ("purgatory",)
+
+    def __init__(self, purgatory: "Purgatory") -> None:
+        self.purgatory = purgatory
+
+    def __enter__(self) -> None:
+        self.purgatory._begin_deferring()
+
+    def __exit__(self, *exc: object) -> None:
+        self.purgatory._end_deferring()
+
+
 class Purgatory:
     def __init__(self, clock: IReactorTime) -> None:
         self.clock = clock
@@ -107,17 +136,30 @@ class Purgatory:
         #: a follower's fetch session skip its idle partitions (broker/delayed_fetch.py)
         self.events: dict[Hashable, int] = {}
         self.total_events = 0
+        #: the keys of the latest checks, oldest first: ``_recent[i]`` is check number
+        #: ``_recent_base + i`` (:meth:`changed_since`); trimmed to the last few hundred
+        self._recent: list[Hashable] = []
+        self._recent_base = 0
         #: inside :meth:`checks_deferred`: the keys checked so far, in order (None: check at once)
         self._deferred: dict[Hashable, None] | None = None
+        self._depth = 0                 #: nested :meth:`checks_deferred` blocks now open
+        self._deferring = _DeferredChecks(self)
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable],
                                 timeout_ms: int) -> defer.Deferred:
         """Kafka's ``tryCompleteElseWatch``: watch ``keys`` for ``op``, arm its deadline, and try
         it once more now that the watches are in place; returns its Deferred."""
         op.keys = tuple(keys)
-        for key in op.keys:
-            self.watchers[key].add(op)
-        op.deferred.addBoth(self._forget, op)
+        # the sets' adds here and discards in _forget run in C (map drained by a zero-length
+        # deque): a follower's Fetch watches every partition of its session, once per round trip;
+        # for a few keys (an acks=all Produce's) the iterators cost more than a loop
+        watched = op.watched = list(map(self.watchers.__getitem__, op.keys))
+        if len(watched) > 4:
+            deque(map(set.add, watched, repeat(op)), 0)
+        else:
+            for ops in watched:
+                ops.add(op)
+        op.watched_by = self
         op.timer = self.clock.callLater(max(timeout_ms, 0) / 1000.0, op.complete, True)
         # The caller's own check ran before the watches, and whatever happened in between went
         # unseen: a follower Fetch records its offsets partition by partition while it reads; the
@@ -137,26 +179,36 @@ class Purgatory:
         return self.try_complete_else_watch(_FunctionOperation(try_ready, on_complete, try_ready_key),
                                             keys, timeout_ms)
 
-    @contextmanager
-    def checks_deferred(self) -> Iterator[None]:
+    def checks_deferred(self) -> ContextManager[None]:
         """Within this block, :meth:`check` counts its key's event at once but wakes its watchers
         only at the end, once per key and each operation once for all its keys (Kafka 2.8's
         ``ActionQueue``, run after a request's appends: a follower's parked Fetch is answered
         with every partition one Produce appended to, not at the first with the others left for
-        its next round trip). Nested blocks join the outermost."""
-        if self._deferred is not None:
-            yield
-            return
-        self._deferred = {}
-        try:
-            yield
-        finally:
+        its next round trip). Nested blocks join the outermost. The block is one object made
+        with the purgatory (every Produce enters it; a generator-based context manager cost a
+        generator and its frames per request)."""
+        return self._deferring
+
+    def _begin_deferring(self) -> None:
+        self._depth += 1
+        if self._depth == 1:
+            self._deferred = {}
+
+    def _end_deferring(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
             keys, self._deferred = self._deferred, None
-            self._wake(keys)
+            if keys:
+                self._wake(keys)
 
     def check(self, key: Hashable) -> None:
         self.events[key] = self.events.get(key, 0) + 1
         self.total_events += 1
+        recent = self._recent
+        recent.append(key)
+        if len(recent) > _RECENT_KEPT * 2:
+            del recent[:_RECENT_KEPT]
+            self._recent_base += _RECENT_KEPT
         if self._deferred is not None:
             self._deferred[key] = None
             return
@@ -168,6 +220,17 @@ class Purgatory:
                 continue
             if op.try_complete_key(key):
                 op.complete(False)
+
+    def changed_since(self, total_events: int) -> list[Hashable] | None:
+        """The keys checked since :attr:`total_events` was ``total_events``, in order, repeats
+        included; None when those checks are no longer kept (ask :attr:`events` instead). A
+        parked follower Fetch asks which of its hundreds of idle partitions changed on its own
+        request's stack: usually one or two keys, where comparing every idle partition's count
+        cost a pass over the whole session."""
+        start = total_events - self._recent_base
+        if start < 0:
+            return None
+        return self._recent[start:]
 
     def _wake(self, keys: Iterable[Hashable]) -> None:
         """The deferred checks of ``keys``: each waiting operation tries once with all of its keys
@@ -186,16 +249,18 @@ class Purgatory:
             for op in list(ops):
                 op.complete(True)
 
-    def _forget(self, result: Any, op: DelayedOperation) -> Any:
+    def _forget(self, op: DelayedOperation) -> None:
+        """``op`` completed (:meth:`DelayedOperation.complete`): it leaves its keys' watcher sets."""
         # a key's set stays when it empties: a follower's fetch watches every partition of its
         # session each round, and building the sets anew was most of watch()'s cost
-        # (retire() removes a partition's for good)
-        watchers = self.watchers
-        for key in op.keys:
-            ops = watchers.get(key)
-            if ops is not None:
+        # (retire() removes a partition's for good, and only once it is empty: the sets this
+        # operation was added to are still the watchers')
+        watched = op.watched
+        if len(watched) > 4:
+            deque(map(set.discard, watched, repeat(op)), 0)
+        else:
+            for ops in watched:
                 ops.discard(op)
-        return result
 
     def retire(self, key: Hashable) -> None:
         """The partition is gone from this broker: its waiters answer (they find it gone), then

@@ -48,13 +48,6 @@ class Replica:
         self.last_fetch_ms = now_ms
         return moved
 
-    def caught_up_idle(self, now_ms: int) -> None:
-        """An idle partition of its fetch session: it asked again for its own log end, which is
-        the leader's (nothing was appended since), so it is caught up now."""
-        self.last_caught_up_ms = now_ms
-        self.last_fetch_leader_log_end = self.log_end_offset
-        self.last_fetch_ms = now_ms
-
     def is_lagging(self, leader_log_end: int, now_ms: int, lag_max_ms: int) -> bool:
         """Out of the ISR by ``replica.lag.time.max.ms``: behind the log end and not caught up
         for longer than that."""

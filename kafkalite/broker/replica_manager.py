@@ -476,10 +476,8 @@ class ReplicaManager:
         events_at_start = purgatory.total_events
         idle: dict[Any, CachedPartition] = {}
         if session is not None and params.tracked:
-            wanted, idle = session.split(purgatory.events)
+            wanted, idle = session.split(purgatory.events, params.replica_id, self.clock.now_ms())
         reader = FetchReader(self, params, wanted, idle)
-        if idle:
-            reader.skip_idle()
         if params.is_follower:
             reader.record_follower_progress()
         first = reader.read()
@@ -491,7 +489,7 @@ class ReplicaManager:
         if params.is_follower and self.awaits_first_fetch(params.replica_id):
             max_wait_ms = min(max_wait_ms, FIRST_FETCH_WAIT_MS)
         waiting = purgatory.try_complete_else_watch(op, op.watch_keys(), max_wait_ms)
-        reader.resolved = None            # later checks run in later reactor turns: look up afresh
+        reader.resolved = reader.not_diverged = None   # later checks run in later reactor turns: look up afresh
         return waiting
 
     def read(self, topic: str, index: int, fetch_offset: int, max_bytes: int, replica_id: int,

@@ -132,12 +132,18 @@ class BatchInfo(NamedTuple):
         return self.position + self.size
 
 
-def read_header(buf: BytesLike, pos: int = 0) -> BatchInfo:
-    """Parse the 61-byte header at ``pos``; no CRC check. Raises CorruptRecordError if short."""
+#: a BatchInfo from a tuple of its fields, in order
+_new_info = BatchInfo._make
+
+
+def read_header(buf: BytesLike, pos: int = 0, position: int | None = None) -> BatchInfo:
+    """Parse the 61-byte header at ``pos``; no CRC check. Raises CorruptRecordError if short.
+    ``position``: the batch's position to record when ``buf`` is a copy of the header alone
+    (a header read from a file), instead of a ``_replace`` copy of the answer."""
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header truncated at byte {pos}")
     f = _HEADER.unpack_from(buf, pos)
-    return BatchInfo(pos, f[1] + LOG_OVERHEAD, *f[:1], *f[2:])
+    return BatchInfo(pos if position is None else position, f[1] + LOG_OVERHEAD, *f[:1], *f[2:])
 
 
 def crc_ok(buf: BytesLike, info: BatchInfo) -> bool:
@@ -222,7 +228,8 @@ def assign_offsets(buf: bytearray | memoryview, infos: list[BatchInfo], first_of
     for info in infos:
         _INT64.pack_into(buf, info.position, offset)
         _INT32.pack_into(buf, info.position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-        out.append(info._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+        # BatchInfo built directly: namedtuple._replace goes through a dict and a map per call
+        out.append(_new_info((info[0], info[1], offset, leader_epoch, *info[4:])))
         offset += info.last_offset_delta + 1
     return out
 

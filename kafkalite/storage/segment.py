@@ -384,7 +384,7 @@ class LogSegment:
             if i == len(tail_last):
                 return None
             position = self._tail_pos[i]
-            return read_header(os.pread(self.fd, HEADER_SIZE, position))._replace(position=position)
+            return read_header(os.pread(self.fd, HEADER_SIZE, position), 0, position)
         _, start = self.index.lookup(offset)
         for info in iter_headers(self.fd, start, self.size):
             if info.base_offset + info.last_offset_delta >= offset:

@@ -88,23 +88,27 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
     ctx.throttle_exempt = replica_id >= 0        # replication is not a client's traffic
     sessions: FetchSessionCache | None = ctx.fetch_sessions if ctx.api_version >= 7 else None
     session_ctx: FetchContext | None = None
-    wanted: list[Wanted]
+    wanted: list[Wanted] | None = None
     if sessions is not None:
         session_ctx = sessions.new_context(req["session_id"], req["session_epoch"],
                                            req["topics"], req["forgotten_topics_data"],
                                            replica_id >= 0, ctx.now_ms)
-        wanted = session_ctx.wanted
     elif req["session_id"] != NO_SESSION:
         raise FetchSessionError(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
     else:
         wanted = [(t["topic"], p) for t in req["topics"] for p in t["partitions"]]
+
+    def all_wanted() -> list[Wanted]:
+        """The request's partitions; a session's listed only here, when needed: a follower's
+        incremental fetch reads what ``FetchSession.split`` lists instead."""
+        return session_ctx.wanted if session_ctx is not None else wanted or []
     # Kafka: a follower's fetch (replica id >= 0) needs ClusterAction, or every partition is
     # refused; a consumer's needs Read on each topic
     if replica_id >= 0:
-        denied = set() if ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else {t for t, _ in wanted}
+        denied = set() if ctx.authorize(Operation.CLUSTER_ACTION, ResourceType.CLUSTER) else {t for t, _ in all_wanted()}
         ctx.throttle_exempt = not denied        # a refused "follower" is a client, with its quotas
     else:
-        denied = {t for t in {t for t, _ in wanted} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
+        denied = {t for t in {t for t, _ in all_wanted()} if not ctx.authorize(Operation.READ, ResourceType.TOPIC, t)}
     leader_quota = ctx.quotas.replication.leader if replica_id >= 0 else None
     session = session_ctx.session if session_ctx is not None else None
     params = FetchParams(
@@ -123,7 +127,8 @@ def plan_fetch(ctx: RequestContext, req: FetchRequest) -> FetchPlan:
                  and (leader_quota is None or not leader_quota.throttled)),
         # plaintext TCP: records go by sendfile (net/sendfile.py); a connectionless context copies
         zero_copy=getattr(getattr(ctx, "conn", None), "zero_copy", False))
-    return FetchPlan(params, wanted, sessions, session_ctx)
+    # a tracked fetch reads its session's split, not the whole list (ReplicaManager.fetch_messages)
+    return FetchPlan(params, [] if params.tracked else all_wanted(), sessions, session_ctx)
 
 
 def respond(ctx: RequestContext, plan: FetchPlan, read: FetchRead) -> FetchResponse:
