@@ -24,13 +24,17 @@ KILLS = 30
 
 
 def read_acks(path: Path) -> list[tuple[int, int, str]]:
-    """Complete ack lines only (the writer may die in the middle of one)."""
+    """Complete ack lines only. The writer may die in the middle of one: a SIGKILL can cut a
+    write() to a regular file short (the kernel stops between pages), and the next writer
+    starts on a line of its own (log_crash_writer.py), so a torn line stands alone and is
+    skipped here: whole acks have three fields and a 40-digit SHA-1."""
     if not path.exists():
         return []
     out = []
-    for line in path.read_text().split("\n")[:-1]:
-        base, last, digest = line.split(" ")
-        out.append((int(base), int(last), digest))
+    for line in path.read_text().split("\n"):
+        fields = line.split(" ")
+        if len(fields) == 3 and len(fields[2]) == 40 and fields[0].isdigit() and fields[1].isdigit():
+            out.append((int(fields[0]), int(fields[1]), fields[2]))
     return out
 
 
