@@ -21,7 +21,7 @@ import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from kafkalite.client import KafkaClient
 from kafkalite.client import TopicPartition
@@ -265,8 +265,7 @@ class Engine:
             names, kinds = [n for n, _ in plan.items], [types.get(n, "STRING") for n, _ in plan.items]
         else:
             result = compiled.select(*columns)
-            names = [f.name for f in result.schema.fields]
-            kinds = [ksql_type(f.dataType.simpleString()) for f in result.schema.fields]
+            names, kinds = _names_and_types(result)
         tq = TransientQuery(text, names, kinds, q.limit, push=True)
         tq.id = tq_id
 
@@ -413,13 +412,12 @@ class Engine:
         projection and WHERE (any expression a push query takes); the rows in each partition's
         offset order, up to LIMIT, answered at once."""
         q = query.query
-        plan = self._plan(query, text, props, f"query_{query.query.source}_{uuid.uuid4().int % 10**18}")
+        plan = self._plan(query, text, props, f"query_{q.source}_{uuid.uuid4().int % 10**18}")
         frame, _ = self._compile(plan, batch=True)
         result = frame.select(*[quote(n) for n, _ in plan.items])
         if q.limit is not None:
             result = result.limit(q.limit)
-        names = [f.name for f in result.schema.fields]
-        kinds = [ksql_type(f.dataType.simpleString()) for f in result.schema.fields]
+        names, kinds = _names_and_types(result)
         try:
             rows = [[json_value(v) for v in r] for r in result.collect()]
         except Exception as exc:                          # e.g. ksql.fail.on.deserialization.error
@@ -2390,8 +2388,9 @@ class Engine:
     def _show(self, s: ast.Show, text: str, props: dict[str, Any]) -> Entity:
         ms = self.metastore
         if s.extended and s.what in ("STREAMS", "TABLES"):      # ksqlDB's SourceDescriptionList
-            described = [self._describe(ast.Describe(d.name, True), text)["sourceDescription"]
-                         for d in sorted(ms.sources.values(), key=lambda d: d.name) if d.kind == s.what[:-1]]
+            sources = [d for d in sorted(ms.sources.values(), key=lambda d: d.name) if d.kind == s.what[:-1]]
+            metadata = self._topic_metadata(sorted({d.topic for d in sources})) if sources else {}
+            described = [self._source_description(d, True, metadata) for d in sources]
             return {"@type": "source_descriptions", "statementText": text, "sourceDescriptions": described,
                     "warnings": []}
         if s.extended and s.what == "QUERIES":                    # ksqlDB's QueryDescriptionList
@@ -2427,11 +2426,11 @@ class Engine:
         # the request's; "defaultProperties" names those at their default value
         overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
         merged = {**self.config.listed_properties(), **overridden}
-        defaults = _DEFAULT_PROPERTIES
         return {"@type": "properties", "statementText": text, "properties": [
             {"name": k, "scope": "KSQL", "value": v} for k, v in sorted(merged.items())],
             "overwrittenProperties": sorted(overridden),
-            "defaultProperties": sorted(k for k, v in merged.items() if defaults.get(k) == v), "warnings": []}
+            "defaultProperties": sorted(k for k, v in merged.items() if _DEFAULT_PROPERTIES.get(k) == v),
+            "warnings": []}
 
     def _topic_consumers(self) -> dict[str, tuple[int, int]]:
         """Per topic, SHOW TOPICS EXTENDED's (consumerCount, consumerGroupCount) counted as ksqlDB's
@@ -2458,30 +2457,40 @@ class Engine:
         return q.state
 
     def _describe(self, s: ast.Describe, text: str) -> Entity:
-        ms = self.metastore
-        d = ms.get(s.name)
+        d = self.metastore.get(s.name)
         if d is None:
             raise KsqlError(f"Could not find STREAM/TABLE '{s.name}' in the Metastore", statement=text)
-        readers, writers = ms.readers_and_writers(s.name)
+        # ksqlDB's DescribeExecutor asks the topic only when EXTENDED
+        topics = self._topic_metadata([d.topic]) if s.extended else {}
+        return {"@type": "sourceDescription", "statementText": text,
+                "sourceDescription": self._source_description(d, s.extended, topics), "warnings": []}
+
+    def _topic_metadata(self, names: list[str]) -> dict[str, Any]:
+        """These topics' metadata, in one request (not the whole cluster's)."""
+        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            return dict(client.metadata(names).topics)
+
+    def _source_description(self, d: DataSource, extended: bool, topics: Mapping[str, Any]) -> Entity:
+        """ksqlDB's ``SourceDescription`` of ``d``; ``topics``: the metadata EXTENDED counts its
+        topic's partitions and replicas from."""
+        readers, writers = self.metastore.readers_and_writers(d.name)
         fields = [{"name": "ROWTIME", "schema": {"type": "BIGINT", "fields": None, "memberSchema": None}}] \
-            if s.extended else []
+            if extended else []
         fields += [{"name": c.name, "schema": _schema_json(c.type),
                     **({"type": "KEY"} if c.key else {})}       # FieldInfo.FieldType: SYSTEM, KEY, HEADER
                    for c in d.columns]
-        partitions = replication = 0           # ksqlDB's DescribeExecutor asks the topic only when EXTENDED
-        if s.extended:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
-                topic = client.metadata([d.topic]).topics.get(d.topic)      # this topic only, not the cluster's
-            if topic is not None and topic.partitions:
-                partitions = len(topic.partitions)
-                replication = len(topic.partitions[min(topic.partitions)].replicas)
-        return {"@type": "sourceDescription", "statementText": text, "sourceDescription": {
+        partitions = replication = 0
+        topic = topics.get(d.topic)
+        if topic is not None and topic.partitions:
+            partitions = len(topic.partitions)
+            replication = len(topic.partitions[min(topic.partitions)].replicas)
+        return {
             "name": d.name, "windowType": d.window.kind if d.window else None,
             "readQueries": [{"id": r} for r in readers], "writeQueries": [{"id": w} for w in writers],
             "fields": fields, "type": d.kind, "timestamp": d.timestamp or "", "statistics": "", "errorStats": "",
-            "extended": s.extended, "keyFormat": d.key_format, "valueFormat": d.value_format, "topic": d.topic,
+            "extended": extended, "keyFormat": d.key_format, "valueFormat": d.value_format, "topic": d.topic,
             "partitions": partitions, "replication": replication, "statement": d.statement,
-            "queryOffsetSummaries": [], "sourceConstraints": []}, "warnings": []}
+            "queryOffsetSummaries": [], "sourceConstraints": []}
 
 
 class TableJoin:
@@ -2810,6 +2819,12 @@ _PULL_RULES: tuple[tuple[Callable[[ast.Select], bool], str], ...] = (
     (lambda q: q.emit is not None, "Pull queries don't support EMIT clauses."),
 )
 _PULL_QUERY_SYNTAX_HELP = " See https://cnfl.io/queries for more info.\nAdd EMIT CHANGES if you intended to issue a push query."
+
+
+def _names_and_types(frame: Any) -> tuple[list[str], list[str]]:
+    """A projected frame's column names and their ksqlDB types (a transient query's header)."""
+    fields = frame.schema.fields
+    return [f.name for f in fields], [ksql_type(f.dataType.simpleString()) for f in fields]
 
 
 def _view_name(plan: "QueryPlan") -> str:
