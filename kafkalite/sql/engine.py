@@ -2423,12 +2423,14 @@ class Engine:
                 return {"@type": "kafka_topics_extended", "statementText": text, "topics": topics, "warnings": []}
             return {"@type": "kafka_topics", "statementText": text, "topics": topics, "warnings": []}
         # ksqlDB's ListPropertiesExecutor: the server's properties, defaults included, merged with
-        # the request's; "defaultProperties" names those at their default value
-        overridden = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
-        merged = {**self.config.listed_properties(), **overridden}
+        # the request's; "overwrittenProperties" names those whose value the request changed (one
+        # set to the server's own value is not), "defaultProperties" those at their default value
+        server = self.config.listed_properties()
+        requested = {(k if k.startswith("ksql.") else f"ksql.streams.{k}"): str(v) for k, v in props.items()}
+        merged = {**server, **requested}
         return {"@type": "properties", "statementText": text, "properties": [
             {"name": k, "scope": "KSQL", "value": v} for k, v in sorted(merged.items())],
-            "overwrittenProperties": sorted(overridden),
+            "overwrittenProperties": sorted(k for k, v in requested.items() if server.get(k) != v),
             "defaultProperties": sorted(k for k, v in merged.items() if _DEFAULT_PROPERTIES.get(k) == v),
             "warnings": []}
 

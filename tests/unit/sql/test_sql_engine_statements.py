@@ -246,6 +246,9 @@ def test_show_properties_lists_the_servers_properties_with_their_defaults() -> N
     assert values["ksql.streams.commit.interval.ms"] == "2000"          # the request's value wins
     assert not any("ssl" in name for name in values)                   # security properties are not listed
     assert shown["overwrittenProperties"] == ["ksql.streams.commit.interval.ms"]
+    # a request setting a property to the server's own value does not overwrite it (ksqlDB compares values)
+    same = e.execute("SHOW PROPERTIES;", {"ksql.streams.commit.interval.ms": "500", "auto.offset.reset": "earliest"})[0]
+    assert same["overwrittenProperties"] == ["ksql.streams.auto.offset.reset"]
     defaults = set(shown["defaultProperties"])
     assert {"ksql.streams.auto.offset.reset", "ksql.query.retry.backoff.initial.ms",
             "ksql.streams.commit.interval.ms"} <= defaults
