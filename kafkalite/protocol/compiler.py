@@ -184,7 +184,12 @@ class _Unit:
         if f.is_array:
             return "None" if (f.has_default and f.default is None) else "[]"
         if f.elem == "struct":
-            return self.const(f.struct_spec.default_dict) + "()"
+            spec = f.struct_spec
+            if all(not g.is_array and g.elem != "struct" for g in spec.fields):
+                # only immutable values: a copy of one prebuilt dict, not a comprehension per
+                # decode (an absent tagged struct is built for every partition of a FetchResponse)
+                return self.const(spec.default_dict()) + ".copy()"
+            return self.const(spec.default_dict) + "()"
         return self.const(f.default_value())
 
     def encode_default(self, f: FieldSpec) -> str:
