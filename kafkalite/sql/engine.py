@@ -348,7 +348,7 @@ class Engine:
 
     def _print(self, s: ast.Print, text: str) -> TransientQuery:
         """PRINT: the topic's records as text lines, streamed until LIMIT or the client leaves."""
-        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+        with self._client() as client:
             topics = sorted(client.metadata(None).topics)
         topic = printing.resolve_topic(s, topics, text)
         tq = TransientQuery(text, [], [], None, push=True, printing=True)
@@ -461,7 +461,7 @@ class Engine:
     def info(self) -> Entity:
         """ksqlDB's ``KsqlServerInfo``."""
         try:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            with self._client() as client:
                 cluster_id = client.metadata([]).cluster_id
         except Exception as exc:                          # the brokers are down: still answer /info
             log.warning("/info: no cluster id: %s", exc)
@@ -475,7 +475,7 @@ class Engine:
         the command runner's status), a persistent query in ERROR, waiting to be restarted, does not
         make the server unhealthy: SHOW QUERIES and EXPLAIN show it."""
         try:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            with self._client() as client:
                 client.metadata([])
             kafka = True
         except Exception as exc:
@@ -904,7 +904,7 @@ class Engine:
             raise KsqlError(f"Could not register schema for topic: {exc}", statement=text) from None
 
     def _topic_exists(self, topic: str) -> bool:
-        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+        with self._client() as client:
             md = client.metadata([topic])
         t = md.topics.get(topic)
         return t is not None and t.error == ErrorCode.NONE
@@ -1288,7 +1288,7 @@ class Engine:
             self._ensure_sink_topic(plan.upstream, text)
         partitions = plan.with_props.get("PARTITIONS")
         if partitions is None:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            with self._client() as client:
                 partitions = len(client.partitions_for(plan.source.topic))
         self._ensure_topic(plan.sink.topic, partitions, plan.with_props.get("REPLICAS"), text)
 
@@ -1465,7 +1465,7 @@ class Engine:
         if until is not None:                             # the partitions the offsets name
             partitions = [int(p) for p in json.loads(until).get(table.topic, {})]
         else:
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+            with self._client() as client:
                 partitions = client.partitions_for(table.topic)
         frame = self._source_frame(table, "earliest", session,
                                    offsets=(state.starting_offsets(table.topic, partitions), until or "latest"))
@@ -1611,7 +1611,7 @@ class Engine:
         kept = None if checkpoint is None else checkpoint / f"table-join-start-{index}.json"
         if kept is not None and kept.exists():
             return kept.read_text()
-        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+        with self._client() as client:
             ends = client.list_offsets({TopicPartition(table.topic, p): -1
                                         for p in client.partitions_for(table.topic)}, isolation_level=1)
         text = json.dumps({table.topic: {str(tp.partition): offset for tp, (offset, _) in sorted(ends.items())}})
@@ -2007,7 +2007,7 @@ class Engine:
         (and window), a tombstone deleting it; a failure is logged and leaves what was read.
         Returns how many records were read."""
         topic = table.topic
-        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+        with self._client() as client:
             tps = [TopicPartition(topic, p) for p in client.partitions_for(topic)]
         consumer = Consumer(self.config.bootstrap_servers, auto_offset_reset="earliest", enable_auto_commit=False,
                             isolation_level="read_committed", security=self.config.security,
@@ -2411,12 +2411,11 @@ class Engine:
                         "state": self._state(q)} for q in ms.live_queries()]
             return {"@type": "queries", "statementText": text, "queries": queries, "warnings": []}
         if s.what == "TOPICS":
-            with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
-                md = client.metadata(None)
+            listed = self._topic_metadata(None)
             counts = self._topic_consumers() if s.extended else {}
             topics: list[dict[str, Any]] = [
                 {"name": name, "replicaInfo": [len(p.replicas) for _, p in sorted(t.partitions.items())]}
-                for name, t in sorted(md.topics.items()) if not t.internal and not name.startswith("_")]
+                for name, t in sorted(listed.items()) if not t.internal and not name.startswith("_")]
             if s.extended:                                        # ksqlDB's KafkaTopicsListExtended
                 for topic in topics:
                     topic["consumerCount"], topic["consumerGroupCount"] = counts.get(topic["name"], (0, 0))
@@ -2467,10 +2466,14 @@ class Engine:
         return {"@type": "sourceDescription", "statementText": text,
                 "sourceDescription": self._source_description(d, s.extended, topics), "warnings": []}
 
-    def _topic_metadata(self, names: list[str]) -> dict[str, Any]:
-        """These topics' metadata, in one request (not the whole cluster's)."""
-        with KafkaClient(self.config.bootstrap_servers, security=self.config.security) as client:
+    def _topic_metadata(self, names: list[str] | None) -> dict[str, Any]:
+        """These topics' metadata, in one request (not the whole cluster's; None: every topic)."""
+        with self._client() as client:
             return dict(client.metadata(names).topics)
+
+    def _client(self) -> KafkaClient:
+        """A client of the brokers with the server's security settings, for one statement's requests."""
+        return KafkaClient(self.config.bootstrap_servers, security=self.config.security)
 
     def _source_description(self, d: DataSource, extended: bool, topics: Mapping[str, Any]) -> Entity:
         """ksqlDB's ``SourceDescription`` of ``d``; ``topics``: the metadata EXTENDED counts its
