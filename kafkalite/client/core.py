@@ -24,7 +24,7 @@ from kafkalite.protocol.messages_typed import FetchRequest, MetadataRequest
 from .cluster import ClusterMetadata, TopicPartition, from_response
 from .connection import BrokerConnection, parse_bootstrap
 from .security import ClientSecurity
-from .errors import ClientError, ConnectionFailed, check
+from .errors import ClientError, ConnectionFailed, UnknownPartition, check
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,11 @@ class KafkaClient:
         """Take note of a retriable failure; True when it means the cluster is changing (a broker
         unreachable, a leader or coordinator moved), after marking the metadata stale so the next
         attempt routes by fresh leaders. The one rule for every retry loop (this client's and the
-        producer's per-batch retries), so fetch and produce fail over alike."""
+        producer's per-batch retries), so fetch and produce fail over alike. A partition that fresh
+        metadata does not name (:class:`UnknownPartition`) is not the cluster changing."""
+        if isinstance(exc, UnknownPartition):
+            self._invalidate_metadata()
+            return False
         if isinstance(exc, ConnectionFailed) or exc.code in _STALE_METADATA:
             self._invalidate_metadata()
             return True
@@ -261,7 +265,7 @@ class KafkaClient:
             t = md.topics.get(tp.topic)
             if t is None or t.error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
                     t.partitions and tp.partition not in t.partitions):
-                raise ClientError(f"{tp.topic}-{tp.partition} does not exist", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                raise UnknownPartition(f"{tp.topic}-{tp.partition} does not exist")
             leader = md.leader(tp)
             if leader < 0:
                 raise ClientError(f"{tp.topic}-{tp.partition} has no leader", ErrorCode.LEADER_NOT_AVAILABLE)

@@ -32,6 +32,16 @@ class ConnectionFailed(ClientError):
         super().__init__(message, ErrorCode.NETWORK_EXCEPTION, retriable=True)
 
 
+class UnknownPartition(ClientError):
+    """Metadata fetched just now names no such topic or partition. Retriable, since a topic being
+    created or given partitions shows up within a few refreshes, but not a sign of the cluster
+    changing under the client (``KafkaClient.note_retriable``): it counts against ``retries``, so
+    a partition that does not exist is reported after a few back-offs, not at the call's deadline."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, retriable=True)
+
+
 def _as_code(code: int) -> ErrorCode:
     try:
         return ErrorCode(code)

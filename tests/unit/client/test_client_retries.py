@@ -2,7 +2,8 @@
 
 A failure that says the cluster is changing (a broker unreachable, a leader moved) is retried
 against fresh metadata until the deadline, however many attempts that takes; other retriable
-errors stop after ``retries``; a dead cluster still ends in one clear error.
+errors stop after ``retries``, and so does a partition that fresh metadata does not name; a dead
+cluster still ends in one clear error.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from kafkalite.client.core import KafkaClient
-from kafkalite.client.errors import ClientError, ConnectionFailed
+from kafkalite.client.errors import ClientError, ConnectionFailed, UnknownPartition
 from kafkalite.errors import ErrorCode
 
 
@@ -50,6 +51,27 @@ def test_other_retriable_errors_stop_after_retries() -> None:
     with pytest.raises(ClientError, match="gave up after 3 attempts") as info:
         client._with_retries(attempt, "Produce")
     assert info.value.code == ErrorCode.NOT_ENOUGH_REPLICAS and len(calls) == 3 and not client._stale
+
+
+def test_a_partition_fresh_metadata_does_not_name_stops_after_retries() -> None:
+    """Partition 7 of a 2-partition topic: reported after ``retries`` back-offs (it waited for the
+    30 s deadline while UNKNOWN_TOPIC_OR_PARTITION counted as the cluster changing), each attempt
+    on fresh metadata, since a topic being created or widened appears within a few refreshes."""
+    client = _client(retries=2)
+    seen_stale: list[bool] = []
+
+    def attempt() -> None:
+        seen_stale.append(client._stale)
+        raise UnknownPartition("t-7 does not exist")
+
+    started = time.monotonic()
+    with pytest.raises(ClientError, match=r"^Fetch: t-7 does not exist \(gave up after 3 attempts\)$") as info:
+        client._with_retries(attempt, "Fetch")
+    assert time.monotonic() - started < 5
+    assert info.value.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and seen_stale == [False, True, True]
+    # the same code from a broker (a replica it no longer hosts, after a reassignment) is the
+    # cluster changing: retried until the deadline
+    assert client.note_retriable(ClientError.from_code(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Fetch t-0"))
 
 
 def test_a_dead_cluster_ends_in_a_clear_error_at_the_deadline() -> None:
