@@ -202,12 +202,9 @@ class KafkaClient:
         attempt routes by fresh leaders. The one rule for every retry loop (this client's and the
         producer's per-batch retries), so fetch and produce fail over alike. A partition that fresh
         metadata does not name (:class:`UnknownPartition`) is not the cluster changing."""
-        if isinstance(exc, UnknownPartition):
-            self._invalidate_metadata()
-            return False
         if isinstance(exc, ConnectionFailed) or exc.code in _STALE_METADATA:
             self._invalidate_metadata()
-            return True
+            return not isinstance(exc, UnknownPartition)
         return exc.code in _CLUSTER_CHANGING
 
     def _invalidate_metadata(self) -> None:
